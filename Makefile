@@ -1,0 +1,35 @@
+# The README's commands: `make demo` and `make test`. Both install missing Debian packages.
+BUILD ?= build
+PREFIX ?= /usr/local
+JOBS := $(shell nproc)
+
+.PHONY: all build deps test demo install bench clean format
+
+all: build
+
+deps:
+	@scripts/deps.sh build
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+test:
+	@scripts/deps.sh test
+	@scripts/test.sh
+
+demo: build
+	@scripts/demo.sh $(BUILD)
+
+bench: build
+	@scripts/deps.sh bench
+	@bench/run.sh
+
+install: build
+	@cmake --install $(BUILD)
+
+format:
+	@clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan

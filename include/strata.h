@@ -1,0 +1,277 @@
+/*
+ * strata.h — the one public header of libstrata.
+ *
+ * strata moves data between ranks (processes, later GPUs) with collective operations over shared
+ * memory inside a host and TCP between hosts. A communicator joins `world_size` ranks through a
+ * rendezvous store; every collective is a schedule of sends, receives and reductions that the
+ * engine runs over the transports.
+ *
+ * Conventions (after libuv): every name is strata_<noun>_<verb> or strata_<collective>; functions
+ * that can fail return an int status, 0 (STRATA_OK) on success or a negative strata_status code;
+ * strata_strerror() and strata_err_name() describe any code. Buffers always stay owned by the
+ * caller; a buffer handed to a non-blocking call must stay valid and untouched until its request
+ * completes. Counts are in elements of the given dtype, never bytes.
+ */
+#ifndef STRATA_H
+#define STRATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STRATA_VERSION_MAJOR 0
+#define STRATA_VERSION_MINOR 1
+#define STRATA_VERSION_PATCH 0
+#define STRATA_VERSION_STRING "0.1.0"
+
+/* ---------------------------------------------------------------------------------------------
+ * Status codes. Every failure is one of these; strata_strerror() names each.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum strata_status {
+  STRATA_OK = 0,
+  STRATA_ERR_INVALID_ARG = -1,  /* a NULL pointer, bad rank, bad dtype/op, count overflow ... */
+  STRATA_ERR_NO_MEMORY = -2,    /* an allocation failed */
+  STRATA_ERR_SYSTEM = -3,       /* an operating-system call failed (the log says which) */
+  STRATA_ERR_TIMEOUT = -4,      /* no progress within the communicator's timeout */
+  STRATA_ERR_PEER_LOST = -5,    /* a peer closed its connection or died */
+  STRATA_ERR_MISMATCH = -6,     /* ranks called different collectives, counts, types or ops */
+  STRATA_ERR_AUTH = -7,         /* the peer does not know the job secret */
+  STRATA_ERR_VERSION = -8,      /* the peer speaks another protocol version */
+  STRATA_ERR_JOB = -9,          /* the peer belongs to another job */
+  STRATA_ERR_PROTOCOL = -10,    /* a malformed or unexpected message arrived */
+  STRATA_ERR_ABORTED = -11,     /* the communicator was aborted by an earlier error */
+  STRATA_ERR_UNSUPPORTED = -12, /* the combination asked for is not implemented */
+  STRATA_ERR_CONFIG = -13,      /* a configuration value or environment variable is invalid */
+  STRATA_ERR_PARSE = -14,       /* an input file is malformed */
+  STRATA_ERR_NOT_FOUND = -15,   /* a key, file or name does not exist */
+  STRATA_ERR_IN_PROGRESS = -16, /* the request has not completed yet (strata_request_test) */
+  STRATA_STATUS_MIN = -16
+} strata_status;
+
+/* A sentence describing `status`, e.g. "peer lost: a peer closed its connection or died".
+ * Never NULL; unknown codes give "unknown status". The string is static. */
+const char *strata_strerror(int status);
+/* The code's name, e.g. "STRATA_ERR_PEER_LOST". Static, never NULL. */
+const char *strata_err_name(int status);
+
+/* ---------------------------------------------------------------------------------------------
+ * Data types and reduction operators.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum strata_dtype {
+  STRATA_I8 = 0,
+  STRATA_U8,
+  STRATA_I32,
+  STRATA_U32,
+  STRATA_I64,
+  STRATA_U64,
+  STRATA_F16,  /* IEEE 754 binary16 */
+  STRATA_BF16, /* bfloat16; reductions round to nearest even */
+  STRATA_F32,
+  STRATA_F64,
+  STRATA_DTYPE_COUNT
+} strata_dtype;
+
+typedef enum strata_op {
+  STRATA_SUM = 0,
+  STRATA_PROD,
+  STRATA_MIN,
+  STRATA_MAX,
+  STRATA_AVG, /* sum divided by the number of ranks (integer division for integer types) */
+  STRATA_OP_COUNT
+} strata_op;
+
+/* Size of one element in bytes, or 0 for an invalid dtype. */
+size_t strata_dtype_size(strata_dtype dtype);
+/* "f32", "bf16", ... ; "?" for an invalid dtype. */
+const char *strata_dtype_name(strata_dtype dtype);
+/* "sum", "prod", "min", "max", "avg"; "?" for an invalid op. */
+const char *strata_op_name(strata_op op);
+/* Parse a name as printed above (also nccl-tests' "float", "half", "bfloat16", "int32", ...).
+ * Returns STRATA_OK or STRATA_ERR_INVALID_ARG. */
+int strata_dtype_parse(const char *name, strata_dtype *out);
+int strata_op_parse(const char *name, strata_op *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Collectives and algorithms.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum strata_coll {
+  STRATA_COLL_ALLREDUCE = 0,
+  STRATA_COLL_REDUCE_SCATTER,
+  STRATA_COLL_ALLGATHER,
+  STRATA_COLL_BROADCAST,
+  STRATA_COLL_REDUCE,
+  STRATA_COLL_GATHER,
+  STRATA_COLL_SCATTER,
+  STRATA_COLL_ALLTOALL,
+  STRATA_COLL_BARRIER,
+  STRATA_COLL_SEND,
+  STRATA_COLL_RECV,
+  STRATA_COLL_COUNT
+} strata_coll;
+
+typedef enum strata_algo {
+  STRATA_ALGO_AUTO = 0, /* chosen by size and rank count */
+  STRATA_ALGO_RING,     /* pipelined ring */
+  STRATA_ALGO_RHD,      /* recursive halving-doubling (Rabenseifner) / recursive doubling */
+  STRATA_ALGO_TREE,     /* binomial trees */
+  STRATA_ALGO_DIRECT,   /* every rank talks to every rank (pairwise exchange) */
+  STRATA_ALGO_COUNT
+} strata_algo;
+
+const char *strata_coll_name(strata_coll coll);  /* "allreduce", "reduce_scatter", ... */
+const char *strata_algo_name(strata_algo algo);  /* "auto", "ring", "rhd", "tree", "direct" */
+int strata_coll_parse(const char *name, strata_coll *out);
+int strata_algo_parse(const char *name, strata_algo *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Configuration. Every environment variable strata reads is a field here (docs/config.md lists
+ * them all). strata_config_init() fills defaults; strata_config_from_env() overlays the
+ * environment. A caller may then change any field before strata_comm_init().
+ * ------------------------------------------------------------------------------------------- */
+typedef enum strata_log_level {
+  STRATA_LOG_OFF = 0,
+  STRATA_LOG_ERROR = 1,
+  STRATA_LOG_WARN = 2,
+  STRATA_LOG_INFO = 3,
+  STRATA_LOG_DEBUG = 4,
+  STRATA_LOG_TRACE = 5
+} strata_log_level;
+
+typedef struct strata_config {
+  int rank;                 /* STRATA_RANK, RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID; -1 unset */
+  int world_size;           /* STRATA_WORLD_SIZE, WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS */
+  int local_rank;           /* STRATA_LOCAL_RANK, LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, ... */
+  char store_addr[256];     /* STRATA_ADDR host:port; MASTER_ADDR:MASTER_PORT for torchrun */
+  int store_external;       /* 1: a standalone `strata store` serves the store (STRATA_STORE_EXTERNAL);
+                               0: rank 0 serves it on store_addr */
+  char advertise_host[256]; /* STRATA_HOST: address peers use to reach this rank; "" = the local
+                               address of the connection to the store */
+  char job_id[64];          /* STRATA_JOB_ID; default "strata" */
+  char secret[256];         /* STRATA_SECRET; "" = no authentication secret (still checked: all
+                               ranks must agree) */
+  int shm_enabled;          /* STRATA_SHM (1/0): shared memory between ranks of one host */
+  int tcp_streams;          /* STRATA_TCP_STREAMS: TCP connections per peer pair, 1..64 */
+  size_t tcp_buffer_bytes;  /* STRATA_TCP_BUFFER: SO_SNDBUF/SO_RCVBUF; 0 = kernel default */
+  size_t chunk_bytes;       /* STRATA_CHUNK: pipelining chunk size of ring algorithms */
+  double timeout_s;         /* STRATA_TIMEOUT: seconds without progress before an error (30) */
+  strata_algo algo;         /* STRATA_ALGO: force an algorithm for every collective */
+  strata_log_level log_level; /* STRATA_LOG: off|error|warn|info|debug|trace */
+  char site[64];            /* STRATA_SITE: the site this rank is in (hierarchical collectives) */
+} strata_config;
+
+/* Fill `cfg` with defaults (rank -1, world_size -1, shm on, 4 TCP streams, 30 s timeout, ...). */
+void strata_config_init(strata_config *cfg);
+/* Overlay the environment onto `cfg` (strata's own variables win over torchrun's, which win
+ * over OpenMPI's and Slurm's). Returns STRATA_ERR_CONFIG naming the variable in `err` (may be
+ * NULL; at least 256 bytes) when a value does not parse. */
+int strata_config_from_env(strata_config *cfg, char *err, size_t err_len);
+
+/* ---------------------------------------------------------------------------------------------
+ * Communicator.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct strata_comm strata_comm;
+typedef struct strata_request strata_request;
+
+/* Join the job described by `cfg`: rendezvous through the store, connect to every peer (shared
+ * memory on the same host, TCP otherwise), authenticate. Blocks until all ranks joined or the
+ * timeout passed. On success *out owns a communicator that strata_comm_destroy() frees. */
+int strata_comm_init(const strata_config *cfg, strata_comm **out);
+/* strata_config_init + strata_config_from_env + strata_comm_init. */
+int strata_comm_init_env(strata_comm **out);
+/* Wait for pending requests, close connections, free. NULL is accepted. */
+int strata_comm_destroy(strata_comm *comm);
+/* Fail every pending and future call with STRATA_ERR_ABORTED and tell the peers. */
+int strata_comm_abort(strata_comm *comm);
+int strata_comm_rank(const strata_comm *comm);
+int strata_comm_size(const strata_comm *comm);
+/* The communicator's configuration as resolved at init (read only). */
+const strata_config *strata_comm_config(const strata_comm *comm);
+/* Name of the transport used to reach `peer` ("self", "shm", "tcp"). */
+const char *strata_comm_transport_name(const strata_comm *comm, int peer);
+/* First error that broke the communicator, or STRATA_OK. */
+int strata_comm_error(const strata_comm *comm);
+
+/* ---------------------------------------------------------------------------------------------
+ * The general entry point: every collective below is a wrapper around strata_collective().
+ * ------------------------------------------------------------------------------------------- */
+typedef struct strata_coll_args {
+  strata_coll coll;
+  const void *sendbuf; /* see each collective; may equal recvbuf for in-place */
+  void *recvbuf;
+  size_t count;        /* elements; meaning depends on the collective (see wrappers) */
+  strata_dtype dtype;
+  strata_op op;        /* reductions only */
+  int root;            /* rooted collectives; peer for send/recv */
+  strata_algo algo;    /* STRATA_ALGO_AUTO = the communicator's choice */
+} strata_coll_args;
+
+/* Start a collective. With req == NULL it blocks until done and returns its status; otherwise it
+ * returns at once and *req is a request to pass to strata_request_wait/test. */
+int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_request **req);
+
+/* Wait for `req`, free it and return the operation's status. */
+int strata_request_wait(strata_request *req);
+/* Non-blocking check. Returns STRATA_ERR_IN_PROGRESS if not done (req stays valid); otherwise
+ * frees `req` and returns the operation's status. */
+int strata_request_test(strata_request *req);
+
+/* Every rank contributes `count` elements of sendbuf; every recvbuf receives the reduction. */
+int strata_allreduce(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                     strata_dtype dtype, strata_op op);
+int strata_iallreduce(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                      strata_dtype dtype, strata_op op, strata_request **req);
+/* sendbuf has world_size*recvcount elements; rank r receives block r of the reduction.
+ * In place when recvbuf == sendbuf + rank*recvcount elements (as NCCL) or recvbuf == sendbuf. */
+int strata_reduce_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+                          strata_dtype dtype, strata_op op);
+int strata_ireduce_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf,
+                           size_t recvcount, strata_dtype dtype, strata_op op,
+                           strata_request **req);
+/* Each rank sends `sendcount` elements; recvbuf (world_size*sendcount) holds block r from rank r.
+ * In place when sendbuf == recvbuf + rank*sendcount elements. */
+int strata_allgather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                     strata_dtype dtype);
+int strata_iallgather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                      strata_dtype dtype, strata_request **req);
+/* root's sendbuf (count elements) is copied to every rank's recvbuf. */
+int strata_broadcast(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                     strata_dtype dtype, int root);
+int strata_ibroadcast(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                      strata_dtype dtype, int root, strata_request **req);
+/* The reduction of every sendbuf lands in root's recvbuf (others' recvbuf is untouched). */
+int strata_reduce(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                  strata_dtype dtype, strata_op op, int root);
+int strata_ireduce(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                   strata_dtype dtype, strata_op op, int root, strata_request **req);
+/* root's recvbuf (world_size*sendcount) holds block r from rank r. */
+int strata_gather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                  strata_dtype dtype, int root);
+int strata_igather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                   strata_dtype dtype, int root, strata_request **req);
+/* Block r (recvcount elements) of root's sendbuf goes to rank r's recvbuf. */
+int strata_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+                   strata_dtype dtype, int root);
+int strata_iscatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+                    strata_dtype dtype, int root, strata_request **req);
+/* Block j (count elements) of rank i's sendbuf goes to block i of rank j's recvbuf. */
+int strata_alltoall(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                    strata_dtype dtype);
+int strata_ialltoall(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                     strata_dtype dtype, strata_request **req);
+int strata_barrier(strata_comm *comm);
+int strata_ibarrier(strata_comm *comm, strata_request **req);
+/* Point to point; messages between a pair arrive in the order they were sent. */
+int strata_send(strata_comm *comm, const void *buf, size_t count, strata_dtype dtype, int peer);
+int strata_isend(strata_comm *comm, const void *buf, size_t count, strata_dtype dtype, int peer,
+                 strata_request **req);
+int strata_recv(strata_comm *comm, void *buf, size_t count, strata_dtype dtype, int peer);
+int strata_irecv(strata_comm *comm, void *buf, size_t count, strata_dtype dtype, int peer,
+                 strata_request **req);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STRATA_H */

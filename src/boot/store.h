@@ -1,0 +1,37 @@
+/*
+ * store.h — the rendezvous key-value store (set / get / wait / add) over TCP. Rank 0 serves it
+ * from a thread inside the job, or `strata store` serves it standalone. Values are byte strings.
+ * Every blocking call takes a timeout and returns STRATA_ERR_TIMEOUT rather than hang.
+ */
+#ifndef STRATA_BOOT_STORE_H
+#define STRATA_BOOT_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct strata_store strata_store;
+typedef struct strata_store_server strata_store_server;
+
+/* Serve on `addr` ("host:port"; port 0 picks one). Runs a background thread. */
+int strata_store_server_start(const char *addr, strata_store_server **out);
+/* The port actually bound. */
+int strata_store_server_port(const strata_store_server *server);
+/* Serve in the calling thread until the process is signalled (for `strata store`). */
+int strata_store_server_run(strata_store_server *server);
+void strata_store_server_stop(strata_store_server *server);
+
+/* Connect, retrying until timeout_s (the server may not be up yet). */
+int strata_store_connect(const char *addr, double timeout_s, strata_store **out);
+int strata_store_set(strata_store *s, const char *key, const void *value, size_t len);
+/* Wait until `key` exists (or timeout), then return a malloc'd copy in *value (caller frees). */
+int strata_store_get(strata_store *s, const char *key, void **value, size_t *len,
+                     double timeout_s);
+/* Wait until every key exists. */
+int strata_store_wait(strata_store *s, const char *const *keys, size_t nkeys, double timeout_s);
+/* Atomically add delta to the integer at key (missing = 0); *result gets the new value. */
+int strata_store_add(strata_store *s, const char *key, int64_t delta, int64_t *result);
+/* The local address ("a.b.c.d") of the connection to the store: how peers can reach us. */
+int strata_store_local_host(const strata_store *s, char *host, size_t len);
+void strata_store_close(strata_store *s);
+
+#endif

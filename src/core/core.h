@@ -1,0 +1,42 @@
+/*
+ * core.h — what every layer of libstrata shares: logging, clocks, dtype conversion and the
+ * reduction kernels. Nothing here knows about sockets or collectives.
+ */
+#ifndef STRATA_CORE_CORE_H
+#define STRATA_CORE_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net/transport.h" /* strata_reduce_fn */
+#include "strata.h"
+
+/* ---- logging: one process-wide level, set from the first communicator's config ---- */
+void strata_log_set_level(strata_log_level level);
+strata_log_level strata_log_get_level(void);
+/* Prints "strata[rank] LEVEL message\n" to stderr. rank < 0 omits it. */
+void strata_log_write(strata_log_level level, int rank, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define STRATA_LOG(level, rank, ...)                                                              \
+  do {                                                                                            \
+    if ((level) <= strata_log_get_level()) strata_log_write((level), (rank), __VA_ARGS__);        \
+  } while (0)
+
+/* ---- time ---- */
+double strata_now_s(void); /* CLOCK_MONOTONIC seconds */
+
+/* ---- half-precision conversion; f32 -> f16/bf16 rounds to nearest even, NaN stays NaN ---- */
+float strata_f16_to_f32(uint16_t h);
+uint16_t strata_f32_to_f16(float f);
+float strata_bf16_to_f32(uint16_t h);
+uint16_t strata_f32_to_bf16(float f);
+
+/* ---- reductions ---- */
+/* The kernel for (dtype, op); AVG maps to SUM (the engine divides at the end). NULL if invalid.
+ * Kernels vectorize (the compiler auto-vectorizes plain loops at -O3; f16/bf16 convert through
+ * f32 and round to nearest even). */
+strata_reduce_fn strata_reduce_kernel(strata_dtype dtype, strata_op op);
+/* buf[i] /= nranks, in place (integer division for integer types). */
+void strata_reduce_avg_finish(void *buf, size_t count, strata_dtype dtype, int nranks);
+
+#endif

@@ -1,0 +1,78 @@
+/*
+ * transport.h — the small interface every transport (self, shm, tcp; later ucx, nccl) offers the
+ * engine. A transport moves opaque byte messages to and from peers; it knows nothing of
+ * collectives. Messages between a pair are matched in posting order: the k-th send posted to
+ * peer q pairs with the k-th receive q posted from us.
+ *
+ * Every message carries a 64-bit tag chosen by the engine (operation sequence number and a hash
+ * of the call's signature). A receive completes with STRATA_ERR_MISMATCH, without writing past
+ * its buffer, when the arriving tag or byte count differs from the posted one; the transport then
+ * discards that message's payload. This is how ranks that called different collectives find out.
+ *
+ * Threading: a transport is driven by one thread at a time (the engine holds its progress lock);
+ * callbacks run on that thread, inside progress().
+ */
+#ifndef STRATA_NET_TRANSPORT_H
+#define STRATA_NET_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata.h"
+
+typedef struct strata_xfer strata_xfer;
+typedef struct strata_transport strata_transport;
+
+/* dst[i] = a[i] OP b[i] for `count` elements; a or b may equal dst. */
+typedef void (*strata_reduce_fn)(void *dst, const void *a, const void *b, size_t count);
+
+struct strata_xfer {
+  /* set by the engine before posting */
+  int peer;
+  uint64_t tag;
+  uint64_t bytes;
+  void *buf;                  /* send: source; receive: destination */
+  strata_reduce_fn reduce;    /* receive only, optional: if set and the transport has
+                                 `fuses_reduce`, compute reduce_dst = reduce_src OP incoming
+                                 instead of writing `buf` (buf is then unused) */
+  const void *reduce_src;
+  void *reduce_dst;
+  uint32_t elem_size;         /* for fused reductions: never split an element */
+  void (*done)(strata_xfer *x); /* called once, from progress(), when complete */
+  void *user;
+  /* set by the transport */
+  int status;                 /* STRATA_OK or an error, valid when done() runs */
+  /* transport-private */
+  strata_xfer *next;
+  uint64_t offset;
+  uint64_t aux;
+  int state;
+};
+
+typedef struct strata_transport_ops {
+  const char *name;
+  /* Queue a send or receive; it completes later through x->done. Returns an error only for
+   * invalid arguments or a peer known to be lost (then x->done is not called). */
+  int (*post_send)(strata_transport *t, strata_xfer *x);
+  int (*post_recv)(strata_transport *t, strata_xfer *x);
+  /* Advance every queued transfer without blocking. Returns STRATA_OK, or the error of a peer
+   * that broke (*failed_peer names it); transfers to a broken peer complete with that error. */
+  int (*progress)(strata_transport *t, int *failed_peer);
+  /* Best effort: tell `peer` this communicator is aborting with `status` (control message that
+   * overtakes queued data). */
+  void (*send_abort)(strata_transport *t, int peer, int status);
+  /* Block up to timeout_ms for activity (readable/writable data, or a doorbell). May return
+   * early. Transports that cannot wait return at once. */
+  void (*wait)(strata_transport *t, int timeout_ms);
+  void (*destroy)(strata_transport *t);
+} strata_transport_ops;
+
+struct strata_transport {
+  const strata_transport_ops *ops;
+  int fuses_reduce; /* honours strata_xfer.reduce */
+  /* an abort received from a peer: status code (0 = none) and which peer sent it */
+  int remote_abort_status;
+  int remote_abort_peer;
+};
+
+#endif
