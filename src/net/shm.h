@@ -1,0 +1,21 @@
+/*
+ * shm.h — the shared-memory transport between ranks of one host (see shm.c for the design).
+ */
+#ifndef STRATA_NET_SHM_H
+#define STRATA_NET_SHM_H
+
+#include <stddef.h>
+
+#include "boot/store.h"
+#include "net/transport.h"
+#include "strata.h"
+
+/* Set up shared memory with every peer q where is_local[q] != 0 (is_local[rank] is ignored).
+ * Collective over exactly those ranks: uses the store (keys under "<job_id>/shm/") to exchange
+ * segment names and to agree that every local peer mapped them, then unlinks the segments so a
+ * crash leaves nothing in /dev/shm. On success *out is the transport (its post_* calls accept only
+ * local peers). */
+int strata_shm_open(const strata_config *cfg, int rank, int nranks, strata_store *store,
+                    const int *is_local, strata_transport **out, char *err, size_t err_len);
+
+#endif

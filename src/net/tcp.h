@@ -1,0 +1,22 @@
+/*
+ * tcp.h — the TCP transport: a full mesh of `streams` connections per peer pair, each opened with
+ * the authenticated handshake (handshake.c), large messages striped across the streams.
+ */
+#ifndef STRATA_NET_TCP_H
+#define STRATA_NET_TCP_H
+
+#include <stddef.h>
+
+#include "boot/store.h"
+#include "net/transport.h"
+#include "strata.h"
+
+/* Listen, publish "<job_id>/addr/<rank>" in the store, connect/accept every peer with
+ * cfg->tcp_streams streams each, authenticate. On success *out is the transport. */
+int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store *store,
+                    strata_transport **out, char *err, size_t err_len);
+
+/* Test hook: the protocol version this process announces (default STRATA_WIRE_VERSION). */
+void strata_tcp_set_announced_version_for_test(unsigned version);
+
+#endif
