@@ -30,6 +30,11 @@ float strata_f16_to_f32(uint16_t h);
 uint16_t strata_f32_to_f16(float f);
 float strata_bf16_to_f32(uint16_t h);
 uint16_t strata_f32_to_bf16(float f);
+/* The same over arrays (dst and src must not overlap); plain loops the compiler vectorizes. */
+void strata_f16_to_f32_array(float *dst, const uint16_t *src, size_t count);
+void strata_f32_to_f16_array(uint16_t *dst, const float *src, size_t count);
+void strata_bf16_to_f32_array(float *dst, const uint16_t *src, size_t count);
+void strata_f32_to_bf16_array(uint16_t *dst, const float *src, size_t count);
 
 /* ---- reductions ---- */
 /* The kernel for (dtype, op); AVG maps to SUM (the engine divides at the end). NULL if invalid.
