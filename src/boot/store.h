@@ -34,4 +34,11 @@ int strata_store_add(strata_store *s, const char *key, int64_t delta, int64_t *r
 int strata_store_local_host(const strata_store *s, char *host, size_t len);
 void strata_store_close(strata_store *s);
 
+/* Split "host:port" (also "[v6addr]:port") into host and port (0..65535). An empty host ("" or
+ * ":port") is accepted only when allow_empty_host (a server: every interface). Returns
+ * STRATA_ERR_INVALID_ARG with a sentence naming the address and what was expected in err (may be
+ * NULL). */
+int strata_store_addr_parse(const char *addr, int allow_empty_host, char *host, size_t host_len,
+                            int *port, char *err, size_t err_len);
+
 #endif

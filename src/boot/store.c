@@ -1,0 +1,359 @@
+/*
+ * store.c — the rendezvous store's client: connect, set, get, wait, add over one TCP connection.
+ *
+ * Every call sends one request frame (store_wire.h) and reads frames until the reply with its
+ * request id arrives or its deadline passes. The deadline is enforced here, with poll(), so a
+ * silent or stuck server gives STRATA_ERR_TIMEOUT; the server also knows the timeout of a
+ * GET/WAIT and drops its waiter, so abandoned waits do not pile up there. A reply that arrives
+ * after its call gave up is discarded by id, which keeps the connection usable after a timeout.
+ * Input is buffered across calls, so a timeout in the middle of a frame loses nothing.
+ *
+ * A closed or reset connection gives STRATA_ERR_PEER_LOST and every later call on the handle
+ * fails the same way. One mutex makes a handle safe to share between threads (calls serialize).
+ * Must never: block without a deadline, or raise SIGPIPE (sends use MSG_NOSIGNAL).
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "boot/store.h"
+#include "boot/store_net.h"
+#include "boot/store_wire.h"
+#include "core/core.h"
+
+struct strata_store {
+  int fd;
+  int broken; /* STRATA_OK, or the error every later call returns */
+  pthread_mutex_t lock;
+  uint32_t next_request_id;
+  double op_timeout_s; /* for SET and ADD, which the server answers at once */
+  uint8_t *in;
+  size_t in_len, in_cap;
+};
+
+/* ---- connecting ---- */
+
+/* One non-blocking connect attempt to ai, bounded by deadline_s. Returns the fd or -1 (errno). */
+static int connect_once(const struct addrinfo *ai, double deadline_s) {
+  int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -1;
+  if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) return fd;
+  if (errno != EINPROGRESS) goto fail;
+  struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+  int ready;
+  do ready = poll(&pfd, 1, store_net_poll_ms(deadline_s));
+  while (ready < 0 && errno == EINTR);
+  if (ready == 0) errno = ETIMEDOUT;
+  if (ready <= 0) goto fail;
+  int so_error = 0;
+  socklen_t len = sizeof so_error;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) != 0) goto fail;
+  if (so_error == 0) return fd;
+  errno = so_error;
+fail:;
+  int saved = errno;
+  close(fd);
+  errno = saved;
+  return -1;
+}
+
+static void sleep_s(double s) {
+  struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* Resolves and connects, retrying refused/unreachable attempts with backoff until deadline_s.
+ * Returns an fd, or a negative status. */
+static int connect_retrying(const char *addr, const char *host, const char *port,
+                            double timeout_s) {
+  double deadline_s = store_net_now_s() + timeout_s, backoff_s = 0.01;
+  int last_errno = 0;
+  for (;;) {
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *list = NULL;
+    int gai = getaddrinfo(host, port, &hints, &list);
+    if (gai != 0 && gai != EAI_AGAIN) {
+      STRATA_LOG(STRATA_LOG_ERROR, -1, "store: cannot resolve host '%s' of %s: %s", host, addr,
+                 gai_strerror(gai));
+      return STRATA_ERR_NOT_FOUND;
+    }
+    for (struct addrinfo *ai = list; ai; ai = ai->ai_next) {
+      int fd = connect_once(ai, deadline_s);
+      if (fd >= 0) {
+        freeaddrinfo(list);
+        return fd;
+      }
+      last_errno = errno;
+    }
+    if (list) freeaddrinfo(list);
+    double left_s = deadline_s - store_net_now_s();
+    if (left_s <= 0) break;
+    sleep_s(backoff_s < left_s ? backoff_s : left_s);
+    if (backoff_s < 0.5) backoff_s *= 2;
+  }
+  STRATA_LOG(STRATA_LOG_ERROR, -1, "store: no store answered at %s within %.1f s (%s)", addr,
+             timeout_s, last_errno ? strerror(last_errno) : "name lookup kept failing");
+  return STRATA_ERR_TIMEOUT;
+}
+
+int strata_store_connect(const char *addr, double timeout_s, strata_store **out) {
+  if (!out) return STRATA_ERR_INVALID_ARG;
+  *out = NULL;
+  char host[256], err[320], port_text[16];
+  int port;
+  int status = strata_store_addr_parse(addr, 0, host, sizeof host, &port, err, sizeof err);
+  if (status != STRATA_OK) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "store: %s", err);
+    return status;
+  }
+  if (port == 0 || !(timeout_s > 0)) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "store: cannot connect to %s: %s", addr,
+               port == 0 ? "port 0 is not a server's port" : "the timeout must be > 0");
+    return STRATA_ERR_INVALID_ARG;
+  }
+  snprintf(port_text, sizeof port_text, "%d", port);
+  strata_store *s = calloc(1, sizeof *s);
+  if (!s) return STRATA_ERR_NO_MEMORY;
+  int fd = connect_retrying(addr, host, port_text, timeout_s);
+  if (fd < 0) {
+    free(s);
+    return fd;
+  }
+  store_net_set_nodelay(fd);
+  s->fd = fd;
+  s->op_timeout_s = timeout_s;
+  s->next_request_id = 1;
+  pthread_mutex_init(&s->lock, NULL);
+  *out = s;
+  return STRATA_OK;
+}
+
+void strata_store_close(strata_store *s) {
+  if (!s) return;
+  close(s->fd);
+  pthread_mutex_destroy(&s->lock);
+  free(s->in);
+  free(s);
+}
+
+int strata_store_local_host(const strata_store *s, char *host, size_t len) {
+  if (!s || !host || len == 0) return STRATA_ERR_INVALID_ARG;
+  struct sockaddr_storage local;
+  socklen_t local_len = sizeof local;
+  if (getsockname(s->fd, (struct sockaddr *)&local, &local_len) != 0) return STRATA_ERR_SYSTEM;
+  store_net_format_host(&local, host, len);
+  return strcmp(host, "?") ? STRATA_OK : STRATA_ERR_SYSTEM;
+}
+
+/* ---- one request, one reply ---- */
+
+/* Sends all of buf by deadline_s. A partial send leaves the stream torn: the handle breaks. */
+static int send_all(strata_store *s, const uint8_t *buf, size_t len, double deadline_s) {
+  size_t off = 0;
+  while (off < len) {
+    ssize_t n = send(s->fd, buf + off, len - off, MSG_NOSIGNAL);
+    if (n > 0) {
+      off += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return s->broken = STRATA_ERR_PEER_LOST;
+    struct pollfd pfd = {.fd = s->fd, .events = POLLOUT};
+    int ready = poll(&pfd, 1, store_net_poll_ms(deadline_s));
+    if (ready == 0) {
+      if (off > 0) s->broken = STRATA_ERR_PEER_LOST;
+      return STRATA_ERR_TIMEOUT;
+    }
+    if (ready < 0 && errno != EINTR) return s->broken = STRATA_ERR_SYSTEM;
+  }
+  return STRATA_OK;
+}
+
+/* Reads more input (waiting until deadline_s). */
+static int receive_some(strata_store *s, double deadline_s) {
+  if (s->in_cap - s->in_len < 4096) {
+    size_t cap = s->in_cap ? s->in_cap * 2 : 8192;
+    uint8_t *in = realloc(s->in, cap);
+    if (!in) return STRATA_ERR_NO_MEMORY;
+    s->in = in;
+    s->in_cap = cap;
+  }
+  for (;;) {
+    ssize_t n = recv(s->fd, s->in + s->in_len, s->in_cap - s->in_len, 0);
+    if (n > 0) {
+      s->in_len += (size_t)n;
+      return STRATA_OK;
+    }
+    if (n == 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
+      return s->broken = STRATA_ERR_PEER_LOST;
+    if (errno == EINTR) continue;
+    struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
+    int ready = poll(&pfd, 1, store_net_poll_ms(deadline_s));
+    if (ready == 0) return STRATA_ERR_TIMEOUT;
+    if (ready < 0 && errno != EINTR) return s->broken = STRATA_ERR_SYSTEM;
+  }
+}
+
+/* Waits for the reply to request_id. On STRATA_OK from the server, *body (malloc'd, may be NULL
+ * when empty) and *body_len hold its body. Returns the server's status or a local error. */
+static int receive_reply(strata_store *s, uint32_t request_id, double deadline_s, uint8_t **body,
+                         size_t *body_len) {
+  for (;;) {
+    while (s->in_len >= 4) {
+      uint32_t len = store_wire_get_u32(s->in);
+      if (len < STORE_WIRE_REPLY_HEADER_BYTES || len > STORE_WIRE_MAX_FRAME_BYTES)
+        return s->broken = STRATA_ERR_PROTOCOL;
+      if (s->in_len - 4 < len) break;
+      const uint8_t *p = s->in + 4;
+      if (store_wire_get_u16(p) != STORE_WIRE_MAGIC || p[2] != STORE_WIRE_VERSION)
+        return s->broken = STRATA_ERR_PROTOCOL;
+      uint32_t id = store_wire_get_u32(p + 4);
+      int status = (int32_t)store_wire_get_u32(p + 8);
+      size_t n = len - STORE_WIRE_REPLY_HEADER_BYTES;
+      int mine = id == request_id;
+      if (mine && n > 0) {
+        if (!(*body = malloc(n))) return STRATA_ERR_NO_MEMORY;
+        memcpy(*body, p + STORE_WIRE_REPLY_HEADER_BYTES, n);
+      }
+      if (mine) *body_len = n;
+      memmove(s->in, s->in + 4 + len, s->in_len - 4 - len);
+      s->in_len -= 4 + (size_t)len;
+      if (mine) return status; /* other ids: late replies of calls that gave up */
+    }
+    int status = receive_some(s, deadline_s);
+    if (status != STRATA_OK) return status;
+  }
+}
+
+/* Frames body as a request, sends it and waits for the reply (see receive_reply). */
+static int call(strata_store *s, uint8_t op, const uint8_t *body, size_t len, double timeout_s,
+                uint8_t **reply, size_t *reply_len) {
+  *reply = NULL;
+  *reply_len = 0;
+  if (4 + STORE_WIRE_REQUEST_HEADER_BYTES + len > STORE_WIRE_MAX_FRAME_BYTES)
+    return STRATA_ERR_INVALID_ARG;
+  double deadline_s = store_net_now_s() + timeout_s;
+  double timeout_ms = timeout_s * 1000.0;
+  uint32_t wire_timeout_ms = timeout_ms >= 4e9 ? 4000000000u : (uint32_t)(timeout_ms + 0.999);
+  uint8_t *frame = malloc(4 + STORE_WIRE_REQUEST_HEADER_BYTES + len);
+  if (!frame) return STRATA_ERR_NO_MEMORY;
+  pthread_mutex_lock(&s->lock);
+  int status = s->broken;
+  if (status == STRATA_OK) {
+    uint32_t id = s->next_request_id++;
+    store_wire_put_u32(frame, (uint32_t)(STORE_WIRE_REQUEST_HEADER_BYTES + len));
+    store_wire_put_u16(frame + 4, STORE_WIRE_MAGIC);
+    frame[6] = STORE_WIRE_VERSION;
+    frame[7] = op;
+    store_wire_put_u32(frame + 8, id);
+    store_wire_put_u32(frame + 12, wire_timeout_ms);
+    if (len) memcpy(frame + 4 + STORE_WIRE_REQUEST_HEADER_BYTES, body, len);
+    status = send_all(s, frame, 4 + STORE_WIRE_REQUEST_HEADER_BYTES + len, deadline_s);
+    if (status == STRATA_OK) status = receive_reply(s, id, deadline_s, reply, reply_len);
+  }
+  pthread_mutex_unlock(&s->lock);
+  free(frame);
+  return status;
+}
+
+/* Appends a u32-length-prefixed string or byte run at *p. */
+static uint8_t *put_bytes(uint8_t *p, const void *bytes, size_t len) {
+  store_wire_put_u32(p, (uint32_t)len);
+  if (len) memcpy(p + 4, bytes, len);
+  return p + 4 + len;
+}
+
+static int key_ok(const char *key) {
+  size_t n = key ? strlen(key) : 0;
+  return n > 0 && n <= STORE_WIRE_MAX_KEY_BYTES;
+}
+
+int strata_store_set(strata_store *s, const char *key, const void *value, size_t len) {
+  if (!s || !key_ok(key) || (!value && len) || len > STORE_WIRE_MAX_FRAME_BYTES)
+    return STRATA_ERR_INVALID_ARG;
+  size_t key_len = strlen(key);
+  uint8_t *body = malloc(8 + key_len + len);
+  if (!body) return STRATA_ERR_NO_MEMORY;
+  put_bytes(put_bytes(body, key, key_len), value, len);
+  uint8_t *reply;
+  size_t reply_len;
+  int status =
+      call(s, STORE_WIRE_SET, body, 8 + key_len + len, s->op_timeout_s, &reply, &reply_len);
+  free(body);
+  free(reply);
+  return status;
+}
+
+int strata_store_get(strata_store *s, const char *key, void **value, size_t *len,
+                     double timeout_s) {
+  if (!s || !key_ok(key) || !value || !len || !(timeout_s >= 0)) return STRATA_ERR_INVALID_ARG;
+  *value = NULL;
+  *len = 0;
+  size_t key_len = strlen(key);
+  uint8_t body[4 + STORE_WIRE_MAX_KEY_BYTES];
+  put_bytes(body, key, key_len);
+  uint8_t *reply;
+  size_t reply_len;
+  int status = call(s, STORE_WIRE_GET, body, 4 + key_len, timeout_s, &reply, &reply_len);
+  if (status == STRATA_OK) {
+    if (reply_len < 4 || store_wire_get_u32(reply) != reply_len - 4) {
+      status = STRATA_ERR_PROTOCOL;
+    } else {
+      /* hand back a buffer that starts at the value (and is non-NULL even when empty) */
+      uint8_t *copy = malloc(reply_len - 4 ? reply_len - 4 : 1);
+      if (!copy) {
+        status = STRATA_ERR_NO_MEMORY;
+      } else {
+        memcpy(copy, reply + 4, reply_len - 4);
+        *value = copy;
+        *len = reply_len - 4;
+      }
+    }
+  }
+  free(reply);
+  return status;
+}
+
+int strata_store_wait(strata_store *s, const char *const *keys, size_t nkeys, double timeout_s) {
+  if (!s || (!keys && nkeys) || nkeys > STORE_WIRE_MAX_WAIT_KEYS || !(timeout_s >= 0))
+    return STRATA_ERR_INVALID_ARG;
+  if (nkeys == 0) return STRATA_OK;
+  size_t len = 4;
+  for (size_t i = 0; i < nkeys; i++) {
+    if (!key_ok(keys[i])) return STRATA_ERR_INVALID_ARG;
+    len += 4 + strlen(keys[i]);
+  }
+  uint8_t *body = malloc(len), *p = body + 4;
+  if (!body) return STRATA_ERR_NO_MEMORY;
+  store_wire_put_u32(body, (uint32_t)nkeys);
+  for (size_t i = 0; i < nkeys; i++) p = put_bytes(p, keys[i], strlen(keys[i]));
+  uint8_t *reply;
+  size_t reply_len;
+  int status = call(s, STORE_WIRE_WAIT, body, len, timeout_s, &reply, &reply_len);
+  free(body);
+  free(reply);
+  return status;
+}
+
+int strata_store_add(strata_store *s, const char *key, int64_t delta, int64_t *result) {
+  if (!s || !key_ok(key)) return STRATA_ERR_INVALID_ARG;
+  size_t key_len = strlen(key);
+  uint8_t body[4 + STORE_WIRE_MAX_KEY_BYTES + 8];
+  store_wire_put_u64(put_bytes(body, key, key_len), (uint64_t)delta);
+  uint8_t *reply;
+  size_t reply_len;
+  int status = call(s, STORE_WIRE_ADD, body, 4 + key_len + 8, s->op_timeout_s, &reply, &reply_len);
+  if (status == STRATA_OK && reply_len != 8) status = STRATA_ERR_PROTOCOL;
+  if (status == STRATA_OK && result) *result = (int64_t)store_wire_get_u64(reply);
+  free(reply);
+  return status;
+}

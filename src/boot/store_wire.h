@@ -1,0 +1,72 @@
+/*
+ * store_wire.h — the bytes the rendezvous store speaks on its TCP connections, in one place.
+ *
+ * Every integer is big-endian. A connection carries frames; each frame is a 4-byte length (of
+ * what follows it, never more than STORE_WIRE_MAX_FRAME_BYTES) and then:
+ *
+ *   request (client -> server)            reply (server -> client)
+ *   u16 magic   STORE_WIRE_MAGIC          u16 magic   STORE_WIRE_MAGIC
+ *   u8  version STORE_WIRE_VERSION        u8  version STORE_WIRE_VERSION
+ *   u8  op      (store_wire_op)           u8  zero
+ *   u32 request id (echoed in the reply)  u32 request id of the request answered
+ *   u32 timeout in ms (GET, WAIT)         i32 status (a strata_status)
+ *   body, by op:                          body, when status == STRATA_OK, by op:
+ *     SET  str key, bytes value             SET   (empty)
+ *     GET  str key                          GET   bytes value
+ *     WAIT u32 n, n × str key               WAIT  (empty)
+ *     ADD  str key, i64 delta               ADD   i64 new value
+ *
+ * where `str` and `bytes` are a u32 length and that many bytes (keys are not NUL-terminated on
+ * the wire and at most STORE_WIRE_MAX_KEY_BYTES long).
+ *
+ * Replies may arrive out of order: a GET or WAIT waits on the server until its keys exist or its
+ * timeout passes (then the reply carries STRATA_ERR_TIMEOUT), while later requests on the same
+ * connection are answered at once. A client that gave up on a request discards its late reply by
+ * request id. ADD keeps its integer as decimal ASCII, so GET of an ADD key reads "42" (as
+ * PyTorch's TCPStore does). A malformed frame makes the server close that connection.
+ */
+#ifndef STRATA_BOOT_STORE_WIRE_H
+#define STRATA_BOOT_STORE_WIRE_H
+
+#include <stdint.h>
+
+#define STORE_WIRE_MAGIC 0x5354u /* "ST" */
+#define STORE_WIRE_VERSION 1u
+#define STORE_WIRE_REQUEST_HEADER_BYTES 12u /* after the length word */
+#define STORE_WIRE_REPLY_HEADER_BYTES 12u
+#define STORE_WIRE_MAX_FRAME_BYTES (64u << 20)
+#define STORE_WIRE_MAX_KEY_BYTES 4096u
+#define STORE_WIRE_MAX_WAIT_KEYS 65536u
+
+typedef enum store_wire_op {
+  STORE_WIRE_SET = 1,
+  STORE_WIRE_GET = 2,
+  STORE_WIRE_WAIT = 3,
+  STORE_WIRE_ADD = 4,
+} store_wire_op;
+
+static inline void store_wire_put_u16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)(v >> 8);
+  p[1] = (uint8_t)v;
+}
+static inline void store_wire_put_u32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (24 - 8 * i));
+}
+static inline void store_wire_put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+static inline uint16_t store_wire_get_u16(const uint8_t *p) {
+  return (uint16_t)((p[0] << 8) | p[1]);
+}
+static inline uint32_t store_wire_get_u32(const uint8_t *p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v = (v << 8) | p[i];
+  return v;
+}
+static inline uint64_t store_wire_get_u64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+  return v;
+}
+
+#endif
