@@ -1,0 +1,440 @@
+/*
+ * api.c — the collective entry points: check arguments, work out buffer sizes and in-place
+ * forms, build the schedule, wrap it in an operation, hand it to the engine.
+ *
+ * Every buffer rule of include/strata.h is enforced here, once, so schedule builders and the
+ * engine can trust their inputs: sizes do not overflow, buffers that must exist are not NULL,
+ * the only overlaps are the documented in-place forms, and every step of a schedule stays
+ * inside the buffers it names.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "engine/engine.h"
+
+static int is_rooted(strata_coll coll) {
+  return coll == STRATA_COLL_BROADCAST || coll == STRATA_COLL_REDUCE ||
+         coll == STRATA_COLL_GATHER || coll == STRATA_COLL_SCATTER;
+}
+
+static int is_reduction(strata_coll coll) {
+  return coll == STRATA_COLL_ALLREDUCE || coll == STRATA_COLL_REDUCE_SCATTER ||
+         coll == STRATA_COLL_REDUCE;
+}
+
+static int mul_overflows(uint64_t a, uint64_t b, uint64_t *out) {
+  return __builtin_mul_overflow(a, b, out);
+}
+
+/* Bytes each buffer must hold on this rank (0 = not used here). */
+static int buffer_bytes(const strata_comm *comm, const strata_coll_args *a, uint64_t elem,
+                        uint64_t *send, uint64_t *recv) {
+  uint64_t one, all;
+  if (mul_overflows(a->count, elem, &one) || mul_overflows(one, (uint64_t)comm->nranks, &all))
+    return STRATA_ERR_INVALID_ARG;
+  int root = comm->rank == a->root;
+  switch (a->coll) {
+    case STRATA_COLL_ALLREDUCE: *send = one, *recv = one; break;
+    case STRATA_COLL_REDUCE_SCATTER: *send = all, *recv = one; break;
+    case STRATA_COLL_ALLGATHER: *send = one, *recv = all; break;
+    case STRATA_COLL_BROADCAST: *send = root ? one : 0, *recv = one; break;
+    case STRATA_COLL_REDUCE: *send = one, *recv = root ? one : 0; break;
+    case STRATA_COLL_GATHER: *send = one, *recv = root ? all : 0; break;
+    case STRATA_COLL_SCATTER: *send = root ? all : 0, *recv = one; break;
+    case STRATA_COLL_ALLTOALL: *send = all, *recv = all; break;
+    case STRATA_COLL_BARRIER: *send = 0, *recv = 0; break;
+    case STRATA_COLL_SEND: *send = one, *recv = 0; break;
+    case STRATA_COLL_RECV: *send = 0, *recv = one; break;
+    default: return STRATA_ERR_INVALID_ARG;
+  }
+  return STRATA_OK;
+}
+
+/* The documented in-place form for this collective on this rank, if the buffers have it. */
+static int in_place_form(const strata_comm *comm, const strata_coll_args *a, uint64_t elem) {
+  const uint8_t *send = a->sendbuf, *recv = a->recvbuf;
+  if (!send || !recv) return 0;
+  uint64_t block = a->count * elem;
+  int root = comm->rank == a->root;
+  switch (a->coll) {
+    case STRATA_COLL_ALLREDUCE:
+    case STRATA_COLL_ALLTOALL: return send == recv;
+    case STRATA_COLL_REDUCE_SCATTER: return recv == send + (uint64_t)comm->rank * block;
+    case STRATA_COLL_ALLGATHER: return send == recv + (uint64_t)comm->rank * block;
+    case STRATA_COLL_BROADCAST:
+    case STRATA_COLL_REDUCE: return root && send == recv;
+    case STRATA_COLL_GATHER: return root && send == recv + (uint64_t)a->root * block;
+    case STRATA_COLL_SCATTER: return root && recv == send + (uint64_t)a->root * block;
+    default: return 0;
+  }
+}
+
+static int ranges_overlap(const void *a, uint64_t a_bytes, const void *b, uint64_t b_bytes) {
+  if (!a || !b || !a_bytes || !b_bytes) return 0;
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+static int check_args(const strata_comm *comm, const strata_coll_args *a) {
+  if ((unsigned)a->coll >= STRATA_COLL_COUNT || (unsigned)a->dtype >= STRATA_DTYPE_COUNT ||
+      (unsigned)a->algo >= STRATA_ALGO_COUNT)
+    return STRATA_ERR_INVALID_ARG;
+  if (is_reduction(a->coll) && (unsigned)a->op >= STRATA_OP_COUNT) return STRATA_ERR_INVALID_ARG;
+  if (is_rooted(a->coll) && (a->root < 0 || a->root >= comm->nranks)) return STRATA_ERR_INVALID_ARG;
+  if ((a->coll == STRATA_COLL_SEND || a->coll == STRATA_COLL_RECV) &&
+      (a->root < 0 || a->root >= comm->nranks || a->root == comm->rank))
+    return STRATA_ERR_INVALID_ARG;
+  return STRATA_OK;
+}
+
+static uint64_t fnv1a(uint64_t hash, uint64_t value) {
+  for (int i = 0; i < 8; i++) {
+    hash ^= (value >> (8 * i)) & 0xff;
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
+/* The tag every message of this operation carries: what was called (so ranks that called
+ * something else are told) and the sequence number (so operations cannot be confused). */
+static uint64_t operation_tag(strata_comm *comm, const strata_operation *op) {
+  const strata_coll_args *a = &op->args;
+  int p2p = a->coll == STRATA_COLL_SEND || a->coll == STRATA_COLL_RECV;
+  uint64_t hash = 1469598103934665603ULL;
+  hash = fnv1a(hash, p2p ? (uint64_t)STRATA_COLL_SEND : (uint64_t)a->coll);
+  hash = fnv1a(hash, a->count);
+  hash = fnv1a(hash, (uint64_t)a->dtype);
+  if (!p2p) {
+    hash = fnv1a(hash, is_reduction(a->coll) ? (uint64_t)a->op : 0);
+    hash = fnv1a(hash, is_rooted(a->coll) ? (uint64_t)a->root : 0);
+    hash = fnv1a(hash, (uint64_t)op->sched.algo);
+  }
+  uint64_t seq;
+  if (a->coll == STRATA_COLL_SEND)
+    seq = comm->p2p_send_seq[a->root]++;
+  else if (a->coll == STRATA_COLL_RECV)
+    seq = comm->p2p_recv_seq[a->root]++;
+  else
+    seq = comm->coll_seq++;
+  return (p2p ? 1ULL << 63 : 0) | ((seq & 0x7fffffffffULL) << 24) | (hash & 0xffffff);
+}
+
+static int step_refs_ok(const strata_operation *op, const strata_step *step, strata_bufref ref) {
+  if (ref.buf > STRATA_BUF_SCRATCH) return 0;
+  uint64_t end;
+  if (__builtin_add_overflow(ref.offset, step->bytes, &end)) return 0;
+  return end <= op->buf_bytes[ref.buf];
+}
+
+/* Every step inside its buffers, every dependency earlier, every peer real. */
+static int schedule_fits(const strata_comm *comm, const strata_operation *op) {
+  const strata_schedule *s = &op->sched;
+  for (uint32_t i = 0; i < s->nsteps; i++) {
+    const strata_step *st = &s->steps[i];
+    int ok = 1;
+    switch (st->kind) {
+      case STRATA_STEP_SEND: ok = step_refs_ok(op, st, st->src); break;
+      case STRATA_STEP_RECV: ok = step_refs_ok(op, st, st->dst); break;
+      case STRATA_STEP_RECV_REDUCE:
+        ok = step_refs_ok(op, st, st->src) && step_refs_ok(op, st, st->dst) &&
+             step_refs_ok(op, st, st->staging) && op->reduce;
+        break;
+      case STRATA_STEP_COPY: ok = step_refs_ok(op, st, st->src) && step_refs_ok(op, st, st->dst); break;
+      case STRATA_STEP_REDUCE:
+        ok = step_refs_ok(op, st, st->src) && step_refs_ok(op, st, st->src2) &&
+             step_refs_ok(op, st, st->dst) && op->reduce;
+        break;
+      default: ok = 0;
+    }
+    if (st->kind <= STRATA_STEP_RECV_REDUCE)
+      ok = ok && st->peer >= 0 && st->peer < comm->nranks && st->peer != comm->rank &&
+           comm->net.peer && comm->net.peer[st->peer];
+    if (st->kind >= STRATA_STEP_RECV_REDUCE && st->bytes % op->elem_size) ok = 0;
+    for (uint32_t k = 0; k < st->dep_count && ok; k++)
+      if (s->deps[st->dep_begin + k] >= i) ok = 0;
+    if (!ok) {
+      STRATA_LOG(STRATA_LOG_ERROR, comm->rank,
+                 "internal error: step %u of the %s schedule (%s) is malformed", i,
+                 strata_coll_name(op->args.coll), strata_algo_name(s->algo));
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* One allocation for every per-step array (deps_left first: it owns the block); dependents
+ * laid out as CSR. */
+static int operation_alloc_steps(strata_operation *op) {
+  const strata_schedule *s = &op->sched;
+  size_t n = s->nsteps, nd = s->ndeps;
+  size_t sizes[8] = {n * sizeof(uint32_t),          n * sizeof(strata_xfer),
+                     n * sizeof(strata_post_entry), (n + 1) * sizeof(uint32_t),
+                     nd * sizeof(uint32_t),         n * sizeof(uint32_t),
+                     n * sizeof(uint32_t),          n ? n : 1};
+  size_t offsets[8], total = 0;
+  for (int i = 0; i < 8; i++) {
+    offsets[i] = total;
+    total += align16(sizes[i]);
+  }
+  uint8_t *block = calloc(1, total);
+  if (!block) return STRATA_ERR_NO_MEMORY;
+  op->deps_left = (uint32_t *)(block + offsets[0]);
+  op->xfers = (strata_xfer *)(block + offsets[1]);
+  op->entries = (strata_post_entry *)(block + offsets[2]);
+  op->dep_index = (uint32_t *)(block + offsets[3]);
+  op->dependents = (uint32_t *)(block + offsets[4]);
+  op->ready = (uint32_t *)(block + offsets[5]);
+  op->completed = (uint32_t *)(block + offsets[6]);
+  op->state = block + offsets[7];
+
+  for (uint32_t i = 0; i < n; i++) {
+    const strata_step *st = &s->steps[i];
+    op->deps_left[i] = st->dep_count;
+    for (uint32_t k = 0; k < st->dep_count; k++) op->dep_index[s->deps[st->dep_begin + k] + 1]++;
+  }
+  for (uint32_t i = 0; i < n; i++) op->dep_index[i + 1] += op->dep_index[i];
+  uint32_t *fill = op->ready; /* borrowed as a cursor array, cleared below */
+  for (uint32_t i = 0; i < n; i++) fill[i] = op->dep_index[i];
+  for (uint32_t i = 0; i < n; i++) {
+    const strata_step *st = &s->steps[i];
+    for (uint32_t k = 0; k < st->dep_count; k++) op->dependents[fill[s->deps[st->dep_begin + k]]++] = i;
+  }
+  memset(op->ready, 0, n * sizeof(uint32_t));
+  return STRATA_OK;
+}
+
+static uint8_t empty_buffer[1];
+
+static int operation_create(strata_comm *comm, const strata_coll_args *args,
+                            strata_operation **out) {
+  int status = check_args(comm, args);
+  if (status != STRATA_OK) return status;
+  uint64_t elem = strata_dtype_size(args->dtype);
+  uint64_t send_bytes, recv_bytes;
+  status = buffer_bytes(comm, args, elem, &send_bytes, &recv_bytes);
+  if (status != STRATA_OK) return status;
+  if ((send_bytes && !args->sendbuf) || (recv_bytes && !args->recvbuf)) return STRATA_ERR_INVALID_ARG;
+  const void *sendbuf = send_bytes ? args->sendbuf : NULL;
+  void *recvbuf = recv_bytes ? args->recvbuf : NULL;
+  strata_coll_args resolved = *args;
+  resolved.sendbuf = sendbuf;
+  resolved.recvbuf = recvbuf;
+  int in_place = in_place_form(comm, &resolved, elem);
+  if (!in_place && ranges_overlap(sendbuf, send_bytes, recvbuf, recv_bytes))
+    return STRATA_ERR_INVALID_ARG;
+
+  strata_operation *op = calloc(1, sizeof *op);
+  if (!op) return STRATA_ERR_NO_MEMORY;
+  op->comm = comm;
+  op->args = resolved;
+  op->elem_size = (uint32_t)elem;
+  if (resolved.coll == STRATA_COLL_ALLTOALL && in_place && send_bytes) {
+    /* no in-place alltoall schedule: run out of place from a private copy of the input */
+    op->inplace_copy = malloc(send_bytes);
+    if (!op->inplace_copy) {
+      free(op);
+      return STRATA_ERR_NO_MEMORY;
+    }
+    memcpy(op->inplace_copy, sendbuf, send_bytes);
+    sendbuf = op->inplace_copy;
+    in_place = 0;
+  }
+  if (is_reduction(resolved.coll)) {
+    op->reduce = strata_reduce_kernel(resolved.dtype, resolved.op);
+    op->avg_finish = resolved.op == STRATA_AVG;
+  }
+  strata_sched_params params = {
+      .coll = resolved.coll,
+      .algo = resolved.algo != STRATA_ALGO_AUTO ? resolved.algo : comm->cfg.algo,
+      .rank = comm->rank,
+      .nranks = comm->nranks,
+      .root = resolved.root,
+      .count = resolved.count,
+      .elem_size = (uint32_t)elem,
+      .in_place = in_place,
+      .chunk_bytes = comm->cfg.chunk_bytes,
+  };
+  status = strata_schedule_build(&params, &op->sched);
+  if (status == STRATA_OK && op->sched.scratch_bytes) {
+    op->scratch = aligned_alloc(64, (op->sched.scratch_bytes + 63) & ~(uint64_t)63);
+    if (!op->scratch) status = STRATA_ERR_NO_MEMORY;
+  }
+  if (status == STRATA_OK) {
+    op->bufs[STRATA_BUF_SEND] = sendbuf ? (uint8_t *)sendbuf : empty_buffer;
+    op->bufs[STRATA_BUF_RECV] = recvbuf ? (uint8_t *)recvbuf : empty_buffer;
+    op->bufs[STRATA_BUF_SCRATCH] = op->scratch ? (uint8_t *)op->scratch : empty_buffer;
+    op->buf_bytes[STRATA_BUF_SEND] = sendbuf ? send_bytes : 0;
+    op->buf_bytes[STRATA_BUF_RECV] = recvbuf ? recv_bytes : 0;
+    op->buf_bytes[STRATA_BUF_SCRATCH] = op->sched.scratch_bytes;
+    if (!schedule_fits(comm, op)) status = STRATA_ERR_PROTOCOL;
+  }
+  if (status == STRATA_OK) status = operation_alloc_steps(op);
+  if (status != STRATA_OK) {
+    strata_operation_free(op);
+    return status;
+  }
+  *out = op;
+  return STRATA_OK;
+}
+
+int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_request **req) {
+  if (!comm || !args) return STRATA_ERR_INVALID_ARG;
+  if (req) *req = NULL;
+  int error = atomic_load(&comm->error);
+  if (error) return error;
+  strata_operation *op;
+  int status = operation_create(comm, args, &op);
+  if (status != STRATA_OK) return status;
+  if (!req) atomic_fetch_add(&comm->waiters, 1);
+  pthread_mutex_lock(&comm->lock);
+  op->tag = operation_tag(comm, op);
+  STRATA_LOG(STRATA_LOG_INFO, comm->rank, "%s count %zu %s %s root %d: algorithm %s, %u steps",
+             strata_coll_name(op->args.coll), op->args.count, strata_dtype_name(op->args.dtype),
+             strata_op_name(op->args.op), op->args.root, strata_algo_name(op->sched.algo),
+             op->sched.nsteps);
+  status = strata_engine_submit(comm, op);
+  if (req) {
+    pthread_mutex_unlock(&comm->lock);
+    if (status != STRATA_OK) {
+      strata_operation_free(op);
+      return status;
+    }
+    *req = (strata_request *)op;
+    return STRATA_OK;
+  }
+  if (status == STRATA_OK) status = strata_engine_wait(comm, op);
+  pthread_mutex_unlock(&comm->lock);
+  atomic_fetch_sub(&comm->waiters, 1);
+  strata_operation_free(op);
+  return status;
+}
+
+int strata_request_wait(strata_request *req) {
+  strata_operation *op = (strata_operation *)req;
+  if (!op) return STRATA_ERR_INVALID_ARG;
+  strata_comm *comm = op->comm;
+  if (!atomic_load(&op->done)) {
+    atomic_fetch_add(&comm->waiters, 1);
+    pthread_mutex_lock(&comm->lock);
+    strata_engine_wait(comm, op);
+    pthread_mutex_unlock(&comm->lock);
+    atomic_fetch_sub(&comm->waiters, 1);
+  }
+  int status = op->status;
+  strata_operation_free(op);
+  return status;
+}
+
+int strata_request_test(strata_request *req) {
+  strata_operation *op = (strata_operation *)req;
+  if (!op) return STRATA_ERR_INVALID_ARG;
+  strata_comm *comm = op->comm;
+  if (!atomic_load(&op->done) && pthread_mutex_trylock(&comm->lock) == 0) {
+    strata_engine_poll(comm);
+    pthread_mutex_unlock(&comm->lock);
+  }
+  if (!atomic_load(&op->done)) return STRATA_ERR_IN_PROGRESS;
+  int status = op->status;
+  strata_operation_free(op);
+  return status;
+}
+
+/* ---- wrappers ---- */
+static int run(strata_comm *comm, strata_coll coll, const void *send, void *recv, size_t count,
+               strata_dtype dtype, strata_op op, int root, strata_request **req) {
+  strata_coll_args args = {.coll = coll, .sendbuf = send, .recvbuf = recv, .count = count,
+                           .dtype = dtype, .op = op, .root = root, .algo = STRATA_ALGO_AUTO};
+  return strata_collective(comm, &args, req);
+}
+
+int strata_allreduce(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d, strata_op o) {
+  return run(c, STRATA_COLL_ALLREDUCE, s, r, n, d, o, 0, NULL);
+}
+int strata_iallreduce(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d, strata_op o,
+                      strata_request **q) {
+  if (!q) return STRATA_ERR_INVALID_ARG;
+  return run(c, STRATA_COLL_ALLREDUCE, s, r, n, d, o, 0, q);
+}
+int strata_reduce_scatter(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d,
+                          strata_op o) {
+  return run(c, STRATA_COLL_REDUCE_SCATTER, s, r, n, d, o, 0, NULL);
+}
+int strata_ireduce_scatter(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d,
+                           strata_op o, strata_request **q) {
+  if (!q) return STRATA_ERR_INVALID_ARG;
+  return run(c, STRATA_COLL_REDUCE_SCATTER, s, r, n, d, o, 0, q);
+}
+int strata_allgather(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d) {
+  return run(c, STRATA_COLL_ALLGATHER, s, r, n, d, STRATA_SUM, 0, NULL);
+}
+int strata_iallgather(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d,
+                      strata_request **q) {
+  if (!q) return STRATA_ERR_INVALID_ARG;
+  return run(c, STRATA_COLL_ALLGATHER, s, r, n, d, STRATA_SUM, 0, q);
+}
+int strata_broadcast(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d, int root) {
+  return run(c, STRATA_COLL_BROADCAST, s, r, n, d, STRATA_SUM, root, NULL);
+}
+int strata_ibroadcast(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d, int root,
+                      strata_request **q) {
+  if (!q) return STRATA_ERR_INVALID_ARG;
+  return run(c, STRATA_COLL_BROADCAST, s, r, n, d, STRATA_SUM, root, q);
+}
+int strata_reduce(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d, strata_op o,
+                  int root) {
+  return run(c, STRATA_COLL_REDUCE, s, r, n, d, o, root, NULL);
+}
+int strata_ireduce(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d, strata_op o,
+                   int root, strata_request **q) {
+  if (!q) return STRATA_ERR_INVALID_ARG;
+  return run(c, STRATA_COLL_REDUCE, s, r, n, d, o, root, q);
+}
+int strata_gather(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d, int root) {
+  return run(c, STRATA_COLL_GATHER, s, r, n, d, STRATA_SUM, root, NULL);
+}
+int strata_igather(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d, int root,
+                   strata_request **q) {
+  if (!q) return STRATA_ERR_INVALID_ARG;
+  return run(c, STRATA_COLL_GATHER, s, r, n, d, STRATA_SUM, root, q);
+}
+int strata_scatter(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d, int root) {
+  return run(c, STRATA_COLL_SCATTER, s, r, n, d, STRATA_SUM, root, NULL);
+}
+int strata_iscatter(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d, int root,
+                    strata_request **q) {
+  if (!q) return STRATA_ERR_INVALID_ARG;
+  return run(c, STRATA_COLL_SCATTER, s, r, n, d, STRATA_SUM, root, q);
+}
+int strata_alltoall(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d) {
+  return run(c, STRATA_COLL_ALLTOALL, s, r, n, d, STRATA_SUM, 0, NULL);
+}
+int strata_ialltoall(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d,
+                     strata_request **q) {
+  if (!q) return STRATA_ERR_INVALID_ARG;
+  return run(c, STRATA_COLL_ALLTOALL, s, r, n, d, STRATA_SUM, 0, q);
+}
+int strata_barrier(strata_comm *c) {
+  return run(c, STRATA_COLL_BARRIER, NULL, NULL, 0, STRATA_U8, STRATA_SUM, 0, NULL);
+}
+int strata_ibarrier(strata_comm *c, strata_request **q) {
+  if (!q) return STRATA_ERR_INVALID_ARG;
+  return run(c, STRATA_COLL_BARRIER, NULL, NULL, 0, STRATA_U8, STRATA_SUM, 0, q);
+}
+int strata_send(strata_comm *c, const void *b, size_t n, strata_dtype d, int peer) {
+  return run(c, STRATA_COLL_SEND, b, NULL, n, d, STRATA_SUM, peer, NULL);
+}
+int strata_isend(strata_comm *c, const void *b, size_t n, strata_dtype d, int peer,
+                 strata_request **q) {
+  if (!q) return STRATA_ERR_INVALID_ARG;
+  return run(c, STRATA_COLL_SEND, b, NULL, n, d, STRATA_SUM, peer, q);
+}
+int strata_recv(strata_comm *c, void *b, size_t n, strata_dtype d, int peer) {
+  return run(c, STRATA_COLL_RECV, NULL, b, n, d, STRATA_SUM, peer, NULL);
+}
+int strata_irecv(strata_comm *c, void *b, size_t n, strata_dtype d, int peer, strata_request **q) {
+  if (!q) return STRATA_ERR_INVALID_ARG;
+  return run(c, STRATA_COLL_RECV, NULL, b, n, d, STRATA_SUM, peer, q);
+}

@@ -1,0 +1,169 @@
+/*
+ * comm.c — creating and destroying communicators.
+ *
+ * Init is the only place that blocks on other ranks outside a collective: rank 0 (or a standalone
+ * `strata store`) serves the rendezvous store, every rank connects to it, then src/net builds the
+ * authenticated mesh. Every step is bounded by the configured timeout. A communicator of one rank
+ * needs no store and no network.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "engine/engine.h"
+
+static int fail_init(strata_comm *comm, int status) {
+  strata_comm_destroy(comm);
+  return status;
+}
+
+static int check_config(const strata_config *cfg) {
+  if (cfg->world_size < 1) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1,
+               "world size unknown: set STRATA_WORLD_SIZE (or run under strata launch, "
+               "torchrun, mpirun or srun)");
+    return STRATA_ERR_CONFIG;
+  }
+  if (cfg->rank < 0 || cfg->rank >= cfg->world_size) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "rank %d is not in 0..%d: set STRATA_RANK", cfg->rank,
+               cfg->world_size - 1);
+    return STRATA_ERR_CONFIG;
+  }
+  if (cfg->world_size > 1 && !cfg->store_addr[0]) {
+    STRATA_LOG(STRATA_LOG_ERROR, cfg->rank,
+               "no rendezvous address: set STRATA_ADDR=host:port (or MASTER_ADDR/MASTER_PORT)");
+    return STRATA_ERR_CONFIG;
+  }
+  if (cfg->tcp_streams < 1 || cfg->tcp_streams > 64) {
+    STRATA_LOG(STRATA_LOG_ERROR, cfg->rank, "tcp_streams %d is not in 1..64", cfg->tcp_streams);
+    return STRATA_ERR_CONFIG;
+  }
+  if (!(cfg->timeout_s > 0)) {
+    STRATA_LOG(STRATA_LOG_ERROR, cfg->rank, "timeout must be positive seconds");
+    return STRATA_ERR_CONFIG;
+  }
+  if ((unsigned)cfg->algo >= STRATA_ALGO_COUNT) return STRATA_ERR_CONFIG;
+  return STRATA_OK;
+}
+
+static int connect_world(strata_comm *comm) {
+  const strata_config *cfg = &comm->cfg;
+  int status;
+  if (!cfg->store_external && comm->rank == 0) {
+    status = strata_store_server_start(cfg->store_addr, &comm->store_server);
+    if (status != STRATA_OK) {
+      STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "cannot serve the rendezvous store on %s: %s",
+                 cfg->store_addr, strata_strerror(status));
+      return status;
+    }
+  }
+  status = strata_store_connect(cfg->store_addr, cfg->timeout_s, &comm->store);
+  if (status != STRATA_OK) {
+    STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "cannot reach the rendezvous store at %s: %s",
+               cfg->store_addr, strata_strerror(status));
+    return status;
+  }
+  char err[512] = "";
+  status = strata_net_open(cfg, comm->rank, comm->nranks, comm->store, &comm->net, err, sizeof err);
+  if (status != STRATA_OK) {
+    STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "%s", err[0] ? err : strata_strerror(status));
+    return status;
+  }
+  comm->have_net = 1;
+  return STRATA_OK;
+}
+
+int strata_comm_init(const strata_config *cfg, strata_comm **out) {
+  if (!cfg || !out) return STRATA_ERR_INVALID_ARG;
+  *out = NULL;
+  strata_log_set_level(cfg->log_level);
+  int status = check_config(cfg);
+  if (status != STRATA_OK) return status;
+  strata_comm *comm = calloc(1, sizeof *comm);
+  if (!comm) return STRATA_ERR_NO_MEMORY;
+  comm->cfg = *cfg;
+  comm->rank = cfg->rank;
+  comm->nranks = cfg->world_size;
+  pthread_mutex_init(&comm->lock, NULL);
+  pthread_cond_init(&comm->cond, NULL);
+  size_t n = (size_t)comm->nranks;
+  comm->p2p_send_seq = calloc(n, sizeof(uint64_t));
+  comm->p2p_recv_seq = calloc(n, sizeof(uint64_t));
+  comm->send_queues = calloc(n, sizeof(strata_post_queue));
+  comm->recv_queues = calloc(n, sizeof(strata_post_queue));
+  if (!comm->p2p_send_seq || !comm->p2p_recv_seq || !comm->send_queues || !comm->recv_queues)
+    return fail_init(comm, STRATA_ERR_NO_MEMORY);
+  if (comm->nranks > 1) {
+    status = connect_world(comm);
+    if (status != STRATA_OK) return fail_init(comm, status);
+  }
+  if (pthread_create(&comm->progress_thread, NULL, strata_engine_thread_main, comm) != 0)
+    return fail_init(comm, STRATA_ERR_SYSTEM);
+  comm->thread_started = 1;
+  STRATA_LOG(STRATA_LOG_INFO, comm->rank, "rank %d of %d ready (job %s)", comm->rank,
+             comm->nranks, cfg->job_id);
+  *out = comm;
+  return STRATA_OK;
+}
+
+int strata_comm_init_env(strata_comm **out) {
+  if (!out) return STRATA_ERR_INVALID_ARG;
+  strata_config cfg;
+  strata_config_init(&cfg);
+  char err[256] = "";
+  int status = strata_config_from_env(&cfg, err, sizeof err);
+  if (status != STRATA_OK) {
+    fprintf(stderr, "strata: %s\n", err[0] ? err : strata_strerror(status));
+    return status;
+  }
+  return strata_comm_init(&cfg, out);
+}
+
+int strata_comm_destroy(strata_comm *comm) {
+  if (!comm) return STRATA_OK;
+  int status = STRATA_OK;
+  pthread_mutex_lock(&comm->lock);
+  if (comm->active_head) {
+    /* finish what is pending (bounded by the engine's own timeout) */
+    while (comm->active_head && !atomic_load(&comm->error)) strata_engine_poll(comm);
+    status = atomic_load(&comm->error);
+  }
+  comm->thread_stop = 1;
+  pthread_cond_broadcast(&comm->cond);
+  pthread_mutex_unlock(&comm->lock);
+  if (comm->thread_started) pthread_join(comm->progress_thread, NULL);
+  if (comm->have_net) strata_net_close(&comm->net);
+  if (comm->store) strata_store_close(comm->store);
+  if (comm->store_server) strata_store_server_stop(comm->store_server);
+  pthread_cond_destroy(&comm->cond);
+  pthread_mutex_destroy(&comm->lock);
+  free(comm->p2p_send_seq);
+  free(comm->p2p_recv_seq);
+  free(comm->send_queues);
+  free(comm->recv_queues);
+  free(comm);
+  return status;
+}
+
+int strata_comm_abort(strata_comm *comm) {
+  if (!comm) return STRATA_ERR_INVALID_ARG;
+  pthread_mutex_lock(&comm->lock);
+  strata_engine_fail(comm, STRATA_ERR_ABORTED, 1);
+  pthread_mutex_unlock(&comm->lock);
+  return STRATA_OK;
+}
+
+int strata_comm_rank(const strata_comm *comm) { return comm ? comm->rank : -1; }
+int strata_comm_size(const strata_comm *comm) { return comm ? comm->nranks : -1; }
+const strata_config *strata_comm_config(const strata_comm *comm) { return comm ? &comm->cfg : NULL; }
+int strata_comm_error(const strata_comm *comm) {
+  return comm ? atomic_load(&((strata_comm *)comm)->error) : STRATA_ERR_INVALID_ARG;
+}
+
+const char *strata_comm_transport_name(const strata_comm *comm, int peer) {
+  if (!comm || peer < 0 || peer >= comm->nranks) return "?";
+  if (peer == comm->rank) return "self";
+  strata_transport *t = comm->have_net ? comm->net.peer[peer] : NULL;
+  return t ? t->ops->name : "?";
+}

@@ -1,0 +1,363 @@
+/*
+ * engine.c — runs operations (schedules) over the transports. See engine.h for the model.
+ *
+ * Invariants:
+ *  - every function here runs with comm->lock held, except the thread entry point;
+ *  - a transfer step reaches the transport only when its dependencies are done AND it is the
+ *    head of its peer's posting queue, so the order of transfers per peer is the order of
+ *    operations, then of step indices — identical on both sides of every pair;
+ *  - transport callbacks only record completions; they are processed by the progress loop, so
+ *    no callback re-enters the engine;
+ *  - after the first error the transports are never driven again (engine.h explains why).
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/core.h"
+#include "engine/engine.h"
+
+/* Progress calls without activity before the waiter starts yielding the CPU / polling. */
+enum { STRATA_SPIN_BEFORE_IDLE = 256 };
+/* How long a failing rank keeps flushing its abort notices to the peers. */
+static const double STRATA_ABORT_FLUSH_S = 0.2;
+
+static uint8_t *ref_ptr(const strata_operation *op, strata_bufref ref) {
+  return op->bufs[ref.buf] + ref.offset;
+}
+
+/* The communicator's transports (tcp, shm; either may be NULL). Returns how many slots. */
+static int transports(strata_comm *comm, strata_transport *out[2]) {
+  out[0] = comm->have_net ? comm->net.tcp : NULL;
+  out[1] = comm->have_net ? comm->net.shm : NULL;
+  return 2;
+}
+
+static void on_xfer_done(strata_xfer *x) {
+  strata_operation *op = x->user;
+  op->completed[op->ncompleted++] = (uint32_t)(x - op->xfers);
+}
+
+static void post_transfer(strata_comm *comm, strata_operation *op, uint32_t index) {
+  const strata_step *step = &op->sched.steps[index];
+  strata_transport *t = comm->net.peer[step->peer];
+  strata_xfer *x = &op->xfers[index];
+  memset(x, 0, sizeof *x);
+  x->peer = step->peer;
+  x->tag = op->tag;
+  x->bytes = step->bytes;
+  x->elem_size = op->elem_size;
+  x->done = on_xfer_done;
+  x->user = op;
+  int status;
+  op->state[index] = STRATA_STEP_POSTED;
+  if (step->kind == STRATA_STEP_SEND) {
+    x->buf = ref_ptr(op, step->src);
+    status = t->ops->post_send(t, x);
+  } else {
+    if (step->kind == STRATA_STEP_RECV_REDUCE && t->fuses_reduce) {
+      x->reduce = op->reduce;
+      x->reduce_src = ref_ptr(op, step->src);
+      x->reduce_dst = ref_ptr(op, step->dst);
+    } else {
+      x->buf = ref_ptr(op, step->kind == STRATA_STEP_RECV ? step->dst : step->staging);
+    }
+    status = t->ops->post_recv(t, x);
+  }
+  if (status != STRATA_OK) strata_engine_fail(comm, status, 1);
+}
+
+static void drain_queue(strata_comm *comm, strata_post_queue *queue) {
+  while (queue->head && !atomic_load(&comm->error)) {
+    strata_post_entry *e = queue->head;
+    if (e->op->state[e->step] != STRATA_STEP_READY) return;
+    queue->head = e->next;
+    if (!queue->head) queue->tail = NULL;
+    post_transfer(comm, e->op, e->step);
+  }
+}
+
+static int is_transfer(uint8_t kind) {
+  return kind == STRATA_STEP_SEND || kind == STRATA_STEP_RECV || kind == STRATA_STEP_RECV_REDUCE;
+}
+
+/* Run a local step now, or mark a transfer ready and post what its peer queue allows.
+ * Returns 1 if the step completed on the spot. */
+static int step_start(strata_comm *comm, strata_operation *op, uint32_t index) {
+  const strata_step *step = &op->sched.steps[index];
+  if (step->kind == STRATA_STEP_COPY) {
+    uint8_t *src = ref_ptr(op, step->src), *dst = ref_ptr(op, step->dst);
+    if (step->bytes && src != dst) memmove(dst, src, step->bytes);
+    return 1;
+  }
+  if (step->kind == STRATA_STEP_REDUCE) {
+    if (step->bytes)
+      op->reduce(ref_ptr(op, step->dst), ref_ptr(op, step->src), ref_ptr(op, step->src2),
+                 step->bytes / op->elem_size);
+    return 1;
+  }
+  op->state[index] = STRATA_STEP_READY;
+  drain_queue(comm, step->kind == STRATA_STEP_SEND ? &comm->send_queues[step->peer]
+                                                   : &comm->recv_queues[step->peer]);
+  return 0;
+}
+
+/* Step `index` finished: release its dependents, running local steps as they become ready. */
+static void step_complete(strata_comm *comm, strata_operation *op, uint32_t index) {
+  uint32_t top = 0;
+  op->ready[top++] = index;
+  while (top > 0 && !atomic_load(&comm->error)) {
+    uint32_t done = op->ready[--top];
+    op->state[done] = STRATA_STEP_DONE;
+    op->steps_left--;
+    for (uint32_t k = op->dep_index[done]; k < op->dep_index[done + 1]; k++) {
+      uint32_t next = op->dependents[k];
+      if (--op->deps_left[next] == 0 && step_start(comm, op, next)) op->ready[top++] = next;
+    }
+  }
+}
+
+static void operation_finish(strata_comm *comm, strata_operation *op, int status) {
+  if (status == STRATA_OK && op->avg_finish) {
+    void *out = op->args.recvbuf;
+    size_t count = op->args.count;
+    if (op->args.coll == STRATA_COLL_REDUCE && comm->rank != op->args.root) out = NULL;
+    if (out && count) strata_reduce_avg_finish(out, count, op->args.dtype, comm->nranks);
+  }
+  op->status = status;
+  /* unlink from the active list */
+  strata_operation **link = &comm->active_head, *prev = NULL;
+  while (*link && *link != op) {
+    prev = *link;
+    link = &(*link)->next_active;
+  }
+  if (*link) {
+    *link = op->next_active;
+    if (comm->active_tail == op) comm->active_tail = prev;
+    comm->active_count--;
+  }
+  op->next_active = NULL;
+  atomic_store(&op->done, 1);
+  pthread_cond_broadcast(&comm->cond);
+}
+
+/* Process recorded transfer completions. Returns 1 if anything happened. */
+static int process_completions(strata_comm *comm) {
+  int activity = 0;
+  strata_operation *op = comm->active_head;
+  while (op && !atomic_load(&comm->error)) {
+    strata_operation *next = op->next_active;
+    while (op->ncompleted > 0 && !atomic_load(&comm->error)) {
+      uint32_t index = op->completed[--op->ncompleted];
+      const strata_step *step = &op->sched.steps[index];
+      strata_xfer *x = &op->xfers[index];
+      activity = 1;
+      if (x->status != STRATA_OK) {
+        STRATA_LOG(STRATA_LOG_WARN, comm->rank, "%s with rank %d failed: %s",
+                   step->kind == STRATA_STEP_SEND ? "send" : "receive", step->peer,
+                   strata_strerror(x->status));
+        strata_engine_fail(comm, x->status, 1);
+        return 1;
+      }
+      if (step->kind == STRATA_STEP_RECV_REDUCE && !x->reduce && step->bytes)
+        op->reduce(ref_ptr(op, step->dst), ref_ptr(op, step->src), ref_ptr(op, step->staging),
+                   step->bytes / op->elem_size);
+      step_complete(comm, op, index);
+    }
+    if (op->steps_left == 0 && !atomic_load(&op->done) && !atomic_load(&comm->error)) {
+      operation_finish(comm, op, STRATA_OK);
+      activity = 1;
+    }
+    op = next;
+  }
+  return activity;
+}
+
+static void check_remote_abort(strata_comm *comm) {
+  strata_transport *ts[2];
+  int count = transports(comm, ts);
+  for (int i = 0; i < count; i++) {
+    strata_transport *t = ts[i];
+    if (t && t->remote_abort_status) {
+      STRATA_LOG(STRATA_LOG_WARN, comm->rank, "rank %d aborted the communicator: %s",
+                 t->remote_abort_peer, strata_strerror(t->remote_abort_status));
+      strata_engine_fail(comm, t->remote_abort_status, 0);
+      return;
+    }
+  }
+}
+
+/* One pass: drive every transport, process completions, check the timeout.
+ * Returns 1 if anything completed. */
+static int engine_progress(strata_comm *comm) {
+  if (atomic_load(&comm->error)) return 0;
+  strata_transport *ts[2];
+  int count = transports(comm, ts);
+  for (int i = 0; i < count; i++) {
+    strata_transport *t = ts[i];
+    if (!t) continue;
+    int failed_peer = -1;
+    int status = t->ops->progress(t, &failed_peer);
+    if (status != STRATA_OK) {
+      STRATA_LOG(STRATA_LOG_WARN, comm->rank, "transport %s: rank %d: %s", t->ops->name,
+                 failed_peer, strata_strerror(status));
+      /* a recorded completion may carry a more precise status (e.g. a mismatch) */
+      process_completions(comm);
+      strata_engine_fail(comm, status, 1);
+      return 1;
+    }
+  }
+  check_remote_abort(comm);
+  if (atomic_load(&comm->error)) return 1;
+  int activity = process_completions(comm);
+  double now = strata_now_s();
+  if (activity || !comm->active_head) {
+    comm->last_progress_s = now;
+  } else if (now - comm->last_progress_s > comm->cfg.timeout_s) {
+    STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "no progress for %.1f s (STRATA_TIMEOUT)",
+               comm->cfg.timeout_s);
+    strata_engine_fail(comm, STRATA_ERR_TIMEOUT, 1);
+    return 1;
+  }
+  return activity;
+}
+
+/* Nothing moved for a while: give the CPU away briefly (ranks may share cores). */
+static void engine_idle(strata_comm *comm) {
+  if (!comm->have_net) return;
+  if (comm->net.shm) {
+    comm->net.shm->ops->wait(comm->net.shm, 0);
+    if (comm->net.tcp) comm->net.tcp->ops->wait(comm->net.tcp, 0);
+  } else if (comm->net.tcp) {
+    comm->net.tcp->ops->wait(comm->net.tcp, 1);
+  }
+}
+
+void strata_engine_fail(strata_comm *comm, int status, int tell_peers) {
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&comm->error, &expected, status)) return;
+  STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "communicator failed: %s (%s)", strata_err_name(status),
+             strata_strerror(status));
+  if (tell_peers && comm->have_net) {
+    strata_transport *ts[2];
+    int count = transports(comm, ts);
+    for (int peer = 0; peer < comm->nranks; peer++) {
+      if (peer == comm->rank) continue;
+      for (int i = 0; i < count; i++)
+        if (ts[i] && ts[i]->ops->send_abort) ts[i]->ops->send_abort(ts[i], peer, status);
+    }
+    /* Give the notices a moment to leave; operations are still alive, so transfers the
+     * transports finish meanwhile write only into valid memory. */
+    double until = strata_now_s() + STRATA_ABORT_FLUSH_S;
+    if (comm->net.tcp) {
+      while (strata_now_s() < until) {
+        int failed_peer;
+        comm->net.tcp->ops->progress(comm->net.tcp, &failed_peer);
+        comm->net.tcp->ops->wait(comm->net.tcp, 1);
+      }
+    }
+  }
+  while (comm->active_head) operation_finish(comm, comm->active_head, status);
+  for (int peer = 0; comm->send_queues && peer < comm->nranks; peer++) {
+    comm->send_queues[peer].head = comm->send_queues[peer].tail = NULL;
+    comm->recv_queues[peer].head = comm->recv_queues[peer].tail = NULL;
+  }
+  pthread_cond_broadcast(&comm->cond);
+}
+
+/* Activate `op`: queue its transfers behind earlier operations', start its ready steps. */
+int strata_engine_submit(strata_comm *comm, strata_operation *op) {
+  int error = atomic_load(&comm->error);
+  if (error) {
+    op->status = error;
+    atomic_store(&op->done, 1);
+    return error;
+  }
+  const strata_schedule *s = &op->sched;
+  op->steps_left = s->nsteps;
+  if (comm->active_tail)
+    comm->active_tail->next_active = op;
+  else
+    comm->active_head = op;
+  comm->active_tail = op;
+  comm->active_count++;
+  if (comm->active_count == 1) comm->last_progress_s = strata_now_s();
+  for (uint32_t i = 0; i < s->nsteps; i++) {
+    const strata_step *step = &s->steps[i];
+    if (!is_transfer(step->kind)) continue;
+    strata_post_queue *q = step->kind == STRATA_STEP_SEND ? &comm->send_queues[step->peer]
+                                                           : &comm->recv_queues[step->peer];
+    strata_post_entry *e = &op->entries[i];
+    e->op = op;
+    e->step = i;
+    e->next = NULL;
+    if (q->tail)
+      q->tail->next = e;
+    else
+      q->head = e;
+    q->tail = e;
+  }
+  for (uint32_t i = 0; i < s->nsteps && !atomic_load(&comm->error); i++)
+    if (op->deps_left[i] == 0 && op->state[i] == STRATA_STEP_WAITING && step_start(comm, op, i))
+      step_complete(comm, op, i);
+  if (op->steps_left == 0 && !atomic_load(&op->done) && !atomic_load(&comm->error))
+    operation_finish(comm, op, STRATA_OK);
+  pthread_cond_broadcast(&comm->cond);
+  return STRATA_OK;
+}
+
+int strata_engine_poll(strata_comm *comm) { return engine_progress(comm); }
+
+/* Drive progress until `op` is done. Called with the lock held and comm->waiters counted. */
+int strata_engine_wait(strata_comm *comm, strata_operation *op) {
+  int idle = 0;
+  while (!atomic_load(&op->done)) {
+    if (engine_progress(comm)) {
+      idle = 0;
+    } else if (++idle > STRATA_SPIN_BEFORE_IDLE) {
+      engine_idle(comm);
+    }
+  }
+  return op->status;
+}
+
+void *strata_engine_thread_main(void *arg) {
+  strata_comm *comm = arg;
+  pthread_mutex_lock(&comm->lock);
+  int idle = 0;
+  while (!comm->thread_stop) {
+    if (comm->active_count == 0 || atomic_load(&comm->waiters) > 0 || atomic_load(&comm->error)) {
+      struct timespec deadline;
+      clock_gettime(CLOCK_REALTIME, &deadline);
+      deadline.tv_nsec += 10 * 1000 * 1000;
+      if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+      }
+      pthread_cond_timedwait(&comm->cond, &comm->lock, &deadline);
+      idle = 0;
+      continue;
+    }
+    if (engine_progress(comm)) {
+      idle = 0;
+    } else if (++idle > STRATA_SPIN_BEFORE_IDLE) {
+      engine_idle(comm);
+    }
+    /* let a caller that wants to wait take over */
+    pthread_mutex_unlock(&comm->lock);
+    pthread_mutex_lock(&comm->lock);
+  }
+  pthread_mutex_unlock(&comm->lock);
+  return NULL;
+}
+
+void strata_operation_free(strata_operation *op) {
+  if (!op) return;
+  strata_schedule_free(&op->sched);
+  free(op->scratch);
+  free(op->inplace_copy);
+  free(op->deps_left); /* one block holds every per-step array (operation_alloc in api.c) */
+  free(op);
+}

@@ -1,0 +1,107 @@
+/*
+ * engine.h — the communicator and the engine that runs schedules over transports.
+ *
+ * An operation (one collective call on one rank) owns a schedule built by src/coll, the three
+ * buffers its steps name, and per-step bookkeeping. Operations are activated in submission
+ * order; all active operations progress together. Transfers to one peer are handed to the
+ * transport in a single global order (operation order, then step index), which is what makes
+ * the k-th send match the k-th receive on the other side even with several operations in
+ * flight.
+ *
+ * Threads: one mutex (comm->lock) guards everything below the public API. Whoever holds it
+ * drives progress: a caller blocked in a wait (lowest latency, no thread hand-off), or the
+ * background progress thread when non-blocking operations are pending and nobody waits.
+ *
+ * Errors are sticky: the first failure (mismatch, lost peer, timeout, abort) is told to every
+ * peer, fails every pending operation with that status, and every later call returns it. The
+ * transports are never driven again after that, so no transfer can touch a buffer whose
+ * operation has already returned.
+ */
+#ifndef STRATA_ENGINE_ENGINE_H
+#define STRATA_ENGINE_ENGINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "boot/store.h"
+#include "coll/schedule.h"
+#include "net/net.h"
+#include "strata.h"
+
+typedef struct strata_operation strata_operation;
+
+/* Per-peer FIFO of transfer steps waiting to be handed to the transport, in posting order. */
+typedef struct strata_post_entry {
+  strata_operation *op;
+  uint32_t step;
+  struct strata_post_entry *next;
+} strata_post_entry;
+
+typedef struct strata_post_queue {
+  strata_post_entry *head, *tail;
+} strata_post_queue;
+
+enum { STRATA_STEP_WAITING = 0, STRATA_STEP_READY = 1, STRATA_STEP_POSTED = 2, STRATA_STEP_DONE = 3 };
+
+struct strata_operation {
+  strata_comm *comm;
+  strata_coll_args args;
+  uint32_t elem_size;
+  uint64_t tag;
+  strata_schedule sched;
+  uint8_t *bufs[3];      /* send, recv, scratch (indexed by strata_buf_id) */
+  uint64_t buf_bytes[3]; /* bounds of each buffer, checked once per operation */
+  void *scratch;         /* owned */
+  void *inplace_copy;    /* owned: a private copy of the input for in-place alltoall */
+  uint32_t *deps_left;   /* per step */
+  uint32_t *dependents;  /* CSR: dependents of step i are dependents[dep_index[i]..dep_index[i+1]) */
+  uint32_t *dep_index;
+  uint8_t *state;        /* per step: STRATA_STEP_* */
+  strata_xfer *xfers;    /* per step (used by transfer steps) */
+  strata_post_entry *entries; /* per step (used by transfer steps) */
+  uint32_t *ready;       /* per op stack: steps whose dependencies just completed */
+  uint32_t *completed;   /* per op stack: transfer steps whose done() ran, not yet processed */
+  uint32_t ncompleted;
+  strata_reduce_fn reduce;
+  uint32_t steps_left;
+  int status;
+  atomic_int done;
+  int avg_finish;        /* divide the result by nranks at the end */
+  strata_operation *next_active;
+};
+
+struct strata_comm {
+  strata_config cfg;
+  int rank, nranks;
+  strata_store_server *store_server;
+  strata_store *store;
+  strata_net net;
+  int have_net;
+
+  pthread_mutex_t lock;
+  pthread_cond_t cond; /* an operation finished, or one was submitted */
+  pthread_t progress_thread;
+  int thread_started;
+  int thread_stop;
+  atomic_int waiters;
+
+  strata_operation *active_head, *active_tail;
+  uint32_t active_count;
+  uint64_t coll_seq;
+  uint64_t *p2p_send_seq, *p2p_recv_seq; /* per peer */
+  strata_post_queue *send_queues, *recv_queues; /* per peer */
+  double last_progress_s;
+  atomic_int error;       /* sticky first error */
+};
+
+/* engine.c */
+int strata_engine_submit(strata_comm *comm, strata_operation *op);
+int strata_engine_wait(strata_comm *comm, strata_operation *op);
+/* One progress pass (lock held). Returns 1 if anything completed. */
+int strata_engine_poll(strata_comm *comm);
+void strata_engine_fail(strata_comm *comm, int status, int tell_peers);
+void *strata_engine_thread_main(void *arg);
+void strata_operation_free(strata_operation *op);
+
+#endif
