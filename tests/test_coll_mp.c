@@ -1,0 +1,136 @@
+/*
+ * test_coll_mp.c — every collective x dtype x op, in place and out of place, blocking and not,
+ * for 1, 2, 3, 4, 5 and 8 ranks (forked processes), over shared memory and over TCP only, with
+ * counts 0, 1, 7, one not divisible by the rank count, and one of at least 4 MiB.
+ *
+ * Usage: test_coll_mp [shm|tcp] [nranks...]   (no arguments: the whole matrix)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers/coll_check.h"
+#include "helpers/ranks.h"
+
+static const strata_coll colls[] = {
+    STRATA_COLL_ALLREDUCE, STRATA_COLL_REDUCE_SCATTER, STRATA_COLL_ALLGATHER,
+    STRATA_COLL_BROADCAST, STRATA_COLL_REDUCE,         STRATA_COLL_GATHER,
+    STRATA_COLL_SCATTER,   STRATA_COLL_ALLTOALL,
+};
+
+static int is_reduction(strata_coll c) {
+  return c == STRATA_COLL_ALLREDUCE || c == STRATA_COLL_REDUCE_SCATTER || c == STRATA_COLL_REDUCE;
+}
+
+/* counts per rank-block; the large one makes the per-rank buffer >= 4 MiB */
+static size_t case_count(int which, int n, size_t elem) {
+  switch (which) {
+    case 0: return 0;
+    case 1: return 1;
+    case 2: return 7;
+    case 3: return (size_t)(3 * n + 1);
+    default: return (4u << 20) / elem + 3;
+  }
+}
+
+static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  (void)arg;
+  if (!comm) {
+    fprintf(stderr, "rank %d: init failed: %s\n", rank, strata_strerror(init_status));
+    return 1;
+  }
+  int failures = 0, cases = 0;
+  for (size_t ci = 0; ci < sizeof colls / sizeof colls[0]; ci++) {
+    strata_coll coll = colls[ci];
+    for (int dt = 0; dt < STRATA_DTYPE_COUNT; dt++) {
+      int nops = is_reduction(coll) ? STRATA_OP_COUNT : 1;
+      for (int op = 0; op < nops; op++) {
+        for (int which = 0; which < 5; which++) {
+          /* the big size: every dtype with sum, every op with f32 (keeps the suite minutes) */
+          if (which == 4 && op != STRATA_SUM && dt != STRATA_F32) continue;
+          size_t count = case_count(which, n, strata_dtype_size((strata_dtype)dt));
+          for (int in_place = 0; in_place < 2; in_place++) {
+            strata_check_case c = {.coll = coll, .dtype = (strata_dtype)dt, .op = (strata_op)op,
+                                   .count = count, .root = (int)((ci + (size_t)which) % (size_t)n),
+                                   .in_place = in_place, .nonblocking = (which + in_place) % 2,
+                                   .algo = STRATA_ALGO_AUTO};
+            failures += strata_check_collective(comm, &c);
+            cases++;
+            if (failures > 5) return 1;
+          }
+        }
+      }
+    }
+  }
+  /* every algorithm that applies to allreduce, forced through the API */
+  for (int algo = STRATA_ALGO_RING; algo < STRATA_ALGO_COUNT; algo++)
+    for (int which = 0; which < 5; which++) {
+      strata_check_case c = {.coll = STRATA_COLL_ALLREDUCE, .dtype = STRATA_F32, .op = STRATA_SUM,
+                             .count = case_count(which, n, 4), .algo = (strata_algo)algo};
+      strata_coll_args probe = {0};
+      (void)probe;
+      int rc = strata_check_collective(comm, &c);
+      failures += rc;
+      cases++;
+    }
+  for (int dt = 0; dt < STRATA_DTYPE_COUNT; dt++)
+    for (int which = 0; which < 5; which++) {
+      failures += strata_check_sendrecv_ring(comm, (strata_dtype)dt,
+                                             case_count(which, n, strata_dtype_size((strata_dtype)dt)));
+      cases++;
+    }
+  /* several non-blocking operations in flight at once */
+  {
+    enum { K = 6 };
+    float *bufs[K];
+    strata_request *reqs[K];
+    size_t count = 100003;
+    for (int k = 0; k < K; k++) {
+      bufs[k] = malloc(count * sizeof(float));
+      for (size_t i = 0; i < count; i++) bufs[k][i] = (float)(k + rank + (i % 5));
+      if (strata_iallreduce(comm, bufs[k], bufs[k], count, STRATA_F32, STRATA_SUM, &reqs[k])) failures++;
+    }
+    for (int k = K - 1; k >= 0; k--) {
+      if (strata_request_wait(reqs[k])) failures++;
+      for (size_t i = 0; i < count; i++) {
+        float want = (float)(n * (k + (int)(i % 5)) + n * (n - 1) / 2);
+        if (bufs[k][i] != want) {
+          fprintf(stderr, "rank %d: in-flight allreduce %d element %zu: %g != %g\n", rank, k, i,
+                  bufs[k][i], want);
+          failures++;
+          break;
+        }
+      }
+      free(bufs[k]);
+    }
+    cases++;
+  }
+  if (strata_barrier(comm) != STRATA_OK) failures++;
+  if (rank == 0) printf("  %d ranks: %d cases, %d failures\n", n, cases, failures);
+  return failures != 0;
+}
+
+int main(int argc, char **argv) {
+  int sizes[] = {1, 2, 3, 4, 5, 8};
+  const char *only = argc > 1 ? argv[1] : NULL;
+  int failed = 0;
+  for (int shm = 1; shm >= 0; shm--) {
+    if (only && strcmp(only, shm ? "shm" : "tcp")) continue;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+      int n = sizes[i];
+      if (argc > 2) {
+        int wanted = 0;
+        for (int a = 2; a < argc; a++) wanted |= atoi(argv[a]) == n;
+        if (!wanted) continue;
+      }
+      printf("%s, %d ranks\n", shm ? "shared memory" : "tcp", n);
+      fflush(stdout);
+      strata_test_ranks_opts o = {.shm = shm, .timeout_s = 20, .deadline_s = 400};
+      int bad = strata_test_run_ranks(n, &o, body, NULL);
+      if (bad) printf("FAILED: %s with %d ranks (%d ranks failed)\n", shm ? "shm" : "tcp", n, bad);
+      failed += bad != 0;
+    }
+  }
+  printf("%s\n", failed ? "FAIL" : "PASS");
+  return failed != 0;
+}
