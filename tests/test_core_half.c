@@ -19,15 +19,15 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                    \
-  do {                                                      \
-    if (!(cond)) {                                          \
-      if (failures++ < 20) {                                \
+#define CHECK(cond, ...)                                      \
+  do {                                                        \
+    if (!(cond)) {                                            \
+      if (failures++ < 20) {                                  \
         fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                       \
-        fputc('\n', stderr);                                \
-      }                                                     \
-    }                                                       \
+        fprintf(stderr, __VA_ARGS__);                         \
+        fputc('\n', stderr);                                  \
+      }                                                       \
+    }                                                         \
   } while (0)
 
 typedef struct narrow_format {
@@ -91,8 +91,10 @@ static uint16_t reference_encode(const narrow_format *fmt, float v) {
   int lo = 0, hi_index = n - 1; /* largest lo with finite[lo] <= a */
   while (lo < hi_index) {
     int mid = (lo + hi_index + 1) / 2;
-    if (fmt->finite[mid] <= a) lo = mid;
-    else hi_index = mid - 1;
+    if (fmt->finite[mid] <= a)
+      lo = mid;
+    else
+      hi_index = mid - 1;
   }
   int hi = lo + 1; /* == n means infinity */
   double hi_value = hi == n ? beyond : fmt->finite[hi];
@@ -127,8 +129,7 @@ static void check_all_codes(const narrow_format *fmt) {
 static void check_encode(const narrow_format *fmt, float v) {
   if (isnan(v)) return;
   uint16_t got = fmt->from_f32(v), want = reference_encode(fmt, v);
-  CHECK(got == want, "%s(%a = 0x%08x) = 0x%04x, want 0x%04x", fmt->name, v, bits_of(v), got,
-        want);
+  CHECK(got == want, "%s(%a = 0x%08x) = 0x%04x, want 0x%04x", fmt->name, v, bits_of(v), got, want);
 }
 
 /* Every neighbour of every finite code, its midpoint with the next, and +-1 f32 ulp around. */
@@ -151,10 +152,8 @@ static void check_boundaries(const narrow_format *fmt) {
   check_encode(fmt, -INFINITY);
   check_encode(fmt, 3.4028234663852886e38f);
   CHECK(code_is_nan(fmt, fmt->from_f32(NAN)), "%s(NaN) is not NaN", fmt->name);
-  CHECK(code_is_nan(fmt, fmt->from_f32(float_of(0x7f800001u))), "%s(sNaN) is not NaN",
-        fmt->name);
-  CHECK(code_is_nan(fmt, fmt->from_f32(float_of(0xff800001u))), "%s(-sNaN) is not NaN",
-        fmt->name);
+  CHECK(code_is_nan(fmt, fmt->from_f32(float_of(0x7f800001u))), "%s(sNaN) is not NaN", fmt->name);
+  CHECK(code_is_nan(fmt, fmt->from_f32(float_of(0xff800001u))), "%s(-sNaN) is not NaN", fmt->name);
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -186,8 +185,8 @@ static void check_random(const narrow_format *fmt, int samples) {
     }
     fmt->from_f32_array(codes, values, BATCH);
     for (int i = 0; i < BATCH; i++)
-      CHECK(codes[i] == fmt->from_f32(values[i]), "%s array(%a) = 0x%04x, scalar 0x%04x",
-            fmt->name, values[i], codes[i], fmt->from_f32(values[i]));
+      CHECK(codes[i] == fmt->from_f32(values[i]), "%s array(%a) = 0x%04x, scalar 0x%04x", fmt->name,
+            values[i], codes[i], fmt->from_f32(values[i]));
   }
   static uint16_t all[0x10000];
   static float all_f[0x10000];
@@ -201,10 +200,24 @@ static void check_random(const narrow_format *fmt, int samples) {
   (void)widened;
 }
 
-static narrow_format f16 = {"f16", 10, 15, strata_f16_to_f32, strata_f32_to_f16,
-                            strata_f16_to_f32_array, strata_f32_to_f16_array, {0}, 0};
-static narrow_format bf16 = {"bf16", 7, 127, strata_bf16_to_f32, strata_f32_to_bf16,
-                             strata_bf16_to_f32_array, strata_f32_to_bf16_array, {0}, 0};
+static narrow_format f16 = {"f16",
+                            10,
+                            15,
+                            strata_f16_to_f32,
+                            strata_f32_to_f16,
+                            strata_f16_to_f32_array,
+                            strata_f32_to_f16_array,
+                            {0},
+                            0};
+static narrow_format bf16 = {"bf16",
+                             7,
+                             127,
+                             strata_bf16_to_f32,
+                             strata_f32_to_bf16,
+                             strata_bf16_to_f32_array,
+                             strata_f32_to_bf16_array,
+                             {0},
+                             0};
 
 int main(void) {
   narrow_format *formats[] = {&f16, &bf16};

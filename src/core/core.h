@@ -41,6 +41,9 @@ void strata_f32_to_bf16_array(uint16_t *dst, const float *src, size_t count);
  * Kernels vectorize (the compiler auto-vectorizes plain loops at -O3; f16/bf16 convert through
  * f32 and round to nearest even). */
 strata_reduce_fn strata_reduce_kernel(strata_dtype dtype, strata_op op);
+/* The same kernel built for one instruction set: "generic" (any CPU of the target) or "avx2"
+ * (AVX2 + F16C; NULL when this CPU or build lacks them). For tests and benchmarks. */
+strata_reduce_fn strata_reduce_kernel_isa(strata_dtype dtype, strata_op op, const char *isa);
 /* buf[i] /= nranks, in place (integer division for integer types). */
 void strata_reduce_avg_finish(void *buf, size_t count, strata_dtype dtype, int nranks);
 

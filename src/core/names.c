@@ -18,23 +18,23 @@ typedef struct name_alias {
 } name_alias;
 
 static const char *const dtype_names[STRATA_DTYPE_COUNT] = {
-    [STRATA_I8] = "i8",   [STRATA_U8] = "u8",     [STRATA_I32] = "i32", [STRATA_U32] = "u32",
-    [STRATA_I64] = "i64", [STRATA_U64] = "u64",   [STRATA_F16] = "f16", [STRATA_BF16] = "bf16",
+    [STRATA_I8] = "i8",   [STRATA_U8] = "u8",   [STRATA_I32] = "i32", [STRATA_U32] = "u32",
+    [STRATA_I64] = "i64", [STRATA_U64] = "u64", [STRATA_F16] = "f16", [STRATA_BF16] = "bf16",
     [STRATA_F32] = "f32", [STRATA_F64] = "f64",
 };
 
 static const size_t dtype_sizes[STRATA_DTYPE_COUNT] = {
-    [STRATA_I8] = 1,  [STRATA_U8] = 1,  [STRATA_I32] = 4, [STRATA_U32] = 4, [STRATA_I64] = 8,
+    [STRATA_I8] = 1,  [STRATA_U8] = 1,  [STRATA_I32] = 4,  [STRATA_U32] = 4, [STRATA_I64] = 8,
     [STRATA_U64] = 8, [STRATA_F16] = 2, [STRATA_BF16] = 2, [STRATA_F32] = 4, [STRATA_F64] = 8,
 };
 
 /* nccl-tests' -d names (src/common.cu test_typenames) and their C spellings. */
 static const name_alias dtype_aliases[] = {
-    {"int8", STRATA_I8},     {"char", STRATA_I8},      {"uint8", STRATA_U8},
-    {"int32", STRATA_I32},   {"int", STRATA_I32},      {"uint32", STRATA_U32},
-    {"int64", STRATA_I64},   {"uint64", STRATA_U64},   {"half", STRATA_F16},
-    {"float16", STRATA_F16}, {"float32", STRATA_F32},  {"float", STRATA_F32},
-    {"double", STRATA_F64},  {"float64", STRATA_F64},  {"bfloat16", STRATA_BF16},
+    {"int8", STRATA_I8},     {"char", STRATA_I8},     {"uint8", STRATA_U8},
+    {"int32", STRATA_I32},   {"int", STRATA_I32},     {"uint32", STRATA_U32},
+    {"int64", STRATA_I64},   {"uint64", STRATA_U64},  {"half", STRATA_F16},
+    {"float16", STRATA_F16}, {"float32", STRATA_F32}, {"float", STRATA_F32},
+    {"double", STRATA_F64},  {"float64", STRATA_F64}, {"bfloat16", STRATA_BF16},
 };
 
 static const char *const op_names[STRATA_OP_COUNT] = {
@@ -89,7 +89,9 @@ const char *strata_dtype_name(strata_dtype dtype) {
   return name_at(dtype_names, STRATA_DTYPE_COUNT, (int)dtype);
 }
 
-const char *strata_op_name(strata_op op) { return name_at(op_names, STRATA_OP_COUNT, (int)op); }
+const char *strata_op_name(strata_op op) {
+  return name_at(op_names, STRATA_OP_COUNT, (int)op);
+}
 
 const char *strata_coll_name(strata_coll coll) {
   return name_at(coll_names, STRATA_COLL_COUNT, (int)coll);
@@ -100,8 +102,8 @@ const char *strata_algo_name(strata_algo algo) {
 }
 
 int strata_dtype_parse(const char *name, strata_dtype *out) {
-  int value = name_find(name, dtype_names, STRATA_DTYPE_COUNT, dtype_aliases,
-                        COUNT_OF(dtype_aliases));
+  int value =
+      name_find(name, dtype_names, STRATA_DTYPE_COUNT, dtype_aliases, COUNT_OF(dtype_aliases));
   if (value < 0 || !out) return STRATA_ERR_INVALID_ARG;
   *out = (strata_dtype)value;
   return STRATA_OK;
@@ -115,8 +117,7 @@ int strata_op_parse(const char *name, strata_op *out) {
 }
 
 int strata_coll_parse(const char *name, strata_coll *out) {
-  int value =
-      name_find(name, coll_names, STRATA_COLL_COUNT, coll_aliases, COUNT_OF(coll_aliases));
+  int value = name_find(name, coll_names, STRATA_COLL_COUNT, coll_aliases, COUNT_OF(coll_aliases));
   if (value < 0 || !out) return STRATA_ERR_INVALID_ARG;
   *out = (strata_coll)value;
   return STRATA_OK;
