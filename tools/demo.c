@@ -1,0 +1,163 @@
+/*
+ * demo.c — `strata demo`: run every collective on the ranks of this job at a few sizes, check
+ * every element, and print one readable table (rank 0). Run it under `strata launch -n N`.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coll/schedule.h"
+#include "commands.h"
+#include "strata.h"
+
+typedef struct demo_row {
+  const char *name;
+  strata_coll coll;
+} demo_row;
+
+static const demo_row rows[] = {
+    {"allreduce", STRATA_COLL_ALLREDUCE}, {"reduce_scatter", STRATA_COLL_REDUCE_SCATTER},
+    {"allgather", STRATA_COLL_ALLGATHER}, {"broadcast", STRATA_COLL_BROADCAST},
+    {"reduce", STRATA_COLL_REDUCE},       {"gather", STRATA_COLL_GATHER},
+    {"scatter", STRATA_COLL_SCATTER},     {"alltoall", STRATA_COLL_ALLTOALL},
+    {"sendrecv", STRATA_COLL_SEND},       {"barrier", STRATA_COLL_BARRIER},
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Input value of element i of block `block` on rank r: small integers, exact in f32 sums. */
+static float value(int r, size_t block, size_t i) { return (float)((r * 3 + block * 5 + i) % 17); }
+
+/* Run one collective of `count` elements per block; returns the number of wrong elements. */
+static long run_one(strata_comm *comm, strata_coll coll, size_t count, double *seconds) {
+  int rank = strata_comm_rank(comm), n = strata_comm_size(comm), root = n > 1 ? 1 : 0;
+  size_t total = count * (size_t)n;
+  float *in = malloc(total * sizeof(float) + 4), *out = malloc(total * sizeof(float) + 4);
+  for (size_t b = 0; b < (size_t)n; b++)
+    for (size_t i = 0; i < count; i++) in[b * count + i] = value(rank, b, i);
+  memset(out, 0xff, total * sizeof(float));
+  strata_barrier(comm);
+  double t0 = now_s();
+  int status = STRATA_OK;
+  switch (coll) {
+    case STRATA_COLL_ALLREDUCE: status = strata_allreduce(comm, in, out, count, STRATA_F32, STRATA_SUM); break;
+    case STRATA_COLL_REDUCE_SCATTER: status = strata_reduce_scatter(comm, in, out, count, STRATA_F32, STRATA_SUM); break;
+    case STRATA_COLL_ALLGATHER: status = strata_allgather(comm, in, out, count, STRATA_F32); break;
+    case STRATA_COLL_BROADCAST: status = strata_broadcast(comm, in, out, count, STRATA_F32, root); break;
+    case STRATA_COLL_REDUCE: status = strata_reduce(comm, in, out, count, STRATA_F32, STRATA_SUM, root); break;
+    case STRATA_COLL_GATHER: status = strata_gather(comm, in, out, count, STRATA_F32, root); break;
+    case STRATA_COLL_SCATTER: status = strata_scatter(comm, in, out, count, STRATA_F32, root); break;
+    case STRATA_COLL_ALLTOALL: status = strata_alltoall(comm, in, out, count, STRATA_F32); break;
+    case STRATA_COLL_BARRIER: status = strata_barrier(comm); break;
+    case STRATA_COLL_SEND: {
+      if (n == 1) break;
+      strata_request *rs, *rr;
+      status = strata_irecv(comm, out, count, STRATA_F32, (rank + n - 1) % n, &rr);
+      if (!status) status = strata_isend(comm, in, count, STRATA_F32, (rank + 1) % n, &rs);
+      if (!status) status = strata_request_wait(rr);
+      if (!status) status = strata_request_wait(rs);
+      break;
+    }
+    default: break;
+  }
+  *seconds = now_s() - t0;
+  long wrong = status == STRATA_OK ? 0 : (long)(total ? total : 1);
+  if (status != STRATA_OK)
+    fprintf(stderr, "strata demo: rank %d: %s failed: %s\n", rank, strata_coll_name(coll),
+            strata_strerror(status));
+  for (size_t i = 0; status == STRATA_OK && i < total; i++) {
+    size_t b = i / (count ? count : 1), j = i % (count ? count : 1);
+    float want;
+    int check = 1;
+    switch (coll) {
+      case STRATA_COLL_ALLREDUCE:
+      case STRATA_COLL_REDUCE:
+        check = i < count && (coll == STRATA_COLL_ALLREDUCE || rank == root);
+        want = 0;
+        for (int r = 0; r < n; r++) want += value(r, 0, i);
+        break;
+      case STRATA_COLL_REDUCE_SCATTER:
+        check = i < count;
+        want = 0;
+        for (int r = 0; r < n; r++) want += value(r, (size_t)rank, i);
+        break;
+      case STRATA_COLL_ALLGATHER: want = value((int)b, 0, j); break;
+      case STRATA_COLL_GATHER: check = rank == root, want = value((int)b, 0, j); break;
+      case STRATA_COLL_BROADCAST: check = i < count, want = value(root, 0, i); break;
+      case STRATA_COLL_SCATTER: check = i < count, want = value(root, (size_t)rank, i); break;
+      case STRATA_COLL_ALLTOALL: want = value((int)b, (size_t)rank, j); break;
+      case STRATA_COLL_SEND: check = n > 1 && i < count, want = value((rank + n - 1) % n, 0, i); break;
+      default: check = 0, want = 0;
+    }
+    if (check && out[i] != want) wrong++;
+  }
+  free(in);
+  free(out);
+  return wrong;
+}
+
+int strata_cmd_demo(int argc, char **argv) {
+  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+    printf("usage: strata launch -n N -- strata demo\n"
+           "Runs every collective at a few sizes on the job's ranks and checks every element.\n");
+    return 0;
+  }
+  strata_comm *comm;
+  int status = strata_comm_init_env(&comm);
+  if (status != STRATA_OK) {
+    fprintf(stderr, "strata demo: cannot join the job: %s\n", strata_strerror(status));
+    return 1;
+  }
+  int rank = strata_comm_rank(comm), n = strata_comm_size(comm);
+  if (rank == 0) {
+    printf("strata demo: %d ranks on this host\n", n);
+    for (int p = 1; p < n; p++) printf("  rank 0 -> rank %d: %s\n", p, strata_comm_transport_name(comm, p));
+    printf("\n  %-15s %10s %8s %12s %10s  %s\n", "collective", "bytes", "algo", "time (us)",
+           "busbw GB/s", "check");
+  }
+  static const size_t sizes[] = {256, 256 << 10, 4 << 20}; /* floats per block */
+  long total_wrong = 0;
+  int total_runs = 0;
+  for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+    for (size_t s = 0; s < 3; s++) {
+      size_t count = rows[r].coll == STRATA_COLL_BARRIER ? 0 : sizes[s];
+      double seconds = 0;
+      long wrong = run_one(comm, rows[r].coll, count, &seconds);
+      long all_wrong = wrong;
+      double slowest = seconds;
+      strata_allreduce(comm, &wrong, &all_wrong, 1, STRATA_I64, STRATA_SUM);
+      strata_allreduce(comm, &seconds, &slowest, 1, STRATA_F64, STRATA_MAX);
+      total_wrong += all_wrong;
+      total_runs++;
+      if (rank == 0) {
+        int coll_kind = rows[r].coll;
+        size_t bytes = count * sizeof(float);
+        double factor = 1;
+        if (coll_kind == STRATA_COLL_ALLREDUCE) factor = n > 1 ? 2.0 * (n - 1) / n : 0;
+        if (coll_kind == STRATA_COLL_REDUCE_SCATTER || coll_kind == STRATA_COLL_ALLGATHER ||
+            coll_kind == STRATA_COLL_ALLTOALL) {
+          bytes *= (size_t)n;
+          factor = (double)(n - 1) / n;
+        }
+        strata_sched_params p = {.coll = rows[r].coll, .rank = 0, .nranks = n,
+                                 .root = n > 1 ? 1 : 0, .count = count, .elem_size = 4};
+        const char *algo = rows[r].coll == STRATA_COLL_SEND ? "p2p"
+                                                            : strata_algo_name(strata_schedule_choose(&p));
+        double busbw = slowest > 0 ? bytes / slowest / 1e9 * factor : 0;
+        printf("  %-15s %10zu %8s %12.1f %10.2f  %s\n", rows[r].name, bytes, algo, slowest * 1e6,
+               busbw, all_wrong ? "WRONG" : "ok");
+      }
+      if (rows[r].coll == STRATA_COLL_BARRIER) break;
+    }
+  }
+  if (rank == 0)
+    printf("\n%d runs, %ld wrong elements: %s\n", total_runs, total_wrong,
+           total_wrong ? "FAILED" : "every collective checked, all correct");
+  strata_comm_destroy(comm);
+  return total_wrong ? 1 : 0;
+}
