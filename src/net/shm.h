@@ -18,4 +18,8 @@
 int strata_shm_open(const strata_config *cfg, int rank, int nranks, strata_store *store,
                     const int *is_local, strata_transport **out, char *err, size_t err_len);
 
+/* 1 if messages of at least 32 KiB to `peer` go by cross-memory attach (process_vm_readv), 0 if
+ * everything streams through the ring (CMA forbidden, or STRATA_SHM_CMA=0), or t is not shm. */
+int strata_shm_uses_cma(const strata_transport *t, int peer);
+
 #endif

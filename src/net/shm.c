@@ -1,0 +1,998 @@
+/*
+ * shm.c — the shared-memory transport between ranks of one host.
+ *
+ * What it is for. Ranks that share a host exchange messages through memory instead of the
+ * loopback TCP stack: a few microseconds for a tiny message, and close to memcpy bandwidth for a
+ * large one, with the receive-side reduction fused into the read of the peer's data.
+ *
+ * Segments. Every rank creates one POSIX shared-memory segment
+ * ("/strata-<job>-<rank>-<random>") that holds, for each local peer p, the INBOUND channel from p:
+ * a control block and a single-producer / single-consumer byte ring (SHM_RING_BYTES). p writes,
+ * the owner reads. The control block keeps what the producer writes (head, abort word) and what
+ * the consumer writes (tail, count of large messages read) on separate cache lines, so the two
+ * sides never write the same line. The name is published in the store; every rank maps each
+ * local peer's segment, probes cross-memory attach (below), sets a "ready" key and waits for the
+ * ready keys of all its local peers; then each rank unlinks its own segment. From then on the
+ * memory lives only as long as the mappings, so a crash leaves nothing in /dev/shm. Store keys are
+ * "<job>/shm/<k>/<rank>/name|ready" where k counts this rank's opens, so several communicators of
+ * one job never read each other's keys.
+ *
+ * Messages. The k-th message from p to us is the k-th record in p's ring in our segment. A record
+ * is one 64-byte cache line {tag, bytes, seq, kind, ...}, 64-byte aligned, followed by its payload
+ * padded to 64 bytes. Two kinds:
+ *  - INLINE (bytes < SHM_INLINE_MAX_BYTES, and every message when CMA is off): the payload follows
+ *    in the ring. A payload larger than the free space is streamed: the producer publishes head
+ *    every SHM_PUBLISH_BYTES and the consumer frees space as it copies out, so no message has to
+ *    fit in the ring.
+ *  - CMA (large): the record carries the address of the sender's buffer; the receiver pulls it
+ *    with process_vm_readv straight into its destination (one copy instead of two), or, for a
+ *    fused reduction, in L2-sized blocks into a bounce buffer and then reduce_dst = reduce_src OP
+ *    block, so the peer's bytes are read exactly once. When done it bumps cma_acked in the
+ *    channel; the send completes when cma_acked reaches the record's number. A pull moves at
+ *    most SHM_CMA_SLICE_BYTES per progress() call, so other peers (and the other direction of a
+ *    simultaneous exchange) keep moving.
+ * At open each receiver probes process_vm_readv against a canary word in each peer's private
+ * memory and publishes the result in the channel; a sender uses CMA towards a peer only if that
+ * peer could read it. Yama ptrace_scope, seccomp or containers can forbid it, and then everything
+ * goes INLINE. STRATA_SHM_CMA=0 forces INLINE (a debugging knob, read at open; not a tuning one).
+ *
+ * Matching. Receives from a peer are served strictly in posting order: the head receive takes the
+ * next record. A record whose tag or byte count differs completes the receive with
+ * STRATA_ERR_MISMATCH, writing nothing; its payload is skipped (INLINE) or acknowledged unread
+ * (CMA), so the stream stays in step. With no receive posted, a record stays in the ring:
+ * back-pressure, never an unbounded queue.
+ *
+ * Liveness and aborts. A peer we are blocked on is checked at most every SHM_LIVENESS_PERIOD_S
+ * through a pidfd (immune to pid reuse and to the dead peer lingering as a zombie; kill(pid, 0)
+ * where pidfds do not exist). Death completes its transfers with STRATA_ERR_PEER_LOST.
+ * send_abort writes the abort word of our channel in the peer's segment; progress() records the
+ * first abort it sees in remote_abort_status / remote_abort_peer.
+ *
+ * Invariants. head and tail only grow (uint64 byte counts; ring position = count & mask); the
+ * producer never lets head - tail exceed the ring size; a record header never wraps (records are
+ * 64-byte aligned, the ring a multiple of 64). Each side keeps a private copy of the counter it
+ * owns and a cached copy of the other side's, reloaded (acquire) only when the cache says it is
+ * blocked. done() callbacks run only inside progress(), after the transfer left every queue, so a
+ * callback may post new transfers.
+ *
+ * Must never: write past a receive's buffer, block (wait() is the only sleeping call), trust a
+ * record without checking its sequence number, or leave a segment name behind after open returns.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "net/shm.h"
+
+#define SHM_MAGIC 0x5354524154415348ull /* "STRATASH" */
+#define SHM_VERSION 1u
+#define SHM_LINE 64u
+#define SHM_PAGE 4096u
+#define SHM_RING_BYTES (1u << 20)
+/* Below this, two memcpys through the ring beat a process_vm_readv syscall (measured on the
+ * 2-core build box, see the report in the commit log; CMA's fixed cost is ~2 µs). */
+#define SHM_INLINE_MAX_BYTES (32u << 10)
+#define SHM_PUBLISH_BYTES (64u << 10)       /* streaming granularity of INLINE payloads */
+#define SHM_CMA_SLICE_BYTES (1u << 20)      /* most bytes one xfer pulls per progress() call */
+#define SHM_REDUCE_BLOCK_BYTES (256u << 10) /* bounce block of a fused reduce: fits in L2 */
+#define SHM_MAX_ELEM_BYTES 64u
+#define SHM_LIVENESS_PERIOD_S 0.010
+#define SHM_WAIT_SPIN_S 20e-6   /* wait(): spin this long, */
+#define SHM_WAIT_YIELD_S 2e-3   /* then sched_yield() until this, */
+#define SHM_WAIT_SLEEP_NS 50000 /* then sleep in steps of this */
+#define SHM_WAIT_MAX_S 0.010    /* and return at least this often (liveness checks) */
+
+enum { SHM_KIND_INLINE = 1, SHM_KIND_CMA = 2 };
+enum { SEND_FRESH = 0, SEND_STREAMING };
+enum { RECV_WAITING = 0, RECV_INLINE, RECV_CMA };
+
+/* ---- shared layout (both processes see these) ---- */
+
+typedef struct shm_channel {
+  /* written by the producer (the peer that sends to this segment's owner) */
+  _Alignas(64) _Atomic uint64_t head;
+  _Atomic int32_t abort_status;
+  /* written by the consumer (the segment's owner) */
+  _Alignas(64) _Atomic uint64_t tail;
+  _Atomic uint64_t cma_acked;
+  /* written once by the owner before the ready barrier */
+  _Alignas(64) uint32_t cma_readable; /* the owner can process_vm_readv the producer */
+  int32_t producer_rank;
+  uint64_t ring_offset; /* from the segment's start */
+  uint64_t ring_bytes;
+} shm_channel;
+
+typedef struct shm_header {
+  uint64_t magic;
+  uint32_t version;
+  int32_t owner_rank;
+  int32_t nranks;
+  int32_t owner_pid;
+  uint64_t canary_addr; /* a word in the owner's private memory: the CMA probe */
+  uint64_t canary_value;
+  uint64_t segment_bytes;
+  uint64_t channel_offset[]; /* [nranks]: channel from that rank, 0 = none */
+} shm_header;
+
+typedef struct shm_record {
+  uint64_t tag;
+  uint64_t bytes;
+  uint64_t seq;        /* message number from this producer, from 0 */
+  uint64_t src_addr;   /* CMA: the payload's address in the producer */
+  uint64_t cma_number; /* CMA: 1-based; the send completes when cma_acked reaches it */
+  uint32_t kind;
+  uint32_t reserved;
+  uint8_t pad[SHM_LINE - 48];
+} shm_record;
+_Static_assert(sizeof(shm_record) == SHM_LINE, "a record is one cache line");
+
+/* ---- private state ---- */
+
+typedef struct shm_queue {
+  strata_xfer *head, *tail;
+} shm_queue;
+
+typedef struct shm_peer {
+  int rank;
+  int pid;
+  int pidfd;
+  int lost; /* 0 or the status that broke this peer */
+  int abort_seen;
+  int use_cma; /* the peer can read our memory: large sends go CMA */
+  double next_liveness_s;
+  void *map; /* the peer's segment */
+  size_t map_bytes;
+  /* sending: our channel in the peer's segment */
+  shm_channel *out;
+  uint8_t *out_ring;
+  uint64_t out_head, out_tail_cached, send_seq, cma_sent;
+  shm_queue sends, acks; /* being written; CMA records waiting for their ack */
+  /* receiving: the peer's channel in our segment */
+  shm_channel *in;
+  uint8_t *in_ring;
+  uint64_t in_tail, in_head_cached, recv_seq, cma_done, discard_bytes;
+  shm_queue recvs;
+} shm_peer;
+
+typedef struct shm_transport {
+  strata_transport base;
+  int rank, nranks;
+  int npeers;
+  shm_peer *peers;
+  int *peer_index; /* [nranks] -> index into peers, or -1 */
+  void *own_map;
+  size_t own_map_bytes;
+  uint64_t ring_mask;
+  uint8_t *bounce; /* fused-reduce block, allocated on first use */
+  shm_queue completed;
+  uint64_t events; /* bumped whenever anything moves: progress() tells "blocked" from it */
+  volatile uint64_t canary;
+} shm_transport;
+
+/* ---- small helpers ---- */
+
+static inline void shm_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static inline uint64_t shm_align_line(uint64_t v) {
+  return (v + SHM_LINE - 1) & ~(uint64_t)(SHM_LINE - 1);
+}
+
+static void shm_queue_push(shm_queue *q, strata_xfer *x) {
+  x->next = NULL;
+  if (q->tail)
+    q->tail->next = x;
+  else
+    q->head = x;
+  q->tail = x;
+}
+
+static strata_xfer *shm_queue_pop(shm_queue *q) {
+  strata_xfer *x = q->head;
+  if (x) {
+    q->head = x->next;
+    if (!q->head) q->tail = NULL;
+    x->next = NULL;
+  }
+  return x;
+}
+
+static void shm_complete(shm_transport *t, strata_xfer *x, int status) {
+  x->status = status;
+  t->events++;
+  shm_queue_push(&t->completed, x);
+}
+
+static shm_peer *shm_peer_of(shm_transport *t, int rank) {
+  if (rank < 0 || rank >= t->nranks || t->peer_index[rank] < 0) return NULL;
+  return &t->peers[t->peer_index[rank]];
+}
+
+/* Copy into / out of a ring at byte count `pos`, wrapping as needed. */
+static void shm_ring_write(uint8_t *ring, uint64_t mask, uint64_t pos, const void *src, size_t n) {
+  size_t at = (size_t)(pos & mask), first = mask + 1 - at;
+  if (first >= n) {
+    memcpy(ring + at, src, n);
+  } else {
+    memcpy(ring + at, src, first);
+    memcpy(ring, (const uint8_t *)src + first, n - first);
+  }
+}
+
+static void shm_ring_read(const uint8_t *ring, uint64_t mask, uint64_t pos, void *dst, size_t n) {
+  size_t at = (size_t)(pos & mask), first = mask + 1 - at;
+  if (first >= n) {
+    memcpy(dst, ring + at, n);
+  } else {
+    memcpy(dst, ring + at, first);
+    memcpy((uint8_t *)dst + first, ring, n - first);
+  }
+}
+
+/* ---- liveness and failure ---- */
+
+static int shm_pidfd_open(int pid) {
+#ifdef SYS_pidfd_open
+  return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+static int shm_peer_alive(const shm_peer *p) {
+  if (p->pidfd >= 0) {
+    struct pollfd pfd = {.fd = p->pidfd, .events = POLLIN};
+    return poll(&pfd, 1, 0) == 0;
+  }
+  return !(kill(p->pid, 0) != 0 && errno == ESRCH);
+}
+
+static void shm_fail_queue(shm_transport *t, shm_queue *q, int status) {
+  strata_xfer *x;
+  while ((x = shm_queue_pop(q))) shm_complete(t, x, status);
+}
+
+/* Break the peer: every queued transfer completes with `status`; later posts are refused. */
+static void shm_peer_fail(shm_transport *t, shm_peer *p, int status) {
+  if (p->lost) return;
+  p->lost = status;
+  shm_fail_queue(t, &p->sends, status);
+  shm_fail_queue(t, &p->acks, status);
+  shm_fail_queue(t, &p->recvs, status);
+  STRATA_LOG(STRATA_LOG_WARN, t->rank, "shm: peer %d %s", p->rank,
+             status == STRATA_ERR_PEER_LOST ? "died" : strata_strerror(status));
+}
+
+/* ---- sending ---- */
+
+/* Free bytes in the peer's ring, reloading its tail only when the cached one says < want. */
+static uint64_t shm_out_space(shm_transport *t, shm_peer *p, uint64_t want) {
+  uint64_t ring = t->ring_mask + 1;
+  uint64_t free_bytes = ring - (p->out_head - p->out_tail_cached);
+  if (free_bytes < want) {
+    p->out_tail_cached = atomic_load_explicit(&p->out->tail, memory_order_acquire);
+    free_bytes = ring - (p->out_head - p->out_tail_cached);
+  }
+  return free_bytes;
+}
+
+static void shm_publish_head(shm_peer *p) {
+  atomic_store_explicit(&p->out->head, p->out_head, memory_order_release);
+}
+
+static void shm_write_record(shm_transport *t, shm_peer *p, strata_xfer *x, uint32_t kind) {
+  shm_record r;
+  memset(&r, 0, sizeof r);
+  r.tag = x->tag;
+  r.bytes = x->bytes;
+  r.seq = p->send_seq++;
+  r.kind = kind;
+  if (kind == SHM_KIND_CMA) {
+    r.src_addr = (uint64_t)(uintptr_t)x->buf;
+    r.cma_number = ++p->cma_sent;
+    x->aux = r.cma_number;
+  }
+  memcpy(p->out_ring + (p->out_head & t->ring_mask), &r, sizeof r);
+  p->out_head += sizeof r;
+}
+
+/* Stream the payload of an INLINE send; returns 1 when the message (with padding) is written. */
+static int shm_send_stream(shm_transport *t, shm_peer *p, strata_xfer *x) {
+  while (x->offset < x->bytes) {
+    uint64_t free_bytes = shm_out_space(t, p, 1);
+    if (free_bytes == 0) return 0;
+    uint64_t n = x->bytes - x->offset;
+    if (n > free_bytes) n = free_bytes;
+    if (n > SHM_PUBLISH_BYTES) n = SHM_PUBLISH_BYTES;
+    shm_ring_write(p->out_ring, t->ring_mask, p->out_head, (const uint8_t *)x->buf + x->offset,
+                   (size_t)n);
+    p->out_head += n;
+    x->offset += n;
+    if (x->offset < x->bytes) shm_publish_head(p); /* let the consumer start on it */
+  }
+  uint64_t pad = shm_align_line(p->out_head) - p->out_head;
+  if (pad && shm_out_space(t, p, pad) < pad) return 0;
+  p->out_head += pad;
+  return 1;
+}
+
+static void shm_send_advance(shm_transport *t, shm_peer *p) {
+  uint64_t head_before = p->out_head;
+  strata_xfer *x;
+  while ((x = p->sends.head)) {
+    if (x->state == SEND_FRESH) {
+      if (shm_out_space(t, p, SHM_LINE) < SHM_LINE) break;
+      if (p->use_cma && x->bytes >= SHM_INLINE_MAX_BYTES) {
+        shm_write_record(t, p, x, SHM_KIND_CMA);
+        shm_queue_pop(&p->sends);
+        shm_queue_push(&p->acks, x);
+        continue;
+      }
+      shm_write_record(t, p, x, SHM_KIND_INLINE);
+      x->state = SEND_STREAMING;
+      x->offset = 0;
+    }
+    if (!shm_send_stream(t, p, x)) break;
+    shm_queue_pop(&p->sends);
+    shm_complete(t, x, STRATA_OK);
+  }
+  if (p->out_head != head_before) shm_publish_head(p);
+}
+
+/* CMA sends complete, in order, when the receiver's ack count reaches their number. */
+static void shm_ack_advance(shm_transport *t, shm_peer *p) {
+  if (!p->acks.head) return;
+  uint64_t acked = atomic_load_explicit(&p->out->cma_acked, memory_order_acquire);
+  while (p->acks.head && p->acks.head->aux <= acked)
+    shm_complete(t, shm_queue_pop(&p->acks), STRATA_OK);
+}
+
+/* ---- receiving ---- */
+
+static uint64_t shm_in_available(shm_peer *p, uint64_t want_pos) {
+  if (p->in_head_cached < want_pos)
+    p->in_head_cached = atomic_load_explicit(&p->in->head, memory_order_acquire);
+  return p->in_head_cached > p->in_tail ? p->in_head_cached - p->in_tail : 0;
+}
+
+static void shm_publish_tail(shm_peer *p) {
+  atomic_store_explicit(&p->in->tail, p->in_tail, memory_order_release);
+}
+
+static void shm_cma_ack(shm_peer *p) {
+  p->cma_done++;
+  atomic_store_explicit(&p->in->cma_acked, p->cma_done, memory_order_release);
+}
+
+/* Skip the payload of a mismatched INLINE message. Returns 1 when nothing is left to skip. */
+static int shm_discard_advance(shm_peer *p) {
+  while (p->discard_bytes) {
+    uint64_t avail = shm_in_available(p, p->in_tail + 1);
+    if (!avail) return 0;
+    uint64_t n = avail < p->discard_bytes ? avail : p->discard_bytes;
+    p->in_tail += n;
+    p->discard_bytes -= n;
+    shm_publish_tail(p);
+  }
+  return 1;
+}
+
+/* Take the next record for the head receive x. Returns 1 if x moved on (or completed). */
+static int shm_recv_take_record(shm_transport *t, shm_peer *p, strata_xfer *x) {
+  uint64_t pos = shm_align_line(p->in_tail);
+  if (p->in_head_cached < pos + SHM_LINE)
+    p->in_head_cached = atomic_load_explicit(&p->in->head, memory_order_acquire);
+  if (p->in_head_cached < pos + SHM_LINE) return 0;
+  shm_record r;
+  memcpy(&r, p->in_ring + (pos & t->ring_mask), sizeof r);
+  if (r.seq != p->recv_seq || (r.kind != SHM_KIND_INLINE && r.kind != SHM_KIND_CMA) ||
+      (r.kind == SHM_KIND_CMA && r.cma_number != p->cma_done + 1)) {
+    STRATA_LOG(STRATA_LOG_ERROR, t->rank,
+               "shm: corrupt record from peer %d (seq %llu, expected %llu, kind %u)", p->rank,
+               (unsigned long long)r.seq, (unsigned long long)p->recv_seq, r.kind);
+    shm_peer_fail(t, p, STRATA_ERR_PROTOCOL);
+    return 1;
+  }
+  p->recv_seq++;
+  p->in_tail = pos + SHM_LINE;
+  if (r.tag != x->tag || r.bytes != x->bytes) {
+    STRATA_LOG(STRATA_LOG_DEBUG, t->rank,
+               "shm: mismatch from peer %d: tag %llx bytes %llu, expected tag %llx bytes %llu",
+               p->rank, (unsigned long long)r.tag, (unsigned long long)r.bytes,
+               (unsigned long long)x->tag, (unsigned long long)x->bytes);
+    if (r.kind == SHM_KIND_INLINE)
+      p->discard_bytes = r.bytes;
+    else
+      shm_cma_ack(p);
+    shm_queue_pop(&p->recvs);
+    shm_complete(t, x, STRATA_ERR_MISMATCH);
+    return 1;
+  }
+  x->offset = 0;
+  if (r.kind == SHM_KIND_CMA) {
+    x->state = RECV_CMA;
+    x->aux = r.src_addr;
+  } else {
+    x->state = RECV_INLINE;
+  }
+  return 1;
+}
+
+/* Consume up to `n` ring bytes at in_tail into x (copy or fused reduce). n is whole elements
+ * for reduces, except when one element straddles the ring's end (gathered through tmp). */
+static void shm_recv_consume(shm_transport *t, shm_peer *p, strata_xfer *x, uint64_t n) {
+  uint64_t mask = t->ring_mask;
+  if (!x->reduce) {
+    shm_ring_read(p->in_ring, mask, p->in_tail, (uint8_t *)x->buf + x->offset, (size_t)n);
+  } else {
+    uint64_t elem = x->elem_size, at = p->in_tail & mask;
+    const uint8_t *src = (const uint8_t *)x->reduce_src + x->offset;
+    uint8_t *dst = (uint8_t *)x->reduce_dst + x->offset;
+    if (at + n <= mask + 1) {
+      x->reduce(dst, src, p->in_ring + at, (size_t)(n / elem));
+    } else {
+      uint8_t tmp[SHM_MAX_ELEM_BYTES];
+      shm_ring_read(p->in_ring, mask, p->in_tail, tmp, (size_t)elem);
+      x->reduce(dst, src, tmp, 1);
+      n = elem;
+    }
+  }
+  p->in_tail += n;
+  x->offset += n;
+}
+
+static int shm_recv_inline(shm_transport *t, shm_peer *p, strata_xfer *x) {
+  while (x->offset < x->bytes) {
+    uint64_t want = x->bytes - x->offset;
+    uint64_t avail = shm_in_available(p, p->in_tail + want);
+    uint64_t n = avail < want ? avail : want;
+    if (n > SHM_PUBLISH_BYTES) n = SHM_PUBLISH_BYTES;
+    if (x->reduce) { /* whole elements, contiguous, or one element straddling the end */
+      uint64_t elem = x->elem_size, to_end = t->ring_mask + 1 - (p->in_tail & t->ring_mask);
+      if (to_end < elem) {
+        n = n >= elem ? elem : 0;
+      } else {
+        if (n > to_end) n = to_end;
+        n -= n % elem;
+      }
+    }
+    if (n == 0) break;
+    shm_recv_consume(t, p, x, n);
+    shm_publish_tail(p);
+  }
+  return x->offset == x->bytes;
+}
+
+/* process_vm_readv all of [remote, remote+n) into local. Returns 0 or a status. */
+static int shm_cma_read(shm_transport *t, shm_peer *p, void *local, uint64_t remote, size_t n) {
+  while (n > 0) {
+    struct iovec l = {.iov_base = local, .iov_len = n};
+    struct iovec r = {.iov_base = (void *)(uintptr_t)remote, .iov_len = n};
+    ssize_t got = process_vm_readv(p->pid, &l, 1, &r, 1, 0);
+    if (got <= 0) {
+      if (got < 0 && errno == EINTR) continue;
+      int e = got < 0 ? errno : EFAULT;
+      STRATA_LOG(STRATA_LOG_ERROR, t->rank, "shm: process_vm_readv from peer %d: %s", p->rank,
+                 strerror(e));
+      return e == ESRCH ? STRATA_ERR_PEER_LOST : STRATA_ERR_SYSTEM;
+    }
+    local = (uint8_t *)local + got;
+    remote += (uint64_t)got;
+    n -= (size_t)got;
+  }
+  return STRATA_OK;
+}
+
+/* Pull one slice of a CMA message. Returns STRATA_OK or the status that broke the peer. */
+static int shm_recv_cma_slice(shm_transport *t, shm_peer *p, strata_xfer *x) {
+  uint64_t slice = SHM_CMA_SLICE_BYTES;
+  if (x->reduce) slice -= slice % x->elem_size; /* never split an element */
+  uint64_t end = x->bytes - x->offset > slice ? x->offset + slice : x->bytes;
+  if (!x->reduce) {
+    int rc = shm_cma_read(t, p, (uint8_t *)x->buf + x->offset, x->aux + x->offset,
+                          (size_t)(end - x->offset));
+    if (rc == STRATA_OK) x->offset = end;
+    t->events++;
+    return rc;
+  }
+  if (!t->bounce && !(t->bounce = aligned_alloc(SHM_PAGE, SHM_REDUCE_BLOCK_BYTES)))
+    return STRATA_ERR_NO_MEMORY;
+  uint64_t block = SHM_REDUCE_BLOCK_BYTES - SHM_REDUCE_BLOCK_BYTES % x->elem_size;
+  while (x->offset < end) {
+    uint64_t n = end - x->offset < block ? end - x->offset : block;
+    int rc = shm_cma_read(t, p, t->bounce, x->aux + x->offset, (size_t)n);
+    if (rc != STRATA_OK) return rc;
+    x->reduce((uint8_t *)x->reduce_dst + x->offset, (const uint8_t *)x->reduce_src + x->offset,
+              t->bounce, (size_t)(n / x->elem_size));
+    x->offset += n;
+    t->events++;
+  }
+  return STRATA_OK;
+}
+
+static void shm_recv_advance(shm_transport *t, shm_peer *p) {
+  uint64_t tail_before = p->in_tail;
+  strata_xfer *x;
+  while (!p->lost && (x = p->recvs.head)) {
+    if (x->state == RECV_WAITING) {
+      if (!shm_discard_advance(p) || !shm_recv_take_record(t, p, x)) break;
+      if (x != p->recvs.head || p->lost) continue; /* completed with a mismatch */
+    }
+    if (x->state == RECV_INLINE) {
+      if (!shm_recv_inline(t, p, x)) break;
+    } else {
+      int rc = shm_recv_cma_slice(t, p, x);
+      if (rc != STRATA_OK) {
+        shm_peer_fail(t, p, rc);
+        break;
+      }
+      if (x->offset < x->bytes) break; /* bounded work per call: next peer's turn */
+      shm_cma_ack(p);
+    }
+    shm_queue_pop(&p->recvs);
+    shm_complete(t, x, STRATA_OK);
+  }
+  if (p->in_tail != tail_before) shm_publish_tail(p);
+}
+
+/* ---- the transport ops ---- */
+
+static int shm_check_xfer(shm_transport *t, const strata_xfer *x, int is_recv, shm_peer **out) {
+  if (!x) return STRATA_ERR_INVALID_ARG;
+  shm_peer *p = shm_peer_of(t, x->peer);
+  if (!p) return STRATA_ERR_INVALID_ARG;
+  if (is_recv && x->reduce) {
+    if (x->elem_size == 0 || x->elem_size > SHM_MAX_ELEM_BYTES || x->bytes % x->elem_size)
+      return STRATA_ERR_INVALID_ARG;
+    if (x->bytes && (!x->reduce_src || !x->reduce_dst)) return STRATA_ERR_INVALID_ARG;
+  } else if (x->bytes && !x->buf) {
+    return STRATA_ERR_INVALID_ARG;
+  }
+  if (p->lost) return p->lost;
+  *out = p;
+  return STRATA_OK;
+}
+
+static void shm_xfer_reset(strata_xfer *x) {
+  x->status = STRATA_OK;
+  x->next = NULL;
+  x->offset = 0;
+  x->aux = 0;
+  x->state = 0;
+}
+
+static int shm_post_send(strata_transport *base, strata_xfer *x) {
+  shm_transport *t = (shm_transport *)base;
+  shm_peer *p = NULL;
+  int rc = shm_check_xfer(t, x, 0, &p);
+  if (rc != STRATA_OK) return rc;
+  shm_xfer_reset(x);
+  shm_queue_push(&p->sends, x);
+  if (p->sends.head == x) shm_send_advance(t, p); /* eager: a small send leaves at once */
+  return STRATA_OK;
+}
+
+static int shm_post_recv(strata_transport *base, strata_xfer *x) {
+  shm_transport *t = (shm_transport *)base;
+  shm_peer *p = NULL;
+  int rc = shm_check_xfer(t, x, 1, &p);
+  if (rc != STRATA_OK) return rc;
+  shm_xfer_reset(x);
+  shm_queue_push(&p->recvs, x);
+  return STRATA_OK;
+}
+
+static int shm_peer_busy(const shm_peer *p) {
+  return p->sends.head || p->acks.head || p->recvs.head;
+}
+
+static void shm_check_abort(shm_transport *t, shm_peer *p) {
+  if (p->abort_seen) return;
+  int status = atomic_load_explicit(&p->in->abort_status, memory_order_acquire);
+  if (!status) return;
+  p->abort_seen = 1;
+  STRATA_LOG(STRATA_LOG_INFO, t->rank, "shm: peer %d aborted (%s)", p->rank,
+             strata_err_name(status));
+  if (!t->base.remote_abort_status) {
+    t->base.remote_abort_status = status;
+    t->base.remote_abort_peer = p->rank;
+  }
+}
+
+/* A peer we are blocked on is checked for death at most every SHM_LIVENESS_PERIOD_S. */
+static void shm_check_liveness(shm_transport *t, shm_peer *p, double *now) {
+  if (*now == 0) *now = strata_now_s();
+  if (*now < p->next_liveness_s) return;
+  p->next_liveness_s = *now + SHM_LIVENESS_PERIOD_S;
+  if (!shm_peer_alive(p)) shm_peer_fail(t, p, STRATA_ERR_PEER_LOST);
+}
+
+static int shm_progress(strata_transport *base, int *failed_peer) {
+  shm_transport *t = (shm_transport *)base;
+  int result = STRATA_OK;
+  double now = 0;
+  for (int i = 0; i < t->npeers; i++) {
+    shm_peer *p = &t->peers[i];
+    shm_check_abort(t, p);
+    if (p->lost || !shm_peer_busy(p)) continue;
+    uint64_t events_before = t->events;
+    uint64_t out_head = p->out_head, in_tail = p->in_tail;
+    shm_send_advance(t, p);
+    shm_ack_advance(t, p);
+    shm_recv_advance(t, p);
+    int moved = t->events != events_before || p->out_head != out_head || p->in_tail != in_tail;
+    if (!p->lost && !moved) shm_check_liveness(t, p, &now);
+    if (p->lost && result == STRATA_OK) {
+      result = p->lost;
+      if (failed_peer) *failed_peer = p->rank;
+    }
+  }
+  strata_xfer *x;
+  while ((x = shm_queue_pop(&t->completed))) {
+    if (x->done) x->done(x);
+  }
+  return result;
+}
+
+static void shm_send_abort(strata_transport *base, int peer, int status) {
+  shm_transport *t = (shm_transport *)base;
+  shm_peer *p = shm_peer_of(t, peer);
+  if (!p || !status) return;
+  atomic_store_explicit(&p->out->abort_status, status, memory_order_release);
+}
+
+/* Is there anything progress() could do now? (cheap loads, no side effects) */
+static int shm_has_activity(shm_transport *t) {
+  if (t->completed.head) return 1;
+  for (int i = 0; i < t->npeers; i++) {
+    shm_peer *p = &t->peers[i];
+    if (!p->abort_seen && atomic_load_explicit(&p->in->abort_status, memory_order_relaxed))
+      return 1;
+    if (p->lost) continue;
+    strata_xfer *r = p->recvs.head;
+    if (r) {
+      uint64_t head = atomic_load_explicit(&p->in->head, memory_order_relaxed);
+      uint64_t want = r->state == RECV_WAITING && !p->discard_bytes
+                          ? shm_align_line(p->in_tail) + SHM_LINE
+                          : p->in_tail + 1;
+      if (r->state == RECV_CMA || head >= want) return 1;
+    }
+    if (p->sends.head &&
+        atomic_load_explicit(&p->out->tail, memory_order_relaxed) != p->out_tail_cached)
+      return 1;
+    if (p->acks.head &&
+        atomic_load_explicit(&p->out->cma_acked, memory_order_relaxed) >= p->acks.head->aux)
+      return 1;
+  }
+  return 0;
+}
+
+/* Spin briefly (a message usually arrives within microseconds), then yield, then sleep: several
+ * ranks per core must not starve the one they wait for. */
+static void shm_wait(strata_transport *base, int timeout_ms) {
+  shm_transport *t = (shm_transport *)base;
+  if (shm_has_activity(t) || timeout_ms <= 0) return;
+  double start = strata_now_s();
+  double limit = timeout_ms * 1e-3 < SHM_WAIT_MAX_S ? timeout_ms * 1e-3 : SHM_WAIT_MAX_S;
+  for (;;) {
+    for (int i = 0; i < 64; i++) shm_cpu_relax();
+    if (shm_has_activity(t)) return;
+    double waited = strata_now_s() - start;
+    if (waited >= limit) return;
+    if (waited < SHM_WAIT_SPIN_S) continue;
+    if (waited < SHM_WAIT_YIELD_S) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, SHM_WAIT_SLEEP_NS};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+static void shm_destroy(strata_transport *base) {
+  shm_transport *t = (shm_transport *)base;
+  if (!t) return;
+  for (int i = 0; i < t->npeers; i++) {
+    shm_peer *p = &t->peers[i];
+    if (p->map) munmap(p->map, p->map_bytes);
+    if (p->pidfd >= 0) close(p->pidfd);
+  }
+  if (t->own_map) munmap(t->own_map, t->own_map_bytes);
+  free(t->bounce);
+  free(t->peers);
+  free(t->peer_index);
+  free(t);
+}
+
+static const strata_transport_ops shm_ops = {
+    .name = "shm",
+    .post_send = shm_post_send,
+    .post_recv = shm_post_recv,
+    .progress = shm_progress,
+    .send_abort = shm_send_abort,
+    .wait = shm_wait,
+    .destroy = shm_destroy,
+};
+
+/* ---- open: segments, rendezvous, CMA probe ---- */
+
+typedef struct shm_open_ctx {
+  const strata_config *cfg;
+  strata_store *store;
+  shm_transport *t;
+  double timeout_s;
+  int64_t generation;
+  char *err;
+  size_t err_len;
+} shm_open_ctx;
+
+static int shm_fail(shm_open_ctx *c, int status, const char *fmt, const char *detail) {
+  if (c->err && c->err_len) snprintf(c->err, c->err_len, fmt, detail);
+  return status;
+}
+
+static void shm_key(const shm_open_ctx *c, int rank, const char *what, char *key, size_t len) {
+  snprintf(key, len, "%s/shm/%lld/%d/%s", c->cfg->job_id, (long long)c->generation, rank, what);
+}
+
+static size_t shm_header_bytes(int nranks) {
+  size_t bytes = sizeof(shm_header) + (size_t)nranks * sizeof(uint64_t);
+  return (bytes + SHM_PAGE - 1) & ~(size_t)(SHM_PAGE - 1);
+}
+
+static shm_channel *shm_channel_at(void *map, uint64_t offset) {
+  return (shm_channel *)((uint8_t *)map + offset);
+}
+
+/* Lay out our segment: header, then per local peer a channel page and its ring. */
+static void shm_segment_init(shm_transport *t, uint64_t canary, size_t bytes) {
+  shm_header *h = t->own_map;
+  h->version = SHM_VERSION;
+  h->owner_rank = t->rank;
+  h->nranks = t->nranks;
+  h->owner_pid = (int32_t)getpid();
+  h->canary_addr = (uint64_t)(uintptr_t)&t->canary;
+  h->canary_value = canary;
+  h->segment_bytes = bytes;
+  uint64_t offset = shm_header_bytes(t->nranks);
+  for (int i = 0; i < t->npeers; i++) {
+    shm_peer *p = &t->peers[i];
+    h->channel_offset[p->rank] = offset;
+    shm_channel *ch = shm_channel_at(t->own_map, offset);
+    ch->producer_rank = p->rank;
+    ch->ring_offset = offset + SHM_PAGE;
+    ch->ring_bytes = SHM_RING_BYTES;
+    p->in = ch;
+    p->in_ring = (uint8_t *)t->own_map + ch->ring_offset;
+    offset += SHM_PAGE + SHM_RING_BYTES;
+  }
+  atomic_thread_fence(memory_order_release);
+  h->magic = SHM_MAGIC;
+}
+
+static void shm_name_make(const shm_open_ctx *c, char *name, size_t len) {
+  char job[40];
+  size_t j = 0;
+  for (const char *s = c->cfg->job_id; *s && j < sizeof job - 1; s++) {
+    char ch = *s;
+    int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+             ch == '-' || ch == '_' || ch == '.';
+    job[j++] = ok ? ch : '_';
+  }
+  job[j] = '\0';
+  uint64_t random = 0;
+  if (getrandom(&random, sizeof random, 0) != (ssize_t)sizeof random)
+    random = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(strata_now_s() * 1e9);
+  snprintf(name, len, "/strata-%s-%d-%016llx", job, c->t->rank, (unsigned long long)random);
+}
+
+static int shm_create_own(shm_open_ctx *c, char *name, size_t name_len) {
+  shm_transport *t = c->t;
+  size_t bytes = shm_header_bytes(t->nranks) + (size_t)t->npeers * (SHM_PAGE + SHM_RING_BYTES);
+  shm_name_make(c, name, name_len);
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return shm_fail(c, STRATA_ERR_SYSTEM, "shm_open: %s", strerror(errno));
+  if (ftruncate(fd, (off_t)bytes) != 0) {
+    int e = errno;
+    close(fd);
+    shm_unlink(name);
+    return shm_fail(c, STRATA_ERR_SYSTEM, "ftruncate of the shm segment: %s", strerror(e));
+  }
+  void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  int e = errno;
+  close(fd);
+  if (map == MAP_FAILED) {
+    shm_unlink(name);
+    return shm_fail(c, STRATA_ERR_SYSTEM, "mmap of the shm segment: %s", strerror(e));
+  }
+  t->own_map = map;
+  t->own_map_bytes = bytes;
+  uint64_t canary = 0;
+  if (getrandom(&canary, sizeof canary, 0) != (ssize_t)sizeof canary) canary = 0x5eed5eedull;
+  canary |= 1; /* never 0, so a zero-filled read cannot pass */
+  t->canary = canary;
+  shm_segment_init(t, canary, bytes);
+  return STRATA_OK;
+}
+
+/* Can we process_vm_readv this peer? Reads its canary word and compares. */
+static int shm_cma_probe(const shm_header *h) {
+  uint64_t value = 0;
+  struct iovec l = {.iov_base = &value, .iov_len = sizeof value};
+  struct iovec r = {.iov_base = (void *)(uintptr_t)h->canary_addr, .iov_len = sizeof value};
+  return process_vm_readv(h->owner_pid, &l, 1, &r, 1, 0) == (ssize_t)sizeof value &&
+         value == h->canary_value;
+}
+
+static int shm_env_cma_enabled(void) {
+  const char *v = getenv("STRATA_SHM_CMA");
+  return !(v && strcmp(v, "0") == 0);
+}
+
+/* Map peer p's segment and find our channel in it. */
+static int shm_map_peer(shm_open_ctx *c, shm_peer *p, int cma_enabled) {
+  shm_transport *t = c->t;
+  char key[256];
+  shm_key(c, p->rank, "name", key, sizeof key);
+  void *value = NULL;
+  size_t len = 0;
+  int rc = strata_store_get(c->store, key, &value, &len, c->timeout_s);
+  if (rc != STRATA_OK) return shm_fail(c, rc, "shm: no segment name from a local peer (%s)", key);
+  char name[256];
+  snprintf(name, sizeof name, "%.*s", (int)(len < 255 ? len : 255), (const char *)value);
+  free(value);
+  int fd = shm_open(name, O_RDWR, 0);
+  if (fd < 0)
+    return shm_fail(c, STRATA_ERR_SYSTEM, "shm_open of a peer's segment: %s", strerror(errno));
+  struct stat st;
+  void *map = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && (size_t)st.st_size >= shm_header_bytes(t->nranks))
+    map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return shm_fail(c, STRATA_ERR_SYSTEM, "mapping peer segment %s", name);
+  p->map = map;
+  p->map_bytes = (size_t)st.st_size;
+  const shm_header *h = map;
+  uint64_t offset = h->nranks == t->nranks && t->rank < h->nranks ? h->channel_offset[t->rank] : 0;
+  if (h->magic != SHM_MAGIC || h->version != SHM_VERSION || h->owner_rank != p->rank || !offset ||
+      offset + SHM_PAGE + SHM_RING_BYTES > p->map_bytes)
+    return shm_fail(c, STRATA_ERR_PROTOCOL, "shm: peer segment %s has an unexpected layout", name);
+  p->out = shm_channel_at(map, offset);
+  if (p->out->ring_bytes != SHM_RING_BYTES || p->out->producer_rank != t->rank)
+    return shm_fail(c, STRATA_ERR_PROTOCOL, "shm: peer segment %s has an unexpected ring", name);
+  p->out_ring = (uint8_t *)map + p->out->ring_offset;
+  p->pid = h->owner_pid;
+  p->pidfd = shm_pidfd_open(p->pid);
+  p->in->cma_readable = cma_enabled && shm_cma_probe(h);
+  return STRATA_OK;
+}
+
+static int shm_rendezvous(shm_open_ctx *c, const char *own_name) {
+  shm_transport *t = c->t;
+  char key[256];
+  snprintf(key, sizeof key, "%s/shm/opens/%d", c->cfg->job_id, t->rank);
+  int rc = strata_store_add(c->store, key, 1, &c->generation);
+  if (rc != STRATA_OK) return shm_fail(c, rc, "shm: store add failed (%s)", key);
+  shm_key(c, t->rank, "name", key, sizeof key);
+  rc = strata_store_set(c->store, key, own_name, strlen(own_name));
+  if (rc != STRATA_OK) return shm_fail(c, rc, "shm: store set failed (%s)", key);
+  int cma_enabled = shm_env_cma_enabled();
+  for (int i = 0; i < t->npeers; i++) {
+    rc = shm_map_peer(c, &t->peers[i], cma_enabled);
+    if (rc != STRATA_OK) return rc;
+  }
+  shm_key(c, t->rank, "ready", key, sizeof key);
+  rc = strata_store_set(c->store, key, "1", 1);
+  if (rc != STRATA_OK) return shm_fail(c, rc, "shm: store set failed (%s)", key);
+  for (int i = 0; i < t->npeers; i++) {
+    shm_key(c, t->peers[i].rank, "ready", key, sizeof key);
+    const char *keys[1] = {key};
+    rc = strata_store_wait(c->store, keys, 1, c->timeout_s);
+    if (rc != STRATA_OK)
+      return shm_fail(c, rc, "shm: a local peer never mapped its segments (%s)", key);
+  }
+  return STRATA_OK;
+}
+
+static void shm_log_paths(shm_transport *t) {
+  int cma = 0;
+  for (int i = 0; i < t->npeers; i++) cma += t->peers[i].use_cma;
+  if (cma == t->npeers)
+    STRATA_LOG(STRATA_LOG_INFO, t->rank,
+               "shm: %d local peers; messages >= %u bytes go by CMA (process_vm_readv)", t->npeers,
+               SHM_INLINE_MAX_BYTES);
+  else
+    STRATA_LOG(STRATA_LOG_INFO, t->rank,
+               "shm: %d local peers; CMA usable towards %d of them, the rest stream inline%s",
+               t->npeers, cma, shm_env_cma_enabled() ? "" : " (STRATA_SHM_CMA=0)");
+}
+
+static int shm_alloc(int rank, int nranks, const int *is_local, shm_transport **out) {
+  shm_transport *t = calloc(1, sizeof *t);
+  if (!t) return STRATA_ERR_NO_MEMORY;
+  t->base.ops = &shm_ops;
+  t->base.fuses_reduce = 1;
+  t->rank = rank;
+  t->nranks = nranks;
+  t->ring_mask = SHM_RING_BYTES - 1;
+  t->peer_index = malloc((size_t)nranks * sizeof *t->peer_index);
+  for (int q = 0; t->peer_index && q < nranks; q++) {
+    t->peer_index[q] = -1;
+    if (q != rank && is_local[q]) t->peer_index[q] = t->npeers++;
+  }
+  t->peers = calloc(t->npeers ? (size_t)t->npeers : 1, sizeof *t->peers);
+  if (!t->peer_index || !t->peers) {
+    shm_destroy(&t->base);
+    return STRATA_ERR_NO_MEMORY;
+  }
+  for (int q = 0; q < nranks; q++) {
+    if (t->peer_index[q] < 0) continue;
+    shm_peer *p = &t->peers[t->peer_index[q]];
+    p->rank = q;
+    p->pidfd = -1;
+  }
+  *out = t;
+  return STRATA_OK;
+}
+
+int strata_shm_open(const strata_config *cfg, int rank, int nranks, strata_store *store,
+                    const int *is_local, strata_transport **out, char *err, size_t err_len) {
+  if (err && err_len) err[0] = '\0';
+  if (!cfg || !store || !is_local || !out || nranks < 1 || rank < 0 || rank >= nranks) {
+    if (err && err_len) snprintf(err, err_len, "strata_shm_open: invalid argument");
+    return STRATA_ERR_INVALID_ARG;
+  }
+  *out = NULL;
+  shm_transport *t = NULL;
+  int rc = shm_alloc(rank, nranks, is_local, &t);
+  if (rc != STRATA_OK) {
+    if (err && err_len) snprintf(err, err_len, "strata_shm_open: out of memory");
+    return rc;
+  }
+  shm_open_ctx c = {.cfg = cfg, .store = store, .t = t, .err = err, .err_len = err_len};
+  c.timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 30.0;
+  if (t->npeers > 0) {
+    char name[128];
+    rc = shm_create_own(&c, name, sizeof name);
+    if (rc == STRATA_OK) {
+      rc = shm_rendezvous(&c, name);
+      shm_unlink(name); /* everyone mapped it (or we give up): the name must not outlive open */
+    }
+    if (rc != STRATA_OK) {
+      shm_destroy(&t->base);
+      return rc;
+    }
+    int cma_enabled = shm_env_cma_enabled();
+    for (int i = 0; i < t->npeers; i++)
+      t->peers[i].use_cma = cma_enabled && t->peers[i].out->cma_readable;
+  }
+  shm_log_paths(t);
+  *out = &t->base;
+  return STRATA_OK;
+}
+
+int strata_shm_uses_cma(const strata_transport *base, int peer) {
+  if (!base || base->ops != &shm_ops) return 0;
+  shm_transport *t = (shm_transport *)base;
+  shm_peer *p = shm_peer_of(t, peer);
+  return p ? p->use_cma : 0;
+}
