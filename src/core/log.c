@@ -8,9 +8,10 @@
  * (rank < 0, e.g. before rendezvous, prints "strata node07:41233 ..."). The level is the one piece
  * of process-wide state here: an atomic int, set from the first communicator's configuration and
  * read on every STRATA_LOG without a lock. Each line is formatted into a local buffer and written
- * with one fputs, so lines from concurrent threads never interleave. Logging must never fail or
- * allocate: an over-long message is truncated and marked with "...".
+ * with one write(2), so lines from concurrent threads (and processes) never interleave. Logging
+ * must never fail or allocate: an over-long message is truncated and marked with "...".
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -58,6 +59,18 @@ static int log_prefix(char *line, size_t size, strata_log_level level, int rank)
   return n < 0 ? 0 : (n >= (int)size ? (int)size - 1 : n);
 }
 
+/* One write(2) per line: below PIPE_BUF, so lines from threads and from other ranks sharing
+ * the terminal or pipe never interleave. */
+static void log_emit(const char *line, size_t len) {
+  while (len > 0) {
+    ssize_t n = write(STDERR_FILENO, line, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return; /* nowhere to report a failing stderr */
+    line += n;
+    len -= (size_t)n;
+  }
+}
+
 void strata_log_write(strata_log_level level, int rank, const char *fmt, ...) {
   char line[LOG_LINE_BYTES];
   int used = log_prefix(line, sizeof line - 1, level, rank);
@@ -71,7 +84,6 @@ void strata_log_write(strata_log_level level, int rank, const char *fmt, ...) {
     memcpy(line + len - 3, "...", 3);
   }
   if (len > 0 && line[len - 1] == '\n') len--; /* callers may or may not end with \n */
-  line[len] = '\n';
-  line[len + 1] = '\0';
-  fputs(line, stderr);
+  line[len++] = '\n';
+  log_emit(line, len);
 }
