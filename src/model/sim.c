@@ -1,0 +1,442 @@
+/*
+ * sim.c — the schedule simulator (see sim.h for the model).
+ *
+ * Layout: every rank's steps are flattened into one global step array (rank r's step i is
+ * base[r] + i). Per global step we keep the number of unfinished dependencies, the time it
+ * became ready, and for receives the arrival time of the matching message. Dependents are kept
+ * as CSR (succ_begin/succ). Matching k-th SEND p→q with the k-th RECV of q from p uses, per
+ * rank, the receive steps sorted by (peer, index): the k-th receive from p is at
+ * lower_bound(p) + k. Sends get their sequence number the same way.
+ *
+ * Invariant: events pop in non-decreasing time; every completion time computed is >= the time
+ * of the event that computed it, so the heap never goes back in time.
+ */
+#include "model/sim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct sim_event {
+  double time;
+  uint32_t step; /* global */
+} sim_event;
+
+typedef struct sim_heap {
+  sim_event *ev;
+  size_t n, cap;
+} sim_heap;
+
+static int heap_push(sim_heap *h, double time, uint32_t step) {
+  if (h->n == h->cap) {
+    size_t cap = h->cap ? h->cap * 2 : 1024;
+    sim_event *ev = realloc(h->ev, cap * sizeof *ev);
+    if (!ev) return -1;
+    h->ev = ev;
+    h->cap = cap;
+  }
+  size_t i = h->n++;
+  while (i > 0) {
+    size_t parent = (i - 1) / 2;
+    if (h->ev[parent].time < time || (h->ev[parent].time == time && h->ev[parent].step <= step))
+      break;
+    h->ev[i] = h->ev[parent];
+    i = parent;
+  }
+  h->ev[i].time = time;
+  h->ev[i].step = step;
+  return 0;
+}
+
+static sim_event heap_pop(sim_heap *h) {
+  sim_event top = h->ev[0], last = h->ev[--h->n];
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= h->n) break;
+    if (c + 1 < h->n && (h->ev[c + 1].time < h->ev[c].time ||
+                         (h->ev[c + 1].time == h->ev[c].time && h->ev[c + 1].step < h->ev[c].step)))
+      c++;
+    if (last.time < h->ev[c].time || (last.time == h->ev[c].time && last.step <= h->ev[c].step))
+      break;
+    h->ev[i] = h->ev[c];
+    i = c;
+  }
+  h->ev[i] = last;
+  return top;
+}
+
+/* (peer, local step index) of one rank's sends or receives, sorted. */
+typedef struct peer_entry {
+  int32_t peer;
+  uint32_t step;
+} peer_entry;
+
+static int peer_entry_cmp(const void *a, const void *b) {
+  const peer_entry *x = a, *y = b;
+  if (x->peer != y->peer) return x->peer < y->peer ? -1 : 1;
+  return x->step < y->step ? -1 : x->step > y->step;
+}
+
+static size_t peer_lower_bound(const peer_entry *e, size_t n, int32_t peer) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (e[mid].peer < peer)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+typedef struct sim_state {
+  const strata_sim_model *model;
+  const strata_schedule *scheds;
+  int nranks;
+  uint32_t total;
+  uint32_t *base;    /* nranks + 1 */
+  uint32_t *pending; /* unfinished deps per step */
+  double *ready;     /* max completion of deps */
+  double *arrival;   /* receives: arrival time, NAN until the send ran */
+  uint8_t *waiting;  /* receives: ready but no data yet */
+  uint8_t *done;
+  uint32_t *match;      /* sends: global index of the matching receive */
+  uint32_t *succ_begin; /* total + 1 */
+  uint32_t *succ;
+  double *tx_free, *rx_free, *cpu_free, *shared_free;
+  sim_heap heap;
+  strata_sim_result result;
+} sim_state;
+
+static void sim_free(sim_state *s) {
+  free(s->base);
+  free(s->pending);
+  free(s->ready);
+  free(s->arrival);
+  free(s->waiting);
+  free(s->done);
+  free(s->match);
+  free(s->succ_begin);
+  free(s->succ);
+  free(s->tx_free);
+  free(s->rx_free);
+  free(s->cpu_free);
+  free(s->shared_free);
+  free(s->heap.ev);
+}
+
+static int sim_alloc(sim_state *s) {
+  size_t t = s->total, p = (size_t)s->nranks;
+  s->pending = calloc(t + 1, sizeof *s->pending);
+  s->ready = calloc(t + 1, sizeof *s->ready);
+  s->arrival = calloc(t + 1, sizeof *s->arrival);
+  s->waiting = calloc(t + 1, 1);
+  s->done = calloc(t + 1, 1);
+  s->match = calloc(t + 1, sizeof *s->match);
+  s->succ_begin = calloc(t + 2, sizeof *s->succ_begin);
+  s->tx_free = calloc(p, sizeof(double));
+  s->rx_free = calloc(p, sizeof(double));
+  s->cpu_free = calloc(p, sizeof(double));
+  s->shared_free = calloc((size_t)s->model->nshared + 1, sizeof(double));
+  if (!s->pending || !s->ready || !s->arrival || !s->waiting || !s->done || !s->match ||
+      !s->succ_begin || !s->tx_free || !s->rx_free || !s->cpu_free || !s->shared_free)
+    return STRATA_ERR_NO_MEMORY;
+  for (size_t i = 0; i <= t; i++) s->arrival[i] = NAN;
+  return STRATA_OK;
+}
+
+/* Dependents in CSR form, and the pending counts. */
+static int sim_build_succ(sim_state *s) {
+  for (int r = 0; r < s->nranks; r++) {
+    const strata_schedule *sc = &s->scheds[r];
+    for (uint32_t i = 0; i < sc->nsteps; i++) {
+      const strata_step *st = &sc->steps[i];
+      for (uint32_t d = 0; d < st->dep_count; d++) {
+        uint32_t dep = sc->deps[st->dep_begin + d];
+        if (dep >= i) return STRATA_ERR_PROTOCOL; /* must point backwards */
+        s->succ_begin[s->base[r] + dep + 1]++;
+      }
+      s->pending[s->base[r] + i] = st->dep_count;
+    }
+  }
+  for (uint32_t i = 0; i < s->total; i++) s->succ_begin[i + 1] += s->succ_begin[i];
+  s->succ = malloc((size_t)s->succ_begin[s->total] * sizeof *s->succ + 1);
+  uint32_t *fill = calloc((size_t)s->total + 1, sizeof *fill);
+  if (!s->succ || !fill) {
+    free(fill);
+    return STRATA_ERR_NO_MEMORY;
+  }
+  for (int r = 0; r < s->nranks; r++) {
+    const strata_schedule *sc = &s->scheds[r];
+    for (uint32_t i = 0; i < sc->nsteps; i++) {
+      const strata_step *st = &sc->steps[i];
+      for (uint32_t d = 0; d < st->dep_count; d++) {
+        uint32_t g = s->base[r] + sc->deps[st->dep_begin + d];
+        s->succ[s->succ_begin[g] + fill[g]++] = s->base[r] + i;
+      }
+    }
+  }
+  free(fill);
+  return STRATA_OK;
+}
+
+static int is_recv(uint8_t kind) {
+  return kind == STRATA_STEP_RECV || kind == STRATA_STEP_RECV_REDUCE;
+}
+
+static int collect(const strata_schedule *sc, int want_recv, peer_entry **out, size_t *n) {
+  size_t count = 0;
+  for (uint32_t i = 0; i < sc->nsteps; i++) {
+    uint8_t k = sc->steps[i].kind;
+    if (want_recv ? is_recv(k) : k == STRATA_STEP_SEND) count++;
+  }
+  *out = malloc((count + 1) * sizeof **out);
+  if (!*out) return STRATA_ERR_NO_MEMORY;
+  *n = 0;
+  for (uint32_t i = 0; i < sc->nsteps; i++) {
+    uint8_t k = sc->steps[i].kind;
+    if (want_recv ? is_recv(k) : k == STRATA_STEP_SEND) {
+      (*out)[*n].peer = sc->steps[i].peer;
+      (*out)[(*n)++].step = i;
+    }
+  }
+  qsort(*out, *n, sizeof **out, peer_entry_cmp);
+  return STRATA_OK;
+}
+
+/* For every SEND, the global index of its matching receive. */
+static int sim_match(sim_state *s) {
+  int rc = STRATA_OK;
+  peer_entry **recvs = calloc((size_t)s->nranks, sizeof *recvs);
+  size_t *nrecv = calloc((size_t)s->nranks, sizeof *nrecv);
+  if (!recvs || !nrecv) rc = STRATA_ERR_NO_MEMORY;
+  for (int r = 0; rc == STRATA_OK && r < s->nranks; r++)
+    rc = collect(&s->scheds[r], 1, &recvs[r], &nrecv[r]);
+  for (int r = 0; rc == STRATA_OK && r < s->nranks; r++) {
+    peer_entry *sends = NULL;
+    size_t nsend = 0;
+    rc = collect(&s->scheds[r], 0, &sends, &nsend);
+    for (size_t i = 0; rc == STRATA_OK && i < nsend; i++) {
+      int q = sends[i].peer;
+      size_t seq = i - peer_lower_bound(sends, nsend, q);
+      if (q < 0 || q >= s->nranks) {
+        rc = STRATA_ERR_MISMATCH;
+        break;
+      }
+      size_t at = peer_lower_bound(recvs[q], nrecv[q], r) + seq;
+      if (at >= nrecv[q] || recvs[q][at].peer != r ||
+          s->scheds[q].steps[recvs[q][at].step].bytes != s->scheds[r].steps[sends[i].step].bytes) {
+        rc = STRATA_ERR_MISMATCH;
+        break;
+      }
+      s->match[s->base[r] + sends[i].step] = s->base[q] + recvs[q][at].step;
+    }
+    free(sends);
+  }
+  for (int r = 0; recvs && r < s->nranks; r++) free(recvs[r]);
+  free(recvs);
+  free(nrecv);
+  return rc;
+}
+
+static int rank_of(const sim_state *s, uint32_t g) {
+  int lo = 0, hi = s->nranks - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (s->base[mid] <= g)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+static double dmax(double a, double b) {
+  return a > b ? a : b;
+}
+
+static double cpu_cost_us(const sim_state *s, int r, double start, double bytes, double gbps) {
+  if (gbps <= 0) return start;
+  double begin = dmax(start, s->cpu_free[r]);
+  s->cpu_free[r] = begin + bytes / (gbps * 1e3);
+  return s->cpu_free[r];
+}
+
+static int sim_complete(sim_state *s, uint32_t g, double time) {
+  s->done[g] = 1;
+  if (time > s->result.time_us) s->result.time_us = time;
+  for (uint32_t k = s->succ_begin[g]; k < s->succ_begin[g + 1]; k++) {
+    uint32_t d = s->succ[k];
+    s->ready[d] = dmax(s->ready[d], time);
+    if (--s->pending[d] == 0 && heap_push(&s->heap, s->ready[d], d) != 0)
+      return STRATA_ERR_NO_MEMORY;
+  }
+  return STRATA_OK;
+}
+
+static int sim_finish_recv(sim_state *s, uint32_t g, double ready_time) {
+  int r = rank_of(s, g);
+  const strata_step *st = &s->scheds[r].steps[g - s->base[r]];
+  double t = dmax(ready_time, s->arrival[g]);
+  if (st->kind == STRATA_STEP_RECV_REDUCE)
+    t = cpu_cost_us(s, r, t, (double)st->bytes, s->model->reduce_gbps);
+  return sim_complete(s, g, t);
+}
+
+static int sim_send(sim_state *s, int r, const strata_step *st, uint32_t g, double t) {
+  strata_sim_link link = {0, 0, -1};
+  int q = st->peer;
+  s->model->link(s->model->ctx, r, q, &link);
+  double bw = link.gbps > 0 ? link.gbps : 1e-9;
+  double start = dmax(t, dmax(s->tx_free[r], s->rx_free[q]));
+  int shared = link.shared >= 0 && link.shared < s->model->nshared ? link.shared : -1;
+  if (shared >= 0) {
+    start = dmax(start, s->shared_free[shared]);
+    if (s->model->shared_gbps[shared] > 0 && s->model->shared_gbps[shared] < bw)
+      bw = s->model->shared_gbps[shared];
+  }
+  double end = start + (double)st->bytes / (bw * 1e3);
+  s->tx_free[r] = s->rx_free[q] = end;
+  if (shared >= 0) s->shared_free[shared] = end;
+  uint32_t peer_step = s->match[g];
+  s->arrival[peer_step] = end + link.alpha_us;
+  s->result.bytes_sent += (double)st->bytes;
+  s->result.messages++;
+  int rc = sim_complete(s, g, end);
+  if (rc == STRATA_OK && s->waiting[peer_step]) {
+    s->waiting[peer_step] = 0;
+    rc = sim_finish_recv(s, peer_step, s->ready[peer_step]);
+  }
+  return rc;
+}
+
+static int sim_step(sim_state *s, uint32_t g, double t) {
+  int r = rank_of(s, g);
+  const strata_step *st = &s->scheds[r].steps[g - s->base[r]];
+  s->ready[g] = t;
+  switch (st->kind) {
+    case STRATA_STEP_SEND:
+      return sim_send(s, r, st, g, t);
+    case STRATA_STEP_RECV:
+    case STRATA_STEP_RECV_REDUCE:
+      if (isnan(s->arrival[g])) {
+        s->waiting[g] = 1;
+        return STRATA_OK;
+      }
+      return sim_finish_recv(s, g, t);
+    case STRATA_STEP_COPY:
+      return sim_complete(s, g, cpu_cost_us(s, r, t, (double)st->bytes, s->model->copy_gbps));
+    case STRATA_STEP_REDUCE:
+      return sim_complete(s, g, cpu_cost_us(s, r, t, (double)st->bytes, s->model->reduce_gbps));
+    default:
+      return STRATA_ERR_PROTOCOL;
+  }
+}
+
+int strata_sim_run(const strata_sim_model *model, const strata_schedule *scheds,
+                   strata_sim_result *out) {
+  if (!model || !scheds || !out || model->nranks < 1 || !model->link ||
+      (model->nshared > 0 && !model->shared_gbps))
+    return STRATA_ERR_INVALID_ARG;
+  sim_state s;
+  memset(&s, 0, sizeof s);
+  s.model = model;
+  s.scheds = scheds;
+  s.nranks = model->nranks;
+  s.base = calloc((size_t)s.nranks + 1, sizeof *s.base);
+  if (!s.base) return STRATA_ERR_NO_MEMORY;
+  for (int r = 0; r < s.nranks; r++) {
+    if ((uint64_t)s.base[r] + scheds[r].nsteps > UINT32_MAX - 2) {
+      free(s.base);
+      return STRATA_ERR_NO_MEMORY;
+    }
+    s.base[r + 1] = s.base[r] + scheds[r].nsteps;
+  }
+  s.total = s.base[s.nranks];
+  int rc = sim_alloc(&s);
+  if (rc == STRATA_OK) rc = sim_build_succ(&s);
+  if (rc == STRATA_OK) rc = sim_match(&s);
+  for (uint32_t g = 0; rc == STRATA_OK && g < s.total; g++)
+    if (s.pending[g] == 0 && heap_push(&s.heap, 0.0, g) != 0) rc = STRATA_ERR_NO_MEMORY;
+  while (rc == STRATA_OK && s.heap.n > 0) {
+    sim_event ev = heap_pop(&s.heap);
+    rc = sim_step(&s, ev.step, ev.time);
+  }
+  for (uint32_t g = 0; rc == STRATA_OK && g < s.total; g++)
+    if (!s.done[g]) rc = STRATA_ERR_PROTOCOL;
+  if (rc == STRATA_OK) *out = s.result;
+  sim_free(&s);
+  return rc;
+}
+
+/* ---- the fabric as a link model ---- */
+
+typedef struct fabric_ctx {
+  const strata_fabric *f;
+  double span[STRATA_FABRIC_MAX_LEVELS + 1]; /* ranks per group of each level */
+  int shared_base[STRATA_FABRIC_MAX_LEVELS]; /* first shared resource of level l, or -1 */
+} fabric_ctx;
+
+static void fabric_link(void *ctx, int src, int dst, strata_sim_link *out) {
+  const fabric_ctx *c = ctx;
+  /* the innermost level whose groups hold both ends */
+  int l = 0;
+  while (l + 1 < c->f->nlevels && (long)(src / c->span[l + 1]) != (long)(dst / c->span[l + 1])) l++;
+  const strata_level *lv = &c->f->level[l];
+  out->alpha_us = lv->alpha_us;
+  out->gbps = lv->per_rank_gbps;
+  out->shared = -1;
+  if (c->shared_base[l] >= 0) {
+    /* level 0: the node's internal bus; outer levels: the sender's group boundary */
+    double group_span = l == 0 ? c->span[1] : c->span[l];
+    out->shared = c->shared_base[l] + (int)(src / group_span);
+  }
+}
+
+int strata_sim_fabric(const strata_fabric *fabric, const strata_sched_params *params,
+                      strata_sim_result *out) {
+  if (!fabric || !params || !out || fabric->nlevels < 1 ||
+      fabric->nlevels > STRATA_FABRIC_MAX_LEVELS)
+    return STRATA_ERR_INVALID_ARG;
+  int p = params->nranks;
+  if (p < 1 || strata_fabric_nranks(fabric) != p) return STRATA_ERR_INVALID_ARG;
+  fabric_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  ctx.f = fabric;
+  ctx.span[0] = 1;
+  for (int l = 0; l < fabric->nlevels; l++)
+    ctx.span[l + 1] = ctx.span[l] * (fabric->level[l].fanout > 0 ? fabric->level[l].fanout : 1);
+  int nshared = 0;
+  double *shared_gbps = NULL;
+  for (int l = 0; l < fabric->nlevels; l++) {
+    ctx.shared_base[l] = -1;
+    if (fabric->level[l].aggregate_gbps <= 0) continue;
+    double group_span = l == 0 ? ctx.span[1] : ctx.span[l];
+    int groups = (int)ceil(p / group_span);
+    double *grown = realloc(shared_gbps, (size_t)(nshared + groups) * sizeof *grown);
+    if (!grown) {
+      free(shared_gbps);
+      return STRATA_ERR_NO_MEMORY;
+    }
+    shared_gbps = grown;
+    ctx.shared_base[l] = nshared;
+    for (int i = 0; i < groups; i++) shared_gbps[nshared + i] = fabric->level[l].aggregate_gbps;
+    nshared += groups;
+  }
+  strata_schedule *scheds = calloc((size_t)p, sizeof *scheds);
+  int rc = scheds ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  for (int r = 0; rc == STRATA_OK && r < p; r++) {
+    strata_sched_params rp = *params;
+    rp.rank = r;
+    rc = strata_schedule_build(&rp, &scheds[r]);
+  }
+  if (rc == STRATA_OK) {
+    strata_sim_model m = {p, fabric_link, &ctx, nshared, shared_gbps, fabric->reduce_gbps, 0};
+    rc = strata_sim_run(&m, scheds, out);
+  }
+  for (int r = 0; scheds && r < p; r++) strata_schedule_free(&scheds[r]);
+  free(scheds);
+  free(shared_gbps);
+  return rc;
+}

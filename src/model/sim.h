@@ -1,0 +1,60 @@
+/*
+ * sim.h — run the engine's own schedules (src/coll/schedule.h) over modeled links and return the
+ * time they would take. What we predict and what we run are the same step lists.
+ *
+ * The model, per transfer p→q of b bytes over the link between them (α, bandwidth B):
+ *   - it starts once the SEND step is ready and p's send port, q's receive port and (if the
+ *     link is shared, e.g. a site's WAN uplink or one host's memory bus) the shared resource are
+ *     free; it holds all of them for b/B; it arrives α later;
+ *   - the matching RECV completes at max(its own readiness, arrival); a RECV_REDUCE then pays
+ *     b·γ on the receiver's compute resource (one per rank, serialized), as do REDUCE steps;
+ *     COPY steps pay b / copy bandwidth on the same resource;
+ *   - a SEND completes when its bytes have left (eager: buffering is the transport's).
+ * Steps are list-scheduled in order of readiness (a heap of events), so the simulation is
+ * deterministic and O(steps · log steps).
+ *
+ * It must never allocate per rank pair (p² memory): matching uses per-rank sorted tables.
+ */
+#ifndef STRATA_MODEL_SIM_H
+#define STRATA_MODEL_SIM_H
+
+#include "coll/schedule.h"
+#include "model/cost.h"
+
+typedef struct strata_sim_link {
+  double alpha_us;
+  double gbps;
+  int shared; /* index of a shared resource both ends' traffic serializes on, or -1 */
+} strata_sim_link;
+
+typedef void (*strata_sim_link_fn)(void *ctx, int src, int dst, strata_sim_link *out);
+
+typedef struct strata_sim_model {
+  int nranks;
+  strata_sim_link_fn link;
+  void *ctx;
+  int nshared;               /* shared resources */
+  const double *shared_gbps; /* bandwidth of each */
+  double reduce_gbps;        /* γ = 1/reduce_gbps per byte reduced; 0 = free */
+  double copy_gbps;          /* local copies; 0 = free */
+} strata_sim_model;
+
+typedef struct strata_sim_result {
+  double time_us;    /* when the last rank finished */
+  double bytes_sent; /* total over all ranks */
+  uint64_t messages; /* transfers simulated */
+} strata_sim_result;
+
+/* Run one schedule per rank (scheds[r].rank == r). Returns STRATA_OK; STRATA_ERR_MISMATCH when a
+ * SEND has no matching RECV (or the sizes differ); STRATA_ERR_PROTOCOL when steps never become
+ * ready (a dependency cycle or a receive nobody sends); STRATA_ERR_NO_MEMORY. */
+int strata_sim_run(const strata_sim_model *model, const strata_schedule *scheds,
+                   strata_sim_result *out);
+
+/* Build the schedules for `params` (params->rank is ignored) on every rank of `fabric` with
+ * strata_schedule_build and run them over the fabric's levels. The fabric's nranks must equal
+ * params->nranks. A level with aggregate_gbps > 0 becomes a shared resource per group. */
+int strata_sim_fabric(const strata_fabric *fabric, const strata_sched_params *params,
+                      strata_sim_result *out);
+
+#endif
