@@ -96,7 +96,8 @@ static int run_job(const char *label, int nranks, scenario_fn fn, locality_fn lo
   fflush(stderr);
   for (int r = 0; r < nranks; r++) {
     pids[r] = fork();
-    if (pids[r] == 0) _exit(child_main(r, nranks, job_id, fn, loc, arg));
+    if (pids[r] == 0)
+      exit(child_main(r, nranks, job_id, fn, loc, arg)); /* exit: LSan checks the child */
   }
   int bad = 0;
   for (int r = 0; r < nranks; r++) {
@@ -628,6 +629,34 @@ static void bench_memcpy(void) {
 
 /* ---- main ---- */
 
+/* The store runs in its own process, so the ranks fork from a parent without threads (LeakSanitizer
+ * then checks every rank at exit). Returns its pid, with store_addr set, or -1. */
+static pid_t store_process_start(void) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    alarm(600);
+    strata_store_server *server = NULL;
+    int port = -1;
+    if (strata_store_server_start("127.0.0.1:0", &server) == STRATA_OK)
+      port = strata_store_server_port(server);
+    if (write(fds[1], &port, sizeof port) != (ssize_t)sizeof port || port < 0) _exit(1);
+    for (;;) pause(); /* until the parent's SIGTERM */
+  }
+  close(fds[1]);
+  int port = -1;
+  if (pid < 0 || read(fds[0], &port, sizeof port) != (ssize_t)sizeof port || port < 0) {
+    fprintf(stderr, "FAIL: could not start the store server\n");
+    close(fds[0]);
+    return -1;
+  }
+  close(fds[0]);
+  snprintf(store_addr, sizeof store_addr, "127.0.0.1:%d", port);
+  return pid;
+}
+
 static void run_all_scenarios(void) {
   for (int n = 2; n <= 4; n++) run_job("exchange", n, scenario_exchange, NULL, NULL, -1);
   run_job("reduce", 2, scenario_reduce, NULL, NULL, -1);
@@ -644,13 +673,8 @@ int main(void) {
   const char *log = getenv("STRATA_LOG");
   if (log && strcmp(log, "info") == 0) strata_log_set_level(STRATA_LOG_INFO);
   if (log && strcmp(log, "debug") == 0) strata_log_set_level(STRATA_LOG_DEBUG);
-  strata_store_server *server = NULL;
-  int rc = strata_store_server_start("127.0.0.1:0", &server);
-  if (rc != STRATA_OK) {
-    fprintf(stderr, "FAIL: store server: %s\n", strata_strerror(rc));
-    return 1;
-  }
-  snprintf(store_addr, sizeof store_addr, "127.0.0.1:%d", strata_store_server_port(server));
+  pid_t store_pid = store_process_start();
+  if (store_pid < 0) return 1;
   unsetenv("STRATA_SHM_CMA");
   if (getenv("STRATA_SHM_BENCH")) {
     bench_memcpy();
@@ -665,7 +689,8 @@ int main(void) {
     run_all_scenarios();
     unsetenv("STRATA_SHM_CMA");
   }
-  strata_store_server_stop(server);
+  kill(store_pid, SIGTERM);
+  waitpid(store_pid, NULL, 0);
   int leftovers = count_leftovers();
   if (leftovers) fprintf(stderr, "FAIL: %d segments left in /dev/shm\n", leftovers);
   failures += leftovers != 0;
