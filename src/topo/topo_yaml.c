@@ -86,6 +86,8 @@ typedef struct builder {
   strata_ynode *stack[STRATA_YTREE_MAX_DEPTH];
   int depth;
   int documents;
+  const char *input;
+  size_t input_len;
 } builder;
 
 static int fail_at(builder *b, yaml_mark_t m, const char *what) {
@@ -167,6 +169,17 @@ static int syntax_error(builder *b, const yaml_parser_t *parser) {
   /* libyaml's reader errors carry an offset but no line; the scanner's carry both. */
   strata_topo_mark at = mark_from_yaml(mark);
   if (parser->error == YAML_READER_ERROR) {
+    /* The reader knows only a byte offset: count lines and columns up to it ourselves. */
+    at.line = 1;
+    at.col = 1;
+    for (size_t i = 0; i < parser->problem_offset && i < b->input_len; i++) {
+      if (b->input[i] == '\n') {
+        at.line++;
+        at.col = 1;
+      } else {
+        at.col++;
+      }
+    }
     strata_topo_errorf(b->err, b->err_len, b->source, at,
                        "expected UTF-8 text, got an invalid byte at offset %zu (%s)",
                        parser->problem_offset, problem);
@@ -187,7 +200,12 @@ int strata_ytree_parse(strata_ytree *tree, const char *source, const char *yaml,
   yaml_parser_t parser;
   if (!yaml_parser_initialize(&parser)) return STRATA_ERR_NO_MEMORY;
   yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
-  builder b = {.tree = tree, .source = source, .err = err, .err_len = err_len};
+  builder b = {.tree = tree,
+               .source = source,
+               .err = err,
+               .err_len = err_len,
+               .input = yaml,
+               .input_len = len};
   int status = STRATA_OK;
   for (;;) {
     yaml_event_t event;
