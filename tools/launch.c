@@ -1,0 +1,640 @@
+/*
+ * launch.c — `strata launch -n N [options] [--] CMD ARGS...`: run N ranks of a program on this
+ * host, the way mpirun or torchrun would, with nothing else installed.
+ *
+ * The launcher serves the rendezvous store itself (so no rank has to) and gives every child
+ * STRATA_ADDR (that store), STRATA_STORE_EXTERNAL=1, STRATA_RANK, STRATA_WORLD_SIZE,
+ * STRATA_LOCAL_RANK, and a fresh STRATA_JOB_ID and 32-byte STRATA_SECRET unless the caller's
+ * environment already sets them. --order permutes which rank the i-th child gets.
+ *
+ * Supervision (the part that must not go wrong):
+ *  - each child leads its own process group, so signals reach the whole tree it starts (a shell,
+ *    the python under it, ...); SIGINT, SIGTERM and SIGHUP sent to the launcher are forwarded to
+ *    every group, and anything still alive a grace period later gets SIGKILL;
+ *  - the first child that exits non-zero or dies by a signal decides the exit status (its code,
+ *    or 128+signal like a shell); the others get SIGTERM at once and SIGKILL after the grace;
+ *  - children die with the launcher even if it is SIGKILLed (PR_SET_PDEATHSIG), so no rank is
+ *    left behind waiting for peers that will never come;
+ *  - output passes through untouched, or with --tag each line is prefixed "[rank] ".
+ * Children see stdin only as rank 0, and only when it is not a terminal: a process outside the
+ * terminal's foreground group that reads it would stop, and the job would hang.
+ *
+ * Everything runs in one thread around poll(): a self-pipe carries signals from the handler,
+ * the --tag pipes carry output, and the poll timeout carries the SIGKILL deadline.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "boot/store.h"
+#include "commands.h"
+#include "strata.h"
+
+extern char **environ;
+
+#define LAUNCH_MAX_RANKS 4096
+#define LAUNCH_DEFAULT_GRACE_S 3.0
+#define LAUNCH_LINE_BYTES 65536
+
+typedef struct launch_options {
+  int nranks;
+  const char *addr;
+  const char *order_text;
+  int tag;
+  double grace_s;
+  char **command;
+} launch_options;
+
+typedef struct launch_stream {
+  int fd; /* read end of a --tag pipe; -1 when closed or unused */
+  int out_fd;
+  char *line;
+  size_t len;
+} launch_stream;
+
+typedef struct launch_child {
+  pid_t pid;  /* 0 once reaped */
+  pid_t pgid; /* its process group; 0 once known to be empty */
+  int rank;
+  char **envp;
+  launch_stream out, err;
+} launch_child;
+
+typedef struct launcher {
+  launch_options opt;
+  launch_child *children;
+  int live;
+  int exit_status;      /* of the first child that failed; 0 while none did */
+  double kill_deadline; /* SIGKILL what is left at this time; 0 = not armed */
+  int killed;
+  strata_store_server *server;
+  char addr_env[300], world_env[48], job_env[160], secret_env[160];
+} launcher;
+
+static int signal_pipe[2] = {-1, -1};
+
+/* ---- usage ---- */
+
+static void launch_usage(FILE *out) {
+  fprintf(out,
+          "usage: strata launch -n N [--addr HOST:PORT] [--order R0,R1,...] [--tag]\n"
+          "                     [--grace SECONDS] [--] CMD [ARGS...]\n\n"
+          "Start N ranks of CMD on this host with a rendezvous store served by the launcher.\n"
+          "Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_LOCAL_RANK, STRATA_ADDR,\n"
+          "STRATA_STORE_EXTERNAL=1, and a fresh STRATA_JOB_ID and STRATA_SECRET unless set.\n\n"
+          "  -n, --np N        number of ranks (1..%d)\n"
+          "  --addr HOST:PORT  where the store listens (default 127.0.0.1:0, a free port)\n"
+          "  --order LIST      rank of each child in start order, a permutation of 0..N-1\n"
+          "  --tag             prefix every output line with [rank]\n"
+          "  --grace SECONDS   wait this long after SIGTERM before SIGKILL (default %.0f)\n"
+          "  -h, --help        this text\n\n"
+          "The first rank that fails stops the others; the exit status is that rank's\n"
+          "(128+N when it died by signal N). SIGINT, SIGTERM and SIGHUP are forwarded.\n",
+          LAUNCH_MAX_RANKS, LAUNCH_DEFAULT_GRACE_S);
+}
+
+static int usage_error(const char *fmt, const char *what) {
+  fprintf(stderr, "strata launch: ");
+  fprintf(stderr, fmt, what);
+  fprintf(stderr, "\n(see 'strata launch --help')\n");
+  return 2;
+}
+
+/* Value of an option given as "--opt VALUE" or "--opt=VALUE" (or "-nVALUE"); NULL if absent. */
+static const char *option_value(int argc, char **argv, int *i, const char *name) {
+  size_t n = strlen(name);
+  if (strncmp(argv[*i], name, n) != 0) return NULL;
+  if (argv[*i][n] == '=') return argv[*i] + n + 1;
+  if (argv[*i][n] == '\0') return *i + 1 < argc ? argv[++*i] : "";
+  if (name[1] != '-') return argv[*i] + n; /* -n4 */
+  return NULL;
+}
+
+static int parse_count(const char *text, int *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno || end == text || *end || v < 1 || v > LAUNCH_MAX_RANKS) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static int parse_options(int argc, char **argv, launch_options *opt) {
+  *opt = (launch_options){.grace_s = LAUNCH_DEFAULT_GRACE_S};
+  int i = 1;
+  for (; i < argc; i++) {
+    const char *arg = argv[i], *v;
+    if (!strcmp(arg, "--")) {
+      i++;
+      break;
+    }
+    if (arg[0] != '-' || arg[1] == '\0') break; /* the command starts here */
+    if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+      launch_usage(stdout);
+      return 0;
+    } else if (!strcmp(arg, "--tag")) {
+      opt->tag = 1;
+    } else if ((v = option_value(argc, argv, &i, "--np")) ||
+               (v = option_value(argc, argv, &i, "-n"))) {
+      if (parse_count(v, &opt->nranks) != 0)
+        return usage_error("-n wants a number of ranks from 1 to 4096, not '%s'", v);
+    } else if ((v = option_value(argc, argv, &i, "--addr"))) {
+      opt->addr = v;
+    } else if ((v = option_value(argc, argv, &i, "--order"))) {
+      opt->order_text = v;
+    } else if ((v = option_value(argc, argv, &i, "--grace"))) {
+      char *end;
+      opt->grace_s = strtod(v, &end);
+      if (end == v || *end || !(opt->grace_s >= 0 && opt->grace_s <= 3600))
+        return usage_error("--grace wants seconds from 0 to 3600, not '%s'", v);
+    } else {
+      return usage_error("unknown option '%s'", arg);
+    }
+  }
+  if (opt->nranks == 0) return usage_error("%s", "the number of ranks is missing (-n N)");
+  if (i >= argc) return usage_error("%s", "no command to run (strata launch -n N -- CMD ...)");
+  opt->command = argv + i;
+  return -1; /* parsed, go on */
+}
+
+/* order[i] = rank of child i. Returns 0 or a usage error (2). */
+static int parse_order(const launch_options *opt, int *order) {
+  for (int i = 0; i < opt->nranks; i++) order[i] = i;
+  if (!opt->order_text) return 0;
+  const char *p = opt->order_text;
+  char *seen = calloc((size_t)opt->nranks, 1);
+  int n = 0, bad = !seen;
+  while (!bad && *p) {
+    char *end;
+    errno = 0;
+    long r = strtol(p, &end, 10);
+    bad = errno || end == p || r < 0 || r >= opt->nranks || n >= opt->nranks || seen[r] ||
+          (*end && *end != ',') || (*end == ',' && end[1] == '\0');
+    if (!bad) {
+      seen[r] = 1;
+      order[n++] = (int)r;
+      p = *end ? end + 1 : end;
+    }
+  }
+  free(seen);
+  if (bad || n != opt->nranks) {
+    fprintf(stderr,
+            "strata launch: --order '%s' must list each rank 0..%d exactly once, "
+            "comma-separated\n",
+            opt->order_text, opt->nranks - 1);
+    return 2;
+  }
+  return 0;
+}
+
+/* ---- environment of the children ---- */
+
+static int random_hex(char *out, size_t nbytes) {
+  unsigned char raw[64];
+  if (nbytes > sizeof raw) return -1;
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t got = read(fd, raw, nbytes);
+  close(fd);
+  if (got != (ssize_t)nbytes) return -1;
+  for (size_t i = 0; i < nbytes; i++) sprintf(out + 2 * i, "%02x", raw[i]);
+  return 0;
+}
+
+static int is_launch_var(const char *entry) {
+  static const char *const names[] = {"STRATA_RANK=", "STRATA_WORLD_SIZE=", "STRATA_LOCAL_RANK=",
+                                      "STRATA_ADDR=", "STRATA_STORE_EXTERNAL="};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strncmp(entry, names[i], strlen(names[i]))) return 1;
+  return 0;
+}
+
+/* The variables every child shares; address of the store as the children reach it. */
+static int prepare_shared_env(launcher *l) {
+  char host[256];
+  int port;
+  if (strata_store_addr_parse(l->opt.addr, 1, host, sizeof host, &port, NULL, 0) != STRATA_OK)
+    return -1;
+  port = strata_store_server_port(l->server);
+  const char *reach = host;
+  if (!host[0] || !strcmp(host, "0.0.0.0") || !strcmp(host, "*")) reach = "127.0.0.1";
+  if (!strcmp(host, "::")) reach = "::1";
+  int bracket = strchr(reach, ':') != NULL;
+  snprintf(l->addr_env, sizeof l->addr_env, "STRATA_ADDR=%s%s%s:%d", bracket ? "[" : "", reach,
+           bracket ? "]" : "", port);
+  snprintf(l->world_env, sizeof l->world_env, "STRATA_WORLD_SIZE=%d", l->opt.nranks);
+  char hex[129];
+  if (!getenv("STRATA_JOB_ID") || !*getenv("STRATA_JOB_ID")) {
+    if (random_hex(hex, 8) != 0) return -1;
+    snprintf(l->job_env, sizeof l->job_env, "STRATA_JOB_ID=launch-%s", hex);
+  }
+  if (!getenv("STRATA_SECRET") || !*getenv("STRATA_SECRET")) {
+    if (random_hex(hex, 32) != 0) return -1;
+    snprintf(l->secret_env, sizeof l->secret_env, "STRATA_SECRET=%s", hex);
+  }
+  return 0;
+}
+
+/* environ minus what we set, plus the shared and per-rank variables: one allocation holding
+ * the NULL-terminated pointer array and, after it, the per-rank strings. free() releases it. */
+static char **child_env(const launcher *l, int rank) {
+  size_t n = 0;
+  while (environ[n]) n++;
+  size_t slots = n + 10;
+  char **envp = calloc(1, slots * sizeof *envp + 2 * 40);
+  if (!envp) return NULL;
+  char *rank_env = (char *)(envp + slots), *local_env = rank_env + 40;
+  snprintf(rank_env, 40, "STRATA_RANK=%d", rank);
+  snprintf(local_env, 40, "STRATA_LOCAL_RANK=%d", rank); /* one host: local rank = rank */
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!is_launch_var(environ[i])) envp[k++] = environ[i];
+  envp[k++] = rank_env;
+  envp[k++] = local_env;
+  envp[k++] = (char *)l->world_env;
+  envp[k++] = (char *)l->addr_env;
+  envp[k++] = "STRATA_STORE_EXTERNAL=1";
+  if (l->job_env[0]) envp[k++] = (char *)l->job_env;
+  if (l->secret_env[0]) envp[k++] = (char *)l->secret_env;
+  envp[k] = NULL;
+  return envp;
+}
+
+/* ---- signals ---- */
+
+static void on_signal(int sig) {
+  int saved = errno;
+  unsigned char byte = (unsigned char)sig;
+  ssize_t n = write(signal_pipe[1], &byte, 1);
+  (void)n;
+  errno = saved;
+}
+
+static int install_signals(void) {
+  if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+    if (sigaction(sigs[i], &sa, NULL) != 0) return -1;
+  signal(SIGPIPE, SIG_IGN); /* a closed stdout must not kill the supervisor */
+  /* orphans of our ranks are re-parented to us, so we can reap them and see their groups end */
+  (void)prctl(PR_SET_CHILD_SUBREAPER, 1);
+  return 0;
+}
+
+static void restore_signals(void) {
+  const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], SIG_DFL);
+  if (signal_pipe[0] >= 0) close(signal_pipe[0]);
+  if (signal_pipe[1] >= 0) close(signal_pipe[1]);
+  signal_pipe[0] = signal_pipe[1] = -1;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Signals every rank's process group, also of ranks that exited: what they left running in
+ * the background belongs to the job too. */
+static int signal_children(launcher *l, int sig) {
+  int groups = 0;
+  for (int i = 0; i < l->opt.nranks; i++) {
+    launch_child *c = &l->children[i];
+    if (c->pgid <= 0) continue;
+    if (kill(-c->pgid, sig) == 0)
+      groups++;
+    else if (errno == ESRCH)
+      c->pgid = 0;
+  }
+  return groups;
+}
+
+/* SIGTERM (or the forwarded signal) now, SIGKILL after the grace period. */
+static void stop_children(launcher *l, int sig) {
+  signal_children(l, sig);
+  if (l->kill_deadline == 0) l->kill_deadline = now_s() + l->opt.grace_s;
+}
+
+/* ---- children ---- */
+
+static void child_write_error(const char *cmd, int err) {
+  const char *parts[] = {"strata launch: cannot run '", cmd, "': ", strerror(err), "\n"};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    ssize_t n = write(2, parts[i], strlen(parts[i]));
+    (void)n;
+  }
+}
+
+/* In the forked child: never returns. Only async-signal-safe calls until exec. */
+static void child_exec(const launcher *l, const launch_child *c, pid_t parent, int out_w,
+                       int err_w) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127); /* the launcher is already gone */
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  signal(SIGPIPE, SIG_DFL);
+  if (c->rank != 0 || isatty(0)) {
+    int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) dup2(null_fd, 0);
+    if (null_fd > 0) close(null_fd);
+  }
+  if (out_w >= 0) dup2(out_w, 1);
+  if (err_w >= 0) dup2(err_w, 2);
+  execvpe(l->opt.command[0], l->opt.command, c->envp);
+  int err = errno;
+  child_write_error(l->opt.command[0], err);
+  _exit(err == ENOENT ? 127 : 126);
+}
+
+static int open_tag_pipe(launch_stream *s, int out_fd, int *write_end) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+  s->fd = fds[0];
+  s->out_fd = out_fd;
+  *write_end = fds[1];
+  return 0;
+}
+
+static int spawn_child(launcher *l, launch_child *c) {
+  int out_w = -1, err_w = -1;
+  if (l->opt.tag &&
+      (open_tag_pipe(&c->out, 1, &out_w) != 0 || open_tag_pipe(&c->err, 2, &err_w) != 0)) {
+    if (out_w >= 0) close(out_w);
+    return -1;
+  }
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid == 0) child_exec(l, c, parent, out_w, err_w);
+  int saved = errno;
+  if (out_w >= 0) close(out_w);
+  if (err_w >= 0) close(err_w);
+  if (pid < 0) {
+    errno = saved;
+    return -1;
+  }
+  setpgid(pid, pid); /* also here, so no signal can miss the group */
+  c->pid = c->pgid = pid;
+  l->live++;
+  return 0;
+}
+
+static void describe_failure(const launch_child *c, int status) {
+  if (WIFSIGNALED(status))
+    fprintf(stderr, "strata launch: rank %d (pid %d) killed by signal %d (%s)", c->rank,
+            (int)c->pid, WTERMSIG(status), strsignal(WTERMSIG(status)));
+  else
+    fprintf(stderr, "strata launch: rank %d (pid %d) exited with status %d", c->rank, (int)c->pid,
+            WEXITSTATUS(status));
+}
+
+static launch_child *find_child(launcher *l, pid_t pid) {
+  for (int i = 0; i < l->opt.nranks; i++)
+    if (l->children[i].pid == pid) return &l->children[i];
+  return NULL;
+}
+
+/* Reaps every exited process: ranks, and (as a subreaper) whatever they orphaned. */
+static void reap_children(launcher *l) {
+  int status;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    launch_child *c = find_child(l, pid);
+    if (!c) continue; /* an orphaned grandchild */
+    int failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    l->live--;
+    if (failed && l->exit_status == 0) {
+      l->exit_status = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+      describe_failure(c, status);
+      fprintf(stderr, l->live > 0 ? "; stopping the other ranks\n" : "\n");
+      c->pid = 0;
+      stop_children(l, SIGTERM);
+    }
+    c->pid = 0;
+  }
+}
+
+/* After the last rank: what ranks left running in their groups gets SIGTERM, then SIGKILL. */
+static void reap_leftovers(launcher *l) {
+  if (signal_children(l, 0) == 0) return;
+  signal_children(l, SIGTERM);
+  double deadline = now_s() + l->opt.grace_s;
+  while (signal_children(l, 0) > 0 && now_s() < deadline) {
+    reap_children(l);
+    struct timespec tick = {.tv_sec = 0, .tv_nsec = 20 * 1000 * 1000};
+    nanosleep(&tick, NULL);
+  }
+  if (signal_children(l, SIGKILL) > 0) {
+    struct timespec tick = {.tv_sec = 0, .tv_nsec = 20 * 1000 * 1000};
+    for (int i = 0; i < 50 && signal_children(l, 0) > 0; i++) {
+      reap_children(l);
+      nanosleep(&tick, NULL);
+    }
+  }
+}
+
+/* ---- --tag output ---- */
+
+static void write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+static void emit_line(const launcher *l, const launch_child *c, const launch_stream *s,
+                      const char *text, size_t n, int add_newline) {
+  char prefix[32];
+  int width = l->opt.nranks > 1000 ? 4 : l->opt.nranks > 100 ? 3 : l->opt.nranks > 10 ? 2 : 1;
+  int p = snprintf(prefix, sizeof prefix, "[%*d] ", width, c->rank);
+  /* one write per line, so lines of different ranks never interleave */
+  char *buf = malloc((size_t)p + n + 1);
+  if (!buf) return;
+  memcpy(buf, prefix, (size_t)p);
+  memcpy(buf + p, text, n);
+  if (add_newline) buf[(size_t)p + n++] = '\n';
+  write_all(s->out_fd, buf, (size_t)p + n);
+  free(buf);
+}
+
+/* Reads what a tag pipe holds and prints every complete line. */
+static void pump_stream(const launcher *l, const launch_child *c, launch_stream *s) {
+  if (!s->line && !(s->line = malloc(LAUNCH_LINE_BYTES))) return;
+  ssize_t n = read(s->fd, s->line + s->len, LAUNCH_LINE_BYTES - s->len);
+  if (n < 0 && errno == EINTR) return;
+  if (n <= 0) { /* EOF: print the unterminated tail */
+    if (s->len) emit_line(l, c, s, s->line, s->len, 1);
+    s->len = 0;
+    close(s->fd);
+    s->fd = -1;
+    return;
+  }
+  s->len += (size_t)n;
+  size_t start = 0;
+  for (size_t i = 0; i < s->len; i++) {
+    if (s->line[i] != '\n') continue;
+    emit_line(l, c, s, s->line + start, i + 1 - start, 0);
+    start = i + 1;
+  }
+  memmove(s->line, s->line + start, s->len - start);
+  s->len -= start;
+  if (s->len == LAUNCH_LINE_BYTES) { /* a line longer than the buffer: print it in pieces */
+    emit_line(l, c, s, s->line, s->len, 1);
+    s->len = 0;
+  }
+}
+
+/* ---- the supervision loop ---- */
+
+static int open_streams(const launcher *l) {
+  int n = 0;
+  for (int i = 0; i < l->opt.nranks; i++)
+    n += (l->children[i].out.fd >= 0) + (l->children[i].err.fd >= 0);
+  return n;
+}
+
+static void handle_signals(launcher *l) {
+  unsigned char sigs[64];
+  ssize_t n;
+  while ((n = read(signal_pipe[0], sigs, sizeof sigs)) > 0) {
+    for (ssize_t i = 0; i < n; i++)
+      if (sigs[i] != SIGCHLD) stop_children(l, sigs[i]);
+  }
+}
+
+static void supervise(launcher *l) {
+  struct pollfd *pfds = calloc(1 + 2 * (size_t)l->opt.nranks, sizeof *pfds);
+  launch_stream **streams = calloc(1 + 2 * (size_t)l->opt.nranks, sizeof *streams);
+  const launch_child **owners = calloc(1 + 2 * (size_t)l->opt.nranks, sizeof *owners);
+  double drain_deadline = 0; /* after the last child: stop waiting for output that never ends */
+  while (pfds && streams && owners) {
+    reap_children(l);
+    if (l->live == 0 && drain_deadline == 0) drain_deadline = now_s() + 2.0;
+    if (l->live == 0 && (open_streams(l) == 0 || now_s() >= drain_deadline)) break;
+    if (l->kill_deadline > 0 && !l->killed && now_s() >= l->kill_deadline) {
+      signal_children(l, SIGKILL);
+      l->killed = 1;
+    }
+    size_t n = 0;
+    pfds[n++] = (struct pollfd){.fd = signal_pipe[0], .events = POLLIN};
+    for (int i = 0; i < l->opt.nranks; i++) {
+      launch_stream *ss[2] = {&l->children[i].out, &l->children[i].err};
+      for (int k = 0; k < 2; k++) {
+        if (ss[k]->fd < 0) continue;
+        owners[n] = &l->children[i];
+        streams[n] = ss[k];
+        pfds[n++] = (struct pollfd){.fd = ss[k]->fd, .events = POLLIN};
+      }
+    }
+    double wake = l->live == 0 ? drain_deadline : (l->killed ? 0 : l->kill_deadline);
+    int timeout_ms = wake > 0 ? (int)((wake - now_s()) * 1000) + 1 : -1;
+    if (timeout_ms < -1) timeout_ms = 0;
+    if (poll(pfds, n, timeout_ms) < 0 && errno != EINTR) break;
+    if (pfds[0].revents) handle_signals(l);
+    for (size_t i = 1; i < n; i++)
+      if (pfds[i].revents) pump_stream(l, owners[i], streams[i]);
+  }
+  if (l->live > 0) { /* out of memory or poll failed: leave nothing behind */
+    signal_children(l, SIGKILL);
+    for (int i = 0; i < l->opt.nranks; i++)
+      if (l->children[i].pid > 0) waitpid(l->children[i].pid, NULL, 0);
+    l->live = 0;
+    if (l->exit_status == 0) l->exit_status = 1;
+  }
+  reap_leftovers(l);
+  free(pfds);
+  free(streams);
+  free(owners);
+}
+
+static void launcher_free(launcher *l) {
+  for (int i = 0; l->children && i < l->opt.nranks; i++) {
+    launch_child *c = &l->children[i];
+    if (c->out.fd >= 0) close(c->out.fd);
+    if (c->err.fd >= 0) close(c->err.fd);
+    free(c->out.line);
+    free(c->err.line);
+    free(c->envp);
+  }
+  free(l->children);
+  if (l->server) strata_store_server_stop(l->server);
+  restore_signals();
+}
+
+static int start_children(launcher *l) {
+  for (int i = 0; i < l->opt.nranks; i++) {
+    launch_child *c = &l->children[i];
+    c->envp = child_env(l, c->rank);
+    if (!c->envp || spawn_child(l, c) != 0) {
+      fprintf(stderr, "strata launch: cannot start rank %d: %s\n", c->rank, strerror(errno));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int strata_cmd_launch(int argc, char **argv) {
+  launcher l = {.exit_status = 0};
+  int rc = parse_options(argc, argv, &l.opt);
+  if (rc >= 0) return rc;
+  if (!l.opt.addr) l.opt.addr = "127.0.0.1:0";
+  char host[256], err[320];
+  int port;
+  if (strata_store_addr_parse(l.opt.addr, 1, host, sizeof host, &port, err, sizeof err) != 0) {
+    fprintf(stderr, "strata launch: --addr: %s\n", err);
+    return 2;
+  }
+  int *order = calloc((size_t)l.opt.nranks, sizeof *order);
+  l.children = calloc((size_t)l.opt.nranks, sizeof *l.children);
+  if (!order || !l.children) {
+    free(order);
+    free(l.children);
+    fprintf(stderr, "strata launch: out of memory\n");
+    return 1;
+  }
+  if (parse_order(&l.opt, order) != 0) {
+    free(order);
+    free(l.children);
+    return 2;
+  }
+  for (int i = 0; i < l.opt.nranks; i++)
+    l.children[i] = (launch_child){.rank = order[i], .out = {.fd = -1}, .err = {.fd = -1}};
+  int status = strata_store_server_start(l.opt.addr, &l.server);
+  if (status != STRATA_OK) {
+    fprintf(stderr, "strata launch: cannot serve the store on %s: %s\n", l.opt.addr,
+            strata_strerror(status));
+    l.server = NULL;
+    rc = 1;
+  } else if (prepare_shared_env(&l) != 0 || install_signals() != 0) {
+    fprintf(stderr, "strata launch: cannot prepare the ranks: %s\n", strerror(errno));
+    rc = 1;
+  } else {
+    if (start_children(&l) != 0) {
+      stop_children(&l, SIGTERM);
+      if (l.exit_status == 0) l.exit_status = 1;
+    }
+    supervise(&l);
+    rc = l.exit_status;
+  }
+  free(order);
+  launcher_free(&l);
+  return rc;
+}

@@ -1,0 +1,66 @@
+/*
+ * store.c — `strata store [--addr HOST:PORT]`: serve a rendezvous store on its own, for jobs whose
+ * ranks set STRATA_STORE_EXTERNAL=1 and STRATA_ADDR to this address (no rank has to serve it).
+ * Runs until SIGINT, SIGTERM or SIGHUP, then stops cleanly and exits 0.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "boot/store.h"
+#include "commands.h"
+#include "strata.h"
+
+#define STORE_DEFAULT_ADDR "0.0.0.0:29400"
+
+static void store_usage(FILE *out) {
+  fprintf(out,
+          "usage: strata store [--addr HOST:PORT]\n\n"
+          "Serve a standalone rendezvous store until interrupted (SIGINT/SIGTERM/SIGHUP).\n"
+          "Ranks reach it with STRATA_ADDR=HOST:PORT and STRATA_STORE_EXTERNAL=1.\n\n"
+          "  --addr HOST:PORT  address to listen on (default %s; port 0 picks a free one;\n"
+          "                    an empty host or 0.0.0.0 means every interface)\n"
+          "  -h, --help        this text\n",
+          STORE_DEFAULT_ADDR);
+}
+
+int strata_cmd_store(int argc, char **argv) {
+  const char *addr = STORE_DEFAULT_ADDR;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      store_usage(stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "--addr") && i + 1 < argc) {
+      addr = argv[++i];
+    } else if (!strncmp(argv[i], "--addr=", 7)) {
+      addr = argv[i] + 7;
+    } else {
+      fprintf(stderr, "strata store: %s '%s'\n\n",
+              !strcmp(argv[i], "--addr") ? "missing HOST:PORT after" : "unknown argument", argv[i]);
+      store_usage(stderr);
+      return 2;
+    }
+  }
+  char host[256], err[320];
+  int port;
+  if (strata_store_addr_parse(addr, 1, host, sizeof host, &port, err, sizeof err) != STRATA_OK) {
+    fprintf(stderr, "strata store: %s\n", err);
+    return 2;
+  }
+  strata_store_server *server;
+  int status = strata_store_server_start(addr, &server);
+  if (status != STRATA_OK) {
+    fprintf(stderr, "strata store: cannot serve on %s: %s\n", addr, strata_strerror(status));
+    return 1;
+  }
+  int bracket = strchr(host, ':') != NULL;
+  printf("strata store listening on %s%s%s:%d\n", bracket ? "[" : "", host[0] ? host : "0.0.0.0",
+         bracket ? "]" : "", strata_store_server_port(server));
+  fflush(stdout);
+  status = strata_store_server_run(server);
+  strata_store_server_stop(server);
+  if (status != STRATA_OK) {
+    fprintf(stderr, "strata store: stopped: %s\n", strata_strerror(status));
+    return 1;
+  }
+  return 0;
+}
