@@ -71,6 +71,7 @@ typedef struct strata_schedule {
   uint32_t nsteps, steps_cap;
   uint32_t *deps;
   uint32_t ndeps, deps_cap;
+  int status; /* first failure of a builder helper (e.g. STRATA_ERR_NO_MEMORY), else STRATA_OK */
 } strata_schedule;
 
 /* What a builder needs to know. Sizes are in bytes; elem_size lets builders cut on element

@@ -1,0 +1,323 @@
+/*
+ * schedule.c — the schedule container, its builder helpers, parameter validation, the AUTO
+ * algorithm choice and the dispatch to the builders (ring.c, rhd.c, tree.c, direct.c).
+ *
+ * Invariants every schedule leaving strata_schedule_build() satisfies:
+ *  - each step's dependencies index earlier steps (the list is a DAG in topological order);
+ *  - no step writes the SEND buffer (it is the caller's const input; in-place calls write it
+ *    only through RECV references that alias it);
+ *  - steps touching the same bytes, one of them writing, are ordered by dependencies;
+ *  - with nranks > 1 every rank sends or receives at least one (possibly empty) message, along a
+ *    connected pattern, so that a peer calling another collective is always noticed.
+ * This file never allocates anything but the step and dependency arrays and never touches data.
+ *
+ * AUTO choice (strata_schedule_choose). Costs are the α-β(-γ) formulas of FACTS.md ("Collective
+ * cost"); α ≈ 25 us for TCP and a few us for shm, β ≈ 1/1.25 GB/s on 10 GbE. Thresholds below
+ * are where those formulas cross for α/β in that range; each constant says why.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/coll_internal.h"
+
+/* allreduce: recursive doubling costs lg p (α + nβ), Rabenseifner 2 lg p α + 2(p-1)/p nβ; they
+ * cross near n ≈ α/β (25 us × 1.25 GB/s ≈ 32 KB). */
+#define STRATA_AUTO_ALLREDUCE_RD_MAX_BYTES ((uint64_t)32 << 10)
+/* allreduce, power-of-two p: Rabenseifner beats ring on latency (2 lg p vs 2(p-1) messages) but
+ * its reductions do not overlap the transfers and it needs scratch of the message size; the
+ * pipelined ring hides reduction behind the wire and sends only to one neighbour. Above 1 MiB
+ * the latency term is below a few percent, so the ring wins. */
+#define STRATA_AUTO_ALLREDUCE_RING_MIN_BYTES_POW2 ((uint64_t)1 << 20)
+/* allreduce, other p: folding the extra ranks in and out adds two full-message transfers
+ * (≈ 2nβ), which exceeds the ring's extra latency 2(p - lg p)α once n passes ~64 KB. */
+#define STRATA_AUTO_ALLREDUCE_RING_MIN_BYTES_NPOW2 ((uint64_t)64 << 10)
+/* broadcast/reduce: binomial lg p (α + nβ) against a pipelined chain ≈ nβ + (p-2)·chunk·β + (p +
+ * rounds)α; the chain wins once the message is several chunks-worth; 256 KiB keeps small calls on
+ * the lg p-latency tree. */
+#define STRATA_AUTO_ROOTED_CHAIN_MIN_BYTES ((uint64_t)256 << 10)
+/* reduce_scatter / allgather (total bytes over all ranks): below this, lg p or one round of
+ * concurrent messages beats p-1 ring steps; above, the ring's neighbour-only traffic and
+ * pipelining win. */
+#define STRATA_AUTO_SPREAD_SMALL_MAX_BYTES ((uint64_t)64 << 10)
+/* gather/scatter (total bytes): the binomial tree needs lg p latencies but forwards data through
+ * intermediate ranks (extra copies, scratch up to half the total); direct sends go straight to or
+ * from the root. */
+#define STRATA_AUTO_GATHER_TREE_MAX_BYTES ((uint64_t)1 << 20)
+
+/* ---- the container ---------------------------------------------------------------------- */
+
+static int sched_fail(strata_schedule *s, int status) {
+  if (s->status == STRATA_OK) s->status = status;
+  return -1;
+}
+
+static int sched_grow(void **array, uint32_t *cap, uint32_t need, size_t elem_bytes) {
+  if (need <= *cap) return 0;
+  uint64_t next = *cap ? (uint64_t)*cap * 2 : 64;
+  while (next < need) next *= 2;
+  if (next > UINT32_MAX) next = UINT32_MAX;
+  void *grown = realloc(*array, (size_t)next * elem_bytes);
+  if (!grown) return -1;
+  *array = grown;
+  *cap = (uint32_t)next;
+  return 0;
+}
+
+int strata_sched_add(strata_schedule *s, const strata_step *step, const uint32_t *deps,
+                     uint32_t ndeps) {
+  if (s->status != STRATA_OK) return -1;
+  if (s->nsteps >= (uint32_t)INT32_MAX || (uint64_t)s->ndeps + ndeps >= UINT32_MAX)
+    return sched_fail(s, STRATA_ERR_NO_MEMORY);
+  for (uint32_t i = 0; i < ndeps; i++)
+    if (deps[i] >= s->nsteps) return sched_fail(s, STRATA_ERR_INVALID_ARG); /* builder bug */
+  if (sched_grow((void **)&s->steps, &s->steps_cap, s->nsteps + 1, sizeof(strata_step)) ||
+      sched_grow((void **)&s->deps, &s->deps_cap, s->ndeps + ndeps, sizeof(uint32_t)))
+    return sched_fail(s, STRATA_ERR_NO_MEMORY);
+  strata_step *dst = &s->steps[s->nsteps];
+  *dst = *step;
+  dst->dep_begin = s->ndeps;
+  dst->dep_count = ndeps;
+  if (ndeps) memcpy(&s->deps[s->ndeps], deps, ndeps * sizeof(uint32_t));
+  s->ndeps += ndeps;
+  return (int)s->nsteps++;
+}
+
+static strata_step step_init(strata_step_kind kind, int peer, uint64_t bytes) {
+  strata_step st;
+  memset(&st, 0, sizeof st);
+  st.kind = (uint8_t)kind;
+  st.peer = peer;
+  st.bytes = bytes;
+  return st;
+}
+
+int strata_sched_send(strata_schedule *s, int peer, strata_bufref src, uint64_t bytes,
+                      const uint32_t *deps, uint32_t ndeps) {
+  strata_step st = step_init(STRATA_STEP_SEND, peer, bytes);
+  st.src = src;
+  return strata_sched_add(s, &st, deps, ndeps);
+}
+
+int strata_sched_recv(strata_schedule *s, int peer, strata_bufref dst, uint64_t bytes,
+                      const uint32_t *deps, uint32_t ndeps) {
+  strata_step st = step_init(STRATA_STEP_RECV, peer, bytes);
+  st.dst = dst;
+  return strata_sched_add(s, &st, deps, ndeps);
+}
+
+int strata_sched_recv_reduce(strata_schedule *s, int peer, strata_bufref src, strata_bufref dst,
+                             strata_bufref staging, uint64_t bytes, const uint32_t *deps,
+                             uint32_t ndeps) {
+  strata_step st = step_init(STRATA_STEP_RECV_REDUCE, peer, bytes);
+  st.src = src;
+  st.dst = dst;
+  st.staging = staging;
+  return strata_sched_add(s, &st, deps, ndeps);
+}
+
+int strata_sched_copy(strata_schedule *s, strata_bufref src, strata_bufref dst, uint64_t bytes,
+                      const uint32_t *deps, uint32_t ndeps) {
+  strata_step st = step_init(STRATA_STEP_COPY, -1, bytes);
+  st.src = src;
+  st.dst = dst;
+  return strata_sched_add(s, &st, deps, ndeps);
+}
+
+int strata_sched_reduce(strata_schedule *s, strata_bufref src, strata_bufref src2,
+                        strata_bufref dst, uint64_t bytes, const uint32_t *deps, uint32_t ndeps) {
+  strata_step st = step_init(STRATA_STEP_REDUCE, -1, bytes);
+  st.src = src;
+  st.src2 = src2;
+  st.dst = dst;
+  return strata_sched_add(s, &st, deps, ndeps);
+}
+
+int strata_schedule_status(const strata_schedule *s) {
+  return s->status;
+}
+
+void strata_schedule_free(strata_schedule *sched) {
+  if (!sched) return;
+  free(sched->steps);
+  free(sched->deps);
+  memset(sched, 0, sizeof *sched);
+}
+
+/* ---- shared builder helpers ------------------------------------------------------------ */
+
+uint64_t strata_coll_rounds(const strata_sched_params *p, uint64_t count, uint64_t parts) {
+  uint64_t chunk_bytes = p->chunk_bytes ? p->chunk_bytes : STRATA_COLL_DEFAULT_CHUNK_BYTES;
+  uint64_t chunk_elems = chunk_bytes / p->elem_size;
+  if (chunk_elems == 0) chunk_elems = 1;
+  uint64_t per_round = chunk_elems * parts;
+  if (per_round / parts != chunk_elems) return 1; /* overflow: one round carries everything */
+  uint64_t rounds = count / per_round + (count % per_round ? 1 : 0);
+  if (rounds < 1) rounds = 1;
+  if (rounds > STRATA_COLL_MAX_ROUNDS) rounds = STRATA_COLL_MAX_ROUNDS;
+  return rounds;
+}
+
+uint64_t strata_pool_init(strata_slot_pool *pool, uint64_t base_bytes, uint64_t slot_bytes,
+                          uint32_t nslots) {
+  memset(pool, 0, sizeof *pool);
+  pool->base_bytes = base_bytes;
+  pool->slot_bytes = slot_bytes;
+  pool->nslots = nslots;
+  for (uint32_t i = 0; i < sizeof pool->last / sizeof pool->last[0]; i++) pool->last[i] = -1;
+  return base_bytes + slot_bytes * nslots;
+}
+
+uint32_t strata_pool_take(strata_slot_pool *pool) {
+  uint32_t slot = pool->next;
+  pool->next = (pool->next + 1) % pool->nslots;
+  return slot;
+}
+
+typedef struct order_entry {
+  uint64_t time;
+  uint32_t round, step;
+} order_entry;
+
+static int order_cmp(const void *a, const void *b) {
+  const order_entry *x = a, *y = b;
+  if (x->time != y->time) return x->time < y->time ? -1 : 1;
+  if (x->round != y->round) return x->round < y->round ? -1 : 1;
+  return x->step < y->step ? -1 : (x->step > y->step);
+}
+
+strata_round_step *strata_coll_order(uint32_t rounds, uint32_t steps, uint32_t window,
+                                     uint32_t hold) {
+  uint64_t total = (uint64_t)rounds * steps;
+  order_entry *entries = malloc((total ? total : 1) * sizeof *entries);
+  uint64_t *start = malloc((rounds ? rounds : 1) * sizeof *start);
+  strata_round_step *out = malloc((total ? total : 1) * sizeof *out);
+  if (!entries || !start || !out) {
+    free(entries);
+    free(start);
+    free(out);
+    return NULL;
+  }
+  for (uint32_t r = 0; r < rounds; r++) {
+    start[r] = r ? start[r - 1] + 1 : 0;
+    if (window && r >= window && start[r - window] + hold > start[r])
+      start[r] = start[r - window] + hold;
+    for (uint32_t t = 0; t < steps; t++) {
+      order_entry *e = &entries[(uint64_t)r * steps + t];
+      e->time = start[r] + t;
+      e->round = r;
+      e->step = t;
+    }
+  }
+  qsort(entries, total, sizeof *entries, order_cmp);
+  for (uint64_t i = 0; i < total; i++) {
+    out[i].round = entries[i].round;
+    out[i].step = entries[i].step;
+  }
+  free(entries);
+  free(start);
+  return out;
+}
+
+/* ---- validation, choice, dispatch --------------------------------------------------------- */
+
+static int coll_is_rooted(strata_coll coll) {
+  return coll == STRATA_COLL_BROADCAST || coll == STRATA_COLL_REDUCE ||
+         coll == STRATA_COLL_GATHER || coll == STRATA_COLL_SCATTER || coll == STRATA_COLL_SEND ||
+         coll == STRATA_COLL_RECV;
+}
+
+static int params_validate(const strata_sched_params *p) {
+  if ((unsigned)p->coll >= STRATA_COLL_COUNT || (unsigned)p->algo >= STRATA_ALGO_COUNT)
+    return STRATA_ERR_INVALID_ARG;
+  if (p->nranks < 1 || p->rank < 0 || p->rank >= p->nranks || p->elem_size == 0)
+    return STRATA_ERR_INVALID_ARG;
+  if (coll_is_rooted(p->coll) && (p->root < 0 || p->root >= p->nranks))
+    return STRATA_ERR_INVALID_ARG;
+  if ((p->coll == STRATA_COLL_SEND || p->coll == STRATA_COLL_RECV) && p->root == p->rank)
+    return STRATA_ERR_INVALID_ARG;
+  /* The largest buffer any collective names is count * elem_size * nranks bytes; it must fit
+   * in 63 bits so offsets and sums of offsets never wrap. */
+  uint64_t limit = (uint64_t)INT64_MAX;
+  if (p->count &&
+      (p->count > limit / p->elem_size || p->count * p->elem_size > limit / (uint64_t)p->nranks))
+    return STRATA_ERR_INVALID_ARG;
+  return STRATA_OK;
+}
+
+static int is_pow2(int n) {
+  return n > 0 && (n & (n - 1)) == 0;
+}
+
+strata_algo strata_schedule_choose(const strata_sched_params *p) {
+  if (p->algo != STRATA_ALGO_AUTO) return p->algo;
+  uint64_t bytes = p->count * p->elem_size;
+  uint64_t total = bytes * (uint64_t)(p->nranks > 0 ? p->nranks : 1);
+  switch (p->coll) {
+    case STRATA_COLL_ALLREDUCE:
+      if (p->nranks <= 1 || bytes <= STRATA_AUTO_ALLREDUCE_RD_MAX_BYTES) return STRATA_ALGO_RHD;
+      if (bytes < (is_pow2(p->nranks) ? STRATA_AUTO_ALLREDUCE_RING_MIN_BYTES_POW2
+                                      : STRATA_AUTO_ALLREDUCE_RING_MIN_BYTES_NPOW2))
+        return STRATA_ALGO_RHD;
+      return STRATA_ALGO_RING;
+    case STRATA_COLL_REDUCE_SCATTER:
+      return total <= STRATA_AUTO_SPREAD_SMALL_MAX_BYTES ? STRATA_ALGO_DIRECT : STRATA_ALGO_RING;
+    case STRATA_COLL_ALLGATHER:
+      return total <= STRATA_AUTO_SPREAD_SMALL_MAX_BYTES ? STRATA_ALGO_RHD : STRATA_ALGO_RING;
+    case STRATA_COLL_BROADCAST:
+    case STRATA_COLL_REDUCE:
+      return (bytes < STRATA_AUTO_ROOTED_CHAIN_MIN_BYTES || p->nranks <= 2) ? STRATA_ALGO_TREE
+                                                                            : STRATA_ALGO_RING;
+    case STRATA_COLL_GATHER:
+    case STRATA_COLL_SCATTER:
+      return total <= STRATA_AUTO_GATHER_TREE_MAX_BYTES ? STRATA_ALGO_TREE : STRATA_ALGO_DIRECT;
+    case STRATA_COLL_BARRIER:
+      return STRATA_ALGO_RHD;
+    default: /* alltoall, send, recv */
+      return STRATA_ALGO_DIRECT;
+  }
+}
+
+typedef int (*builder_fn)(const strata_sched_params *p, strata_schedule *s);
+
+/* builders[coll][algo]; NULL = that algorithm does not exist for that collective. */
+static const builder_fn builders[STRATA_COLL_COUNT][STRATA_ALGO_COUNT] = {
+    [STRATA_COLL_ALLREDUCE] = {[STRATA_ALGO_RING] = strata_build_allreduce_ring,
+                               [STRATA_ALGO_RHD] = strata_build_allreduce_rhd,
+                               [STRATA_ALGO_TREE] = strata_build_allreduce_tree},
+    [STRATA_COLL_REDUCE_SCATTER] = {[STRATA_ALGO_RING] = strata_build_reduce_scatter_ring,
+                                    [STRATA_ALGO_DIRECT] = strata_build_reduce_scatter_direct},
+    [STRATA_COLL_ALLGATHER] = {[STRATA_ALGO_RING] = strata_build_allgather_ring,
+                               [STRATA_ALGO_RHD] = strata_build_allgather_rhd,
+                               [STRATA_ALGO_DIRECT] = strata_build_allgather_direct},
+    [STRATA_COLL_BROADCAST] = {[STRATA_ALGO_RING] = strata_build_broadcast_ring,
+                               [STRATA_ALGO_TREE] = strata_build_broadcast_tree},
+    [STRATA_COLL_REDUCE] = {[STRATA_ALGO_RING] = strata_build_reduce_ring,
+                            [STRATA_ALGO_TREE] = strata_build_reduce_tree},
+    [STRATA_COLL_GATHER] = {[STRATA_ALGO_TREE] = strata_build_gather_tree,
+                            [STRATA_ALGO_DIRECT] = strata_build_gather_direct},
+    [STRATA_COLL_SCATTER] = {[STRATA_ALGO_TREE] = strata_build_scatter_tree,
+                             [STRATA_ALGO_DIRECT] = strata_build_scatter_direct},
+    [STRATA_COLL_ALLTOALL] = {[STRATA_ALGO_DIRECT] = strata_build_alltoall_direct},
+    [STRATA_COLL_BARRIER] = {[STRATA_ALGO_RHD] = strata_build_barrier_rhd,
+                             [STRATA_ALGO_DIRECT] = strata_build_barrier_direct},
+    [STRATA_COLL_SEND] = {[STRATA_ALGO_DIRECT] = strata_build_sendrecv_direct},
+    [STRATA_COLL_RECV] = {[STRATA_ALGO_DIRECT] = strata_build_sendrecv_direct},
+};
+
+int strata_schedule_build(const strata_sched_params *params, strata_schedule *out) {
+  if (!params || !out) return STRATA_ERR_INVALID_ARG;
+  memset(out, 0, sizeof *out);
+  int status = params_validate(params);
+  if (status != STRATA_OK) return status;
+  strata_algo algo = strata_schedule_choose(params);
+  builder_fn build = builders[params->coll][algo];
+  if (!build) return STRATA_ERR_UNSUPPORTED;
+  out->rank = params->rank;
+  out->nranks = params->nranks;
+  out->coll = params->coll;
+  out->algo = algo;
+  status = build(params, out);
+  if (status == STRATA_OK) status = strata_schedule_status(out);
+  if (status != STRATA_OK) strata_schedule_free(out);
+  return status;
+}
