@@ -7,7 +7,8 @@
  *
  * Segments. Every rank creates one POSIX shared-memory segment
  * ("/strata-<job>-<rank>-<random>") that holds, for each local peer p, the INBOUND channel from p:
- * a control block and a single-producer / single-consumer byte ring (SHM_RING_BYTES). p writes,
+ * a control block and a single-producer / single-consumer byte ring (1 MiB; less with many local
+ * peers, so a segment stays near 16 MiB and a host's total near 16 MiB per rank). p writes,
  * the owner reads. The control block keeps what the producer writes (head, abort word) and what
  * the consumer writes (tail, count of large messages read) on separate cache lines, so the two
  * sides never write the same line. The name is published in the store; every rank maps each
@@ -89,7 +90,9 @@
 #define SHM_VERSION 1u
 #define SHM_LINE 64u
 #define SHM_PAGE 4096u
-#define SHM_RING_BYTES (1u << 20)
+#define SHM_RING_BYTES (1u << 20) /* per peer, while the segment stays within the budget: */
+#define SHM_SEGMENT_BUDGET_BYTES (16u << 20) /* many local peers get smaller rings, */
+#define SHM_RING_MIN_BYTES (128u << 10)      /* down to this */
 /* Below this, two memcpys through the ring beat a process_vm_readv syscall (measured on the
  * 2-core build box, see the report in the commit log; CMA's fixed cost is ~2 µs). */
 #define SHM_INLINE_MAX_BYTES (32u << 10)
@@ -168,11 +171,13 @@ typedef struct shm_peer {
   /* sending: our channel in the peer's segment */
   shm_channel *out;
   uint8_t *out_ring;
+  uint64_t out_mask; /* ring bytes - 1 */
   uint64_t out_head, out_tail_cached, send_seq, cma_sent;
   shm_queue sends, acks; /* being written; CMA records waiting for their ack */
   /* receiving: the peer's channel in our segment */
   shm_channel *in;
   uint8_t *in_ring;
+  uint64_t in_mask;
   uint64_t in_tail, in_head_cached, recv_seq, cma_done, discard_bytes;
   shm_queue recvs;
 } shm_peer;
@@ -185,8 +190,8 @@ typedef struct shm_transport {
   int *peer_index; /* [nranks] -> index into peers, or -1 */
   void *own_map;
   size_t own_map_bytes;
-  uint64_t ring_mask;
-  uint8_t *bounce; /* fused-reduce block, allocated on first use */
+  uint64_t ring_bytes; /* of the rings in our segment */
+  uint8_t *bounce;     /* fused-reduce block, allocated on first use */
   shm_queue completed;
   uint64_t events; /* bumped whenever anything moves: progress() tells "blocked" from it */
   volatile uint64_t canary;
@@ -294,8 +299,8 @@ static void shm_peer_fail(shm_transport *t, shm_peer *p, int status) {
 /* ---- sending ---- */
 
 /* Free bytes in the peer's ring, reloading its tail only when the cached one says < want. */
-static uint64_t shm_out_space(shm_transport *t, shm_peer *p, uint64_t want) {
-  uint64_t ring = t->ring_mask + 1;
+static uint64_t shm_out_space(shm_peer *p, uint64_t want) {
+  uint64_t ring = p->out_mask + 1;
   uint64_t free_bytes = ring - (p->out_head - p->out_tail_cached);
   if (free_bytes < want) {
     p->out_tail_cached = atomic_load_explicit(&p->out->tail, memory_order_acquire);
@@ -308,7 +313,7 @@ static void shm_publish_head(shm_peer *p) {
   atomic_store_explicit(&p->out->head, p->out_head, memory_order_release);
 }
 
-static void shm_write_record(shm_transport *t, shm_peer *p, strata_xfer *x, uint32_t kind) {
+static void shm_write_record(shm_peer *p, strata_xfer *x, uint32_t kind) {
   shm_record r;
   memset(&r, 0, sizeof r);
   r.tag = x->tag;
@@ -320,26 +325,26 @@ static void shm_write_record(shm_transport *t, shm_peer *p, strata_xfer *x, uint
     r.cma_number = ++p->cma_sent;
     x->aux = r.cma_number;
   }
-  memcpy(p->out_ring + (p->out_head & t->ring_mask), &r, sizeof r);
+  memcpy(p->out_ring + (p->out_head & p->out_mask), &r, sizeof r);
   p->out_head += sizeof r;
 }
 
 /* Stream the payload of an INLINE send; returns 1 when the message (with padding) is written. */
-static int shm_send_stream(shm_transport *t, shm_peer *p, strata_xfer *x) {
+static int shm_send_stream(shm_peer *p, strata_xfer *x) {
   while (x->offset < x->bytes) {
-    uint64_t free_bytes = shm_out_space(t, p, 1);
+    uint64_t free_bytes = shm_out_space(p, 1);
     if (free_bytes == 0) return 0;
     uint64_t n = x->bytes - x->offset;
     if (n > free_bytes) n = free_bytes;
     if (n > SHM_PUBLISH_BYTES) n = SHM_PUBLISH_BYTES;
-    shm_ring_write(p->out_ring, t->ring_mask, p->out_head, (const uint8_t *)x->buf + x->offset,
+    shm_ring_write(p->out_ring, p->out_mask, p->out_head, (const uint8_t *)x->buf + x->offset,
                    (size_t)n);
     p->out_head += n;
     x->offset += n;
     if (x->offset < x->bytes) shm_publish_head(p); /* let the consumer start on it */
   }
   uint64_t pad = shm_align_line(p->out_head) - p->out_head;
-  if (pad && shm_out_space(t, p, pad) < pad) return 0;
+  if (pad && shm_out_space(p, pad) < pad) return 0;
   p->out_head += pad;
   return 1;
 }
@@ -349,18 +354,18 @@ static void shm_send_advance(shm_transport *t, shm_peer *p) {
   strata_xfer *x;
   while ((x = p->sends.head)) {
     if (x->state == SEND_FRESH) {
-      if (shm_out_space(t, p, SHM_LINE) < SHM_LINE) break;
+      if (shm_out_space(p, SHM_LINE) < SHM_LINE) break;
       if (p->use_cma && x->bytes >= SHM_INLINE_MAX_BYTES) {
-        shm_write_record(t, p, x, SHM_KIND_CMA);
+        shm_write_record(p, x, SHM_KIND_CMA);
         shm_queue_pop(&p->sends);
         shm_queue_push(&p->acks, x);
         continue;
       }
-      shm_write_record(t, p, x, SHM_KIND_INLINE);
+      shm_write_record(p, x, SHM_KIND_INLINE);
       x->state = SEND_STREAMING;
       x->offset = 0;
     }
-    if (!shm_send_stream(t, p, x)) break;
+    if (!shm_send_stream(p, x)) break;
     shm_queue_pop(&p->sends);
     shm_complete(t, x, STRATA_OK);
   }
@@ -411,14 +416,14 @@ static int shm_recv_take_record(shm_transport *t, shm_peer *p, strata_xfer *x) {
   if (p->in_head_cached < pos + SHM_LINE)
     p->in_head_cached = atomic_load_explicit(&p->in->head, memory_order_acquire);
   if (p->in_head_cached < pos + SHM_LINE) return 0;
-  if (p->in_head_cached - p->in_tail > t->ring_mask + 1) {
+  if (p->in_head_cached - p->in_tail > p->in_mask + 1) {
     STRATA_LOG(STRATA_LOG_ERROR, t->rank, "shm: peer %d moved its ring head out of bounds",
                p->rank);
     shm_peer_fail(t, p, STRATA_ERR_PROTOCOL);
     return 1;
   }
   shm_record r;
-  memcpy(&r, p->in_ring + (pos & t->ring_mask), sizeof r);
+  memcpy(&r, p->in_ring + (pos & p->in_mask), sizeof r);
   if (r.seq != p->recv_seq || (r.kind != SHM_KIND_INLINE && r.kind != SHM_KIND_CMA) ||
       (r.kind == SHM_KIND_CMA && r.cma_number != p->cma_done + 1)) {
     STRATA_LOG(STRATA_LOG_ERROR, t->rank,
@@ -454,8 +459,8 @@ static int shm_recv_take_record(shm_transport *t, shm_peer *p, strata_xfer *x) {
 
 /* Consume up to `n` ring bytes at in_tail into x (copy or fused reduce). n is whole elements
  * for reduces, except when one element straddles the ring's end (gathered through tmp). */
-static void shm_recv_consume(shm_transport *t, shm_peer *p, strata_xfer *x, uint64_t n) {
-  uint64_t mask = t->ring_mask;
+static void shm_recv_consume(shm_peer *p, strata_xfer *x, uint64_t n) {
+  uint64_t mask = p->in_mask;
   if (!x->reduce) {
     shm_ring_read(p->in_ring, mask, p->in_tail, (uint8_t *)x->buf + x->offset, (size_t)n);
   } else {
@@ -475,14 +480,14 @@ static void shm_recv_consume(shm_transport *t, shm_peer *p, strata_xfer *x, uint
   x->offset += n;
 }
 
-static int shm_recv_inline(shm_transport *t, shm_peer *p, strata_xfer *x) {
+static int shm_recv_inline(shm_peer *p, strata_xfer *x) {
   while (x->offset < x->bytes) {
     uint64_t want = x->bytes - x->offset;
     uint64_t avail = shm_in_available(p, p->in_tail + want);
     uint64_t n = avail < want ? avail : want;
     if (n > SHM_PUBLISH_BYTES) n = SHM_PUBLISH_BYTES;
     if (x->reduce) { /* whole elements, contiguous, or one element straddling the end */
-      uint64_t elem = x->elem_size, to_end = t->ring_mask + 1 - (p->in_tail & t->ring_mask);
+      uint64_t elem = x->elem_size, to_end = p->in_mask + 1 - (p->in_tail & p->in_mask);
       if (to_end < elem) {
         n = n >= elem ? elem : 0;
       } else {
@@ -491,7 +496,7 @@ static int shm_recv_inline(shm_transport *t, shm_peer *p, strata_xfer *x) {
       }
     }
     if (n == 0) break;
-    shm_recv_consume(t, p, x, n);
+    shm_recv_consume(p, x, n);
     shm_publish_tail(p);
   }
   return x->offset == x->bytes;
@@ -553,7 +558,7 @@ static void shm_recv_advance(shm_transport *t, shm_peer *p) {
       if (x != p->recvs.head || p->lost) continue; /* completed with a mismatch */
     }
     if (x->state == RECV_INLINE) {
-      if (!shm_recv_inline(t, p, x)) break;
+      if (!shm_recv_inline(p, x)) break;
     } else {
       int rc = shm_recv_cma_slice(t, p, x);
       if (rc != STRATA_OK) {
@@ -795,10 +800,11 @@ static void shm_segment_init(shm_transport *t, uint64_t canary, size_t bytes) {
     shm_channel *ch = shm_channel_at(t->own_map, offset);
     ch->producer_rank = p->rank;
     ch->ring_offset = offset + SHM_PAGE;
-    ch->ring_bytes = SHM_RING_BYTES;
+    ch->ring_bytes = t->ring_bytes;
     p->in = ch;
     p->in_ring = (uint8_t *)t->own_map + ch->ring_offset;
-    offset += SHM_PAGE + SHM_RING_BYTES;
+    p->in_mask = t->ring_bytes - 1;
+    offset += SHM_PAGE + t->ring_bytes;
   }
   atomic_thread_fence(memory_order_release);
   h->magic = SHM_MAGIC;
@@ -822,7 +828,7 @@ static void shm_name_make(const shm_open_ctx *c, char *name, size_t len) {
 
 static int shm_create_own(shm_open_ctx *c, char *name, size_t name_len) {
   shm_transport *t = c->t;
-  size_t bytes = shm_header_bytes(t->nranks) + (size_t)t->npeers * (SHM_PAGE + SHM_RING_BYTES);
+  size_t bytes = shm_header_bytes(t->nranks) + (size_t)t->npeers * (SHM_PAGE + t->ring_bytes);
   shm_name_make(c, name, name_len);
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) return shm_fail(c, STRATA_ERR_SYSTEM, "shm_open: %s", strerror(errno));
@@ -889,12 +895,16 @@ static int shm_map_peer(shm_open_ctx *c, shm_peer *p, int cma_enabled) {
   const shm_header *h = map;
   uint64_t offset = h->nranks == t->nranks && t->rank < h->nranks ? h->channel_offset[t->rank] : 0;
   if (h->magic != SHM_MAGIC || h->version != SHM_VERSION || h->owner_rank != p->rank || !offset ||
-      offset + SHM_PAGE + SHM_RING_BYTES > p->map_bytes)
+      offset + SHM_PAGE > p->map_bytes)
     return shm_fail(c, STRATA_ERR_PROTOCOL, "shm: peer segment %s has an unexpected layout", name);
   p->out = shm_channel_at(map, offset);
-  if (p->out->ring_bytes != SHM_RING_BYTES || p->out->producer_rank != t->rank)
+  uint64_t ring = p->out->ring_bytes;
+  if (ring < SHM_PAGE || (ring & (ring - 1)) || p->out->ring_offset % SHM_PAGE ||
+      p->out->ring_offset > p->map_bytes || ring > p->map_bytes - p->out->ring_offset ||
+      p->out->producer_rank != t->rank)
     return shm_fail(c, STRATA_ERR_PROTOCOL, "shm: peer segment %s has an unexpected ring", name);
   p->out_ring = (uint8_t *)map + p->out->ring_offset;
+  p->out_mask = ring - 1;
   p->pid = h->owner_pid;
   p->pidfd = shm_pidfd_open(p->pid);
   p->pid_visible = p->pidfd >= 0 || kill(p->pid, 0) == 0 || errno == EPERM;
@@ -959,12 +969,15 @@ static int shm_alloc(int rank, int nranks, const int *is_local, shm_transport **
   t->base.fuses_reduce = 1;
   t->rank = rank;
   t->nranks = nranks;
-  t->ring_mask = SHM_RING_BYTES - 1;
+  t->ring_bytes = SHM_RING_BYTES;
   t->peer_index = malloc((size_t)nranks * sizeof *t->peer_index);
   for (int q = 0; t->peer_index && q < nranks; q++) {
     t->peer_index[q] = -1;
     if (q != rank && is_local[q]) t->peer_index[q] = t->npeers++;
   }
+  while (t->ring_bytes > SHM_RING_MIN_BYTES &&
+         (uint64_t)t->npeers * t->ring_bytes > SHM_SEGMENT_BUDGET_BYTES)
+    t->ring_bytes >>= 1;
   t->peers = calloc(t->npeers ? (size_t)t->npeers : 1, sizeof *t->peers);
   if (!t->peer_index || !t->peers) {
     shm_destroy(&t->base);
