@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# bench/run.sh — strata against OpenMPI and Gloo, side by side, in one run (`make bench`).
+#
+# Allreduce, float32 sum, sizes 8 B .. 256 MiB, measured by the same method in all three
+# (strata bench's, itself nccl-tests'; see docs/bench.md):
+#   1. one host, shared memory, 2 and 4 ranks: strata (strata launch + strata bench -J),
+#      OpenMPI (bench/mpi_allreduce.c, MPI_Allreduce, vader shared memory), Gloo
+#      (bench/gloo_allreduce.py, torch.distributed "gloo", which has no shared memory and uses
+#      loopback TCP); beside them this host's memcpy bandwidth (bench/membw.c);
+#   2. TCP only, 2 ranks in two network namespaces joined by a veth pair that this script creates
+#      and removes: strata (STRATA_SHM=0, ranks started with `ip netns exec`), OpenMPI
+#      (--mca btl tcp,self, mpirun inside the first namespace, rank 1 started into the second by
+#      `ip netns exec` and reaching mpirun's PMIx server over the veth), Gloo (env:// init);
+#      beside them iperf3 over the same veth in both directions at once.
+# Then bench/report.py prints per-size tables, ratios and the issue's targets as PASS/FAIL, and
+# the whole report goes to bench/results/<date>.txt (raw JSON and logs beside it).
+#
+# Needs root (network namespaces). Environment: BUILD (build dir, default build), BENCH_QUICK=1
+# (sizes to 4 MiB, few iterations: a smoke test of this script), BENCH_SKIP_TCP=1.
+# Addresses 10.99.0.1/2 exist only inside the namespaces; the trap removes them on any exit.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(dirname "$here")
+BUILD=${BUILD:-$root/build}
+[[ $BUILD = /* ]] || BUILD=$root/$BUILD
+STRATA=$BUILD/strata
+PY=/usr/bin/python3 # Debian's python, the one with torch
+TIMEOUT=${BENCH_TIMEOUT:-600}
+
+die() { echo "bench/run.sh: $*" >&2; exit 1; }
+note() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
+
+[ -x "$STRATA" ] || die "$STRATA not found: build first (make build, or BUILD=dir)"
+command -v mpicc >/dev/null || die "mpicc not found (apt-get install libopenmpi-dev openmpi-bin)"
+"$PY" -c 'import torch.distributed' 2>/dev/null || die "$PY has no torch (apt-get install python3-torch)"
+
+stamp=$(date -u +%Y-%m-%d_%H%M%S)
+results=$root/bench/results
+raw=$results/$stamp
+mkdir -p "$raw"
+tools=$raw/bin
+mkdir -p "$tools"
+
+# ---- sizes and iterations: fewer iterations where one call takes long ----
+# phase = "MIN MAX FACTOR ITERS WARMUP"; together 8 B .. 256 MiB (x4 to 2 MiB, then x2).
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+  phases=("8 8K 4 50 5" "32K 4M 4 5 1")
+else
+  phases=("8 8K 4 300 30" "32K 2M 4 40 5" "4M 256M 2 5 1")
+fi
+
+# ---- helpers ----
+free_port() {
+  "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# run_logged NAME CMD...: runs CMD (a program or a function of this script) in its own process
+# group, output to $raw/NAME.log; after $TIMEOUT seconds the whole group is killed.
+set -m
+run_logged() {
+  local name=$1
+  shift
+  local start=$SECONDS status=0
+  ("$@") >"$raw/$name.log" 2>&1 &
+  local pid=$!
+  (sleep "$TIMEOUT" && kill -TERM -- -"$pid" 2>/dev/null) &
+  local watchdog=$!
+  wait "$pid" || status=$?
+  kill -- -"$watchdog" 2>/dev/null || true
+  if [ "$status" = 0 ]; then
+    note "  $name: done in $((SECONDS - start)) s"
+  else
+    note "  $name: FAILED (status $status, $((SECONDS - start)) s), see $raw/$name.log"
+    tail -5 "$raw/$name.log" >&2 || true
+  fi
+}
+
+# gloo_local N ARGS...: N Gloo ranks on this host (what torchrun would start).
+gloo_local() {
+  local n=$1
+  shift
+  local port pids=() status=0
+  port=$(free_port)
+  for ((r = 0; r < n; r++)); do
+    RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      "$PY" "$here/gloo_allreduce.py" "$@" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  return $status
+}
+
+# ---- the tools ----
+note "building bench tools into $tools"
+gcc -std=gnu11 -O2 -Wall -Wextra -D_GNU_SOURCE "$here/membw.c" -o "$tools/membw" -lpthread
+mpicc -std=gnu11 -O2 -Wall -Wextra "$here/mpi_allreduce.c" -o "$tools/mpi_allreduce"
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+
+note "memory bandwidth (bench/membw.c)"
+run_logged membw "$tools/membw" -s 256 -r 5 -J "$raw/membw.json"
+
+# ---- 1. one host, shared memory ----
+for n in 2 4; do
+  note "shared memory, $n ranks"
+  for i in "${!phases[@]}"; do
+    read -r lo hi f it w <<<"${phases[$i]}"
+    args=(-b "$lo" -e "$hi" -f "$f" -n "$it" -w "$w")
+    run_logged "shm${n}_strata_$i" "$STRATA" launch -n "$n" -- \
+      "$STRATA" bench allreduce "${args[@]}" -J "$raw/shm${n}_strata_$i.json"
+    run_logged "shm${n}_mpi_$i" "${MPIRUN[@]}" -np "$n" "$tools/mpi_allreduce" "${args[@]}" \
+      -J "$raw/shm${n}_mpi_$i.json"
+    run_logged "shm${n}_gloo_$i" gloo_local "$n" "${args[@]}" -J "$raw/shm${n}_gloo_$i.json"
+  done
+done
+
+# ---- 2. TCP only, two network namespaces joined by a veth pair ----
+ns_a=strata_bench_a_$$
+ns_b=strata_bench_b_$$
+veth_a=sbva$$
+veth_b=sbvb$$
+addr_a=10.99.0.1
+addr_b=10.99.0.2
+bg_pids=()
+cleanup() {
+  for pid in "${bg_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  ip netns del "$ns_a" 2>/dev/null || true # deleting a namespace deletes its veth end too
+  ip netns del "$ns_b" 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+netns_up() {
+  ip netns add "$ns_a"
+  ip netns add "$ns_b"
+  ip link add "$veth_a" type veth peer name "$veth_b"
+  ip link set "$veth_a" netns "$ns_a"
+  ip link set "$veth_b" netns "$ns_b"
+  ip -n "$ns_a" addr add "$addr_a/24" dev "$veth_a"
+  ip -n "$ns_b" addr add "$addr_b/24" dev "$veth_b"
+  for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
+  ip -n "$ns_a" link set "$veth_a" up
+  ip -n "$ns_b" link set "$veth_b" up
+}
+
+# strata_tcp PORT ARGS... (a fresh port for every run: no TIME_WAIT surprises)
+strata_tcp() {
+  local port=$1 status=0 pids=()
+  shift
+  local common=(STRATA_WORLD_SIZE=2 STRATA_ADDR=$addr_a:$port STRATA_SHM=0 STRATA_TIMEOUT=120)
+  ip netns exec "$ns_a" env STRATA_RANK=0 "${common[@]}" "$STRATA" bench allreduce "$@" &
+  pids+=($!)
+  ip netns exec "$ns_b" env STRATA_RANK=1 "${common[@]}" "$STRATA" bench allreduce "$@" \
+    >/dev/null &
+  pids+=($!)
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  return $status
+}
+
+mpi_tcp() {
+  # mpirun runs in namespace A; its PMIx server listens on the veth so rank 1, put into
+  # namespace B by `ip netns exec` (MPMD syntax), can reach it. Only btl tcp between the ranks.
+  ip netns exec "$ns_a" env PMIX_MCA_ptl_tcp_if_include=10.99.0.0/24 \
+    PMIX_MCA_ptl_tcp_remote_connections=1 \
+    "${MPIRUN[@]}" --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include 10.99.0.0/24 \
+    --mca oob_tcp_if_include 10.99.0.0/24 \
+    -np 1 "$tools/mpi_allreduce" "$@" : \
+    -np 1 ip netns exec "$ns_b" "$tools/mpi_allreduce" "$@"
+}
+
+# gloo_tcp PORT ARGS...: one Gloo rank per namespace.
+gloo_tcp() {
+  local port=$1 status=0 pids=()
+  shift
+  ip netns exec "$ns_a" env RANK=0 WORLD_SIZE=2 MASTER_ADDR=$addr_a MASTER_PORT=$port \
+    GLOO_SOCKET_IFNAME=$veth_a "$PY" "$here/gloo_allreduce.py" "$@" &
+  pids+=($!)
+  ip netns exec "$ns_b" env RANK=1 WORLD_SIZE=2 MASTER_ADDR=$addr_a MASTER_PORT=$port \
+    GLOO_SOCKET_IFNAME=$veth_b "$PY" "$here/gloo_allreduce.py" "$@" >/dev/null &
+  pids+=($!)
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  return $status
+}
+
+# iperf3 over the veth, both directions at once: --bidir (one process each side) and two
+# independent client/server pairs (two processes each side); the report takes the better.
+iperf_duplex() {
+  ip netns exec "$ns_b" iperf3 -s -1 -p 5301 >/dev/null 2>&1 &
+  bg_pids+=($!)
+  sleep 0.5
+  ip netns exec "$ns_a" iperf3 -c "$addr_b" -p 5301 --bidir -t 5 -J >"$raw/iperf_bidir.json"
+  ip netns exec "$ns_b" iperf3 -s -1 -p 5302 >/dev/null 2>&1 &
+  bg_pids+=($!)
+  ip netns exec "$ns_a" iperf3 -s -1 -p 5303 >/dev/null 2>&1 &
+  bg_pids+=($!)
+  sleep 0.5
+  ip netns exec "$ns_a" iperf3 -c "$addr_b" -p 5302 -t 5 -J >"$raw/iperf_pair_ab.json" &
+  local ab=$!
+  ip netns exec "$ns_b" iperf3 -c "$addr_a" -p 5303 -t 5 -J >"$raw/iperf_pair_ba.json"
+  wait "$ab"
+}
+
+if [ "${BENCH_SKIP_TCP:-0}" != 1 ]; then
+  [ "$(id -u)" = 0 ] || die "the TCP part needs root (network namespaces); BENCH_SKIP_TCP=1 skips it"
+  note "TCP: namespaces $ns_a ($addr_a) and $ns_b ($addr_b) over a veth pair"
+  netns_up
+  run_logged iperf iperf_duplex
+  for i in "${!phases[@]}"; do
+    read -r lo hi f it w <<<"${phases[$i]}"
+    args=(-b "$lo" -e "$hi" -f "$f" -n "$it" -w "$w")
+    run_logged "tcp2_strata_$i" strata_tcp $((29400 + 10 * i)) "${args[@]}" \
+      -J "$raw/tcp2_strata_$i.json"
+    run_logged "tcp2_mpi_$i" mpi_tcp "${args[@]}" -J "$raw/tcp2_mpi_$i.json"
+    run_logged "tcp2_gloo_$i" gloo_tcp $((29405 + 10 * i)) "${args[@]}" \
+      -J "$raw/tcp2_gloo_$i.json"
+  done
+  cleanup
+  bg_pids=()
+fi
+
+# ---- the report ----
+report=$results/$stamp.txt
+"$PY" "$here/report.py" "$raw" --strata "$STRATA" >"$report"
+cat "$report"
+note "report: $report (raw results in $raw)"
