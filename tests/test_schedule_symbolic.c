@@ -89,8 +89,9 @@ static layout layout_for(strata_coll c, int n, int r, int root, uint64_t count, 
     case STRATA_COLL_ALLREDUCE:
       l.send = l.recv = count, l.aliased = in_place;
       break;
-    case STRATA_COLL_REDUCE_SCATTER:
-      l.send = all, l.recv = count, l.aliased = in_place, l.recv_at = (uint64_t)r * count;
+    case STRATA_COLL_REDUCE_SCATTER: /* in_place 2: recvbuf == sendbuf, also allowed */
+      l.send = all, l.recv = count, l.aliased = in_place;
+      l.recv_at = in_place == 2 ? 0 : (uint64_t)r * count;
       break;
     case STRATA_COLL_ALLGATHER:
       l.send = count, l.recv = all, l.aliased = in_place, l.send_at = (uint64_t)r * count;
@@ -226,7 +227,7 @@ static void run_case(strata_coll c, strata_algo algo, int n, uint64_t count, int
   memset(sched, 0, sizeof sched);
   int built = 0, ok = 1;
   for (int r = 0; r < n; r++, built++) {
-    strata_sched_params p = {c, algo, r, n, root, count, 4, in_place, chunk_bytes};
+    strata_sched_params p = {c, algo, r, n, root, count, 4, in_place != 0, chunk_bytes};
     int status = strata_schedule_build(&p, &sched[r]);
     if (status != STRATA_OK) {
       CHECK(0, "%s rank %d: build returned %d", what, r, status);
@@ -272,7 +273,7 @@ static void run_case(strata_coll c, strata_algo algo, int n, uint64_t count, int
 typedef struct coll_algos {
   strata_coll coll;
   strata_algo algos[5];
-  int nalgos, rooted, has_in_place;
+  int nalgos, rooted, has_in_place; /* has_in_place: how many in-place layouts (1 or 2) */
 } coll_algos;
 
 static const coll_algos table[] = {
@@ -281,7 +282,7 @@ static const coll_algos table[] = {
      4,
      0,
      1},
-    {STRATA_COLL_REDUCE_SCATTER, {STRATA_ALGO_AUTO, STRATA_ALGO_RING, STRATA_ALGO_DIRECT}, 3, 0, 1},
+    {STRATA_COLL_REDUCE_SCATTER, {STRATA_ALGO_AUTO, STRATA_ALGO_RING, STRATA_ALGO_DIRECT}, 3, 0, 2},
     {STRATA_COLL_ALLGATHER,
      {STRATA_ALGO_AUTO, STRATA_ALGO_RING, STRATA_ALGO_RHD, STRATA_ALGO_DIRECT},
      4,

@@ -27,8 +27,11 @@
  * few percent) while keeping scratch at a few MiB; NCCL's Simple protocol uses a similar step
  * size (4 MiB buffer / 8 steps = 512 KiB, NVIDIA/nccl src/include/device.h). */
 #define STRATA_COLL_DEFAULT_CHUNK_BYTES ((uint64_t)1 << 20)
-/* Upper bound on pipeline rounds, so a tiny chunk_bytes cannot explode the step list. */
+/* Upper bounds on pipeline rounds, so a tiny chunk_bytes or a huge rank count cannot explode the
+ * step list: at most 4096 rounds, and rounds * nranks <= 2^16 (a ring round has 4(n-1) steps, so
+ * a schedule stays below ~2^18 steps, ~25 MB). Past the bound, messages grow beyond chunk_bytes. */
 #define STRATA_COLL_MAX_ROUNDS 4096u
+#define STRATA_COLL_MAX_ROUNDS_X_RANKS 65536u
 /* Staging slots per pool: how many receives may be landing/reducing at once. */
 #define STRATA_COLL_SLOTS 4u
 /* In-flight rounds of the ring reduce-scatter (each holds two partial-sum slots). */

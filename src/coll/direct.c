@@ -7,7 +7,8 @@
  * Memory (B = count * elem bytes):
  *  - reduce_scatter: blocks from the n-1 peers land in scratch ((n-1)*B) so they can all arrive
  *    at once; a chain of local reductions folds them into RECV, starting from SEND block rank.
- *    In place means RECV == SEND + rank*B, which only that chain reads and writes.
+ *    In place means RECV == SEND + rank*B (NCCL), which only that chain reads and writes, or
+ *    RECV == SEND (the other form strata.h allows): the chain starts after block 0 was sent.
  *  - allgather: in place means SEND == RECV + rank*B; otherwise the own block is copied.
  *  - gather / scatter: in place at the root means SEND == RECV + root*B (gather) and
  *    RECV == SEND + root*B (scatter).
@@ -35,11 +36,13 @@ int strata_build_reduce_scatter_direct(const strata_sched_params *p, strata_sche
     return strata_schedule_status(s);
   }
   s->scratch_bytes = (uint64_t)(n - 1) * block;
-  int *got = malloc((size_t)n * sizeof *got);
+  int *got = malloc((size_t)n * sizeof *got), sent_block0 = -1;
   if (!got) return STRATA_ERR_NO_MEMORY;
   for (int k = 1; k < n; k++) {
     const int to = strata_mod(r + k, n), from = strata_mod(r - k, n);
-    strata_sched_send(s, to, strata_ref(STRATA_BUF_SEND, (uint64_t)to * block), block, NULL, 0);
+    int sent =
+        strata_sched_send(s, to, strata_ref(STRATA_BUF_SEND, (uint64_t)to * block), block, NULL, 0);
+    if (to == 0) sent_block0 = sent;
     got[k] = strata_sched_recv(s, from, strata_ref(STRATA_BUF_SCRATCH, (uint64_t)(k - 1) * block),
                                block, NULL, 0);
   }
@@ -50,6 +53,7 @@ int strata_build_reduce_scatter_direct(const strata_sched_params *p, strata_sche
     strata_deps_clear(&d);
     strata_deps_add(&d, last);
     strata_deps_add(&d, got[k]);
+    strata_deps_add(&d, sent_block0); /* in place with RECV == SEND: block 0 must have left */
     last = strata_sched_reduce(s, acc, strata_ref(STRATA_BUF_SCRATCH, (uint64_t)(k - 1) * block),
                                strata_ref(STRATA_BUF_RECV, 0), block, d.idx, d.n);
     acc = strata_ref(STRATA_BUF_RECV, 0);

@@ -15,8 +15,10 @@
  *    first send of seg r (read from SEND = RECV) left: that is an explicit dependency.
  *  - reduce_scatter: SEND is read-only (n blocks), RECV holds one block; partial sums travel
  *    through scratch slots, two per round (one being sent, one being received), for at most
- *    STRATA_COLL_RING_WINDOW rounds in flight. In place means RECV == SEND + rank*B; SEND block
- *    `rank` is read only by the final reduction, which writes the same bytes.
+ *    STRATA_COLL_RING_WINDOW rounds in flight. In place means RECV == SEND + rank*B (NCCL): SEND
+ *    block `rank` is read only by the final reduction, which writes the same bytes; or RECV ==
+ *    SEND (the other form strata.h allows): the final reduction of a round then waits for the
+ *    round's reads of SEND block 0.
  *  - allgather: in place means SEND == RECV + rank*B; otherwise the own block is copied first.
  *  - broadcast (chain root → root+1 → ...): root sends from SEND, others receive into RECV and
  *    forward it; in place at the root means SEND == RECV.
@@ -132,10 +134,13 @@ int strata_build_reduce_scatter_ring(const strata_sched_params *p, strata_schedu
       strata_pool_init(&slots, 0, ceil_div(p->count, rounds) * p->elem_size, 2 * window);
   strata_round_step *order = strata_coll_order((uint32_t)rounds, steps, window, steps);
   int32_t *got = malloc(rounds * steps * sizeof *got);
-  if (!order || !got) {
-    free(order), free(got);
+  int32_t *rreads0 =
+      malloc(rounds * sizeof *rreads0); /* per round: the step reading SEND block 0 */
+  if (!order || !got || !rreads0) {
+    free(order), free(got), free(rreads0);
     return STRATA_ERR_NO_MEMORY;
   }
+  for (uint64_t rd = 0; rd < rounds; rd++) rreads0[rd] = -1;
   const int left = strata_mod(r - 1, n), right = strata_mod(r + 1, n);
   for (uint64_t i = 0; i < rounds * steps; i++) {
     const uint32_t rd = order[i].round, t = order[i].step;
@@ -155,16 +160,19 @@ int strata_build_reduce_scatter_ring(const strata_sched_params *p, strata_schedu
     }
     int sent = strata_sched_send(s, right, src, bytes, d.idx, d.n);
     if (t > 0) slots.last[slot_prev] = sent;
+    if (t == 0 && block_send == 0) rreads0[rd] = sent;
     strata_deps_clear(&d);
     strata_deps_add(&d, slots.last[slot]);
     const int final = t == steps - 1;
+    if (final) strata_deps_add(&d, rreads0[rd]); /* RECV may be SEND block 0 (in place) */
     strata_bufref dst = final ? strata_ref(STRATA_BUF_RECV, off) : strata_pool_ref(&slots, slot);
     rgot[t] = strata_sched_recv_reduce(s, left,
                                        strata_ref(STRATA_BUF_SEND, block_recv * block_bytes + off),
                                        dst, strata_pool_ref(&slots, slot), bytes, d.idx, d.n);
     slots.last[slot] = rgot[t];
+    if (!final && block_recv == 0) rreads0[rd] = rgot[t];
   }
-  free(order), free(got);
+  free(order), free(got), free(rreads0);
   return strata_schedule_status(s);
 }
 

@@ -153,7 +153,10 @@ uint64_t strata_coll_rounds(const strata_sched_params *p, uint64_t count, uint64
   if (per_round / parts != chunk_elems) return 1; /* overflow: one round carries everything */
   uint64_t rounds = count / per_round + (count % per_round ? 1 : 0);
   if (rounds < 1) rounds = 1;
-  if (rounds > STRATA_COLL_MAX_ROUNDS) rounds = STRATA_COLL_MAX_ROUNDS;
+  uint64_t cap = STRATA_COLL_MAX_ROUNDS_X_RANKS / (uint64_t)p->nranks;
+  if (cap > STRATA_COLL_MAX_ROUNDS) cap = STRATA_COLL_MAX_ROUNDS;
+  if (cap < 1) cap = 1;
+  if (rounds > cap) rounds = cap;
   return rounds;
 }
 
