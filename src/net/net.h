@@ -14,6 +14,8 @@ typedef struct strata_net {
   strata_transport *tcp;   /* NULL when nranks == 1 */
   strata_transport *shm;   /* NULL when disabled or no peer shares the host */
   strata_transport **peer; /* [nranks]: the transport for each peer; NULL for ourselves */
+  int *is_local;           /* [nranks]: 1 if rank q shares our host (same boot, same network,
+                              mount and pid namespaces), whatever transport carries its data */
 } strata_net;
 
 /* Publish this rank's listening address in the store, connect to every peer with
@@ -24,5 +26,10 @@ typedef struct strata_net {
 int strata_net_open(const strata_config *cfg, int rank, int nranks, strata_store *store,
                     strata_net *out, char *err, size_t err_len);
 void strata_net_close(strata_net *net);
+
+/* This process's host identity as published under "<job_id>/host/<rank>": hostname, boot id
+ * and the inodes of the network, mount and pid namespaces. Equal strings = shared memory and
+ * loopback reach each other. Returns STRATA_OK (never fails; unknown parts print as "?"). */
+int strata_net_host_identity(char *out, size_t len);
 
 #endif

@@ -11,6 +11,10 @@
 #include "net/transport.h"
 #include "strata.h"
 
+/* Messages of at least this many bytes are cut into one stripe per stream; smaller ones travel
+ * whole on stream (msg_seq % streams). */
+#define STRATA_TCP_STRIPE_MIN_BYTES (256u * 1024u)
+
 /* Listen, publish "<job_id>/addr/<rank>" in the store, connect/accept every peer with
  * cfg->tcp_streams streams each, authenticate. On success *out is the transport. */
 int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store *store,

@@ -1,0 +1,65 @@
+/*
+ * handshake.h — the mutual, authenticated handshake that opens every TCP connection between two
+ * ranks (see handshake.c for the protocol). It is a non-blocking state machine so one poll loop
+ * can drive many connections at once, and a peer that connects and says nothing costs a slot,
+ * never a hang.
+ */
+#ifndef STRATA_NET_HANDSHAKE_H
+#define STRATA_NET_HANDSHAKE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net/wire.h"
+
+/* What this process says about itself; shared by all its handshakes. */
+typedef struct strata_handshake_params {
+  char job_id[STRATA_WIRE_JOB_ID_BYTES]; /* NUL-padded */
+  uint8_t key[STRATA_WIRE_KEY_BYTES];    /* SHA-256 of the job secret */
+  uint32_t version;                      /* announced protocol version */
+  int rank, nranks, streams;
+} strata_handshake_params;
+
+typedef struct strata_handshake {
+  const strata_handshake_params *params;
+  int fd;
+  int peer_rank; /* expected (connecting side) or learned from HELLO (accepting side; -1 until) */
+  int stream;    /* expected (connecting side) or learned (accepting side; -1 until) */
+  int accepting; /* 1: we accepted this connection, the peer must be a higher rank */
+  int stage;     /* handshake.c's enum */
+  int status;    /* STRATA_ERR_IN_PROGRESS until done; then STRATA_OK or the failure */
+  int reject_status; /* the failure we are reporting while the REJECT drains */
+  double linger_deadline_s;
+  uint8_t my_nonce[STRATA_WIRE_NONCE_BYTES];
+  uint8_t peer_nonce[STRATA_WIRE_NONCE_BYTES];
+  strata_wire_handshake out; /* the record being sent (wire order) */
+  size_t out_sent;           /* bytes of `out` sent; sizeof(out) = nothing pending */
+  strata_wire_handshake in;  /* the record being received (wire order until complete) */
+  size_t in_got;
+  char err[400]; /* why it failed, one sentence naming both ranks */
+} strata_handshake;
+
+/* Fill params; key = SHA-256(secret). Calls sodium_init(). Returns STRATA_OK or
+ * STRATA_ERR_SYSTEM (libsodium could not initialize) / STRATA_ERR_INVALID_ARG (job id too long). */
+int strata_handshake_params_init(strata_handshake_params *params, const char *job_id,
+                                 const char *secret, int rank, int nranks, int streams);
+
+/* Start a handshake on a connected non-blocking socket. peer_rank/stream >= 0: we connected to
+ * that rank for that stream; -1/-1: we accepted and learn them from the peer's HELLO. */
+void strata_handshake_start(strata_handshake *hs, const strata_handshake_params *params, int fd,
+                            int peer_rank, int stream);
+
+/* Do whatever I/O is possible without blocking. Returns STRATA_ERR_IN_PROGRESS (poll for
+ * strata_handshake_events() and call again), STRATA_OK (authenticated; hs->peer_rank and
+ * hs->stream name the connection; the socket carries frames from now on) or a failure:
+ * STRATA_ERR_VERSION / _JOB / _AUTH / _CONFIG / _PROTOCOL / _PEER_LOST / _SYSTEM with hs->err
+ * saying which check failed on which side. The caller owns and closes the fd either way. */
+int strata_handshake_advance(strata_handshake *hs);
+
+/* Fail a pending handshake whose deadline passed (STRATA_ERR_TIMEOUT, message in hs->err). */
+void strata_handshake_expire(strata_handshake *hs);
+
+/* POLLIN and/or POLLOUT: what advance() is waiting for. */
+short strata_handshake_events(const strata_handshake *hs);
+
+#endif

@@ -1,0 +1,185 @@
+/*
+ * net.c — connecting a communicator: the TCP mesh to every peer, shared memory to the peers on
+ * our host, and the choice of transport per peer.
+ *
+ * The TCP mesh is always built (for nranks > 1), even between ranks that will move their data
+ * through shared memory: it authenticates every peer and its control connection is how a dead
+ * rank is noticed. Locality is decided from host identities every rank publishes in the store
+ * ("<job>/host/<rank>" = "shm=<0|1> <identity>") before it joins the mesh. The identity is the
+ * hostname, the boot id and the inodes of the network, mount and pid namespaces: two containers
+ * on one machine are NOT local (their /dev/shm and pids are not shared), two ranks on one host
+ * are. Shared memory is used with a peer only when both sides enabled it, so the decision is the
+ * same on both ends of every pair — a one-sided choice would leave one side waiting forever.
+ *
+ * With STRATA_LOG=info each rank prints one line per peer, like NCCL_DEBUG=INFO:
+ *     rank 0 -> rank 1 via shm
+ *     rank 0 -> rank 2 via tcp (4 streams, 10.0.0.2:40123)
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "net/net.h"
+#include "net/shm.h"
+#include "net/tcp.h"
+
+enum { NET_IDENTITY_BYTES = 512 };
+
+static unsigned long long namespace_inode(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (unsigned long long)st.st_ino : 0;
+}
+
+int strata_net_host_identity(char *out, size_t len) {
+  char host[256] = "?", boot[64] = "?";
+  if (gethostname(host, sizeof host - 1) != 0) strcpy(host, "?");
+  host[sizeof host - 1] = '\0';
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (!fgets(boot, sizeof boot, f)) strcpy(boot, "?");
+    boot[strcspn(boot, "\n")] = '\0';
+    fclose(f);
+  }
+  snprintf(out, len, "%s|%s|net:%llu|mnt:%llu|pid:%llu", host, boot,
+           namespace_inode("/proc/self/ns/net"), namespace_inode("/proc/self/ns/mnt"),
+           namespace_inode("/proc/self/ns/pid"));
+  return STRATA_OK;
+}
+
+static int net_error(char *err, size_t err_len, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int net_error(char *err, size_t err_len, int status, const char *fmt, ...) {
+  if (err && err_len) {
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(err, err_len, fmt, args);
+    va_end(args);
+  }
+  return status;
+}
+
+static int publish_identity(const strata_config *cfg, int rank, strata_store *store, char *identity,
+                            size_t len, char *err, size_t err_len) {
+  char mine[NET_IDENTITY_BYTES - 8];
+  strata_net_host_identity(mine, sizeof mine);
+  snprintf(identity, len, "shm=%d %s", cfg->shm_enabled ? 1 : 0, mine);
+  char key[128];
+  snprintf(key, sizeof key, "%s/host/%d", cfg->job_id, rank);
+  int status = strata_store_set(store, key, identity, strlen(identity));
+  if (status != STRATA_OK)
+    return net_error(err, err_len, status, "rank %d: cannot publish its host identity: %s", rank,
+                     strata_strerror(status));
+  return STRATA_OK;
+}
+
+/* Read a value of the store as a string (truncated to len - 1). */
+static int store_get_string(strata_store *store, const char *key, double timeout_s, char *out,
+                            size_t len) {
+  void *value = NULL;
+  size_t value_len = 0;
+  int status = strata_store_get(store, key, &value, &value_len, timeout_s);
+  if (status != STRATA_OK) return status;
+  snprintf(out, len, "%.*s", (int)(value_len < len ? value_len : len - 1), (const char *)value);
+  free(value);
+  return STRATA_OK;
+}
+
+/* is_local[q] from the identities; shm_with[q] = local and both sides enabled shm. Every peer
+ * published before joining the mesh, which has completed, so these reads do not wait. */
+static int read_identities(const strata_config *cfg, strata_net *net, strata_store *store,
+                           const char *mine, int *shm_with, char *err, size_t err_len) {
+  const char *my_identity = strchr(mine, ' ') + 1;
+  for (int q = 0; q < net->nranks; q++) {
+    if (q == net->rank) continue;
+    char key[128], theirs[NET_IDENTITY_BYTES];
+    snprintf(key, sizeof key, "%s/host/%d", cfg->job_id, q);
+    int status = store_get_string(store, key, cfg->timeout_s, theirs, sizeof theirs);
+    if (status != STRATA_OK)
+      return net_error(err, err_len, status, "rank %d: cannot read rank %d's host identity: %s",
+                       net->rank, q, strata_strerror(status));
+    const char *space = strchr(theirs, ' ');
+    net->is_local[q] = space && strcmp(space + 1, my_identity) == 0;
+    shm_with[q] = net->is_local[q] && cfg->shm_enabled && strncmp(theirs, "shm=1", 5) == 0;
+  }
+  return STRATA_OK;
+}
+
+static int log_enabled(const strata_config *cfg) {
+  return cfg->log_level >= STRATA_LOG_INFO || strata_log_get_level() >= STRATA_LOG_INFO;
+}
+
+static void log_routes(const strata_config *cfg, const strata_net *net, strata_store *store) {
+  if (!log_enabled(cfg)) return;
+  for (int q = 0; q < net->nranks; q++) {
+    if (q == net->rank) continue;
+    if (net->peer[q] == net->shm) {
+      strata_log_write(STRATA_LOG_INFO, net->rank, "rank %d -> rank %d via shm", net->rank, q);
+      continue;
+    }
+    char key[128], address[300] = "?";
+    snprintf(key, sizeof key, "%s/addr/%d", cfg->job_id, q);
+    store_get_string(store, key, 1.0, address, sizeof address);
+    strata_log_write(STRATA_LOG_INFO, net->rank, "rank %d -> rank %d via tcp (%d stream%s, %s)%s",
+                     net->rank, q, cfg->tcp_streams, cfg->tcp_streams == 1 ? "" : "s", address,
+                     net->is_local[q] ? " [same host]" : "");
+  }
+}
+
+static int open_transports(const strata_config *cfg, strata_net *net, strata_store *store,
+                           char *err, size_t err_len) {
+  char identity[NET_IDENTITY_BYTES];
+  int status = publish_identity(cfg, net->rank, store, identity, sizeof identity, err, err_len);
+  if (status == STRATA_OK)
+    status = strata_tcp_open(cfg, net->rank, net->nranks, store, &net->tcp, err, err_len);
+  if (status != STRATA_OK) return status;
+  int *shm_with = calloc((size_t)net->nranks, sizeof *shm_with);
+  if (!shm_with) return net_error(err, err_len, STRATA_ERR_NO_MEMORY, "out of memory");
+  status = read_identities(cfg, net, store, identity, shm_with, err, err_len);
+  int any_shm = 0;
+  for (int q = 0; q < net->nranks; q++) any_shm |= shm_with[q];
+  if (status == STRATA_OK && any_shm)
+    status = strata_shm_open(cfg, net->rank, net->nranks, store, shm_with, &net->shm, err, err_len);
+  for (int q = 0; status == STRATA_OK && q < net->nranks; q++)
+    if (q != net->rank) net->peer[q] = shm_with[q] && net->shm ? net->shm : net->tcp;
+  free(shm_with);
+  return status;
+}
+
+int strata_net_open(const strata_config *cfg, int rank, int nranks, strata_store *store,
+                    strata_net *out, char *err, size_t err_len) {
+  if (err && err_len) err[0] = '\0';
+  if (!out) return STRATA_ERR_INVALID_ARG;
+  memset(out, 0, sizeof *out);
+  if (!cfg || nranks < 1 || rank < 0 || rank >= nranks || (nranks > 1 && !store))
+    return net_error(err, err_len, STRATA_ERR_INVALID_ARG, "strata_net_open: invalid arguments");
+  out->rank = rank;
+  out->nranks = nranks;
+  out->peer = calloc((size_t)nranks, sizeof *out->peer);
+  out->is_local = calloc((size_t)nranks, sizeof *out->is_local);
+  if (!out->peer || !out->is_local) {
+    strata_net_close(out);
+    return net_error(err, err_len, STRATA_ERR_NO_MEMORY, "out of memory");
+  }
+  out->is_local[rank] = 1;
+  if (nranks == 1) return STRATA_OK;
+  int status = open_transports(cfg, out, store, err, err_len);
+  if (status != STRATA_OK) {
+    strata_net_close(out);
+    return status;
+  }
+  log_routes(cfg, out, store);
+  return STRATA_OK;
+}
+
+void strata_net_close(strata_net *net) {
+  if (!net) return;
+  if (net->shm) net->shm->ops->destroy(net->shm);
+  if (net->tcp) net->tcp->ops->destroy(net->tcp);
+  free(net->peer);
+  free(net->is_local);
+  memset(net, 0, sizeof *net);
+}

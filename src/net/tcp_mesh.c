@@ -1,0 +1,477 @@
+/*
+ * tcp_mesh.c — connecting every pair of ranks with `streams` data connections and one control
+ * connection, each authenticated by the handshake (handshake.c).
+ *
+ * Rank p listens on its advertised host (port 0), publishes "<job>/addr/<p>" = "host:port" in the
+ * store, dials every rank q < p (streams + 1 connections, the stream index travels in the HELLO)
+ * and accepts from every q > p. Publishing happens before any dialing and addresses are only read
+ * for lower ranks, so no rank waits on one that waits on it.
+ *
+ * One poll loop drives everything at once: non-blocking connects (retried while the peer is not
+ * listening yet), the accept queue and every handshake. A connection that sends garbage is
+ * refused and dropped; one that says nothing just occupies a slot until the deadline — neither
+ * can stall the others. A handshake that fails on a check (version, job, secret, world size)
+ * fails the whole open at once with the handshake's sentence, because the job is misconfigured
+ * and waiting would only turn a clear message into a timeout. A dialed connection that the peer
+ * merely closed is a weaker signal (the peer may itself have just failed on another connection
+ * with the precise reason), so it is reported only if nothing more precise arrives within
+ * MESH_SOFT_ERROR_GRACE_S.
+ *
+ * Must never: block past cfg->timeout_s, or leak a socket on any path.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "net/handshake.h"
+#include "net/tcp_mesh.h"
+
+static const double MESH_CONNECT_RETRY_S = 0.05;
+static const double MESH_SOFT_ERROR_GRACE_S = 0.5;
+static const int MESH_POLL_SLICE_MS = 100;
+
+enum { CONN_RETRY_WAIT, CONN_CONNECTING, CONN_HANDSHAKE, CONN_FINISHED };
+
+typedef struct mesh_conn {
+  int fd;
+  int dialing; /* 1: we connect to (peer, stream); 0: accepted, learned from the HELLO */
+  int peer, stream;
+  int phase;
+  int last_errno; /* of the last failed connect attempt */
+  double retry_at_s;
+  struct sockaddr_storage addr;
+  socklen_t addr_len;
+  char addr_text[300];
+  strata_handshake hs;
+} mesh_conn;
+
+typedef struct mesh {
+  const strata_config *cfg;
+  int rank, nranks, streams;
+  strata_handshake_params params;
+  int *fds;
+  int connected, expected;
+  int listen_fd;
+  mesh_conn *conns;
+  size_t nconns, conns_cap;
+  struct pollfd *pollfds;
+  double deadline_s;
+  int hard_status; /* first check that failed: ends the open at once */
+  int soft_status; /* a dialed connection was closed: ends it after the grace */
+  double soft_deadline_s;
+  char *err;
+  size_t err_len;
+} mesh;
+
+static int mesh_error(mesh *m, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int mesh_error(mesh *m, int status, const char *fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  if (m->err && m->err_len) vsnprintf(m->err, m->err_len, fmt, args);
+  va_end(args);
+  return status;
+}
+
+static void set_buffers(int fd, size_t bytes) {
+  if (bytes == 0) return;
+  int value = bytes > (size_t)0x7fffffff ? 0x7fffffff : (int)bytes;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, sizeof value);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, sizeof value);
+}
+
+static void set_nodelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/* ---- listening and publishing ---- */
+
+static int listen_on(mesh *m, const char *host, char *published, size_t published_len) {
+  struct addrinfo hints = {
+      .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+  struct addrinfo *ai = NULL;
+  int gai = getaddrinfo(host, "0", &hints, &ai);
+  if (gai != 0)
+    return mesh_error(m, STRATA_ERR_CONFIG, "rank %d: cannot resolve advertised host \"%s\": %s",
+                      m->rank, host, gai_strerror(gai));
+  int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    freeaddrinfo(ai);
+    return mesh_error(m, STRATA_ERR_SYSTEM, "rank %d: socket: %s", m->rank, strerror(errno));
+  }
+  set_buffers(fd, m->cfg->tcp_buffer_bytes); /* accepted sockets inherit them */
+  int bound = bind(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+  if (!bound && errno == EADDRNOTAVAIL) {
+    /* advertised address is not ours (NAT, port forwarding): listen on every interface */
+    struct sockaddr_storage any = {.ss_family = (sa_family_t)ai->ai_family};
+    socklen_t len =
+        ai->ai_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    bound = bind(fd, (struct sockaddr *)&any, len) == 0;
+  }
+  freeaddrinfo(ai);
+  if (!bound || listen(fd, SOMAXCONN) != 0) {
+    int saved = errno;
+    close(fd);
+    return mesh_error(m, STRATA_ERR_SYSTEM, "rank %d: cannot listen on %s: %s", m->rank, host,
+                      strerror(saved));
+  }
+  struct sockaddr_storage local;
+  socklen_t local_len = sizeof local;
+  getsockname(fd, (struct sockaddr *)&local, &local_len);
+  int port = local.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&local)->sin6_port)
+                                         : ntohs(((struct sockaddr_in *)&local)->sin_port);
+  snprintf(published, published_len, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+  m->listen_fd = fd;
+  return STRATA_OK;
+}
+
+static int publish_address(mesh *m, strata_store *store) {
+  char host[256];
+  if (m->cfg->advertise_host[0]) {
+    snprintf(host, sizeof host, "%s", m->cfg->advertise_host);
+  } else if (strata_store_local_host(store, host, sizeof host) != STRATA_OK) {
+    snprintf(host, sizeof host, "127.0.0.1");
+  }
+  char address[300];
+  int status = listen_on(m, host, address, sizeof address);
+  if (status != STRATA_OK) return status;
+  char key[128];
+  snprintf(key, sizeof key, "%s/addr/%d", m->cfg->job_id, m->rank);
+  status = strata_store_set(store, key, address, strlen(address));
+  if (status != STRATA_OK)
+    return mesh_error(m, status, "rank %d: cannot publish its address in the store: %s", m->rank,
+                      strata_strerror(status));
+  STRATA_LOG(STRATA_LOG_DEBUG, m->rank, "listening on %s", address);
+  return STRATA_OK;
+}
+
+/* ---- dialing ---- */
+
+static mesh_conn *conn_add(mesh *m) {
+  if (m->nconns == m->conns_cap) {
+    size_t cap = m->conns_cap ? 2 * m->conns_cap : 16;
+    mesh_conn *conns = realloc(m->conns, cap * sizeof *conns);
+    struct pollfd *pollfds = realloc(m->pollfds, (cap + 1) * sizeof *pollfds);
+    if (conns) m->conns = conns;
+    if (pollfds) m->pollfds = pollfds;
+    if (!conns || !pollfds) return NULL;
+    m->conns_cap = cap;
+  }
+  mesh_conn *c = &m->conns[m->nconns++];
+  memset(c, 0, sizeof *c);
+  c->fd = -1;
+  return c;
+}
+
+/* Split "host:port" or "[v6]:port". */
+static int parse_address(const char *text, char *host, size_t host_len, char *port,
+                         size_t port_len) {
+  const char *colon;
+  if (text[0] == '[') {
+    const char *close = strchr(text, ']');
+    if (!close || close[1] != ':') return -1;
+    snprintf(host, host_len, "%.*s", (int)(close - text - 1), text + 1);
+    colon = close + 1;
+  } else {
+    colon = strrchr(text, ':');
+    if (!colon) return -1;
+    snprintf(host, host_len, "%.*s", (int)(colon - text), text);
+  }
+  snprintf(port, port_len, "%s", colon + 1);
+  return host[0] && port[0] ? 0 : -1;
+}
+
+static int peer_sockaddr(mesh *m, strata_store *store, int peer, struct sockaddr_storage *addr,
+                         socklen_t *addr_len, char *text, size_t text_len) {
+  char key[128];
+  snprintf(key, sizeof key, "%s/addr/%d", m->cfg->job_id, peer);
+  void *value = NULL;
+  size_t len = 0;
+  double left = m->deadline_s - strata_now_s();
+  int status = strata_store_get(store, key, &value, &len, left > 0 ? left : 0);
+  if (status != STRATA_OK)
+    return mesh_error(m, status, "rank %d: rank %d never published its address (%s): %s", m->rank,
+                      peer, key, strata_strerror(status));
+  snprintf(text, text_len, "%.*s", (int)(len < text_len ? len : text_len - 1), (char *)value);
+  free(value);
+  char host[256], port[32];
+  if (parse_address(text, host, sizeof host, port, sizeof port) != 0)
+    return mesh_error(m, STRATA_ERR_PROTOCOL, "rank %d: rank %d published a bad address \"%s\"",
+                      m->rank, peer, text);
+  struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+  struct addrinfo *ai = NULL;
+  int gai = getaddrinfo(host, port, &hints, &ai);
+  if (gai != 0)
+    return mesh_error(m, STRATA_ERR_CONFIG, "rank %d: cannot resolve rank %d's address %s: %s",
+                      m->rank, peer, text, gai_strerror(gai));
+  memcpy(addr, ai->ai_addr, ai->ai_addrlen);
+  *addr_len = ai->ai_addrlen;
+  freeaddrinfo(ai);
+  return STRATA_OK;
+}
+
+static void conn_close(mesh_conn *c) {
+  if (c->fd >= 0) close(c->fd);
+  c->fd = -1;
+}
+
+/* One connect attempt; on an immediate failure schedule a retry. */
+static void conn_dial(mesh *m, mesh_conn *c) {
+  conn_close(c);
+  c->fd = socket(c->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (c->fd >= 0) {
+    set_buffers(c->fd, m->cfg->tcp_buffer_bytes); /* before connect: window scaling */
+    set_nodelay(c->fd);
+    if (connect(c->fd, (struct sockaddr *)&c->addr, c->addr_len) == 0 || errno == EINPROGRESS) {
+      c->phase = CONN_CONNECTING;
+      return;
+    }
+  }
+  c->last_errno = errno;
+  conn_close(c);
+  c->phase = CONN_RETRY_WAIT;
+  c->retry_at_s = strata_now_s() + MESH_CONNECT_RETRY_S;
+}
+
+static int dial_lower_ranks(mesh *m, strata_store *store) {
+  for (int peer = 0; peer < m->rank; peer++) {
+    struct sockaddr_storage addr;
+    socklen_t addr_len = 0;
+    char text[300];
+    int status = peer_sockaddr(m, store, peer, &addr, &addr_len, text, sizeof text);
+    if (status != STRATA_OK) return status;
+    for (int stream = 0; stream <= m->streams; stream++) {
+      mesh_conn *c = conn_add(m);
+      if (!c) return mesh_error(m, STRATA_ERR_NO_MEMORY, "rank %d: out of memory", m->rank);
+      c->dialing = 1;
+      c->peer = peer;
+      c->stream = stream;
+      c->addr = addr;
+      c->addr_len = addr_len;
+      snprintf(c->addr_text, sizeof c->addr_text, "%s", text);
+      conn_dial(m, c);
+    }
+  }
+  return STRATA_OK;
+}
+
+/* ---- the loop ---- */
+
+static void accept_all(mesh *m) {
+  for (;;) {
+    int fd = accept4(m->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return; /* EAGAIN, or a transient error: try again on the next wakeup */
+    mesh_conn *c = conn_add(m);
+    if (!c) {
+      close(fd);
+      return;
+    }
+    set_nodelay(fd);
+    c->fd = fd;
+    c->peer = c->stream = -1;
+    c->phase = CONN_HANDSHAKE;
+    strata_handshake_start(&c->hs, &m->params, fd, -1, -1);
+  }
+}
+
+static int is_check_failure(int status) {
+  return status == STRATA_ERR_VERSION || status == STRATA_ERR_JOB || status == STRATA_ERR_AUTH ||
+         status == STRATA_ERR_CONFIG || status == STRATA_ERR_SYSTEM;
+}
+
+static void handshake_finished(mesh *m, mesh_conn *c, int status) {
+  c->phase = CONN_FINISHED;
+  if (status == STRATA_OK) {
+    int *slot = &m->fds[c->hs.peer_rank * (m->streams + 1) + c->hs.stream];
+    if (*slot < 0) {
+      *slot = c->fd;
+      c->fd = -1;
+      m->connected++;
+      return;
+    }
+    STRATA_LOG(STRATA_LOG_WARN, m->rank, "rank %d opened stream %d twice; closing the second",
+               c->hs.peer_rank, c->hs.stream);
+  } else if (is_check_failure(status) || (c->dialing && status != STRATA_ERR_PEER_LOST)) {
+    if (!m->hard_status) {
+      m->hard_status = status;
+      mesh_error(m, status, "%s", c->hs.err);
+    }
+  } else if (c->dialing) {
+    if (!m->soft_status) {
+      m->soft_status = status;
+      m->soft_deadline_s = strata_now_s() + MESH_SOFT_ERROR_GRACE_S;
+      mesh_error(m, status, "%s", c->hs.err);
+    }
+  } else {
+    STRATA_LOG(STRATA_LOG_WARN, m->rank, "%s", c->hs.err);
+  }
+  conn_close(c);
+}
+
+static void conn_connected(mesh *m, mesh_conn *c) {
+  int so_error = 0;
+  socklen_t len = sizeof so_error;
+  getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
+  if (so_error != 0) {
+    c->last_errno = so_error;
+    conn_close(c);
+    c->phase = CONN_RETRY_WAIT;
+    c->retry_at_s = strata_now_s() + MESH_CONNECT_RETRY_S;
+    return;
+  }
+  c->phase = CONN_HANDSHAKE;
+  strata_handshake_start(&c->hs, &m->params, c->fd, c->peer, c->stream);
+}
+
+static void conn_step(mesh *m, mesh_conn *c, short revents, double now) {
+  if (c->phase == CONN_RETRY_WAIT) {
+    if (now >= c->retry_at_s) conn_dial(m, c);
+    return;
+  }
+  if (c->phase == CONN_CONNECTING) {
+    if (revents) conn_connected(m, c);
+    if (c->phase != CONN_HANDSHAKE) return;
+  }
+  int status = strata_handshake_advance(&c->hs);
+  if (status != STRATA_ERR_IN_PROGRESS) handshake_finished(m, c, status);
+}
+
+static short conn_events(const mesh_conn *c) {
+  if (c->phase == CONN_CONNECTING) return POLLOUT;
+  if (c->phase == CONN_HANDSHAKE) return strata_handshake_events(&c->hs);
+  return 0;
+}
+
+static void conns_compact(mesh *m) {
+  size_t kept = 0;
+  for (size_t i = 0; i < m->nconns; i++)
+    if (m->conns[i].phase != CONN_FINISHED) m->conns[kept++] = m->conns[i];
+  m->nconns = kept;
+}
+
+static int poll_once(mesh *m) {
+  double now = strata_now_s();
+  double wake_s = m->deadline_s;
+  if (m->soft_status && m->soft_deadline_s < wake_s) wake_s = m->soft_deadline_s;
+  m->pollfds[0] = (struct pollfd){.fd = m->listen_fd, .events = POLLIN};
+  for (size_t i = 0; i < m->nconns; i++) {
+    mesh_conn *c = &m->conns[i];
+    m->pollfds[i + 1] = (struct pollfd){.fd = c->fd, .events = conn_events(c)};
+    if (c->phase == CONN_RETRY_WAIT && c->retry_at_s < wake_s) wake_s = c->retry_at_s;
+  }
+  int timeout_ms = (int)((wake_s - now) * 1000) + 1;
+  if (timeout_ms > MESH_POLL_SLICE_MS) timeout_ms = MESH_POLL_SLICE_MS;
+  if (timeout_ms < 0) timeout_ms = 0;
+  int ready = poll(m->pollfds, m->nconns + 1, timeout_ms);
+  if (ready < 0 && errno != EINTR)
+    return mesh_error(m, STRATA_ERR_SYSTEM, "rank %d: poll: %s", m->rank, strerror(errno));
+  now = strata_now_s();
+  size_t nconns = m->nconns; /* accept_all may append; those are polled next round */
+  if (ready > 0 && (m->pollfds[0].revents & POLLIN)) accept_all(m);
+  for (size_t i = 0; i < nconns; i++) {
+    short revents = ready > 0 ? m->pollfds[i + 1].revents : 0;
+    mesh_conn *c = &m->conns[i];
+    if (c->phase == CONN_RETRY_WAIT || revents) conn_step(m, c, revents, now);
+  }
+  /* accepted connections that already sent their HELLO before we polled them */
+  for (size_t i = nconns; i < m->nconns; i++) conn_step(m, &m->conns[i], POLLIN, now);
+  conns_compact(m);
+  return STRATA_OK;
+}
+
+/* The deadline passed: name the first connection that is missing, and why. */
+static int timeout_error(mesh *m) {
+  double waited = m->cfg->timeout_s;
+  int silent = 0;
+  for (size_t i = 0; i < m->nconns; i++)
+    if (!m->conns[i].dialing) silent++;
+  for (int peer = 0; peer < m->nranks; peer++) {
+    for (int stream = 0; peer != m->rank && stream <= m->streams; stream++) {
+      if (m->fds[peer * (m->streams + 1) + stream] >= 0) continue;
+      for (size_t i = 0; i < m->nconns; i++) {
+        mesh_conn *c = &m->conns[i];
+        if (!c->dialing || c->peer != peer || c->stream != stream) continue;
+        if (c->phase == CONN_HANDSHAKE) {
+          strata_handshake_expire(&c->hs);
+          return mesh_error(m, c->hs.status, "%s (%s, after %.1f s)", c->hs.err, c->addr_text,
+                            waited);
+        }
+        return mesh_error(m, STRATA_ERR_TIMEOUT,
+                          "rank %d: cannot connect to rank %d at %s within %.1f s: %s", m->rank,
+                          peer, c->addr_text, waited,
+                          c->last_errno ? strerror(c->last_errno) : "no answer");
+      }
+      return mesh_error(
+          m, STRATA_ERR_TIMEOUT,
+          "rank %d: rank %d did not connect within %.1f s (is it running, with the "
+          "same store and STRATA_JOB_ID?)%s",
+          m->rank, peer, waited,
+          silent ? "; a connection that never completed its handshake was ignored" : "");
+    }
+  }
+  return mesh_error(m, STRATA_ERR_TIMEOUT, "rank %d: connecting timed out", m->rank);
+}
+
+static int mesh_run(mesh *m, strata_store *store) {
+  int status = publish_address(m, store);
+  if (status == STRATA_OK) status = dial_lower_ranks(m, store);
+  if (status != STRATA_OK) return status;
+  while (m->connected < m->expected) {
+    if (m->hard_status) return m->hard_status;
+    double now = strata_now_s();
+    if (m->soft_status && now >= m->soft_deadline_s) return m->soft_status;
+    if (now >= m->deadline_s) return timeout_error(m);
+    status = poll_once(m);
+    if (status != STRATA_OK) return status;
+  }
+  return STRATA_OK;
+}
+
+int strata_tcp_mesh_connect(const strata_config *cfg, int rank, int nranks, strata_store *store,
+                            unsigned version, int *fds, char *err, size_t err_len) {
+  mesh m = {.cfg = cfg,
+            .rank = rank,
+            .nranks = nranks,
+            .streams = cfg->tcp_streams,
+            .fds = fds,
+            .listen_fd = -1,
+            .err = err,
+            .err_len = err_len};
+  size_t nfds = (size_t)nranks * (size_t)(m.streams + 1);
+  for (size_t i = 0; i < nfds; i++) fds[i] = -1;
+  m.expected = (nranks - 1) * (m.streams + 1);
+  m.deadline_s = strata_now_s() + cfg->timeout_s;
+  int status =
+      strata_handshake_params_init(&m.params, cfg->job_id, cfg->secret, rank, nranks, m.streams);
+  if (status != STRATA_OK) {
+    return mesh_error(
+        &m, status, "rank %d: %s", rank,
+        status == STRATA_ERR_SYSTEM ? "libsodium failed to initialize" : "job id too long");
+  }
+  m.params.version = version;
+  m.pollfds = malloc(sizeof *m.pollfds);
+  status = m.pollfds ? mesh_run(&m, store) : STRATA_ERR_NO_MEMORY;
+  for (size_t i = 0; i < m.nconns; i++) conn_close(&m.conns[i]);
+  if (m.listen_fd >= 0) close(m.listen_fd);
+  free(m.conns);
+  free(m.pollfds);
+  sodium_memzero(m.params.key, sizeof m.params.key);
+  if (status != STRATA_OK) {
+    for (size_t i = 0; i < nfds; i++) {
+      if (fds[i] >= 0) close(fds[i]);
+      fds[i] = -1;
+    }
+  }
+  return status;
+}

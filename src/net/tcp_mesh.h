@@ -1,0 +1,22 @@
+/*
+ * tcp_mesh.h — building the TCP full mesh (tcp_mesh.c): listen, publish our address, dial every
+ * lower rank and accept every higher one, authenticate every connection. tcp.c then runs the
+ * data path over the resulting sockets.
+ */
+#ifndef STRATA_NET_TCP_MESH_H
+#define STRATA_NET_TCP_MESH_H
+
+#include <stddef.h>
+
+#include "boot/store.h"
+#include "strata.h"
+
+/* Connection (peer, stream) lives at fds[peer * (streams + 1) + stream]; stream == streams is
+ * the control connection. Entries for ourselves are -1. All sockets are non-blocking, close-on-
+ * exec, TCP_NODELAY, with SO_SNDBUF/SO_RCVBUF = cfg->tcp_buffer_bytes when nonzero.
+ * `version` is the protocol version to announce. On failure every socket is closed and err
+ * says what failed (which rank refused which, and why; or who never connected). */
+int strata_tcp_mesh_connect(const strata_config *cfg, int rank, int nranks, strata_store *store,
+                            unsigned version, int *fds, char *err, size_t err_len);
+
+#endif

@@ -1,0 +1,141 @@
+/* net_fixture.c — see net_fixture.h. */
+#include "helpers/net_fixture.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/core.h"
+
+static void run_child(const strata_net_fixture_rank *r, strata_net_fixture_fn fn,
+                      double deadline_s) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  alarm((unsigned)deadline_s + 2);
+  int rc = fn(r);
+  fflush(NULL);
+  _exit(rc);
+}
+
+static void describe(int rank, int status) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+    printf("  process %d exited with %d\n", rank, WEXITSTATUS(status));
+  else if (WIFSIGNALED(status))
+    printf("  process %d killed by signal %d\n", rank, WTERMSIG(status));
+}
+
+int strata_net_fixture_run(int nprocs, strata_net_fixture_fn fn, void *arg, double deadline_s,
+                           int *statuses) {
+  strata_store_server *server = NULL;
+  if (strata_store_server_start("127.0.0.1:0", &server) != STRATA_OK) {
+    printf("  fixture: cannot start the store\n");
+    return nprocs;
+  }
+  strata_net_fixture_rank r = {.nprocs = nprocs, .arg = arg};
+  snprintf(r.store_addr, sizeof r.store_addr, "127.0.0.1:%d", strata_store_server_port(server));
+  pid_t *pids = calloc((size_t)nprocs, sizeof *pids);
+  int *status = calloc((size_t)nprocs, sizeof *status);
+  fflush(NULL);
+  for (int i = 0; i < nprocs; i++) {
+    r.rank = i;
+    pids[i] = fork();
+    if (pids[i] == 0) run_child(&r, fn, deadline_s);
+  }
+  int failed = 0, left = nprocs;
+  double deadline = strata_now_s() + deadline_s;
+  while (left > 0) {
+    int st;
+    pid_t pid = waitpid(-1, &st, WNOHANG);
+    if (pid > 0) {
+      for (int i = 0; i < nprocs; i++)
+        if (pids[i] == pid) status[i] = st, pids[i] = 0, left--;
+      continue;
+    }
+    if (strata_now_s() > deadline) {
+      for (int i = 0; i < nprocs; i++) {
+        if (pids[i] <= 0) continue;
+        printf("  process %d still running at the %.0f s deadline: killed\n", i, deadline_s);
+        kill(pids[i], SIGKILL);
+        waitpid(pids[i], &status[i], 0);
+        status[i] = -1;
+        failed++;
+        pids[i] = 0;
+        left--;
+      }
+      break;
+    }
+    usleep(2000);
+  }
+  for (int i = 0; i < nprocs; i++) {
+    if (status[i] == -1) continue;
+    if (!WIFEXITED(status[i]) || WEXITSTATUS(status[i]) != 0) failed++, describe(i, status[i]);
+  }
+  if (statuses) memcpy(statuses, status, (size_t)nprocs * sizeof *status);
+  free(pids);
+  free(status);
+  strata_store_server_stop(server);
+  return failed;
+}
+
+void strata_net_fixture_config(const strata_net_fixture_rank *r, int nranks, strata_config *cfg) {
+  strata_config_init(cfg);
+  cfg->rank = r->rank;
+  cfg->world_size = nranks;
+  cfg->local_rank = r->rank;
+  snprintf(cfg->store_addr, sizeof cfg->store_addr, "%s", r->store_addr);
+  cfg->store_external = 1;
+  snprintf(cfg->job_id, sizeof cfg->job_id, "netfix");
+  snprintf(cfg->secret, sizeof cfg->secret, "fixture-secret");
+  snprintf(cfg->advertise_host, sizeof cfg->advertise_host, "127.0.0.1");
+  cfg->timeout_s = 10;
+  cfg->shm_enabled = 0;
+  cfg->tcp_streams = 1;
+  const char *log = getenv("STRATA_LOG");
+  if (log && !strcmp(log, "info")) cfg->log_level = STRATA_LOG_INFO;
+  if (log && !strcmp(log, "debug")) cfg->log_level = STRATA_LOG_DEBUG;
+  if (log && !strcmp(log, "trace")) cfg->log_level = STRATA_LOG_TRACE;
+  strata_log_set_level(cfg->log_level);
+}
+
+int strata_net_fixture_store(const strata_net_fixture_rank *r, strata_store **out) {
+  return strata_store_connect(r->store_addr, 10.0, out);
+}
+
+void strata_net_fixture_count_done(strata_xfer *x) {
+  (*(int *)x->user)++;
+}
+
+int strata_net_fixture_drive(strata_transport *t, const int *counter, int target, double timeout_s,
+                             int *failed_peer) {
+  double deadline = strata_now_s() + timeout_s;
+  while (*counter < target) {
+    int status = t->ops->progress(t, failed_peer);
+    if (status != STRATA_OK) return status;
+    if (*counter >= target) break;
+    if (strata_now_s() > deadline) return STRATA_ERR_TIMEOUT;
+    t->ops->wait(t, 1);
+  }
+  return STRATA_OK;
+}
+
+unsigned char strata_net_fixture_byte(int src, int msg, size_t i) {
+  uint64_t v = (uint64_t)i * 0x9E3779B97F4A7C15ull + (uint64_t)src * 0x100000001B3ull +
+               (uint64_t)msg * 0xC2B2AE3D27D4EB4Full;
+  return (unsigned char)(v >> 29);
+}
+
+void strata_net_fixture_fill(void *buf, size_t bytes, int src, int msg) {
+  unsigned char *b = buf;
+  for (size_t i = 0; i < bytes; i++) b[i] = strata_net_fixture_byte(src, msg, i);
+}
+
+size_t strata_net_fixture_check(const void *buf, size_t bytes, int src, int msg) {
+  const unsigned char *b = buf;
+  for (size_t i = 0; i < bytes; i++)
+    if (b[i] != strata_net_fixture_byte(src, msg, i)) return i;
+  return (size_t)-1;
+}
