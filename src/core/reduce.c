@@ -4,91 +4,85 @@
  *
  * These run on every byte a reducing collective moves, so they must keep up with memcpy. They
  * are plain loops, compiled twice from reduce_kernels.inc: once for the baseline instruction
- * set (SSE2 on x86-64, whatever the target is elsewhere) and once with AVX2 + F16C, chosen at
- * run time by strata_reduce_kernel(). No hand-written assembly; `bench/reduce_bench.c` measures
- * them beside memcpy.
+ * set (SSE2 on x86-64, whatever the target is elsewhere) and once with AVX2, chosen at run time
+ * by strata_reduce_kernel(). The AVX2 f16/bf16 kernels are written with intrinsics in
+ * reduce_avx2.c (F16C conversions fused with the operation). No hand-written assembly;
+ * `bench/reduce_bench.c` measures them beside memcpy.
  *
  * Semantics (the tests hold every one of these against a scalar reference):
  *   - integers: sum and prod wrap modulo 2^bits, for signed types too (computed unsigned);
  *   - floats: IEEE f32/f64 arithmetic, round to nearest even; f16 and bf16 are widened to f32,
  *     combined, and rounded once to nearest even (for +, * of two narrow values this equals the
  *     correctly rounded narrow result, since f32 has more than 2p+2 bits);
- *   - min/max of floats propagate NaN: if either input is NaN the result is NaN (a's NaN when a
- *     is one, else b's). They are commutative for everything else, signed zeros included:
- *     min(-0, +0) = -0 and max(-0, +0) = +0 in either order, so two ranks that combine the same
- *     pair in opposite order (recursive doubling) get bit-identical results;
+ *   - min/max of floats propagate NaN: if either input is NaN the result is a NaN (its sign and
+ *     payload are unspecified; f16/bf16 results are quiet). For everything else they are
+ *     commutative bit for bit, signed zeros included: min(-0, +0) = -0 and max(-0, +0) = +0 in
+ *     either order, so two ranks that combine the same pair in opposite order (recursive
+ *     doubling) get identical results;
  *   - aliasing: dst may be exactly a or b (or both); any other overlap is not allowed.
  * Kernels never allocate, never fail, and touch only count elements of each buffer. They assume
  * the default floating-point environment (round to nearest, no flush-to-zero).
  */
 #include "core/core.h"
 #include "core/half_bits.h"
+#include "core/reduce_internal.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define REDUCE_HAVE_AVX2 1
-#else
-#define REDUCE_HAVE_AVX2 0
-#endif
+enum { HALF_BLOCK_ELEMENTS = 256 };
 
-enum { REDUCE_OPS_WITH_KERNEL = 4, HALF_BLOCK_ELEMENTS = 256 };
-
-/* min/max with NaN propagation and ordered signed zeros. A NaN y already loses the comparison
- * and is picked; a NaN x needs the last select. Equal inputs (only +-0 can differ while comparing
- * equal) combine bitwise: OR keeps the sign for min, AND drops it for max. */
+/* min/max, NaN-propagating and commutative. `x < y ? x : y` is exactly what minps/minsd do
+ * (the second operand when unordered or equal), so each half compiles to one instruction; taken
+ * both ways round and OR-ed, the two agree bit for bit on ordinary inputs, give -0 for a pair of
+ * zeros of opposite sign, and give a NaN (exponent all ones, a nonzero mantissa bit from the NaN
+ * input) when either input is NaN. max is the mirror image with AND (+0 wins), which cannot
+ * keep a NaN, so an unordered pair forces all ones (a quiet NaN). */
 static inline float reduce_min_f32(float x, float y) {
-  float r = x < y ? x : y;
-  r = x == y ? strata_bits_f32(strata_f32_bits(x) | strata_f32_bits(y)) : r;
-  return x != x ? x : r;
+  float first = x < y ? x : y, second = y < x ? y : x;
+  return strata_bits_f32(strata_f32_bits(first) | strata_f32_bits(second));
 }
 
 static inline float reduce_max_f32(float x, float y) {
-  float r = x > y ? x : y;
-  r = x == y ? strata_bits_f32(strata_f32_bits(x) & strata_f32_bits(y)) : r;
-  return x != x ? x : r;
-}
-
-static inline uint64_t reduce_f64_bits(double d) {
-  uint64_t u;
-  memcpy(&u, &d, sizeof u);
-  return u;
-}
-
-static inline double reduce_bits_f64(uint64_t u) {
-  double d;
-  memcpy(&d, &u, sizeof d);
-  return d;
+  float first = x > y ? x : y, second = y > x ? y : x;
+  uint32_t nan = __builtin_isunordered(x, y) ? 0xffffffffu : 0u;
+  return strata_bits_f32((strata_f32_bits(first) & strata_f32_bits(second)) | nan);
 }
 
 static inline double reduce_min_f64(double x, double y) {
-  double r = x < y ? x : y;
-  r = x == y ? reduce_bits_f64(reduce_f64_bits(x) | reduce_f64_bits(y)) : r;
-  return x != x ? x : r;
+  double first = x < y ? x : y, second = y < x ? y : x;
+  uint64_t first_bits, second_bits;
+  memcpy(&first_bits, &first, sizeof first_bits);
+  memcpy(&second_bits, &second, sizeof second_bits);
+  first_bits |= second_bits;
+  memcpy(&first, &first_bits, sizeof first);
+  return first;
 }
 
 static inline double reduce_max_f64(double x, double y) {
-  double r = x > y ? x : y;
-  r = x == y ? reduce_bits_f64(reduce_f64_bits(x) & reduce_f64_bits(y)) : r;
-  return x != x ? x : r;
+  double first = x > y ? x : y, second = y > x ? y : x;
+  uint64_t first_bits, second_bits;
+  memcpy(&first_bits, &first, sizeof first_bits);
+  memcpy(&second_bits, &second, sizeof second_bits);
+  first_bits = (first_bits & second_bits) | (__builtin_isunordered(x, y) ? ~0ull : 0ull);
+  memcpy(&first, &first_bits, sizeof first);
+  return first;
 }
 
 /* the baseline build */
 #define KERNEL_ATTR
 #define KERNEL_SUFFIX generic
-#define KERNEL_F16C 0
+#define KERNEL_HALF_ELSEWHERE 0
 #include "core/reduce_kernels.inc"
 #undef KERNEL_ATTR
 #undef KERNEL_SUFFIX
-#undef KERNEL_F16C
+#undef KERNEL_HALF_ELSEWHERE
 
-#if REDUCE_HAVE_AVX2
+#if STRATA_REDUCE_HAVE_AVX2
 #define KERNEL_ATTR __attribute__((target("avx2,f16c")))
 #define KERNEL_SUFFIX avx2
-#define KERNEL_F16C 1
+#define KERNEL_HALF_ELSEWHERE 1
 #include "core/reduce_kernels.inc"
 #undef KERNEL_ATTR
 #undef KERNEL_SUFFIX
-#undef KERNEL_F16C
+#undef KERNEL_HALF_ELSEWHERE
 
 static int reduce_cpu_has_avx2(void) {
   __builtin_cpu_init();
@@ -108,8 +102,12 @@ strata_reduce_fn strata_reduce_kernel_isa(strata_dtype dtype, strata_op op, cons
   if (!reduce_args_valid(dtype, op) || !isa) return NULL;
   int column = op == STRATA_AVG ? STRATA_SUM : (int)op;
   if (strcmp(isa, "generic") == 0) return kernels_generic[dtype][column];
-#if REDUCE_HAVE_AVX2
-  if (strcmp(isa, "avx2") == 0 && reduce_cpu_has_avx2()) return kernels_avx2[dtype][column];
+#if STRATA_REDUCE_HAVE_AVX2
+  if (strcmp(isa, "avx2") == 0 && reduce_cpu_has_avx2()) {
+    if (dtype == STRATA_F16 || dtype == STRATA_BF16)
+      return strata_reduce_half_avx2_kernels[dtype == STRATA_BF16][column];
+    return kernels_avx2[dtype][column];
+  }
 #endif
   return NULL;
 }
