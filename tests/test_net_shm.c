@@ -32,6 +32,9 @@ static char store_addr[64];
 static int job_counter;
 static int jobs_run;
 static int failures;
+/* A job may expect strata_shm_open to fail on one rank (a local peer that never shows up). */
+static int open_fail_rank = -1;
+static double open_timeout_s = 10.0;
 
 #define CHECK(cond, ...)                                              \
   do {                                                                \
@@ -68,13 +71,20 @@ static int child_main(int rank, int nranks, const char *job_id, scenario_fn fn, 
   strata_config cfg;
   memset(&cfg, 0, sizeof cfg);
   snprintf(cfg.job_id, sizeof cfg.job_id, "%s", job_id);
-  cfg.timeout_s = 10.0;
+  cfg.timeout_s = open_timeout_s;
   int is_local[MAX_RANKS];
   for (int q = 0; q < nranks; q++) is_local[q] = 1;
   if (loc) loc(rank, nranks, is_local);
   char err[256];
   job j = {.rank = rank, .nranks = nranks, .arg = arg};
   rc = strata_shm_open(&cfg, rank, nranks, store, is_local, &j.t, err, sizeof err);
+  if (rank == open_fail_rank) {
+    strata_store_close(store);
+    if (rc == STRATA_OK) j.t->ops->destroy(j.t);
+    CHECK(rc == STRATA_ERR_TIMEOUT && err[0], "open without the peer: %s (%s)", strata_err_name(rc),
+          err);
+    return 0;
+  }
   if (rc != STRATA_OK) {
     fprintf(stderr, "rank %d: strata_shm_open: %s (%s)\n", rank, strata_strerror(rc), err);
     strata_store_close(store);
@@ -480,6 +490,16 @@ static void locality_first_two(int rank, int nranks, int *is_local) {
   for (int q = 0; q < nranks; q++) is_local[q] = (rank < 2) == (q < 2);
 }
 
+/* Rank 0 believes rank 1 shares its host; rank 1 does not and never publishes a segment. */
+static void locality_one_sided(int rank, int nranks, int *is_local) {
+  for (int q = 0; q < nranks; q++) is_local[q] = rank == 0 || q == rank;
+}
+
+static int scenario_nothing(job *j) {
+  (void)j;
+  return 0;
+}
+
 static int scenario_partial(job *j) {
   uint64_t v = 77, got = 0;
   int remaining = 0;
@@ -666,6 +686,11 @@ static void run_all_scenarios(void) {
   run_job("peer lost", 3, scenario_peer_lost, NULL, NULL, 2);
   run_job("abort", 2, scenario_abort, NULL, NULL, -1);
   run_job("partial locality", 3, scenario_partial, locality_first_two, NULL, -1);
+  open_fail_rank = 0;
+  open_timeout_s = 0.5;
+  run_job("peer never opens", 2, scenario_nothing, locality_one_sided, NULL, -1);
+  open_fail_rank = -1;
+  open_timeout_s = 10.0;
 }
 
 int main(void) {
