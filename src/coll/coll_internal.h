@@ -105,6 +105,7 @@ int strata_build_allreduce_ring(const strata_sched_params *p, strata_schedule *s
 int strata_build_allreduce_rhd(const strata_sched_params *p, strata_schedule *s);
 int strata_build_allreduce_tree(const strata_sched_params *p, strata_schedule *s);
 int strata_build_reduce_scatter_ring(const strata_sched_params *p, strata_schedule *s);
+int strata_build_reduce_scatter_rhd(const strata_sched_params *p, strata_schedule *s);
 int strata_build_reduce_scatter_direct(const strata_sched_params *p, strata_schedule *s);
 int strata_build_allgather_ring(const strata_sched_params *p, strata_schedule *s);
 int strata_build_allgather_rhd(const strata_sched_params *p, strata_schedule *s);

@@ -1,7 +1,8 @@
 /*
  * rhd.c — hypercube algorithms: allreduce by recursive doubling (small messages) or by
- * Rabenseifner's recursive halving + doubling, allgather by recursive doubling (power-of-two
- * rank counts) or Bruck (any count), and the dissemination barrier.
+ * Rabenseifner's recursive halving + doubling, reduce-scatter by recursive halving, allgather by
+ * recursive doubling (power-of-two rank counts) or Bruck (any count), and the dissemination
+ * barrier.
  *
  * Non-power-of-two rank counts (allreduce): with p2 the largest power of two <= n and
  * rem = n - p2, ranks 0..2*rem-1 pair up first: each even rank sends its whole input to the odd
@@ -221,6 +222,98 @@ int strata_build_allreduce_rhd(const strata_sched_params *p, strata_schedule *s)
     allreduce_doubling(p, s, &f);
   else
     allreduce_halving_doubling(p, s, &f);
+  return strata_schedule_status(s);
+}
+
+/* ---- reduce-scatter: recursive halving ---------------------------------------------------------
+ *
+ * Virtual rank v owns the output blocks of the real ranks it stands for: blocks 2v and 2v+1 for
+ * a folding pair (v < rem), block v + rem otherwise; those ranges are contiguous and ordered by
+ * v, so halving over virtual blocks works as for a power of two. Partial sums live in scratch
+ * laid out like SEND (n*B) with a staging area behind it; only the very last reduction (or, for
+ * a folding pair, a copy) writes RECV, after every read of SEND — so both in-place forms (RECV
+ * == SEND + rank*B, and RECV == SEND) are safe. */
+
+static uint64_t rs_vblock_first(const rhd_fold *f, int n, int v) {
+  if (v >= f->p2) return (uint64_t)n;
+  return (uint64_t)(v < f->rem ? 2 * v : v + f->rem);
+}
+
+int strata_build_reduce_scatter_rhd(const strata_sched_params *p, strata_schedule *s) {
+  const int n = p->nranks;
+  const uint64_t block = p->count * p->elem_size, all = (uint64_t)n * block;
+  if (n == 1) {
+    if (!p->in_place)
+      strata_sched_copy(s, strata_ref(STRATA_BUF_SEND, 0), strata_ref(STRATA_BUF_RECV, 0), block,
+                        NULL, 0);
+    return strata_schedule_status(s);
+  }
+  rhd_fold f;
+  rhd_fold_plan(p, &f);
+  if (f.partner >= 0 && f.vrank < 0) { /* hand everything to the partner, get our block back */
+    int sent = strata_sched_send(s, f.partner, strata_ref(STRATA_BUF_SEND, 0), all, NULL, 0);
+    strata_deps d;
+    strata_deps_clear(&d);
+    strata_deps_add(&d, sent);
+    strata_sched_recv(s, f.partner, strata_ref(STRATA_BUF_RECV, 0), block, d.idx, d.n);
+    return strata_schedule_status(s);
+  }
+  const int p2 = f.p2, v = f.vrank, folding = f.partner >= 0;
+  const uint64_t mid_bytes = rs_vblock_first(&f, n, p2 / 2) * block;
+  const uint64_t staging_at = all, half = mid_bytes > all - mid_bytes ? mid_bytes : all - mid_bytes;
+  s->scratch_bytes = all + half;
+  strata_buf_id cur = STRATA_BUF_SEND;
+  int last = -1, first_send = -1;
+  if (folding) {
+    last = strata_sched_recv_reduce(s, f.partner, strata_ref(STRATA_BUF_SEND, 0),
+                                    strata_ref(STRATA_BUF_SCRATCH, 0),
+                                    strata_ref(STRATA_BUF_SCRATCH, 0), all, NULL, 0);
+    cur = STRATA_BUF_SCRATCH;
+  }
+  int lo = 0, hi = p2;
+  for (int mask = p2 / 2; mask >= 1; mask /= 2) {
+    const int peer = rhd_real_rank(&f, v ^ mask), mid = lo + (hi - lo) / 2;
+    int keep_lo = lo, keep_hi = mid, send_lo = mid, send_hi = hi;
+    if (v & mask) keep_lo = mid, keep_hi = hi, send_lo = lo, send_hi = mid;
+    const uint64_t send_off = rs_vblock_first(&f, n, send_lo) * block;
+    const uint64_t keep_off = rs_vblock_first(&f, n, keep_lo) * block;
+    const uint64_t keep_bytes = rs_vblock_first(&f, n, keep_hi) * block - keep_off;
+    strata_deps d;
+    strata_deps_clear(&d);
+    strata_deps_add(&d, last);
+    int sent = strata_sched_send(s, peer, strata_ref(cur, send_off),
+                                 rs_vblock_first(&f, n, send_hi) * block - send_off, d.idx, d.n);
+    if (first_send < 0) first_send = sent;
+    /* The last reduction writes RECV, which may alias what the first send read; when that send
+     * belongs to this very step (two ranks), waiting for it here could deadlock, so land in
+     * scratch and copy afterwards. */
+    const int final = mask == 1 && !folding && first_send != sent;
+    if (final) strata_deps_add(&d, first_send);
+    strata_bufref dst =
+        final ? strata_ref(STRATA_BUF_RECV, 0) : strata_ref(STRATA_BUF_SCRATCH, keep_off);
+    last = strata_sched_recv_reduce(s, peer, strata_ref(cur, keep_off), dst,
+                                    strata_ref(STRATA_BUF_SCRATCH, staging_at), keep_bytes, d.idx,
+                                    d.n);
+    cur = STRATA_BUF_SCRATCH;
+    lo = keep_lo, hi = keep_hi;
+  }
+  if (!folding && p2 == 2) {
+    strata_deps d;
+    strata_deps_clear(&d);
+    strata_deps_add(&d, last);
+    strata_deps_add(&d, first_send);
+    strata_sched_copy(s, strata_ref(STRATA_BUF_SCRATCH, rs_vblock_first(&f, n, v) * block),
+                      strata_ref(STRATA_BUF_RECV, 0), block, d.idx, d.n);
+  }
+  if (folding) { /* our block is 2v+1, the partner's 2v */
+    strata_deps d;
+    strata_deps_clear(&d);
+    strata_deps_add(&d, last);
+    strata_sched_copy(s, strata_ref(STRATA_BUF_SCRATCH, (uint64_t)(2 * v + 1) * block),
+                      strata_ref(STRATA_BUF_RECV, 0), block, d.idx, d.n);
+    strata_sched_send(s, f.partner, strata_ref(STRATA_BUF_SCRATCH, (uint64_t)(2 * v) * block),
+                      block, d.idx, d.n);
+  }
   return strata_schedule_status(s);
 }
 

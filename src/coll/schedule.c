@@ -39,6 +39,10 @@
  * concurrent messages beats p-1 ring steps; above, the ring's neighbour-only traffic and
  * pipelining win. */
 #define STRATA_AUTO_SPREAD_SMALL_MAX_BYTES ((uint64_t)64 << 10)
+/* small reduce_scatter: direct sends all n-1 blocks at once (≈ α + (n-1)·o, o ≈ 5 us of
+ * per-message CPU cost, an estimate), recursive halving needs lg n sequential rounds (lg n · α);
+ * with α ≈ 25 us they cross near n = 8. */
+#define STRATA_AUTO_DIRECT_MAX_RANKS 8
 /* gather/scatter (total bytes): the binomial tree needs lg p latencies but forwards data through
  * intermediate ranks (extra copies, scratch up to half the total); direct sends go straight to or
  * from the root. */
@@ -263,7 +267,8 @@ strata_algo strata_schedule_choose(const strata_sched_params *p) {
         return STRATA_ALGO_RHD;
       return STRATA_ALGO_RING;
     case STRATA_COLL_REDUCE_SCATTER:
-      return total <= STRATA_AUTO_SPREAD_SMALL_MAX_BYTES ? STRATA_ALGO_DIRECT : STRATA_ALGO_RING;
+      if (total > STRATA_AUTO_SPREAD_SMALL_MAX_BYTES) return STRATA_ALGO_RING;
+      return p->nranks <= STRATA_AUTO_DIRECT_MAX_RANKS ? STRATA_ALGO_DIRECT : STRATA_ALGO_RHD;
     case STRATA_COLL_ALLGATHER:
       return total <= STRATA_AUTO_SPREAD_SMALL_MAX_BYTES ? STRATA_ALGO_RHD : STRATA_ALGO_RING;
     case STRATA_COLL_BROADCAST:
@@ -288,6 +293,7 @@ static const builder_fn builders[STRATA_COLL_COUNT][STRATA_ALGO_COUNT] = {
                                [STRATA_ALGO_RHD] = strata_build_allreduce_rhd,
                                [STRATA_ALGO_TREE] = strata_build_allreduce_tree},
     [STRATA_COLL_REDUCE_SCATTER] = {[STRATA_ALGO_RING] = strata_build_reduce_scatter_ring,
+                                    [STRATA_ALGO_RHD] = strata_build_reduce_scatter_rhd,
                                     [STRATA_ALGO_DIRECT] = strata_build_reduce_scatter_direct},
     [STRATA_COLL_ALLGATHER] = {[STRATA_ALGO_RING] = strata_build_allgather_ring,
                                [STRATA_ALGO_RHD] = strata_build_allgather_rhd,
