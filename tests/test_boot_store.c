@@ -113,13 +113,13 @@ static void test_timeouts(const char *addr) {
   double t0 = now_s();
   CHECK_STATUS(strata_store_get(s, "missing", &value, &len, 0.3), STRATA_ERR_TIMEOUT);
   double dt = now_s() - t0;
-  CHECK(dt >= 0.25 && dt < 1.0);
+  CHECK(dt >= 0.25 && dt < 2.0);
   CHECK(value == NULL);
   t0 = now_s();
   const char *keys[] = {"a", "missing-too"};
   CHECK_STATUS(strata_store_wait(s, keys, 2, 0.2), STRATA_ERR_TIMEOUT);
   dt = now_s() - t0;
-  CHECK(dt >= 0.15 && dt < 1.0);
+  CHECK(dt >= 0.15 && dt < 2.0);
   CHECK_STATUS(strata_store_get(s, "missing", &value, &len, 0), STRATA_ERR_TIMEOUT);
   /* the connection still works after timeouts; late replies are discarded */
   char text[16];
@@ -259,13 +259,13 @@ static void test_server_death(void) {
   strata_store_server_stop(srv);
   pthread_join(thread, NULL);
   CHECK_STATUS(arg.status, STRATA_ERR_PEER_LOST);
-  CHECK(arg.seconds < 2.0);
+  CHECK(arg.seconds < 3.0);
   CHECK_STATUS(strata_store_set(s, "k", "v", 1), STRATA_ERR_PEER_LOST);
   strata_store_close(s);
   /* nobody listens there now: connecting times out promptly */
   double t0 = now_s();
   CHECK_STATUS(strata_store_connect(addr, 0.3, &s), STRATA_ERR_TIMEOUT);
-  CHECK(now_s() - t0 < 1.5);
+  CHECK(now_s() - t0 < 2.5);
 }
 
 typedef struct late_server_arg {

@@ -90,7 +90,7 @@ static void launch_usage(FILE *out) {
           "Start N ranks of CMD on this host with a rendezvous store served by the launcher.\n"
           "Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_LOCAL_RANK, STRATA_ADDR,\n"
           "STRATA_STORE_EXTERNAL=1, and a fresh STRATA_JOB_ID and STRATA_SECRET unless set.\n\n"
-          "  -n, --np N        number of ranks (1..%d)\n"
+          "  -n, -np, --np N   number of ranks (1..%d)\n"
           "  --addr HOST:PORT  where the store listens (default 127.0.0.1:0, a free port)\n"
           "  --order LIST      rank of each child in start order, a permutation of 0..N-1\n"
           "  --tag             prefix every output line with [rank]\n"
@@ -143,6 +143,7 @@ static int parse_options(int argc, char **argv, launch_options *opt) {
     } else if (!strcmp(arg, "--tag")) {
       opt->tag = 1;
     } else if ((v = option_value(argc, argv, &i, "--np")) ||
+               (v = option_value(argc, argv, &i, "-np")) ||
                (v = option_value(argc, argv, &i, "-n"))) {
       if (parse_count(v, &opt->nranks) != 0)
         return usage_error("-n wants a number of ranks from 1 to 4096, not '%s'", v);
