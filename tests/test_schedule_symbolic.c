@@ -539,6 +539,43 @@ static void test_bad_params(void) {
   }
 }
 
+/* The AUTO table (schedule.c) at a few sizes on both sides of each threshold. */
+static void test_auto_choice(void) {
+  const struct {
+    strata_coll coll;
+    int n;
+    uint64_t bytes;
+    strata_algo want;
+  } rows[] = {
+      {STRATA_COLL_ALLREDUCE, 8, 1024, STRATA_ALGO_RHD},
+      {STRATA_COLL_ALLREDUCE, 8, 256 << 10, STRATA_ALGO_RHD},
+      {STRATA_COLL_ALLREDUCE, 8, 8 << 20, STRATA_ALGO_RING},
+      {STRATA_COLL_ALLREDUCE, 6, 256 << 10, STRATA_ALGO_RING},
+      {STRATA_COLL_ALLREDUCE, 6, 16 << 10, STRATA_ALGO_RHD},
+      {STRATA_COLL_REDUCE_SCATTER, 4, 1024, STRATA_ALGO_DIRECT},
+      {STRATA_COLL_REDUCE_SCATTER, 16, 1024, STRATA_ALGO_RHD},
+      {STRATA_COLL_REDUCE_SCATTER, 4, 1 << 20, STRATA_ALGO_RING},
+      {STRATA_COLL_ALLGATHER, 8, 1024, STRATA_ALGO_RHD},
+      {STRATA_COLL_ALLGATHER, 8, 1 << 20, STRATA_ALGO_RING},
+      {STRATA_COLL_BROADCAST, 8, 1024, STRATA_ALGO_TREE},
+      {STRATA_COLL_BROADCAST, 8, 4 << 20, STRATA_ALGO_RING},
+      {STRATA_COLL_REDUCE, 2, 4 << 20, STRATA_ALGO_TREE},
+      {STRATA_COLL_REDUCE, 8, 4 << 20, STRATA_ALGO_RING},
+      {STRATA_COLL_GATHER, 8, 1024, STRATA_ALGO_TREE},
+      {STRATA_COLL_SCATTER, 8, 1 << 20, STRATA_ALGO_DIRECT},
+      {STRATA_COLL_ALLTOALL, 8, 1024, STRATA_ALGO_DIRECT},
+      {STRATA_COLL_BARRIER, 8, 0, STRATA_ALGO_RHD},
+      {STRATA_COLL_SEND, 8, 1024, STRATA_ALGO_DIRECT},
+  };
+  for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+    strata_sched_params p = {
+        rows[k].coll, STRATA_ALGO_AUTO, 0, rows[k].n, 1, rows[k].bytes / 4, 4, 0, 0};
+    strata_algo got = strata_schedule_choose(&p);
+    CHECK(got == rows[k].want, "AUTO %s n=%d %llu bytes: %s, want %s", coll_names[rows[k].coll],
+          rows[k].n, (unsigned long long)rows[k].bytes, algo_names[got], algo_names[rows[k].want]);
+  }
+}
+
 /* The executor itself must catch broken schedules. */
 static void test_sim_catches(void) {
   strata_schedule s[2];
@@ -593,6 +630,7 @@ static void test_sim_catches(void) {
 int main(void) {
   alarm(120);
   test_bad_params();
+  test_auto_choice();
   test_sim_catches();
   test_sendrecv();
   test_real_f64_allreduce();

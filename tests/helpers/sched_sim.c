@@ -360,6 +360,11 @@ static int sim_check_hazards(const strata_schedule *s, const sim_rank_mem *m, in
                              size_t errlen) {
   const uint32_t n = s->nsteps, words = (n + 63) / 64;
   if (!n) return 0;
+  if (n > SCHED_SIM_HAZARD_MAX_STEPS) {
+    fail(err, errlen, "rank %d: %u steps is too many for the hazard check (max %u)", r, n,
+         SCHED_SIM_HAZARD_MAX_STEPS);
+    return -1;
+  }
   uint64_t *anc = calloc((size_t)n * words, sizeof *anc);
   sim_access *acc = malloc((size_t)n * 4 * sizeof *acc);
   if (!anc || !acc) {

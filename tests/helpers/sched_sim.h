@@ -12,6 +12,9 @@
  *     it whenever it likes (now, or at a simulated finish time) and reports it finished.
  *     sched_walk_init also checks the schedules statically: metadata, peers, backward
  *     dependencies, and that every link has as many sends as receives with equal byte counts.
+ *     A timing simulator loops: take every ready event, give it a finish time (link model for a
+ *     transfer, memory bandwidth for a local step), pop the earliest finish from a heap, call
+ *     sched_walk_finish, repeat; the last finish time is the prediction.
  *
  *  2. The executor (sched_sim_run) moves real bytes: every rank gets caller-provided SEND and
  *     RECV memory (aliased for in-place calls) and scratch it allocates filled with 0xff. A
@@ -100,8 +103,11 @@ typedef struct sched_sim_algebra {
   void *ctx;
 } sched_sim_algebra;
 
+/* The hazard check keeps a steps x steps bit matrix per rank (steps²/8 bytes). */
+#define SCHED_SIM_HAZARD_MAX_STEPS 30000u
+
 typedef struct sched_sim_options {
-  uint64_t seed;     /* 0: always start the oldest ready event; else pseudo-random choice */
+  uint64_t seed;     /* 0: always start ready event 0; else a pseudo-random ready event */
   int check_hazards; /* static check that conflicting accesses are ordered by dependencies */
 } sched_sim_options;
 
