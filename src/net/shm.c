@@ -194,6 +194,7 @@ typedef struct shm_transport {
   uint8_t *bounce;     /* fused-reduce block, allocated on first use */
   shm_queue completed;
   uint64_t events; /* bumped whenever anything moves: progress() tells "blocked" from it */
+  int more_work;   /* the last progress() stopped a stream on its budget, not on a full ring */
   volatile uint64_t canary;
 } shm_transport;
 
@@ -329,14 +330,22 @@ static void shm_write_record(shm_peer *p, strata_xfer *x, uint32_t kind) {
   p->out_head += sizeof r;
 }
 
-/* Stream the payload of an INLINE send; returns 1 when the message (with padding) is written. */
-static int shm_send_stream(shm_peer *p, strata_xfer *x) {
+/* Stream the payload of an INLINE send; returns 1 when the message (with padding) is written.
+ * At most SHM_CMA_SLICE_BYTES per call (then *more is set), so one stream cannot starve the
+ * other peers. */
+static int shm_send_stream(shm_peer *p, strata_xfer *x, int *more) {
+  uint64_t budget = SHM_CMA_SLICE_BYTES;
   while (x->offset < x->bytes) {
+    if (budget == 0) {
+      *more = 1;
+      return 0;
+    }
     uint64_t free_bytes = shm_out_space(p, 1);
     if (free_bytes == 0) return 0;
     uint64_t n = x->bytes - x->offset;
     if (n > free_bytes) n = free_bytes;
     if (n > SHM_PUBLISH_BYTES) n = SHM_PUBLISH_BYTES;
+    budget -= n < budget ? n : budget;
     shm_ring_write(p->out_ring, p->out_mask, p->out_head, (const uint8_t *)x->buf + x->offset,
                    (size_t)n);
     p->out_head += n;
@@ -365,7 +374,7 @@ static void shm_send_advance(shm_transport *t, shm_peer *p) {
       x->state = SEND_STREAMING;
       x->offset = 0;
     }
-    if (!shm_send_stream(p, x)) break;
+    if (!shm_send_stream(p, x, &t->more_work)) break;
     shm_queue_pop(&p->sends);
     shm_complete(t, x, STRATA_OK);
   }
@@ -480,8 +489,13 @@ static void shm_recv_consume(shm_peer *p, strata_xfer *x, uint64_t n) {
   x->offset += n;
 }
 
-static int shm_recv_inline(shm_peer *p, strata_xfer *x) {
+static int shm_recv_inline(shm_peer *p, strata_xfer *x, int *more) {
+  uint64_t budget = SHM_CMA_SLICE_BYTES; /* as in shm_send_stream */
   while (x->offset < x->bytes) {
+    if (budget == 0) {
+      *more = 1;
+      break;
+    }
     uint64_t want = x->bytes - x->offset;
     uint64_t avail = shm_in_available(p, p->in_tail + want);
     uint64_t n = avail < want ? avail : want;
@@ -496,6 +510,7 @@ static int shm_recv_inline(shm_peer *p, strata_xfer *x) {
       }
     }
     if (n == 0) break;
+    budget -= n < budget ? n : budget;
     shm_recv_consume(p, x, n);
     shm_publish_tail(p);
   }
@@ -558,7 +573,7 @@ static void shm_recv_advance(shm_transport *t, shm_peer *p) {
       if (x != p->recvs.head || p->lost) continue; /* completed with a mismatch */
     }
     if (x->state == RECV_INLINE) {
-      if (!shm_recv_inline(p, x)) break;
+      if (!shm_recv_inline(p, x, &t->more_work)) break;
     } else {
       int rc = shm_recv_cma_slice(t, p, x);
       if (rc != STRATA_OK) {
@@ -650,6 +665,7 @@ static int shm_progress(strata_transport *base, int *failed_peer) {
   shm_transport *t = (shm_transport *)base;
   int result = STRATA_OK;
   double now = 0;
+  t->more_work = 0;
   for (int i = 0; i < t->npeers; i++) {
     shm_peer *p = &t->peers[i];
     shm_check_abort(t, p);
@@ -682,7 +698,7 @@ static void shm_send_abort(strata_transport *base, int peer, int status) {
 
 /* Is there anything progress() could do now? (cheap loads, no side effects) */
 static int shm_has_activity(shm_transport *t) {
-  if (t->completed.head) return 1;
+  if (t->completed.head || t->more_work) return 1;
   for (int i = 0; i < t->npeers; i++) {
     shm_peer *p = &t->peers[i];
     if (!p->abort_seen && atomic_load_explicit(&p->in->abort_status, memory_order_relaxed))
