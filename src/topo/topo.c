@@ -312,6 +312,75 @@ static int check_fabric(checker *c, const strata_topo_fabric *fabric) {
   return STRATA_OK;
 }
 
+/* Names unique within a scope, in O(n log n): a file may list thousands of racks or links. */
+typedef struct named {
+  int scope; /* site index, or 0 when names are global */
+  int index;
+  const char *name;
+} named;
+
+static int named_compare(const void *a, const void *b) {
+  const named *x = a, *y = b;
+  if (x->scope != y->scope) return x->scope < y->scope ? -1 : 1;
+  int order = strcmp(x->name, y->name);
+  if (order != 0) return order;
+  return (x->index > y->index) - (x->index < y->index);
+}
+
+/* Returns the index of the later element of a duplicate pair, -1 if all are unique, -2 if out
+ * of memory. */
+static int find_duplicate(named *items, int count) {
+  if (count < 2) return -1;
+  qsort(items, (size_t)count, sizeof *items, named_compare);
+  int found = -1;
+  for (int i = 1; i < count; i++)
+    if (items[i].scope == items[i - 1].scope && strcmp(items[i].name, items[i - 1].name) == 0 &&
+        (found < 0 || items[i].index < found))
+      found = items[i].index;
+  return found;
+}
+
+/* kind: 0 sites, 1 buildings, 2 racks, 3 links. */
+static int duplicate_of(const strata_topo *t, int kind) {
+  int count = kind == 0   ? t->site_count
+              : kind == 1 ? t->building_count
+              : kind == 2 ? t->rack_count
+                          : t->link_count;
+  if (count < 2) return -1;
+  named *items = malloc((size_t)count * sizeof *items);
+  if (items == NULL) return -2;
+  for (int i = 0; i < count; i++) {
+    items[i].index = i;
+    items[i].scope = kind == 1 ? t->buildings[i].site : kind == 2 ? t->racks[i].site : 0;
+    items[i].name = kind == 0   ? t->sites[i].name
+                    : kind == 1 ? t->buildings[i].name
+                    : kind == 2 ? t->racks[i].name
+                                : t->links[i].name;
+  }
+  int found = find_duplicate(items, count);
+  free(items);
+  return found;
+}
+
+static int check_unique_names(checker *c) {
+  const strata_topo *t = c->topo;
+  int found = duplicate_of(t, 0);
+  if (found >= 0)
+    return invalid(c, t->sites[found].mark, "expected a unique site name, got a second '%s'",
+                   t->sites[found].name);
+  found = found == -2 ? -2 : duplicate_of(t, 1);
+  if (found >= 0)
+    return invalid(c, t->buildings[found].mark,
+                   "expected a unique building name in site '%s', got a second '%s'",
+                   t->sites[t->buildings[found].site].name, t->buildings[found].name);
+  found = found == -2 ? -2 : duplicate_of(t, 2);
+  if (found >= 0)
+    return invalid(c, t->racks[found].mark,
+                   "expected a unique rack name in site '%s', got a second '%s'",
+                   t->sites[t->racks[found].site].name, t->racks[found].name);
+  return found == -2 ? STRATA_ERR_NO_MEMORY : STRATA_OK;
+}
+
 static int check_sites(checker *c) {
   const strata_topo *t = c->topo;
   if (t->site_count < 1 || t->sites == NULL)
@@ -319,9 +388,6 @@ static int check_sites(checker *c) {
   for (int s = 0; s < t->site_count; s++) {
     const strata_topo_site *site = &t->sites[s];
     if (site->name[0] == '\0') return invalid(c, site->mark, "expected a site name");
-    for (int o = 0; o < s; o++)
-      if (strcmp(t->sites[o].name, site->name) == 0)
-        return invalid(c, site->mark, "expected a unique site name, got a second '%s'", site->name);
     if ((unsigned)site->provider >= STRATA_PROVIDER_COUNT)
       return invalid(c, site->mark, "expected a known provider");
     if (site->has_location && !(fabs(site->lat_deg) <= 90 && fabs(site->lon_deg) <= 180))
@@ -336,24 +402,14 @@ static int check_sites(checker *c) {
     const strata_topo_building *building = &t->buildings[b];
     if (building->site < 0 || building->site >= t->site_count)
       return invalid(c, building->mark, "expected a building inside a known site");
-    for (int o = 0; o < b; o++)
-      if (t->buildings[o].site == building->site &&
-          strcmp(t->buildings[o].name, building->name) == 0)
-        return invalid(c, building->mark,
-                       "expected a unique building name in site '%s', got a second '%s'",
-                       t->sites[building->site].name, building->name);
   }
   for (int r = 0; r < t->rack_count; r++) {
     const strata_topo_rack *rack = &t->racks[r];
     if (rack->site < 0 || rack->site >= t->site_count || rack->building < -1 ||
         rack->building >= t->building_count || rack->count < 1)
       return invalid(c, rack->mark, "expected a rack with count >= 1 inside a known site");
-    for (int o = 0; o < r; o++)
-      if (t->racks[o].site == rack->site && strcmp(t->racks[o].name, rack->name) == 0)
-        return invalid(c, rack->mark, "expected a unique rack name in site '%s', got a second '%s'",
-                       t->sites[rack->site].name, rack->name);
   }
-  return STRATA_OK;
+  return check_unique_names(c);
 }
 
 static int check_groups(checker *c) {
@@ -388,9 +444,6 @@ static int check_links(checker *c) {
       return invalid(c, link->mark, "expected a link between known sites");
     if (link->site_a == link->site_b)
       return invalid(c, link->mark, "expected a link between two different sites");
-    for (int o = 0; o < l; o++)
-      if (strcmp(t->links[o].name, link->name) == 0)
-        return invalid(c, link->mark, "expected a unique link name, got a second '%s'", link->name);
     const strata_topo_physical *phys = &link->physical;
     if ((unsigned)phys->kind >= STRATA_PHYS_KIND_COUNT ||
         (unsigned)phys->optics >= STRATA_OPTICS_COUNT)
@@ -411,7 +464,11 @@ static int check_links(checker *c) {
       return invalid(c, ov->mark,
                      "expected rtt_ms, bandwidth_gbps, mtu_bytes >= 0 and loss_pct in [0, 100]");
   }
-  return STRATA_OK;
+  int found = duplicate_of(t, 3);
+  if (found >= 0)
+    return invalid(c, t->links[found].mark, "expected a unique link name, got a second '%s'",
+                   t->links[found].name);
+  return found == -2 ? STRATA_ERR_NO_MEMORY : STRATA_OK;
 }
 
 int strata_topo_validate(const strata_topo *topo, char *err, size_t err_len) {

@@ -315,8 +315,10 @@ typedef struct strata_topo {
 
 /* ---- loading. On failure *out is NULL and err (if err_len > 0) holds one line:
  * "<name>:<line>:<col>: expected ...". Returns STRATA_OK, STRATA_ERR_PARSE (syntax, unknown key,
- * wrong type, semantic error), STRATA_ERR_NOT_FOUND (no such file / preset / template),
- * STRATA_ERR_NO_MEMORY or STRATA_ERR_INVALID_ARG (NULL arguments). ---- */
+ * wrong type, unknown template, semantic error, a file over 64 MiB), STRATA_ERR_NOT_FOUND (no
+ * such file or preset name), STRATA_ERR_SYSTEM (the file exists but cannot be read),
+ * STRATA_ERR_NO_MEMORY or STRATA_ERR_INVALID_ARG (NULL arguments). A command maps PARSE to exit
+ * status 2. Loading is thread-safe: no global state. ---- */
 int strata_topo_load_file(const char *path, strata_topo **out, char *err, size_t err_len);
 /* `yaml` is len bytes (need not be NUL-terminated); name_for_errors prefixes messages. */
 int strata_topo_load_string(const char *name_for_errors, const char *yaml, size_t len,

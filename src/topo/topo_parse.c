@@ -26,6 +26,7 @@
 #define MAX_RACK_COUNT 1000000LL
 #define MAX_GPUS_PER_NODE 4096
 #define MAX_NIC_PORTS 1024
+#define MAX_TEMPLATES 1024
 
 typedef struct spec_state {
   strata_topo_node_spec spec;
@@ -39,6 +40,11 @@ typedef struct template_entry {
   spec_state state;
 } template_entry;
 
+typedef struct site_name {
+  const char *name;
+  int index;
+} site_name;
+
 typedef struct parser {
   const char *source;
   char *err;
@@ -48,6 +54,7 @@ typedef struct parser {
   int site_cap, building_cap, rack_cap, group_cap, link_cap;
   template_entry *templates;
   int template_count, template_cap;
+  site_name *site_order; /* sorted by name, for resolving link ends */
 } parser;
 
 /* ---- errors and small readers ---- */
@@ -483,6 +490,8 @@ static int parse_templates(parser *p, const strata_ynode *node) {
     for (int t = 0; status == STRATA_OK && t < p->template_count; t++)
       if (strcmp(p->templates[t].name, entry.name) == 0)
         status = fail(p, key, "expected each template name once, got a second '%s'", entry.name);
+    if (status == STRATA_OK && p->template_count >= MAX_TEMPLATES)
+      status = fail(p, key, "expected at most %d templates", MAX_TEMPLATES);
     if (status == STRATA_OK)
       status = expect_kind(p, value, STRATA_YNODE_MAPPING, "a node template");
     if (status == STRATA_OK) status = check_keys(p, value, spec_keys, "a node template");
@@ -831,11 +840,34 @@ static int parse_overlay(parser *p, const strata_ynode *node, strata_topo_overla
   return STRATA_OK;
 }
 
+static int site_order_compare(const void *a, const void *b) {
+  return strcmp(((const site_name *)a)->name, ((const site_name *)b)->name);
+}
+
+static int sort_sites(parser *p) {
+  int count = p->topo->site_count;
+  p->site_order = malloc((size_t)count * sizeof *p->site_order);
+  if (p->site_order == NULL) return STRATA_ERR_NO_MEMORY;
+  for (int s = 0; s < count; s++) {
+    p->site_order[s].name = p->topo->sites[s].name;
+    p->site_order[s].index = s;
+  }
+  qsort(p->site_order, (size_t)count, sizeof *p->site_order, site_order_compare);
+  return STRATA_OK;
+}
+
+static int find_site(const parser *p, const char *name) {
+  site_name key = {name, -1};
+  const site_name *found = bsearch(&key, p->site_order, (size_t)p->topo->site_count,
+                                   sizeof *p->site_order, site_order_compare);
+  return found ? found->index : -1;
+}
+
 static int resolve_site(parser *p, const strata_ynode *node, int *out) {
   char name[STRATA_TOPO_NAME_MAX];
   int status = read_name(p, node, "site name", name);
   if (status != STRATA_OK) return status;
-  *out = strata_topo_site_index(p->topo, name);
+  *out = find_site(p, name);
   if (*out >= 0) return STRATA_OK;
   char list[400] = "";
   size_t used = 0;
@@ -914,6 +946,8 @@ static int parse_document(parser *p, const strata_ynode *root) {
   if (status != STRATA_OK) return status;
   const strata_ynode *links = map_get(root, "links");
   if (links != NULL) {
+    status = sort_sites(p);
+    if (status != STRATA_OK) return status;
     status = expect_kind(p, links, STRATA_YNODE_SEQUENCE, "a list of links");
     for (size_t i = 0; status == STRATA_OK && i < links->length; i++)
       status = parse_link(p, links->items[i]);
@@ -935,6 +969,7 @@ int strata_topo_from_tree(const strata_ytree *tree, const char *source, int pres
   int status = parse_document(&p, tree->root);
   if (status == STRATA_OK) status = strata_topo_validate(topo, err, err_len);
   free(p.templates);
+  free(p.site_order);
   if (status != STRATA_OK) {
     if (status == STRATA_ERR_NO_MEMORY && err != NULL && err_len > 0)
       snprintf(err, err_len, "%s: out of memory", source);
