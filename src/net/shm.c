@@ -747,7 +747,7 @@ static void shm_wait(strata_transport *base, int timeout_ms) {
 static void shm_destroy(strata_transport *base) {
   shm_transport *t = (shm_transport *)base;
   if (!t) return;
-  for (int i = 0; i < t->npeers; i++) {
+  for (int i = 0; t->peers && i < t->npeers; i++) {
     shm_peer *p = &t->peers[i];
     if (p->map) munmap(p->map, p->map_bytes);
     if (p->pidfd >= 0) close(p->pidfd);
