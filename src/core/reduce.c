@@ -27,7 +27,20 @@
 #include "core/half_bits.h"
 #include "core/reduce_internal.h"
 
+#if STRATA_REDUCE_HAVE_AVX2
+#include <cpuid.h>
+#endif
+
 enum { HALF_BLOCK_ELEMENTS = 256 };
+
+/* "dst[i] depends only on a[i] and b[i]; vectorize without alias checks" (see the .inc). */
+#if defined(__clang__)
+#define KERNEL_NO_ALIAS_DEPENDENCE _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define KERNEL_NO_ALIAS_DEPENDENCE _Pragma("GCC ivdep")
+#else
+#define KERNEL_NO_ALIAS_DEPENDENCE
+#endif
 
 /* min/max, NaN-propagating and commutative. `x < y ? x : y` is exactly what minps/minsd do
  * (the second operand when unordered or equal), so each half compiles to one instruction; taken
@@ -86,7 +99,11 @@ static inline double reduce_max_f64(double x, double y) {
 
 static int reduce_cpu_has_avx2(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  /* __builtin_cpu_supports("avx2") also checks that the OS saves ymm registers; F16C is read
+   * from CPUID directly because not every compiler knows it by name. */
+  unsigned eax, ebx, ecx, edx;
+  if (!__builtin_cpu_supports("avx2") || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+  return (ecx & bit_F16C) != 0;
 }
 #else
 static int reduce_cpu_has_avx2(void) {
