@@ -968,14 +968,25 @@ static int shm_rendezvous(shm_open_ctx *c, const char *own_name) {
 static void shm_log_paths(shm_transport *t) {
   int cma = 0;
   for (int i = 0; i < t->npeers; i++) cma += t->peers[i].use_cma;
-  if (cma == t->npeers)
+  unsigned long long ring_kib = (unsigned long long)(t->ring_bytes >> 10);
+  if (t->npeers == 0)
+    STRATA_LOG(STRATA_LOG_DEBUG, t->rank, "shm: no local peers");
+  else if (cma == t->npeers)
     STRATA_LOG(STRATA_LOG_INFO, t->rank,
-               "shm: %d local peers; messages >= %u bytes go by CMA (process_vm_readv)", t->npeers,
-               SHM_INLINE_MAX_BYTES);
+               "shm: %d local peers, %llu KiB rings; messages >= %u KiB go by CMA "
+               "(process_vm_readv)",
+               t->npeers, ring_kib, SHM_INLINE_MAX_BYTES >> 10);
+  else if (cma == 0)
+    STRATA_LOG(STRATA_LOG_INFO, t->rank,
+               "shm: %d local peers, %llu KiB rings; every message streams inline (%s)", t->npeers,
+               ring_kib,
+               shm_env_cma_enabled() ? "process_vm_readv not permitted: ptrace restrictions?"
+                                     : "STRATA_SHM_CMA=0");
   else
     STRATA_LOG(STRATA_LOG_INFO, t->rank,
-               "shm: %d local peers; CMA usable towards %d of them, the rest stream inline%s",
-               t->npeers, cma, shm_env_cma_enabled() ? "" : " (STRATA_SHM_CMA=0)");
+               "shm: %d local peers, %llu KiB rings; CMA towards %d of them, inline to the rest "
+               "(process_vm_readv not permitted there)",
+               t->npeers, ring_kib, cma);
 }
 
 static int shm_alloc(int rank, int nranks, const int *is_local, shm_transport **out) {
