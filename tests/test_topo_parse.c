@@ -254,6 +254,38 @@ static void test_examples(void) {
   }
 }
 
+/* Every complete YAML example in docs/topology.md (a block with a top-level sites:) loads. */
+static void test_docs_examples(void) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/docs/topology.md", source_dir());
+  FILE *file = fopen(path, "rb");
+  CHECK(file != NULL);
+  if (file == NULL) return;
+  static char doc[1 << 17];
+  size_t len = fread(doc, 1, sizeof doc - 1, file);
+  fclose(file);
+  doc[len] = '\0';
+  int complete = 0;
+  for (char *block = strstr(doc, "```yaml\n"); block != NULL; block = strstr(block, "```yaml\n")) {
+    block += 8;
+    char *end = strstr(block, "```");
+    if (end == NULL) break;
+    *end = '\0';
+    if (strncmp(block, "sites:", 6) == 0 || strstr(block, "\nsites:") != NULL) {
+      char err[512];
+      strata_topo *topo = NULL;
+      int status =
+          strata_topo_load_string("docs/topology.md", block, strlen(block), &topo, err, sizeof err);
+      if (status != STRATA_OK) fprintf(stderr, "docs example: %s\n", err);
+      CHECK(status == STRATA_OK);
+      strata_topo_free(topo);
+      complete++;
+    }
+    block = end + 3;
+  }
+  CHECK(complete >= 2);
+}
+
 static void test_compact_and_overrides(void) {
   strata_topo *topo =
       load_text("sites:\n  - name: big\n    nodes: {count: 12500, template: dgx-h100}\n");
@@ -498,6 +530,7 @@ int main(void) {
   test_cluster_presets();
   test_link_presets();
   test_examples();
+  test_docs_examples();
   test_compact_and_overrides();
   test_malformed();
   test_files_and_validate();
