@@ -961,11 +961,8 @@ int strata_topo_from_tree(const strata_ytree *tree, const char *source, int pres
   strata_topo *topo = calloc(1, sizeof *topo);
   if (topo == NULL) return STRATA_ERR_NO_MEMORY;
   snprintf(topo->source, sizeof topo->source, "%s", source);
-  parser p = {.source = topo->source,
-              .err = err,
-              .err_len = err_len,
-              .preset_depth = preset_depth,
-              .topo = topo};
+  parser p = {
+      .source = source, .err = err, .err_len = err_len, .preset_depth = preset_depth, .topo = topo};
   int status = parse_document(&p, tree->root);
   if (status == STRATA_OK) status = strata_topo_validate(topo, err, err_len);
   free(p.templates);
