@@ -3,8 +3,8 @@
  *
  * Build and run from the repository root (standalone, no CMake needed):
  *
- *   gcc -std=gnu11 -O3 -D_GNU_SOURCE -Iinclude -Isrc bench/reduce_bench.c src/core/reduce.c \
- *       src/core/half.c src/core/names.c src/core/time.c -o /tmp/reduce_bench -lm
+ *   gcc -std=gnu11 -O3 -D_GNU_SOURCE -Iinclude -Isrc bench/reduce_bench.c src/core/[a-z]*.c \
+ *       -o /tmp/reduce_bench -lm -lpthread
  *   /tmp/reduce_bench [bytes per buffer, default 64 MiB] [iterations, default 10]
  *
  * For each instruction-set build (generic, avx2), dtype and op it times dst = a OP b out of
@@ -13,7 +13,9 @@
  * sees), and "mem GB/s" = bytes read plus written (a and b read, dst written: 3 buffers, in
  * place too). memcpy is printed first on the same buffers (2 buffers of
  * memory traffic) as the ceiling a memory-bound kernel can reach. A second pass uses 256 KiB
- * buffers, which stay in cache like a pipelined chunk, to show the compute-bound rate.
+ * buffers, which stay in cache like a pipelined chunk, to show the compute-bound rate. The
+ * public f16/bf16 array conversions are timed too. On a loaded machine take the best of several
+ * runs: every figure is already the best of its iterations.
  * This is a benchmark, not a test: it checks nothing and its numbers depend on the machine.
  */
 #include <stdio.h>
@@ -71,6 +73,49 @@ static void fill_ones(void *buf, size_t bytes, strata_dtype dtype) {
   }
 }
 
+typedef void (*convert_fn)(void *dst, const void *src, size_t count);
+
+static void widen_f16(void *dst, const void *src, size_t n) {
+  strata_f16_to_f32_array(dst, src, n);
+}
+static void narrow_f16(void *dst, const void *src, size_t n) {
+  strata_f32_to_f16_array(dst, src, n);
+}
+static void widen_bf16(void *dst, const void *src, size_t n) {
+  strata_bf16_to_f32_array(dst, src, n);
+}
+static void narrow_bf16(void *dst, const void *src, size_t n) {
+  strata_f32_to_bf16_array(dst, src, n);
+}
+
+/* The public array conversions (on-wire f16/bf16 compression uses them): rate in f32 bytes. */
+static void run_conversions(unsigned char *wide, unsigned char *narrow, size_t bytes, int reps) {
+  static const struct {
+    const char *name;
+    convert_fn fn;
+    int to_narrow;
+  } conversions[] = {{"f16->f32", widen_f16, 0},
+                     {"f32->f16", narrow_f16, 1},
+                     {"bf16->f32", widen_bf16, 0},
+                     {"f32->bf16", narrow_bf16, 1}};
+  size_t count = bytes / sizeof(float);
+  fill_ones(wide, bytes, STRATA_F32);
+  fill_ones(narrow, bytes / 2, STRATA_F16);
+  for (size_t c = 0; c < sizeof conversions / sizeof conversions[0]; c++) {
+    double best = 1e30;
+    for (int i = 0; i < reps; i++) {
+      double t0 = strata_now_s();
+      if (conversions[c].to_narrow)
+        conversions[c].fn(narrow, wide, count);
+      else
+        conversions[c].fn(wide, narrow, count);
+      double t = strata_now_s() - t0;
+      if (t < best) best = t;
+    }
+    printf("%-8s %-11s %10.2f f32 GB/s\n", "convert", conversions[c].name, bytes / best / 1e9);
+  }
+}
+
 static void run_size(size_t bytes, int iterations) {
   unsigned char *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes),
                 *dst = aligned_alloc(64, bytes);
@@ -87,6 +132,7 @@ static void run_size(size_t bytes, int iterations) {
          "op", "buf GB/s", "mem GB/s", "inpl buf", "inpl mem");
   printf("%-8s %-5s %-5s %12.2f %12.2f\n", "memcpy", "-", "-", bytes / t / 1e9,
          2 * bytes / t / 1e9);
+  run_conversions(a, b, bytes, reps);
   static const char *const isas[] = {"generic", "avx2"};
   for (int s = 0; s < 2; s++)
     for (int d = 0; d < STRATA_DTYPE_COUNT; d++)

@@ -17,9 +17,9 @@ strata_log_level strata_log_get_level(void);
 /* Prints "strata[rank] LEVEL message\n" to stderr. rank < 0 omits it. */
 void strata_log_write(strata_log_level level, int rank, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-#define STRATA_LOG(level, rank, ...)                                                              \
-  do {                                                                                            \
-    if ((level) <= strata_log_get_level()) strata_log_write((level), (rank), __VA_ARGS__);        \
+#define STRATA_LOG(level, rank, ...)                                                       \
+  do {                                                                                     \
+    if ((level) <= strata_log_get_level()) strata_log_write((level), (rank), __VA_ARGS__); \
   } while (0)
 
 /* ---- time ---- */

@@ -27,6 +27,8 @@
 #include "core/half_bits.h"
 #include "core/reduce_internal.h"
 
+#include <stdatomic.h>
+
 #if STRATA_REDUCE_HAVE_AVX2
 #include <cpuid.h>
 #endif
@@ -97,7 +99,7 @@ static inline double reduce_max_f64(double x, double y) {
 #undef KERNEL_SUFFIX
 #undef KERNEL_HALF_ELSEWHERE
 
-static int reduce_cpu_has_avx2(void) {
+static int reduce_cpu_detect_avx2(void) {
   __builtin_cpu_init();
   /* __builtin_cpu_supports("avx2") also checks that the OS saves ymm registers; F16C is read
    * from CPUID directly because not every compiler knows it by name. */
@@ -105,8 +107,20 @@ static int reduce_cpu_has_avx2(void) {
   if (!__builtin_cpu_supports("avx2") || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
   return (ecx & bit_F16C) != 0;
 }
+
+/* Detected once: CPUID can trap to the hypervisor in a VM, and kernels are looked up per call.
+ * Racing first callers store the same answer. */
+int strata_reduce_cpu_has_avx2(void) {
+  static atomic_int cached = -1;
+  int has = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (has < 0) {
+    has = reduce_cpu_detect_avx2();
+    atomic_store_explicit(&cached, has, memory_order_relaxed);
+  }
+  return has;
+}
 #else
-static int reduce_cpu_has_avx2(void) {
+int strata_reduce_cpu_has_avx2(void) {
   return 0;
 }
 #endif
@@ -120,7 +134,7 @@ strata_reduce_fn strata_reduce_kernel_isa(strata_dtype dtype, strata_op op, cons
   int column = op == STRATA_AVG ? STRATA_SUM : (int)op;
   if (strcmp(isa, "generic") == 0) return kernels_generic[dtype][column];
 #if STRATA_REDUCE_HAVE_AVX2
-  if (strcmp(isa, "avx2") == 0 && reduce_cpu_has_avx2()) {
+  if (strcmp(isa, "avx2") == 0 && strata_reduce_cpu_has_avx2()) {
     if (dtype == STRATA_F16 || dtype == STRATA_BF16)
       return strata_reduce_half_avx2_kernels[dtype == STRATA_BF16][column];
     return kernels_avx2[dtype][column];

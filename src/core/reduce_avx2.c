@@ -15,6 +15,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "core/half_bits.h"
+
 #define AVX2_F16C __attribute__((target("avx2,f16c")))
 
 /* bf16 <-> f32 sixteen at a time. Interleaving with zeros puts each bf16 in the high half of
@@ -109,4 +111,43 @@ const strata_reduce_fn strata_reduce_half_avx2_kernels[2][STRATA_REDUCE_OPS_WITH
     {f16_sum_avx2, f16_prod_avx2, f16_min_avx2, f16_max_avx2},
     {bf16_sum_avx2, bf16_prod_avx2, bf16_min_avx2, bf16_max_avx2},
 };
+/* ---- array conversions for half.c, bit-identical to the scalar ones in half_bits.h ---- */
+
+AVX2_F16C void strata_f16_to_f32_array_avx2(float *dst, const uint16_t *src, size_t count) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+  for (; i < count; i++) dst[i] = strata_half_to_float_inline(src[i]);
+}
+
+AVX2_F16C void strata_f32_to_f16_array_avx2(uint16_t *dst, const float *src, size_t count) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8)
+    _mm_storeu_si128((__m128i *)(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < count; i++) dst[i] = strata_float_to_half_inline(src[i]);
+}
+
+AVX2_F16C void strata_bf16_to_f32_array_avx2(float *dst, const uint16_t *src, size_t count) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m256i wide =
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i))), 16);
+    __m256i magnitude = _mm256_and_si256(wide, _mm256_set1_epi32(0x7fffffff));
+    __m256i is_nan = _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x7f800000));
+    wide = _mm256_or_si256(wide, _mm256_and_si256(is_nan, _mm256_set1_epi32(0x00400000)));
+    _mm256_storeu_si256((__m256i *)(dst + i), wide);
+  }
+  for (; i < count; i++) dst[i] = strata_bfloat_to_float_inline(src[i]);
+}
+
+AVX2_F16C void strata_f32_to_bf16_array_avx2(uint16_t *dst, const float *src, size_t count) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m256i narrow = narrow_bf16x8(_mm256_loadu_ps(src + i));
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(narrow, narrow), 0x08);
+    _mm_storeu_si128((__m128i *)(dst + i), _mm256_castsi256_si128(packed));
+  }
+  for (; i < count; i++) dst[i] = strata_float_to_bfloat_inline(src[i]);
+}
 #endif

@@ -1,6 +1,7 @@
 /*
  * reduce_internal.h — what reduce.c shares with reduce_avx2.c: which builds exist and the table
- * of fused AVX2 f16/bf16 kernels. Not for use outside src/core.
+ * of fused AVX2 f16/bf16 kernels and conversions, and the CPU check. Not for use outside
+ * src/core.
  */
 #ifndef STRATA_CORE_REDUCE_INTERNAL_H
 #define STRATA_CORE_REDUCE_INTERNAL_H
@@ -18,6 +19,14 @@ enum { STRATA_REDUCE_OPS_WITH_KERNEL = 4 }; /* sum, prod, min, max; avg uses sum
 #if STRATA_REDUCE_HAVE_AVX2
 /* [0] f16, [1] bf16; columns sum, prod, min, max. Only for CPUs with AVX2 and F16C. */
 extern const strata_reduce_fn strata_reduce_half_avx2_kernels[2][STRATA_REDUCE_OPS_WITH_KERNEL];
+/* F16C versions of half.c's array conversions, same bits. */
+void strata_f16_to_f32_array_avx2(float *dst, const uint16_t *src, size_t count);
+void strata_f32_to_f16_array_avx2(uint16_t *dst, const float *src, size_t count);
+void strata_bf16_to_f32_array_avx2(float *dst, const uint16_t *src, size_t count);
+void strata_f32_to_bf16_array_avx2(uint16_t *dst, const float *src, size_t count);
 #endif
+
+/* 1 when this CPU runs the AVX2 + F16C builds (detected once). */
+int strata_reduce_cpu_has_avx2(void);
 
 #endif
