@@ -113,6 +113,7 @@ void strata_handshake_start(strata_handshake *hs, const strata_handshake_params 
   hs->peer_rank = peer_rank;
   hs->stream = stream;
   hs->accepting = peer_rank < 0;
+  hs->claimed_rank = -1;
   hs->stage = STAGE_HELLO;
   hs->status = STRATA_ERR_IN_PROGRESS;
   randombytes_buf(hs->my_nonce, sizeof hs->my_nonce);
@@ -142,7 +143,10 @@ static void describe_peer(const strata_handshake *hs, char *buf, size_t len) {
       port = ntohs(in6->sin6_port);
     }
   }
-  snprintf(buf, len, "a connection from %s:%d", host, port);
+  if (hs->claimed_rank >= 0)
+    snprintf(buf, len, "rank %d (as it claims, from %s:%d)", hs->claimed_rank, host, port);
+  else
+    snprintf(buf, len, "a connection from %s:%d", host, port);
 }
 
 static int reason_status(uint32_t reason) {
@@ -229,6 +233,7 @@ static int check_hello(strata_handshake *hs, const strata_wire_handshake *r) {
   const strata_handshake_params *p = hs->params;
   if (r->kind != STRATA_WIRE_HELLO)
     return refuse(hs, STRATA_WIRE_REJECT_PROTOCOL, "expected HELLO, got record kind %u", r->kind);
+  if (hs->accepting && r->rank < (uint32_t)p->nranks) hs->claimed_rank = (int)r->rank;
   if (r->version != p->version)
     return refuse(hs, STRATA_WIRE_REJECT_VERSION,
                   "protocol version mismatch (this rank speaks version %u, the peer version %u)",

@@ -26,8 +26,9 @@ typedef struct strata_handshake {
   int peer_rank; /* expected (connecting side) or learned from HELLO (accepting side; -1 until) */
   int stream;    /* expected (connecting side) or learned (accepting side; -1 until) */
   int accepting; /* 1: we accepted this connection, the peer must be a higher rank */
-  int stage;     /* handshake.c's enum */
-  int status;    /* STRATA_ERR_IN_PROGRESS until done; then STRATA_OK or the failure */
+  int claimed_rank;  /* the rank an accepted peer's HELLO claims, before it is verified; or -1 */
+  int stage;         /* handshake.c's enum */
+  int status;        /* STRATA_ERR_IN_PROGRESS until done; then STRATA_OK or the failure */
   int reject_status; /* the failure we are reporting while the REJECT drains */
   double linger_deadline_s;
   uint8_t my_nonce[STRATA_WIRE_NONCE_BYTES];

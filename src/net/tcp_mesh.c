@@ -39,6 +39,7 @@
 static const double MESH_CONNECT_RETRY_S = 0.05;
 static const double MESH_SOFT_ERROR_GRACE_S = 0.5;
 static const int MESH_POLL_SLICE_MS = 100;
+static const double MESH_FAILURE_CHECK_S = 0.2;
 
 enum { CONN_RETRY_WAIT, CONN_CONNECTING, CONN_HANDSHAKE, CONN_FINISHED };
 
@@ -69,6 +70,9 @@ typedef struct mesh {
   int hard_status; /* first check that failed: ends the open at once */
   int soft_status; /* a dialed connection was closed: ends it after the grace */
   double soft_deadline_s;
+  int refused_seen; /* a published peer refused our connect: it may have failed */
+  double next_failure_check_s;
+  strata_store *store;
   char *err;
   size_t err_len;
 } mesh;
@@ -239,6 +243,7 @@ static void conn_dial(mesh *m, mesh_conn *c) {
     }
   }
   c->last_errno = errno;
+  if (errno == ECONNREFUSED) m->refused_seen = 1;
   conn_close(c);
   c->phase = CONN_RETRY_WAIT;
   c->retry_at_s = strata_now_s() + MESH_CONNECT_RETRY_S;
@@ -308,7 +313,7 @@ static void handshake_finished(mesh *m, mesh_conn *c, int status) {
       mesh_error(m, status, "%s", c->hs.err);
     }
   } else if (c->dialing) {
-    if (!m->soft_status) {
+    if (!m->soft_status && !m->hard_status) {
       m->soft_status = status;
       m->soft_deadline_s = strata_now_s() + MESH_SOFT_ERROR_GRACE_S;
       mesh_error(m, status, "%s", c->hs.err);
@@ -325,6 +330,7 @@ static void conn_connected(mesh *m, mesh_conn *c) {
   getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
   if (so_error != 0) {
     c->last_errno = so_error;
+    if (so_error == ECONNREFUSED) m->refused_seen = 1;
     conn_close(c);
     c->phase = CONN_RETRY_WAIT;
     c->retry_at_s = strata_now_s() + MESH_CONNECT_RETRY_S;
@@ -423,19 +429,69 @@ static int timeout_error(mesh *m) {
   return mesh_error(m, STRATA_ERR_TIMEOUT, "rank %d: connecting timed out", m->rank);
 }
 
-static int mesh_run(mesh *m, strata_store *store) {
-  int status = publish_address(m, store);
-  if (status == STRATA_OK) status = dial_lower_ranks(m, store);
-  if (status != STRATA_OK) return status;
+/* ---- sharing the root cause ----
+ * A rank that refuses a peer on a check (secret, job, version, world size) publishes its
+ * sentence under "<job>/tcp/error". A rank that only sees the consequences — its connections
+ * closed or refused because that rank gave up, or a timeout — adopts the published cause, so
+ * every rank of a misconfigured job prints the same precise reason. (A stale key from an earlier
+ * failed attempt is only ever read after something already went wrong.) */
+
+static void failure_key(const mesh *m, char *key, size_t len) {
+  snprintf(key, len, "%s/tcp/error", m->cfg->job_id);
+}
+
+static void publish_failure(mesh *m) {
+  if (!is_check_failure(m->hard_status) || m->hard_status == STRATA_ERR_SYSTEM) return;
+  char key[128], value[600];
+  failure_key(m, key, sizeof key);
+  int n = snprintf(value, sizeof value, "%d %s", m->hard_status, m->err ? m->err : "");
+  strata_store_set(m->store, key, value, n < (int)sizeof value ? (size_t)n : sizeof value - 1);
+}
+
+/* Returns the published status (message into err) or STRATA_OK when none is published. */
+static int adopt_failure(mesh *m) {
+  char key[128];
+  failure_key(m, key, sizeof key);
+  void *value = NULL;
+  size_t len = 0;
+  if (strata_store_get(m->store, key, &value, &len, 0.05) != STRATA_OK) return STRATA_OK;
+  char text[600];
+  snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text ? len : sizeof text - 1),
+           (const char *)value);
+  free(value);
+  int status = atoi(text);
+  const char *message = strchr(text, ' ');
+  if (!is_check_failure(status) || !message) return STRATA_OK;
+  return mesh_error(m, status, "%s (reported to rank %d by the store)", message + 1, m->rank);
+}
+
+static int mesh_loop(mesh *m) {
   while (m->connected < m->expected) {
-    if (m->hard_status) return m->hard_status;
+    if (m->hard_status) {
+      publish_failure(m);
+      return m->hard_status;
+    }
     double now = strata_now_s();
+    int trouble = m->soft_status || m->refused_seen || now >= m->deadline_s;
+    if (trouble && (now >= m->next_failure_check_s || now >= m->deadline_s)) {
+      m->next_failure_check_s = now + MESH_FAILURE_CHECK_S;
+      int adopted = adopt_failure(m);
+      if (adopted != STRATA_OK) return adopted;
+    }
     if (m->soft_status && now >= m->soft_deadline_s) return m->soft_status;
     if (now >= m->deadline_s) return timeout_error(m);
-    status = poll_once(m);
+    int status = poll_once(m);
     if (status != STRATA_OK) return status;
   }
   return STRATA_OK;
+}
+
+static int mesh_run(mesh *m, strata_store *store) {
+  m->store = store;
+  int status = publish_address(m, store);
+  if (status == STRATA_OK) status = dial_lower_ranks(m, store);
+  if (status != STRATA_OK) return status;
+  return mesh_loop(m);
 }
 
 int strata_tcp_mesh_connect(const strata_config *cfg, int rank, int nranks, strata_store *store,

@@ -28,15 +28,42 @@ static void describe(int rank, int status) {
     printf("  process %d killed by signal %d\n", rank, WTERMSIG(status));
 }
 
+/* The store runs in its own process: the parent stays single-threaded, so forking the ranks
+ * never copies a lock held by a server thread (ASan's allocator is not fork-safe). Returns the
+ * store process, its port in *port, or -1. */
+static pid_t store_process_start(int *port) {
+  int pipefd[2];
+  if (pipe(pipefd) != 0) return -1;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    close(pipefd[0]);
+    strata_store_server *server = NULL;
+    int p = strata_store_server_start("127.0.0.1:0", &server) == STRATA_OK
+                ? strata_store_server_port(server)
+                : -1;
+    if (write(pipefd[1], &p, sizeof p) != (ssize_t)sizeof p) _exit(1);
+    for (;;) pause(); /* until the parent kills us */
+  }
+  close(pipefd[1]);
+  int got = pid > 0 && read(pipefd[0], port, sizeof *port) == (ssize_t)sizeof *port;
+  close(pipefd[0]);
+  if (got && *port > 0) return pid;
+  if (pid > 0) kill(pid, SIGKILL), waitpid(pid, NULL, 0);
+  return -1;
+}
+
 int strata_net_fixture_run(int nprocs, strata_net_fixture_fn fn, void *arg, double deadline_s,
                            int *statuses) {
-  strata_store_server *server = NULL;
-  if (strata_store_server_start("127.0.0.1:0", &server) != STRATA_OK) {
+  int port = 0;
+  pid_t store_pid = store_process_start(&port);
+  if (store_pid < 0) {
     printf("  fixture: cannot start the store\n");
     return nprocs;
   }
   strata_net_fixture_rank r = {.nprocs = nprocs, .arg = arg};
-  snprintf(r.store_addr, sizeof r.store_addr, "127.0.0.1:%d", strata_store_server_port(server));
+  snprintf(r.store_addr, sizeof r.store_addr, "127.0.0.1:%d", port);
   pid_t *pids = calloc((size_t)nprocs, sizeof *pids);
   int *status = calloc((size_t)nprocs, sizeof *status);
   fflush(NULL);
@@ -50,6 +77,11 @@ int strata_net_fixture_run(int nprocs, strata_net_fixture_fn fn, void *arg, doub
   while (left > 0) {
     int st;
     pid_t pid = waitpid(-1, &st, WNOHANG);
+    if (pid == store_pid) {
+      printf("  fixture: the store process died\n");
+      store_pid = -1;
+      continue;
+    }
     if (pid > 0) {
       for (int i = 0; i < nprocs; i++)
         if (pids[i] == pid) status[i] = st, pids[i] = 0, left--;
@@ -77,7 +109,7 @@ int strata_net_fixture_run(int nprocs, strata_net_fixture_fn fn, void *arg, doub
   if (statuses) memcpy(statuses, status, (size_t)nprocs * sizeof *status);
   free(pids);
   free(status);
-  strata_store_server_stop(server);
+  if (store_pid > 0) kill(store_pid, SIGKILL), waitpid(store_pid, NULL, 0);
   return failed;
 }
 

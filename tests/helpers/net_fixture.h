@@ -1,7 +1,8 @@
 /*
- * net_fixture.h — run a transport-level test body on N forked ranks. The parent serves the
- * rendezvous store on loopback and reaps the children; each child gets its rank, the world size
- * and the store address. Every run is bounded: a child alive at the deadline is killed, and a
+ * net_fixture.h — run a transport-level test body on N forked ranks. A separate process serves
+ * the rendezvous store on loopback, so the parent stays single-threaded and forking is safe
+ * (even under ASan); the parent reaps the children; each child gets its rank and the store
+ * address. Every run is bounded: a child alive at the deadline is killed, and a
  * child whose parent dies is killed too (PR_SET_PDEATHSIG), so a broken test never hangs.
  *
  * Shared by the tcp, shm and engine tests: the helpers below open a transport-ready config,

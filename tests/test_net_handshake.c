@@ -1,0 +1,251 @@
+/*
+ * test_net_handshake.c — who may join: every TCP connection runs the authenticated handshake.
+ *  - a rank with the wrong secret: BOTH sides fail with STRATA_ERR_AUTH and say "secret";
+ *    with 3 ranks, the innocent third rank fails the same way, not with a vaguer error;
+ *  - a rank of another job (same address): STRATA_ERR_JOB on both sides;
+ *  - a rank speaking another protocol version: STRATA_ERR_VERSION on both sides;
+ *  - a client that sends garbage is refused at once (it reads a REJECT, then EOF) and the real
+ *    peer still joins;
+ *  - a client that connects and says nothing does not hang the open: alone it ends in
+ *    STRATA_ERR_TIMEOUT at the deadline, next to a real peer it is simply ignored.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "helpers/net_fixture.h"
+#include "net/tcp.h"
+#include "net/wire.h"
+
+#define CHECK(cond, ...)                                                   \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      printf("  process %d: FAILED %s:%d: ", r->rank, __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                                                 \
+      printf("\n");                                                        \
+      return 1;                                                            \
+    }                                                                      \
+  } while (0)
+
+typedef enum { BAD_SECRET, BAD_JOB, BAD_VERSION } bad_kind;
+
+typedef struct refuse_case {
+  bad_kind kind;
+  int nranks;
+} refuse_case;
+
+static const char *const KIND_NAMES[] = {"wrong secret", "wrong job id", "wrong version"};
+static const char *const KIND_WORDS[] = {"secret", "job", "version"};
+static const int KIND_STATUS[] = {STRATA_ERR_AUTH, STRATA_ERR_JOB, STRATA_ERR_VERSION};
+
+/* Copy rank 0's published address under another job's key, so a rank of that job dials it. */
+static int alias_address(strata_store *store, const char *from_job, const char *to_job) {
+  char key[128];
+  snprintf(key, sizeof key, "%s/addr/0", from_job);
+  void *value = NULL;
+  size_t len = 0;
+  int status = strata_store_get(store, key, &value, &len, 10);
+  if (status != STRATA_OK) return status;
+  snprintf(key, sizeof key, "%s/addr/0", to_job);
+  status = strata_store_set(store, key, value, len);
+  free(value);
+  return status;
+}
+
+static int refuse_body(const strata_net_fixture_rank *r) {
+  const refuse_case *c = r->arg;
+  strata_config cfg;
+  strata_net_fixture_config(r, c->nranks, &cfg);
+  cfg.tcp_streams = 2;
+  cfg.timeout_s = 5;
+  strata_store *store = NULL;
+  CHECK(strata_net_fixture_store(r, &store) == STRATA_OK, "store");
+  if (r->rank == 1) {
+    if (c->kind == BAD_SECRET) snprintf(cfg.secret, sizeof cfg.secret, "not-the-secret");
+    if (c->kind == BAD_VERSION) strata_tcp_set_announced_version_for_test(2);
+    if (c->kind == BAD_JOB) {
+      snprintf(cfg.job_id, sizeof cfg.job_id, "another-job");
+      CHECK(alias_address(store, "netfix", "another-job") == STRATA_OK, "alias address");
+    }
+  }
+  strata_transport *t = NULL;
+  char err[512] = "";
+  double start = strata_now_s();
+  int status = strata_tcp_open(&cfg, r->rank, c->nranks, store, &t, err, sizeof err);
+  double took = strata_now_s() - start;
+  printf("  rank %d: %s: %s\n", r->rank, strata_err_name(status), err);
+  if (t) t->ops->destroy(t);
+  strata_store_close(store);
+  CHECK(status == KIND_STATUS[c->kind], "got %s, want %s", strata_err_name(status),
+        strata_err_name(KIND_STATUS[c->kind]));
+  CHECK(strstr(err, KIND_WORDS[c->kind]) != NULL, "the message does not say \"%s\"",
+        KIND_WORDS[c->kind]);
+  CHECK(took < 3.0, "took %.2f s: a refusal must not wait for the timeout", took);
+  return 0;
+}
+
+/* ---- raw clients ---- */
+
+static int raw_connect(strata_store *store) {
+  void *value = NULL;
+  size_t len = 0;
+  if (strata_store_get(store, "netfix/addr/0", &value, &len, 10) != STRATA_OK) return -1;
+  char text[128], *colon;
+  snprintf(text, sizeof text, "%.*s", (int)len, (char *)value);
+  free(value);
+  colon = strrchr(text, ':');
+  if (!colon) return -1;
+  *colon = '\0';
+  struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+  if (getaddrinfo(text, colon + 1, &hints, &ai) != 0) return -1;
+  int fd = socket(ai->ai_family, SOCK_STREAM, 0);
+  if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) close(fd), fd = -1;
+  freeaddrinfo(ai);
+  return fd;
+}
+
+/* Read until EOF or reset; returns bytes read, or -1 if still open after timeout_s. */
+static ssize_t read_until_closed(int fd, unsigned char *buf, size_t cap, double timeout_s) {
+  size_t got = 0;
+  double deadline = strata_now_s() + timeout_s;
+  for (;;) {
+    int ms = (int)((deadline - strata_now_s()) * 1000);
+    if (ms <= 0) return -1;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    if (poll(&pfd, 1, ms) <= 0) continue;
+    unsigned char sink[256];
+    ssize_t n = recv(fd, got < cap ? buf + got : sink, got < cap ? cap - got : sizeof sink, 0);
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) return (ssize_t)got;
+    if (n > 0 && got < cap) got += (size_t)n;
+  }
+}
+
+static int open_rank(const strata_net_fixture_rank *r, strata_store *store, double timeout_s,
+                     int *status_out, double *took) {
+  strata_config cfg;
+  strata_net_fixture_config(r, 2, &cfg);
+  cfg.timeout_s = timeout_s;
+  strata_transport *t = NULL;
+  char err[512] = "";
+  double start = strata_now_s();
+  *status_out = strata_tcp_open(&cfg, r->rank, 2, store, &t, err, sizeof err);
+  *took = strata_now_s() - start;
+  printf("  rank %d: %s after %.2f s%s%s\n", r->rank, strata_err_name(*status_out), *took,
+         err[0] ? ": " : "", err);
+  if (t) t->ops->destroy(t);
+  return 0;
+}
+
+/* process 2 sends garbage to rank 0 before rank 1 starts; everyone else must be fine */
+static int garbage_body(const strata_net_fixture_rank *r) {
+  strata_store *store = NULL;
+  CHECK(strata_net_fixture_store(r, &store) == STRATA_OK, "store");
+  if (r->rank == 2) {
+    int fd = raw_connect(store);
+    CHECK(fd >= 0, "cannot connect to rank 0");
+    char junk[200];
+    memset(junk, 'x', sizeof junk);
+    memcpy(junk, "GET / HTTP/1.1\r\nHost: strata\r\n\r\n", 33);
+    CHECK(send(fd, junk, sizeof junk, MSG_NOSIGNAL) == (ssize_t)sizeof junk, "send");
+    strata_wire_handshake reply[2];
+    double start = strata_now_s();
+    ssize_t got = read_until_closed(fd, (unsigned char *)reply, sizeof reply, 3);
+    double took = strata_now_s() - start;
+    close(fd);
+    strata_store_set(store, "garbage/sent", "1", 1);
+    CHECK(got >= 0, "the garbage connection was not closed within 3 s");
+    CHECK(took < 1.0, "closing the garbage connection took %.2f s", took);
+    /* rank 0 sent its HELLO, then a REJECT(protocol) */
+    CHECK(got == 2 * (ssize_t)sizeof reply[0], "read %zd bytes, want HELLO + REJECT", got);
+    strata_wire_handshake_decode(&reply[1]);
+    CHECK(memcmp(reply[1].magic, STRATA_WIRE_MAGIC, 4) == 0 &&
+              reply[1].kind == STRATA_WIRE_REJECT && reply[1].reason == STRATA_WIRE_REJECT_PROTOCOL,
+          "second record is not REJECT(protocol): kind %u reason %u", reply[1].kind,
+          reply[1].reason);
+    strata_store_close(store);
+    return 0;
+  }
+  if (r->rank == 1) {
+    void *v = NULL;
+    size_t len;
+    CHECK(strata_store_get(store, "garbage/sent", &v, &len, 10) == STRATA_OK, "wait");
+    free(v);
+  }
+  int status;
+  double took;
+  open_rank(r, store, 10, &status, &took);
+  strata_store_close(store);
+  CHECK(status == STRATA_OK, "open failed after a garbage connection: %s", strata_err_name(status));
+  return 0;
+}
+
+/* process 1 (or 2) connects and says nothing. with_peer: rank 1 also joins. */
+static int silent_body(const strata_net_fixture_rank *r) {
+  int with_peer = *(const int *)r->arg;
+  int silent_proc = with_peer ? 2 : 1;
+  strata_store *store = NULL;
+  CHECK(strata_net_fixture_store(r, &store) == STRATA_OK, "store");
+  if (r->rank == silent_proc) {
+    int fd = raw_connect(store);
+    CHECK(fd >= 0, "cannot connect to rank 0");
+    strata_store_set(store, "silent/connected", "1", 1);
+    unsigned char buf[512];
+    read_until_closed(fd, buf, sizeof buf, 4); /* rank 0 may close us; never answer */
+    close(fd);
+    strata_store_close(store);
+    return 0;
+  }
+  if (r->rank == 1) {
+    void *v = NULL;
+    size_t len;
+    CHECK(strata_store_get(store, "silent/connected", &v, &len, 10) == STRATA_OK, "wait");
+    free(v);
+  }
+  int status;
+  double took;
+  double timeout_s = with_peer ? 5 : 1.5;
+  open_rank(r, store, timeout_s, &status, &took);
+  strata_store_close(store);
+  if (with_peer) {
+    CHECK(status == STRATA_OK, "a silent connection broke the open: %s", strata_err_name(status));
+    CHECK(took < 2.0, "the open waited %.2f s for a silent connection", took);
+  } else {
+    CHECK(status == STRATA_ERR_TIMEOUT, "got %s, want STRATA_ERR_TIMEOUT", strata_err_name(status));
+    CHECK(took > 1.3 && took < 3.0, "timed out after %.2f s, want about 1.5 s", took);
+  }
+  return 0;
+}
+
+int main(void) {
+  alarm(120);
+  int failed = 0;
+  static const refuse_case cases[] = {
+      {BAD_SECRET, 2}, {BAD_SECRET, 3}, {BAD_JOB, 2}, {BAD_VERSION, 2}, {BAD_VERSION, 3}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    printf("%s, %d ranks\n", KIND_NAMES[cases[i].kind], cases[i].nranks);
+    fflush(stdout);
+    int bad = strata_net_fixture_run(cases[i].nranks, refuse_body, (void *)&cases[i], 20, NULL);
+    printf("  %s\n", bad ? "FAILED" : "ok");
+    failed += bad != 0;
+  }
+  printf("garbage client, then the real peer\n");
+  fflush(stdout);
+  int bad = strata_net_fixture_run(3, garbage_body, NULL, 20, NULL);
+  printf("  %s\n", bad ? "FAILED" : "ok");
+  failed += bad != 0;
+  for (int with_peer = 0; with_peer <= 1; with_peer++) {
+    printf("silent client%s\n", with_peer ? " next to the real peer" : " alone");
+    fflush(stdout);
+    bad = strata_net_fixture_run(with_peer ? 3 : 2, silent_body, &with_peer, 20, NULL);
+    printf("  %s\n", bad ? "FAILED" : "ok");
+    failed += bad != 0;
+  }
+  printf("%s\n", failed ? "test_net_handshake: FAILED" : "test_net_handshake: all passed");
+  return failed ? 1 : 0;
+}
