@@ -40,12 +40,11 @@
 
 #include "strata.h"
 
-#define STRATA_TOPO_NAME_MAX 64     /* names, incl. NUL: sites, nodes, links, templates */
-#define STRATA_TOPO_TEXT_MAX 160    /* free text, incl. NUL: descriptions, regions, feature names */
-#define STRATA_TOPO_SOURCE_MAX 1024 /* the file name kept for messages, incl. NUL */
-#define STRATA_TOPO_MAX_NICS 4      /* NIC kinds per node (compute, storage, frontend ...) */
-#define STRATA_TOPO_UNSET (-1.0)    /* a number the file did not give */
-#define STRATA_TOPO_UNKNOWN (-1)    /* a yes/no the file did not give */
+#define STRATA_TOPO_NAME_MAX 64  /* names, incl. NUL: sites, nodes, links, templates */
+#define STRATA_TOPO_TEXT_MAX 160 /* free text, incl. NUL: descriptions, regions, feature names */
+#define STRATA_TOPO_MAX_NICS 4   /* NIC kinds per node (compute, storage, frontend ...) */
+#define STRATA_TOPO_UNSET (-1.0) /* a number the file did not give */
+#define STRATA_TOPO_UNKNOWN (-1) /* a yes/no the file did not give */
 
 static inline int strata_topo_is_set(double value) {
   return value >= 0.0;
@@ -299,7 +298,7 @@ typedef struct strata_topo_link {
 } strata_topo_link;
 
 typedef struct strata_topo {
-  char source[STRATA_TOPO_SOURCE_MAX]; /* the file name or "preset:NAME" used in messages */
+  char source[STRATA_TOPO_TEXT_MAX]; /* the file name or "preset:NAME" used in messages */
   char name[STRATA_TOPO_NAME_MAX];
   char description[STRATA_TOPO_TEXT_MAX];
   strata_topo_site *sites;
