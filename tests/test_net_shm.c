@@ -4,9 +4,10 @@
  * The parent serves a store; each job forks N ranks that open the transport (src/net/shm.c) and
  * run one scenario: every pair exchanging messages of many sizes in both directions at once,
  * fused reductions (f32, i32, and a 12-byte element that straddles the ring's end), tag and size
- * mismatches, a peer killed mid-transfer, an abort, partial locality and bad arguments. Each
- * scenario runs with cross-memory attach and with STRATA_SHM_CMA=0 (everything inline). At the
- * end /dev/shm must hold nothing of ours.
+ * mismatches, a peer killed mid-transfer, an abort, partial locality, bad arguments, a peer that
+ * never opens, and a /dev/shm too small for a segment. Each scenario runs with cross-memory
+ * attach and with STRATA_SHM_CMA=0 (everything inline). At the end /dev/shm must hold nothing
+ * of ours.
  *
  * With STRATA_SHM_BENCH=1 it instead measures 8-byte ping-pong latency and large-message
  * bandwidth between two ranks, next to memcpy on this machine (numbers, not assertions).
@@ -18,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,7 +35,8 @@ static char store_addr[64];
 static int job_counter;
 static int jobs_run;
 static int failures;
-/* A job may expect strata_shm_open to fail on one rank (a local peer that never shows up). */
+/* A job may expect strata_shm_open to fail with open_fail_status on one rank (or -1: all). */
+static int open_fail_status = STRATA_OK;
 static int open_fail_rank = -1;
 static double open_timeout_s = 10.0;
 
@@ -78,11 +82,11 @@ static int child_main(int rank, int nranks, const char *job_id, scenario_fn fn, 
   char err[256];
   job j = {.rank = rank, .nranks = nranks, .arg = arg};
   rc = strata_shm_open(&cfg, rank, nranks, store, is_local, &j.t, err, sizeof err);
-  if (rank == open_fail_rank) {
+  if (open_fail_status != STRATA_OK && (open_fail_rank < 0 || rank == open_fail_rank)) {
     strata_store_close(store);
     if (rc == STRATA_OK) j.t->ops->destroy(j.t);
-    CHECK(rc == STRATA_ERR_TIMEOUT && err[0], "open without the peer: %s (%s)", strata_err_name(rc),
-          err);
+    CHECK(rc == open_fail_status && err[0], "open: %s (%s), want %s", strata_err_name(rc), err,
+          strata_err_name(open_fail_status));
     return 0;
   }
   if (rc != STRATA_OK) {
@@ -714,11 +718,38 @@ static void run_all_scenarios(void) {
   run_job("peer lost", 3, scenario_peer_lost, NULL, NULL, 2);
   run_job("abort", 2, scenario_abort, NULL, NULL, -1);
   run_job("partial locality", 3, scenario_partial, locality_first_two, NULL, -1);
+  open_fail_status = STRATA_ERR_TIMEOUT;
   open_fail_rank = 0;
   open_timeout_s = 0.5;
   run_job("peer never opens", 2, scenario_nothing, locality_one_sided, NULL, -1);
+  open_fail_status = STRATA_OK;
   open_fail_rank = -1;
   open_timeout_s = 10.0;
+}
+
+/* Segments are memfds, not /dev/shm files: a 1 MiB /dev/shm (a private tmpfs in a mount
+ * namespace of our own, like a container's default 64 MiB one but smaller than one segment)
+ * must not matter. Skipped where we may not create mount namespaces. */
+static void run_tiny_dev_shm(void) {
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(CHILD_ALARM_S);
+    if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m") != 0) {
+      printf("skip tiny /dev/shm (no mount namespace: %s)\n", strerror(errno));
+      _exit(0);
+    }
+    int bad = run_job("exchange with a 1 MiB /dev/shm", 2, scenario_exchange, NULL, NULL, -1);
+    fflush(stdout);
+    _exit(bad);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!ok) fprintf(stderr, "FAIL tiny /dev/shm\n");
+  failures += !ok;
+  jobs_run++;
 }
 
 int main(void) {
@@ -742,6 +773,7 @@ int main(void) {
     setenv("STRATA_SHM_CMA", "0", 1);
     run_all_scenarios();
     unsetenv("STRATA_SHM_CMA");
+    run_tiny_dev_shm();
   }
   kill(store_pid, SIGTERM);
   waitpid(store_pid, NULL, 0);

@@ -5,19 +5,21 @@
  * loopback TCP stack: a few microseconds for a tiny message, and close to memcpy bandwidth for a
  * large one, with the receive-side reduction fused into the read of the peer's data.
  *
- * Segments. Every rank creates one POSIX shared-memory segment
- * ("/strata-<job>-<rank>-<random>") that holds, for each local peer p, the INBOUND channel from p:
- * a control block and a single-producer / single-consumer byte ring (1 MiB; less with many local
- * peers, so a segment stays near 16 MiB and a host's total near 16 MiB per rank). p writes,
- * the owner reads. The control block keeps what the producer writes (head, abort word) and what
- * the consumer writes (tail, count of large messages read) on separate cache lines, so the two
- * sides never write the same line. The name is published in the store; every rank maps each
- * local peer's segment, probes cross-memory attach (below), sets a "ready" key and waits for the
- * ready keys of all its local peers; then each rank unlinks its own segment. From then on the
- * memory lives only as long as the mappings, so a crash leaves nothing in /dev/shm (only a crash
- * inside open itself can). Store keys are "<job>/shm/<k>/<rank>/name|ready", where k counts this
- * rank's opens with this same local group ("<job>/shm/opens/<rank>/<hash of the group>"), so
- * several communicators of one job never read each other's keys.
+ * Segments. Every rank creates one shared-memory segment that holds, for each local peer p, the
+ * INBOUND channel from p: a control block and a single-producer / single-consumer byte ring
+ * (1 MiB; smaller with many local peers, so a segment stays near 16 MiB). p writes, the owner
+ * reads. The control block keeps what the producer writes (head, abort word) and what the
+ * consumer writes (tail, count of large messages read) on separate cache lines, so the two sides
+ * never write the same line. The segment is a memfd, not a shm_open name: it never appears in
+ * /dev/shm, so no crash at any moment (not even a rank killed while it waits in open for a peer
+ * that never comes, which is how `strata launch` stops a failed job) can leave it behind, and a
+ * container's small /dev/shm does not limit it. We publish "<pid> <fd>" in the store; each peer
+ * opens /proc/<pid>/fd/<fd> (same user and pid namespace, which net.c's locality test implies),
+ * maps it, probes cross-memory attach (below) and sets its "ready" key; once the ready keys of
+ * all its local peers are set, a rank closes its fd and the memory lives exactly as long as the
+ * mappings. Store keys are "<job>/shm/<k>/<rank>/segment|ready", where k counts this rank's opens
+ * with this same local group ("<job>/shm/opens/<rank>/<hash of the group>"), so several
+ * communicators of one job never read each other's keys.
  *
  * Messages. The k-th message from p to us is the k-th record in p's ring in our segment. A record
  * is one 64-byte cache line {tag, bytes, seq, kind, ...}, 64-byte aligned, followed by its payload
@@ -63,13 +65,14 @@
  * callback may post new transfers.
  *
  * Must never: write past a receive's buffer, block (wait() is the only sleeping call), trust a
- * record without checking its sequence number, or leave a segment name behind after open returns.
+ * record without checking its sequence number, or give a segment a name in the file system.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -195,6 +198,7 @@ typedef struct shm_transport {
   shm_queue completed;
   uint64_t events; /* bumped whenever anything moves: progress() tells "blocked" from it */
   int more_work;   /* the last progress() stopped a stream on its budget, not on a full ring */
+  int own_fd;      /* our segment's memfd, open only during strata_shm_open */
   volatile uint64_t canary;
 } shm_transport;
 
@@ -753,6 +757,7 @@ static void shm_destroy(strata_transport *base) {
     if (p->pidfd >= 0) close(p->pidfd);
   }
   if (t->own_map) munmap(t->own_map, t->own_map_bytes);
+  if (t->own_fd >= 0) close(t->own_fd);
   free(t->bounce);
   free(t->peers);
   free(t->peer_index);
@@ -781,8 +786,15 @@ typedef struct shm_open_ctx {
   size_t err_len;
 } shm_open_ctx;
 
-static int shm_fail(shm_open_ctx *c, int status, const char *fmt, const char *detail) {
-  if (c->err && c->err_len) snprintf(c->err, c->err_len, fmt, detail);
+static int shm_fail(shm_open_ctx *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int shm_fail(shm_open_ctx *c, int status, const char *fmt, ...) {
+  if (c->err && c->err_len) {
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(c->err, c->err_len, fmt, args);
+    va_end(args);
+  }
   return status;
 }
 
@@ -826,41 +838,24 @@ static void shm_segment_init(shm_transport *t, uint64_t canary, size_t bytes) {
   h->magic = SHM_MAGIC;
 }
 
-static void shm_name_make(const shm_open_ctx *c, char *name, size_t len) {
-  char job[40];
-  size_t j = 0;
-  for (const char *s = c->cfg->job_id; *s && j < sizeof job - 1; s++) {
-    char ch = *s;
-    int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-             ch == '-' || ch == '_' || ch == '.';
-    job[j++] = ok ? ch : '_';
-  }
-  job[j] = '\0';
-  uint64_t random = 0;
-  if (getrandom(&random, sizeof random, 0) != (ssize_t)sizeof random)
-    random = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(strata_now_s() * 1e9);
-  snprintf(name, len, "/strata-%s-%d-%016llx", job, c->t->rank, (unsigned long long)random);
-}
-
-static int shm_create_own(shm_open_ctx *c, char *name, size_t name_len) {
+/* Our segment is a memfd: it has no name anywhere, so nothing can be left behind, ever. Peers
+ * open it through /proc/<pid>/fd/<fd> while we hold the fd (until the ready barrier). */
+static int shm_create_own(shm_open_ctx *c) {
   shm_transport *t = c->t;
   size_t bytes = shm_header_bytes(t->nranks) + (size_t)t->npeers * (SHM_PAGE + t->ring_bytes);
-  shm_name_make(c, name, name_len);
-  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) return shm_fail(c, STRATA_ERR_SYSTEM, "shm_open: %s", strerror(errno));
-  if (ftruncate(fd, (off_t)bytes) != 0) {
-    int e = errno;
-    close(fd);
-    shm_unlink(name);
-    return shm_fail(c, STRATA_ERR_SYSTEM, "ftruncate of the shm segment: %s", strerror(e));
-  }
+  char name[96];
+  snprintf(name, sizeof name, "strata-%.60s-%d", c->cfg->job_id, t->rank);
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return shm_fail(c, STRATA_ERR_SYSTEM, "shm: memfd_create: %s", strerror(errno));
+  t->own_fd = fd;
+  /* Allocate the pages now: running out of memory must be an error here, not a SIGBUS later. */
+  int e = ftruncate(fd, (off_t)bytes) != 0 ? errno : posix_fallocate(fd, 0, (off_t)bytes);
+  if (e != 0)
+    return shm_fail(c, STRATA_ERR_SYSTEM, "shm: allocating a %zu-byte segment: %s", bytes,
+                    strerror(e));
   void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  int e = errno;
-  close(fd);
-  if (map == MAP_FAILED) {
-    shm_unlink(name);
-    return shm_fail(c, STRATA_ERR_SYSTEM, "mmap of the shm segment: %s", strerror(e));
-  }
+  if (map == MAP_FAILED)
+    return shm_fail(c, STRATA_ERR_SYSTEM, "shm: mapping our segment: %s", strerror(errno));
   t->own_map = map;
   t->own_map_bytes = bytes;
   uint64_t canary = 0;
@@ -889,23 +884,36 @@ static int shm_env_cma_enabled(void) {
 static int shm_map_peer(shm_open_ctx *c, shm_peer *p, int cma_enabled) {
   shm_transport *t = c->t;
   char key[256];
-  shm_key(c, p->rank, "name", key, sizeof key);
+  shm_key(c, p->rank, "segment", key, sizeof key);
   void *value = NULL;
   size_t len = 0;
   int rc = strata_store_get(c->store, key, &value, &len, c->timeout_s);
-  if (rc != STRATA_OK) return shm_fail(c, rc, "shm: no segment name from a local peer (%s)", key);
-  char name[256];
-  snprintf(name, sizeof name, "%.*s", (int)(len < 255 ? len : 255), (const char *)value);
+  if (rc != STRATA_OK)
+    return shm_fail(c, rc, "shm: rank %d never published its segment (%s): %s", p->rank, key,
+                    strata_strerror(rc));
+  char text[64], name[96];
+  snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text ? len : sizeof text - 1),
+           (const char *)value);
   free(value);
-  int fd = shm_open(name, O_RDWR, 0);
+  int owner_pid = 0, owner_fd = -1;
+  if (sscanf(text, "%d %d", &owner_pid, &owner_fd) != 2 || owner_pid <= 0 || owner_fd < 0)
+    return shm_fail(c, STRATA_ERR_PROTOCOL, "shm: rank %d published a bad segment \"%s\"", p->rank,
+                    text);
+  snprintf(name, sizeof name, "/proc/%d/fd/%d", owner_pid, owner_fd);
+  int fd = open(name, O_RDWR | O_CLOEXEC);
   if (fd < 0)
-    return shm_fail(c, STRATA_ERR_SYSTEM, "shm_open of a peer's segment: %s", strerror(errno));
+    return shm_fail(c, STRATA_ERR_SYSTEM,
+                    "shm: cannot open rank %d's segment %s: %s (a peer must run as the same "
+                    "user, be dumpable and share our pid namespace; STRATA_SHM=0 uses TCP)",
+                    p->rank, name, strerror(errno));
   struct stat st;
   void *map = MAP_FAILED;
   if (fstat(fd, &st) == 0 && (size_t)st.st_size >= shm_header_bytes(t->nranks))
     map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   close(fd);
-  if (map == MAP_FAILED) return shm_fail(c, STRATA_ERR_SYSTEM, "mapping peer segment %s", name);
+  if (map == MAP_FAILED)
+    return shm_fail(c, STRATA_ERR_SYSTEM, "shm: mapping rank %d's segment %s failed", p->rank,
+                    name);
   p->map = map;
   p->map_bytes = (size_t)st.st_size;
   const shm_header *h = map;
@@ -937,15 +945,17 @@ static uint64_t shm_group_hash(const shm_transport *t) {
   return (h ^ (uint64_t)(uint32_t)t->nranks) * 0x100000001b3ull;
 }
 
-static int shm_rendezvous(shm_open_ctx *c, const char *own_name) {
+static int shm_rendezvous(shm_open_ctx *c) {
   shm_transport *t = c->t;
   char key[256];
   snprintf(key, sizeof key, "%s/shm/opens/%d/%016llx", c->cfg->job_id, t->rank,
            (unsigned long long)shm_group_hash(t));
   int rc = strata_store_add(c->store, key, 1, &c->generation);
   if (rc != STRATA_OK) return shm_fail(c, rc, "shm: store add failed (%s)", key);
-  shm_key(c, t->rank, "name", key, sizeof key);
-  rc = strata_store_set(c->store, key, own_name, strlen(own_name));
+  char segment[64];
+  snprintf(segment, sizeof segment, "%d %d", (int)getpid(), t->own_fd);
+  shm_key(c, t->rank, "segment", key, sizeof key);
+  rc = strata_store_set(c->store, key, segment, strlen(segment));
   if (rc != STRATA_OK) return shm_fail(c, rc, "shm: store set failed (%s)", key);
   int cma_enabled = shm_env_cma_enabled();
   for (int i = 0; i < t->npeers; i++) {
@@ -997,6 +1007,7 @@ static int shm_alloc(int rank, int nranks, const int *is_local, shm_transport **
   t->rank = rank;
   t->nranks = nranks;
   t->ring_bytes = SHM_RING_BYTES;
+  t->own_fd = -1;
   t->peer_index = malloc((size_t)nranks * sizeof *t->peer_index);
   for (int q = 0; t->peer_index && q < nranks; q++) {
     t->peer_index[q] = -1;
@@ -1037,12 +1048,10 @@ int strata_shm_open(const strata_config *cfg, int rank, int nranks, strata_store
   shm_open_ctx c = {.cfg = cfg, .store = store, .t = t, .err = err, .err_len = err_len};
   c.timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 30.0;
   if (t->npeers > 0) {
-    char name[128];
-    rc = shm_create_own(&c, name, sizeof name);
-    if (rc == STRATA_OK) {
-      rc = shm_rendezvous(&c, name);
-      shm_unlink(name); /* everyone mapped it (or we give up): the name must not outlive open */
-    }
+    rc = shm_create_own(&c);
+    if (rc == STRATA_OK) rc = shm_rendezvous(&c);
+    if (t->own_fd >= 0) close(t->own_fd); /* every peer mapped it (or we give up) */
+    t->own_fd = -1;
     if (rc != STRATA_OK) {
       shm_destroy(&t->base);
       return rc;

@@ -12,9 +12,9 @@
 
 /* Set up shared memory with every peer q where is_local[q] != 0 (is_local[rank] is ignored).
  * Collective over exactly those ranks: uses the store (keys under "<job_id>/shm/") to exchange
- * segment names and to agree that every local peer mapped them, then unlinks the segments so a
- * crash leaves nothing in /dev/shm. On success *out is the transport (its post_* calls accept only
- * local peers). */
+ * where each segment is (segments are memfds, opened by peers through /proc/<pid>/fd, so nothing
+ * ever appears in /dev/shm, even after a crash) and to agree that every local peer mapped them.
+ * On success *out is the transport (its post_* calls accept only local peers). */
 int strata_shm_open(const strata_config *cfg, int rank, int nranks, strata_store *store,
                     const int *is_local, strata_transport **out, char *err, size_t err_len);
 
