@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "coll/coll_internal.h"
 #include "model/physics.h"
 
 static const char *const algo_names[STRATA_MODEL_ALGO_COUNT] = {
@@ -108,17 +109,80 @@ static double step_us(const strata_fabric *f, double distance, double bytes, int
   return f->level[l].alpha_us + xfer_us(bytes, level_gbps(f, l, flows));
 }
 
-/* A ring step: inside a node every rank sends at once; every outer boundary is crossed by one
- * flow per group. The slowest hop sets the pace. */
-static double ring_step_us(const strata_fabric *f, double bytes) {
-  double worst = 0;
-  for (int l = 0; l < f->nlevels; l++) {
+/* ---- the algorithms, as src/coll builds them ---- */
+
+/* Pipeline rounds exactly as the builders cut them (strata_coll_rounds, 1-byte elements). */
+static double rounds_for(const strata_fabric *f, double p, double count_bytes, double parts) {
+  strata_sched_params sp;
+  memset(&sp, 0, sizeof sp);
+  sp.nranks = p > INT32_MAX ? INT32_MAX : (int)p;
+  sp.elem_size = 1;
+  sp.chunk_bytes = f->chunk_bytes > 0 ? (uint64_t)f->chunk_bytes : 0;
+  uint64_t count = count_bytes > 0 ? (uint64_t)count_bytes : 0;
+  return (double)strata_coll_rounds(&sp, count, parts > 0 ? (uint64_t)parts : 1);
+}
+
+/* A ring over the hierarchy has p hops: p − p/g0 inside nodes, then one per node boundary, one
+ * per site boundary... A chain of m consecutive hops (a chunk's journey) crosses each level in
+ * proportion, the slow levels rounded up. Inside a node every rank sends at once (aggregate
+ * shared by the node's ranks); outer boundaries carry one flow per group. */
+typedef struct ring_shape {
+  double path_us; /* latency + bytes of one chunk along m hops */
+  double worst_us_per_byte;
+  double worst_alpha_us;
+} ring_shape;
+
+static ring_shape ring_chain(const strata_fabric *f, double m, double c, int wraps) {
+  ring_shape r = {0, 0, 0};
+  double p = (double)strata_fabric_nranks(f), remaining = m;
+  for (int l = f->nlevels - 1; l >= 0 && remaining > 0; l--) {
     if (f->level[l].fanout <= 1) continue;
+    double groups_inside = p / span_below(f, l + 1);
+    double hops = l == f->nlevels - 1 ? p / span_below(f, l) : p / span_below(f, l) - groups_inside;
+    /* a wrapping ring spreads the slow hops evenly; a chain from rank 0 to p−1 crosses each
+     * boundary once */
+    double count = wraps ? fmin(remaining, ceil(m * hops / p - 1e-9))
+                         : fmin(remaining, l == f->nlevels - 1 ? hops - 1 : hops);
     double flows = l == 0 ? f->level[0].fanout : 1;
-    double t = f->level[l].alpha_us + xfer_us(bytes, level_gbps(f, l, flows));
-    if (t > worst) worst = t;
+    double per_byte = 1.0 / (level_gbps(f, l, flows) * 1e3);
+    r.path_us += count * (f->level[l].alpha_us + c * per_byte);
+    if (per_byte > r.worst_us_per_byte) r.worst_us_per_byte = per_byte;
+    if (count > 0 && f->level[l].alpha_us > r.worst_alpha_us)
+      r.worst_alpha_us = f->level[l].alpha_us;
+    remaining -= count;
   }
-  return worst;
+  return r;
+}
+
+static double gamma_us(const strata_fabric *f) {
+  return f->reduce_gbps > 0 ? 1.0 / (f->reduce_gbps * 1e3) : 0.0;
+}
+
+/* A pipeline of k rounds whose one-round critical path is `path_us` and whose busiest resource
+ * (a port or the reducing core) spends `busy_us` per round: (k−1)·busy + path. */
+static double pipeline_us(double k, double busy_us, double path_us) {
+  return (k - 1) * busy_us + path_us;
+}
+
+/* Ring reduce-scatter / allgather (steps = p−1) and allreduce (steps = 2(p−1), half reducing). */
+static double ring_us(const strata_fabric *f, double p, double bytes, int steps_x, int reduce,
+                      double k) {
+  double g = reduce ? gamma_us(f) : 0;
+  double c = bytes / (p * k);
+  double steps = steps_x * (p - 1), reduces = reduce ? (p - 1) : 0;
+  ring_shape r = ring_chain(f, steps, c, 1);
+  double busy = fmax(steps * c * r.worst_us_per_byte, reduces * c * g);
+  /* either one chunk's journey or the slowest port, whichever binds */
+  return fmax(pipeline_us(k, busy, r.path_us + reduces * c * g),
+              k * busy + r.worst_alpha_us + (reduce ? c * g : 0));
+}
+
+/* Chain broadcast / reduce: p−1 hops, k rounds. */
+static double chain_us(const strata_fabric *f, double p, double bytes, int reduce) {
+  double g = reduce ? gamma_us(f) : 0;
+  double k = rounds_for(f, p, bytes, 1), c = bytes / k;
+  ring_shape r = ring_chain(f, p - 1, c, 0);
+  return pipeline_us(k, c * fmax(r.worst_us_per_byte, g), r.path_us + (p - 1) * c * g);
 }
 
 static double pow2_floor(double p) {
@@ -127,22 +191,42 @@ static double pow2_floor(double p) {
   return q;
 }
 
-/* ---- the algorithms ---- */
-
-static double ring_rs_us(const strata_fabric *f, double p, double bytes, int reduce) {
-  double chunk = bytes / p;
-  return (p - 1) * ring_step_us(f, chunk) + (reduce ? (p - 1) * reduce_us(f, chunk) : 0);
+/* The level a pair of real ranks crosses. */
+static int level_of_pair(const strata_fabric *f, double r, double q) {
+  double span = 1;
+  for (int l = 0; l < f->nlevels; l++) {
+    span *= f->level[l].fanout > 0 ? f->level[l].fanout : 1;
+    if (floor(r / span) == floor(q / span)) return l;
+  }
+  return f->nlevels - 1;
 }
 
-/* Recursive halving reduce-scatter, distance 1 first (large messages on the fastest links);
- * non-powers of two fold the extra ranks in first (one exchange of the whole buffer). */
-static double rhd_rs_us(const strata_fabric *f, double p, double bytes, int reduce) {
-  double q = pow2_floor(p), t = 0, msg = bytes;
-  for (double d = 1; d < q; d *= 2) {
-    msg /= 2;
-    t += step_us(f, d, msg, 1) + (reduce ? reduce_us(f, msg) : 0);
+/* The real rank playing virtual rank v after the fold of non-powers of two (rhd.c). */
+static double rhd_real(double v, double rem) {
+  return v < rem ? 2 * v + 1 : v + rem;
+}
+
+/* One hypercube exchange of `bytes` between virtual ranks v and v^mask, all at once: the slowest
+ * level crossed, with as many flows per group as cross there (sampled beyond 4096 ranks). */
+static double hyper_step_us(const strata_fabric *f, double p, double mask, double bytes) {
+  double q = pow2_floor(p), rem = p - q;
+  double stride = q > 4096 ? floor(q / 4096) : 1;
+  double crossing[STRATA_FABRIC_MAX_LEVELS] = {0}, samples = 0;
+  for (double v = 0; v < q; v += stride) {
+    double partner = (double)((uint64_t)v ^ (uint64_t)mask);
+    crossing[level_of_pair(f, rhd_real(v, rem), rhd_real(partner, rem))]++;
+    samples++;
   }
-  return t;
+  double worst = 0;
+  for (int l = 0; l < f->nlevels; l++) {
+    if (crossing[l] == 0) continue;
+    double groups = p / (span_below(f, l + 1) > 0 ? span_below(f, l + 1) : 1);
+    double flows = crossing[l] / samples * q / (groups > 1 ? groups : 1);
+    if (l == 0) flows = 1; /* inside a node each rank has its own link */
+    double t = f->level[l].alpha_us + xfer_us(bytes, level_gbps(f, l, flows));
+    if (t > worst) worst = t;
+  }
+  return worst;
 }
 
 static double rhd_fold_us(const strata_fabric *f, double p, double bytes, int reduce) {
@@ -150,12 +234,76 @@ static double rhd_fold_us(const strata_fabric *f, double p, double bytes, int re
   return step_us(f, 1, bytes, 1) + (reduce ? reduce_us(f, bytes) : 0);
 }
 
-/* Binomial tree over p ranks, whole buffer per step, one flow per group. */
-static double tree_us(const strata_fabric *f, double p, double bytes, int reduce) {
-  double t = 0;
-  for (double d = 1; d < p; d *= 2)
-    t += step_us(f, d, bytes, 0) + (reduce ? reduce_us(f, bytes) : 0);
+/* Recursive halving (largest distance first, as rhd.c): reduce-scatter phase. */
+static double rhd_halving_us(const strata_fabric *f, double p, double bytes, int reduce) {
+  double q = pow2_floor(p), t = 0, msg = bytes;
+  for (double mask = q / 2; mask >= 1; mask /= 2) {
+    msg /= 2;
+    t += hyper_step_us(f, p, mask, msg) + (reduce ? reduce_us(f, msg) : 0);
+  }
   return t;
+}
+
+/* Recursive doubling of the allreduce's second half (mask 1 first, growing messages). */
+static double rhd_doubling_us(const strata_fabric *f, double p, double bytes) {
+  double q = pow2_floor(p), t = 0, msg = bytes / q;
+  for (double mask = 1; mask < q; mask *= 2) {
+    t += hyper_step_us(f, p, mask, msg);
+    msg *= 2;
+  }
+  return t;
+}
+
+/* Small allreduce: lg p exchanges of the whole vector (rhd.c below 32 KiB). */
+#define RHD_DOUBLING_MAX_BYTES (32.0 * 1024)
+static double recursive_doubling_us(const strata_fabric *f, double p, double bytes) {
+  double q = pow2_floor(p), t = 0;
+  for (double mask = 1; mask < q; mask *= 2)
+    t += hyper_step_us(f, p, mask, bytes) + reduce_us(f, bytes);
+  return t;
+}
+
+/* Allgather by recursive doubling (powers of two) or Bruck (any count): step k moves
+ * min(2^k, p − 2^k) blocks over distance 2^k. */
+static double allgather_rhd_us(const strata_fabric *f, double p, double bytes) {
+  double t = 0, block = bytes / p;
+  if (pow2_floor(p) == p) return rhd_doubling_us(f, p, bytes);
+  for (double d = 1; d < p; d *= 2) t += step_us(f, d, block * fmin(d, p - d), 1);
+  return t;
+}
+
+/* Critical path of one round on a binomial subtree of n ranks (tree.c: the children of relative
+ * rank 0 sit at distances 1, 2, 4, ... with subtrees of min(d, n − d) ranks). Broadcast: the
+ * parent sends back to back, largest subtree first; reduce: it receives in increasing subtree
+ * size and reduces each on arrival (its port took the bytes while its core was busy). */
+static double tree_path_us(const strata_fabric *f, double n, double c, int reduce) {
+  if (n <= 1) return 0;
+  double d_top = pow2_floor(n - 1), t = 0, sent = 0;
+  if (reduce) {
+    for (double d = 1; d <= d_top; d *= 2) {
+      int l = level_of_distance(f, d);
+      double xfer = xfer_us(c, level_gbps(f, l, 1));
+      double arrive = tree_path_us(f, fmin(d, n - d), c, 1) + f->level[l].alpha_us + xfer;
+      t = fmax(t, arrive) + reduce_us(f, c);
+    }
+    return t;
+  }
+  for (double d = d_top; d >= 1; d /= 2) {
+    int l = level_of_distance(f, d);
+    sent += xfer_us(c, level_gbps(f, l, 1));
+    t = fmax(t, sent + f->level[l].alpha_us + tree_path_us(f, fmin(d, n - d), c, 0));
+  }
+  return t;
+}
+
+/* Binomial tree pipelined in k rounds: the root's port (or core) is the busy resource. */
+static double tree_us(const strata_fabric *f, double p, double bytes, int reduce) {
+  double k = rounds_for(f, p, bytes, 1), c = bytes / k, busy = 0;
+  for (double d = 1; d < p; d *= 2) {
+    double xfer = xfer_us(c, level_gbps(f, level_of_distance(f, d), 1));
+    busy += fmax(xfer, reduce ? reduce_us(f, c) : 0);
+  }
+  return pipeline_us(k, busy, tree_path_us(f, p, c, reduce));
 }
 
 /* Ring per level (or the switch where it reduces): reduce-scatter up (phase 0) or allgather down
@@ -191,37 +339,29 @@ static int is_multilevel(const strata_fabric *f) {
   return n > 1;
 }
 
-/* Pairwise exchange: p−1 rounds of bytes/p, every rank crossing at once. */
-static double direct_alltoall_us(const strata_fabric *f, double p, double bytes) {
-  double t = 0, chunk = bytes / p;
+/* Every rank posts p−1 messages of bytes/p at once (direct.c): one latency, then the bytes
+ * serialize on each rank's port; outer levels share their aggregate among the group's ranks. */
+static double direct_us(const strata_fabric *f, double p, double bytes, int all, int reduce) {
+  double t = 0, alpha = 0, chunk = bytes / p;
   for (int l = 0; l < f->nlevels; l++) {
     double g = f->level[l].fanout;
     if (g <= 1) continue;
     double peers = (g - 1) * span_below(f, l);
-    t += peers * (f->level[l].alpha_us + xfer_us(chunk, level_gbps(f, l, span_below(f, l))));
+    t += peers * xfer_us(chunk, level_gbps(f, l, all ? span_below(f, l) : 1));
+    if (f->level[l].alpha_us > alpha) alpha = f->level[l].alpha_us;
   }
-  return t;
+  return alpha + t + (reduce ? (p - 1) * reduce_us(f, chunk) : 0);
 }
 
-/* Root-serialized gather/scatter: p−1 messages of bytes/p through the root's port. */
-static double direct_rooted_us(const strata_fabric *f, double p, double bytes) {
-  double t = 0, chunk = bytes / p;
-  for (int l = 0; l < f->nlevels; l++) {
-    double g = f->level[l].fanout;
-    if (g <= 1) continue;
-    double peers = (g - 1) * span_below(f, l);
-    t += peers * (f->level[l].alpha_us + xfer_us(chunk, level_gbps(f, l, 1)));
-  }
-  return t;
-}
-
-/* Binomial scatter/gather: lg p steps, halving the data each step (largest distance first). */
+/* Binomial scatter/gather, one round: the root's port moves every block but its own, a subtree
+ * of min(d, p − d) blocks per child, the largest (farthest) first. */
 static double tree_rooted_us(const strata_fabric *f, double p, double bytes) {
-  double t = 0, msg = bytes;
-  double top = pow2_floor(p) < p ? pow2_floor(p) * 2 : p;
-  for (double d = top / 2; d >= 1; d /= 2) {
-    msg /= 2;
-    t += step_us(f, d, msg, 0);
+  double block = bytes / p, sent = 0, t = 0;
+  for (double d = pow2_floor(p - 1); d >= 1; d /= 2) {
+    int l = level_of_distance(f, d);
+    double sub = fmin(d, p - d);
+    sent += xfer_us(sub * block, level_gbps(f, l, 1));
+    t = fmax(t, sent + f->level[l].alpha_us + (sub > 1 ? tree_rooted_us(f, sub, sub * block) : 0));
   }
   return t;
 }
@@ -229,10 +369,12 @@ static double tree_rooted_us(const strata_fabric *f, double p, double bytes) {
 static double allreduce_us(const strata_fabric *f, strata_model_algo a, double p, double n) {
   switch (a) {
     case STRATA_MODEL_RING:
-      return ring_rs_us(f, p, n, 1) + ring_rs_us(f, p, n, 0);
+      return ring_us(f, p, n, 2, 1, rounds_for(f, p, n, p));
     case STRATA_MODEL_RHD:
-      return rhd_fold_us(f, p, n, 1) + rhd_fold_us(f, p, n, 0) + rhd_rs_us(f, p, n, 1) +
-             rhd_rs_us(f, p, n, 0);
+      if (n <= RHD_DOUBLING_MAX_BYTES)
+        return rhd_fold_us(f, p, n, 1) + recursive_doubling_us(f, p, n) + rhd_fold_us(f, p, n, 0);
+      return rhd_fold_us(f, p, n, 1) + rhd_halving_us(f, p, n, 1) + rhd_doubling_us(f, p, n) +
+             rhd_fold_us(f, p, n, 0);
     case STRATA_MODEL_TREE:
       return tree_us(f, p, n, 1) + tree_us(f, p, n, 0);
     case STRATA_MODEL_HIER:
@@ -250,9 +392,12 @@ static double reduce_scatter_us(const strata_fabric *f, strata_model_algo a, dou
                                 int reduce) {
   switch (a) {
     case STRATA_MODEL_RING:
-      return ring_rs_us(f, p, n, reduce);
+      return ring_us(f, p, n, 1, reduce, rounds_for(f, p, n / p, 1));
     case STRATA_MODEL_RHD:
-      return rhd_fold_us(f, p, n, reduce) + rhd_rs_us(f, p, n, reduce);
+      if (!reduce) return allgather_rhd_us(f, p, n);
+      return rhd_fold_us(f, p, n, reduce) + rhd_halving_us(f, p, n, reduce);
+    case STRATA_MODEL_DIRECT:
+      return direct_us(f, p, n, 1, reduce);
     case STRATA_MODEL_HIER:
       if (!is_multilevel(f)) return -1;
       return hier_phase_us(f, n, reduce, 0);
@@ -278,24 +423,22 @@ double strata_cost_time_us(const strata_fabric *f, strata_coll coll, strata_mode
       return reduce_scatter_us(f, a, p, bytes, 0);
     case STRATA_COLL_BROADCAST:
       if (a == STRATA_MODEL_TREE) return tree_us(f, p, bytes, 0);
-      /* van de Geijn: binomial scatter, then ring allgather */
-      if (a == STRATA_MODEL_RING) return tree_rooted_us(f, p, bytes) + ring_rs_us(f, p, bytes, 0);
+      if (a == STRATA_MODEL_RING) return chain_us(f, p, bytes, 0);
       return -1;
     case STRATA_COLL_REDUCE:
       if (a == STRATA_MODEL_TREE) return tree_us(f, p, bytes, 1);
-      /* reduce-scatter, then binomial gather to the root */
-      if (a == STRATA_MODEL_RING) return ring_rs_us(f, p, bytes, 1) + tree_rooted_us(f, p, bytes);
+      if (a == STRATA_MODEL_RING) return chain_us(f, p, bytes, 1);
       return -1;
     case STRATA_COLL_GATHER:
     case STRATA_COLL_SCATTER:
       if (a == STRATA_MODEL_TREE) return tree_rooted_us(f, p, bytes);
-      if (a == STRATA_MODEL_DIRECT) return direct_rooted_us(f, p, bytes);
+      if (a == STRATA_MODEL_DIRECT) return direct_us(f, p, bytes, 0, 0);
       return -1;
     case STRATA_COLL_ALLTOALL:
-      return a == STRATA_MODEL_DIRECT ? direct_alltoall_us(f, p, bytes) : -1;
+      return a == STRATA_MODEL_DIRECT ? direct_us(f, p, bytes, 1, 0) : -1;
     case STRATA_COLL_BARRIER:
-      if (a == STRATA_MODEL_RHD) return rhd_rs_us(f, p, 0, 0) + 2 * rhd_fold_us(f, p, 0, 0);
-      if (a == STRATA_MODEL_TREE) return 2 * tree_us(f, p, 0, 0);
+      if (a == STRATA_MODEL_RHD) return allgather_rhd_us(f, p, 0);
+      if (a == STRATA_MODEL_DIRECT) return direct_us(f, p, 0, 1, 0);
       return -1;
     case STRATA_COLL_SEND:
     case STRATA_COLL_RECV:

@@ -57,6 +57,7 @@ typedef struct strata_fabric {
   int nlevels;
   strata_level level[STRATA_FABRIC_MAX_LEVELS];
   double reduce_gbps; /* γ = 1 / reduce_gbps; 0 = free */
+  double chunk_bytes; /* pipelining unit of the schedules; 0 = the builders' default (1 MiB) */
 } strata_fabric;
 
 /* Product of fanouts (ranks), saturating at INT32_MAX. */

@@ -296,6 +296,9 @@ static int sim_send(sim_state *s, int r, const strata_step *st, uint32_t g, doub
     if (s->model->shared_gbps[shared] > 0 && s->model->shared_gbps[shared] < bw)
       bw = s->model->shared_gbps[shared];
   }
+  /* a busy port defers the send instead of booking the future: whoever is ready when the port
+   * frees competes again, in step order, so no rank monopolizes a receiver */
+  if (start > t) return heap_push(&s->heap, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
   double end = start + (double)st->bytes / (bw * 1e3);
   s->tx_free[r] = s->rx_free[q] = end;
   if (shared >= 0) s->shared_free[shared] = end;

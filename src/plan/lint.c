@@ -1,0 +1,445 @@
+/*
+ * lint.c — the don't-miss checklist of the seed map, and the mistakes around it, as lints.
+ *
+ * Every lint has a stable id (LAYER-TOPIC), one severity, the layer it belongs to, and produces a
+ * message that says what is wrong with numbers and a fix that says what to do instead. The
+ * catalog below is the single list: docs/lints.md documents it and tests/test_plan_lint.c
+ * checks that each id is tripped by tests/data/lint-<id>.yaml and that no preset trips any.
+ *
+ * A lint must never fire on a clean preset with the workload the CLI picks for it, and must never
+ * guess where the file was silent unless the guess is the lint's point (a RoCE fabric whose PFC
+ * setting is unknown is itself the warning).
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/physics.h"
+#include "plan/plan.h"
+
+static const strata_lint_info catalog[] = {
+    {"L3-EXT-NO-SYNC", STRATA_SEVERITY_WARNING, 3,
+     "fabric extension on a link the workload does not need to cross every step"},
+    {"L3-CLOUD-NO-S2S", STRATA_SEVERITY_ERROR, 3,
+     "a cloud interconnect assumed to join two own sites without a site-to-site feature"},
+    {"L3-IBROUTER-NOT-EXT", STRATA_SEVERITY_ERROR, 3,
+     "an InfiniBand router taken for fabric extension"},
+    {"L3-OVERLAY-HOTPATH", STRATA_SEVERITY_ERROR, 3,
+     "a decode loop or per-step synchronous collective on a WireGuard overlay"},
+    {"L3-ROCE-HEADROOM", STRATA_SEVERITY_ERROR, 3,
+     "lossless RoCE stretched past the PFC headroom its switch buffers allow"},
+    {"L3-RDMA-OVER-OVERLAY", STRATA_SEVERITY_ERROR, 3,
+     "RDMA / NCCL-IB expected to cross a WireGuard overlay"},
+    {"L3-OPTICS-REACH", STRATA_SEVERITY_ERROR, 3, "optics used beyond their reach"},
+    {"L3-OPTICS-REDUCED-RATE", STRATA_SEVERITY_WARNING, 3,
+     "OpenZR+ beyond ~1000 km runs only at reduced rate"},
+    {"L3-METROX-REACH", STRATA_SEVERITY_ERROR, 3, "MetroX beyond its 40 km reach"},
+    {"L3-EXT-UNOWNED", STRATA_SEVERITY_ERROR, 3,
+     "fabric extension over a path not owned end to end"},
+    {"L3-INTERNET-NO-OVERLAY", STRATA_SEVERITY_ERROR, 3,
+     "collective traffic over the public internet without an overlay"},
+    {"L3-SITES-DISCONNECTED", STRATA_SEVERITY_ERROR, 3, "a site no link reaches"},
+    {"L3-OVERLAY-MTU", STRATA_SEVERITY_WARNING, 3, "overlay MTU above what WireGuard leaves"},
+    {"L3-DISTANCE-UNKNOWN", STRATA_SEVERITY_WARNING, 3,
+     "a link with no length, no site locations and no measured RTT"},
+    {"L2-ROCE-NO-PFC", STRATA_SEVERITY_ERROR, 2, "RoCEv2 without priority flow control"},
+    {"L2-ROCE-PFC-UNKNOWN", STRATA_SEVERITY_WARNING, 2,
+     "RoCEv2 whose PFC/ECN setting is not given"},
+    {"L2-ROCE-NO-ECN", STRATA_SEVERITY_WARNING, 2, "RoCEv2 without ECN (no DCQCN)"},
+    {"L2-NO-GPUDIRECT", STRATA_SEVERITY_WARNING, 2, "RDMA NICs without GPUDirect RDMA"},
+    {"L2-OVERSUBSCRIBED", STRATA_SEVERITY_WARNING, 2,
+     "an oversubscribed fabric under per-step synchronous training"},
+    {"L2-NO-FABRIC", STRATA_SEVERITY_ERROR, 2,
+     "several GPU nodes in a site with no compute fabric"},
+    {"L1-PCIE-ONLY", STRATA_SEVERITY_WARNING, 1,
+     "multi-GPU nodes without NVLink under data-parallel training"},
+    {"L4-SYNC-NEEDS-DILOCO", STRATA_SEVERITY_WARNING, 4,
+     "per-step synchronous training across sites where the link cannot keep up"},
+    {"L4-DILOCO-LOW-UTIL", STRATA_SEVERITY_WARNING, 4,
+     "DiLoCo's outer sync still dominates the step"},
+    {"L4-RL-FULL-SYNC", STRATA_SEVERITY_WARNING, 4,
+     "full-weight RL sync across sites where a sparse delta would do"},
+    {"L4-INFER-PIPELINE-SLOW", STRATA_SEVERITY_WARNING, 4,
+     "cross-site model-parallel inference where the WAN hop dominates each token"},
+};
+
+#define CATALOG_COUNT (sizeof catalog / sizeof catalog[0])
+
+size_t strata_lint_count(void) {
+  return CATALOG_COUNT;
+}
+const strata_lint_info *strata_lint_get(size_t index) {
+  return index < CATALOG_COUNT ? &catalog[index] : NULL;
+}
+
+static const strata_lint_info *catalog_find(const char *id) {
+  for (size_t i = 0; i < CATALOG_COUNT; i++)
+    if (!strcmp(catalog[i].id, id)) return &catalog[i];
+  return NULL;
+}
+
+int strata_plan_add_finding(strata_plan *plan, const char *id, const strata_topo_mark *mark,
+                            const char *what, const char *message, const char *fix) {
+  const strata_lint_info *info = catalog_find(id);
+  if (!info) return -1;
+  if (plan->finding_count == plan->finding_cap) {
+    int cap = plan->finding_cap ? plan->finding_cap * 2 : 8;
+    strata_finding *f = realloc(plan->findings, (size_t)cap * sizeof *f);
+    if (!f) return -1;
+    plan->findings = f;
+    plan->finding_cap = cap;
+  }
+  strata_finding *f = &plan->findings[plan->finding_count++];
+  memset(f, 0, sizeof *f);
+  f->id = info->id;
+  f->severity = info->severity;
+  f->layer = info->layer;
+  const char *src = plan->topo ? plan->topo->source : "";
+  if (mark && mark->line > 0)
+    snprintf(f->where, sizeof f->where, "%.120s:%d:%d%s%.60s%s", src, mark->line, mark->col,
+             what && *what ? " (" : "", what ? what : "", what && *what ? ")" : "");
+  else
+    snprintf(f->where, sizeof f->where, "%s", what ? what : "");
+  snprintf(f->message, sizeof f->message, "%s", message);
+  snprintf(f->fix, sizeof f->fix, "%s", fix);
+  return 0;
+}
+
+/* A lint context: the plan, plus formatting of message and fix. */
+typedef struct lint_ctx {
+  strata_plan *plan;
+  int failed;
+} lint_ctx;
+
+static void report(lint_ctx *c, const char *id, const strata_topo_mark *mark, const char *what,
+                   const char *fix, const char *f, ...) __attribute__((format(printf, 6, 7)));
+static void report(lint_ctx *c, const char *id, const strata_topo_mark *mark, const char *what,
+                   const char *fix, const char *f, ...) {
+  char message[480];
+  va_list ap;
+  va_start(ap, f);
+  vsnprintf(message, sizeof message, f, ap);
+  va_end(ap);
+  if (strata_plan_add_finding(c->plan, id, mark, what, message, fix) != 0) c->failed = 1;
+}
+
+static const strata_topo_mark *best_mark(const strata_topo_mark *a, const strata_topo_mark *b) {
+  return a->line > 0 ? a : b;
+}
+
+static int needs_per_step_sync(const strata_plan *p) {
+  const strata_workload *w = &p->workload;
+  return w->kind == STRATA_WORKLOAD_TRAIN_SYNC ||
+         (w->kind == STRATA_WORKLOAD_INFERENCE && w->cross_site_pipeline) ||
+         !strcmp(p->decision, "fabric-extension");
+}
+
+static int is_cloud(strata_provider p) {
+  return p != STRATA_PROVIDER_OWN;
+}
+
+/* ---- layer 3, per link ---- */
+
+static void lint_link_reach(lint_ctx *c, const strata_topo_link *k, double km) {
+  const strata_topo_physical *ph = &k->physical;
+  const strata_topo_mark *m = best_mark(&ph->mark, &k->mark);
+  if (km < 0) return;
+  double reach = -1;
+  const char *optic = strata_optics_name(ph->optics);
+  if (ph->optics == STRATA_OPTICS_GREY) reach = strata_optic_reach_km(STRATA_OPTIC_GRAY_LR4);
+  if (ph->optics == STRATA_OPTICS_400ZR) reach = strata_optic_reach_km(STRATA_OPTIC_ZR);
+  if (ph->optics == STRATA_OPTICS_OPENZR_PLUS)
+    reach = strata_optic_reach_km(STRATA_OPTIC_ZR_PLUS_REDUCED);
+  if (reach > 0 && km > reach)
+    report(c, "L3-OPTICS-REACH", m, k->name,
+           "use a longer-reach tier (400ZR ~120 km, OpenZR+ ~1000 km, managed long-haul DWDM "
+           "beyond) or add amplification/regeneration sites",
+           "%s optics reach ~%.0f km but the route is %.0f km", optic, reach, km);
+  else if (ph->optics == STRATA_OPTICS_OPENZR_PLUS &&
+           km > strata_optic_reach_km(STRATA_OPTIC_ZR_PLUS))
+    report(c, "L3-OPTICS-REDUCED-RATE", m, k->name,
+           "plan the link capacity at the reduced rate, or use a managed long-haul wave",
+           "OpenZR+ runs at full rate to ~%.0f km; %.0f km is only reachable at reduced rate "
+           "(up to %.0f km)",
+           strata_optic_reach_km(STRATA_OPTIC_ZR_PLUS), km,
+           strata_optic_reach_km(STRATA_OPTIC_ZR_PLUS_REDUCED));
+  if (k->extension.kind == STRATA_EXT_METROX && km > strata_optic_reach_km(STRATA_OPTIC_METROX3))
+    report(c, "L3-METROX-REACH", best_mark(&k->extension.mark, &k->mark), k->name,
+           "keep MetroX to metro distances; beyond them route IP and change the algorithm "
+           "(DiLoCo) instead of extending the fabric",
+           "MetroX extends InfiniBand to %.0f km, this link is %.0f km",
+           strata_optic_reach_km(STRATA_OPTIC_METROX3), km);
+}
+
+/* Headroom one lossless port of the site's switches can give, from its buffer (default
+ * Trident4 64 MB over 32 ports: FACTS.md). */
+static void lint_roce_headroom(lint_ctx *c, const strata_topo_link *k, double km) {
+  if (k->extension.kind != STRATA_EXT_ROCE_AGGREGATION || km < 0) return;
+  const strata_topo *t = c->plan->topo;
+  const strata_topo_fabric *fab = &t->sites[k->site_a].fabric;
+  double buffer = strata_topo_is_set(fab->switch_buffer_mb) ? fab->switch_buffer_mb * 1e6
+                                                            : STRATA_SWITCH_BUFFER_TRIDENT4_BYTES;
+  double rate = strata_topo_is_set(fab->link_gbps) ? fab->link_gbps : 400;
+  double headroom = strata_switch_headroom_per_port_bytes(buffer, 32);
+  double max_km = strata_roce_max_lossless_km(headroom, rate, 9216);
+  if (km > max_km)
+    report(c, "L3-ROCE-HEADROOM", best_mark(&k->extension.mark, &k->mark), k->name,
+           "do not stretch PFC: aggregate RoCE at the building edge and accept oversubscription "
+           "(Meta's ATSW), keep the lossless domain inside each building, or extend with MetroX "
+           "on InfiniBand",
+           "lossless RoCE over %.0f km at %.0f Gb/s needs %.2f MB of PFC headroom per port; "
+           "%.0f MB of switch buffer over 32 ports leaves %.2f MB, enough for %.1f km",
+           km, rate, strata_pfc_headroom_bytes(rate, km, 9216) / 1e6, buffer / 1e6, headroom / 1e6,
+           max_km);
+}
+
+static void lint_link_kinds(lint_ctx *c, const strata_topo_link *k, const strata_wan_model *m) {
+  const strata_plan *p = c->plan;
+  const strata_topo *t = p->topo;
+  const strata_topo_site *a = &t->sites[k->site_a], *b = &t->sites[k->site_b];
+  int cloud_path = k->physical.kind == STRATA_PHYS_CLOUD_INTERCONNECT ||
+                   k->overlay.transit == STRATA_TRANSIT_CLOUD_INTERCONNECT;
+  if (cloud_path && !is_cloud(a->provider) && !is_cloud(b->provider) &&
+      k->overlay.site_to_site != 1)
+    report(c, "L3-CLOUD-NO-S2S", best_mark(&k->physical.mark, &k->mark), k->name,
+           "turn on the provider's site-to-site feature (ExpressRoute Global Reach, or the "
+           "equivalent) and say so (overlay.site_to_site: true), or lease a circuit between the "
+           "sites",
+           "%s and %s are both own sites joined through a cloud interconnect: Direct Connect / "
+           "ExpressRoute connect a site to the cloud, not two sites to each other, unless a "
+           "site-to-site feature re-exports the backbone",
+           a->name, b->name);
+  int ext = k->extension.kind != STRATA_EXT_NONE;
+  if (ext && !m->owned && k->physical.kind != STRATA_PHYS_UNSPECIFIED)
+    report(c, "L3-EXT-UNOWNED", best_mark(&k->extension.mark, &k->mark), k->name,
+           "fabric extension needs dark fiber or a DWDM wave you control; over a shared path use "
+           "an overlay and change the algorithm (DiLoCo)",
+           "%s over %s: an RDMA fabric cannot be extended over a path nobody owns end to end",
+           strata_extension_kind_name(k->extension.kind), strata_phys_kind_name(k->physical.kind));
+  if (ext && k->overlay.kind == STRATA_OVERLAY_WIREGUARD)
+    report(c, "L3-RDMA-OVER-OVERLAY", best_mark(&k->overlay.mark, &k->mark), k->name,
+           "pin collectives crossing the tunnel to TCP (NCCL_NET=Socket or NCCL_IB_DISABLE=1, "
+           "NCCL_SOCKET_IFNAME=wg0, or strata's TCP transport); keep RDMA inside each site",
+           "%s carries RDMA, and RDMA bypasses the kernel: it cannot enter a WireGuard tunnel",
+           strata_extension_kind_name(k->extension.kind));
+  if (k->extension.kind == STRATA_EXT_IB_ROUTER && needs_per_step_sync(p))
+    report(c, "L3-IBROUTER-NOT-EXT", best_mark(&k->extension.mark, &k->mark), k->name,
+           "an IB router joins subnets for segregation and fault isolation; for one fabric across "
+           "buildings use MetroX (within 40 km), or run DiLoCo across the router",
+           "the workload (%s) needs one tightly coupled fabric across %s and %s, but an IB "
+           "router is not fabric extension",
+           strata_workload_kind_name(p->workload.kind), a->name, b->name);
+  int internet =
+      k->physical.kind == STRATA_PHYS_INTERNET || k->overlay.transit == STRATA_TRANSIT_INTERNET;
+  if (internet && k->overlay.kind == STRATA_OVERLAY_NONE)
+    report(c, "L3-INTERNET-NO-OVERLAY", best_mark(&k->overlay.mark, &k->mark), k->name,
+           "put a WireGuard overlay on the link (and authenticate peers: STRATA_SECRET)",
+           "%s -- %s crosses the public internet with no overlay: collective traffic would travel "
+           "unencrypted and unauthenticated",
+           a->name, b->name);
+  if (k->overlay.kind == STRATA_OVERLAY_WIREGUARD && strata_topo_is_set(k->overlay.mtu_bytes) &&
+      k->overlay.mtu_bytes > strata_wireguard_mtu(1500))
+    report(c, "L3-OVERLAY-MTU", best_mark(&k->overlay.mark, &k->mark), k->name,
+           "set the tunnel MTU to 1420 (1500 - 80 B of WireGuard over IPv6), or raise the path MTU",
+           "tunnel MTU %.0f exceeds the %d bytes a 1500-byte path leaves after WireGuard's 60-80 "
+           "bytes: packets fragment or black-hole",
+           k->overlay.mtu_bytes, strata_wireguard_mtu(1500));
+  if (m->km < 0 && !strata_topo_is_set(k->overlay.rtt_ms))
+    report(c, "L3-DISTANCE-UNKNOWN", &k->mark, k->name,
+           "give physical.km, site locations, or a measured overlay.rtt_ms",
+           "no route length, site locations or measured RTT: the model assumed RTT %.3g ms",
+           m->rtt_ms);
+}
+
+static void lint_link_workload(lint_ctx *c, const strata_topo_link *k, const strata_wan_model *m) {
+  const strata_plan *p = c->plan;
+  const strata_workload *w = &p->workload;
+  const strata_topo *t = p->topo;
+  if (m->is_extension && !needs_per_step_sync(p) && w->kind != STRATA_WORKLOAD_BRINGUP)
+    report(c, "L3-EXT-NO-SYNC", best_mark(&k->extension.mark, &k->mark), k->name,
+           "drop the extension for this workload: DiLoCo / delta sync / replica routing over a "
+           "routed or overlay path does the job without a metro appliance",
+           "%s extends the fabric across %s -- %s, but the %s workload does not run per-step "
+           "synchronous collectives across it (decision: %s)",
+           strata_extension_kind_name(k->extension.kind), t->sites[k->site_a].name,
+           t->sites[k->site_b].name, strata_workload_kind_name(w->kind), p->decision);
+  if (k->overlay.kind == STRATA_OVERLAY_WIREGUARD && !m->is_extension) {
+    if (w->kind == STRATA_WORKLOAD_INFERENCE && w->cross_site_pipeline)
+      report(c, "L3-OVERLAY-HOTPATH", best_mark(&k->overlay.mark, &k->mark), k->name,
+             "keep decode inside a site (region-replica routing), or carry cross-site inference "
+             "on a transport built for it (P2P inference transport), not the training overlay",
+             "the decode loop of a model split across sites crosses the WireGuard overlay every "
+             "token (RTT %.3g ms)",
+             m->rtt_ms);
+    else if (w->kind == STRATA_WORKLOAD_TRAIN_SYNC)
+      report(c, "L3-OVERLAY-HOTPATH", best_mark(&k->overlay.mark, &k->mark), k->name,
+             "run DiLoCo (--workload diloco): sync every H steps over the overlay, not every step",
+             "per-step synchronous gradient allreduce across the WireGuard overlay %s: "
+             "%.3g GB/s and RTT %.3g ms every step",
+             k->name, m->gbps, m->rtt_ms);
+  }
+}
+
+/* Union-find over sites: is every site reachable? */
+static int find_root(int *parent, int x) {
+  while (parent[x] != x) x = parent[x] = parent[parent[x]];
+  return x;
+}
+
+static void lint_connectivity(lint_ctx *c) {
+  const strata_topo *t = c->plan->topo;
+  if (t->site_count < 2) return;
+  int *parent = malloc((size_t)t->site_count * sizeof *parent);
+  if (!parent) {
+    c->failed = 1;
+    return;
+  }
+  for (int i = 0; i < t->site_count; i++) parent[i] = i;
+  for (int i = 0; i < t->link_count; i++)
+    parent[find_root(parent, t->links[i].site_a)] = find_root(parent, t->links[i].site_b);
+  for (int i = 1; i < t->site_count; i++)
+    if (find_root(parent, i) != find_root(parent, 0)) {
+      report(c, "L3-SITES-DISCONNECTED", &t->sites[i].mark, t->sites[i].name,
+             "add a link (physical path plus extension or overlay) to the other sites",
+             "site %s is not reachable from %s by any link", t->sites[i].name, t->sites[0].name);
+    }
+  free(parent);
+}
+
+/* ---- layer 2 and 1, per site / node group ---- */
+
+static void lint_roce(lint_ctx *c, const strata_topo_site *s) {
+  const strata_topo_fabric *f = &s->fabric;
+  if (f->kind != STRATA_FABRIC_ROCE) return;
+  const char *fix =
+      "enable PFC on the RDMA priority (usually 3) and ECN marking for DCQCN on "
+      "every switch port and NIC (Cumulus RoCE docs), and say so in the file";
+  if (f->pfc == 0)
+    report(c, "L2-ROCE-NO-PFC", &f->mark, s->name, fix,
+           "RoCEv2 fabric of %s has PFC off: RDMA over a lossy Ethernet retransmits whole "
+           "windows on every drop",
+           s->name);
+  else if (f->pfc == STRATA_TOPO_UNKNOWN)
+    report(c, "L2-ROCE-PFC-UNKNOWN", &f->mark, s->name, fix,
+           "RoCEv2 fabric of %s does not say whether PFC is on: RoCE needs a lossless priority",
+           s->name);
+  if (f->ecn == 0)
+    report(c, "L2-ROCE-NO-ECN", &f->mark, s->name, fix,
+           "RoCEv2 fabric of %s has ECN off: without DCQCN, PFC pauses spread congestion", s->name);
+}
+
+static void lint_groups(lint_ctx *c) {
+  const strata_plan *p = c->plan;
+  const strata_topo *t = p->topo;
+  int training =
+      p->workload.kind == STRATA_WORKLOAD_TRAIN_SYNC || p->workload.kind == STRATA_WORKLOAD_DILOCO;
+  for (int s = 0; s < t->site_count; s++) {
+    const strata_topo_site *site = &t->sites[s];
+    lint_roce(c, site);
+    int64_t nodes = strata_topo_site_nodes(t, s);
+    if (training && p->workload.kind == STRATA_WORKLOAD_TRAIN_SYNC && nodes > 1 &&
+        strata_topo_is_set(site->fabric.oversubscription) && site->fabric.oversubscription > 1)
+      report(c, "L2-OVERSUBSCRIBED", &site->fabric.mark, site->name,
+             "use a non-blocking (1:1) fabric or rail-optimized placement for data-parallel "
+             "groups, or expect the cross-node allreduce to slow by the ratio",
+             "fabric of %s is %.3g:1 oversubscribed: every step's cross-node allreduce gets "
+             "1/%.3g of the NIC bandwidth",
+             site->name, site->fabric.oversubscription, site->fabric.oversubscription);
+    int reported_fabric = 0, reported_gdr = 0, reported_pcie = 0;
+    for (int g = site->group_begin; g < site->group_begin + site->group_count; g++) {
+      const strata_topo_node_group *grp = &t->groups[g];
+      const strata_topo_node_spec *spec = &grp->spec;
+      if (!reported_fabric && nodes > 1 && spec->gpus > 0 &&
+          (site->fabric.kind == STRATA_FABRIC_NONE || strata_plan_node_nic_gbit(spec) <= 0)) {
+        reported_fabric = 1;
+        report(c, "L2-NO-FABRIC", best_mark(&site->fabric.mark, &grp->mark), site->name,
+               "give the site a cluster fabric (InfiniBand or RoCEv2) and the nodes compute NICs",
+               "%s has %lld GPU nodes but no compute fabric between them", site->name,
+               (long long)nodes);
+      }
+      for (int n = 0; !reported_gdr && nodes > 1 && n < spec->nic_count; n++) {
+        const strata_topo_nic *nic = &spec->nics[n];
+        if (nic->role == STRATA_NIC_ROLE_COMPUTE && nic->kind != STRATA_NIC_ETHERNET &&
+            nic->gpudirect_rdma == 0 && spec->gpus > 0) {
+          reported_gdr = 1;
+          report(c, "L2-NO-GPUDIRECT", &nic->mark, grp->name,
+                 "enable GPUDirect RDMA (nvidia-peermem) so the NIC reads GPU memory directly",
+                 "%s NICs of %s have GPUDirect RDMA off: every transfer bounces through host "
+                 "memory",
+                 strata_nic_kind_name(nic->kind), grp->name[0] ? grp->name : site->name);
+        }
+      }
+      if (!reported_pcie && training && spec->gpus > 1 && spec->intra != STRATA_INTRA_NVLINK) {
+        reported_pcie = 1;
+        double gbps = strata_plan_intra_gbps(spec, NULL);
+        report(c, "L1-PCIE-ONLY", &grp->mark, grp->name,
+               "expect PCIe-bound allreduce inside the node; prefer NVLink (SXM) nodes for "
+               "data-parallel training, or shard less (fewer GPUs per model replica)",
+               "%d GPUs per node of %s talk over %s (%.0f GB/s per GPU), no NVLink domain",
+               spec->gpus, grp->name[0] ? grp->name : site->name,
+               spec->intra == STRATA_INTRA_PCIE ? "PCIe" : "host memory", gbps > 0 ? gbps : 18.5);
+      }
+    }
+  }
+}
+
+/* ---- layer 4: the decision's own numbers ---- */
+
+static void lint_decision(lint_ctx *c) {
+  const strata_plan *p = c->plan;
+  const strata_workload *w = &p->workload;
+  const strata_topo_mark none = {0, 0};
+  if (p->sites < 2) return;
+  if (w->kind == STRATA_WORKLOAD_TRAIN_SYNC && strcmp(p->decision, "fabric-extension") != 0)
+    report(c, "L4-SYNC-NEEDS-DILOCO", &none, "workload",
+           "run DiLoCo across sites (--workload diloco): per-site data parallelism every step, "
+           "outer sync every H steps",
+           "per-step synchronous training across %d sites over %.3g GB/s / %.3g ms RTT: the "
+           "extension is %s, and the per-step path keeps only %.0f%% utilization",
+           p->sites, p->wan.gbps, p->wan.rtt_ms,
+           p->option_count > 0 && p->options[0].available ? "not worth it" : "not possible",
+           p->option_count > 2 ? 100 * p->options[1].utilization : 0.0);
+  /* DiLoCo's own cost is the outer sync (the site allreduce is layer 2's business). Published
+   * runs keep 83–96% utilization (INTELLECT-1, arXiv 2412.01152; OpenDiLoCo 90–95%, arXiv
+   * 2407.07852): an outer sync costing over a quarter of the compute falls clearly short. */
+  double outer_ms = p->comm_ms_per_step - p->site_comm_ms;
+  if ((!strcmp(p->decision, "overlay+diloco") || !strcmp(p->decision, "extension+diloco")) &&
+      outer_ms > 0.25 * w->step_ms)
+    report(c, "L4-DILOCO-LOW-UTIL", &none, "workload",
+           "raise H (--inner-steps), send fewer bits (--wire-bits 8 or 4, as INTELLECT-1 and "
+           "Streaming DiLoCo), stream fragments (--fragments) or add WAN streams",
+           "DiLoCo's outer sync still costs %.3g ms per %.0f ms step (%.0f%% utilization overall)",
+           outer_ms, w->step_ms, 100 * p->utilization);
+  if (!strcmp(p->decision, "overlay+full-sync"))
+    report(c, "L4-RL-FULL-SYNC", &none, "workload",
+           "send sparse deltas (only changed bf16 values and their indices) with periodic full "
+           "anchors (delta weight sync)",
+           "RL weight sync sends full weights (%.3g GB) across sites although only %.0f%% of "
+           "parameters change",
+           w->params * (double)strata_dtype_size(w->dtype) / 1e9, 100 * w->update_fraction);
+  if (!strcmp(p->decision, "cross-wan-pipeline") && p->wan.rtt_ms / 2 > w->token_ms)
+    report(c, "L4-INFER-PIPELINE-SLOW", &none, "workload",
+           "if a full replica fits in one site, route requests to replicas (region-replica "
+           "routing); otherwise batch more sequences per step to amortize the hop",
+           "each decode token waits %.3g ms per site boundary, more than its %.3g ms of compute",
+           p->wan.rtt_ms / 2, w->token_ms);
+}
+
+int strata_plan_lint(strata_plan *plan) {
+  lint_ctx c = {plan, 0};
+  const strata_topo *t = plan->topo;
+  for (int i = 0; i < t->link_count; i++) {
+    const strata_topo_link *k = &t->links[i];
+    strata_wan_model m;
+    strata_plan_wan_model(t, i, &plan->workload, &m);
+    lint_link_reach(&c, k, m.km);
+    lint_roce_headroom(&c, k, m.km);
+    lint_link_kinds(&c, k, &m);
+    lint_link_workload(&c, k, &m);
+  }
+  lint_connectivity(&c);
+  lint_groups(&c);
+  lint_decision(&c);
+  return c.failed ? -1 : 0;
+}

@@ -1,0 +1,871 @@
+/*
+ * plan.c — from a topology and a workload to a plan (see plan.h).
+ *
+ * The topology becomes two fabrics for the cost model: one site (GPUs in an NVLink domain,
+ * domains on the site's cluster fabric) and the whole cluster (plus a WAN level whose bandwidth
+ * and latency are the bottleneck link between sites). Heterogeneous sites are represented by
+ * their largest node group and the average site size; the plan says so in its summary.
+ *
+ * Then, per workload, the plan computes what each layer carries, the per-step communication and
+ * utilization of every layer-3 option, and takes the decision by the seed's rule: fabric
+ * extension only for a workload that needs per-step synchronous collectives across the link and
+ * a link that can be extended; otherwise change the algorithm (DiLoCo, delta sync, replica
+ * routing) and ride the overlay or routed path.
+ *
+ * Assumptions the plan makes are named where they are made; numbers come from src/model.
+ */
+#include "plan/plan.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "model/physics.h"
+
+/* ---- workloads ---- */
+
+static const char *const workload_names[STRATA_WORKLOAD_KIND_COUNT] = {"train-sync", "diloco", "rl",
+                                                                       "inference", "bringup"};
+
+const char *strata_workload_kind_name(strata_workload_kind kind) {
+  if ((int)kind < 0 || kind >= STRATA_WORKLOAD_KIND_COUNT) return "?";
+  return workload_names[kind];
+}
+
+int strata_workload_kind_parse(const char *name, strata_workload_kind *out) {
+  for (int i = 0; name && i < STRATA_WORKLOAD_KIND_COUNT; i++)
+    if (!strcasecmp(name, workload_names[i])) {
+      *out = (strata_workload_kind)i;
+      return STRATA_OK;
+    }
+  return STRATA_ERR_INVALID_ARG;
+}
+
+void strata_workload_defaults(strata_workload *w, strata_workload_kind kind) {
+  memset(w, 0, sizeof *w);
+  w->kind = kind;
+  w->params = 7e9;
+  w->dtype = STRATA_BF16;
+  w->step_ms = 500;
+  w->inner_steps = 500; /* DiLoCo H (arXiv 2311.08105) */
+  w->wire_bits = 16;    /* FP16 pseudo-gradients are lossless (OpenDiLoCo, arXiv 2407.07852) */
+  w->fragments = 1;
+  w->wan_streams = 16;
+  w->update_fraction = 0.05; /* 5–30% of parameters change per RL run (arXiv 2505.11711) */
+  w->sync_every = 1;
+  /* KV of a 7B GQA model (32 layers × 8 KV heads × 128 × K,V × 2 B = 128 KiB/token), 2k tokens */
+  w->kv_bytes_per_request = 128.0 * 1024 * 2048;
+  w->requests_per_s = 10;
+  w->replicas_per_site = 1;
+  w->token_ms = 20;
+}
+
+strata_workload_kind strata_workload_auto(const strata_topo *topo) {
+  if (!topo || topo->site_count < 2) return STRATA_WORKLOAD_TRAIN_SYNC;
+  if (topo->link_count == 0) return STRATA_WORKLOAD_DILOCO;
+  for (int i = 0; i < topo->link_count; i++) {
+    strata_extension_kind k = topo->links[i].extension.kind;
+    if (k != STRATA_EXT_METROX && k != STRATA_EXT_ROCE_AGGREGATION) return STRATA_WORKLOAD_DILOCO;
+  }
+  return STRATA_WORKLOAD_TRAIN_SYNC;
+}
+
+const char *strata_severity_name(strata_severity s) {
+  switch (s) {
+    case STRATA_SEVERITY_INFO:
+      return "info";
+    case STRATA_SEVERITY_WARNING:
+      return "warning";
+    case STRATA_SEVERITY_ERROR:
+      return "error";
+  }
+  return "?";
+}
+
+static void fmt(char *buf, size_t len, const char *f, ...) __attribute__((format(printf, 3, 4)));
+static void fmt(char *buf, size_t len, const char *f, ...) {
+  va_list ap;
+  va_start(ap, f);
+  vsnprintf(buf, len, f, ap);
+  va_end(ap);
+}
+
+/* ---- the topology as the model sees it ---- */
+
+/* In-network reduction efficiency. NVLS on Hopper: measured ≈480 GB/s busbw on 8×H100
+ * (nccl-tests#212) over 369 GB/s achieved per direction, 480/1.75/369 ≈ 0.74; Blackwell scaled by
+ * NCCL's nvlsEfficiency ratio 0.74/0.85 (NVIDIA/nccl tuning.cc). SHARP: assumed as Hopper NVLS.
+ * Latencies: NCCL NVLS Simple, NVLink 25 µs, NET 18 µs (tuning.cc). */
+#define NVLS_EFFICIENCY_HOPPER 0.74
+#define NVLS_EFFICIENCY_BLACKWELL (0.74 * 0.74 / 0.85)
+#define SHARP_EFFICIENCY 0.74
+#define NVLS_ALPHA_US 25.0
+#define SHARP_ALPHA_US 18.0
+/* One CPU-side reduction stream is not the bottleneck on GPUs: γ is GPU memory speed, assumed
+ * 1000 GB/s (H100 HBM3 is 3.35 TB/s; reads of two operands and a write). */
+#define GPU_REDUCE_GBPS 1000.0
+/* Route length over great-circle distance, assumed 1.3 (fiber follows roads and rights of way). */
+#define ROUTE_FACTOR 1.3
+
+static strata_tech nvlink_tech(strata_nvlink_gen gen) {
+  switch (gen) {
+    case STRATA_NVLINK_3:
+      return STRATA_TECH_NVLINK3;
+    case STRATA_NVLINK_5:
+      return STRATA_TECH_NVLINK5;
+    case STRATA_NVLINK_6:
+      return STRATA_TECH_NVLINK6;
+    default:
+      return STRATA_TECH_NVLINK4;
+  }
+}
+
+static strata_tech pcie_tech(strata_pcie_gen gen) {
+  switch (gen) {
+    case STRATA_PCIE_5:
+      return STRATA_TECH_PCIE5;
+    case STRATA_PCIE_6:
+      return STRATA_TECH_PCIE6;
+    default:
+      return STRATA_TECH_PCIE4;
+  }
+}
+
+double strata_plan_intra_gbps(const strata_topo_node_spec *spec, int *nvls) {
+  if (nvls) *nvls = 0;
+  if (spec->intra == STRATA_INTRA_NVLINK) {
+    const strata_tech_info *t = strata_tech_get(nvlink_tech(spec->nvlink));
+    /* NVLS needs NVSwitch multicast, Hopper (NVLink4) onwards (NVIDIA/nccl tuning.cc) */
+    if (nvls) *nvls = spec->nvswitch_domain_gpus > 1 && spec->nvlink >= STRATA_NVLINK_4;
+    /* intra gbps in the file is a measured Gb/s per GPU (docs/topology.md): use it as is */
+    if (strata_topo_is_set(spec->intra_gbps)) return spec->intra_gbps / 8;
+    return t->peak_gbps * t->efficiency;
+  }
+  if (spec->intra == STRATA_INTRA_PCIE) {
+    const strata_tech_info *t = strata_tech_get(pcie_tech(spec->pcie));
+    return strata_topo_is_set(spec->intra_gbps) ? spec->intra_gbps / 8 : t->peak_gbps;
+  }
+  return 0;
+}
+
+static double nic_port_gbit(const strata_topo_nic *nic) {
+  if (strata_topo_is_set(nic->gbps)) return nic->gbps;
+  if (nic->kind == STRATA_NIC_INFINIBAND) {
+    switch (nic->ib_speed) {
+      case STRATA_IB_HDR:
+        return 200;
+      case STRATA_IB_XDR:
+        return 800;
+      default:
+        return 400; /* NDR, and unspecified */
+    }
+  }
+  return 100; /* assumed for an Ethernet port with no speed */
+}
+
+double strata_plan_node_nic_gbit(const strata_topo_node_spec *spec) {
+  double total = 0;
+  for (int i = 0; i < spec->nic_count; i++)
+    if (spec->nics[i].role == STRATA_NIC_ROLE_COMPUTE)
+      total += nic_port_gbit(&spec->nics[i]) * spec->nics[i].count;
+  return total;
+}
+
+double strata_plan_link_km(const strata_topo *topo, const strata_topo_link *link) {
+  if (strata_topo_is_set(link->physical.km)) return link->physical.km;
+  double d = strata_topo_site_distance_km(topo, link->site_a, link->site_b);
+  return strata_topo_is_set(d) ? d * ROUTE_FACTOR : -1;
+}
+
+static double link_capacity_gbit(const strata_topo_link *link) {
+  if (strata_topo_is_set(link->physical.capacity_gbps)) return link->physical.capacity_gbps;
+  return -1;
+}
+
+void strata_plan_wan_model(const strata_topo *topo, int index, const strata_workload *w,
+                           strata_wan_model *out) {
+  memset(out, 0, sizeof *out);
+  out->link = index;
+  const strata_topo_link *link = &topo->links[index];
+  const strata_topo_physical *ph = &link->physical;
+  out->km = strata_plan_link_km(topo, link);
+  out->owned = ph->kind == STRATA_PHYS_DARK_FIBER || ph->kind == STRATA_PHYS_DWDM ||
+               ph->kind == STRATA_PHYS_PRIVATE_BACKBONE;
+  out->is_overlay = link->overlay.kind == STRATA_OVERLAY_WIREGUARD;
+  out->is_extension = link->extension.kind == STRATA_EXT_METROX ||
+                      link->extension.kind == STRATA_EXT_ROCE_AGGREGATION;
+  /* RTT: measured, else the fiber floor, else assumed (30 ms internet, 1 ms owned) */
+  if (strata_topo_is_set(link->overlay.rtt_ms))
+    out->rtt_ms = link->overlay.rtt_ms;
+  else if (out->km >= 0)
+    out->rtt_ms = strata_fiber_rtt_ms(out->km);
+  else
+    out->rtt_ms = out->owned ? 1.0 : 30.0;
+  double cap = link_capacity_gbit(link);
+  double gbit;
+  if (out->is_extension || link->extension.kind == STRATA_EXT_IB_ROUTER) {
+    /* RDMA across: the extension's capacity (MetroX-3: 400G per port, trade press) */
+    gbit = strata_topo_is_set(link->extension.gbps) ? link->extension.gbps : (cap > 0 ? cap : 400);
+    if (strata_topo_is_set(link->extension.oversubscription) &&
+        link->extension.oversubscription > 1)
+      gbit /= link->extension.oversubscription;
+    gbit *= 0.92; /* as InfiniBand ports (physics.c NET_EFFICIENCY) */
+  } else if (strata_topo_is_set(link->overlay.bandwidth_gbps)) {
+    /* measured with one flow (iperf3's default, DT-FM's figures): many streams scale it along
+     * PCCL's curve (1 → 3.7 Gb/s, 64 → 45 Gb/s), capped by the path when its capacity is known */
+    double one = link->overlay.bandwidth_gbps;
+    gbit = one * strata_wan_tcp_gbit(0, w ? w->wan_streams : 16) / strata_wan_tcp_gbit(0, 1);
+    if (cap > 0 && gbit > cap) gbit = cap;
+  } else {
+    /* TCP across: PCCL's many-stream curve, capped by the path (assumed 10 Gb/s if unknown) */
+    double path = cap > 0 ? cap : 10;
+    gbit = strata_wan_tcp_gbit(path, w ? w->wan_streams : 16);
+    if (out->is_overlay) {
+      int mtu =
+          strata_topo_is_set(link->overlay.mtu_bytes) ? (int)link->overlay.mtu_bytes + 80 : 1500;
+      gbit *= strata_wireguard_efficiency(mtu);
+    }
+  }
+  out->gbps = gbit / 8.0;
+}
+
+/* The node group standing for a site (most GPUs), or -1 if the site has none. */
+static int site_main_group(const strata_topo *t, int site) {
+  const strata_topo_site *s = &t->sites[site];
+  int best = -1;
+  int64_t best_gpus = -1;
+  for (int g = s->group_begin; g < s->group_begin + s->group_count; g++) {
+    int64_t gpus = t->groups[g].count * (t->groups[g].spec.gpus > 0 ? t->groups[g].spec.gpus : 1);
+    if (gpus > best_gpus) {
+      best_gpus = gpus;
+      best = g;
+    }
+  }
+  return best;
+}
+
+static int cluster_main_group(const strata_topo *t) {
+  int best = -1;
+  int64_t best_gpus = -1;
+  for (int g = 0; g < t->group_count; g++) {
+    int64_t gpus = t->groups[g].count * (t->groups[g].spec.gpus > 0 ? t->groups[g].spec.gpus : 1);
+    if (gpus > best_gpus) {
+      best_gpus = gpus;
+      best = g;
+    }
+  }
+  return best;
+}
+
+static int clamp_int(double v) {
+  if (v < 1) return 1;
+  if (v > 2e9) return 2000000000;
+  return (int)llround(v);
+}
+
+/* Level 0 (NVLink domain) and level 1 (site fabric) for the site whose main group is `g`. */
+static void site_levels(const strata_topo *t, int g, double site_ranks, strata_fabric *f) {
+  const strata_topo_node_spec *spec = &t->groups[g].spec;
+  const strata_topo_fabric *fab = &t->sites[t->groups[g].site].fabric;
+  int gpus = spec->gpus > 0 ? spec->gpus : 1;
+  int domain = spec->nvswitch_domain_gpus > gpus ? spec->nvswitch_domain_gpus : gpus;
+  if (domain > site_ranks) domain = clamp_int(site_ranks);
+  int nvls = 0;
+  double intra = strata_plan_intra_gbps(spec, &nvls);
+  strata_level *l0 = &f->level[0];
+  memset(l0, 0, sizeof *l0);
+  l0->name = spec->intra == STRATA_INTRA_NVLINK ? "nvlink" : "pcie";
+  l0->fanout = domain;
+  l0->alpha_us = strata_tech_get(spec->intra == STRATA_INTRA_NVLINK ? nvlink_tech(spec->nvlink)
+                                                                    : pcie_tech(spec->pcie))
+                     ->latency_us;
+  /* no peer-to-peer: GPUs talk through host memory (FACTS: ~37 GB/s on a no-P2P H100 path) */
+  l0->per_rank_gbps = intra > 0 ? intra : 37.0 / 2;
+  l0->innet = nvls;
+  l0->innet_efficiency =
+      spec->nvlink >= STRATA_NVLINK_5 ? NVLS_EFFICIENCY_BLACKWELL : NVLS_EFFICIENCY_HOPPER;
+  l0->innet_alpha_us = NVLS_ALPHA_US;
+  strata_level *l1 = &f->level[1];
+  memset(l1, 0, sizeof *l1);
+  l1->name = fab->kind == STRATA_FABRIC_INFINIBAND ? "infiniband"
+             : fab->kind == STRATA_FABRIC_ROCE     ? "roce"
+                                                   : "ethernet";
+  l1->fanout = clamp_int(site_ranks / domain);
+  int rdma = fab->kind == STRATA_FABRIC_INFINIBAND || fab->kind == STRATA_FABRIC_ROCE;
+  const strata_tech_info *net = strata_tech_get(rdma ? STRATA_TECH_IB_NDR : STRATA_TECH_ETHERNET);
+  double nic_gbit = strata_plan_node_nic_gbit(spec);
+  if (nic_gbit <= 0) nic_gbit = 10; /* a node with no compute NIC: assumed 10 GbE frontend */
+  double per_gpu = nic_gbit / 8.0 / gpus * net->efficiency;
+  if (strata_topo_is_set(fab->oversubscription) && fab->oversubscription > 1)
+    per_gpu /= fab->oversubscription;
+  l1->per_rank_gbps = per_gpu;
+  l1->alpha_us = net->latency_us;
+  l1->innet = fab->kind == STRATA_FABRIC_INFINIBAND && fab->sharp == 1;
+  l1->innet_efficiency = SHARP_EFFICIENCY;
+  l1->innet_alpha_us = SHARP_ALPHA_US;
+  f->reduce_gbps = GPU_REDUCE_GBPS;
+}
+
+/* The bottleneck link between sites: the slowest link, or none (-1) if some site is cut off. */
+static void choose_wan(const strata_topo *t, const strata_workload *w, strata_wan_model *out) {
+  memset(out, 0, sizeof *out);
+  out->link = -1;
+  double best = INFINITY;
+  for (int i = 0; i < t->link_count; i++) {
+    strata_wan_model m;
+    strata_plan_wan_model(t, i, w, &m);
+    if (m.gbps < best || (m.gbps == best && m.rtt_ms > out->rtt_ms)) {
+      best = m.gbps;
+      *out = m;
+    }
+  }
+}
+
+static void build_fabrics(strata_plan *p) {
+  const strata_topo *t = p->topo;
+  int g = cluster_main_group(t);
+  int gpus = t->groups[g].spec.gpus > 0 ? t->groups[g].spec.gpus : 1;
+  p->gpus_per_node = gpus;
+  double ranks = (double)(p->gpus > 0 ? p->gpus : p->nodes);
+  double site_ranks = ranks / p->sites;
+  int sg = site_main_group(t, t->groups[g].site);
+  memset(&p->site_fabric, 0, sizeof p->site_fabric);
+  p->site_fabric.nlevels = 2;
+  site_levels(t, sg >= 0 ? sg : g, site_ranks, &p->site_fabric);
+  p->global_fabric = p->site_fabric;
+  choose_wan(t, &p->workload, &p->wan);
+  if (p->sites > 1) {
+    strata_level *l2 = &p->global_fabric.level[2];
+    memset(l2, 0, sizeof *l2);
+    p->global_fabric.nlevels = 3;
+    l2->name = p->wan.is_extension ? "extension" : p->wan.is_overlay ? "overlay" : "wan";
+    l2->fanout = p->sites;
+    double gbps = p->wan.link >= 0 ? p->wan.gbps : 1e-6; /* cut off: effectively nothing */
+    l2->per_rank_gbps = gbps;
+    l2->aggregate_gbps = gbps;
+    l2->alpha_us = p->wan.rtt_ms * 1000 / 2 + (p->wan.is_extension ? 14.0 : 25.0);
+  }
+}
+
+/* ---- predictions ---- */
+
+static void add_prediction(strata_plan *p, const strata_fabric *f, const char *scope,
+                           strata_coll coll, double bytes, int algo) {
+  if (p->prediction_count >= STRATA_PLAN_MAX_PREDICTIONS || bytes <= 0) return;
+  strata_prediction pr;
+  int rc = algo < 0 ? strata_cost_best(f, coll, bytes, &pr)
+                    : strata_cost_predict(f, coll, (strata_model_algo)algo, bytes, &pr);
+  if (rc != 0) return;
+  fmt(p->prediction_scope[p->prediction_count], sizeof p->prediction_scope[0], "%s", scope);
+  p->prediction_chosen[p->prediction_count] = algo < 0;
+  p->predictions[p->prediction_count++] = pr;
+}
+
+/* Every applicable algorithm for one collective and size; the fastest is marked chosen. */
+static void add_all_algorithms(strata_plan *p, const strata_fabric *f, const char *scope,
+                               strata_coll coll, double bytes) {
+  int first = p->prediction_count, best = -1;
+  for (int a = 0; a < STRATA_MODEL_ALGO_COUNT; a++) add_prediction(p, f, scope, coll, bytes, a);
+  for (int i = first; i < p->prediction_count; i++)
+    if (best < 0 || p->predictions[i].time_us < p->predictions[best].time_us) best = i;
+  if (best >= 0) p->prediction_chosen[best] = 1;
+}
+
+static double grad_bytes(const strata_workload *w) {
+  return w->params * (double)strata_dtype_size(w->dtype);
+}
+
+static void build_predictions(strata_plan *p) {
+  double g = grad_bytes(&p->workload);
+  /* one NVLink domain, as nccl-tests would measure it: 8 GiB allreduce, every algorithm */
+  strata_fabric node = p->site_fabric;
+  node.nlevels = 1;
+  if (strata_fabric_nranks(&node) > 1)
+    add_all_algorithms(p, &node, "node", STRATA_COLL_ALLREDUCE, 8.0 * (1 << 30));
+  /* one site: the gradient allreduce under every algorithm, then the best of each collective */
+  if (strata_fabric_nranks(&p->site_fabric) > strata_fabric_nranks(&node)) {
+    add_all_algorithms(p, &p->site_fabric, "site", STRATA_COLL_ALLREDUCE, g);
+    add_prediction(p, &p->site_fabric, "site", STRATA_COLL_REDUCE_SCATTER, g, -1);
+    add_prediction(p, &p->site_fabric, "site", STRATA_COLL_ALLGATHER, g, -1);
+    add_prediction(p, &p->site_fabric, "site", STRATA_COLL_BROADCAST, g, -1);
+    add_prediction(p, &p->site_fabric, "site", STRATA_COLL_ALLTOALL, 64.0 * (1 << 20), -1);
+  } else if (strata_fabric_nranks(&node) > 1) {
+    add_prediction(p, &node, "node", STRATA_COLL_REDUCE_SCATTER, g, -1);
+    add_prediction(p, &node, "node", STRATA_COLL_ALLGATHER, g, -1);
+    add_prediction(p, &node, "node", STRATA_COLL_BROADCAST, g, -1);
+    add_prediction(p, &node, "node", STRATA_COLL_ALLTOALL, 64.0 * (1 << 20), -1);
+  }
+  if (p->sites > 1) {
+    add_all_algorithms(p, &p->global_fabric, "global", STRATA_COLL_ALLREDUCE, g);
+    if (p->workload.kind == STRATA_WORKLOAD_DILOCO ||
+        p->workload.kind == STRATA_WORKLOAD_TRAIN_SYNC)
+      add_prediction(p, &p->global_fabric, "outer", STRATA_COLL_ALLREDUCE,
+                     p->workload.params * p->workload.wire_bits / 8, -1);
+  }
+}
+
+/* ---- workloads ---- */
+
+static double best_ms(const strata_fabric *f, strata_coll coll, double bytes) {
+  if (strata_fabric_nranks(f) <= 1 || bytes <= 0) return 0;
+  strata_prediction pr;
+  if (strata_cost_best(f, coll, bytes, &pr) != 0) return 0;
+  return pr.time_us / 1000;
+}
+
+static double util(double step_ms, double comm_ms) {
+  return step_ms > 0 ? step_ms / (step_ms + comm_ms) : 0;
+}
+
+static strata_plan_option *add_option(strata_plan *p, const char *name, int available,
+                                      double comm_ms, double wan_bytes) {
+  if (p->option_count >= STRATA_PLAN_MAX_OPTIONS) return NULL;
+  strata_plan_option *o = &p->options[p->option_count++];
+  memset(o, 0, sizeof *o);
+  fmt(o->name, sizeof o->name, "%s", name);
+  o->available = available;
+  o->comm_ms_per_step = comm_ms;
+  o->utilization = util(p->workload.step_ms, comm_ms);
+  o->wan_bytes_per_step = wan_bytes;
+  return o;
+}
+
+static const strata_plan_option *find_option(const strata_plan *p, const char *name) {
+  for (int i = 0; i < p->option_count; i++)
+    if (!strcmp(p->options[i].name, name)) return &p->options[i];
+  return NULL;
+}
+
+/* Can the bottleneck link carry a fabric extension (owned path, within MetroX reach)? */
+static int extension_possible(const strata_plan *p, char *why, size_t len) {
+  if (p->wan.is_extension) {
+    fmt(why, len, "the link already extends the fabric");
+    return 1;
+  }
+  if (p->wan.link < 0) {
+    fmt(why, len, "some site has no link at all");
+    return 0;
+  }
+  if (!p->wan.owned) {
+    fmt(why, len, "the path is not owned end to end (MetroX needs dark fiber or DWDM)");
+    return 0;
+  }
+  if (p->wan.km > strata_optic_reach_km(STRATA_OPTIC_METROX3)) {
+    fmt(why, len, "%.0f km exceeds MetroX reach (%.0f km)", p->wan.km,
+        strata_optic_reach_km(STRATA_OPTIC_METROX3));
+    return 0;
+  }
+  fmt(why, len, "owned fiber within MetroX reach: needs MetroX appliances");
+  return 1;
+}
+
+/* The global fabric with the WAN level replaced by a MetroX extension over the same route. */
+static void extension_fabric(const strata_plan *p, strata_fabric *f) {
+  *f = p->global_fabric;
+  if (p->wan.is_extension) return;
+  strata_level *l2 = &f->level[2];
+  double gbit =
+      p->wan.link >= 0 && strata_topo_is_set(p->topo->links[p->wan.link].physical.capacity_gbps)
+          ? p->topo->links[p->wan.link].physical.capacity_gbps
+          : 400;
+  l2->per_rank_gbps = l2->aggregate_gbps = gbit * 0.92 / 8;
+  l2->alpha_us = strata_fiber_delay_us(p->wan.km > 0 ? p->wan.km : 0) + 14.0;
+}
+
+static void train_options(strata_plan *p, double site_ms) {
+  const strata_workload *w = &p->workload;
+  double g = grad_bytes(w);
+  char why[200];
+  int ext_ok = extension_possible(p, why, sizeof why);
+  strata_fabric ext;
+  extension_fabric(p, &ext);
+  double ext_ms = best_ms(&ext, STRATA_COLL_ALLREDUCE, g);
+  strata_plan_option *o = add_option(p, "fabric-extension", ext_ok, ext_ms, 2.0 * g / p->sites);
+  if (o)
+    fmt(o->note, sizeof o->note, "per-step allreduce of %.3g GB across sites; %s", g / 1e9, why);
+  /* per-step sync over what exists (overlay or routed IP); an extended link has no other path */
+  double flat_ms = best_ms(&p->global_fabric, STRATA_COLL_ALLREDUCE, g);
+  if (!p->wan.is_extension) {
+    o = add_option(p, p->wan.is_overlay ? "overlay-per-step" : "routed-per-step", p->wan.link >= 0,
+                   flat_ms, 2.0 * g / p->sites);
+    if (o)
+      fmt(o->note, sizeof o->note, "per-step allreduce over %.3g GB/s, RTT %.3g ms", p->wan.gbps,
+          p->wan.rtt_ms);
+  }
+  /* DiLoCo: site-local allreduce every step, outer sync of wire_bits pseudo-gradients every H */
+  double outer_bytes = w->params * w->wire_bits / 8;
+  double outer_ms = best_ms(&p->global_fabric, STRATA_COLL_ALLREDUCE, outer_bytes) - 0;
+  int H = w->inner_steps > 0 ? w->inner_steps : 1;
+  double exposed = w->fragments > 1 ? fmax(0, outer_ms - H * w->step_ms) / H : outer_ms / H;
+  o = add_option(p, p->wan.is_extension ? "extension+diloco" : "overlay+diloco", p->wan.link >= 0,
+                 site_ms + exposed, 2.0 * outer_bytes / p->sites / H);
+  if (o)
+    fmt(o->note, sizeof o->note,
+        "site allreduce %.3g ms/step + outer sync %.3g s every %d steps (%g-bit, %d fragment%s%s)",
+        site_ms, outer_ms / 1000, H, w->wire_bits, w->fragments, w->fragments > 1 ? "s" : "",
+        w->fragments > 1 ? ", overlapped with inner steps" : "");
+}
+
+static void decide_training(strata_plan *p, double site_ms) {
+  const strata_workload *w = &p->workload;
+  p->site_comm_ms = site_ms;
+  if (p->sites <= 1) {
+    fmt(p->decision, sizeof p->decision, "single-site");
+    p->comm_ms_per_step = site_ms;
+    p->utilization = util(w->step_ms, site_ms);
+    fmt(p->decision_reason, sizeof p->decision_reason,
+        "one site: layers 1-2 only, no layer-3 decision to take; the gradient allreduce costs "
+        "%.3g ms per %.0f ms step",
+        site_ms, w->step_ms);
+    return;
+  }
+  p->site_comm_ms = site_ms;
+  train_options(p, site_ms);
+  const strata_plan_option *ext = &p->options[0], *diloco = &p->options[p->option_count - 1];
+  const strata_plan_option *per_step = p->option_count > 2 ? &p->options[1] : ext;
+  const strata_plan_option *pick;
+  if (w->kind == STRATA_WORKLOAD_TRAIN_SYNC && ext->available && ext->utilization >= 0.5) {
+    pick = ext;
+    fmt(p->decision_reason, sizeof p->decision_reason,
+        "the workload synchronizes every step and the link can be one fabric: extension keeps "
+        "%.0f%% utilization (%.3g ms comm/step)%s%s%s; DiLoCo would give %.0f%% but changes the "
+        "algorithm",
+        100 * ext->utilization, ext->comm_ms_per_step, per_step == ext ? "" : ", ",
+        per_step == ext ? "" : per_step->name, per_step == ext ? "" : " much less",
+        100 * diloco->utilization);
+  } else {
+    pick = diloco;
+    if (w->kind == STRATA_WORKLOAD_TRAIN_SYNC)
+      fmt(p->decision_reason, sizeof p->decision_reason,
+          "per-step sync across sites is not viable here (%s: %.0f%% utilization; extension %s, "
+          "%.0f%%): change the algorithm - DiLoCo keeps %.0f%% over the existing link",
+          per_step->name, 100 * per_step->utilization, ext->available ? "possible" : "not possible",
+          100 * ext->utilization, 100 * diloco->utilization);
+    else
+      fmt(p->decision_reason, sizeof p->decision_reason,
+          "the workload does not need per-step sync across sites, so no fabric extension: "
+          "DiLoCo over the existing link keeps %.0f%% utilization (extension would give %.0f%%%s)",
+          100 * diloco->utilization, 100 * ext->utilization,
+          ext->available ? ", at the price of MetroX" : " and is not possible here");
+  }
+  fmt(p->decision, sizeof p->decision, "%s", pick->name);
+  p->comm_ms_per_step = pick->comm_ms_per_step;
+  p->utilization = pick->utilization;
+}
+
+/* Sparse delta: changed values plus 32-bit indices (TRL delta sync: 1.2 GB → 20–35 MB). */
+static double rl_sync_bytes(const strata_workload *w, int *delta) {
+  double full = grad_bytes(w);
+  double sparse = w->params * w->update_fraction * ((double)strata_dtype_size(w->dtype) + 4);
+  *delta = sparse < full;
+  return *delta ? sparse : full;
+}
+
+static void decide_rl(strata_plan *p, double site_ms) {
+  const strata_workload *w = &p->workload;
+  int delta = 0;
+  double bytes = rl_sync_bytes(w, &delta);
+  int every = w->sync_every > 0 ? w->sync_every : 1;
+  /* inside the site: broadcast of the update to rollout GPUs (pipelined, best algorithm) */
+  double local_ms = best_ms(&p->site_fabric, STRATA_COLL_BROADCAST, bytes);
+  double wan_ms = 0;
+  if (p->sites > 1 && p->wan.link >= 0)
+    wan_ms = (p->sites - 1) * bytes / (p->wan.gbps * 1e6) + p->wan.rtt_ms;
+  double per_step = site_ms + (local_ms + wan_ms) / every;
+  if (p->sites > 1) {
+    char why[200];
+    int ext_ok = extension_possible(p, why, sizeof why);
+    strata_fabric ext;
+    extension_fabric(p, &ext);
+    double ext_wan =
+        (p->sites - 1) * bytes / (ext.level[2].per_rank_gbps * 1e6) + ext.level[2].alpha_us / 500;
+    strata_plan_option *o =
+        add_option(p, "fabric-extension", ext_ok, site_ms + (local_ms + ext_wan) / every, bytes);
+    if (o) fmt(o->note, sizeof o->note, "weight sync over RDMA across sites; %s", why);
+    o = add_option(p, delta ? "overlay+delta-sync" : "overlay+full-sync", p->wan.link >= 0,
+                   per_step, bytes / every);
+    if (o)
+      fmt(o->note, sizeof o->note, "%s weight sync %.3g MB to %d rollout site%s every %d step%s",
+          delta ? "sparse delta" : "full", bytes / 1e6, p->sites - 1, p->sites > 2 ? "s" : "",
+          every, every > 1 ? "s" : "");
+    const strata_plan_option *pick = &p->options[1];
+    if (ext_ok && p->options[1].utilization < 0.5 && p->options[0].utilization > 0.8)
+      pick = &p->options[0];
+    fmt(p->decision, sizeof p->decision, "%s", pick->name);
+    p->comm_ms_per_step = pick->comm_ms_per_step;
+    p->utilization = pick->utilization;
+    fmt(p->decision_reason, sizeof p->decision_reason,
+        "rollout sites need the policy only every %d step%s: a %s of %.3g MB takes %.3g ms over "
+        "the existing link (%.0f%% utilization) vs %.0f%% with fabric extension%s",
+        every, every > 1 ? "s" : "", delta ? "sparse delta" : "full copy", bytes / 1e6, wan_ms,
+        100 * p->options[1].utilization, 100 * p->options[0].utilization,
+        pick == &p->options[0] ? ", so extension pays" : ", so no extension");
+  } else {
+    fmt(p->decision, sizeof p->decision, "colocated");
+    p->comm_ms_per_step = per_step;
+    p->utilization = util(w->step_ms, per_step);
+    fmt(p->decision_reason, sizeof p->decision_reason,
+        "trainer and rollout workers share one site: the %s (%.3g MB) rides layers 1-2, %.3g ms "
+        "per sync",
+        delta ? "sparse delta" : "full weights", bytes / 1e6, local_ms);
+  }
+  fmt(p->summary, sizeof p->summary,
+      "RL: trainer gradient allreduce %.3g ms/step; weight sync %.3g MB (%s, %.0f%% of parameters "
+      "changed) every %d step%s",
+      site_ms, bytes / 1e6, delta ? "sparse delta" : "full", 100 * w->update_fraction, every,
+      every > 1 ? "s" : "");
+}
+
+static void decide_inference(strata_plan *p) {
+  const strata_workload *w = &p->workload;
+  /* prefill → decode KV transfer: one GPU's NIC share inside the site (NIXL / Mooncake style) */
+  double kv_ms = w->kv_bytes_per_request / (p->site_fabric.level[1].per_rank_gbps * 1e6) +
+                 p->site_fabric.level[1].alpha_us / 1000;
+  double load_gbps = w->kv_bytes_per_request * w->requests_per_s / 1e9;
+  p->comm_ms_per_step = kv_ms;
+  p->utilization = 0;
+  if (p->sites > 1 && w->cross_site_pipeline) {
+    /* per decode token, activations cross every site boundary: hidden 4096 × dtype (7B) */
+    double act = 4096.0 * (double)strata_dtype_size(w->dtype);
+    double hop_ms = p->wan.rtt_ms / 2 + act / (p->wan.gbps * 1e6);
+    double token_ms = w->token_ms + (p->sites - 1) * hop_ms;
+    fmt(p->decision, sizeof p->decision, "cross-wan-pipeline");
+    fmt(p->decision_reason, sizeof p->decision_reason,
+        "the model is split across %d sites: every decode token crosses %d site boundar%s "
+        "(%.3g ms each), %.3g ms/token = %.3g tokens/s per sequence vs %.3g tokens/s on one site",
+        p->sites, p->sites - 1, p->sites > 2 ? "ies" : "y", hop_ms, token_ms, 1000 / token_ms,
+        1000 / w->token_ms);
+  } else if (p->sites > 1) {
+    fmt(p->decision, sizeof p->decision, "replica-routing");
+    fmt(p->decision_reason, sizeof p->decision_reason,
+        "%d full replica%s per site: route each request to the nearest replica; layer 3 carries "
+        "no per-token traffic, only model distribution and control",
+        w->replicas_per_site, w->replicas_per_site == 1 ? "" : "s");
+  } else {
+    fmt(p->decision, sizeof p->decision, "single-site");
+    fmt(p->decision_reason, sizeof p->decision_reason,
+        "one site: disaggregated prefill/decode inside layers 1-2");
+  }
+  fmt(p->summary, sizeof p->summary,
+      "inference: %.3g MB of KV per request moves prefill -> decode in %.3g ms over layer 2; "
+      "%.3g req/s per site is %.3g GB/s of KV traffic",
+      w->kv_bytes_per_request / 1e6, kv_ms, w->requests_per_s, load_gbps);
+}
+
+static void add_check(strata_plan *p, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static void add_check(strata_plan *p, const char *f, ...) {
+  if (p->check_count >= STRATA_PLAN_MAX_CHECKS) return;
+  va_list ap;
+  va_start(ap, f);
+  vsnprintf(p->checks[p->check_count++], sizeof p->checks[0], f, ap);
+  va_end(ap);
+}
+
+static void decide_bringup(strata_plan *p) {
+  const strata_topo *t = p->topo;
+  strata_fabric node = p->site_fabric;
+  node.nlevels = 1;
+  strata_prediction pr;
+  const strata_level *l0 = &p->site_fabric.level[0], *l1 = &p->site_fabric.level[1];
+  add_check(p,
+            "layer 1: nvidia-smi topo -m shows %s between every GPU pair; p2p bandwidth "
+            "~%.0f GB/s per direction",
+            !strcmp(l0->name, "nvlink") ? "NV# (NVLink)" : "PIX/PXB (PCIe)", l0->per_rank_gbps);
+  if (strata_fabric_nranks(&node) > 1 &&
+      strata_cost_best(&node, STRATA_COLL_ALLREDUCE, 8.0 * (1 << 30), &pr) == 0)
+    add_check(p, "layer 1: all_reduce_perf -b 8 -e 8G -f 2 -g %d: busbw ~%.0f GB/s at 8 GB (%s)",
+              l0->fanout, pr.busbw_gbps, strata_model_algo_name(pr.algo));
+  if (l1->fanout > 1) {
+    add_check(p,
+              "layer 2: ib_write_bw / iperf3 per NIC port at line rate; %.1f GB/s per GPU "
+              "usable",
+              l1->per_rank_gbps);
+    if (strata_cost_best(&p->site_fabric, STRATA_COLL_ALLREDUCE, 8.0 * (1 << 30), &pr) == 0)
+      add_check(p, "layer 2: all_reduce_perf across %d nodes: busbw ~%.0f GB/s at 8 GB (%s)",
+                l1->fanout, pr.busbw_gbps, strata_model_algo_name(pr.algo));
+  }
+  for (int s = 0; s < t->site_count; s++)
+    if (t->sites[s].fabric.kind == STRATA_FABRIC_ROCE) {
+      add_check(p,
+                "layer 2 (%s): PFC on the RDMA priority (usually 3) and ECN/DCQCN on every "
+                "port and NIC",
+                t->sites[s].name);
+      break;
+    }
+  for (int i = 0; i < t->link_count; i++) {
+    strata_wan_model m;
+    strata_plan_wan_model(t, i, &p->workload, &m);
+    add_check(p, "layer 3 (%s): ping RTT ~%.3g ms%s; iperf3 -P %d ~%.3g Gb/s%s", t->links[i].name,
+              m.rtt_ms, m.km >= 0 ? " (fiber floor)" : "", p->workload.wan_streams, m.gbps * 8,
+              m.is_overlay ? "; ip link show wg0: mtu 1420" : "");
+  }
+  fmt(p->decision, sizeof p->decision, "bringup");
+  fmt(p->decision_reason, sizeof p->decision_reason,
+      "validate layer by layer, inside out: every figure below is the model's prediction; a "
+      "measurement far below it points at the layer to fix");
+}
+
+static void build_roles(strata_plan *p);
+
+int strata_plan_build(const strata_topo *topo, const strata_workload *w, strata_plan *out,
+                      char *err, size_t err_len) {
+  if (err && err_len) err[0] = 0;
+  if (!topo || !w || !out) return STRATA_ERR_INVALID_ARG;
+  memset(out, 0, sizeof *out);
+  if (!(w->params > 0) || !(w->step_ms > 0) || !(w->wire_bits > 0 && w->wire_bits <= 64) ||
+      w->inner_steps < 1 || w->fragments < 1 || w->wan_streams < 1 ||
+      !(w->update_fraction > 0 && w->update_fraction <= 1) || w->sync_every < 1 ||
+      !(w->kv_bytes_per_request >= 0) || w->replicas_per_site < 0 ||
+      strata_dtype_size(w->dtype) == 0) {
+    if (err && err_len)
+      fmt(err, err_len,
+          "invalid workload: params, step-ms, inner-steps, fragments, streams and "
+          "sync-every must be positive, wire-bits in 1..64, update-fraction in (0,1]");
+    return STRATA_ERR_INVALID_ARG;
+  }
+  if (topo->group_count < 1 || topo->site_count < 1) {
+    if (err && err_len) fmt(err, err_len, "the topology has no nodes");
+    return STRATA_ERR_INVALID_ARG;
+  }
+  out->topo = topo;
+  out->workload = *w;
+  out->gpus = strata_topo_gpus(topo);
+  out->nodes = strata_topo_nodes(topo);
+  out->sites = topo->site_count;
+  build_fabrics(out);
+  build_predictions(out);
+  double site_ms = best_ms(&out->site_fabric, STRATA_COLL_ALLREDUCE, grad_bytes(w));
+  switch (w->kind) {
+    case STRATA_WORKLOAD_TRAIN_SYNC:
+    case STRATA_WORKLOAD_DILOCO:
+      decide_training(out, site_ms);
+      fmt(out->summary, sizeof out->summary,
+          "%s: %.3g B parameters (%s), %.3g GB of gradients per step; %.3g ms of communication "
+          "per %.0f ms step, %.0f%% compute utilization",
+          strata_workload_kind_name(w->kind), w->params / 1e9, strata_dtype_name(w->dtype),
+          grad_bytes(w) / 1e9, out->comm_ms_per_step, w->step_ms, 100 * out->utilization);
+      break;
+    case STRATA_WORKLOAD_RL:
+      decide_rl(out, site_ms);
+      break;
+    case STRATA_WORKLOAD_INFERENCE:
+      decide_inference(out);
+      break;
+    default:
+      decide_bringup(out);
+      break;
+  }
+  build_roles(out);
+  if (strata_plan_lint(out) != 0) {
+    strata_plan_free(out);
+    return STRATA_ERR_NO_MEMORY;
+  }
+  return STRATA_OK;
+}
+
+void strata_plan_free(strata_plan *plan) {
+  if (!plan) return;
+  free(plan->findings);
+  plan->findings = NULL;
+  plan->finding_count = plan->finding_cap = 0;
+}
+
+/* ---- what every layer carries ---- */
+
+static strata_layer_role *add_role(strata_plan *p, const char *layer) {
+  if (p->role_count >= STRATA_PLAN_MAX_ROLES) return NULL;
+  strata_layer_role *r = &p->roles[p->role_count++];
+  memset(r, 0, sizeof *r);
+  fmt(r->layer, sizeof r->layer, "%s", layer);
+  return r;
+}
+
+static const char *carries_training(const strata_plan *p, int level, char *buf, size_t len) {
+  const strata_workload *w = &p->workload;
+  double g = grad_bytes(w);
+  if (w->kind == STRATA_WORKLOAD_INFERENCE) {
+    fmt(buf, len,
+        level == 0 ? "tensor-parallel activations of every token"
+                   : "KV cache prefill -> decode, %.3g MB per request",
+        w->kv_bytes_per_request / 1e6);
+  } else if (w->kind == STRATA_WORKLOAD_BRINGUP) {
+    fmt(buf, len, "benchmark traffic (nccl-tests / strata bench)");
+  } else if (level == 0) {
+    fmt(buf, len, "reduce-scatter + allgather of %.3g GB gradients every step", g / 1e9);
+  } else {
+    fmt(buf, len, "allreduce of %.3g GB shards per GPU every step",
+        g / p->site_fabric.level[0].fanout / 1e9);
+  }
+  return buf;
+}
+
+static void build_roles(strata_plan *p) {
+  const strata_topo *t = p->topo;
+  const strata_level *l0 = &p->site_fabric.level[0], *l1 = &p->site_fabric.level[1];
+  int g = cluster_main_group(t);
+  const strata_topo_node_spec *spec = &t->groups[g].spec;
+  strata_layer_role *r = add_role(p, "1");
+  if (r) {
+    if (spec->intra == STRATA_INTRA_NVLINK)
+      fmt(r->technology, sizeof r->technology, "NVLink%d%s (%d GPUs), %.0f GB/s per GPU%s",
+          (int)spec->nvlink, spec->nvswitch_domain_gpus > 1 ? " + NVSwitch" : "", l0->fanout,
+          l0->per_rank_gbps, l0->innet ? ", NVLS" : "");
+    else
+      fmt(r->technology, sizeof r->technology, "%s (%d GPUs), %.0f GB/s per GPU",
+          spec->intra == STRATA_INTRA_PCIE ? "PCIe peer-to-peer" : "host memory", l0->fanout,
+          l0->per_rank_gbps);
+    carries_training(p, 0, r->carries, sizeof r->carries);
+  }
+  if (l1->fanout > 1 && (r = add_role(p, "2"))) {
+    fmt(r->technology, sizeof r->technology, "%s, %d nodes/site, %.0f GB/s per GPU%s", l1->name,
+        l1->fanout, l1->per_rank_gbps, l1->innet ? ", SHARP" : "");
+    carries_training(p, 1, r->carries, sizeof r->carries);
+  }
+  if (p->sites <= 1) return;
+  const strata_workload *w = &p->workload;
+  int l = p->wan.link;
+  double wan_step_gb = 0;
+  const strata_plan_option *o = find_option(p, p->decision);
+  if (o) wan_step_gb = o->wan_bytes_per_step / 1e9;
+  if (l >= 0 && (r = add_role(p, "3a"))) {
+    const strata_topo_link *k = &t->links[l];
+    fmt(r->technology, sizeof r->technology, "%s%s%s, %.0f km, RTT %.3g ms",
+        strata_phys_kind_name(k->physical.kind), k->physical.optics ? " " : "",
+        k->physical.optics ? strata_optics_name(k->physical.optics) : "", p->wan.km, p->wan.rtt_ms);
+    fmt(r->carries, sizeof r->carries, "whatever 3b/3c put on it: %.3g GB per site per step",
+        wan_step_gb);
+  }
+  if (l >= 0 && t->links[l].extension.kind != STRATA_EXT_NONE && (r = add_role(p, "3b"))) {
+    fmt(r->technology, sizeof r->technology, "%s, %.3g GB/s",
+        strata_extension_kind_name(t->links[l].extension.kind), p->wan.gbps);
+    fmt(r->carries, sizeof r->carries, "%s",
+        p->wan.is_extension ? "RDMA (NCCL over IB) across buildings: one fabric"
+                            : "routed RDMA between subnets (not one fabric)");
+  }
+  if (l >= 0 && (r = add_role(p, "3c"))) {
+    if (p->wan.is_overlay)
+      fmt(r->technology, sizeof r->technology,
+          "WireGuard over %s, MTU 1420, %.3g GB/s, TCP only (NCCL_NET=Socket, "
+          "NCCL_SOCKET_IFNAME=wg0)",
+          strata_transit_kind_name(t->links[l].overlay.transit), p->wan.gbps);
+    else
+      fmt(r->technology, sizeof r->technology, "%s",
+          p->wan.is_extension ? "none needed (the path is owned and extended)"
+                              : "none: routed IP on an owned path, strata TCP with many streams");
+    fmt(r->carries, sizeof r->carries, "%s",
+        p->wan.is_overlay ? "the cross-site collectives of the decision, over TCP" : "nothing");
+  }
+  if ((r = add_role(p, "4"))) {
+    if (!strcmp(p->decision, "overlay+diloco") || !strcmp(p->decision, "extension+diloco"))
+      fmt(r->technology, sizeof r->technology, "DiLoCo H=%d, %g-bit outer gradients%s",
+          w->inner_steps, w->wire_bits, w->fragments > 1 ? ", streaming" : "");
+    else if (strstr(p->decision, "delta"))
+      fmt(r->technology, sizeof r->technology, "delta weight sync (%.0f%% of parameters)",
+          100 * w->update_fraction);
+    else
+      fmt(r->technology, sizeof r->technology, "%s", p->decision);
+    fmt(r->carries, sizeof r->carries, "%s", p->decision_reason);
+  }
+}

@@ -1,0 +1,180 @@
+/*
+ * plan.h — the advisor: a topology (src/topo) and a workload in, a plan out.
+ *
+ * A plan says which layer of the seed map carries which traffic, predicts the collectives the
+ * workload runs (src/model's α-β costs on a fabric derived from the topology), the
+ * communication time per step and the compute utilization, takes the layer-3 decision (fabric
+ * extension vs. overlay + DiLoCo, with numbers for both and the reason), and lists every
+ * don't-miss mistake it finds as a lint (lint.c; ids documented in docs/lints.md).
+ *
+ * Ownership: strata_plan_build() fills a caller-owned strata_plan; strata_plan_free() releases
+ * what it allocated (the findings array). The plan keeps no pointer into the topology except
+ * `topo`, which the caller must keep alive while writing the plan out.
+ *
+ * Scale: nothing here is per GPU or per node; a 100,000-GPU topology costs what a 8-GPU one does.
+ */
+#ifndef STRATA_PLAN_PLAN_H
+#define STRATA_PLAN_PLAN_H
+
+#include <stdio.h>
+
+#include "model/cost.h"
+#include "topo/topo.h"
+
+/* ---- workloads ---- */
+typedef enum strata_workload_kind {
+  STRATA_WORKLOAD_TRAIN_SYNC = 0, /* data parallel, gradients allreduced every step */
+  STRATA_WORKLOAD_DILOCO,         /* inner steps per site, outer sync every H steps */
+  STRATA_WORKLOAD_RL,             /* trainer → rollout weight sync */
+  STRATA_WORKLOAD_INFERENCE,      /* disaggregated prefill/decode serving */
+  STRATA_WORKLOAD_BRINGUP,        /* standing a cluster up: checks and expected figures */
+  STRATA_WORKLOAD_KIND_COUNT
+} strata_workload_kind;
+
+typedef struct strata_workload {
+  strata_workload_kind kind;
+  double params;                           /* model parameters */
+  strata_dtype dtype;                      /* of gradients and weights */
+  double step_ms;                          /* compute time of one training step */
+  int inner_steps;                         /* DiLoCo H (FACTS: 500 in arXiv 2311.08105) */
+  double wire_bits;                        /* bits per parameter of the outer (cross-site) sync */
+  int fragments;                           /* streaming DiLoCo fragments; 1 = plain DiLoCo */
+  int wan_streams;                         /* TCP connections per peer across the WAN */
+  double update_fraction;                  /* RL: share of parameters that change per sync */
+  int sync_every;                          /* RL: trainer steps between weight syncs */
+  char trainer_site[STRATA_TOPO_NAME_MAX]; /* RL: "" = the first site */
+  double kv_bytes_per_request;             /* inference: KV cache moved prefill → decode */
+  double requests_per_s;                   /* inference: per site */
+  int replicas_per_site;   /* inference: full model replicas at each site (0 = none) */
+  int cross_site_pipeline; /* inference: the model is split across sites */
+  double token_ms;         /* inference: decode compute per token */
+} strata_workload;
+
+const char *strata_workload_kind_name(strata_workload_kind kind); /* "train-sync", ... */
+int strata_workload_kind_parse(const char *name, strata_workload_kind *out);
+/* Defaults for a kind: 7e9 bf16 parameters, 500 ms steps, H = 500, 16-bit outer sync, ... */
+void strata_workload_defaults(strata_workload *w, strata_workload_kind kind);
+/* The workload a topology was evidently built for, when the user names none: train-sync on one
+ * site or on sites joined only by fabric extension, diloco otherwise. */
+strata_workload_kind strata_workload_auto(const strata_topo *topo);
+
+/* ---- findings (lints) ---- */
+typedef enum strata_severity {
+  STRATA_SEVERITY_INFO = 0,
+  STRATA_SEVERITY_WARNING,
+  STRATA_SEVERITY_ERROR
+} strata_severity;
+const char *strata_severity_name(strata_severity s); /* "info", "warning", "error" */
+
+typedef struct strata_finding {
+  const char *id; /* stable, e.g. "L3-EXT-NO-SYNC" */
+  strata_severity severity;
+  int layer;                             /* 1..4 */
+  char where[STRATA_TOPO_TEXT_MAX + 32]; /* "file:line:col (link a--b)" or "" */
+  char message[480];
+  char fix[360];
+} strata_finding;
+
+/* The catalog of every lint the planner knows (for docs/lints.md and tests). */
+typedef struct strata_lint_info {
+  const char *id;
+  strata_severity severity;
+  int layer;
+  const char *summary;
+} strata_lint_info;
+size_t strata_lint_count(void);
+const strata_lint_info *strata_lint_get(size_t index);
+
+/* ---- the plan ---- */
+#define STRATA_PLAN_MAX_PREDICTIONS 24
+#define STRATA_PLAN_MAX_ROLES 8
+#define STRATA_PLAN_MAX_OPTIONS 4
+#define STRATA_PLAN_MAX_CHECKS 12
+
+/* What one layer carries for this workload on this topology. */
+typedef struct strata_layer_role {
+  char layer[8];        /* "1", "2", "3a", "3b", "3c", "4" */
+  char technology[128]; /* "NVLink4 + NVSwitch (8 GPUs), NVLS" */
+  char carries[320];    /* what crosses it, and how much */
+} strata_layer_role;
+
+/* One way of crossing layer 3, with its numbers. */
+typedef struct strata_plan_option {
+  char name[40];             /* "fabric-extension", "overlay+diloco", "overlay-per-step" */
+  int available;             /* the topology has what it needs */
+  double comm_ms_per_step;   /* exposed communication per training step */
+  double utilization;        /* step / (step + exposed comm) */
+  double wan_bytes_per_step; /* bytes per site crossing layer 3, per step (amortized) */
+  char note[240];
+} strata_plan_option;
+
+/* The link joining sites, as the model sees it. */
+typedef struct strata_wan_model {
+  int link;  /* index into topo->links, -1 if none */
+  double km; /* route length used (given, from locations, or assumed) */
+  double rtt_ms;
+  double gbps;      /* GB/s usable by collectives */
+  int is_extension; /* MetroX / RoCE aggregation: RDMA across */
+  int is_overlay;   /* WireGuard */
+  int owned;        /* dark fiber / DWDM / private backbone */
+} strata_wan_model;
+
+typedef struct strata_plan {
+  const strata_topo *topo;
+  strata_workload workload;
+  int64_t gpus, nodes;
+  int sites;
+  int gpus_per_node;
+  strata_fabric site_fabric;   /* one site: levels node, site */
+  strata_fabric global_fabric; /* all sites: levels node, site, wan */
+  strata_wan_model wan;        /* the bottleneck cross-site link (wan.link -1 if one site) */
+  strata_prediction predictions[STRATA_PLAN_MAX_PREDICTIONS];
+  int prediction_count;
+  char prediction_scope[STRATA_PLAN_MAX_PREDICTIONS][16]; /* "node", "site" or "global" */
+  int prediction_chosen[STRATA_PLAN_MAX_PREDICTIONS];     /* the fastest of its collective+size */
+  strata_layer_role roles[STRATA_PLAN_MAX_ROLES];
+  int role_count;
+  strata_plan_option options[STRATA_PLAN_MAX_OPTIONS];
+  int option_count;
+  char decision[40]; /* option name, or "single-site", "replica-routing", ... */
+  char decision_reason[480];
+  double comm_ms_per_step; /* of the decision */
+  double site_comm_ms;     /* the per-step allreduce inside one site (layers 1-2) */
+  double utilization;
+  char summary[480];                        /* the workload's headline numbers in one paragraph */
+  char checks[STRATA_PLAN_MAX_CHECKS][200]; /* bringup: check — expected figure */
+  int check_count;
+  strata_finding *findings;
+  int finding_count, finding_cap;
+} strata_plan;
+
+/* Build the plan. Returns STRATA_OK, STRATA_ERR_INVALID_ARG (NULL, bad workload numbers; `err`
+ * says which) or STRATA_ERR_NO_MEMORY. */
+int strata_plan_build(const strata_topo *topo, const strata_workload *w, strata_plan *out,
+                      char *err, size_t err_len);
+void strata_plan_free(strata_plan *plan);
+
+/* Append a finding (lint.c uses it). Returns 0 or -1 when out of memory. */
+int strata_plan_add_finding(strata_plan *plan, const char *id, const strata_topo_mark *mark,
+                            const char *what, const char *message, const char *fix);
+/* Run every lint over the topology and plan (called by strata_plan_build). */
+int strata_plan_lint(strata_plan *plan);
+
+/* ---- model helpers the lints and writers share ---- */
+/* GB/s one GPU gets inside its node, and whether NVLS (NVSwitch multicast) is available. */
+double strata_plan_intra_gbps(const strata_topo_node_spec *spec, int *nvls);
+/* Total compute-NIC Gb/s of one node (0 if none). */
+double strata_plan_node_nic_gbit(const strata_topo_node_spec *spec);
+/* Route length of a link in km: physical.km, else from site locations ×1.3, else -1. */
+double strata_plan_link_km(const strata_topo *topo, const strata_topo_link *link);
+/* The link as the model sees it (for one link). */
+void strata_plan_wan_model(const strata_topo *topo, int link, const strata_workload *w,
+                           strata_wan_model *out);
+
+/* ---- writers ---- */
+void strata_plan_write_text(FILE *out, const strata_plan *plan);
+void strata_plan_write_json(FILE *out, const strata_plan *plan);
+/* The map as an SVG picture: sites, node groups, links coloured by layer. */
+void strata_plan_write_svg(FILE *out, const strata_plan *plan);
+
+#endif

@@ -1,0 +1,248 @@
+/*
+ * render.c — a plan as text (for people) and as JSON (for machines; schema in docs/plan-json.md).
+ *
+ * The JSON schema is a contract: fields are only ever added, never renamed or removed, and
+ * "schema" carries the version. Strings are escaped here; numbers are finite (a NaN or infinity
+ * is written as null).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "plan/plan.h"
+
+static const char *human_bytes(double bytes, char *buf, size_t len) {
+  const char *units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (bytes >= 1000 && u < 4) {
+    bytes /= 1000;
+    u++;
+  }
+  snprintf(buf, len, "%.3g %s", bytes, units[u]);
+  return buf;
+}
+
+static const char *human_us(double us, char *buf, size_t len) {
+  if (us < 1000)
+    snprintf(buf, len, "%.3g us", us);
+  else if (us < 1e6)
+    snprintf(buf, len, "%.3g ms", us / 1e3);
+  else
+    snprintf(buf, len, "%.3g s", us / 1e6);
+  return buf;
+}
+
+void strata_plan_write_text(FILE *out, const strata_plan *p) {
+  const strata_topo *t = p->topo;
+  const strata_workload *w = &p->workload;
+  char b1[32], b2[32];
+  fprintf(out, "strata plan: %s (%s)\n", t->name[0] ? t->name : "unnamed", t->source);
+  if (t->description[0]) fprintf(out, "  %s\n", t->description);
+  fprintf(out, "  %d site%s, %lld node%s, %lld GPU%s\n", p->sites, p->sites == 1 ? "" : "s",
+          (long long)p->nodes, p->nodes == 1 ? "" : "s", (long long)p->gpus,
+          p->gpus == 1 ? "" : "s");
+  fprintf(out, "\nworkload: %s - %.3g B parameters (%s), %.0f ms compute per step",
+          strata_workload_kind_name(w->kind), w->params / 1e9, strata_dtype_name(w->dtype),
+          w->step_ms);
+  if (w->kind == STRATA_WORKLOAD_DILOCO)
+    fprintf(out, ", H=%d, %g-bit outer sync, %d fragment%s", w->inner_steps, w->wire_bits,
+            w->fragments, w->fragments == 1 ? "" : "s");
+  fprintf(out, "\n\nlayers (what each one carries)\n");
+  for (int i = 0; i < p->role_count; i++)
+    fprintf(out, "  %-3s %s\n      carries: %s\n", p->roles[i].layer, p->roles[i].technology,
+            p->roles[i].carries);
+  if (p->prediction_count > 0) {
+    fprintf(out, "\npredictions (alpha-beta model; busbw as nccl-tests; * = fastest, chosen)\n");
+    fprintf(out, "  %-7s %-15s %10s  %-14s %10s %12s\n", "scope", "collective", "size", "algorithm",
+            "time", "busbw GB/s");
+    for (int i = 0; i < p->prediction_count; i++) {
+      const strata_prediction *pr = &p->predictions[i];
+      char algo[24];
+      snprintf(algo, sizeof algo, "%s%s", strata_model_algo_name(pr->algo),
+               p->prediction_chosen[i] ? " *" : "");
+      fprintf(out, "  %-7s %-15s %10s  %-14s %10s %12.1f\n", p->prediction_scope[i],
+              strata_coll_name(pr->coll), human_bytes(pr->bytes, b1, sizeof b1), algo,
+              human_us(pr->time_us, b2, sizeof b2), pr->busbw_gbps);
+    }
+  }
+  fprintf(out, "\ndecision: %s\n  %s\n", p->decision, p->decision_reason);
+  if (p->option_count > 0) {
+    fprintf(out, "\n  %-19s %-9s %13s %6s %14s\n", "option", "possible", "comm ms/step", "util",
+            "WAN/site/step");
+    for (int i = 0; i < p->option_count; i++) {
+      const strata_plan_option *o = &p->options[i];
+      fprintf(out, "  %-19s %-9s %13.3g %5.0f%% %14s\n      %s\n", o->name,
+              o->available ? "yes" : "no", o->comm_ms_per_step, 100 * o->utilization,
+              human_bytes(o->wan_bytes_per_step, b1, sizeof b1), o->note);
+    }
+  }
+  if (p->summary[0]) fprintf(out, "\n%s\n", p->summary);
+  if (p->check_count > 0) {
+    fprintf(out, "\nbring-up checks (expected figures from the model)\n");
+    for (int i = 0; i < p->check_count; i++) fprintf(out, "  [ ] %s\n", p->checks[i]);
+  }
+  fprintf(out, "\nfindings: %d\n", p->finding_count);
+  for (int i = 0; i < p->finding_count; i++) {
+    const strata_finding *f = &p->findings[i];
+    fprintf(out, "  %-7s %s (layer %d)%s%s\n    %s\n    fix: %s\n",
+            strata_severity_name(f->severity), f->id, f->layer, f->where[0] ? " at " : "", f->where,
+            f->message, f->fix);
+  }
+}
+
+/* ---- JSON ---- */
+
+static void json_string(FILE *out, const char *s) {
+  fputc('"', out);
+  for (; s && *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(out, "\\%c", c);
+    else if (c == '\n')
+      fputs("\\n", out);
+    else if (c < 0x20)
+      fprintf(out, "\\u%04x", c);
+    else
+      fputc(c, out);
+  }
+  fputc('"', out);
+}
+
+static void json_number(FILE *out, double v) {
+  if (isfinite(v))
+    fprintf(out, "%.6g", v);
+  else
+    fputs("null", out);
+}
+
+static void json_key(FILE *out, const char *indent, const char *key) {
+  fprintf(out, "%s\"%s\": ", indent, key);
+}
+
+static void json_workload(FILE *out, const strata_workload *w) {
+  fprintf(out, "  \"workload\": {\"kind\": ");
+  json_string(out, strata_workload_kind_name(w->kind));
+  fprintf(out, ", \"params\": ");
+  json_number(out, w->params);
+  fprintf(out, ", \"dtype\": ");
+  json_string(out, strata_dtype_name(w->dtype));
+  fprintf(out, ", \"step_ms\": ");
+  json_number(out, w->step_ms);
+  fprintf(out, ", \"inner_steps\": %d, \"wire_bits\": ", w->inner_steps);
+  json_number(out, w->wire_bits);
+  fprintf(out, ", \"fragments\": %d, \"wan_streams\": %d, \"update_fraction\": ", w->fragments,
+          w->wan_streams);
+  json_number(out, w->update_fraction);
+  fprintf(out, ", \"sync_every\": %d, \"kv_bytes_per_request\": ", w->sync_every);
+  json_number(out, w->kv_bytes_per_request);
+  fprintf(out, ", \"replicas_per_site\": %d, \"cross_site_pipeline\": %s},\n", w->replicas_per_site,
+          w->cross_site_pipeline ? "true" : "false");
+}
+
+static void json_predictions(FILE *out, const strata_plan *p) {
+  fprintf(out, "  \"predictions\": [");
+  for (int i = 0; i < p->prediction_count; i++) {
+    const strata_prediction *pr = &p->predictions[i];
+    fprintf(out, "%s\n    {\"scope\": ", i ? "," : "");
+    json_string(out, p->prediction_scope[i]);
+    fprintf(out, ", \"collective\": ");
+    json_string(out, strata_coll_name(pr->coll));
+    fprintf(out, ", \"bytes\": ");
+    json_number(out, pr->bytes);
+    fprintf(out, ", \"algorithm\": ");
+    json_string(out, strata_model_algo_name(pr->algo));
+    fprintf(out, ", \"time_us\": ");
+    json_number(out, pr->time_us);
+    fprintf(out, ", \"algbw_gbps\": ");
+    json_number(out, pr->algbw_gbps);
+    fprintf(out, ", \"busbw_gbps\": ");
+    json_number(out, pr->busbw_gbps);
+    fprintf(out, ", \"chosen\": %s}", p->prediction_chosen[i] ? "true" : "false");
+  }
+  fprintf(out, "%s],\n", p->prediction_count ? "\n  " : "");
+}
+
+static void json_decision(FILE *out, const strata_plan *p) {
+  fprintf(out, "  \"decision\": {\"choice\": ");
+  json_string(out, p->decision);
+  fprintf(out, ", \"reason\": ");
+  json_string(out, p->decision_reason);
+  fprintf(out, ", \"comm_ms_per_step\": ");
+  json_number(out, p->comm_ms_per_step);
+  fprintf(out, ", \"utilization\": ");
+  json_number(out, p->utilization);
+  fprintf(out, ",\n    \"options\": [");
+  for (int i = 0; i < p->option_count; i++) {
+    const strata_plan_option *o = &p->options[i];
+    fprintf(out, "%s\n      {\"name\": ", i ? "," : "");
+    json_string(out, o->name);
+    fprintf(out, ", \"available\": %s, \"comm_ms_per_step\": ", o->available ? "true" : "false");
+    json_number(out, o->comm_ms_per_step);
+    fprintf(out, ", \"utilization\": ");
+    json_number(out, o->utilization);
+    fprintf(out, ", \"wan_bytes_per_step\": ");
+    json_number(out, o->wan_bytes_per_step);
+    fprintf(out, ", \"note\": ");
+    json_string(out, o->note);
+    fputc('}', out);
+  }
+  fprintf(out, "%s]},\n", p->option_count ? "\n    " : "");
+}
+
+static void json_layers(FILE *out, const strata_plan *p) {
+  fprintf(out, "  \"layers\": [");
+  for (int i = 0; i < p->role_count; i++) {
+    fprintf(out, "%s\n    {\"layer\": ", i ? "," : "");
+    json_string(out, p->roles[i].layer);
+    fprintf(out, ", \"technology\": ");
+    json_string(out, p->roles[i].technology);
+    fprintf(out, ", \"carries\": ");
+    json_string(out, p->roles[i].carries);
+    fputc('}', out);
+  }
+  fprintf(out, "%s],\n", p->role_count ? "\n  " : "");
+}
+
+static void json_findings(FILE *out, const strata_plan *p) {
+  fprintf(out, "  \"findings\": [");
+  for (int i = 0; i < p->finding_count; i++) {
+    const strata_finding *f = &p->findings[i];
+    fprintf(out, "%s\n    {\"id\": ", i ? "," : "");
+    json_string(out, f->id);
+    fprintf(out, ", \"severity\": ");
+    json_string(out, strata_severity_name(f->severity));
+    fprintf(out, ", \"layer\": %d, \"where\": ", f->layer);
+    json_string(out, f->where);
+    fprintf(out, ", \"message\": ");
+    json_string(out, f->message);
+    fprintf(out, ", \"fix\": ");
+    json_string(out, f->fix);
+    fputc('}', out);
+  }
+  fprintf(out, "%s]\n", p->finding_count ? "\n  " : "");
+}
+
+void strata_plan_write_json(FILE *out, const strata_plan *p) {
+  const strata_topo *t = p->topo;
+  fprintf(out, "{\n  \"schema\": \"strata-plan/1\",\n");
+  fprintf(out, "  \"topology\": {\"name\": ");
+  json_string(out, t->name);
+  fprintf(out, ", \"source\": ");
+  json_string(out, t->source);
+  fprintf(out, ", \"sites\": %d, \"nodes\": %lld, \"gpus\": %lld},\n", p->sites,
+          (long long)p->nodes, (long long)p->gpus);
+  json_workload(out, &p->workload);
+  json_layers(out, p);
+  json_predictions(out, p);
+  json_decision(out, p);
+  json_key(out, "  ", "summary");
+  json_string(out, p->summary);
+  fprintf(out, ",\n  \"checks\": [");
+  for (int i = 0; i < p->check_count; i++) {
+    fprintf(out, "%s", i ? ", " : "");
+    json_string(out, p->checks[i]);
+  }
+  fprintf(out, "],\n");
+  json_findings(out, p);
+  fprintf(out, "}\n");
+}

@@ -1,0 +1,316 @@
+/*
+ * plan.c — `strata plan`: load a topology (file or preset), take a workload from flags, and print
+ * the plan (src/plan) as text, JSON or an SVG map. All logic lives in the library; this file only
+ * parses arguments and picks the writer. Exit status: 0 planned (findings or not), 2 bad usage or
+ * a bad topology, 1 out of memory.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "plan/plan.h"
+#include "topo/topo.h"
+
+static void plan_usage(FILE *out) {
+  fprintf(out,
+          "usage: strata plan [--preset NAME | FILE.yaml] [options]\n"
+          "       strata plan --list-presets\n\n"
+          "Describe a cluster and a workload; get which layer carries what, predicted collective\n"
+          "times, the layer-3 decision (fabric extension vs. overlay + DiLoCo) and lints.\n\n"
+          "  --preset NAME          a built-in topology (see --list-presets)\n"
+          "  --list-presets         list the built-in topologies\n"
+          "  --workload KIND        train-sync | diloco | rl | inference | bringup\n"
+          "                         (default: train-sync on one site or an extended fabric,\n"
+          "                         diloco across any other link)\n"
+          "  --params N             model parameters (7e9)\n"
+          "  --dtype T              gradient / weight type: bf16, f16, f32 ... (bf16)\n"
+          "  --step-ms MS           compute time of one training step (500)\n"
+          "  --inner-steps H        DiLoCo inner steps between outer syncs (500)\n"
+          "  --wire-bits B          bits per parameter of the outer sync: 16, 8, 4 (16)\n"
+          "  --fragments F          streaming DiLoCo fragments (1)\n"
+          "  --streams S            TCP connections per peer across the WAN (16)\n"
+          "  --update-fraction X    RL: share of parameters changed per sync (0.05)\n"
+          "  --sync-every N         RL: trainer steps between weight syncs (1)\n"
+          "  --trainer-site NAME    RL: where the trainer runs (first site)\n"
+          "  --kv-mb MB             inference: KV cache per request, MB (268)\n"
+          "  --requests-per-s R     inference: requests per second per site (10)\n"
+          "  --replicas-per-site N  inference: full model replicas per site (1)\n"
+          "  --cross-site-pipeline  inference: the model is split across sites\n"
+          "  --token-ms MS          inference: decode compute per token (20)\n"
+          "  --json                 print the plan as JSON (docs/plan-json.md)\n"
+          "  --svg FILE             also draw the map as SVG into FILE ('-' = stdout)\n"
+          "  -h, --help             this help\n");
+}
+
+static int parse_double(const char *flag, const char *text, double min, double max, double *out) {
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (errno || end == text || *end != '\0' || !isfinite(v) || v < min || v > max) {
+    fprintf(stderr, "strata plan: %s expects a number in [%g, %g], got '%s'\n", flag, min, max,
+            text);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+static int parse_int(const char *flag, const char *text, int min, int max, int *out) {
+  double v;
+  if (parse_double(flag, text, min, max, &v) != 0) return -1;
+  if (v != floor(v)) {
+    fprintf(stderr, "strata plan: %s expects a whole number, got '%s'\n", flag, text);
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+static void list_presets(void) {
+  for (size_t i = 0; i < strata_topo_preset_count(); i++)
+    printf("%-22s %s\n", strata_topo_preset_name(i), strata_topo_preset_description(i));
+}
+
+enum {
+  OPT_PRESET = 256,
+  OPT_LIST,
+  OPT_WORKLOAD,
+  OPT_PARAMS,
+  OPT_DTYPE,
+  OPT_STEP_MS,
+  OPT_INNER,
+  OPT_WIRE_BITS,
+  OPT_FRAGMENTS,
+  OPT_STREAMS,
+  OPT_UPDATE,
+  OPT_SYNC_EVERY,
+  OPT_TRAINER,
+  OPT_KV,
+  OPT_RPS,
+  OPT_REPLICAS,
+  OPT_PIPELINE,
+  OPT_TOKEN_MS,
+  OPT_JSON,
+  OPT_SVG
+};
+
+static const struct option plan_options[] = {
+    {"preset", required_argument, 0, OPT_PRESET},
+    {"list-presets", no_argument, 0, OPT_LIST},
+    {"workload", required_argument, 0, OPT_WORKLOAD},
+    {"params", required_argument, 0, OPT_PARAMS},
+    {"dtype", required_argument, 0, OPT_DTYPE},
+    {"step-ms", required_argument, 0, OPT_STEP_MS},
+    {"inner-steps", required_argument, 0, OPT_INNER},
+    {"wire-bits", required_argument, 0, OPT_WIRE_BITS},
+    {"fragments", required_argument, 0, OPT_FRAGMENTS},
+    {"streams", required_argument, 0, OPT_STREAMS},
+    {"update-fraction", required_argument, 0, OPT_UPDATE},
+    {"sync-every", required_argument, 0, OPT_SYNC_EVERY},
+    {"trainer-site", required_argument, 0, OPT_TRAINER},
+    {"kv-mb", required_argument, 0, OPT_KV},
+    {"requests-per-s", required_argument, 0, OPT_RPS},
+    {"replicas-per-site", required_argument, 0, OPT_REPLICAS},
+    {"cross-site-pipeline", no_argument, 0, OPT_PIPELINE},
+    {"token-ms", required_argument, 0, OPT_TOKEN_MS},
+    {"json", no_argument, 0, OPT_JSON},
+    {"svg", required_argument, 0, OPT_SVG},
+    {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0}};
+
+typedef struct plan_args {
+  const char *preset, *file, *svg;
+  int json, list, workload_given;
+  strata_workload w; /* kind filled later when not given */
+  /* numeric overrides, applied after the kind's defaults: NAN / -1 = not given */
+  double params, step_ms, wire_bits, update_fraction, kv_mb, rps, token_ms;
+  int inner, fragments, streams, sync_every, replicas, pipeline, dtype_given;
+  strata_dtype dtype;
+  const char *trainer;
+} plan_args;
+
+static int parse_option(plan_args *a, int opt, const char *arg) {
+  switch (opt) {
+    case OPT_PRESET:
+      a->preset = arg;
+      return 0;
+    case OPT_LIST:
+      a->list = 1;
+      return 0;
+    case OPT_WORKLOAD:
+      if (strata_workload_kind_parse(arg, &a->w.kind) != STRATA_OK) {
+        fprintf(stderr,
+                "strata plan: --workload expects train-sync, diloco, rl, inference or bringup, "
+                "got '%s'\n",
+                arg);
+        return -1;
+      }
+      a->workload_given = 1;
+      return 0;
+    case OPT_PARAMS:
+      return parse_double("--params", arg, 1, 1e16, &a->params);
+    case OPT_DTYPE:
+      if (strata_dtype_parse(arg, &a->dtype) != STRATA_OK) {
+        fprintf(stderr, "strata plan: --dtype expects bf16, f16, f32, ... got '%s'\n", arg);
+        return -1;
+      }
+      a->dtype_given = 1;
+      return 0;
+    case OPT_STEP_MS:
+      return parse_double("--step-ms", arg, 1e-3, 1e9, &a->step_ms);
+    case OPT_INNER:
+      return parse_int("--inner-steps", arg, 1, 100000000, &a->inner);
+    case OPT_WIRE_BITS:
+      return parse_double("--wire-bits", arg, 1, 64, &a->wire_bits);
+    case OPT_FRAGMENTS:
+      return parse_int("--fragments", arg, 1, 1000000, &a->fragments);
+    case OPT_STREAMS:
+      return parse_int("--streams", arg, 1, 1024, &a->streams);
+    case OPT_UPDATE:
+      return parse_double("--update-fraction", arg, 1e-9, 1, &a->update_fraction);
+    case OPT_SYNC_EVERY:
+      return parse_int("--sync-every", arg, 1, 100000000, &a->sync_every);
+    case OPT_TRAINER:
+      a->trainer = arg;
+      return 0;
+    case OPT_KV:
+      return parse_double("--kv-mb", arg, 0, 1e9, &a->kv_mb);
+    case OPT_RPS:
+      return parse_double("--requests-per-s", arg, 0, 1e12, &a->rps);
+    case OPT_REPLICAS:
+      return parse_int("--replicas-per-site", arg, 0, 1000000, &a->replicas);
+    case OPT_PIPELINE:
+      a->pipeline = 1;
+      return 0;
+    case OPT_TOKEN_MS:
+      return parse_double("--token-ms", arg, 1e-6, 1e9, &a->token_ms);
+    case OPT_JSON:
+      a->json = 1;
+      return 0;
+    case OPT_SVG:
+      a->svg = arg;
+      return 0;
+    default:
+      return -1;
+  }
+}
+
+static void apply_overrides(const plan_args *a, strata_workload *w) {
+  if (!isnan(a->params)) w->params = a->params;
+  if (a->dtype_given) w->dtype = a->dtype;
+  if (!isnan(a->step_ms)) w->step_ms = a->step_ms;
+  if (!isnan(a->wire_bits)) w->wire_bits = a->wire_bits;
+  if (!isnan(a->update_fraction)) w->update_fraction = a->update_fraction;
+  if (!isnan(a->kv_mb)) w->kv_bytes_per_request = a->kv_mb * 1e6;
+  if (!isnan(a->rps)) w->requests_per_s = a->rps;
+  if (!isnan(a->token_ms)) w->token_ms = a->token_ms;
+  if (a->inner >= 0) w->inner_steps = a->inner;
+  if (a->fragments >= 0) w->fragments = a->fragments;
+  if (a->streams >= 0) w->wan_streams = a->streams;
+  if (a->sync_every >= 0) w->sync_every = a->sync_every;
+  if (a->replicas >= 0) w->replicas_per_site = a->replicas;
+  if (a->pipeline) w->cross_site_pipeline = 1;
+  if (a->trainer) snprintf(w->trainer_site, sizeof w->trainer_site, "%s", a->trainer);
+}
+
+static int parse_args(int argc, char **argv, plan_args *a) {
+  memset(a, 0, sizeof *a);
+  a->params = a->step_ms = a->wire_bits = a->update_fraction = a->kv_mb = a->rps = a->token_ms =
+      NAN;
+  a->inner = a->fragments = a->streams = a->sync_every = a->replicas = -1;
+  optind = 1;
+  opterr = 0;
+  int opt;
+  while ((opt = getopt_long(argc, argv, ":h", plan_options, NULL)) != -1) {
+    if (opt == 'h') return 1;
+    if (opt == '?' || opt == ':') {
+      const char *bad = argv[optind - 1];
+      fprintf(stderr, "strata plan: %s '%s' (see strata plan --help)\n",
+              opt == ':' ? "missing value for" : "unknown option", bad);
+      return -1;
+    }
+    if (parse_option(a, opt, optarg) != 0) return -1;
+  }
+  if (optind < argc) a->file = argv[optind++];
+  if (optind < argc) {
+    fprintf(stderr, "strata plan: unexpected argument '%s'\n", argv[optind]);
+    return -1;
+  }
+  if (!a->list && !!a->preset == !!a->file) {
+    fprintf(stderr,
+            "strata plan: give exactly one of --preset NAME or FILE.yaml "
+            "(see strata plan --help)\n");
+    return -1;
+  }
+  return 0;
+}
+
+static int write_svg(const char *path, const strata_plan *plan) {
+  if (!strcmp(path, "-")) {
+    strata_plan_write_svg(stdout, plan);
+    return 0;
+  }
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "strata plan: cannot write %s: %s\n", path, strerror(errno));
+    return 2;
+  }
+  strata_plan_write_svg(f, plan);
+  if (fclose(f) != 0) {
+    fprintf(stderr, "strata plan: cannot write %s: %s\n", path, strerror(errno));
+    return 2;
+  }
+  return 0;
+}
+
+int strata_cmd_plan(int argc, char **argv) {
+  plan_args a;
+  int rc = parse_args(argc, argv, &a);
+  if (rc > 0) {
+    plan_usage(stdout);
+    return 0;
+  }
+  if (rc < 0) return 2;
+  if (a.list) {
+    list_presets();
+    return 0;
+  }
+  char err[512];
+  strata_topo *topo = NULL;
+  int status = a.preset ? strata_topo_preset(a.preset, &topo, err, sizeof err)
+                        : strata_topo_load_file(a.file, &topo, err, sizeof err);
+  if (status != STRATA_OK) {
+    fprintf(stderr, "strata plan: %s\n", err[0] ? err : strata_strerror(status));
+    return status == STRATA_ERR_NO_MEMORY ? 1 : 2;
+  }
+  strata_workload_kind kind = a.workload_given ? a.w.kind : strata_workload_auto(topo);
+  strata_workload w;
+  strata_workload_defaults(&w, kind);
+  apply_overrides(&a, &w);
+  if (w.trainer_site[0] && strata_topo_site_index(topo, w.trainer_site) < 0) {
+    fprintf(stderr, "strata plan: --trainer-site '%s' is not a site of %s\n", w.trainer_site,
+            topo->source);
+    strata_topo_free(topo);
+    return 2;
+  }
+  strata_plan plan;
+  status = strata_plan_build(topo, &w, &plan, err, sizeof err);
+  if (status != STRATA_OK) {
+    fprintf(stderr, "strata plan: %s\n", err[0] ? err : strata_strerror(status));
+    strata_topo_free(topo);
+    return status == STRATA_ERR_NO_MEMORY ? 1 : 2;
+  }
+  int svg_to_stdout = a.svg && !strcmp(a.svg, "-");
+  if (a.json)
+    strata_plan_write_json(stdout, &plan);
+  else if (!svg_to_stdout)
+    strata_plan_write_text(stdout, &plan);
+  rc = a.svg ? write_svg(a.svg, &plan) : 0;
+  strata_plan_free(&plan);
+  strata_topo_free(topo);
+  return rc;
+}
