@@ -130,7 +130,10 @@ else
   echo "skip: mpirun not installed"
 fi
 
-# ---- and under torchrun (torch 1.13: --no_python, --master_port; our store is MASTER_PORT+1) ----
+# ---- and under torchrun (torch 1.13: --no_python, --master_port; our store is MASTER_PORT+1).
+# --redirects 2 --tee 2: torch 1.13's Std.from_str("0") returns None under Python 3.11 (IntFlag
+# no longer iterates the zero member), so the default "0" crashes the agent; 2 (stderr) parses
+# and leaves stdout, the table, untouched. ----
 if "$py" -c 'import torch.distributed.run' 2>/dev/null; then
   port=$("$py" -c 'import socket
 for _ in range(50):
@@ -143,7 +146,8 @@ for _ in range(50):
     finally:
         s.close(); t.close()')
   status=0
-  timeout 120 "$py" -m torch.distributed.run --nproc_per_node 2 --master_port "$port" --no_python \
+  timeout 120 "$py" -m torch.distributed.run --nproc_per_node 2 --master_port "$port" \
+    --redirects 2 --tee 2 --no_python \
     "$strata" bench allreduce -b 8 -e 64K -f 4 -n 2 -w 1 >"$tmp/torch.out" 2>"$tmp/torch.err" ||
     status=$?
   if [ "$status" = 0 ]; then check_table "$tmp/torch.out" torchrun 7

@@ -1201,6 +1201,8 @@ static int bench_main(bench_ctx *ctx) {
   if (bench_kinds[opt->kind].is_rooted && opt->root >= ctx->nranks) {
     if (ctx->rank == 0)
       fprintf(stderr, "strata bench: -r %d: no such rank (%d ranks)\n", opt->root, ctx->nranks);
+    strata_barrier(
+        ctx->comm); /* no rank exits (and gets the others killed) before rank 0 said why */
     return BENCH_EXIT_USAGE;
   }
   if (ctx->rank == 0) bench_print_header(opt);
