@@ -66,6 +66,7 @@ run_logged() {
   local pid=$!
   (sleep "$TIMEOUT" && kill -TERM -- -"$pid" 2>/dev/null) &
   local watchdog=$!
+  disown "$watchdog" # no "Terminated" job notice when it is killed below
   wait "$pid" || status=$?
   kill -- -"$watchdog" 2>/dev/null || true
   if [ "$status" = 0 ]; then

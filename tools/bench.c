@@ -945,7 +945,7 @@ static int bench_print_ranks(const bench_ctx *ctx) {
   int peer = (ctx->rank + 1) % ctx->nranks;
   snprintf(line, sizeof line,
            "#  Rank %2d Group %2d Pid %6d on %10s device %2d [cpu] to rank %d: %s", ctx->rank, 0,
-           (int)getpid(), host, cfg ? cfg->local_rank : 0, peer,
+           (int)getpid(), host, cfg && cfg->local_rank > 0 ? cfg->local_rank : 0, peer,
            strata_comm_transport_name(ctx->comm, peer));
   char *lines = calloc((size_t)ctx->nranks, sizeof line);
   if (!lines) return STRATA_ERR_NO_MEMORY;
