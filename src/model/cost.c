@@ -220,7 +220,7 @@ static double hyper_step_us(const strata_fabric *f, double p, double mask, doubl
   double worst = 0;
   for (int l = 0; l < f->nlevels; l++) {
     if (crossing[l] == 0) continue;
-    double groups = p / (span_below(f, l + 1) > 0 ? span_below(f, l + 1) : 1);
+    double groups = p / span_below(f, l); /* level-l boundaries: one per child group */
     double flows = crossing[l] / samples * q / (groups > 1 ? groups : 1);
     if (l == 0) flows = 1; /* inside a node each rank has its own link */
     double t = f->level[l].alpha_us + xfer_us(bytes, level_gbps(f, l, flows));

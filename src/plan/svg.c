@@ -23,9 +23,9 @@
 #define COLOR_ERROR "#c0392b"
 #define COLOR_WARNING "#d68910"
 
-#define SITE_W 440
-#define GAP_X 200
-#define GAP_Y 150
+#define SITE_W 500
+#define GAP_X 270
+#define GAP_Y 200
 #define MARGIN 40
 #define TOP 90
 #define GROUP_ROW_H 64
@@ -71,14 +71,18 @@ static int shown_groups(const strata_topo_site *s) {
 static void compute_layout(const strata_plan *p, layout *l) {
   const strata_topo *t = p->topo;
   int n = t->site_count;
-  l->cols = n <= 3 ? n : (int)ceil(sqrt((double)n));
+  l->cols = n <= 2 ? n : (int)ceil(sqrt((double)n)); /* 3 sites: a triangle */
   l->rows = (n + l->cols - 1) / l->cols;
   int max_groups = 1;
   for (int i = 0; i < n; i++)
     if (shown_groups(&t->sites[i]) > max_groups) max_groups = shown_groups(&t->sites[i]);
   l->site_h = 96 + max_groups * GROUP_ROW_H + (max_groups < t->group_count ? 18 : 0);
   l->width = 2 * MARGIN + l->cols * SITE_W + (l->cols - 1) * GAP_X;
-  if (l->width < 900) l->width = 900;
+  /* wide enough for the title (22 px bold, ~13 px a character) and the findings lines */
+  const char *title = t->name[0] ? t->name : t->source;
+  double title_w = 2 * MARGIN + 13.0 * (double)(strlen(title) + 48);
+  if (l->width < title_w) l->width = title_w;
+  if (l->width < 1100) l->width = 1100;
   l->height = TOP + l->rows * l->site_h + (l->rows - 1) * GAP_Y + 60;
 }
 
@@ -147,20 +151,57 @@ static void draw_group(FILE *out, const strata_plan *p, const strata_topo_node_g
   if (spec->gpus <= 0)
     snprintf(intra, sizeof intra, "CPU only");
   else if (spec->intra == STRATA_INTRA_NVLINK)
-    snprintf(intra, sizeof intra, "%d %s - NVLink%d%s - %.0f GB/s/GPU", spec->gpus,
+    snprintf(intra, sizeof intra, "%d x %s - NVLink%d%s - %.0f GB/s/GPU", spec->gpus,
              strata_gpu_model_name(spec->gpu), (int)spec->nvlink,
              spec->nvswitch_domain_gpus > 1 ? "+NVSwitch" : "", gbps);
   else
-    snprintf(intra, sizeof intra, "%d %s - %s - %.0f GB/s/GPU", spec->gpus,
+    snprintf(intra, sizeof intra, "%d x %s - %s - %.0f GB/s/GPU", spec->gpus,
              strata_gpu_model_name(spec->gpu),
              spec->intra == STRATA_INTRA_PCIE ? "PCIe P2P" : "no P2P", gbps > 0 ? gbps : 18.5);
   text_at(out, x + 170, y + 32, "font-size=\"12\" fill=\"" COLOR_L1 "\"", intra);
   double nic = strata_plan_node_nic_gbit(spec);
   if (nic > 0) {
-    snprintf(line, sizeof line, "NICs %.0f Gb/s per node", nic);
+    snprintf(line, sizeof line, "NICs %.0f Gb/s per node (%.0f per GPU)", nic,
+             spec->gpus > 0 ? nic / spec->gpus : nic);
     text_at(out, x + 170, y + 47, "font-size=\"11\" fill=\"" COLOR_L2 "\"", line);
   }
   (void)p;
+}
+
+/* The ids of findings about `name` (a link or site; their `where` ends in "(name)"), joined. */
+static int findings_about(const strata_plan *p, const char *name, char *buf, size_t len,
+                          int *worst) {
+  char tag[STRATA_TOPO_NAME_MAX + 4];
+  snprintf(tag, sizeof tag, "(%s)", name);
+  size_t used = 0;
+  int n = 0;
+  buf[0] = 0;
+  *worst = -1;
+  for (int i = 0; i < p->finding_count; i++) {
+    const strata_finding *f = &p->findings[i];
+    size_t wl = strlen(f->where), tl = strlen(tag);
+    if (wl < tl || strcmp(f->where + wl - tl, tag) != 0) continue;
+    int w = snprintf(buf + used, len - used, "%s%s", n ? ", " : "", f->id);
+    if (w < 0 || (size_t)w >= len - used) break;
+    used += (size_t)w;
+    n++;
+    if ((int)f->severity > *worst) *worst = (int)f->severity;
+  }
+  return n;
+}
+
+static void draw_badge(FILE *out, double x, double y, const char *anchor, const strata_plan *p,
+                       const char *name) {
+  char ids[240];
+  int worst;
+  if (findings_about(p, name, ids, sizeof ids, &worst) == 0) return;
+  char attrs[160];
+  snprintf(attrs, sizeof attrs,
+           "font-size=\"12\" font-weight=\"bold\" text-anchor=\"%s\" fill=\"%s\"", anchor,
+           worst == STRATA_SEVERITY_ERROR ? COLOR_ERROR : COLOR_WARNING);
+  char line[260];
+  snprintf(line, sizeof line, "! %s", ids);
+  text_at(out, x, y, attrs, line);
 }
 
 static void draw_site(FILE *out, const strata_plan *p, const layout *l, int i) {
@@ -187,6 +228,7 @@ static void draw_site(FILE *out, const strata_plan *p, const layout *l, int i) {
   int shown = shown_groups(s);
   for (int g = 0; g < shown; g++)
     draw_group(out, p, &t->groups[s->group_begin + g], x + 16, y + 94 + g * GROUP_ROW_H);
+  draw_badge(out, x + 16, y + l->site_h - 10, "start", p, s->name);
   if (s->group_count > shown) {
     snprintf(line, sizeof line, "+ %d more node groups", s->group_count - shown);
     text_at(out, x + 16, y + 94 + shown * GROUP_ROW_H + 8, "font-size=\"12\" fill=\"#555\"", line);
@@ -210,7 +252,7 @@ static void box_exit(const layout *l, double cx, double cy, double dx, double dy
   *ey = cy + dy * s;
 }
 
-static void draw_link(FILE *out, const strata_plan *p, const layout *l, int i) {
+static void draw_link(FILE *out, const strata_plan *p, const layout *l, int i, int label) {
   const strata_topo *t = p->topo;
   const strata_topo_link *k = &t->links[i];
   strata_wan_model m;
@@ -225,40 +267,55 @@ static void draw_link(FILE *out, const strata_plan *p, const layout *l, int i) {
   const char *color = m.is_extension ? COLOR_L3B : m.is_overlay ? COLOR_L3C : COLOR_L3A;
   const char *dash = m.is_overlay ? " stroke-dasharray=\"12 7\"" : "";
   double width = m.is_extension ? 7 : 5;
-  fprintf(out,
-          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-          "stroke-width=\"%.1f\" stroke-linecap=\"round\"%s/>\n",
-          x1, y1, x2, y2, color, width, dash);
-  /* label in a white box at the middle */
-  char l1[160], l2[160];
+  if (!label) {
+    fprintf(out,
+            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+            "stroke-width=\"%.1f\" stroke-linecap=\"round\"%s/>\n",
+            x1, y1, x2, y2, color, width, dash);
+    return;
+  }
+  /* the label: three short lines in a white box, in the gap between the two sites */
+  char l1[160], l2[160], l3[160];
   const char *kind = m.is_extension ? strata_extension_kind_name(k->extension.kind)
                      : m.is_overlay ? "wireguard"
                                     : "routed IP";
-  snprintf(l1, sizeof l1, "%s: %s over %s",
-           m.is_extension ? "3b"
-           : m.is_overlay ? "3c"
-                          : "3a",
-           kind, strata_phys_kind_name(k->physical.kind));
-  char km[32] = "";
-  if (m.km >= 0) snprintf(km, sizeof km, "%.0f km - ", m.km);
-  snprintf(l2, sizeof l2, "%.3g Gb/s - %sRTT %.3g ms", m.gbps * 8, km, m.rtt_ms);
-  double mx = (x1 + x2) / 2, my = (y1 + y2) / 2;
-  double w = 8.0 * (double)(strlen(l1) > strlen(l2) ? strlen(l1) : strlen(l2)) + 16;
+  snprintf(l1, sizeof l1, "%s: %s", m.is_extension ? "3b" : m.is_overlay ? "3c" : "3a", kind);
+  if (m.km >= 0)
+    snprintf(l2, sizeof l2, "%s, %.0f km", strata_phys_kind_name(k->physical.kind), m.km);
+  else
+    snprintf(l2, sizeof l2, "%s", strata_phys_kind_name(k->physical.kind));
+  double gbit = m.gbps * 8;
+  snprintf(l3, sizeof l3, gbit >= 100 ? "%.0f Gb/s - RTT %.2g ms" : "%.3g Gb/s - RTT %.2g ms", gbit,
+           m.rtt_ms);
+  /* diagonals of a grid cross in its middle: slide each label along its own line, to opposite
+   * sides of the crossing */
+  double at = fabs(dx) > 1 && fabs(dy) > 1 ? (dx * dy > 0 ? 0.28 : 0.72) : 0.5;
+  double mx = x1 + (x2 - x1) * at, my = y1 + (y2 - y1) * at;
+  size_t longest = strlen(l1);
+  if (strlen(l2) > longest) longest = strlen(l2);
+  if (strlen(l3) > longest) longest = strlen(l3);
+  double w = 7.2 * (double)longest + 18;
   fprintf(out,
-          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"44\" rx=\"6\" fill=\"#ffffff\" "
-          "stroke=\"%s\" stroke-width=\"1.5\"/>\n",
-          mx - w / 2, my - 22, w, color);
+          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"58\" rx=\"6\" fill=\"#ffffff\" "
+          "stroke=\"%s\" stroke-width=\"2\"/>\n",
+          mx - w / 2, my - 29, w, color);
   fprintf(out,
           "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\" "
           "text-anchor=\"middle\" fill=\"%s\">",
-          mx, my - 4, color);
+          mx, my - 11, color);
   xml_text(out, l1);
   fprintf(out,
           "</text>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\" "
           "fill=\"#222\">",
-          mx, my + 13);
+          mx, my + 5);
   xml_text(out, l2);
+  fprintf(out,
+          "</text>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\" "
+          "fill=\"#222\">",
+          mx, my + 21);
+  xml_text(out, l3);
   fputs("</text>\n", out);
+  draw_badge(out, mx, my + 45, "middle", p, k->name);
 }
 
 static void draw_legend(FILE *out, double x, double y) {
@@ -304,12 +361,14 @@ static void draw_footer(FILE *out, const strata_plan *p, double y, double width)
   }
   snprintf(line, sizeof line, "%d error%s, %d warning%s", errors, errors == 1 ? "" : "s", warnings,
            warnings == 1 ? "" : "s");
-  text_at(out, MARGIN, y + 24, "font-size=\"14\" font-weight=\"bold\" fill=\"" COLOR_ERROR "\"",
+  text_at(out, MARGIN, y + 24,
+          errors ? "font-size=\"14\" font-weight=\"bold\" fill=\"" COLOR_ERROR "\""
+                 : "font-size=\"14\" font-weight=\"bold\" fill=\"" COLOR_WARNING "\"",
           line);
   for (int i = 0; i < p->finding_count && i < 8; i++) {
     const strata_finding *f = &p->findings[i];
     snprintf(line, sizeof line, "%s %s: %.*s", strata_severity_name(f->severity), f->id,
-             (int)(width / 7.5) - 30, f->message);
+             (int)((width - 2 * MARGIN) / 6.8) - 30, f->message);
     text_at(out, MARGIN, y + 46 + i * 19,
             f->severity == STRATA_SEVERITY_ERROR ? "font-size=\"12\" fill=\"" COLOR_ERROR "\""
                                                  : "font-size=\"12\" fill=\"" COLOR_WARNING "\"",
@@ -337,7 +396,8 @@ void strata_plan_write_svg(FILE *out, const strata_plan *p) {
   text_at(out, MARGIN, 34, "font-size=\"22\" font-weight=\"bold\" fill=\"#111\"", title);
   draw_legend(out, MARGIN, 62);
   for (int i = 0; i < t->site_count; i++) draw_site(out, p, &l, i);
-  for (int i = 0; i < t->link_count; i++) draw_link(out, p, &l, i);
+  for (int i = 0; i < t->link_count; i++) draw_link(out, p, &l, i, 0); /* lines under labels */
+  for (int i = 0; i < t->link_count; i++) draw_link(out, p, &l, i, 1);
   draw_footer(out, p, footer_y, l.width);
   fputs("</svg>\n", out);
 }
