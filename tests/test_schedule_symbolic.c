@@ -278,8 +278,8 @@ typedef struct coll_algos {
 
 static const coll_algos table[] = {
     {STRATA_COLL_ALLREDUCE,
-     {STRATA_ALGO_AUTO, STRATA_ALGO_RING, STRATA_ALGO_RHD, STRATA_ALGO_TREE},
-     4,
+     {STRATA_ALGO_AUTO, STRATA_ALGO_RING, STRATA_ALGO_RHD, STRATA_ALGO_TREE, STRATA_ALGO_DIRECT},
+     5,
      0,
      1},
     {STRATA_COLL_REDUCE_SCATTER,
@@ -393,7 +393,8 @@ static void test_real_f64_allreduce(void) {
     strata_algo algo;
   } runs[] = {{3, 1000, 512, STRATA_ALGO_RING}, {4, 1000, 512, STRATA_ALGO_RHD},
               {7, 5000, 0, STRATA_ALGO_RHD},    {6, 1001, 800, STRATA_ALGO_TREE},
-              {5, 9, 0, STRATA_ALGO_RHD},       {4, 300000, 0, STRATA_ALGO_AUTO}};
+              {5, 9, 0, STRATA_ALGO_RHD},       {5, 1003, 0, STRATA_ALGO_DIRECT},
+              {4, 300000, 0, STRATA_ALGO_AUTO}};
   for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
     const int n = runs[k].n;
     const uint64_t count = runs[k].count;
@@ -530,7 +531,7 @@ static void test_bad_params(void) {
       {STRATA_COLL_ALLTOALL, STRATA_ALGO_RING},       {STRATA_COLL_ALLTOALL, STRATA_ALGO_TREE},
       {STRATA_COLL_REDUCE_SCATTER, STRATA_ALGO_TREE}, {STRATA_COLL_ALLGATHER, STRATA_ALGO_TREE},
       {STRATA_COLL_BROADCAST, STRATA_ALGO_DIRECT},    {STRATA_COLL_BARRIER, STRATA_ALGO_RING},
-      {STRATA_COLL_SEND, STRATA_ALGO_RING},           {STRATA_COLL_ALLREDUCE, STRATA_ALGO_DIRECT}};
+      {STRATA_COLL_SEND, STRATA_ALGO_RING},           {STRATA_COLL_GATHER, STRATA_ALGO_RING}};
   for (size_t k = 0; k < sizeof unsupported / sizeof unsupported[0]; k++) {
     p = good, p.coll = unsupported[k].coll, p.algo = unsupported[k].algo, p.root = 2;
     int rc = strata_schedule_build(&p, &s);

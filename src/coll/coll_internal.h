@@ -104,6 +104,7 @@ strata_round_step *strata_coll_order(uint32_t rounds, uint32_t steps, uint32_t w
 int strata_build_allreduce_ring(const strata_sched_params *p, strata_schedule *s);
 int strata_build_allreduce_rhd(const strata_sched_params *p, strata_schedule *s);
 int strata_build_allreduce_tree(const strata_sched_params *p, strata_schedule *s);
+int strata_build_allreduce_direct(const strata_sched_params *p, strata_schedule *s);
 int strata_build_reduce_scatter_ring(const strata_sched_params *p, strata_schedule *s);
 int strata_build_reduce_scatter_rhd(const strata_sched_params *p, strata_schedule *s);
 int strata_build_reduce_scatter_direct(const strata_sched_params *p, strata_schedule *s);

@@ -1,8 +1,9 @@
 /*
  * direct.c — algorithms where every rank talks straight to the ranks that need its data:
- * reduce-scatter, allgather, gather, scatter, all-to-all (pairwise exchange in n-1 shifted
- * rounds: in round k rank r sends to r+k and receives from r-k, so every rank sends and receives
- * exactly one message per round), the all-to-all barrier, and point-to-point send/recv.
+ * allreduce (direct reduce-scatter then direct allgather), reduce-scatter, allgather, gather,
+ * scatter, all-to-all (pairwise exchange in n-1 shifted rounds: in round k rank r sends to r+k and
+ * receives from r-k, so every rank sends and receives exactly one message per round), the
+ * all-to-all barrier, and point-to-point send/recv.
  *
  * Memory (B = count * elem bytes):
  *  - reduce_scatter: blocks from the n-1 peers land in scratch ((n-1)*B) so they can all arrive
@@ -26,6 +27,59 @@ static int own_copy(const strata_sched_params *p, strata_schedule *s, uint64_t s
   if (p->in_place) return -1;
   return strata_sched_copy(s, strata_ref(STRATA_BUF_SEND, src_off),
                            strata_ref(STRATA_BUF_RECV, dst_off), bytes, NULL, 0);
+}
+
+/* allreduce = direct reduce-scatter of n segments + direct allgather of the sums. In place the
+ * allgather's receive into segment j waits for the first phase's send of segment j to j. */
+int strata_build_allreduce_direct(const strata_sched_params *p, strata_schedule *s) {
+  const int n = p->nranks, r = p->rank;
+  const uint64_t elem = p->elem_size;
+  if (n == 1) {
+    own_copy(p, s, 0, 0, p->count * elem);
+    return strata_schedule_status(s);
+  }
+  uint64_t first, len, seg_max = p->count / (uint64_t)n + (p->count % (uint64_t)n ? 1 : 0);
+  s->scratch_bytes = (uint64_t)(n - 1) * seg_max * elem;
+  int *sent = malloc(2 * (size_t)n * sizeof *sent), *got = sent + n;
+  if (!sent) return STRATA_ERR_NO_MEMORY;
+  for (int k = 1; k < n; k++) {
+    const int to = strata_mod(r + k, n), from = strata_mod(r - k, n);
+    strata_split(p->count, (uint64_t)n, (uint64_t)to, &first, &len);
+    sent[to] =
+        strata_sched_send(s, to, strata_ref(STRATA_BUF_SEND, first * elem), len * elem, NULL, 0);
+    strata_split(p->count, (uint64_t)n, (uint64_t)r, &first, &len);
+    got[k] = strata_sched_recv(s, from,
+                               strata_ref(STRATA_BUF_SCRATCH, (uint64_t)(k - 1) * seg_max * elem),
+                               len * elem, NULL, 0);
+  }
+  strata_split(p->count, (uint64_t)n, (uint64_t)r, &first, &len);
+  const strata_bufref mine = strata_ref(STRATA_BUF_RECV, first * elem);
+  strata_bufref acc = strata_ref(STRATA_BUF_SEND, first * elem);
+  int last = -1;
+  for (int k = 1; k < n; k++) {
+    strata_deps d;
+    strata_deps_clear(&d);
+    strata_deps_add(&d, last);
+    strata_deps_add(&d, got[k]);
+    last = strata_sched_reduce(s, acc,
+                               strata_ref(STRATA_BUF_SCRATCH, (uint64_t)(k - 1) * seg_max * elem),
+                               mine, len * elem, d.idx, d.n);
+    acc = mine;
+  }
+  const uint64_t mine_bytes = len * elem;
+  for (int k = 1; k < n; k++) {
+    const int to = strata_mod(r + k, n), from = strata_mod(r - k, n);
+    strata_deps d;
+    strata_deps_clear(&d);
+    strata_deps_add(&d, last);
+    strata_sched_send(s, to, mine, mine_bytes, d.idx, d.n);
+    strata_split(p->count, (uint64_t)n, (uint64_t)from, &first, &len);
+    strata_deps_clear(&d);
+    strata_deps_add(&d, sent[from]);
+    strata_sched_recv(s, from, strata_ref(STRATA_BUF_RECV, first * elem), len * elem, d.idx, d.n);
+  }
+  free(sent);
+  return strata_schedule_status(s);
 }
 
 int strata_build_reduce_scatter_direct(const strata_sched_params *p, strata_schedule *s) {

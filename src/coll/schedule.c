@@ -291,7 +291,8 @@ typedef int (*builder_fn)(const strata_sched_params *p, strata_schedule *s);
 static const builder_fn builders[STRATA_COLL_COUNT][STRATA_ALGO_COUNT] = {
     [STRATA_COLL_ALLREDUCE] = {[STRATA_ALGO_RING] = strata_build_allreduce_ring,
                                [STRATA_ALGO_RHD] = strata_build_allreduce_rhd,
-                               [STRATA_ALGO_TREE] = strata_build_allreduce_tree},
+                               [STRATA_ALGO_TREE] = strata_build_allreduce_tree,
+                               [STRATA_ALGO_DIRECT] = strata_build_allreduce_direct},
     [STRATA_COLL_REDUCE_SCATTER] = {[STRATA_ALGO_RING] = strata_build_reduce_scatter_ring,
                                     [STRATA_ALGO_RHD] = strata_build_reduce_scatter_rhd,
                                     [STRATA_ALGO_DIRECT] = strata_build_reduce_scatter_direct},

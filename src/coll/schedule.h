@@ -65,7 +65,7 @@ typedef struct strata_schedule {
   int rank;
   int nranks;
   strata_coll coll;
-  strata_algo algo;    /* the algorithm actually built (never AUTO) */
+  strata_algo algo; /* the algorithm actually built (never AUTO) */
   uint64_t scratch_bytes;
   strata_step *steps;
   uint32_t nsteps, steps_cap;
