@@ -108,11 +108,14 @@ static void json_string(FILE *out, const char *s) {
   fputc('"', out);
 }
 
+/* Whole numbers (bytes, counts) exactly; others to 6 significant digits; NaN/inf as null. */
 static void json_number(FILE *out, double v) {
-  if (isfinite(v))
-    fprintf(out, "%.6g", v);
-  else
+  if (!isfinite(v))
     fputs("null", out);
+  else if (v == floor(v) && fabs(v) < 1e15)
+    fprintf(out, "%.0f", v);
+  else
+    fprintf(out, "%.6g", v);
 }
 
 static void json_key(FILE *out, const char *indent, const char *key) {
