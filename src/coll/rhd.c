@@ -84,7 +84,7 @@ static void rhd_fold_out(const strata_sched_params *p, strata_schedule *s, const
   } else {
     strata_deps d;
     strata_deps_clear(&d);
-    strata_deps_add(&d, f->fold_sent); /* in place: the send read RECV */
+    if (p->in_place) strata_deps_add(&d, f->fold_sent); /* the send read RECV */
     strata_sched_recv(s, f->partner, strata_ref(STRATA_BUF_RECV, 0), bytes, d.idx, d.n);
   }
 }
@@ -254,7 +254,7 @@ int strata_build_reduce_scatter_rhd(const strata_sched_params *p, strata_schedul
     int sent = strata_sched_send(s, f.partner, strata_ref(STRATA_BUF_SEND, 0), all, NULL, 0);
     strata_deps d;
     strata_deps_clear(&d);
-    strata_deps_add(&d, sent);
+    if (p->in_place) strata_deps_add(&d, sent); /* RECV lies inside what the send reads */
     strata_sched_recv(s, f.partner, strata_ref(STRATA_BUF_RECV, 0), block, d.idx, d.n);
     return strata_schedule_status(s);
   }

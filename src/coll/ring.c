@@ -108,7 +108,7 @@ int strata_build_allreduce_ring(const strata_sched_params *p, strata_schedule *s
       rsent[t] = strata_sched_send(s, right, strata_ref(STRATA_BUF_RECV, off), bytes, d.idx, d.n);
       ring_segment(&g, rd, seg_recv, &off, &bytes);
       strata_deps_clear(&d);
-      strata_deps_add(&d, rsent[j]); /* reduce-scatter step j read this segment */
+      if (j > 0 || p->in_place) strata_deps_add(&d, rsent[j]); /* RS step j read this segment */
       rgot[t] = strata_sched_recv(s, left, strata_ref(STRATA_BUF_RECV, off), bytes, d.idx, d.n);
     }
   }

@@ -168,6 +168,8 @@ int strata_build_reduce_tree(const strata_sched_params *p, strata_schedule *s) {
 int strata_build_allreduce_tree(const strata_sched_params *p, strata_schedule *s) {
   strata_sched_params tree = *p;
   tree.root = 0; /* reduce to rank 0, broadcast from it */
+  const int vr = tree.rank;
+  int kids[32];
   const uint64_t rounds = tree_rounds(&tree);
   reduce_state st;
   s->scratch_bytes = reduce_state_init(&tree, &st, rounds, 1);
@@ -177,8 +179,12 @@ int strata_build_allreduce_tree(const strata_sched_params *p, strata_schedule *s
     const uint64_t off = first * tree.elem_size, bytes = len * tree.elem_size;
     int done = reduce_round(&tree, s, &st, off, bytes);
     if (tree.nranks == 1) continue;
-    /* The root's sum is in RECV; elsewhere `done` is the send that read RECV (or SEND). */
-    bcast_round(&tree, s, off, bytes, STRATA_BUF_RECV, done, done);
+    /* The root's sum is in RECV; elsewhere `done` is the send of the partial sum, which read RECV
+     * (inner ranks; leaves in place) or SEND (leaves out of place). Only the former must finish
+     * before the broadcast overwrites RECV; a leaf out of place posts its receive at once, so a
+     * peer running another collective is noticed rather than waited for. */
+    int reads_recv = tree.in_place || tree_children(vr, tree.nranks, kids) > 0;
+    bcast_round(&tree, s, off, bytes, STRATA_BUF_RECV, done, reads_recv ? done : -1);
   }
   return strata_schedule_status(s);
 }
