@@ -58,62 +58,84 @@ static void ring_segment(const ring_geometry *g, uint64_t round, int seg, uint64
   *bytes = seg_len * g->elem;
 }
 
+typedef struct ring_allreduce {
+  const strata_sched_params *p;
+  strata_schedule *s;
+  ring_geometry g;
+  strata_slot_pool staging;
+  int left, right;
+  uint32_t steps;      /* per round: n-1 reduce-scatter steps, then n-1 allgather steps */
+  int32_t *sent, *got; /* [round][t]: step index of the send / receive */
+} ring_allreduce;
+
+/* Reduce-scatter step t of round rd: pass the partial sum of segment r-t on, fold segment r-t-1
+ * into RECV. */
+static void ring_rs_step(ring_allreduce *ra, uint32_t rd, uint32_t t) {
+  const int n = ra->g.n, r = ra->p->rank;
+  int32_t *sent = &ra->sent[(uint64_t)rd * ra->steps], *got = &ra->got[(uint64_t)rd * ra->steps];
+  uint64_t off, bytes;
+  strata_deps d;
+  strata_deps_clear(&d);
+  if (t > 0) strata_deps_add(&d, got[t - 1]);
+  ring_segment(&ra->g, rd, strata_mod((int64_t)r - t, n), &off, &bytes);
+  sent[t] = strata_sched_send(
+      ra->s, ra->right, strata_ref(t ? STRATA_BUF_RECV : STRATA_BUF_SEND, off), bytes, d.idx, d.n);
+  ring_segment(&ra->g, rd, strata_mod((int64_t)r - t - 1, n), &off, &bytes);
+  uint32_t slot = strata_pool_take(&ra->staging);
+  strata_deps_clear(&d);
+  strata_deps_add(&d, ra->staging.last[slot]);
+  got[t] = strata_sched_recv_reduce(ra->s, ra->left, strata_ref(STRATA_BUF_SEND, off),
+                                    strata_ref(STRATA_BUF_RECV, off),
+                                    strata_pool_ref(&ra->staging, slot), bytes, d.idx, d.n);
+  ra->staging.last[slot] = got[t];
+}
+
+/* Allgather step j (= t - (n-1)) of round rd: pass segment r+1-j on, receive segment r-j. */
+static void ring_ag_step(ring_allreduce *ra, uint32_t rd, uint32_t t) {
+  const int n = ra->g.n, r = ra->p->rank;
+  const uint32_t j = t - (uint32_t)(n - 1);
+  int32_t *sent = &ra->sent[(uint64_t)rd * ra->steps], *got = &ra->got[(uint64_t)rd * ra->steps];
+  uint64_t off, bytes;
+  strata_deps d;
+  strata_deps_clear(&d);
+  strata_deps_add(&d, got[t - 1]);
+  ring_segment(&ra->g, rd, strata_mod((int64_t)r + 1 - j, n), &off, &bytes);
+  sent[t] =
+      strata_sched_send(ra->s, ra->right, strata_ref(STRATA_BUF_RECV, off), bytes, d.idx, d.n);
+  ring_segment(&ra->g, rd, strata_mod((int64_t)r - j, n), &off, &bytes);
+  strata_deps_clear(&d);
+  /* reduce-scatter step j sent this segment from RECV (j > 0) or from SEND (j == 0: the same
+   * bytes only in place) */
+  if (j > 0 || ra->p->in_place) strata_deps_add(&d, sent[j]);
+  got[t] = strata_sched_recv(ra->s, ra->left, strata_ref(STRATA_BUF_RECV, off), bytes, d.idx, d.n);
+}
+
 int strata_build_allreduce_ring(const strata_sched_params *p, strata_schedule *s) {
   const int n = p->nranks, r = p->rank;
   if (n == 1) {
     copy_unless_in_place(p, s, 0, 0, p->count * p->elem_size);
     return strata_schedule_status(s);
   }
-  ring_geometry g = {p->count, strata_coll_rounds(p, p->count, (uint64_t)n), p->elem_size, n};
-  const uint32_t steps = 2u * (uint32_t)(n - 1);
-  uint64_t seg_max_bytes = ceil_div(ceil_div(g.count, g.rounds), (uint64_t)n) * g.elem;
-  strata_slot_pool staging;
-  s->scratch_bytes = strata_pool_init(&staging, 0, seg_max_bytes, STRATA_COLL_SLOTS);
-
-  strata_round_step *order = strata_coll_order((uint32_t)g.rounds, steps, 0, 0);
-  int32_t *sent = malloc(g.rounds * steps * sizeof *sent); /* [round][t] send step */
-  int32_t *got = malloc(g.rounds * steps * sizeof *got);   /* [round][t] recv step */
-  if (!order || !sent || !got) {
-    free(order), free(sent), free(got);
-    return STRATA_ERR_NO_MEMORY;
-  }
-  const int left = strata_mod(r - 1, n), right = strata_mod(r + 1, n);
-  const uint32_t rs_steps = (uint32_t)(n - 1);
-  for (uint64_t i = 0; i < g.rounds * steps; i++) {
-    const uint32_t rd = order[i].round, t = order[i].step;
-    int32_t *rsent = &sent[(uint64_t)rd * steps], *rgot = &got[(uint64_t)rd * steps];
-    uint64_t off, bytes;
-    strata_deps d;
-    if (t < rs_steps) { /* reduce-scatter step t */
-      int seg_send = strata_mod((int64_t)r - t, n), seg_recv = strata_mod((int64_t)r - t - 1, n);
-      ring_segment(&g, rd, seg_send, &off, &bytes);
-      strata_deps_clear(&d);
-      if (t > 0) strata_deps_add(&d, rgot[t - 1]);
-      rsent[t] = strata_sched_send(s, right, strata_ref(t ? STRATA_BUF_RECV : STRATA_BUF_SEND, off),
-                                   bytes, d.idx, d.n);
-      ring_segment(&g, rd, seg_recv, &off, &bytes);
-      uint32_t slot = strata_pool_take(&staging);
-      strata_deps_clear(&d);
-      strata_deps_add(&d, staging.last[slot]);
-      rgot[t] = strata_sched_recv_reduce(s, left, strata_ref(STRATA_BUF_SEND, off),
-                                         strata_ref(STRATA_BUF_RECV, off),
-                                         strata_pool_ref(&staging, slot), bytes, d.idx, d.n);
-      staging.last[slot] = rgot[t];
-    } else { /* allgather step j */
-      const uint32_t j = t - rs_steps;
-      int seg_send = strata_mod((int64_t)r + 1 - j, n), seg_recv = strata_mod((int64_t)r - j, n);
-      ring_segment(&g, rd, seg_send, &off, &bytes);
-      strata_deps_clear(&d);
-      strata_deps_add(&d, rgot[t - 1]);
-      rsent[t] = strata_sched_send(s, right, strata_ref(STRATA_BUF_RECV, off), bytes, d.idx, d.n);
-      ring_segment(&g, rd, seg_recv, &off, &bytes);
-      strata_deps_clear(&d);
-      if (j > 0 || p->in_place) strata_deps_add(&d, rsent[j]); /* RS step j read this segment */
-      rgot[t] = strata_sched_recv(s, left, strata_ref(STRATA_BUF_RECV, off), bytes, d.idx, d.n);
+  ring_allreduce ra = {.p = p, .s = s, .left = strata_mod(r - 1, n), .right = strata_mod(r + 1, n)};
+  ra.g = (ring_geometry){p->count, strata_coll_rounds(p, p->count, (uint64_t)n), p->elem_size, n};
+  ra.steps = 2u * (uint32_t)(n - 1);
+  uint64_t seg_max_bytes = ceil_div(ceil_div(ra.g.count, ra.g.rounds), (uint64_t)n) * ra.g.elem;
+  s->scratch_bytes = strata_pool_init(&ra.staging, 0, seg_max_bytes, STRATA_COLL_SLOTS);
+  const uint64_t total = ra.g.rounds * ra.steps;
+  strata_round_step *order = strata_coll_order((uint32_t)ra.g.rounds, ra.steps, 0, 0);
+  ra.sent = malloc(total * sizeof *ra.sent);
+  ra.got = malloc(total * sizeof *ra.got);
+  if (order && ra.sent && ra.got) {
+    for (uint64_t i = 0; i < total; i++) {
+      if (order[i].step < (uint32_t)(n - 1))
+        ring_rs_step(&ra, order[i].round, order[i].step);
+      else
+        ring_ag_step(&ra, order[i].round, order[i].step);
     }
   }
-  free(order), free(sent), free(got);
-  return strata_schedule_status(s);
+  int status = order && ra.sent && ra.got ? strata_schedule_status(s) : STRATA_ERR_NO_MEMORY;
+  free(order), free(ra.sent), free(ra.got);
+  return status;
 }
 
 /* ---- reduce-scatter ------------------------------------------------------------------------ */
