@@ -310,6 +310,9 @@ static void test_symbolic_all(void) {
     for (size_t t = 0; t < sizeof table / sizeof table[0]; t++) {
       const coll_algos *ca = &table[t];
       for (int a = 0; a < ca->nalgos; a++) {
+        if (n == 1)
+          CHECK(strata_schedule_algo_applies(ca->coll, ca->algos[a]), "%s/%s said not to apply",
+                coll_names[ca->coll], algo_names[ca->algos[a]]);
         for (int k = 0; k < 6; k++) {
           for (int ip = 0; ip <= ca->has_in_place; ip++) {
             for (int ri = 0; ri < (ca->rooted ? nroots : 1); ri++)
@@ -534,6 +537,8 @@ static void test_bad_params(void) {
       {STRATA_COLL_SEND, STRATA_ALGO_RING},           {STRATA_COLL_GATHER, STRATA_ALGO_RING}};
   for (size_t k = 0; k < sizeof unsupported / sizeof unsupported[0]; k++) {
     p = good, p.coll = unsupported[k].coll, p.algo = unsupported[k].algo, p.root = 2;
+    CHECK(!strata_schedule_algo_applies(p.coll, p.algo), "%s/%s said to apply", coll_names[p.coll],
+          algo_names[p.algo]);
     int rc = strata_schedule_build(&p, &s);
     CHECK(rc == STRATA_ERR_UNSUPPORTED, "%s/%s gave %d, want UNSUPPORTED", coll_names[p.coll],
           algo_names[p.algo], rc);

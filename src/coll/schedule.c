@@ -314,6 +314,11 @@ static const builder_fn builders[STRATA_COLL_COUNT][STRATA_ALGO_COUNT] = {
     [STRATA_COLL_RECV] = {[STRATA_ALGO_DIRECT] = strata_build_sendrecv_direct},
 };
 
+int strata_schedule_algo_applies(strata_coll coll, strata_algo algo) {
+  if ((unsigned)coll >= STRATA_COLL_COUNT || (unsigned)algo >= STRATA_ALGO_COUNT) return 0;
+  return algo == STRATA_ALGO_AUTO || builders[coll][algo] != NULL;
+}
+
 int strata_schedule_build(const strata_sched_params *params, strata_schedule *out) {
   if (!params || !out) return STRATA_ERR_INVALID_ARG;
   memset(out, 0, sizeof *out);

@@ -94,6 +94,9 @@ typedef struct strata_sched_params {
 int strata_schedule_build(const strata_sched_params *params, strata_schedule *out);
 /* The algorithm AUTO resolves to for these parameters (size and rank count). */
 strata_algo strata_schedule_choose(const strata_sched_params *params);
+/* 1 if `algo` exists for `coll` (AUTO always does), else 0 — e.g. to fall back to AUTO when an
+ * algorithm forced for every collective (STRATA_ALGO) does not apply to this one. */
+int strata_schedule_algo_applies(strata_coll coll, strata_algo algo);
 void strata_schedule_free(strata_schedule *sched);
 
 /* Builder helpers (schedule.c). Each returns the new step's index, or -1 on allocation failure
