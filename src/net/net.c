@@ -143,8 +143,11 @@ static int open_transports(const strata_config *cfg, strata_net *net, strata_sto
   for (int q = 0; q < net->nranks; q++) any_shm |= shm_with[q];
   if (status == STRATA_OK && any_shm)
     status = strata_shm_open(cfg, net->rank, net->nranks, store, shm_with, &net->shm, err, err_len);
-  for (int q = 0; status == STRATA_OK && q < net->nranks; q++)
-    if (q != net->rank) net->peer[q] = shm_with[q] && net->shm ? net->shm : net->tcp;
+  for (int q = 0; status == STRATA_OK && q < net->nranks; q++) {
+    if (q == net->rank) continue;
+    net->peer[q] = shm_with[q] && net->shm ? net->shm : net->tcp;
+    if (net->peer[q] != net->tcp) strata_tcp_set_control_only(net->tcp, q);
+  }
   free(shm_with);
   return status;
 }

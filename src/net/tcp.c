@@ -57,8 +57,14 @@ enum {
   TCP_MAX_IOV = 64              /* iovecs per sendmsg */
 };
 static const double TCP_CONTROL_CHECK_S = 0.01;
+/* How long an ABORT may wait for the data its sender posted before it (see abort_publish). */
+static const double TCP_ABORT_ORDER_S = 0.1;
+/* For a peer whose data goes by another transport (shm), that transport delivers the abort in
+ * order with its data; ours is only the backup, used when the peer is gone or after this long. */
+static const double TCP_ABORT_BACKUP_S = 1.0;
 
 static unsigned tcp_announced_version = STRATA_WIRE_VERSION;
+static const strata_transport_ops tcp_ops;
 
 void strata_tcp_set_announced_version_for_test(unsigned version) {
   tcp_announced_version = version;
@@ -109,6 +115,11 @@ typedef struct tcp_peer {
   recv_slot *slots; /* ring indexed by msg_seq % slots_cap */
   size_t slots_cap;
   uint64_t base_seq, next_seq; /* posted receives: [base_seq, next_seq) */
+  int control_only;            /* the peer's data goes by another transport (net.c says so) */
+  int abort_status;            /* an ABORT arrived (0 = none) ... */
+  int abort_published;         /* ... and is visible in remote_abort_status */
+  uint64_t abort_seq;          /* messages the peer had posted to us before aborting */
+  double abort_deadline_s;
 } tcp_peer;
 
 typedef struct tcp_transport {
@@ -117,6 +128,8 @@ typedef struct tcp_transport {
   tcp_peer *peers;
   strata_xfer *done_head, *done_tail;
   double next_control_check_s;
+  int mismatch_seen;     /* a receive failed with MISMATCH in this progress() call: end the call */
+  int sent_abort_status; /* the first status we sent in an ABORT (0 = none) */
   struct pollfd *pollfds;
   size_t pollfds_cap;
 } tcp_transport;
@@ -182,6 +195,16 @@ static void stream_close(tcp_stream *st) {
   st->start = st->end = 0;
 }
 
+/* Make the peer's ABORT visible to the engine (first abort wins). */
+static void abort_publish(tcp_transport *t, tcp_peer *p) {
+  if (p->abort_published) return;
+  p->abort_published = 1;
+  if (!t->base.remote_abort_status) {
+    t->base.remote_abort_status = p->abort_status;
+    t->base.remote_abort_peer = p->rank;
+  }
+}
+
 /* Fail every transfer of the peer's send queue `st`. */
 static int fail_sends(tcp_transport *t, tcp_stream *st, int status) {
   int failed = 0;
@@ -215,13 +238,23 @@ static void peer_fail(tcp_transport *t, tcp_peer *p, int status, const char *why
   p->state = PEER_GONE;
   p->lost_status = status;
   p->report = failed > 0 || !p->closing || status != STRATA_ERR_PEER_LOST;
+  if (p->abort_status) {
+    /* it told us it was aborting: its departure is the abort, not a loss */
+    p->report = 0;
+    abort_publish(t, p);
+  }
   if (p->report)
     STRATA_LOG(STRATA_LOG_WARN, t->rank, "tcp: rank %d lost: %s", p->rank, why);
   else
     STRATA_LOG(STRATA_LOG_DEBUG, t->rank, "tcp: rank %d closed its connections", p->rank);
 }
 
+static void control_receive(tcp_transport *t, tcp_peer *p);
+
 static void peer_fail_errno(tcp_transport *t, tcp_peer *p, const tcp_stream *st, int err) {
+  /* a data stream broke: the control connection may hold the reason (CLOSE, ABORT) */
+  if (st != &p->control) control_receive(t, p);
+  if (p->state != PEER_UP) return;
   char why[160];
   const char *which = st == &p->control ? "control connection" : "data stream";
   if (err == 0)
@@ -423,6 +456,7 @@ static void recv_mismatch(tcp_transport *t, tcp_peer *p, tcp_stream *st, recv_sl
   slot->discard_mask = stripe_mask(t, h->msg_seq, h->msg_bytes) & ~bit(st->index);
   expect_streams(p, slot->discard_mask, +1);
   complete(t, x, STRATA_ERR_MISMATCH);
+  t->mismatch_seen = 1;
 }
 
 /* Match the stream's header to a posted receive. 1 = payload destination set (or discard),
@@ -542,7 +576,7 @@ static int stream_wants_bytes(const tcp_stream *st) {
 
 /* Everything possible without blocking on one data stream. */
 static void stream_receive(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
-  while (p->state == PEER_UP) {
+  while (p->state == PEER_UP && !t->mismatch_seen) {
     if (!st->have_header) {
       if (st->end - st->start < sizeof st->header) {
         if (!stream_wants_bytes(st) || bounce_fill(t, p, st) <= 0) return;
@@ -563,14 +597,17 @@ static void stream_receive(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
 /* ---- control connection ---- */
 
 static void control_frame(tcp_transport *t, tcp_peer *p, const strata_wire_frame *f) {
-  if (f->type == STRATA_WIRE_ABORT) {
+  if (f->type == STRATA_WIRE_ABORT || (f->type == STRATA_WIRE_CLOSE && f->tag)) {
+    if (f->type == STRATA_WIRE_CLOSE) p->closing = 1;
     int status = (int)(int64_t)f->tag;
     if (status >= 0 || status < STRATA_STATUS_MIN) status = STRATA_ERR_ABORTED;
     STRATA_LOG(STRATA_LOG_INFO, t->rank, "tcp: rank %d aborted: %s", p->rank,
                strata_err_name(status));
-    if (!t->base.remote_abort_status) {
-      t->base.remote_abort_status = status;
-      t->base.remote_abort_peer = p->rank;
+    if (!p->abort_status) {
+      p->abort_status = status;
+      p->abort_seq = f->msg_seq;
+      p->abort_deadline_s =
+          strata_now_s() + (p->control_only ? TCP_ABORT_BACKUP_S : TCP_ABORT_ORDER_S);
     }
   } else if (f->type == STRATA_WIRE_CLOSE) {
     p->closing = 1;
@@ -618,7 +655,7 @@ static void control_receive(tcp_transport *t, tcp_peer *p) {
 static void control_send(tcp_transport *t, tcp_peer *p, uint32_t type, uint64_t tag) {
   if (p->state != PEER_UP || p->control.fd < 0) return;
   tx_frame f = {.x = NULL};
-  f.header = (strata_wire_frame){.type = type, .tag = tag};
+  f.header = (strata_wire_frame){.type = type, .tag = tag, .msg_seq = p->send_seq};
   strata_wire_frame_encode(&f.header);
   if (tx_push(&p->control, &f) == STRATA_OK) stream_flush(t, p, &p->control);
 }
@@ -626,12 +663,15 @@ static void control_send(tcp_transport *t, tcp_peer *p, uint32_t type, uint64_t 
 static void tcp_send_abort(strata_transport *base, int peer, int status) {
   tcp_transport *t = (tcp_transport *)base;
   if (peer < 0 || peer >= t->nranks || peer == t->rank) return;
+  if (!t->sent_abort_status) t->sent_abort_status = status;
   control_send(t, &t->peers[peer], STRATA_WIRE_ABORT, (uint64_t)(int64_t)status);
 }
 
 /* ---- progress and wait ---- */
 
 static int take_report(tcp_transport *t, int *failed_peer) {
+  /* once an abort is visible the engine aborts everything: lost peers add nothing */
+  if (t->base.remote_abort_status) return STRATA_OK;
   for (int q = 0; q < t->nranks; q++) {
     tcp_peer *p = &t->peers[q];
     if (!p->report) continue;
@@ -642,23 +682,43 @@ static int take_report(tcp_transport *t, int *failed_peer) {
   return STRATA_OK;
 }
 
+/* An ABORT travels on the control connection and can overtake data its sender posted before it.
+ * It becomes visible only once every receive we posted for those earlier messages completed (or
+ * TCP_ABORT_ORDER_S passed), and never in the same progress() call that delivered their
+ * completions — the engine checks remote_abort_status before it processes completions. So an
+ * operation the aborting rank had already fed completes here too, as with an in-band abort. */
+static void abort_publish_ready(tcp_transport *t, double now) {
+  for (int q = 0; q < t->nranks; q++) {
+    tcp_peer *p = &t->peers[q];
+    if (!p->abort_status || p->abort_published) continue;
+    uint64_t owed = p->abort_seq < p->next_seq ? p->abort_seq : p->next_seq;
+    if ((p->base_seq >= owed && !p->control_only) || now >= p->abort_deadline_s)
+      abort_publish(t, p);
+  }
+}
+
 static int tcp_progress(strata_transport *base, int *failed_peer) {
   tcp_transport *t = (tcp_transport *)base;
   double now = strata_now_s();
+  abort_publish_ready(t, now);
   int check_control = now >= t->next_control_check_s;
   if (check_control) t->next_control_check_s = now + TCP_CONTROL_CHECK_S;
-  for (int q = 0; q < t->nranks; q++) {
+  t->mismatch_seen = 0;
+  for (int q = 0; q < t->nranks && !t->mismatch_seen; q++) {
     tcp_peer *p = &t->peers[q];
     if (q == t->rank || p->state != PEER_UP) continue;
     if (check_control) control_receive(t, p);
     if (p->control.count && p->state == PEER_UP) stream_flush(t, p, &p->control);
-    for (int s = 0; s < t->streams && p->state == PEER_UP; s++) {
+    for (int s = 0; s < t->streams && p->state == PEER_UP && !t->mismatch_seen; s++) {
       tcp_stream *st = &p->streams[s];
       if (st->count) stream_flush(t, p, st);
       if (p->state == PEER_UP) stream_receive(t, p, st);
     }
   }
   deliver_completions(t);
+  /* after a mismatch the engine must see it before anything that followed on the wire (a peer
+   * that then left, say): stop here, report the rest next call */
+  if (t->mismatch_seen) return STRATA_OK;
   return take_report(t, failed_peer);
 }
 
@@ -675,6 +735,7 @@ static void tcp_wait(strata_transport *base, int timeout_ms) {
     tcp_peer *p = &t->peers[q];
     if (q == t->rank || p->state != PEER_UP) continue;
     if (p->report) return;
+    if (p->abort_status && !p->abort_published && timeout_ms > 1) timeout_ms = 1;
     if (!p->control.eof)
       pollfd_add(t, &n, p->control.fd, POLLIN | POLLRDHUP | (p->control.count ? POLLOUT : 0));
     for (int s = 0; s < t->streams; s++) {
@@ -687,16 +748,25 @@ static void tcp_wait(strata_transport *base, int timeout_ms) {
   if (ready > 0) t->next_control_check_s = 0; /* a hang-up or abort may have arrived */
 }
 
+void strata_tcp_set_control_only(strata_transport *base, int peer) {
+  tcp_transport *t = (tcp_transport *)base;
+  if (t && base->ops == &tcp_ops && peer >= 0 && peer < t->nranks) t->peers[peer].control_only = 1;
+}
+
 /* ---- open and destroy ---- */
 
 static void tcp_destroy(strata_transport *base) {
   tcp_transport *t = (tcp_transport *)base;
   if (!t) return;
+  /* CLOSE carries why we leave: 0, or the abort we sent or received, so a peer still waiting on
+   * us reports the abort rather than a lost peer */
+  int status = t->sent_abort_status ? t->sent_abort_status : t->base.remote_abort_status;
+  uint64_t why = (uint64_t)(int64_t)status;
   for (int q = 0; q < t->nranks; q++) {
     tcp_peer *p = &t->peers[q];
     if (q == t->rank) continue;
     /* orderly goodbye first, so the peer does not report us as lost */
-    if (p->state == PEER_UP && p->control.count == 0) control_send(t, p, STRATA_WIRE_CLOSE, 0);
+    if (p->state == PEER_UP && p->control.count == 0) control_send(t, p, STRATA_WIRE_CLOSE, why);
     for (int s = 0; p->streams && s < t->streams; s++) {
       stream_close(&p->streams[s]);
       free(p->streams[s].frames);

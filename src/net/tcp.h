@@ -20,6 +20,11 @@
 int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store *store,
                     strata_transport **out, char *err, size_t err_len);
 
+/* Tell the transport that `peer`'s data goes by another transport (shared memory): tcp then
+ * only authenticates, watches for the peer's death and carries its abort as a backup to the
+ * data transport's own, in-order abort. Called by net.c after choosing transports. */
+void strata_tcp_set_control_only(strata_transport *t, int peer);
+
 /* Test hook: the protocol version this process announces (default STRATA_WIRE_VERSION). */
 void strata_tcp_set_announced_version_for_test(unsigned version);
 

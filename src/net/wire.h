@@ -76,14 +76,16 @@ static_assert(offsetof(strata_wire_handshake, version) == 4, "version offset is 
 
 typedef enum strata_wire_frame_type {
   STRATA_WIRE_DATA = 1,  /* one stripe of a message; payload follows */
-  STRATA_WIRE_ABORT = 2, /* control: the sender's communicator aborts; tag = (int64) status */
-  STRATA_WIRE_CLOSE = 3  /* control: orderly shutdown, the EOF that follows is not a failure */
+  STRATA_WIRE_ABORT = 2, /* control: the sender's communicator aborts; tag = (int64) status,
+                            msg_seq = messages the sender had posted to us before it */
+  STRATA_WIRE_CLOSE = 3  /* control: orderly shutdown, the EOF that follows is not a failure;
+                            tag = 0, or the (int64) abort status that made the sender leave */
 } strata_wire_frame_type;
 
 typedef struct strata_wire_frame {
   uint32_t type;          /* strata_wire_frame_type */
   uint32_t reserved;      /* 0 */
-  uint64_t tag;           /* DATA: the engine's message tag; ABORT: the status code */
+  uint64_t tag;           /* DATA: the engine's message tag; ABORT, CLOSE: a status code */
   uint64_t msg_seq;       /* DATA: per ordered pair, 0, 1, 2 ... in post order */
   uint64_t msg_bytes;     /* DATA: size of the whole message */
   uint64_t stripe_offset; /* DATA: where this stripe lands inside the message */
