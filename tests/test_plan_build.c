@@ -257,12 +257,52 @@ static void test_scale(void) {
   strata_topo_free(t);
 }
 
+/* Sites joined by MetroX form an island: DiLoCo's inner loop spans it, only the outer sync crosses
+ * the WAN, and the extension is not flagged as unneeded. */
+static void test_islands(void) {
+  const char *yaml =
+      "sites:\n"
+      "  - {name: a, fabric: {kind: infiniband, speed: ndr}, nodes: {count: 4, template: "
+      "dgx-h100}}\n"
+      "  - {name: b, fabric: {kind: infiniband, speed: ndr}, nodes: {count: 4, template: "
+      "dgx-h100}}\n"
+      "  - {name: c, fabric: {kind: infiniband, speed: ndr}, nodes: {count: 4, template: "
+      "dgx-h100}}\n"
+      "links:\n"
+      "  - {between: [a, b], physical: {kind: dark_fiber, km: 20, optics: 400zr,"
+      " capacity_gbps: 3200}, extension: {kind: metrox, gbps: 3200}}\n"
+      "  - {between: [b, c], physical: internet, overlay: {kind: wireguard, transit: internet,"
+      " rtt_ms: 30, bandwidth_gbps: 2, mtu_bytes: 1420}}\n";
+  char err[512];
+  strata_topo *t = NULL;
+  if (strata_topo_load_string("islands", yaml, strlen(yaml), &t, err, sizeof err) != STRATA_OK) {
+    printf("FAIL islands topology: %s\n", err);
+    failures++;
+    return;
+  }
+  strata_workload w;
+  strata_workload_defaults(&w, strata_workload_auto(t));
+  CHECK("islands: auto workload is diloco", w.kind == STRATA_WORKLOAD_DILOCO);
+  strata_plan p;
+  if (strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_OK) {
+    CHECK("islands: two islands", p.islands == 2 && p.island_mode);
+    CHECK("islands: four-level fabric", p.global_fabric.nlevels == 4 &&
+                                            p.global_fabric.level[2].fanout == 2 &&
+                                            p.global_fabric.level[3].fanout == 2);
+    CHECK("islands: diloco", !strcmp(p.decision, "overlay+diloco"));
+    CHECK("islands: extension used by the inner loop, not flagged", p.finding_count == 0);
+    strata_plan_free(&p);
+  }
+  strata_topo_free(t);
+}
+
 int main(void) {
   test_h100_fidelity();
   test_all_presets_all_workloads();
   test_decisions();
   test_bad_workloads();
   test_scale();
+  test_islands();
   if (failures) return 1;
   printf("ok\n");
   return 0;

@@ -256,7 +256,10 @@ static void lint_link_workload(lint_ctx *c, const strata_topo_link *k, const str
   const strata_plan *p = c->plan;
   const strata_workload *w = &p->workload;
   const strata_topo *t = p->topo;
-  if (m->is_extension && !needs_per_step_sync(p) && w->kind != STRATA_WORKLOAD_BRINGUP)
+  /* inside an island, DiLoCo's inner loop crosses the extension every step: that is its use */
+  int inner_loop_crosses = p->island_mode && strstr(p->decision, "diloco") != NULL;
+  if (m->is_extension && !needs_per_step_sync(p) && !inner_loop_crosses &&
+      w->kind != STRATA_WORKLOAD_BRINGUP)
     report(c, "L3-EXT-NO-SYNC", best_mark(&k->extension.mark, &k->mark), k->name,
            "drop the extension for this workload: DiLoCo / delta sync / replica routing over a "
            "routed or overlay path does the job without a metro appliance",

@@ -308,19 +308,54 @@ static void site_levels(const strata_topo *t, int g, double site_ranks, strata_f
   f->reduce_gbps = GPU_REDUCE_GBPS;
 }
 
-/* The bottleneck link between sites: the slowest link, or none (-1) if some site is cut off. */
-static void choose_wan(const strata_topo *t, const strata_workload *w, strata_wan_model *out) {
+/* The bottleneck link between sites: the slowest link (of one kind: extensions or not, or any),
+ * or none (-1). */
+static void choose_wan(const strata_topo *t, const strata_workload *w, int want_extension,
+                       strata_wan_model *out) {
   memset(out, 0, sizeof *out);
   out->link = -1;
   double best = INFINITY;
   for (int i = 0; i < t->link_count; i++) {
     strata_wan_model m;
     strata_plan_wan_model(t, i, w, &m);
+    if (want_extension >= 0 && m.is_extension != want_extension) continue;
     if (m.gbps < best || (m.gbps == best && m.rtt_ms > out->rtt_ms)) {
       best = m.gbps;
       *out = m;
     }
   }
+}
+
+static int island_root(int *parent, int x) {
+  while (parent[x] != x) x = parent[x] = parent[parent[x]];
+  return x;
+}
+
+/* Sites joined by fabric-extension links form islands; returns how many (sites if none). */
+static int count_islands(const strata_topo *t) {
+  int *parent = malloc((size_t)t->site_count * sizeof *parent);
+  if (!parent) return t->site_count;
+  for (int i = 0; i < t->site_count; i++) parent[i] = i;
+  for (int i = 0; i < t->link_count; i++) {
+    strata_extension_kind k = t->links[i].extension.kind;
+    if (k == STRATA_EXT_METROX || k == STRATA_EXT_ROCE_AGGREGATION)
+      parent[island_root(parent, t->links[i].site_a)] = island_root(parent, t->links[i].site_b);
+  }
+  int n = 0;
+  for (int i = 0; i < t->site_count; i++) n += island_root(parent, i) == i;
+  free(parent);
+  return n;
+}
+
+/* A level for a link between groups: its bandwidth is the whole boundary's. */
+static void wan_level(strata_level *l, const strata_wan_model *m, int fanout) {
+  memset(l, 0, sizeof *l);
+  l->name = m->is_extension ? "extension" : m->is_overlay ? "overlay" : "wan";
+  l->fanout = fanout;
+  double gbps = m->link >= 0 ? m->gbps : 1e-6; /* cut off: effectively nothing */
+  l->per_rank_gbps = gbps;
+  l->aggregate_gbps = gbps;
+  l->alpha_us = m->rtt_ms * 1000 / 2 + (m->is_extension ? 14.0 : 25.0);
 }
 
 static void build_fabrics(strata_plan *p) {
@@ -335,18 +370,29 @@ static void build_fabrics(strata_plan *p) {
   p->site_fabric.nlevels = 2;
   site_levels(t, sg >= 0 ? sg : g, site_ranks, &p->site_fabric);
   p->global_fabric = p->site_fabric;
-  choose_wan(t, &p->workload, &p->wan);
-  if (p->sites > 1) {
-    strata_level *l2 = &p->global_fabric.level[2];
-    memset(l2, 0, sizeof *l2);
-    p->global_fabric.nlevels = 3;
-    l2->name = p->wan.is_extension ? "extension" : p->wan.is_overlay ? "overlay" : "wan";
-    l2->fanout = p->sites;
-    double gbps = p->wan.link >= 0 ? p->wan.gbps : 1e-6; /* cut off: effectively nothing */
-    l2->per_rank_gbps = gbps;
-    l2->aggregate_gbps = gbps;
-    l2->alpha_us = p->wan.rtt_ms * 1000 / 2 + (p->wan.is_extension ? 14.0 : 25.0);
+  p->islands = count_islands(t);
+  p->island_mode = p->islands > 1 && p->islands < p->sites;
+  if (p->sites <= 1) {
+    choose_wan(t, &p->workload, -1, &p->wan);
+    return;
   }
+  if (!p->island_mode) {
+    choose_wan(t, &p->workload, -1, &p->wan);
+    wan_level(&p->global_fabric.level[2], &p->wan, p->sites);
+    p->global_fabric.nlevels = 3;
+    return;
+  }
+  strata_wan_model ext;
+  choose_wan(t, &p->workload, 1, &ext);
+  p->island_link = ext;
+  choose_wan(t, &p->workload, 0, &p->wan);
+  int per_island = clamp_int((double)p->sites / p->islands);
+  p->island_fabric = p->site_fabric;
+  wan_level(&p->island_fabric.level[2], &ext, per_island);
+  p->island_fabric.nlevels = 3;
+  p->global_fabric = p->island_fabric;
+  wan_level(&p->global_fabric.level[3], &p->wan, p->islands);
+  p->global_fabric.nlevels = 4;
 }
 
 /* ---- predictions ---- */
@@ -465,7 +511,7 @@ static int extension_possible(const strata_plan *p, char *why, size_t len) {
 static void extension_fabric(const strata_plan *p, strata_fabric *f) {
   *f = p->global_fabric;
   if (p->wan.is_extension) return;
-  strata_level *l2 = &f->level[2];
+  strata_level *l2 = &f->level[f->nlevels - 1];
   double gbit =
       p->wan.link >= 0 && strata_topo_is_set(p->topo->links[p->wan.link].physical.capacity_gbps)
           ? p->topo->links[p->wan.link].physical.capacity_gbps
@@ -503,8 +549,11 @@ static void train_options(strata_plan *p, double site_ms) {
                  site_ms + exposed, 2.0 * outer_bytes / p->sites / H);
   if (o)
     fmt(o->note, sizeof o->note,
-        "site allreduce %.3g ms/step + outer sync %.3g s every %d steps (%g-bit, %d fragment%s%s)",
-        site_ms, outer_ms / 1000, H, w->wire_bits, w->fragments, w->fragments > 1 ? "s" : "",
+        "%s allreduce %.3g ms/step + outer sync %.3g s every %d steps across %d %s (%g-bit, %d "
+        "fragment%s%s)",
+        p->island_mode ? "island (sites joined by extension)" : "site", site_ms, outer_ms / 1000, H,
+        p->island_mode ? p->islands : p->sites, p->island_mode ? "islands" : "sites", w->wire_bits,
+        w->fragments, w->fragments > 1 ? "s" : "",
         w->fragments > 1 ? ", overlapped with inner steps" : "");
 }
 
@@ -522,6 +571,10 @@ static void decide_training(strata_plan *p, double site_ms) {
     return;
   }
   p->site_comm_ms = site_ms;
+  if (p->island_mode) { /* DiLoCo's inner loop spans an island of extended sites */
+    site_ms = best_ms(&p->island_fabric, STRATA_COLL_ALLREDUCE, grad_bytes(w));
+    p->site_comm_ms = site_ms;
+  }
   train_options(p, site_ms);
   const strata_plan_option *ext = &p->options[0], *diloco = &p->options[p->option_count - 1];
   const strata_plan_option *per_step = p->option_count > 2 ? &p->options[1] : ext;
@@ -545,8 +598,11 @@ static void decide_training(strata_plan *p, double site_ms) {
           100 * ext->utilization, 100 * diloco->utilization);
     else
       fmt(p->decision_reason, sizeof p->decision_reason,
-          "the workload does not need per-step sync across sites, so no fabric extension: "
+          "the workload does not need per-step sync across %s, so no fabric extension: "
           "DiLoCo over the existing link keeps %.0f%% utilization (extension would give %.0f%%%s)",
+          p->island_mode ? "islands (sites already joined by extension run the inner loop "
+                           "together)"
+                         : "sites",
           100 * diloco->utilization, 100 * ext->utilization,
           ext->available ? ", at the price of MetroX" : " and is not possible here");
   }
@@ -831,11 +887,22 @@ static void build_roles(strata_plan *p) {
   if (o) wan_step_gb = o->wan_bytes_per_step / 1e9;
   if (l >= 0 && (r = add_role(p, "3a"))) {
     const strata_topo_link *k = &t->links[l];
-    fmt(r->technology, sizeof r->technology, "%s%s%s, %.0f km, RTT %.3g ms",
+    char km[32] = "length unknown";
+    if (p->wan.km >= 0) fmt(km, sizeof km, "%.0f km", p->wan.km);
+    fmt(r->technology, sizeof r->technology, "%s%s%s, %s, RTT %.3g ms",
         strata_phys_kind_name(k->physical.kind), k->physical.optics ? " " : "",
-        k->physical.optics ? strata_optics_name(k->physical.optics) : "", p->wan.km, p->wan.rtt_ms);
+        k->physical.optics ? strata_optics_name(k->physical.optics) : "", km, p->wan.rtt_ms);
     fmt(r->carries, sizeof r->carries, "whatever 3b/3c put on it: %.3g GB per site per step",
         wan_step_gb);
+  }
+  if (p->island_mode && p->island_link.link >= 0 && (r = add_role(p, "3b"))) {
+    const strata_topo_link *k = &t->links[p->island_link.link];
+    fmt(r->technology, sizeof r->technology, "%s inside islands (e.g. %s), %.3g GB/s",
+        strata_extension_kind_name(k->extension.kind), k->name, p->island_link.gbps);
+    fmt(r->carries, sizeof r->carries,
+        "RDMA between the extended sites of an island (%d islands in all): the inner loop's "
+        "per-step allreduce of %.3g GB",
+        p->islands, grad_bytes(w) / 1e9);
   }
   if (l >= 0 && t->links[l].extension.kind != STRATA_EXT_NONE && (r = add_role(p, "3b"))) {
     fmt(r->technology, sizeof r->technology, "%s, %.3g GB/s",

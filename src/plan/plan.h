@@ -128,6 +128,14 @@ typedef struct strata_plan {
   strata_fabric site_fabric;   /* one site: levels node, site */
   strata_fabric global_fabric; /* all sites: levels node, site, wan */
   strata_wan_model wan;        /* the bottleneck cross-site link (wan.link -1 if one site) */
+  /* Islands: sites joined by fabric extension (MetroX, RoCE aggregation) act as one fabric. When
+   * some but not all sites are joined so (1 < islands < sites), the global fabric gets a level
+   * for the extension inside an island and one for the WAN between islands; DiLoCo's inner loop
+   * then spans an island and only the outer sync crosses the WAN. */
+  int islands;
+  int island_mode;
+  strata_fabric island_fabric;  /* one island: node, site, extension (island_mode only) */
+  strata_wan_model island_link; /* the slowest extension inside an island (island_mode only) */
   strata_prediction predictions[STRATA_PLAN_MAX_PREDICTIONS];
   int prediction_count;
   char prediction_scope[STRATA_PLAN_MAX_PREDICTIONS][16]; /* "node", "site" or "global" */
