@@ -33,7 +33,7 @@ static void plan_usage(FILE *out) {
           "  --wire-bits B          bits per parameter of the outer sync: 16, 8, 4 (16)\n"
           "  --fragments F          streaming DiLoCo fragments (1)\n"
           "  --streams S            TCP connections per peer across the WAN (16)\n"
-          "  --update-fraction X    RL: share of parameters changed per sync (0.05)\n"
+          "  --update-fraction X    RL: share of parameters changed per sync (0.01)\n"
           "  --sync-every N         RL: trainer steps between weight syncs (1)\n"
           "  --trainer-site NAME    RL: where the trainer runs (first site)\n"
           "  --kv-mb MB             inference: KV cache per request, MB (268)\n"

@@ -131,7 +131,8 @@ static const strata_topo_mark *best_mark(const strata_topo_mark *a, const strata
 static int needs_per_step_sync(const strata_plan *p) {
   const strata_workload *w = &p->workload;
   return w->kind == STRATA_WORKLOAD_TRAIN_SYNC ||
-         (w->kind == STRATA_WORKLOAD_INFERENCE && w->cross_site_pipeline) ||
+         (w->kind == STRATA_WORKLOAD_INFERENCE &&
+          (w->cross_site_pipeline || w->replicas_per_site == 0)) ||
          !strcmp(p->decision, "fabric-extension");
 }
 
@@ -268,7 +269,8 @@ static void lint_link_workload(lint_ctx *c, const strata_topo_link *k, const str
            strata_extension_kind_name(k->extension.kind), t->sites[k->site_a].name,
            t->sites[k->site_b].name, strata_workload_kind_name(w->kind), p->decision);
   if (k->overlay.kind == STRATA_OVERLAY_WIREGUARD && !m->is_extension) {
-    if (w->kind == STRATA_WORKLOAD_INFERENCE && w->cross_site_pipeline)
+    if (w->kind == STRATA_WORKLOAD_INFERENCE &&
+        (w->cross_site_pipeline || w->replicas_per_site == 0))
       report(c, "L3-OVERLAY-HOTPATH", best_mark(&k->overlay.mark, &k->mark), k->name,
              "keep decode inside a site (region-replica routing), or carry cross-site inference "
              "on a transport built for it (P2P inference transport), not the training overlay",

@@ -53,7 +53,9 @@ void strata_workload_defaults(strata_workload *w, strata_workload_kind kind) {
   w->wire_bits = 16;    /* FP16 pseudo-gradients are lossless (OpenDiLoCo, arXiv 2407.07852) */
   w->fragments = 1;
   w->wan_streams = 16;
-  w->update_fraction = 0.05; /* 5–30% of parameters change per RL run (arXiv 2505.11711) */
+  /* ~99% of per-step bf16 updates vanish after the cast (PULSE, arXiv 2602.03839); 5–30% of
+   * parameters change over a whole RL run (arXiv 2505.11711) */
+  w->update_fraction = 0.01;
   w->sync_every = 1;
   /* KV of a 7B GQA model (32 layers × 8 KV heads × 128 × K,V × 2 B = 128 KiB/token), 2k tokens */
   w->kv_bytes_per_request = 128.0 * 1024 * 2048;
@@ -626,25 +628,38 @@ static void decide_rl(strata_plan *p, double site_ms) {
   int every = w->sync_every > 0 ? w->sync_every : 1;
   /* inside the site: broadcast of the update to rollout GPUs (pipelined, best algorithm) */
   double local_ms = best_ms(&p->site_fabric, STRATA_COLL_BROADCAST, bytes);
+  /* the trainer's uplink carries one copy per rollout site: the slowest link touching it */
+  strata_wan_model up = p->wan;
+  int trainer = w->trainer_site[0] ? strata_topo_site_index(p->topo, w->trainer_site) : 0;
+  double slowest = INFINITY;
+  for (int i = 0; trainer >= 0 && i < p->topo->link_count; i++) {
+    const strata_topo_link *k = &p->topo->links[i];
+    if (k->site_a != trainer && k->site_b != trainer) continue;
+    strata_wan_model m;
+    strata_plan_wan_model(p->topo, i, w, &m);
+    if (m.gbps < slowest) {
+      slowest = m.gbps;
+      up = m;
+    }
+  }
   double wan_ms = 0;
-  if (p->sites > 1 && p->wan.link >= 0)
-    wan_ms = (p->sites - 1) * bytes / (p->wan.gbps * 1e6) + p->wan.rtt_ms;
+  if (p->sites > 1 && up.link >= 0) wan_ms = (p->sites - 1) * bytes / (up.gbps * 1e6) + up.rtt_ms;
   double per_step = site_ms + (local_ms + wan_ms) / every;
   if (p->sites > 1) {
     char why[200];
     int ext_ok = extension_possible(p, why, sizeof why);
     strata_fabric ext;
     extension_fabric(p, &ext);
-    double ext_wan =
-        (p->sites - 1) * bytes / (ext.level[2].per_rank_gbps * 1e6) + ext.level[2].alpha_us / 500;
+    const strata_level *top = &ext.level[ext.nlevels - 1];
+    double ext_wan = (p->sites - 1) * bytes / (top->per_rank_gbps * 1e6) + top->alpha_us / 500;
     strata_plan_option *o =
         add_option(p, "fabric-extension", ext_ok, site_ms + (local_ms + ext_wan) / every, bytes);
     if (o) fmt(o->note, sizeof o->note, "weight sync over RDMA across sites; %s", why);
     o = add_option(p, delta ? "overlay+delta-sync" : "overlay+full-sync", p->wan.link >= 0,
                    per_step, bytes / every);
     if (o)
-      fmt(o->note, sizeof o->note, "%s weight sync %.3g MB to %d rollout site%s every %d step%s",
-          delta ? "sparse delta" : "full", bytes / 1e6, p->sites - 1, p->sites > 2 ? "s" : "",
+      fmt(o->note, sizeof o->note, "%s weight sync %.3g GB to %d rollout site%s every %d step%s",
+          delta ? "sparse delta" : "full", bytes / 1e9, p->sites - 1, p->sites > 2 ? "s" : "",
           every, every > 1 ? "s" : "");
     const strata_plan_option *pick = &p->options[1];
     if (ext_ok && p->options[1].utilization < 0.5 && p->options[0].utilization > 0.8)
@@ -653,10 +668,10 @@ static void decide_rl(strata_plan *p, double site_ms) {
     p->comm_ms_per_step = pick->comm_ms_per_step;
     p->utilization = pick->utilization;
     fmt(p->decision_reason, sizeof p->decision_reason,
-        "rollout sites need the policy only every %d step%s: a %s of %.3g MB takes %.3g ms over "
+        "rollout sites need the policy only every %d step%s: a %s of %.3g GB takes %.3g s over "
         "the existing link (%.0f%% utilization) vs %.0f%% with fabric extension%s",
-        every, every > 1 ? "s" : "", delta ? "sparse delta" : "full copy", bytes / 1e6, wan_ms,
-        100 * p->options[1].utilization, 100 * p->options[0].utilization,
+        every, every > 1 ? "s" : "", delta ? "sparse delta" : "full copy", bytes / 1e9,
+        wan_ms / 1000, 100 * p->options[1].utilization, 100 * p->options[0].utilization,
         pick == &p->options[0] ? ", so extension pays" : ", so no extension");
   } else {
     fmt(p->decision, sizeof p->decision, "colocated");
@@ -682,10 +697,38 @@ static void decide_inference(strata_plan *p) {
   double load_gbps = w->kv_bytes_per_request * w->requests_per_s / 1e9;
   p->comm_ms_per_step = kv_ms;
   p->utilization = 0;
-  if (p->sites > 1 && w->cross_site_pipeline) {
-    /* per decode token, activations cross every site boundary: hidden 4096 × dtype (7B) */
-    double act = 4096.0 * (double)strata_dtype_size(w->dtype);
-    double hop_ms = p->wan.rtt_ms / 2 + act / (p->wan.gbps * 1e6);
+  /* per decode token of a model split across sites, activations cross every site boundary:
+   * hidden 4096 × dtype (a 7B model) */
+  double act = 4096.0 * (double)strata_dtype_size(w->dtype);
+  double hop_ms = p->wan.rtt_ms / 2 + act / (p->wan.gbps * 1e6);
+  int split = w->cross_site_pipeline || w->replicas_per_site == 0;
+  if (p->sites > 1) {
+    strata_plan_option *o = add_option(p, "replica-routing", w->replicas_per_site > 0, 0, 0);
+    if (o) {
+      o->utilization = 1;
+      fmt(o->note, sizeof o->note,
+          "requests served by the nearest full replica: no per-token "
+          "traffic across sites (needs a replica per site)");
+    }
+    double added = (p->sites - 1) * hop_ms;
+    o = add_option(p, "cross-wan-pipeline", 1, added, act * (p->sites - 1));
+    if (o) {
+      o->utilization = w->token_ms / (w->token_ms + added);
+      fmt(o->note, sizeof o->note,
+          "every decode token waits %.3g ms per site boundary (RTT/2 + "
+          "activations); comm is per token",
+          hop_ms);
+    }
+    char why[200];
+    int ext_ok = extension_possible(p, why, sizeof why);
+    double ext_hop = strata_fiber_delay_us(p->wan.km > 0 ? p->wan.km : 0) / 1000 + 0.014;
+    o = add_option(p, "extension-pipeline", ext_ok, (p->sites - 1) * ext_hop, act * (p->sites - 1));
+    if (o) {
+      o->utilization = w->token_ms / (w->token_ms + (p->sites - 1) * ext_hop);
+      fmt(o->note, sizeof o->note, "the split model over RDMA across sites; %s", why);
+    }
+  }
+  if (p->sites > 1 && split) {
     double token_ms = w->token_ms + (p->sites - 1) * hop_ms;
     fmt(p->decision, sizeof p->decision, "cross-wan-pipeline");
     fmt(p->decision_reason, sizeof p->decision_reason,
