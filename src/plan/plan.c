@@ -963,7 +963,7 @@ static void build_roles(strata_plan *p) {
     else
       fmt(r->technology, sizeof r->technology, "%s",
           p->wan.is_extension ? "none needed (the path is owned and extended)"
-                              : "none: routed IP on an owned path, strata TCP with many streams");
+                              : "none: routed IP, collectives on strata TCP with many streams");
     fmt(r->carries, sizeof r->carries, "%s",
         p->wan.is_overlay ? "the cross-site collectives of the decision, over TCP" : "nothing");
   }
