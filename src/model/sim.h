@@ -5,7 +5,9 @@
  * The model, per transfer p→q of b bytes over the link between them (α, bandwidth B):
  *   - it starts once the SEND step is ready and p's send port, q's receive port and (if the
  *     link is shared, e.g. a site's WAN uplink or one host's memory bus) the shared resource are
- *     free; it holds all of them for b/B; it arrives α later;
+ *     free — a send that finds one busy is deferred to when it frees and competes again, so no
+ *     rank books a receiver's future; it holds all of them for b/B; it arrives α later (α is
+ *     latency: it does not occupy the ports);
  *   - the matching RECV completes at max(its own readiness, arrival); a RECV_REDUCE then pays
  *     b·γ on the receiver's compute resource (one per rank, serialized), as do REDUCE steps;
  *     COPY steps pay b / copy bandwidth on the same resource;
