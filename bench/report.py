@@ -39,7 +39,8 @@ def load_json(path):
 
 
 def load_runs(raw, config, lib):
-    """size -> in-place figures, merged over phases; plus the number of wrong elements."""
+    """size -> in-place figures, merged over phases and repetitions (the fastest repetition of
+    each size wins); plus the number of wrong elements over every run."""
     rows, wrong = {}, 0
     for path in sorted(glob.glob(os.path.join(raw, "%s_%s_*.json" % (config, lib)))):
         data = load_json(path)
@@ -49,7 +50,9 @@ def load_runs(raw, config, lib):
             fig = row.get("in_place")
             if not fig:
                 continue
-            rows[row["size_bytes"]] = fig
+            size = row["size_bytes"]
+            if size not in rows or fig["time_us"] < rows[size]["time_us"]:
+                rows[size] = fig
             for key in ("in_place", "out_of_place"):
                 if row.get(key) and (row[key].get("wrong") or 0) > 0:
                     wrong += row[key]["wrong"]
@@ -181,6 +184,20 @@ def print_header(raw, strata):
     print("method: per size, one untimed call, barrier, N timed calls, mean per rank, max over "
           "ranks;\n        busbw = size / time x 2(n-1)/n (nccl-tests); results checked "
           "after timing.")
+    reps = {m.group(1) for m in (re.search(r"_r(\d+)\.json$", p)
+                                 for p in glob.glob(os.path.join(raw, "*_r*.json"))) if m}
+    if len(reps) > 1:
+        print("repetitions: %d, libraries interleaved; each library's fastest per size is shown"
+              % len(reps))
+    try:
+        with open(os.path.join(raw, "loadavg.txt")) as f:
+            loads = [line.split()[1:4] for line in f if len(line.split()) > 3]
+        if loads:
+            print("load average (1, 5, 15 min) at start %s, at end %s (%d cpus): figures need a "
+                  "quiet machine" % (" ".join(loads[0]), " ".join(loads[-1]) if len(loads) > 1
+                                     else "?", os.cpu_count()))
+    except OSError:
+        pass
     print()
 
 

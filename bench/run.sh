@@ -16,7 +16,9 @@
 # the whole report goes to bench/results/<date>.txt (raw JSON and logs beside it).
 #
 # Needs root (network namespaces). Environment: BUILD (build dir, default build), BENCH_QUICK=1
-# (sizes to 4 MiB, few iterations: a smoke test of this script), BENCH_SKIP_TCP=1.
+# (sizes to 4 MiB, few iterations: a smoke test of this script), BENCH_SKIP_TCP=1,
+# BENCH_REPEAT=R (run every phase R times, libraries interleaved; the report keeps each
+# library's best time per size: for a machine that is not quiet; default 1).
 # Addresses 10.99.0.1/2 exist only inside the namespaces; the trap removes them on any exit.
 set -euo pipefail
 
@@ -27,6 +29,7 @@ BUILD=${BUILD:-$root/build}
 STRATA=$BUILD/strata
 PY=/usr/bin/python3 # Debian's python, the one with torch
 TIMEOUT=${BENCH_TIMEOUT:-600}
+REPEAT=${BENCH_REPEAT:-1}
 
 die() { echo "bench/run.sh: $*" >&2; exit 1; }
 note() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
@@ -98,20 +101,24 @@ gcc -std=gnu11 -O2 -Wall -Wextra -D_GNU_SOURCE "$here/membw.c" -o "$tools/membw"
 mpicc -std=gnu11 -O2 -Wall -Wextra "$here/mpi_allreduce.c" -o "$tools/mpi_allreduce"
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 
+echo "start $(cat /proc/loadavg)" >"$raw/loadavg.txt"
 note "memory bandwidth (bench/membw.c)"
 run_logged membw "$tools/membw" -s 256 -r 5 -J "$raw/membw.json"
 
 # ---- 1. one host, shared memory ----
 for n in 2 4; do
   note "shared memory, $n ranks"
-  for i in "${!phases[@]}"; do
-    read -r lo hi f it w <<<"${phases[$i]}"
-    args=(-b "$lo" -e "$hi" -f "$f" -n "$it" -w "$w")
-    run_logged "shm${n}_strata_$i" "$STRATA" launch -n "$n" -- \
-      "$STRATA" bench allreduce "${args[@]}" -J "$raw/shm${n}_strata_$i.json"
-    run_logged "shm${n}_mpi_$i" "${MPIRUN[@]}" -np "$n" "$tools/mpi_allreduce" "${args[@]}" \
-      -J "$raw/shm${n}_mpi_$i.json"
-    run_logged "shm${n}_gloo_$i" gloo_local "$n" "${args[@]}" -J "$raw/shm${n}_gloo_$i.json"
+  for ((rep = 1; rep <= REPEAT; rep++)); do
+    for i in "${!phases[@]}"; do
+      read -r lo hi f it w <<<"${phases[$i]}"
+      args=(-b "$lo" -e "$hi" -f "$f" -n "$it" -w "$w")
+      run=${i}_r$rep
+      run_logged "shm${n}_strata_$run" "$STRATA" launch -n "$n" -- \
+        "$STRATA" bench allreduce "${args[@]}" -J "$raw/shm${n}_strata_$run.json"
+      run_logged "shm${n}_mpi_$run" "${MPIRUN[@]}" -np "$n" "$tools/mpi_allreduce" "${args[@]}" \
+        -J "$raw/shm${n}_mpi_$run.json"
+      run_logged "shm${n}_gloo_$run" gloo_local "$n" "${args[@]}" -J "$raw/shm${n}_gloo_$run.json"
+    done
   done
 done
 
@@ -205,18 +212,22 @@ if [ "${BENCH_SKIP_TCP:-0}" != 1 ]; then
   note "TCP: namespaces $ns_a ($addr_a) and $ns_b ($addr_b) over a veth pair"
   netns_up
   run_logged iperf iperf_duplex
-  for i in "${!phases[@]}"; do
-    read -r lo hi f it w <<<"${phases[$i]}"
-    args=(-b "$lo" -e "$hi" -f "$f" -n "$it" -w "$w")
-    run_logged "tcp2_strata_$i" strata_tcp $((29400 + 10 * i)) "${args[@]}" \
-      -J "$raw/tcp2_strata_$i.json"
-    run_logged "tcp2_mpi_$i" mpi_tcp "${args[@]}" -J "$raw/tcp2_mpi_$i.json"
-    run_logged "tcp2_gloo_$i" gloo_tcp $((29405 + 10 * i)) "${args[@]}" \
-      -J "$raw/tcp2_gloo_$i.json"
+  for ((rep = 1; rep <= REPEAT; rep++)); do
+    for i in "${!phases[@]}"; do
+      read -r lo hi f it w <<<"${phases[$i]}"
+      args=(-b "$lo" -e "$hi" -f "$f" -n "$it" -w "$w")
+      run=${i}_r$rep
+      port=$((29400 + 100 * rep + 10 * i))
+      run_logged "tcp2_strata_$run" strata_tcp "$port" "${args[@]}" -J "$raw/tcp2_strata_$run.json"
+      run_logged "tcp2_mpi_$run" mpi_tcp "${args[@]}" -J "$raw/tcp2_mpi_$run.json"
+      run_logged "tcp2_gloo_$run" gloo_tcp $((port + 5)) "${args[@]}" -J "$raw/tcp2_gloo_$run.json"
+    done
   done
   cleanup
   bg_pids=()
 fi
+
+echo "end $(cat /proc/loadavg)" >>"$raw/loadavg.txt"
 
 # ---- the report ----
 report=$results/$stamp.txt
