@@ -581,6 +581,8 @@ static void shm_recv_advance(shm_transport *t, shm_peer *p) {
     if (x->state == RECV_INLINE) {
       if (!shm_recv_inline(p, x, &t->more_work)) break;
     } else {
+      /* never pull from an aborted peer: its buffers may be gone already */
+      if (atomic_load_explicit(&p->in->abort_status, memory_order_relaxed)) break;
       int rc = shm_recv_cma_slice(t, p, x);
       if (rc != STRATA_OK) {
         shm_peer_fail(t, p, rc);
@@ -646,10 +648,24 @@ static int shm_peer_busy(const shm_peer *p) {
   return p->sends.head || p->acks.head || p->recvs.head;
 }
 
+/* Is inline data that a posted receive will consume already in p's ring? (An abort from p waits
+ * for it: what p sent before aborting arrives before the abort, as on a TCP stream.) */
+static int shm_abort_must_wait(shm_peer *p) {
+  strata_xfer *x = p->recvs.head;
+  if (!x || x->state == RECV_CMA) return 0; /* never pull from an aborted peer's memory */
+  uint64_t head = atomic_load_explicit(&p->in->head, memory_order_acquire);
+  if (p->discard_bytes) return head > p->in_tail;
+  if (x->state == RECV_INLINE) return head - p->in_tail >= (x->reduce ? x->elem_size : 1);
+  uint64_t pos = shm_align_line(p->in_tail);
+  if (head < pos + SHM_LINE) return 0;
+  const shm_record *r = (const shm_record *)(p->in_ring + (pos & p->in_mask));
+  return r->kind == SHM_KIND_INLINE;
+}
+
 static void shm_check_abort(shm_transport *t, shm_peer *p) {
   if (p->abort_seen) return;
   int status = atomic_load_explicit(&p->in->abort_status, memory_order_acquire);
-  if (!status) return;
+  if (!status || (!p->lost && shm_abort_must_wait(p))) return;
   p->abort_seen = 1;
   STRATA_LOG(STRATA_LOG_INFO, t->rank, "shm: peer %d aborted (%s)", p->rank,
              strata_err_name(status));
@@ -674,8 +690,10 @@ static int shm_progress(strata_transport *base, int *failed_peer) {
   t->more_work = 0;
   for (int i = 0; i < t->npeers; i++) {
     shm_peer *p = &t->peers[i];
-    shm_check_abort(t, p);
-    if (p->lost || !shm_peer_busy(p)) continue;
+    if (p->lost || !shm_peer_busy(p)) {
+      shm_check_abort(t, p);
+      continue;
+    }
     uint64_t events_before = t->events;
     uint64_t out_head = p->out_head, in_tail = p->in_tail;
     shm_send_advance(t, p);
@@ -683,6 +701,7 @@ static int shm_progress(strata_transport *base, int *failed_peer) {
     shm_recv_advance(t, p);
     int moved = t->events != events_before || p->out_head != out_head || p->in_tail != in_tail;
     if (!p->lost && !moved) shm_check_liveness(t, p, &now);
+    shm_check_abort(t, p);
     if (p->lost && result == STRATA_OK) {
       result = p->lost;
       if (failed_peer) *failed_peer = p->rank;
