@@ -56,8 +56,12 @@
  * Liveness and aborts. A peer we are blocked on is checked at most every SHM_LIVENESS_PERIOD_S
  * through a pidfd (immune to pid reuse and to the dead peer lingering as a zombie; kill(pid, 0)
  * where pidfds do not exist). Death completes its transfers with STRATA_ERR_PEER_LOST.
- * send_abort writes the abort word of our channel in the peer's segment; progress() records the
- * first abort it sees in remote_abort_status / remote_abort_peer.
+ * send_abort writes the abort word of our channel in the peer's segment at once (it overtakes
+ * everything the aborting rank had not yet put in a ring); progress() records the first abort it
+ * sees in remote_abort_status / remote_abort_peer, but only once the inline data that peer had
+ * already written and that our posted receives will take has been consumed, so an operation
+ * whose bytes all arrived still completes. A CMA pull never starts from an aborted peer: its
+ * buffers may already be freed.
  *
  * Invariants. head and tail only grow (uint64 byte counts; ring position = count & mask); the
  * producer never lets head - tail exceed the ring size; a record header never wraps (records are
