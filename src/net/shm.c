@@ -102,8 +102,13 @@
 #define SHM_RING_BYTES (1u << 20) /* per peer, while the segment stays within the budget: */
 #define SHM_SEGMENT_BUDGET_BYTES (16u << 20) /* many local peers get smaller rings, */
 #define SHM_RING_MIN_BYTES (128u << 10)      /* down to this */
-/* Below this, two memcpys through the ring beat a process_vm_readv syscall (measured on the
- * 2-core build box, see the report in the commit log; CMA's fixed cost is ~2 µs). */
+/* From this size on, messages go by CMA. Measured on the 2-core build box (test_net_shm with
+ * STRATA_SHM_BENCH=1, quiet machine), GB/s per direction, CMA vs inline:
+ *   32 KiB: one way 9.3 vs 16.9, both ways 9.9 vs 7.0;  64 KiB: 14.4 vs 16.5, 14.1 vs 7.7;
+ *   16 MiB: one way 8.3 vs 11.6, both ways 8.1 vs 5.7.
+ * One way, inline streaming uses both cores (sender and receiver copy in parallel) and never
+ * waits for an ack; both ways (each core sending and receiving, as in ring collectives) CMA's
+ * single copy wins from 32 KiB on. */
 #define SHM_INLINE_MAX_BYTES (32u << 10)
 #define SHM_PUBLISH_BYTES (64u << 10)       /* streaming granularity of INLINE payloads */
 #define SHM_CMA_SLICE_BYTES (1u << 20)      /* most bytes one xfer pulls per progress() call */
