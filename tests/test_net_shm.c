@@ -1,8 +1,8 @@
 /*
  * test_net_shm.c — the shared-memory transport, with real processes.
  *
- * The parent serves a store; each job forks N ranks that open the transport (src/net/shm.c) and
- * run one scenario: every pair exchanging messages of many sizes in both directions at once,
+ * A child process serves the store; each job forks N ranks that open the transport (src/net/shm.c)
+ * and run one scenario: every pair exchanging messages of many sizes in both directions at once,
  * fused reductions (f32, i32, and a 12-byte element that straddles the ring's end), tag and size
  * mismatches, a peer killed mid-transfer, an abort, partial locality, bad arguments, a peer that
  * never opens, and a /dev/shm too small for a segment. Each scenario runs with cross-memory
