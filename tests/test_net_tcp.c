@@ -8,8 +8,11 @@
  *    2 s, and a rank with nothing pending towards it is told too (the control check);
  *  - an ABORT overtakes megabytes of data the receiver never asked for;
  *  - a peer that closes in order is not reported as lost, and what it sent before leaving can
- *    still be received.
+ *    still be received;
+ *  - strata_net_open picks tcp or shm per peer from the published host identities, and a process
+ *    in another network namespace has another identity (it must never be taken for local).
  */
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +22,7 @@
 
 #include "core/core.h"
 #include "helpers/net_fixture.h"
+#include "net/net.h"
 #include "net/tcp.h"
 
 #define CHECK(cond, ...)                                             \
@@ -333,6 +337,95 @@ static int close_body(const strata_net_fixture_rank *r) {
   return 0;
 }
 
+/* ---- net_open: locality and the transport per peer ---- */
+
+static int net_open_body(const strata_net_fixture_rank *r) {
+  int rank = r->rank, shm = *(const int *)r->arg;
+  strata_config cfg;
+  strata_net_fixture_config(r, r->nprocs, &cfg);
+  cfg.shm_enabled = shm && rank != 2; /* rank 2 refuses shm: nobody may use it with rank 2 */
+  cfg.tcp_streams = 2;
+  strata_store *store = NULL;
+  CHECK(strata_net_fixture_store(r, &store) == STRATA_OK, "store");
+  strata_net net;
+  char err[512] = "";
+  int status = strata_net_open(&cfg, rank, r->nprocs, store, &net, err, sizeof err);
+  CHECK(status == STRATA_OK, "strata_net_open: %s", err);
+  CHECK(net.tcp != NULL && net.peer[rank] == NULL, "tcp missing or a transport to ourselves");
+  for (int q = 0; q < r->nprocs; q++) {
+    if (q == rank) continue;
+    CHECK(net.is_local[q] == 1, "rank %d on this host is not local", q);
+    int want_shm = shm && rank != 2 && q != 2;
+    const char *name = net.peer[q]->ops->name;
+    CHECK(strcmp(name, want_shm ? "shm" : "tcp") == 0, "rank %d goes by %s", q, name);
+  }
+  /* a last exchange over whatever was chosen: everyone sends its rank to everyone */
+  int done = 0, posted = 0, got[8] = {0}, mine = rank + 100;
+  strata_xfer xs[16];
+  for (int q = 0; q < r->nprocs; q++) {
+    if (q == rank) continue;
+    xs[posted] = (strata_xfer){.peer = q,
+                               .tag = 9,
+                               .bytes = sizeof(int),
+                               .buf = &got[q],
+                               .done = strata_net_fixture_count_done,
+                               .user = &done};
+    CHECK(net.peer[q]->ops->post_recv(net.peer[q], &xs[posted++]) == STRATA_OK, "post_recv");
+    xs[posted] = (strata_xfer){.peer = q,
+                               .tag = 9,
+                               .bytes = sizeof(int),
+                               .buf = &mine,
+                               .done = strata_net_fixture_count_done,
+                               .user = &done};
+    CHECK(net.peer[q]->ops->post_send(net.peer[q], &xs[posted++]) == STRATA_OK, "post_send");
+  }
+  double deadline = strata_now_s() + 10;
+  while (done < posted && strata_now_s() < deadline) {
+    if (net.tcp) CHECK(net.tcp->ops->progress(net.tcp, NULL) == STRATA_OK, "tcp progress");
+    if (net.shm) CHECK(net.shm->ops->progress(net.shm, NULL) == STRATA_OK, "shm progress");
+  }
+  CHECK(done == posted, "exchange: %d of %d done", done, posted);
+  for (int q = 0; q < r->nprocs; q++)
+    CHECK(q == rank || got[q] == q + 100, "rank %d sent %d", q, got[q]);
+  int64_t arrived = 0;
+  strata_store_add(store, "netopen/done", 1, &arrived);
+  while (arrived < r->nprocs) {
+    usleep(1000);
+    strata_store_add(store, "netopen/done", 0, &arrived);
+  }
+  strata_net_close(&net);
+  strata_store_close(store);
+  return 0;
+}
+
+/* The identity in a fresh network namespace must differ from ours (needs CAP_SYS_ADMIN; skipped
+ * without it). Returns 0 ok/skipped, 1 failed. */
+static int netns_identity_check(void) {
+  char mine[512], theirs[512] = "";
+  strata_net_host_identity(mine, sizeof mine);
+  int pipefd[2];
+  if (pipe(pipefd) != 0) return 1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (unshare(CLONE_NEWNET) != 0) _exit(2);
+    strata_net_host_identity(theirs, sizeof theirs);
+    ssize_t n = write(pipefd[1], theirs, strlen(theirs) + 1);
+    _exit(n > 0 ? 0 : 1);
+  }
+  close(pipefd[1]);
+  ssize_t n = read(pipefd[0], theirs, sizeof theirs - 1);
+  close(pipefd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
+    printf("  skipped: cannot create a network namespace here\n");
+    return 0;
+  }
+  if (n <= 0) return 1;
+  printf("  this namespace:  %s\n  a new namespace: %s\n", mine, theirs);
+  return strcmp(mine, theirs) == 0;
+}
+
 int main(void) {
   alarm(240);
   int failed = 0;
@@ -371,6 +464,19 @@ int main(void) {
   bad = strata_net_fixture_run(2, close_body, NULL, 30, NULL);
   printf("  %s\n", bad ? "FAILED" : "ok");
   failed += bad != 0;
+
+  for (int shm = 0; shm <= 1; shm++) {
+    printf("strata_net_open, 3 ranks, shm %s (rank 2 has it off)\n", shm ? "on" : "off");
+    fflush(stdout);
+    bad = strata_net_fixture_run(3, net_open_body, &shm, 30, NULL);
+    printf("  %s\n", bad ? "FAILED" : "ok");
+    failed += bad != 0;
+  }
+  printf("host identity in another network namespace\n");
+  fflush(stdout);
+  bad = netns_identity_check();
+  printf("  %s\n", bad ? "FAILED: same identity, would be taken for local" : "ok");
+  failed += bad;
 
   printf("%s\n", failed ? "test_net_tcp: FAILED" : "test_net_tcp: all passed");
   return failed ? 1 : 0;
