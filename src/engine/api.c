@@ -60,7 +60,8 @@ static int in_place_form(const strata_comm *comm, const strata_coll_args *a, uin
   switch (a->coll) {
     case STRATA_COLL_ALLREDUCE:
     case STRATA_COLL_ALLTOALL: return send == recv;
-    case STRATA_COLL_REDUCE_SCATTER: return recv == send + (uint64_t)comm->rank * block;
+    case STRATA_COLL_REDUCE_SCATTER:
+      return recv == send + (uint64_t)comm->rank * block || recv == send;
     case STRATA_COLL_ALLGATHER: return send == recv + (uint64_t)comm->rank * block;
     case STRATA_COLL_BROADCAST:
     case STRATA_COLL_REDUCE: return root && send == recv;
@@ -231,24 +232,18 @@ static int operation_create(strata_comm *comm, const strata_coll_args *args,
   op->comm = comm;
   op->args = resolved;
   op->elem_size = (uint32_t)elem;
-  if (resolved.coll == STRATA_COLL_ALLTOALL && in_place && send_bytes) {
-    /* no in-place alltoall schedule: run out of place from a private copy of the input */
-    op->inplace_copy = malloc(send_bytes);
-    if (!op->inplace_copy) {
-      free(op);
-      return STRATA_ERR_NO_MEMORY;
-    }
-    memcpy(op->inplace_copy, sendbuf, send_bytes);
-    sendbuf = op->inplace_copy;
-    in_place = 0;
-  }
   if (is_reduction(resolved.coll)) {
     op->reduce = strata_reduce_kernel(resolved.dtype, resolved.op);
     op->avg_finish = resolved.op == STRATA_AVG;
   }
+  /* An algorithm asked for in the call must exist for the collective; one forced for the
+   * whole communicator (STRATA_ALGO) applies only where it exists. */
+  strata_algo algo = resolved.algo;
+  if (algo == STRATA_ALGO_AUTO && strata_schedule_algo_applies(resolved.coll, comm->cfg.algo))
+    algo = comm->cfg.algo;
   strata_sched_params params = {
       .coll = resolved.coll,
-      .algo = resolved.algo != STRATA_ALGO_AUTO ? resolved.algo : comm->cfg.algo,
+      .algo = algo,
       .rank = comm->rank,
       .nranks = comm->nranks,
       .root = resolved.root,

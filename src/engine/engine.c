@@ -357,7 +357,6 @@ void strata_operation_free(strata_operation *op) {
   if (!op) return;
   strata_schedule_free(&op->sched);
   free(op->scratch);
-  free(op->inplace_copy);
   free(op->deps_left); /* one block holds every per-step array (operation_alloc in api.c) */
   free(op);
 }

@@ -53,7 +53,6 @@ struct strata_operation {
   uint8_t *bufs[3];      /* send, recv, scratch (indexed by strata_buf_id) */
   uint64_t buf_bytes[3]; /* bounds of each buffer, checked once per operation */
   void *scratch;         /* owned */
-  void *inplace_copy;    /* owned: a private copy of the input for in-place alltoall */
   uint32_t *deps_left;   /* per step */
   uint32_t *dependents;  /* CSR: dependents of step i are dependents[dep_index[i]..dep_index[i+1]) */
   uint32_t *dep_index;

@@ -1,9 +1,9 @@
 /*
- * test_coll_mp.c — every collective x dtype x op, in place and out of place, blocking and not,
+ * coll_matrix.c — every collective x dtype x op, in place and out of place, blocking and not,
  * for 1, 2, 3, 4, 5 and 8 ranks (forked processes), over shared memory and over TCP only, with
  * counts 0, 1, 7, one not divisible by the rank count, and one of at least 4 MiB.
  *
- * Usage: test_coll_mp [shm|tcp] [nranks...]   (no arguments: the whole matrix)
+ * Usage: coll_matrix [shm|tcp] [nranks...]   (no arguments: the whole matrix)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,14 +22,18 @@ static int is_reduction(strata_coll c) {
   return c == STRATA_COLL_ALLREDUCE || c == STRATA_COLL_REDUCE_SCATTER || c == STRATA_COLL_REDUCE;
 }
 
-/* counts per rank-block; the large one makes the per-rank buffer >= 4 MiB */
-static size_t case_count(int which, int n, size_t elem) {
+/* counts per rank-block; the large one makes the largest buffer of the call >= 4 MiB */
+static size_t case_count(strata_coll coll, int which, int n, size_t elem) {
+  int blocks = coll == STRATA_COLL_ALLREDUCE || coll == STRATA_COLL_BROADCAST ||
+                       coll == STRATA_COLL_REDUCE
+                   ? 1
+                   : n;
   switch (which) {
     case 0: return 0;
     case 1: return 1;
     case 2: return 7;
     case 3: return (size_t)(3 * n + 1);
-    default: return (4u << 20) / elem + 3;
+    default: return (4u << 20) / elem / (size_t)blocks + 3;
   }
 }
 
@@ -48,7 +52,7 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
         for (int which = 0; which < 5; which++) {
           /* the big size: every dtype with sum, every op with f32 (keeps the suite minutes) */
           if (which == 4 && op != STRATA_SUM && dt != STRATA_F32) continue;
-          size_t count = case_count(which, n, strata_dtype_size((strata_dtype)dt));
+          size_t count = case_count(coll, which, n, strata_dtype_size((strata_dtype)dt));
           for (int in_place = 0; in_place < 2; in_place++) {
             strata_check_case c = {.coll = coll, .dtype = (strata_dtype)dt, .op = (strata_op)op,
                                    .count = count, .root = (int)((ci + (size_t)which) % (size_t)n),
@@ -66,9 +70,8 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
   for (int algo = STRATA_ALGO_RING; algo < STRATA_ALGO_COUNT; algo++)
     for (int which = 0; which < 5; which++) {
       strata_check_case c = {.coll = STRATA_COLL_ALLREDUCE, .dtype = STRATA_F32, .op = STRATA_SUM,
-                             .count = case_count(which, n, 4), .algo = (strata_algo)algo};
-      strata_coll_args probe = {0};
-      (void)probe;
+                             .count = case_count(STRATA_COLL_ALLREDUCE, which, n, 4),
+                             .algo = (strata_algo)algo};
       int rc = strata_check_collective(comm, &c);
       failures += rc;
       cases++;
@@ -76,7 +79,8 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
   for (int dt = 0; dt < STRATA_DTYPE_COUNT; dt++)
     for (int which = 0; which < 5; which++) {
       failures += strata_check_sendrecv_ring(comm, (strata_dtype)dt,
-                                             case_count(which, n, strata_dtype_size((strata_dtype)dt)));
+                                             case_count(STRATA_COLL_ALLREDUCE, which, n,
+                                                        strata_dtype_size((strata_dtype)dt)));
       cases++;
     }
   /* several non-blocking operations in flight at once */
