@@ -56,6 +56,9 @@ typedef struct job {
   int rank, nranks;
   strata_transport *t;
   const void *arg;
+  strata_store *store; /* to open more transports */
+  const strata_config *cfg;
+  const int *is_local;
 } job;
 
 typedef int (*scenario_fn)(job *j);
@@ -80,7 +83,12 @@ static int child_main(int rank, int nranks, const char *job_id, scenario_fn fn, 
   for (int q = 0; q < nranks; q++) is_local[q] = 1;
   if (loc) loc(rank, nranks, is_local);
   char err[256];
-  job j = {.rank = rank, .nranks = nranks, .arg = arg};
+  job j = {.rank = rank,
+           .nranks = nranks,
+           .arg = arg,
+           .store = store,
+           .cfg = &cfg,
+           .is_local = is_local};
   rc = strata_shm_open(&cfg, rank, nranks, store, is_local, &j.t, err, sizeof err);
   if (open_fail_status != STRATA_OK && (open_fail_rank < 0 || rank == open_fail_rank)) {
     strata_store_close(store);
@@ -424,6 +432,56 @@ static int scenario_mismatch(job *j) {
   return 0;
 }
 
+/* ---- scenario: two transports of one job at once (two communicators) ---- */
+
+static int scenario_two_transports(job *j) {
+  strata_transport *t2 = NULL;
+  char err[256];
+  int rc = strata_shm_open(j->cfg, j->rank, j->nranks, j->store, j->is_local, &t2, err, sizeof err);
+  CHECK(rc == STRATA_OK, "second open: %s (%s)", strata_err_name(rc), err);
+  /* the same tags on both, different contents: nothing may cross over */
+  enum { BYTES = 100000 };
+  int remaining = 0;
+  int n = j->nranks - 1;
+  msg_slot *slots = calloc((size_t)(4 * n), sizeof *slots);
+  CHECK(slots, "out of memory");
+  for (int q = 0, s = 0; q < j->nranks; q++) {
+    if (q == j->rank) continue;
+    for (int which = 0; which < 2; which++, s += 2) {
+      strata_transport *t = which ? t2 : j->t;
+      slots[s].buf = malloc(BYTES);
+      slots[s + 1].buf = malloc(BYTES);
+      CHECK(slots[s].buf && slots[s + 1].buf, "out of memory");
+      pattern_fill(slots[s].buf, BYTES, j->rank, q, which);
+      xfer_init(&slots[s].x, q, 42, slots[s].buf, BYTES, &remaining);
+      xfer_init(&slots[s + 1].x, q, 42, slots[s + 1].buf, BYTES, &remaining);
+      remaining += 2;
+      CHECK(t->ops->post_send(t, &slots[s].x) == STRATA_OK, "post_send");
+      CHECK(t->ops->post_recv(t, &slots[s + 1].x) == STRATA_OK, "post_recv");
+    }
+  }
+  double start = strata_now_s();
+  while (remaining > 0 && strata_now_s() - start < 20) {
+    int fp;
+    CHECK(j->t->ops->progress(j->t, &fp) == STRATA_OK, "progress 1");
+    CHECK(t2->ops->progress(t2, &fp) == STRATA_OK, "progress 2");
+  }
+  CHECK(remaining == 0, "%d transfers pending", remaining);
+  for (int q = 0, s = 0; q < j->nranks; q++) {
+    if (q == j->rank) continue;
+    for (int which = 0; which < 2; which++, s += 2) {
+      CHECK(slots[s + 1].x.status == STRATA_OK, "status");
+      CHECK(pattern_check(slots[s + 1].buf, BYTES, q, j->rank, which) < 0,
+            "transport %d: message from %d crossed over", which, q);
+      free(slots[s].buf);
+      free(slots[s + 1].buf);
+    }
+  }
+  free(slots);
+  t2->ops->destroy(t2);
+  return 0;
+}
+
 /* ---- scenario: a peer dies; the others notice within 2 s and keep working ---- */
 
 static int scenario_peer_lost(job *j) {
@@ -717,6 +775,7 @@ static void run_all_scenarios(void) {
   run_job("peer lost", 2, scenario_peer_lost, NULL, NULL, 1);
   run_job("peer lost", 3, scenario_peer_lost, NULL, NULL, 2);
   run_job("abort", 2, scenario_abort, NULL, NULL, -1);
+  run_job("two transports at once", 3, scenario_two_transports, NULL, NULL, -1);
   run_job("partial locality", 3, scenario_partial, locality_first_two, NULL, -1);
   open_fail_status = STRATA_ERR_TIMEOUT;
   open_fail_rank = 0;
