@@ -70,7 +70,7 @@ typedef struct mesh {
   int hard_status; /* first check that failed: ends the open at once */
   int soft_status; /* a dialed connection was closed: ends it after the grace */
   double soft_deadline_s;
-  int refused_seen; /* a published peer refused our connect: it may have failed */
+  int trouble_seen; /* a connect was refused or a handshake broke: a peer may have failed */
   double next_failure_check_s;
   strata_store *store;
   char *err;
@@ -243,7 +243,7 @@ static void conn_dial(mesh *m, mesh_conn *c) {
     }
   }
   c->last_errno = errno;
-  if (errno == ECONNREFUSED) m->refused_seen = 1;
+  if (errno == ECONNREFUSED) m->trouble_seen = 1;
   conn_close(c);
   c->phase = CONN_RETRY_WAIT;
   c->retry_at_s = strata_now_s() + MESH_CONNECT_RETRY_S;
@@ -320,6 +320,7 @@ static void handshake_finished(mesh *m, mesh_conn *c, int status) {
     }
   } else {
     STRATA_LOG(STRATA_LOG_WARN, m->rank, "%s", c->hs.err);
+    m->trouble_seen = 1; /* perhaps a peer that gave up: look for a published cause */
   }
   conn_close(c);
 }
@@ -330,7 +331,7 @@ static void conn_connected(mesh *m, mesh_conn *c) {
   getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
   if (so_error != 0) {
     c->last_errno = so_error;
-    if (so_error == ECONNREFUSED) m->refused_seen = 1;
+    if (so_error == ECONNREFUSED) m->trouble_seen = 1;
     conn_close(c);
     c->phase = CONN_RETRY_WAIT;
     c->retry_at_s = strata_now_s() + MESH_CONNECT_RETRY_S;
@@ -472,7 +473,7 @@ static int mesh_loop(mesh *m) {
       return m->hard_status;
     }
     double now = strata_now_s();
-    int trouble = m->soft_status || m->refused_seen || now >= m->deadline_s;
+    int trouble = m->soft_status || m->trouble_seen || now >= m->deadline_s;
     if (trouble && (now >= m->next_failure_check_s || now >= m->deadline_s)) {
       m->next_failure_check_s = now + MESH_FAILURE_CHECK_S;
       int adopted = adopt_failure(m);
