@@ -37,14 +37,16 @@
 
 typedef struct mesh_case {
   int nranks, streams;
+  const char *host; /* advertised host; NULL = 127.0.0.1 */
 } mesh_case;
 
 /* Open the TCP transport for process r as a rank of `nranks` with `streams`. */
-static int open_tcp(const strata_net_fixture_rank *r, int nranks, int streams, strata_store **store,
-                    strata_transport **t) {
+static int open_tcp_on(const strata_net_fixture_rank *r, int nranks, int streams, const char *host,
+                       strata_store **store, strata_transport **t) {
   strata_config cfg;
   strata_net_fixture_config(r, nranks, &cfg);
   cfg.tcp_streams = streams;
+  if (host) snprintf(cfg.advertise_host, sizeof cfg.advertise_host, "%s", host);
   int status = strata_net_fixture_store(r, store);
   if (status != STRATA_OK) {
     printf("  rank %d: store: %s\n", r->rank, strata_strerror(status));
@@ -54,6 +56,11 @@ static int open_tcp(const strata_net_fixture_rank *r, int nranks, int streams, s
   status = strata_tcp_open(&cfg, r->rank, nranks, *store, t, err, sizeof err);
   if (status != STRATA_OK) printf("  rank %d: strata_tcp_open: %s\n", r->rank, err);
   return status;
+}
+
+static int open_tcp(const strata_net_fixture_rank *r, int nranks, int streams, strata_store **store,
+                    strata_transport **t) {
+  return open_tcp_on(r, nranks, streams, NULL, store, t);
 }
 
 static void close_tcp(strata_store *store, strata_transport *t) {
@@ -76,7 +83,7 @@ static int mesh_body(const strata_net_fixture_rank *r) {
   int rank = r->rank, n = c->nranks, nmsgs = MESH_NSIZES + MESH_SMALL_BURST;
   strata_store *store = NULL;
   strata_transport *t = NULL;
-  if (open_tcp(r, n, c->streams, &store, &t) != STRATA_OK) return 1;
+  if (open_tcp_on(r, n, c->streams, c->host, &store, &t) != STRATA_OK) return 1;
   CHECK(!t->fuses_reduce, "tcp must not claim fused reductions");
   /* one send buffer per message index (the pattern depends on sender and index, not receiver) */
   unsigned char **sendbufs = calloc((size_t)nmsgs, sizeof *sendbufs);
@@ -429,9 +436,11 @@ static int netns_identity_check(void) {
 int main(void) {
   alarm(240);
   int failed = 0;
-  static const mesh_case cases[] = {{2, 1}, {2, 4}, {3, 1}, {3, 4}, {4, 1}, {4, 4}};
+  static const mesh_case cases[] = {{2, 1, NULL}, {2, 4, NULL}, {3, 1, NULL}, {3, 4, NULL},
+                                    {4, 1, NULL}, {4, 4, NULL}, {2, 3, "::1"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    printf("mesh exchange: %d ranks, %d stream(s)\n", cases[i].nranks, cases[i].streams);
+    printf("mesh exchange: %d ranks, %d stream(s)%s%s\n", cases[i].nranks, cases[i].streams,
+           cases[i].host ? " over " : "", cases[i].host ? cases[i].host : "");
     fflush(stdout);
     double start = strata_now_s();
     int bad = strata_net_fixture_run(cases[i].nranks, mesh_body, (void *)&cases[i], 60, NULL);

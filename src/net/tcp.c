@@ -835,6 +835,10 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
                TCP_MAX_STREAMS);
     return STRATA_ERR_CONFIG;
   }
+  if (!(cfg->timeout_s > 0)) {
+    if (err && err_len) snprintf(err, err_len, "STRATA_TIMEOUT must be > 0 seconds");
+    return STRATA_ERR_CONFIG;
+  }
   int per_peer = cfg->tcp_streams + 1;
   int *fds = malloc((size_t)nranks * (size_t)per_peer * sizeof *fds);
   tcp_transport *t = calloc(1, sizeof *t);
