@@ -54,7 +54,9 @@
 enum {
   TCP_MAX_STREAMS = 64,         /* one bit per stream in a uint64_t mask */
   TCP_BOUNCE_BYTES = 16 * 1024, /* per-stream read batching */
-  TCP_MAX_IOV = 64              /* iovecs per sendmsg */
+  TCP_MAX_IOV = 64,             /* iovecs per sendmsg */
+  TCP_RX_READS_PER_PASS = 8     /* reads per stream per progress(): other streams, peers and our
+                                   own sends get their turn even while data pours in */
 };
 static const double TCP_CONTROL_CHECK_S = 0.01;
 /* How long an ABORT may wait for the data its sender posted before it (see abort_publish). */
@@ -130,6 +132,7 @@ typedef struct tcp_transport {
   double next_control_check_s;
   int mismatch_seen;     /* a receive failed with MISMATCH in this progress() call: end the call */
   int sent_abort_status; /* the first status we sent in an ABORT (0 = none) */
+  int rx_reads_left;     /* budget of the stream being read (TCP_RX_READS_PER_PASS) */
   struct pollfd *pollfds;
   size_t pollfds_cap;
 } tcp_transport;
@@ -513,6 +516,7 @@ static void frame_received(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
 /* Read from the socket. Returns bytes read (>0), 0 on EAGAIN, -1 when the peer failed. */
 static ssize_t stream_read(tcp_transport *t, tcp_peer *p, tcp_stream *st, struct iovec *iov,
                            int iovcnt) {
+  if (t->rx_reads_left-- <= 0) return 0; /* budget spent: as if the socket were empty */
   for (;;) {
     ssize_t n = readv(st->fd, iov, iovcnt);
     if (n > 0) return n;
@@ -576,6 +580,7 @@ static int stream_wants_bytes(const tcp_stream *st) {
 
 /* Everything possible without blocking on one data stream. */
 static void stream_receive(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
+  t->rx_reads_left = TCP_RX_READS_PER_PASS;
   while (p->state == PEER_UP && !t->mismatch_seen) {
     if (!st->have_header) {
       if (st->end - st->start < sizeof st->header) {
