@@ -325,7 +325,6 @@ static void tx_advance(tcp_transport *t, tcp_stream *st, size_t bytes) {
     st->count--;
     frame_sent(t, st, &done);
   }
-  /* zero-byte payload frames fully covered by their header are popped above */
 }
 
 /* Write as much of the queue as the socket takes. Fails the peer on error. */
