@@ -47,12 +47,12 @@ static const int KIND_STATUS[] = {STRATA_ERR_AUTH, STRATA_ERR_JOB, STRATA_ERR_VE
 /* Copy rank 0's published address under another job's key, so a rank of that job dials it. */
 static int alias_address(strata_store *store, const char *from_job, const char *to_job) {
   char key[128];
-  snprintf(key, sizeof key, "%s/addr/0", from_job);
+  snprintf(key, sizeof key, "%s/tcp/0/addr/0", from_job);
   void *value = NULL;
   size_t len = 0;
   int status = strata_store_get(store, key, &value, &len, 10);
   if (status != STRATA_OK) return status;
-  snprintf(key, sizeof key, "%s/addr/0", to_job);
+  snprintf(key, sizeof key, "%s/tcp/0/addr/0", to_job);
   status = strata_store_set(store, key, value, len);
   free(value);
   return status;
@@ -95,7 +95,7 @@ static int refuse_body(const strata_net_fixture_rank *r) {
 static int raw_connect(strata_store *store) {
   void *value = NULL;
   size_t len = 0;
-  if (strata_store_get(store, "netfix/addr/0", &value, &len, 10) != STRATA_OK) return -1;
+  if (strata_store_get(store, "netfix/tcp/0/addr/0", &value, &len, 10) != STRATA_OK) return -1;
   char text[128], *colon;
   snprintf(text, sizeof text, "%.*s", (int)len, (char *)value);
   free(value);

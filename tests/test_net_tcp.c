@@ -344,6 +344,52 @@ static int close_body(const strata_net_fixture_rank *r) {
   return 0;
 }
 
+/* ---- two transports of one job ---- */
+
+/* Open two meshes one after the other in the same job and store; each carries its own traffic. */
+static int two_opens_body(const strata_net_fixture_rank *r) {
+  int rank = r->rank, n = r->nprocs;
+  strata_store *store1 = NULL, *store2 = NULL;
+  strata_transport *t[2] = {NULL, NULL};
+  CHECK(open_tcp(r, n, 2, &store1, &t[0]) == STRATA_OK, "first open");
+  CHECK(open_tcp(r, n, 1, &store2, &t[1]) == STRATA_OK, "second open");
+  int done[2] = {0, 0}, got[2][8], mine[2] = {1000 + rank, 2000 + rank};
+  strata_xfer xs[2][16];
+  for (int k = 0; k < 2; k++) {
+    int posted = 0;
+    for (int q = 0; q < n; q++) {
+      if (q == rank) continue;
+      xs[k][posted] = (strata_xfer){.peer = q,
+                                    .tag = 1,
+                                    .bytes = sizeof(int),
+                                    .buf = &got[k][q],
+                                    .done = strata_net_fixture_count_done,
+                                    .user = &done[k]};
+      CHECK(t[k]->ops->post_recv(t[k], &xs[k][posted++]) == STRATA_OK, "post_recv");
+      xs[k][posted] = (strata_xfer){.peer = q,
+                                    .tag = 1,
+                                    .bytes = sizeof(int),
+                                    .buf = &mine[k],
+                                    .done = strata_net_fixture_count_done,
+                                    .user = &done[k]};
+      CHECK(t[k]->ops->post_send(t[k], &xs[k][posted++]) == STRATA_OK, "post_send");
+    }
+    CHECK(strata_net_fixture_drive(t[k], &done[k], posted, 10, NULL) == STRATA_OK, "drive %d", k);
+    for (int q = 0; q < n; q++)
+      CHECK(q == rank || got[k][q] == (k ? 2000 : 1000) + q, "transport %d: rank %d sent %d", k, q,
+            got[k][q]);
+  }
+  int64_t arrived = 0;
+  strata_store_add(store1, "twoopens/done", 1, &arrived);
+  while (arrived < n) {
+    usleep(1000);
+    strata_store_add(store1, "twoopens/done", 0, &arrived);
+  }
+  close_tcp(store1, t[0]);
+  close_tcp(store2, t[1]);
+  return 0;
+}
+
 /* ---- net_open: locality and the transport per peer ---- */
 
 static int net_open_body(const strata_net_fixture_rank *r) {
@@ -471,6 +517,12 @@ int main(void) {
   printf("orderly close\n");
   fflush(stdout);
   bad = strata_net_fixture_run(2, close_body, NULL, 30, NULL);
+  printf("  %s\n", bad ? "FAILED" : "ok");
+  failed += bad != 0;
+
+  printf("two transports of one job, 3 ranks\n");
+  fflush(stdout);
+  bad = strata_net_fixture_run(3, two_opens_body, NULL, 30, NULL);
   printf("  %s\n", bad ? "FAILED" : "ok");
   failed += bad != 0;
 

@@ -5,7 +5,8 @@
  * The TCP mesh is always built (for nranks > 1), even between ranks that will move their data
  * through shared memory: it authenticates every peer and its control connection is how a dead
  * rank is noticed. Locality is decided from host identities every rank publishes in the store
- * ("<job>/host/<rank>" = "shm=<0|1> <identity>") before it joins the mesh. The identity is the
+ * ("<job>/net/<k>/host/<rank>" = "shm=<0|1> <identity>", k counting this rank's opens in the
+ * job, so two communicators of one job never mix) before it joins the mesh. The identity is the
  * hostname, the boot id and the inodes of the network, mount and pid namespaces: two containers
  * on one machine are NOT local (their /dev/shm and pids are not shared), two ranks on one host
  * are. Shared memory is used with a peer only when both sides enabled it, so the decision is the
@@ -62,13 +63,28 @@ static int net_error(char *err, size_t err_len, int status, const char *fmt, ...
   return status;
 }
 
-static int publish_identity(const strata_config *cfg, int rank, strata_store *store, char *identity,
-                            size_t len, char *err, size_t err_len) {
+/* "<job>/net/<k>": k = how many times this rank opened a communicator's network in this job. */
+static int choose_prefix(const strata_config *cfg, int rank, strata_store *store, char *prefix,
+                         size_t len, char *err, size_t err_len) {
+  char key[128];
+  snprintf(key, sizeof key, "%s/net/opens/%d", cfg->job_id, rank);
+  int64_t opens = 0;
+  int status = strata_store_add(store, key, 1, &opens);
+  if (status != STRATA_OK)
+    return net_error(err, err_len, status, "rank %d: the rendezvous store failed: %s", rank,
+                     strata_strerror(status));
+  snprintf(prefix, len, "%s/net/%lld", cfg->job_id, (long long)(opens - 1));
+  return STRATA_OK;
+}
+
+static int publish_identity(const strata_config *cfg, int rank, strata_store *store,
+                            const char *prefix, char *identity, size_t len, char *err,
+                            size_t err_len) {
   char mine[NET_IDENTITY_BYTES - 8];
   strata_net_host_identity(mine, sizeof mine);
   snprintf(identity, len, "shm=%d %s", cfg->shm_enabled ? 1 : 0, mine);
-  char key[128];
-  snprintf(key, sizeof key, "%s/host/%d", cfg->job_id, rank);
+  char key[192];
+  snprintf(key, sizeof key, "%s/host/%d", prefix, rank);
   int status = strata_store_set(store, key, identity, strlen(identity));
   if (status != STRATA_OK)
     return net_error(err, err_len, status, "rank %d: cannot publish its host identity: %s", rank,
@@ -91,12 +107,13 @@ static int store_get_string(strata_store *store, const char *key, double timeout
 /* is_local[q] from the identities; shm_with[q] = local and both sides enabled shm. Every peer
  * published before joining the mesh, which has completed, so these reads do not wait. */
 static int read_identities(const strata_config *cfg, strata_net *net, strata_store *store,
-                           const char *mine, int *shm_with, char *err, size_t err_len) {
+                           const char *prefix, const char *mine, int *shm_with, char *err,
+                           size_t err_len) {
   const char *my_identity = strchr(mine, ' ') + 1;
   for (int q = 0; q < net->nranks; q++) {
     if (q == net->rank) continue;
-    char key[128], theirs[NET_IDENTITY_BYTES];
-    snprintf(key, sizeof key, "%s/host/%d", cfg->job_id, q);
+    char key[192], theirs[NET_IDENTITY_BYTES];
+    snprintf(key, sizeof key, "%s/host/%d", prefix, q);
     int status = store_get_string(store, key, cfg->timeout_s, theirs, sizeof theirs);
     if (status != STRATA_OK)
       return net_error(err, err_len, status, "rank %d: cannot read rank %d's host identity: %s",
@@ -112,7 +129,7 @@ static int log_enabled(const strata_config *cfg) {
   return cfg->log_level >= STRATA_LOG_INFO || strata_log_get_level() >= STRATA_LOG_INFO;
 }
 
-static void log_routes(const strata_config *cfg, const strata_net *net, strata_store *store) {
+static void log_routes(const strata_config *cfg, const strata_net *net) {
   if (!log_enabled(cfg)) return;
   for (int q = 0; q < net->nranks; q++) {
     if (q == net->rank) continue;
@@ -120,9 +137,7 @@ static void log_routes(const strata_config *cfg, const strata_net *net, strata_s
       strata_log_write(STRATA_LOG_INFO, net->rank, "rank %d -> rank %d via shm", net->rank, q);
       continue;
     }
-    char key[128], address[300] = "?";
-    snprintf(key, sizeof key, "%s/addr/%d", cfg->job_id, q);
-    store_get_string(store, key, 1.0, address, sizeof address);
+    const char *address = strata_tcp_peer_address(net->tcp, q);
     strata_log_write(STRATA_LOG_INFO, net->rank, "rank %d -> rank %d via tcp (%d stream%s, %s)%s",
                      net->rank, q, cfg->tcp_streams, cfg->tcp_streams == 1 ? "" : "s", address,
                      net->is_local[q] ? " [same host]" : "");
@@ -132,13 +147,17 @@ static void log_routes(const strata_config *cfg, const strata_net *net, strata_s
 static int open_transports(const strata_config *cfg, strata_net *net, strata_store *store,
                            char *err, size_t err_len) {
   char identity[NET_IDENTITY_BYTES];
-  int status = publish_identity(cfg, net->rank, store, identity, sizeof identity, err, err_len);
+  char prefix[128];
+  int status = choose_prefix(cfg, net->rank, store, prefix, sizeof prefix, err, err_len);
+  if (status == STRATA_OK)
+    status =
+        publish_identity(cfg, net->rank, store, prefix, identity, sizeof identity, err, err_len);
   if (status == STRATA_OK)
     status = strata_tcp_open(cfg, net->rank, net->nranks, store, &net->tcp, err, err_len);
   if (status != STRATA_OK) return status;
   int *shm_with = calloc((size_t)net->nranks, sizeof *shm_with);
   if (!shm_with) return net_error(err, err_len, STRATA_ERR_NO_MEMORY, "out of memory");
-  status = read_identities(cfg, net, store, identity, shm_with, err, err_len);
+  status = read_identities(cfg, net, store, prefix, identity, shm_with, err, err_len);
   int any_shm = 0;
   for (int q = 0; q < net->nranks; q++) any_shm |= shm_with[q];
   if (status == STRATA_OK && any_shm)
@@ -174,7 +193,7 @@ int strata_net_open(const strata_config *cfg, int rank, int nranks, strata_store
     strata_net_close(out);
     return status;
   }
-  log_routes(cfg, out, store);
+  log_routes(cfg, out);
   return STRATA_OK;
 }
 

@@ -135,6 +135,7 @@ typedef struct tcp_transport {
   int rx_reads_left;     /* budget of the stream being read (TCP_RX_READS_PER_PASS) */
   struct pollfd *pollfds;
   size_t pollfds_cap;
+  char *addresses; /* [nranks][STRATA_TCP_ADDRESS_BYTES] from tcp_mesh.c */
 } tcp_transport;
 
 /* ---- stripes ---- */
@@ -752,6 +753,12 @@ static void tcp_wait(strata_transport *base, int timeout_ms) {
   if (ready > 0) t->next_control_check_s = 0; /* a hang-up or abort may have arrived */
 }
 
+const char *strata_tcp_peer_address(const strata_transport *base, int peer) {
+  const tcp_transport *t = (const tcp_transport *)base;
+  if (!t || base->ops != &tcp_ops || peer < 0 || peer >= t->nranks || !t->addresses) return "?";
+  return t->addresses + (size_t)peer * STRATA_TCP_ADDRESS_BYTES;
+}
+
 void strata_tcp_set_control_only(strata_transport *base, int peer) {
   tcp_transport *t = (tcp_transport *)base;
   if (t && base->ops == &tcp_ops && peer >= 0 && peer < t->nranks) t->peers[peer].control_only = 1;
@@ -785,6 +792,7 @@ static void tcp_destroy(strata_transport *base) {
   }
   free(t->peers);
   free(t->pollfds);
+  free(t->addresses);
   free(t);
 }
 
@@ -850,10 +858,12 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
   for (int q = 0; t && t->peers && q < nranks; q++) t->peers[q].control.fd = -1;
   if (t) t->pollfds_cap = (size_t)nranks * (size_t)per_peer;
   if (t) t->pollfds = calloc(t->pollfds_cap + 1, sizeof *t->pollfds);
-  int status = fds && t && t->peers && t->pollfds ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  if (t) t->addresses = calloc((size_t)nranks, STRATA_TCP_ADDRESS_BYTES);
+  int status =
+      fds && t && t->peers && t->pollfds && t->addresses ? STRATA_OK : STRATA_ERR_NO_MEMORY;
   if (status == STRATA_OK)
-    status =
-        strata_tcp_mesh_connect(cfg, rank, nranks, store, tcp_announced_version, fds, err, err_len);
+    status = strata_tcp_mesh_connect(cfg, rank, nranks, store, tcp_announced_version, fds,
+                                     t->addresses, err, err_len);
   if (t) {
     t->base.ops = &tcp_ops;
     t->base.fuses_reduce = 0;

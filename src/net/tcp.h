@@ -25,6 +25,9 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
  * data transport's own, in-order abort. Called by net.c after choosing transports. */
 void strata_tcp_set_control_only(strata_transport *t, int peer);
 
+/* The "host:port" rank `peer` listens on, for log lines ("?" when unknown or t is not tcp). */
+const char *strata_tcp_peer_address(const strata_transport *t, int peer);
+
 /* Test hook: the protocol version this process announces (default STRATA_WIRE_VERSION). */
 void strata_tcp_set_announced_version_for_test(unsigned version);
 

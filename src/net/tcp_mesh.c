@@ -73,6 +73,8 @@ typedef struct mesh {
   int trouble_seen; /* a connect was refused or a handshake broke: a peer may have failed */
   double next_failure_check_s;
   strata_store *store;
+  char prefix[128]; /* "<job>/tcp/<k>" */
+  char *addresses;  /* [nranks][STRATA_TCP_ADDRESS_BYTES] */
   char *err;
   size_t err_len;
 } mesh;
@@ -150,8 +152,8 @@ static int publish_address(mesh *m, strata_store *store) {
   char address[300];
   int status = listen_on(m, host, address, sizeof address);
   if (status != STRATA_OK) return status;
-  char key[128];
-  snprintf(key, sizeof key, "%s/addr/%d", m->cfg->job_id, m->rank);
+  char key[192];
+  snprintf(key, sizeof key, "%s/addr/%d", m->prefix, m->rank);
   status = strata_store_set(store, key, address, strlen(address));
   if (status != STRATA_OK)
     return mesh_error(m, status, "rank %d: cannot publish its address in the store: %s", m->rank,
@@ -198,8 +200,8 @@ static int parse_address(const char *text, char *host, size_t host_len, char *po
 
 static int peer_sockaddr(mesh *m, strata_store *store, int peer, struct sockaddr_storage *addr,
                          socklen_t *addr_len, char *text, size_t text_len) {
-  char key[128];
-  snprintf(key, sizeof key, "%s/addr/%d", m->cfg->job_id, peer);
+  char key[192];
+  snprintf(key, sizeof key, "%s/addr/%d", m->prefix, peer);
   void *value = NULL;
   size_t len = 0;
   double left = m->deadline_s - strata_now_s();
@@ -256,6 +258,8 @@ static int dial_lower_ranks(mesh *m, strata_store *store) {
     char text[300];
     int status = peer_sockaddr(m, store, peer, &addr, &addr_len, text, sizeof text);
     if (status != STRATA_OK) return status;
+    snprintf(m->addresses + (size_t)peer * STRATA_TCP_ADDRESS_BYTES, STRATA_TCP_ADDRESS_BYTES, "%s",
+             text);
     for (int stream = 0; stream <= m->streams; stream++) {
       mesh_conn *c = conn_add(m);
       if (!c) return mesh_error(m, STRATA_ERR_NO_MEMORY, "rank %d: out of memory", m->rank);
@@ -438,12 +442,12 @@ static int timeout_error(mesh *m) {
  * failed attempt is only ever read after something already went wrong.) */
 
 static void failure_key(const mesh *m, char *key, size_t len) {
-  snprintf(key, len, "%s/tcp/error", m->cfg->job_id);
+  snprintf(key, len, "%s/error", m->prefix);
 }
 
 static void publish_failure(mesh *m) {
   if (!is_check_failure(m->hard_status) || m->hard_status == STRATA_ERR_SYSTEM) return;
-  char key[128], value[600];
+  char key[192], value[600];
   failure_key(m, key, sizeof key);
   int n = snprintf(value, sizeof value, "%d %s", m->hard_status, m->err ? m->err : "");
   strata_store_set(m->store, key, value, n < (int)sizeof value ? (size_t)n : sizeof value - 1);
@@ -451,7 +455,7 @@ static void publish_failure(mesh *m) {
 
 /* Returns the published status (message into err) or STRATA_OK when none is published. */
 static int adopt_failure(mesh *m) {
-  char key[128];
+  char key[192];
   failure_key(m, key, sizeof key);
   void *value = NULL;
   size_t len = 0;
@@ -487,17 +491,52 @@ static int mesh_loop(mesh *m) {
   return STRATA_OK;
 }
 
+/* k = how many times this rank opened the tcp transport in this job before. */
+static int choose_prefix(mesh *m) {
+  char key[192];
+  snprintf(key, sizeof key, "%s/tcp/opens/%d", m->cfg->job_id, m->rank);
+  int64_t opens = 0;
+  int status = strata_store_add(m->store, key, 1, &opens);
+  if (status != STRATA_OK)
+    return mesh_error(m, status, "rank %d: the rendezvous store failed: %s", m->rank,
+                      strata_strerror(status));
+  snprintf(m->prefix, sizeof m->prefix, "%s/tcp/%lld", m->cfg->job_id, (long long)(opens - 1));
+  return STRATA_OK;
+}
+
+/* Higher ranks dialed us, so they published long ago: for the log line only. */
+static void read_higher_addresses(mesh *m) {
+  if (m->cfg->log_level < STRATA_LOG_INFO && strata_log_get_level() < STRATA_LOG_INFO) return;
+  for (int peer = m->rank + 1; peer < m->nranks; peer++) {
+    char key[192];
+    snprintf(key, sizeof key, "%s/addr/%d", m->prefix, peer);
+    void *value = NULL;
+    size_t len = 0;
+    if (strata_store_get(m->store, key, &value, &len, 1.0) != STRATA_OK) continue;
+    snprintf(m->addresses + (size_t)peer * STRATA_TCP_ADDRESS_BYTES, STRATA_TCP_ADDRESS_BYTES,
+             "%.*s", (int)(len < STRATA_TCP_ADDRESS_BYTES ? len : STRATA_TCP_ADDRESS_BYTES - 1),
+             (const char *)value);
+    free(value);
+  }
+}
+
 static int mesh_run(mesh *m, strata_store *store) {
   m->store = store;
-  int status = publish_address(m, store);
+  int status = choose_prefix(m);
+  if (status == STRATA_OK) status = publish_address(m, store);
   if (status == STRATA_OK) status = dial_lower_ranks(m, store);
-  if (status != STRATA_OK) return status;
-  return mesh_loop(m);
+  if (status == STRATA_OK) status = mesh_loop(m);
+  if (status == STRATA_OK) read_higher_addresses(m);
+  return status;
 }
 
 int strata_tcp_mesh_connect(const strata_config *cfg, int rank, int nranks, strata_store *store,
-                            unsigned version, int *fds, char *err, size_t err_len) {
-  mesh m = {.cfg = cfg,
+                            unsigned version, int *fds, char *addresses, char *err,
+                            size_t err_len) {
+  for (int q = 0; q < nranks; q++)
+    snprintf(addresses + (size_t)q * STRATA_TCP_ADDRESS_BYTES, STRATA_TCP_ADDRESS_BYTES, "?");
+  mesh m = {.addresses = addresses,
+            .cfg = cfg,
             .rank = rank,
             .nranks = nranks,
             .streams = cfg->tcp_streams,

@@ -11,12 +11,18 @@
 #include "boot/store.h"
 #include "strata.h"
 
-/* Connection (peer, stream) lives at fds[peer * (streams + 1) + stream]; stream == streams is
- * the control connection. Entries for ourselves are -1. All sockets are non-blocking, close-on-
- * exec, TCP_NODELAY, with SO_SNDBUF/SO_RCVBUF = cfg->tcp_buffer_bytes when nonzero.
+/* Store keys live under "<job>/tcp/<k>/", k counting this rank's opens in the job
+ * ("<job>/tcp/opens/<rank>"), so several communicators of one job never read each other's
+ * addresses. Connection (peer, stream) lives at fds[peer * (streams + 1) + stream]; stream ==
+ * streams is the control connection. Entries for ourselves are -1. All sockets are non-blocking,
+ * close-on- exec, TCP_NODELAY, with SO_SNDBUF/SO_RCVBUF = cfg->tcp_buffer_bytes when nonzero.
  * `version` is the protocol version to announce. On failure every socket is closed and err
  * says what failed (which rank refused which, and why; or who never connected). */
 int strata_tcp_mesh_connect(const strata_config *cfg, int rank, int nranks, strata_store *store,
-                            unsigned version, int *fds, char *err, size_t err_len);
+                            unsigned version, int *fds, char *addresses, char *err, size_t err_len);
+
+/* Bytes of one entry of `addresses` ([nranks] "host:port" strings, "?" when unknown; the higher
+ * ranks' are only looked up when STRATA_LOG is info or more, since only the log needs them). */
+#define STRATA_TCP_ADDRESS_BYTES 320
 
 #endif
