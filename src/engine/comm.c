@@ -71,6 +71,8 @@ static int connect_world(strata_comm *comm) {
     return status;
   }
   comm->have_net = 1;
+  for (int peer = 0; peer < comm->nranks; peer++)
+    if (peer != comm->rank && comm->net.peer[peer] == comm->net.tcp) comm->tcp_data_peers++;
   return STRATA_OK;
 }
 

@@ -149,8 +149,9 @@ static int process_completions(strata_comm *comm) {
   strata_operation *op = comm->active_head;
   while (op && !atomic_load(&comm->error)) {
     strata_operation *next = op->next_active;
-    while (op->ncompleted > 0 && !atomic_load(&comm->error)) {
-      uint32_t index = op->completed[--op->ncompleted];
+    /* in completion order: an earlier, more precise error (a mismatch) wins over a later one */
+    for (uint32_t c = 0; c < op->ncompleted && !atomic_load(&comm->error); c++) {
+      uint32_t index = op->completed[c];
       const strata_step *step = &op->sched.steps[index];
       strata_xfer *x = &op->xfers[index];
       activity = 1;
@@ -166,6 +167,7 @@ static int process_completions(strata_comm *comm) {
                    step->bytes / op->elem_size);
       step_complete(comm, op, index);
     }
+    op->ncompleted = 0;
     if (op->steps_left == 0 && !atomic_load(&op->done) && !atomic_load(&comm->error)) {
       operation_finish(comm, op, STRATA_OK);
       activity = 1;
@@ -227,11 +229,14 @@ static int engine_progress(strata_comm *comm) {
 /* Nothing moved for a while: give the CPU away briefly (ranks may share cores). */
 static void engine_idle(strata_comm *comm) {
   if (!comm->have_net) return;
-  if (comm->net.shm) {
-    comm->net.shm->ops->wait(comm->net.shm, 0);
-    if (comm->net.tcp) comm->net.tcp->ops->wait(comm->net.tcp, 0);
-  } else if (comm->net.tcp) {
-    comm->net.tcp->ops->wait(comm->net.tcp, 1);
+  strata_transport *shm = comm->net.shm, *tcp = comm->net.tcp;
+  if (shm && !comm->tcp_data_peers) {
+    shm->ops->wait(shm, 1); /* tcp only watches for hang-ups here; its progress polls them */
+  } else if (shm) {
+    shm->ops->wait(shm, 0);
+    tcp->ops->wait(tcp, 0);
+  } else if (tcp) {
+    tcp->ops->wait(tcp, 1);
   }
 }
 

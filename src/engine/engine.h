@@ -77,6 +77,7 @@ struct strata_comm {
   strata_store *store;
   strata_net net;
   int have_net;
+  int tcp_data_peers; /* peers whose data goes over tcp (not shm) */
 
   pthread_mutex_t lock;
   pthread_cond_t cond; /* an operation finished, or one was submitted */
