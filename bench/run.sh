@@ -17,8 +17,12 @@
 #
 # Needs root (network namespaces). Environment: BUILD (build dir, default build), BENCH_QUICK=1
 # (sizes to 4 MiB, few iterations: a smoke test of this script), BENCH_SKIP_TCP=1,
-# BENCH_REPEAT=R (run every phase R times, libraries interleaved; the report keeps each
-# library's best time per size: for a machine that is not quiet; default 1).
+# BENCH_REPEAT=R (exactly R rounds), BENCH_BUDGET_S (default 840).
+#
+# Rounds: one round runs every configuration, the three libraries interleaved phase by phase.
+# A machine that is not quiet stretches some calls by a scheduler quantum (busy-polling OpenMPI
+# most of all), so the run repeats rounds while the next one still fits in the budget (at most
+# 3), and the report keeps each library's fastest round per size: the same rule for all three.
 # Addresses 10.99.0.1/2 exist only inside the namespaces; the trap removes them on any exit.
 set -euo pipefail
 
@@ -29,7 +33,8 @@ BUILD=${BUILD:-$root/build}
 STRATA=$BUILD/strata
 PY=/usr/bin/python3 # Debian's python, the one with torch
 TIMEOUT=${BENCH_TIMEOUT:-600}
-REPEAT=${BENCH_REPEAT:-1}
+BUDGET_S=${BENCH_BUDGET_S:-840}
+MAX_ROUNDS=${BENCH_REPEAT:-3}
 
 die() { echo "bench/run.sh: $*" >&2; exit 1; }
 note() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
@@ -101,27 +106,6 @@ gcc -std=gnu11 -O2 -Wall -Wextra -D_GNU_SOURCE "$here/membw.c" -o "$tools/membw"
 mpicc -std=gnu11 -O2 -Wall -Wextra "$here/mpi_allreduce.c" -o "$tools/mpi_allreduce"
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 
-echo "start $(cat /proc/loadavg)" >"$raw/loadavg.txt"
-note "memory bandwidth (bench/membw.c)"
-run_logged membw "$tools/membw" -s 256 -r 5 -J "$raw/membw.json"
-
-# ---- 1. one host, shared memory ----
-for n in 2 4; do
-  note "shared memory, $n ranks"
-  for ((rep = 1; rep <= REPEAT; rep++)); do
-    for i in "${!phases[@]}"; do
-      read -r lo hi f it w <<<"${phases[$i]}"
-      args=(-b "$lo" -e "$hi" -f "$f" -n "$it" -w "$w")
-      run=${i}_r$rep
-      run_logged "shm${n}_strata_$run" "$STRATA" launch -n "$n" -- \
-        "$STRATA" bench allreduce "${args[@]}" -J "$raw/shm${n}_strata_$run.json"
-      run_logged "shm${n}_mpi_$run" "${MPIRUN[@]}" -np "$n" "$tools/mpi_allreduce" "${args[@]}" \
-        -J "$raw/shm${n}_mpi_$run.json"
-      run_logged "shm${n}_gloo_$run" gloo_local "$n" "${args[@]}" -J "$raw/shm${n}_gloo_$run.json"
-    done
-  done
-done
-
 # ---- 2. TCP only, two network namespaces joined by a veth pair ----
 ns_a=strata_bench_a_$$
 ns_b=strata_bench_b_$$
@@ -129,9 +113,7 @@ veth_a=sbva$$
 veth_b=sbvb$$
 addr_a=10.99.0.1
 addr_b=10.99.0.2
-bg_pids=()
 cleanup() {
-  for pid in "${bg_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   ip netns del "$ns_a" 2>/dev/null || true # deleting a namespace deletes its veth end too
   ip netns del "$ns_b" 2>/dev/null || true
 }
@@ -192,41 +174,81 @@ gloo_tcp() {
 # iperf3 over the veth, both directions at once: --bidir (one process each side) and two
 # independent client/server pairs (two processes each side); the report takes the better.
 iperf_duplex() {
-  ip netns exec "$ns_b" iperf3 -s -1 -p 5301 >/dev/null 2>&1 &
-  bg_pids+=($!)
+  local round=$1 servers=() status=0
+  local p=$((5300 + 10 * round))
+  ip netns exec "$ns_b" iperf3 -s -1 -p $p >/dev/null 2>&1 &
+  servers+=($!)
   sleep 0.5
-  ip netns exec "$ns_a" iperf3 -c "$addr_b" -p 5301 --bidir -t 5 -J >"$raw/iperf_bidir.json"
-  ip netns exec "$ns_b" iperf3 -s -1 -p 5302 >/dev/null 2>&1 &
-  bg_pids+=($!)
-  ip netns exec "$ns_a" iperf3 -s -1 -p 5303 >/dev/null 2>&1 &
-  bg_pids+=($!)
+  ip netns exec "$ns_a" iperf3 -c "$addr_b" -p $p --bidir -t 5 -J \
+    >"$raw/iperf_bidir_r$round.json" || status=1
+  ip netns exec "$ns_b" iperf3 -s -1 -p $((p + 1)) >/dev/null 2>&1 &
+  servers+=($!)
+  ip netns exec "$ns_a" iperf3 -s -1 -p $((p + 2)) >/dev/null 2>&1 &
+  servers+=($!)
   sleep 0.5
-  ip netns exec "$ns_a" iperf3 -c "$addr_b" -p 5302 -t 5 -J >"$raw/iperf_pair_ab.json" &
+  ip netns exec "$ns_a" iperf3 -c "$addr_b" -p $((p + 1)) -t 5 -J \
+    >"$raw/iperf_pair_ab_r$round.json" &
   local ab=$!
-  ip netns exec "$ns_b" iperf3 -c "$addr_a" -p 5303 -t 5 -J >"$raw/iperf_pair_ba.json"
-  wait "$ab"
+  ip netns exec "$ns_b" iperf3 -c "$addr_a" -p $((p + 2)) -t 5 -J \
+    >"$raw/iperf_pair_ba_r$round.json" || status=1
+  wait "$ab" || status=1
+  kill "${servers[@]}" 2>/dev/null || true # one-off servers normally exit by themselves
+  return $status
 }
 
+# ---- the rounds ----
+# shm_round ROUND N: one host, shared memory, N ranks.
+shm_round() {
+  local round=$1 n=$2 i lo hi f it w run
+  note "round $round: shared memory, $n ranks"
+  for i in "${!phases[@]}"; do
+    read -r lo hi f it w <<<"${phases[$i]}"
+    local args=(-b "$lo" -e "$hi" -f "$f" -n "$it" -w "$w")
+    run=${i}_r$round
+    run_logged "shm${n}_strata_$run" "$STRATA" launch -n "$n" -- \
+      "$STRATA" bench allreduce "${args[@]}" -J "$raw/shm${n}_strata_$run.json"
+    run_logged "shm${n}_mpi_$run" "${MPIRUN[@]}" -np "$n" "$tools/mpi_allreduce" "${args[@]}" \
+      -J "$raw/shm${n}_mpi_$run.json"
+    run_logged "shm${n}_gloo_$run" gloo_local "$n" "${args[@]}" -J "$raw/shm${n}_gloo_$run.json"
+  done
+}
+
+# tcp_round ROUND: TCP only, one rank in each namespace.
+tcp_round() {
+  local round=$1 i lo hi f it w run port
+  note "round $round: TCP, 2 ranks across the namespaces"
+  run_logged "iperf_r$round" iperf_duplex "$round"
+  for i in "${!phases[@]}"; do
+    read -r lo hi f it w <<<"${phases[$i]}"
+    local args=(-b "$lo" -e "$hi" -f "$f" -n "$it" -w "$w")
+    run=${i}_r$round
+    port=$((29400 + 100 * round + 10 * i))
+    run_logged "tcp2_strata_$run" strata_tcp "$port" "${args[@]}" -J "$raw/tcp2_strata_$run.json"
+    run_logged "tcp2_mpi_$run" mpi_tcp "${args[@]}" -J "$raw/tcp2_mpi_$run.json"
+    run_logged "tcp2_gloo_$run" gloo_tcp $((port + 5)) "${args[@]}" -J "$raw/tcp2_gloo_$run.json"
+  done
+}
+
+echo "start $(cat /proc/loadavg)" >"$raw/loadavg.txt"
 if [ "${BENCH_SKIP_TCP:-0}" != 1 ]; then
   [ "$(id -u)" = 0 ] || die "the TCP part needs root (network namespaces); BENCH_SKIP_TCP=1 skips it"
   note "TCP: namespaces $ns_a ($addr_a) and $ns_b ($addr_b) over a veth pair"
   netns_up
-  run_logged iperf iperf_duplex
-  for ((rep = 1; rep <= REPEAT; rep++)); do
-    for i in "${!phases[@]}"; do
-      read -r lo hi f it w <<<"${phases[$i]}"
-      args=(-b "$lo" -e "$hi" -f "$f" -n "$it" -w "$w")
-      run=${i}_r$rep
-      port=$((29400 + 100 * rep + 10 * i))
-      run_logged "tcp2_strata_$run" strata_tcp "$port" "${args[@]}" -J "$raw/tcp2_strata_$run.json"
-      run_logged "tcp2_mpi_$run" mpi_tcp "${args[@]}" -J "$raw/tcp2_mpi_$run.json"
-      run_logged "tcp2_gloo_$run" gloo_tcp $((port + 5)) "${args[@]}" -J "$raw/tcp2_gloo_$run.json"
-    done
-  done
-  cleanup
-  bg_pids=()
 fi
-
+run_start=$SECONDS
+for ((round = 1; round <= MAX_ROUNDS; round++)); do
+  elapsed=$((SECONDS - run_start))
+  if [ -z "${BENCH_REPEAT:-}" ] && [ "$round" -gt 1 ] &&
+    [ $((elapsed + elapsed / (round - 1))) -gt "$BUDGET_S" ]; then
+    note "round $round would not fit in ${BUDGET_S} s (a round took ~$((elapsed / (round - 1))) s); stopping"
+    break
+  fi
+  run_logged "membw_r$round" "$tools/membw" -s 256 -r 5 -J "$raw/membw_r$round.json"
+  shm_round "$round" 2
+  shm_round "$round" 4
+  [ "${BENCH_SKIP_TCP:-0}" = 1 ] || tcp_round "$round"
+done
+cleanup
 echo "end $(cat /proc/loadavg)" >>"$raw/loadavg.txt"
 
 # ---- the report ----

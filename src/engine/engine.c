@@ -185,7 +185,9 @@ static void check_remote_abort(strata_comm *comm) {
     if (t && t->remote_abort_status) {
       STRATA_LOG(STRATA_LOG_WARN, comm->rank, "rank %d aborted the communicator: %s",
                  t->remote_abort_peer, strata_strerror(t->remote_abort_status));
-      strata_engine_fail(comm, t->remote_abort_status, 0);
+      /* pass it on: a peer that hears of the failure only through our exit would take it for a
+       * loss */
+      strata_engine_fail(comm, t->remote_abort_status, 1);
       return;
     }
   }
@@ -205,8 +207,10 @@ static int engine_progress(strata_comm *comm) {
     if (status != STRATA_OK) {
       STRATA_LOG(STRATA_LOG_WARN, comm->rank, "transport %s: rank %d: %s", t->ops->name,
                  failed_peer, strata_strerror(status));
-      /* a recorded completion may carry a more precise status (e.g. a mismatch) */
+      /* a recorded completion (a mismatch) or an abort the peer sent before leaving says more
+       * than the loss itself */
       process_completions(comm);
+      check_remote_abort(comm);
       strata_engine_fail(comm, status, 1);
       return 1;
     }

@@ -120,6 +120,7 @@
 #define SHM_WAIT_YIELD_S 2e-3   /* then sched_yield() until this, */
 #define SHM_WAIT_SLEEP_NS 50000 /* then sleep in steps of this */
 #define SHM_WAIT_MAX_S 0.010    /* and return at least this often (liveness checks) */
+#define SHM_ABORT_ORDER_S 1.0   /* longest an abort waits for the data sent before it */
 
 enum { SHM_KIND_INLINE = 1, SHM_KIND_CMA = 2 };
 enum { SEND_FRESH = 0, SEND_STREAMING };
@@ -131,6 +132,7 @@ typedef struct shm_channel {
   /* written by the producer (the peer that sends to this segment's owner) */
   _Alignas(64) _Atomic uint64_t head;
   _Atomic int32_t abort_status;
+  _Atomic uint64_t abort_sent; /* messages the producer had written to us when it aborted */
   /* written by the consumer (the segment's owner) */
   _Alignas(64) _Atomic uint64_t tail;
   _Atomic uint64_t cma_acked;
@@ -177,6 +179,7 @@ typedef struct shm_peer {
   int pidfd;
   int lost; /* 0 or the status that broke this peer */
   int abort_seen;
+  double abort_noticed_s; /* when we first saw the abort word (0 = not yet) */
   int use_cma;     /* the peer can read our memory: large sends go CMA */
   int pid_visible; /* its pid means something here (same pid namespace) */
   double next_liveness_s;
@@ -671,10 +674,20 @@ static int shm_abort_must_wait(shm_peer *p) {
   return r->kind == SHM_KIND_INLINE;
 }
 
+/* An abort becomes visible once every message the peer wrote before it has been received here
+ * (so an operation the aborting rank had finished finishes here too), or after SHM_ABORT_ORDER_S
+ * when our side never asks for that data. */
 static void shm_check_abort(shm_transport *t, shm_peer *p) {
   if (p->abort_seen) return;
   int status = atomic_load_explicit(&p->in->abort_status, memory_order_acquire);
-  if (!status || (!p->lost && shm_abort_must_wait(p))) return;
+  if (!status) return;
+  if (!p->lost) {
+    double now = strata_now_s();
+    if (p->abort_noticed_s == 0) p->abort_noticed_s = now;
+    uint64_t owed = atomic_load_explicit(&p->in->abort_sent, memory_order_relaxed);
+    int data_owed = p->recv_seq < owed || shm_abort_must_wait(p);
+    if (data_owed && now - p->abort_noticed_s < SHM_ABORT_ORDER_S) return;
+  }
   p->abort_seen = 1;
   STRATA_LOG(STRATA_LOG_INFO, t->rank, "shm: peer %d aborted (%s)", p->rank,
              strata_err_name(status));
@@ -689,6 +702,9 @@ static void shm_check_liveness(shm_transport *t, shm_peer *p, double *now) {
   if (*now == 0) *now = strata_now_s();
   if (*now < p->next_liveness_s) return;
   p->next_liveness_s = *now + SHM_LIVENESS_PERIOD_S;
+  /* a peer that aborted may exit at once; its abort (published in order with the data it left
+   * in our ring, see shm_check_abort) says more than its death */
+  if (atomic_load_explicit(&p->in->abort_status, memory_order_acquire)) return;
   if (!shm_peer_alive(p)) shm_peer_fail(t, p, STRATA_ERR_PEER_LOST);
 }
 
@@ -727,6 +743,7 @@ static void shm_send_abort(strata_transport *base, int peer, int status) {
   shm_transport *t = (shm_transport *)base;
   shm_peer *p = shm_peer_of(t, peer);
   if (!p || !status) return;
+  atomic_store_explicit(&p->out->abort_sent, p->send_seq, memory_order_relaxed);
   atomic_store_explicit(&p->out->abort_status, status, memory_order_release);
 }
 

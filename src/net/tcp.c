@@ -60,7 +60,7 @@ enum {
 };
 static const double TCP_CONTROL_CHECK_S = 0.01;
 /* How long an ABORT may wait for the data its sender posted before it (see abort_publish). */
-static const double TCP_ABORT_ORDER_S = 0.1;
+static const double TCP_ABORT_ORDER_S = 1.0;
 /* For a peer whose data goes by another transport (shm), that transport delivers the abort in
  * order with its data; ours is only the backup, used when the peer is gone or after this long. */
 static const double TCP_ABORT_BACKUP_S = 1.0;
@@ -243,9 +243,11 @@ static void peer_fail(tcp_transport *t, tcp_peer *p, int status, const char *why
   p->lost_status = status;
   p->report = failed > 0 || !p->closing || status != STRATA_ERR_PEER_LOST;
   if (p->abort_status) {
-    /* it told us it was aborting: its departure is the abort, not a loss */
+    /* it told us it was aborting: its departure is the abort, not a loss. For a peer whose data
+     * goes over shm, that transport publishes the abort in order with the data still in its
+     * ring; ours stays the backup (abort_publish_ready, after TCP_ABORT_BACKUP_S). */
     p->report = 0;
-    abort_publish(t, p);
+    if (!p->control_only) abort_publish(t, p);
   }
   if (p->report)
     STRATA_LOG(STRATA_LOG_WARN, t->rank, "tcp: rank %d lost: %s", p->rank, why);
