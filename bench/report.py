@@ -4,9 +4,10 @@ ratios, physical limits, and the issue's targets marked PASS or FAIL.
 
 usage: report.py RAW_DIR [--strata PATH]
 
-RAW_DIR holds what run.sh wrote: {shm2,shm4,tcp2}_{strata,mpi,gloo}_<phase>.json (the JSON of
-`strata bench -J`, bench/mpi_allreduce and bench/gloo_allreduce.py, one file per phase of sizes),
-membw.json and iperf_*.json. Every comparison uses the in-place figures: the one mode all three
+RAW_DIR holds what run.sh wrote: {shm2,shm4,tcp2}_{strata,mpi,gloo}_<phase>_r<round>.json (the
+JSON of `strata bench -J`, bench/mpi_allreduce and bench/gloo_allreduce.py, one file per phase of
+sizes and round), membw_r<round>.json and iperf_*_r<round>.json. Where a size was measured in
+several rounds, the fastest round counts, for every library alike. Every comparison uses the in-place figures: the one mode all three
 share (Gloo's allreduce always reduces the tensor in place, as DDP does with its buckets).
 Ratios are strata/peer of bus bandwidth, which at one size is peer time / strata time.
 """
@@ -60,25 +61,40 @@ def load_runs(raw, config, lib):
 
 
 def iperf_per_direction_gbps(raw):
-    """GB/s each direction carries while both run at once: the better of --bidir and two pairs."""
+    """GB/s each direction carries while both run at once: the best of --bidir and of two
+    independent pairs, over every round."""
     best, how = 0.0, None
-    bidir = load_json(os.path.join(raw, "iperf_bidir.json"))
-    if bidir and "end" in bidir:
+    for path in sorted(glob.glob(os.path.join(raw, "iperf_bidir*.json"))):
+        bidir = load_json(path)
+        if not bidir or "end" not in bidir:
+            continue
         end = bidir["end"]
         fwd = end.get("sum_received", {}).get("bits_per_second", 0)
         rev = end.get("sum_received_bidir_reverse", {}).get("bits_per_second", 0)
-        if fwd and rev:
+        if fwd and rev and (fwd + rev) / 2 / 8e9 > best:
             best, how = (fwd + rev) / 2 / 8e9, "iperf3 --bidir: %.2f + %.2f GB/s" % (
                 fwd / 8e9, rev / 8e9)
-    ab = load_json(os.path.join(raw, "iperf_pair_ab.json"))
-    ba = load_json(os.path.join(raw, "iperf_pair_ba.json"))
-    if ab and ba and "end" in ab and "end" in ba:
+    for path in sorted(glob.glob(os.path.join(raw, "iperf_pair_ab*.json"))):
+        ab = load_json(path)
+        ba = load_json(path.replace("iperf_pair_ab", "iperf_pair_ba"))
+        if not (ab and ba and "end" in ab and "end" in ba):
+            continue
         fwd = ab["end"].get("sum_received", {}).get("bits_per_second", 0)
         rev = ba["end"].get("sum_received", {}).get("bits_per_second", 0)
         if fwd and rev and (fwd + rev) / 2 / 8e9 > best:
             best, how = (fwd + rev) / 2 / 8e9, "two iperf3 pairs at once: %.2f + %.2f GB/s" % (
                 fwd / 8e9, rev / 8e9)
     return best, how
+
+
+def membw_gbps(raw):
+    """Best memcpy figures over every round: (one thread, all threads)."""
+    one, every = 0.0, 0.0
+    for path in glob.glob(os.path.join(raw, "membw*.json")):
+        data = load_json(path) or {}
+        one = max(one, data.get("memcpy_1thread_gbps", 0))
+        every = max(every, data.get("memcpy_all_threads_gbps", 0))
+    return one, every
 
 
 def size_text(size):
@@ -184,11 +200,10 @@ def print_header(raw, strata):
     print("method: per size, one untimed call, barrier, N timed calls, mean per rank, max over "
           "ranks;\n        busbw = size / time x 2(n-1)/n (nccl-tests); results checked "
           "after timing.")
-    reps = {m.group(1) for m in (re.search(r"_r(\d+)\.json$", p)
-                                 for p in glob.glob(os.path.join(raw, "*_r*.json"))) if m}
-    if len(reps) > 1:
-        print("repetitions: %d, libraries interleaved; each library's fastest per size is shown"
-              % len(reps))
+    rounds = {m.group(1) for m in (re.search(r"_r(\d+)\.json$", p)
+                                   for p in glob.glob(os.path.join(raw, "*_r*.json"))) if m}
+    print("rounds: %d, libraries interleaved phase by phase; each library's fastest round per "
+          "size is shown" % len(rounds))
     try:
         with open(os.path.join(raw, "loadavg.txt")) as f:
             loads = [line.split()[1:4] for line in f if len(line.split()) > 3]
@@ -216,9 +231,7 @@ def main():
     raw = sys.argv[1]
     strata = sys.argv[sys.argv.index("--strata") + 1] if "--strata" in sys.argv else None
     print_header(raw, strata)
-    membw = load_json(os.path.join(raw, "membw.json")) or {}
-    mem1 = membw.get("memcpy_1thread_gbps", 0)
-    memall = membw.get("memcpy_all_threads_gbps", 0)
+    mem1, memall = membw_gbps(raw)
     duplex, duplex_how = iperf_per_direction_gbps(raw)
     all_data = {}
     for config, title in CONFIGS:

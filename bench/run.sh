@@ -106,7 +106,7 @@ gcc -std=gnu11 -O2 -Wall -Wextra -D_GNU_SOURCE "$here/membw.c" -o "$tools/membw"
 mpicc -std=gnu11 -O2 -Wall -Wextra "$here/mpi_allreduce.c" -o "$tools/mpi_allreduce"
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 
-# ---- 2. TCP only, two network namespaces joined by a veth pair ----
+# ---- the TCP path: two network namespaces joined by a veth pair ----
 ns_a=strata_bench_a_$$
 ns_b=strata_bench_b_$$
 veth_a=sbva$$
