@@ -292,6 +292,7 @@ int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_re
              op->sched.nsteps);
   status = strata_engine_submit(comm, op);
   if (req) {
+    pthread_cond_signal(&comm->cond); /* the progress thread drives it while nobody waits */
     pthread_mutex_unlock(&comm->lock);
     if (status != STRATA_OK) {
       strata_operation_free(op);

@@ -19,8 +19,6 @@
 #include "core/core.h"
 #include "engine/engine.h"
 
-/* Progress calls without activity before the waiter starts yielding the CPU / polling. */
-enum { STRATA_SPIN_BEFORE_IDLE = 256 };
 /* How long a failing rank keeps flushing its abort notices to the peers. */
 static const double STRATA_ABORT_FLUSH_S = 0.2;
 
@@ -140,7 +138,6 @@ static void operation_finish(strata_comm *comm, strata_operation *op, int status
   }
   op->next_active = NULL;
   atomic_store(&op->done, 1);
-  pthread_cond_broadcast(&comm->cond);
 }
 
 /* Process recorded transfer completions. Returns 1 if anything happened. */
@@ -230,17 +227,30 @@ static int engine_progress(strata_comm *comm) {
   return activity;
 }
 
-/* Nothing moved for a while: give the CPU away briefly (ranks may share cores). */
-static void engine_idle(strata_comm *comm) {
+/* Waiting without wasting the cores other ranks need. Tiers, by time without any completion:
+ * spin on progress (lowest latency when every rank has a core), then give the core away between
+ * polls (ranks sharing cores), then block in the transports for up to a millisecond. */
+enum { STRATA_IDLE_SPIN_NS = 30000, STRATA_IDLE_YIELD_NS = 2000000 };
+
+typedef struct idle_state {
+  double since_s;
+} idle_state;
+
+static void engine_idle(strata_comm *comm, idle_state *idle) {
   if (!comm->have_net) return;
+  double now = strata_now_s();
+  if (idle->since_s == 0) idle->since_s = now;
+  double idle_ns = (now - idle->since_s) * 1e9;
+  if (idle_ns < STRATA_IDLE_SPIN_NS) return;
   strata_transport *shm = comm->net.shm, *tcp = comm->net.tcp;
+  int block_ms = idle_ns < STRATA_IDLE_YIELD_NS ? 0 : 1;
   if (shm && !comm->tcp_data_peers) {
-    shm->ops->wait(shm, 1); /* tcp only watches for hang-ups here; its progress polls them */
+    shm->ops->wait(shm, block_ms); /* tcp only watches for hang-ups: its progress polls them */
   } else if (shm) {
     shm->ops->wait(shm, 0);
     tcp->ops->wait(tcp, 0);
   } else if (tcp) {
-    tcp->ops->wait(tcp, 1);
+    tcp->ops->wait(tcp, 1); /* poll() wakes as soon as data arrives */
   }
 }
 
@@ -313,7 +323,6 @@ int strata_engine_submit(strata_comm *comm, strata_operation *op) {
       step_complete(comm, op, i);
   if (op->steps_left == 0 && !atomic_load(&op->done) && !atomic_load(&comm->error))
     operation_finish(comm, op, STRATA_OK);
-  pthread_cond_broadcast(&comm->cond);
   return STRATA_OK;
 }
 
@@ -321,13 +330,12 @@ int strata_engine_poll(strata_comm *comm) { return engine_progress(comm); }
 
 /* Drive progress until `op` is done. Called with the lock held and comm->waiters counted. */
 int strata_engine_wait(strata_comm *comm, strata_operation *op) {
-  int idle = 0;
+  idle_state idle = {0};
   while (!atomic_load(&op->done)) {
-    if (engine_progress(comm)) {
-      idle = 0;
-    } else if (++idle > STRATA_SPIN_BEFORE_IDLE) {
-      engine_idle(comm);
-    }
+    if (engine_progress(comm))
+      idle.since_s = 0;
+    else
+      engine_idle(comm, &idle);
   }
   return op->status;
 }
@@ -335,7 +343,7 @@ int strata_engine_wait(strata_comm *comm, strata_operation *op) {
 void *strata_engine_thread_main(void *arg) {
   strata_comm *comm = arg;
   pthread_mutex_lock(&comm->lock);
-  int idle = 0;
+  idle_state idle = {0};
   while (!comm->thread_stop) {
     if (comm->active_count == 0 || atomic_load(&comm->waiters) > 0 || atomic_load(&comm->error)) {
       struct timespec deadline;
@@ -346,14 +354,13 @@ void *strata_engine_thread_main(void *arg) {
         deadline.tv_nsec -= 1000000000L;
       }
       pthread_cond_timedwait(&comm->cond, &comm->lock, &deadline);
-      idle = 0;
+      idle.since_s = 0;
       continue;
     }
-    if (engine_progress(comm)) {
-      idle = 0;
-    } else if (++idle > STRATA_SPIN_BEFORE_IDLE) {
-      engine_idle(comm);
-    }
+    if (engine_progress(comm))
+      idle.since_s = 0;
+    else
+      engine_idle(comm, &idle);
     /* let a caller that wants to wait take over */
     pthread_mutex_unlock(&comm->lock);
     pthread_mutex_lock(&comm->lock);
