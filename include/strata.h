@@ -153,6 +153,8 @@ typedef struct strata_config {
   char secret[256];         /* STRATA_SECRET; "" = no authentication secret (still checked: all
                                ranks must agree) */
   int shm_enabled;          /* STRATA_SHM (1/0): shared memory between ranks of one host */
+  int shm_cma;              /* STRATA_SHM_CMA (1/0): large shm messages by single-copy
+                               process_vm_readv (1, default) or through the rings only (0) */
   int tcp_streams;          /* STRATA_TCP_STREAMS: TCP connections per peer pair, 1..64 */
   size_t tcp_buffer_bytes;  /* STRATA_TCP_BUFFER: SO_SNDBUF/SO_RCVBUF; 0 = kernel default */
   size_t chunk_bytes;       /* STRATA_CHUNK: pipelining chunk size of ring algorithms */

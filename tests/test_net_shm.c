@@ -79,6 +79,7 @@ static int child_main(int rank, int nranks, const char *job_id, scenario_fn fn, 
   memset(&cfg, 0, sizeof cfg);
   snprintf(cfg.job_id, sizeof cfg.job_id, "%s", job_id);
   cfg.timeout_s = open_timeout_s;
+  cfg.shm_cma = getenv("STRATA_SHM_CMA") == NULL; /* the test toggles the knob per scenario */
   int is_local[MAX_RANKS];
   for (int q = 0; q < nranks; q++) is_local[q] = 1;
   if (loc) loc(rank, nranks, is_local);

@@ -54,6 +54,7 @@ void strata_config_init(strata_config *cfg) {
   cfg->store_external = 0;
   snprintf(cfg->job_id, sizeof cfg->job_id, "strata");
   cfg->shm_enabled = 1;
+  cfg->shm_cma = 1;
   cfg->tcp_streams = 4;
   cfg->tcp_buffer_bytes = (size_t)4 << 20;
   cfg->chunk_bytes = 0; /* the schedule builder's default */
@@ -271,6 +272,7 @@ static int overlay_strata(env_reader *r, strata_config *cfg) {
     return env_error(r, "STRATA_SECRET", "(hidden)", "at most 255 characters");
   if (secret) snprintf(cfg->secret, sizeof cfg->secret, "%s", secret);
   TRY(env_bool(r, "STRATA_SHM", &cfg->shm_enabled));
+  TRY(env_bool(r, "STRATA_SHM_CMA", &cfg->shm_cma));
   TRY(env_int(r, "STRATA_TCP_STREAMS", 1, 64, &cfg->tcp_streams, NULL));
   TRY(env_size(r, "STRATA_TCP_BUFFER", &cfg->tcp_buffer_bytes));
   TRY(env_size(r, "STRATA_CHUNK", &cfg->chunk_bytes));

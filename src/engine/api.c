@@ -209,6 +209,15 @@ static int operation_alloc_steps(strata_operation *op) {
 
 static uint8_t empty_buffer[1];
 
+/* Pipelining pays where a transfer keeps the wire busy while the CPU reduces (TCP). Between
+ * ranks of one host every transfer is a memory copy by a rank's own core (single-copy pulls
+ * with the reduction fused in), so cutting a message finer only adds per-message costs: measured
+ * 2 ranks, 16 MiB out of place, 1 MiB chunks 2.3 GB/s busbw against 5.0 GB/s in one round. */
+static uint64_t default_chunk_bytes(const strata_comm *comm) {
+  enum { TCP_CHUNK_BYTES = 1 << 20, SHM_CHUNK_BYTES = 16 << 20 };
+  return comm->tcp_data_peers ? TCP_CHUNK_BYTES : SHM_CHUNK_BYTES;
+}
+
 static int operation_create(strata_comm *comm, const strata_coll_args *args,
                             strata_operation **out) {
   int status = check_args(comm, args);
@@ -250,7 +259,7 @@ static int operation_create(strata_comm *comm, const strata_coll_args *args,
       .count = resolved.count,
       .elem_size = (uint32_t)elem,
       .in_place = in_place,
-      .chunk_bytes = comm->cfg.chunk_bytes,
+      .chunk_bytes = comm->cfg.chunk_bytes ? comm->cfg.chunk_bytes : default_chunk_bytes(comm),
   };
   status = strata_schedule_build(&params, &op->sched);
   if (status == STRATA_OK && op->sched.scratch_bytes) {

@@ -38,7 +38,7 @@
  * At open each receiver probes process_vm_readv against a canary word in each peer's private
  * memory and publishes the result in the channel; a sender uses CMA towards a peer only if that
  * peer could read it. Yama ptrace_scope, seccomp or containers can forbid it, and then everything
- * goes INLINE. STRATA_SHM_CMA=0 forces INLINE (a debugging knob, read at open; not a tuning one).
+ * goes INLINE. cfg->shm_cma = 0 (STRATA_SHM_CMA=0) forces INLINE.
  *
  * Matching. Receives from a peer are served strictly in posting order: the head receive takes the
  * next record. A record whose tag or byte count differs completes the receive with
@@ -926,11 +926,6 @@ static int shm_cma_probe(const shm_header *h) {
          value == h->canary_value;
 }
 
-static int shm_env_cma_enabled(void) {
-  const char *v = getenv("STRATA_SHM_CMA");
-  return !(v && strcmp(v, "0") == 0);
-}
-
 /* Map peer p's segment and find our channel in it. */
 static int shm_map_peer(shm_open_ctx *c, shm_peer *p, int cma_enabled) {
   shm_transport *t = c->t;
@@ -1008,7 +1003,7 @@ static int shm_rendezvous(shm_open_ctx *c) {
   shm_key(c, t->rank, "segment", key, sizeof key);
   rc = strata_store_set(c->store, key, segment, strlen(segment));
   if (rc != STRATA_OK) return shm_fail(c, rc, "shm: store set failed (%s)", key);
-  int cma_enabled = shm_env_cma_enabled();
+  int cma_enabled = c->cfg->shm_cma;
   for (int i = 0; i < t->npeers; i++) {
     rc = shm_map_peer(c, &t->peers[i], cma_enabled);
     if (rc != STRATA_OK) return rc;
@@ -1026,7 +1021,7 @@ static int shm_rendezvous(shm_open_ctx *c) {
   return STRATA_OK;
 }
 
-static void shm_log_paths(shm_transport *t) {
+static void shm_log_paths(shm_transport *t, int cma_enabled) {
   int cma = 0;
   for (int i = 0; i < t->npeers; i++) cma += t->peers[i].use_cma;
   unsigned long long ring_kib = (unsigned long long)(t->ring_bytes >> 10);
@@ -1041,7 +1036,7 @@ static void shm_log_paths(shm_transport *t) {
     STRATA_LOG(STRATA_LOG_INFO, t->rank,
                "shm: %d local peers, %llu KiB rings; every message streams inline (%s)", t->npeers,
                ring_kib,
-               shm_env_cma_enabled() ? "process_vm_readv not permitted: ptrace restrictions?"
+               cma_enabled ? "process_vm_readv not permitted: ptrace restrictions?"
                                      : "STRATA_SHM_CMA=0");
   else
     STRATA_LOG(STRATA_LOG_INFO, t->rank,
@@ -1107,11 +1102,11 @@ int strata_shm_open(const strata_config *cfg, int rank, int nranks, strata_store
       shm_destroy(&t->base);
       return rc;
     }
-    int cma_enabled = shm_env_cma_enabled();
+    int cma_enabled = cfg->shm_cma;
     for (int i = 0; i < t->npeers; i++)
       t->peers[i].use_cma = cma_enabled && t->peers[i].out->cma_readable;
   }
-  shm_log_paths(t);
+  shm_log_paths(t, cfg->shm_cma);
   *out = &t->base;
   return STRATA_OK;
 }
