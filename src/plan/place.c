@@ -1,0 +1,636 @@
+/*
+ * place.c — placement solvers over a link matrix: bottleneck ring, site grouping, pipeline
+ * stages (see place.h for the objectives, stated exactly).
+ *
+ * Why the bottleneck: a pipelined ring moves one chunk per step over every hop at once, and a
+ * step ends when its slowest hop does; 2(n-1) steps of the slowest hop is the ring's time. So
+ * the order to choose is the Hamiltonian cycle whose heaviest edge is lightest (the bottleneck
+ * TSP), and among those the one with the least total, which helps when steps are not in lock
+ * step.
+ *
+ * The exact solver: the candidate thresholds are the distinct edge costs; a binary search finds
+ * the least threshold T under which a Hamiltonian cycle exists (a bitset DP over subsets that
+ * contain slot 0: reach[mask] = the ends of paths 0 -> ... covering mask), then Held-Karp finds
+ * the cheapest such cycle using edges <= T. O(2^n n^2) time, O(2^n n) memory: 12 ranks in
+ * milliseconds; refused above STRATA_PLACE_EXACT_LIMIT.
+ *
+ * The local search (2-opt, Or-opt) evaluates the whole ring per candidate after a constant-time
+ * filter (a move that adds an edge above the current max can never be better), O(n^3) per pass
+ * at worst; fine for the hundreds of ranks a WAN job has, not for 100,000.
+ *
+ * Invariants: every function takes and returns permutations of 0..n-1; nothing is global; every
+ * random choice comes from a splitmix64 stream seeded by the caller, so results are repeatable.
+ */
+#include "plan/place.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strata.h"
+
+/* ---- helpers ---- */
+
+static uint64_t rng_next(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+static int rng_below(uint64_t *state, int bound) {
+  return (int)(rng_next(state) % (uint64_t)bound);
+}
+
+static void shuffle(int *a, int n, uint64_t *state) {
+  for (int i = n - 1; i > 0; i--) {
+    int j = rng_below(state, i + 1);
+    int t = a[i];
+    a[i] = a[j];
+    a[j] = t;
+  }
+}
+
+static double hop_us(const strata_link_matrix *m, int i, int j, double bytes) {
+  double a = strata_link_matrix_send_us(m, i, j, bytes);
+  double b = strata_link_matrix_send_us(m, j, i, bytes);
+  return a > b ? a : b;
+}
+
+void strata_place_hop_costs(const strata_link_matrix *m, double bytes, double *w) {
+  int n = m->nranks;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) w[(size_t)i * (size_t)n + (size_t)j] = hop_us(m, i, j, bytes);
+}
+
+#define W(i, j) w[(size_t)(i) * (size_t)n + (size_t)(j)]
+
+strata_ring_score strata_place_ring_score(int n, const double *w, const int *seq) {
+  strata_ring_score s = {0, 0, 0};
+  if (n < 2) return s;
+  for (int k = 0; k < n; k++) {
+    double c = W(seq[k], seq[(k + 1) % n]);
+    s.sum_hop_us += c;
+    if (c > s.max_hop_us) {
+      s.max_hop_us = c;
+      s.hops_at_max = 1;
+    } else if (c == s.max_hop_us) {
+      s.hops_at_max++;
+    }
+  }
+  return s;
+}
+
+/* Sums compare with a relative tolerance so rounding never makes a cycle of moves. */
+int strata_place_ring_score_compare(strata_ring_score a, strata_ring_score b) {
+  if (a.max_hop_us != b.max_hop_us) return a.max_hop_us < b.max_hop_us ? -1 : 1;
+  if (a.hops_at_max != b.hops_at_max) return a.hops_at_max < b.hops_at_max ? -1 : 1;
+  double tol = 1e-12 * (fabs(a.sum_hop_us) + fabs(b.sum_hop_us));
+  if (a.sum_hop_us < b.sum_hop_us - tol) return -1;
+  if (a.sum_hop_us > b.sum_hop_us + tol) return 1;
+  return 0;
+}
+
+void strata_place_launch_order(int n, const int *seq, int *order) {
+  for (int k = 0; k < n; k++) order[seq[k]] = k;
+}
+
+/* ---- exact ---- */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Is there a Hamiltonian cycle using only edges with cost <= t? reach has 2^n entries. */
+static int has_cycle(int n, const double *w, double t, uint32_t *reach) {
+  uint32_t adj[STRATA_PLACE_EXACT_LIMIT];
+  for (int i = 0; i < n; i++) {
+    adj[i] = 0;
+    for (int j = 0; j < n; j++)
+      if (i != j && W(i, j) <= t) adj[i] |= 1u << j;
+  }
+  uint32_t full = (1u << n) - 1;
+  memset(reach, 0, sizeof *reach << n);
+  reach[1] = 1; /* the path "0" ends at 0 */
+  for (uint32_t mask = 1; mask <= full; mask += 2) {
+    uint32_t ends = reach[mask];
+    while (ends) {
+      int j = __builtin_ctz(ends);
+      ends &= ends - 1;
+      uint32_t next = adj[j] & ~mask;
+      while (next) {
+        int k = __builtin_ctz(next);
+        next &= next - 1;
+        reach[mask | (1u << k)] |= 1u << k;
+      }
+    }
+  }
+  return (reach[full] & adj[0]) != 0;
+}
+
+/* Held-Karp: the least-sum cycle through 0 using edges <= t (one exists). */
+static int least_sum_cycle(int n, const double *w, double t, int *seq) {
+  size_t states = (size_t)1 << n;
+  double *dp = malloc(states * (size_t)n * sizeof *dp);
+  signed char *parent = malloc(states * (size_t)n);
+  if (!dp || !parent) {
+    free(dp);
+    free(parent);
+    return STRATA_ERR_NO_MEMORY;
+  }
+  for (size_t i = 0; i < states * (size_t)n; i++) dp[i] = INFINITY;
+  dp[1 * (size_t)n + 0] = 0;
+  parent[1 * (size_t)n + 0] = -1;
+  for (size_t mask = 1; mask < states; mask += 2)
+    for (int j = 0; j < n; j++) {
+      double here = dp[mask * (size_t)n + (size_t)j];
+      if (!isfinite(here)) continue;
+      for (int k = 1; k < n; k++) {
+        if ((mask >> k) & 1 || W(j, k) > t) continue;
+        size_t to = (mask | ((size_t)1 << k)) * (size_t)n + (size_t)k;
+        if (here + W(j, k) < dp[to]) {
+          dp[to] = here + W(j, k);
+          parent[to] = (signed char)j;
+        }
+      }
+    }
+  size_t full = states - 1;
+  int best = -1;
+  double best_sum = INFINITY;
+  for (int j = 1; j < n; j++) {
+    double c = dp[full * (size_t)n + (size_t)j];
+    if (W(j, 0) <= t && c + W(j, 0) < best_sum) {
+      best_sum = c + W(j, 0);
+      best = j;
+    }
+  }
+  size_t mask = full;
+  for (int k = n - 1; k >= 0 && best >= 0; k--) {
+    seq[k] = best;
+    int prev = parent[mask * (size_t)n + (size_t)best];
+    mask &= ~((size_t)1 << best);
+    best = prev;
+  }
+  free(dp);
+  free(parent);
+  return STRATA_OK;
+}
+
+int strata_place_ring_exact(int n, const double *w, int *seq) {
+  if (n < 1 || n > STRATA_PLACE_EXACT_LIMIT) return STRATA_ERR_INVALID_ARG;
+  for (int k = 0; k < n; k++) seq[k] = k;
+  if (n <= 3) return STRATA_OK; /* every ring of 3 or fewer is the same cycle */
+  size_t nedges = (size_t)n * (size_t)(n - 1);
+  double *edges = malloc(nedges * sizeof *edges);
+  uint32_t *reach = malloc(sizeof *reach << n);
+  if (!edges || !reach) {
+    free(edges);
+    free(reach);
+    return STRATA_ERR_NO_MEMORY;
+  }
+  size_t e = 0;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++)
+      if (i != j) edges[e++] = W(i, j);
+  qsort(edges, nedges, sizeof *edges, cmp_double);
+  size_t lo = 0, hi = nedges - 1; /* the complete graph always has a cycle at edges[hi] */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (has_cycle(n, w, edges[mid], reach))
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  int rc = least_sum_cycle(n, w, edges[lo], seq);
+  free(edges);
+  free(reach);
+  return rc;
+}
+
+/* ---- local search ---- */
+
+/* Are the groups contiguous blocks of the ring (or all one group)? */
+static int groups_contiguous(int n, const int *group, const int *seq, int ngroups) {
+  if (!group || ngroups <= 1) return 1;
+  int changes = 0;
+  for (int k = 0; k < n; k++) changes += group[seq[k]] != group[seq[(k + 1) % n]];
+  return changes == ngroups;
+}
+
+static int count_groups(int n, const int *group) {
+  if (!group) return 1;
+  int most = 0;
+  for (int i = 0; i < n; i++)
+    if (group[i] + 1 > most) most = group[i] + 1;
+  return most;
+}
+
+static void reverse(int *seq, int i, int j) {
+  for (; i < j; i++, j--) {
+    int t = seq[i];
+    seq[i] = seq[j];
+    seq[j] = t;
+  }
+}
+
+/* Applies the candidate in `trial` if it beats *best; returns 1 when it did. */
+static int accept_if_better(int n, const double *w, const int *group, int ngroups, int *seq,
+                            const int *trial, strata_ring_score *best) {
+  strata_ring_score s = strata_place_ring_score(n, w, trial);
+  if (strata_place_ring_score_compare(s, *best) >= 0) return 0;
+  if (!groups_contiguous(n, group, trial, ngroups)) return 0;
+  memcpy(seq, trial, (size_t)n * sizeof *seq);
+  *best = s;
+  return 1;
+}
+
+/* 2-opt: reverse seq[i+1..j]; edges (i,i+1),(j,j+1) become (i,j),(i+1,j+1). */
+static int two_opt_pass(int n, const double *w, const int *group, int ngroups, int *seq, int *trial,
+                        strata_ring_score *best) {
+  int moves = 0;
+  for (int i = 0; i < n - 1; i++)
+    for (int j = i + 2; j < n; j++) {
+      int a = seq[i], b = seq[i + 1], c = seq[j], d = seq[(j + 1) % n];
+      if (d == a) continue;
+      if (W(a, c) > best->max_hop_us || W(b, d) > best->max_hop_us) continue;
+      memcpy(trial, seq, (size_t)n * sizeof *seq);
+      reverse(trial, i + 1, j);
+      moves += accept_if_better(n, w, group, ngroups, seq, trial, best);
+    }
+  return moves;
+}
+
+/* Or-opt: move the segment seq[i..i+len-1] (maybe reversed) to after position p. */
+static int or_opt_pass(int n, const double *w, const int *group, int ngroups, int *seq, int *trial,
+                       strata_ring_score *best) {
+  int moves = 0;
+  for (int len = 1; len <= 3 && len < n - 1; len++)
+    for (int i = 0; i + len <= n; i++)
+      for (int p = 0; p < n; p++) {
+        if (p >= i - 1 && p < i + len) continue; /* inside or just before: no move */
+        for (int flip = 0; flip < 2; flip++) {
+          int seg[3], t = 0;
+          for (int k = 0; k < len; k++) seg[k] = seq[flip ? i + len - 1 - k : i + k];
+          int after = seq[p], before = seq[(p + 1) % n];
+          if (W(after, seg[0]) > best->max_hop_us || W(seg[len - 1], before) > best->max_hop_us)
+            continue;
+          for (int k = 0; k < n; k++) {
+            if (k >= i && k < i + len) continue;
+            trial[t++] = seq[k];
+            if (k == p)
+              for (int q = 0; q < len; q++) trial[t++] = seg[q];
+          }
+          moves += accept_if_better(n, w, group, ngroups, seq, trial, best);
+        }
+      }
+  return moves;
+}
+
+int strata_place_ring_improve(int n, const double *w, const int *group, int *seq) {
+  if (n < 4) return 0;
+  int *trial = malloc((size_t)n * sizeof *trial);
+  if (!trial) return STRATA_ERR_NO_MEMORY;
+  int ngroups = count_groups(n, group);
+  strata_ring_score best = strata_place_ring_score(n, w, seq);
+  int total = 0;
+  for (int pass = 0; pass < 1000; pass++) {
+    int moves = two_opt_pass(n, w, group, ngroups, seq, trial, &best);
+    moves += or_opt_pass(n, w, group, ngroups, seq, trial, &best);
+    total += moves;
+    if (moves == 0) break;
+  }
+  free(trial);
+  return total;
+}
+
+static void nearest_neighbour(int n, const double *w, int start, int *seq, char *used) {
+  memset(used, 0, (size_t)n);
+  seq[0] = start;
+  used[start] = 1;
+  for (int k = 1; k < n; k++) {
+    int from = seq[k - 1], pick = -1;
+    for (int j = 0; j < n; j++)
+      if (!used[j] && (pick < 0 || W(from, j) < W(from, pick))) pick = j;
+    seq[k] = pick;
+    used[pick] = 1;
+  }
+}
+
+int strata_place_ring_heuristic(int n, const double *w, uint64_t seed, int *seq) {
+  if (n < 1) return STRATA_ERR_INVALID_ARG;
+  int *trial = malloc((size_t)n * sizeof *trial);
+  char *used = malloc((size_t)n);
+  if (!trial || !used) {
+    free(trial);
+    free(used);
+    return STRATA_ERR_NO_MEMORY;
+  }
+  for (int k = 0; k < n; k++) seq[k] = k;
+  int rc = strata_place_ring_improve(n, w, NULL, seq);
+  strata_ring_score best = strata_place_ring_score(n, w, seq);
+  uint64_t state = seed;
+  int starts = n < 8 ? n : 8;
+  for (int s = 0; s < starts && rc >= 0; s++) {
+    nearest_neighbour(n, w, s == 0 ? 0 : rng_below(&state, n), trial, used);
+    rc = strata_place_ring_improve(n, w, NULL, trial);
+    strata_ring_score score = strata_place_ring_score(n, w, trial);
+    if (rc >= 0 && strata_place_ring_score_compare(score, best) < 0) {
+      memcpy(seq, trial, (size_t)n * sizeof *seq);
+      best = score;
+    }
+  }
+  free(trial);
+  free(used);
+  return rc < 0 ? rc : STRATA_OK;
+}
+
+int strata_place_ring(int n, const double *w, uint64_t seed, int *seq) {
+  if (n <= STRATA_PLACE_EXACT_MAX_RANKS) return strata_place_ring_exact(n, w, seq);
+  return strata_place_ring_heuristic(n, w, seed, seq);
+}
+
+/* ---- predicted times ---- */
+
+double strata_place_ring_allreduce_us(const strata_link_matrix *m, const int *seq, double bytes) {
+  int n = m->nranks;
+  if (n < 2) return 0;
+  double chunk = bytes / n, worst = 0;
+  for (int k = 0; k < n; k++) {
+    double c = hop_us(m, seq[k], seq[(k + 1) % n], chunk);
+    if (c > worst) worst = c;
+  }
+  return 2.0 * (n - 1) * worst;
+}
+
+double strata_place_random_allreduce_us(const strata_link_matrix *m, double bytes, int samples,
+                                        uint64_t seed) {
+  int n = m->nranks;
+  int *seq = malloc((size_t)n * sizeof *seq);
+  if (!seq || samples < 1) {
+    free(seq);
+    return -1;
+  }
+  uint64_t state = seed;
+  double total = 0;
+  for (int s = 0; s < samples; s++) {
+    for (int k = 0; k < n; k++) seq[k] = k;
+    shuffle(seq, n, &state);
+    total += strata_place_ring_allreduce_us(m, seq, bytes);
+  }
+  free(seq);
+  return total / samples;
+}
+
+/* ---- sites ---- */
+
+static int find_root(int *parent, int i) {
+  while (parent[i] != i) i = parent[i] = parent[parent[i]];
+  return i;
+}
+
+static void number_groups(int n, const int *root, int *site_of, int *nsites) {
+  int *id = malloc((size_t)n * sizeof *id);
+  *nsites = 0;
+  for (int i = 0; i < n; i++) id[i] = -1;
+  for (int i = 0; i < n; i++) {
+    if (id[root[i]] < 0) id[root[i]] = (*nsites)++;
+    site_of[i] = id[root[i]];
+  }
+  free(id);
+}
+
+static double sym_latency(const strata_link_matrix *m, int i, int j) {
+  double a = strata_link_matrix_latency_us(m, i, j), b = strata_link_matrix_latency_us(m, j, i);
+  return a > b ? a : b;
+}
+
+/* The latency below which two ranks share a site, or -1 for "one site". */
+static double cluster_threshold(const strata_link_matrix *m) {
+  int n = m->nranks;
+  size_t count = 0;
+  double *v = malloc((size_t)n * (size_t)n * sizeof *v);
+  if (!v) return -1;
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++) v[count++] = fmax(sym_latency(m, i, j), 1e-3);
+  qsort(v, count, sizeof *v, cmp_double);
+  double best_ratio = 4.0, threshold = -1;
+  for (size_t k = 0; k + 1 < count; k++)
+    if (v[k + 1] / v[k] >= best_ratio) {
+      best_ratio = v[k + 1] / v[k];
+      threshold = sqrt(v[k] * v[k + 1]);
+    }
+  free(v);
+  return threshold;
+}
+
+int strata_place_sites(const strata_link_matrix *m, int *site_of, int *nsites, int *from_labels) {
+  int n = m->nranks, labelled = 1;
+  int *root = malloc((size_t)n * sizeof *root);
+  if (!root) return STRATA_ERR_NO_MEMORY;
+  for (int i = 0; i < n; i++) labelled &= m->site[i][0] != '\0';
+  for (int i = 0; i < n; i++) root[i] = i;
+  if (labelled) {
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < i; j++)
+        if (!strcmp(m->site[i], m->site[j]) && root[i] == i) root[i] = root[j];
+  } else {
+    double t = cluster_threshold(m);
+    for (int i = 0; i < n; i++)
+      for (int j = i + 1; j < n; j++)
+        if (t < 0 || sym_latency(m, i, j) < t) root[find_root(root, i)] = find_root(root, j);
+    for (int i = 0; i < n; i++) root[i] = find_root(root, i);
+  }
+  number_groups(n, root, site_of, nsites);
+  if (from_labels) *from_labels = labelled;
+  free(root);
+  return STRATA_OK;
+}
+
+/* Rotates a site's own ring so that its heaviest hop is the one cut open. */
+static void cut_at_heaviest(int k, const double *w, int n, int *block) {
+  int cut = 0;
+  for (int q = 0; q < k; q++)
+    if (W(block[q], block[(q + 1) % k]) > W(block[cut], block[(cut + 1) % k])) cut = q;
+  int *tmp = malloc((size_t)k * sizeof *tmp);
+  for (int q = 0; q < k; q++) tmp[q] = block[(cut + 1 + q) % k];
+  memcpy(block, tmp, (size_t)k * sizeof *tmp);
+  free(tmp);
+}
+
+/* Orders one site's members as a path: the ring solver on the sub-matrix, cut open. */
+static int order_site(const double *w, int n, int *members, int k, uint64_t seed) {
+  if (k < 3) return STRATA_OK;
+  double *sub = malloc((size_t)k * (size_t)k * sizeof *sub);
+  int *seq = malloc((size_t)k * sizeof *seq), *tmp = malloc((size_t)k * sizeof *tmp);
+  int rc = sub && seq && tmp ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  if (rc == STRATA_OK) {
+    for (int a = 0; a < k; a++)
+      for (int b = 0; b < k; b++) sub[a * k + b] = W(members[a], members[b]);
+    rc = strata_place_ring(k, sub, seed, seq);
+  }
+  if (rc == STRATA_OK) {
+    for (int q = 0; q < k; q++) tmp[q] = members[seq[q]];
+    cut_at_heaviest(k, w, n, tmp);
+    memcpy(members, tmp, (size_t)k * sizeof *tmp);
+  }
+  free(sub);
+  free(seq);
+  free(tmp);
+  return rc;
+}
+
+int strata_place_sites_ring(const strata_link_matrix *m, double bytes, uint64_t seed, int *seq) {
+  int n = m->nranks, nsites = 0;
+  double *w = malloc((size_t)n * (size_t)n * sizeof *w);
+  int *site_of = malloc((size_t)n * sizeof *site_of);
+  int *start = calloc((size_t)n + 1, sizeof *start);
+  if (!w || !site_of || !start) {
+    free(w);
+    free(site_of);
+    free(start);
+    return STRATA_ERR_NO_MEMORY;
+  }
+  strata_place_hop_costs(m, n > 0 ? bytes / n : bytes, w);
+  int rc = strata_place_sites(m, site_of, &nsites, NULL);
+  /* Blocks: the members of site s are seq[start[s] .. start[s+1]-1], in slot order. */
+  for (int i = 0; rc == STRATA_OK && i < n; i++) start[site_of[i] + 1]++;
+  for (int s = 0; s < nsites; s++) start[s + 1] += start[s];
+  int *fill = malloc((size_t)(nsites > 0 ? nsites : 1) * sizeof *fill);
+  if (!fill) rc = STRATA_ERR_NO_MEMORY;
+  for (int s = 0; rc == STRATA_OK && s < nsites; s++) fill[s] = start[s];
+  for (int i = 0; rc == STRATA_OK && i < n; i++) seq[fill[site_of[i]]++] = i;
+  for (int s = 0; rc == STRATA_OK && s < nsites; s++)
+    rc = order_site(w, n, seq + start[s], start[s + 1] - start[s], seed + (uint64_t)s);
+  /* Block order and orientation are left to the constrained local search, which may reverse
+   * or move whole blocks' ends but never split a site. */
+  if (rc == STRATA_OK && strata_place_ring_improve(n, w, site_of, seq) < 0)
+    rc = STRATA_ERR_NO_MEMORY;
+  free(fill);
+  free(w);
+  free(site_of);
+  free(start);
+  return rc;
+}
+
+/* ---- pipeline ---- */
+
+static double stage_param_bytes(const strata_pipeline_spec *spec, int s) {
+  if (spec->layers <= 0) return spec->param_bytes / spec->stages;
+  int base = spec->layers / spec->stages, extra = spec->layers % spec->stages;
+  int mine = base + (s < extra ? 1 : 0);
+  return spec->param_bytes * mine / spec->layers;
+}
+
+strata_pipeline_cost strata_place_pipeline_cost(const strata_link_matrix *m,
+                                                const strata_pipeline_spec *spec,
+                                                const int *slot_of) {
+  int S = spec->stages, D = spec->replicas;
+  strata_pipeline_cost c = {0, 0, 0};
+  for (int s = 0; s < S && D > 1; s++) {
+    double chunk = stage_param_bytes(spec, s) / D, worst = 0;
+    for (int d = 0; d < D; d++) {
+      double h = hop_us(m, slot_of[s * D + d], slot_of[s * D + (d + 1) % D], chunk);
+      if (h > worst) worst = h;
+    }
+    double dp = 2.0 * (D - 1) * worst;
+    if (dp > c.dp_us) c.dp_us = dp;
+  }
+  for (int d = 0; d < D; d++) {
+    double pp = 0;
+    for (int s = 0; s + 1 < S; s++) {
+      int a = slot_of[s * D + d], b = slot_of[(s + 1) * D + d];
+      pp += strata_link_matrix_send_us(m, a, b, spec->activation_bytes) +
+            strata_link_matrix_send_us(m, b, a, spec->activation_bytes);
+    }
+    pp *= spec->microbatches;
+    if (pp > c.pp_us) c.pp_us = pp;
+  }
+  c.total_us = c.dp_us + c.pp_us;
+  return c;
+}
+
+/* Swap descent: best-improvement sweeps over all pairs until none helps. */
+static double descend(const strata_link_matrix *m, const strata_pipeline_spec *spec, int *a,
+                      int n) {
+  double best = strata_place_pipeline_cost(m, spec, a).total_us;
+  for (int improved = 1; improved;) {
+    improved = 0;
+    for (int i = 0; i < n; i++)
+      for (int j = i + 1; j < n; j++) {
+        int t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+        double c = strata_place_pipeline_cost(m, spec, a).total_us;
+        if (c < best * (1 - 1e-12)) {
+          best = c;
+          improved = 1;
+        } else {
+          a[j] = a[i];
+          a[i] = t;
+        }
+      }
+  }
+  return best;
+}
+
+static int pipeline_spec_ok(const strata_link_matrix *m, const strata_pipeline_spec *spec) {
+  return spec->stages >= 1 && spec->replicas >= 1 && spec->microbatches >= 1 &&
+         (long)spec->stages * spec->replicas == m->nranks && spec->param_bytes >= 0 &&
+         spec->activation_bytes >= 0 && spec->layers >= 0 &&
+         (spec->layers == 0 || spec->layers >= spec->stages);
+}
+
+/* Consider candidate `a`: descend, keep in `best` if better. */
+static void try_start(const strata_link_matrix *m, const strata_pipeline_spec *spec, int *a,
+                      int *best, double *best_cost) {
+  int n = m->nranks;
+  double c = descend(m, spec, a, n);
+  if (c < *best_cost) {
+    *best_cost = c;
+    memcpy(best, a, (size_t)n * sizeof *a);
+  }
+}
+
+int strata_place_pipeline(const strata_link_matrix *m, const strata_pipeline_spec *spec,
+                          int iterations, uint64_t seed, int *slot_of) {
+  if (!pipeline_spec_ok(m, spec)) return STRATA_ERR_INVALID_ARG;
+  int n = m->nranks;
+  int *a = malloc((size_t)n * sizeof *a), *ring = malloc((size_t)n * sizeof *ring);
+  if (!a || !ring) {
+    free(a);
+    free(ring);
+    return STRATA_ERR_NO_MEMORY;
+  }
+  uint64_t state = seed;
+  double best_cost = INFINITY;
+  for (int k = 0; k < n; k++) a[k] = k;
+  try_start(m, spec, a, slot_of, &best_cost);
+  /* Site-grouped ring, read stage-major (a stage's replicas side by side) and replica-major. */
+  int rc = strata_place_sites_ring(m, spec->activation_bytes, seed, ring);
+  if (rc == STRATA_OK) {
+    memcpy(a, ring, (size_t)n * sizeof *a);
+    try_start(m, spec, a, slot_of, &best_cost);
+    for (int s = 0; s < spec->stages; s++)
+      for (int d = 0; d < spec->replicas; d++)
+        a[s * spec->replicas + d] = ring[d * spec->stages + s];
+    try_start(m, spec, a, slot_of, &best_cost);
+  }
+  if (iterations <= 0) iterations = 200;
+  for (int it = 0; rc == STRATA_OK && it < iterations; it++) {
+    memcpy(a, slot_of, (size_t)n * sizeof *a);
+    if (it % 10 == 0)
+      shuffle(a, n, &state); /* a fresh random start now and then */
+    else
+      for (int k = 0; k < 2 + it % 3 && n > 1; k++) { /* a kick from the best */
+        int i = rng_below(&state, n), j = rng_below(&state, n), t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+      }
+    try_start(m, spec, a, slot_of, &best_cost);
+  }
+  free(a);
+  free(ring);
+  return rc;
+}

@@ -1,0 +1,387 @@
+/*
+ * linkmatrix.c — the link-matrix file: one tree, two spellings (JSON and YAML).
+ *
+ * Reading goes through the YAML tree of topo_yaml.c for both spellings: JSON is YAML flow style,
+ * so one parser gives file:line:col positions for every error in either. Writing is by hand,
+ * with "%.17g" so that a matrix written and read back is bit-identical.
+ *
+ * The loader is strict: an unknown key, a row of the wrong length, a negative latency or a zero
+ * bandwidth off the diagonal is an error naming its position, because a silently wrong matrix
+ * makes the placer optimize the wrong thing. The diagonal may be 0 or null and is ignored.
+ * Nothing here knows how the numbers were measured (tools/probe.c) or used (src/plan/place.c).
+ */
+#include "topo/linkmatrix.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "strata.h"
+#include "topo/topo_internal.h"
+
+#define LINKMATRIX_FORMAT_NAME "strata-link-matrix"
+#define LINKMATRIX_VERSION 1
+#define LINKMATRIX_MAX_FILE_BYTES (256u << 20)
+
+int strata_link_matrix_alloc(strata_link_matrix *m, int nranks) {
+  memset(m, 0, sizeof *m);
+  if (nranks < 1 || nranks > STRATA_LINKMATRIX_MAX_RANKS) return STRATA_ERR_INVALID_ARG;
+  size_t n = (size_t)nranks;
+  m->host = calloc(n, sizeof *m->host);
+  m->site = calloc(n, sizeof *m->site);
+  m->latency_us = calloc(n * n, sizeof *m->latency_us);
+  m->bandwidth_gbps = calloc(n * n, sizeof *m->bandwidth_gbps);
+  m->nranks = nranks;
+  if (!m->host || !m->site || !m->latency_us || !m->bandwidth_gbps) {
+    strata_link_matrix_free(m);
+    return STRATA_ERR_NO_MEMORY;
+  }
+  return STRATA_OK;
+}
+
+void strata_link_matrix_free(strata_link_matrix *m) {
+  if (m == NULL) return;
+  free(m->host);
+  free(m->site);
+  free(m->latency_us);
+  free(m->bandwidth_gbps);
+  memset(m, 0, sizeof *m);
+}
+
+double strata_link_matrix_send_us(const strata_link_matrix *m, int i, int j, double bytes) {
+  if (i == j) return 0.0;
+  /* GB/s = 1e3 bytes per µs */
+  return strata_link_matrix_latency_us(m, i, j) +
+         bytes / (strata_link_matrix_bandwidth_gbps(m, i, j) * 1e3);
+}
+
+int strata_link_matrix_validate(const strata_link_matrix *m, char *err, size_t err_len) {
+  if (m->nranks < 1 || m->nranks > STRATA_LINKMATRIX_MAX_RANKS) {
+    snprintf(err, err_len, "ranks must be 1..%d, not %d", STRATA_LINKMATRIX_MAX_RANKS, m->nranks);
+    return STRATA_ERR_PARSE;
+  }
+  for (int i = 0; i < m->nranks; i++)
+    for (int j = 0; j < m->nranks; j++) {
+      if (i == j) continue;
+      double lat = strata_link_matrix_latency_us(m, i, j);
+      double bw = strata_link_matrix_bandwidth_gbps(m, i, j);
+      if (!isfinite(lat) || lat < 0) {
+        snprintf(err, err_len, "latency_us[%d][%d] = %g: expected a finite number >= 0", i, j, lat);
+        return STRATA_ERR_PARSE;
+      }
+      if (!isfinite(bw) || bw <= 0) {
+        snprintf(err, err_len, "bandwidth_gbps[%d][%d] = %g: expected a finite number > 0", i, j,
+                 bw);
+        return STRATA_ERR_PARSE;
+      }
+    }
+  return STRATA_OK;
+}
+
+/* ---- reading ---- */
+
+typedef struct reader {
+  const char *source;
+  char *err;
+  size_t err_len;
+} reader;
+
+static int fail(const reader *r, const strata_ynode *at, const char *what, const char *key) {
+  strata_topo_errorf(r->err, r->err_len, r->source, at ? at->mark : (strata_topo_mark){0, 0},
+                     "%s%s%s", key ? key : "", key ? ": " : "", what);
+  return STRATA_ERR_PARSE;
+}
+
+static int scalar_is_null(const strata_ynode *n) {
+  return n->kind == STRATA_YNODE_SCALAR && n->plain &&
+         (!strcmp(n->text, "null") || !strcmp(n->text, "~") || n->text[0] == '\0');
+}
+
+static int read_number(const reader *r, const strata_ynode *n, const char *key, double *out) {
+  if (n->kind != STRATA_YNODE_SCALAR || !n->plain) return fail(r, n, "expected a number", key);
+  char *end;
+  errno = 0;
+  double v = strtod(n->text, &end);
+  if (errno || end == n->text || *end || !isfinite(v)) return fail(r, n, "expected a number", key);
+  *out = v;
+  return STRATA_OK;
+}
+
+static int read_string(const reader *r, const strata_ynode *n, const char *key, char *out,
+                       size_t out_len) {
+  if (n->kind != STRATA_YNODE_SCALAR) return fail(r, n, "expected a string", key);
+  if (n->length >= out_len) return fail(r, n, "string too long", key);
+  memcpy(out, n->text, n->length + 1);
+  return STRATA_OK;
+}
+
+static const strata_ynode *find_key(const strata_ynode *map, const char *key) {
+  for (size_t k = 0; k + 1 < map->length; k += 2)
+    if (!strcmp(map->items[k]->text, key)) return map->items[k + 1];
+  return NULL;
+}
+
+static int read_labels(const reader *r, const strata_ynode *n, const char *key, int nranks,
+                       char (*out)[STRATA_LINKMATRIX_LABEL_BYTES]) {
+  if (n->kind != STRATA_YNODE_SEQUENCE || n->length != (size_t)nranks) {
+    char what[96];
+    snprintf(what, sizeof what, "expected a list of %d strings (one per rank)", nranks);
+    return fail(r, n, what, key);
+  }
+  for (int i = 0; i < nranks; i++) {
+    int rc = read_string(r, n->items[i], key, out[i], STRATA_LINKMATRIX_LABEL_BYTES);
+    if (rc) return rc;
+  }
+  return STRATA_OK;
+}
+
+static int read_square(const reader *r, const strata_ynode *n, const char *key, int nranks,
+                       double *out) {
+  char what[96];
+  snprintf(what, sizeof what, "expected %d rows of %d numbers", nranks, nranks);
+  if (n->kind != STRATA_YNODE_SEQUENCE || n->length != (size_t)nranks) return fail(r, n, what, key);
+  for (int i = 0; i < nranks; i++) {
+    const strata_ynode *row = n->items[i];
+    if (row->kind != STRATA_YNODE_SEQUENCE || row->length != (size_t)nranks)
+      return fail(r, row, what, key);
+    for (int j = 0; j < nranks; j++) {
+      const strata_ynode *cell = row->items[j];
+      double v = 0;
+      if (i == j && scalar_is_null(cell))
+        v = 0;
+      else if (read_number(r, cell, key, &v))
+        return STRATA_ERR_PARSE;
+      if (i != j && !strcmp(key, "latency_us") && v < 0)
+        return fail(r, cell, "expected a latency >= 0", key);
+      if (i != j && !strcmp(key, "bandwidth_gbps") && v <= 0)
+        return fail(r, cell, "expected a bandwidth > 0", key);
+      out[(size_t)i * (size_t)nranks + (size_t)j] = v;
+    }
+  }
+  return STRATA_OK;
+}
+
+static const char *const known_keys[] = {"format",     "version",        "ranks", "measured",
+                                         "method",     "latency",        "hosts", "sites",
+                                         "latency_us", "bandwidth_gbps", NULL};
+
+static int check_keys(const reader *r, const strata_ynode *root) {
+  for (size_t k = 0; k + 1 < root->length; k += 2) {
+    const strata_ynode *key = root->items[k];
+    int known = 0;
+    for (int i = 0; known_keys[i]; i++) known |= !strcmp(key->text, known_keys[i]);
+    if (!known)
+      return fail(r, key,
+                  "unknown key (expected format, version, ranks, measured, method, latency, "
+                  "hosts, sites, latency_us, bandwidth_gbps)",
+                  key->text);
+    for (size_t k2 = 0; k2 < k; k2 += 2)
+      if (!strcmp(root->items[k2]->text, key->text))
+        return fail(r, key, "duplicate key", key->text);
+  }
+  return STRATA_OK;
+}
+
+static int read_header(const reader *r, const strata_ynode *root, int *nranks) {
+  const strata_ynode *n = find_key(root, "format");
+  if (n && (n->kind != STRATA_YNODE_SCALAR || strcmp(n->text, LINKMATRIX_FORMAT_NAME)))
+    return fail(r, n, "expected \"" LINKMATRIX_FORMAT_NAME "\"", "format");
+  double v;
+  if ((n = find_key(root, "version"))) {
+    if (read_number(r, n, "version", &v)) return STRATA_ERR_PARSE;
+    if (v != LINKMATRIX_VERSION) return fail(r, n, "only version 1 is known", "version");
+  }
+  n = find_key(root, "latency");
+  if (n && (n->kind != STRATA_YNODE_SCALAR || strcmp(n->text, "one-way")))
+    return fail(r, n, "expected \"one-way\" (latency_us holds RTT/2)", "latency");
+  const strata_ynode *lat = find_key(root, "latency_us");
+  if (!lat) return fail(r, root, "missing key latency_us", NULL);
+  if (!find_key(root, "bandwidth_gbps")) return fail(r, root, "missing key bandwidth_gbps", NULL);
+  if ((n = find_key(root, "ranks"))) {
+    if (read_number(r, n, "ranks", &v)) return STRATA_ERR_PARSE;
+    if (v != floor(v) || v < 1 || v > STRATA_LINKMATRIX_MAX_RANKS)
+      return fail(r, n, "expected a whole number of ranks from 1 to 4096", "ranks");
+    *nranks = (int)v;
+  } else {
+    if (lat->kind != STRATA_YNODE_SEQUENCE || lat->length < 1 ||
+        lat->length > STRATA_LINKMATRIX_MAX_RANKS)
+      return fail(r, lat, "expected a square list of rows", "latency_us");
+    *nranks = (int)lat->length;
+  }
+  return STRATA_OK;
+}
+
+static int read_tree(strata_link_matrix *m, const reader *r, const strata_ynode *root) {
+  if (!root || root->kind != STRATA_YNODE_MAPPING)
+    return fail(r, root, "expected a mapping with latency_us and bandwidth_gbps", NULL);
+  int nranks = 0, rc;
+  if ((rc = check_keys(r, root)) || (rc = read_header(r, root, &nranks))) return rc;
+  if ((rc = strata_link_matrix_alloc(m, nranks))) return rc;
+  const strata_ynode *n;
+  if ((rc = read_square(r, find_key(root, "latency_us"), "latency_us", nranks, m->latency_us)) ||
+      (rc = read_square(r, find_key(root, "bandwidth_gbps"), "bandwidth_gbps", nranks,
+                        m->bandwidth_gbps)))
+    return rc;
+  if ((n = find_key(root, "hosts")) && (rc = read_labels(r, n, "hosts", nranks, m->host)))
+    return rc;
+  if ((n = find_key(root, "sites")) && (rc = read_labels(r, n, "sites", nranks, m->site)))
+    return rc;
+  if ((n = find_key(root, "measured")) &&
+      (rc = read_string(r, n, "measured", m->measured, sizeof m->measured)))
+    return rc;
+  if ((n = find_key(root, "method")) &&
+      (rc = read_string(r, n, "method", m->method, sizeof m->method)))
+    return rc;
+  return STRATA_OK;
+}
+
+int strata_link_matrix_parse(strata_link_matrix *m, const char *source, const char *text,
+                             size_t len, char *err, size_t err_len) {
+  memset(m, 0, sizeof *m);
+  if (err && err_len) err[0] = '\0';
+  strata_ytree tree;
+  int rc = strata_ytree_parse(&tree, source, text, len, err, err_len);
+  if (rc != STRATA_OK) return rc;
+  reader r = {.source = source, .err = err, .err_len = err_len};
+  rc = read_tree(m, &r, tree.root);
+  strata_ytree_free(&tree);
+  if (rc == STRATA_OK) {
+    char why[200];
+    rc = strata_link_matrix_validate(m, why, sizeof why);
+    if (rc) strata_topo_errorf(err, err_len, source, (strata_topo_mark){0, 0}, "%s", why);
+  }
+  if (rc != STRATA_OK) strata_link_matrix_free(m);
+  return rc;
+}
+
+int strata_link_matrix_load(strata_link_matrix *m, const char *path, char *err, size_t err_len) {
+  memset(m, 0, sizeof *m);
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
+    return STRATA_ERR_NOT_FOUND;
+  }
+  size_t cap = 1 << 16, len = 0;
+  char *text = malloc(cap);
+  int rc = text ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  while (rc == STRATA_OK) {
+    if (len == cap) {
+      char *bigger = cap < LINKMATRIX_MAX_FILE_BYTES ? realloc(text, cap * 2) : NULL;
+      if (!bigger) {
+        snprintf(err, err_len, "%s: file too large or out of memory", path);
+        rc = STRATA_ERR_NO_MEMORY;
+        break;
+      }
+      text = bigger;
+      cap *= 2;
+    }
+    size_t got = fread(text + len, 1, cap - len, f);
+    len += got;
+    if (got == 0) {
+      if (ferror(f)) {
+        snprintf(err, err_len, "%s: read error", path);
+        rc = STRATA_ERR_PARSE;
+      }
+      break;
+    }
+  }
+  fclose(f);
+  if (rc == STRATA_OK) rc = strata_link_matrix_parse(m, path, text, len, err, err_len);
+  free(text);
+  return rc;
+}
+
+/* ---- writing ---- */
+
+strata_link_matrix_format strata_link_matrix_format_for_path(const char *path) {
+  size_t n = strlen(path);
+  if ((n >= 5 && !strcasecmp(path + n - 5, ".yaml")) ||
+      (n >= 4 && !strcasecmp(path + n - 4, ".yml")))
+    return STRATA_LINKMATRIX_YAML;
+  return STRATA_LINKMATRIX_JSON;
+}
+
+/* A JSON string literal (also valid YAML double-quoted). */
+static void write_quoted(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(f, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(f, "\\u%04x", c);
+    else
+      fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+static void write_labels(FILE *f, const strata_link_matrix *m,
+                         char (*labels)[STRATA_LINKMATRIX_LABEL_BYTES]) {
+  fputc('[', f);
+  for (int i = 0; i < m->nranks; i++) {
+    if (i) fputs(", ", f);
+    write_quoted(f, labels[i]);
+  }
+  fputc(']', f);
+}
+
+static void write_rows(FILE *f, const strata_link_matrix *m, const double *cells, int yaml) {
+  if (!yaml) fputs("[\n", f);
+  for (int i = 0; i < m->nranks; i++) {
+    fputs(yaml ? "  - [" : "    [", f);
+    for (int j = 0; j < m->nranks; j++)
+      fprintf(f, "%s%.17g", j ? ", " : "", cells[(size_t)i * (size_t)m->nranks + (size_t)j]);
+    fputs(yaml ? "]\n" : (i + 1 < m->nranks ? "],\n" : "]\n"), f);
+  }
+  if (!yaml) fputs("  ]", f);
+}
+
+int strata_link_matrix_write(const strata_link_matrix *m, strata_link_matrix_format format,
+                             void *out) {
+  FILE *f = out;
+  int yaml = format == STRATA_LINKMATRIX_YAML;
+  const char *sep = yaml ? "\n" : ",\n", *ind = yaml ? "" : "  ";
+  if (yaml)
+    fputs("# strata link matrix (docs/link-matrix.md)\n", f);
+  else
+    fputs("{\n", f);
+  fprintf(f, "%s\"format\": \"%s\"%s", ind, LINKMATRIX_FORMAT_NAME, sep);
+  fprintf(f, "%s\"version\": %d%s", ind, LINKMATRIX_VERSION, sep);
+  fprintf(f, "%s\"ranks\": %d%s", ind, m->nranks, sep);
+  fprintf(f, "%s\"measured\": ", ind);
+  write_quoted(f, m->measured);
+  fprintf(f, "%s%s\"method\": ", sep, ind);
+  write_quoted(f, m->method);
+  fprintf(f, "%s%s\"latency\": \"one-way\"%s", sep, ind, sep);
+  fprintf(f, "%s\"hosts\": ", ind);
+  write_labels(f, m, m->host);
+  fprintf(f, "%s%s\"sites\": ", sep, ind);
+  write_labels(f, m, m->site);
+  fprintf(f, "%s%s\"latency_us\": ", sep, ind);
+  if (yaml) fputc('\n', f);
+  write_rows(f, m, m->latency_us, yaml);
+  fprintf(f, "%s\"bandwidth_gbps\": ", yaml ? "" : ",\n  ");
+  if (yaml) fputc('\n', f);
+  write_rows(f, m, m->bandwidth_gbps, yaml);
+  if (!yaml) fputs("\n}\n", f);
+  fflush(f);
+  return ferror(f) ? STRATA_ERR_SYSTEM : STRATA_OK;
+}
+
+int strata_link_matrix_save(const strata_link_matrix *m, const char *path, char *err,
+                            size_t err_len) {
+  int to_stdout = !strcmp(path, "-");
+  FILE *f = to_stdout ? stdout : fopen(path, "w");
+  if (f == NULL) {
+    snprintf(err, err_len, "%s: cannot create: %s", path, strerror(errno));
+    return STRATA_ERR_SYSTEM;
+  }
+  int rc = strata_link_matrix_write(m, strata_link_matrix_format_for_path(path), f);
+  if (!to_stdout && fclose(f) != 0) rc = STRATA_ERR_SYSTEM;
+  if (rc) snprintf(err, err_len, "%s: write failed: %s", path, strerror(errno));
+  return rc;
+}
