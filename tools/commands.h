@@ -9,5 +9,6 @@ int strata_cmd_store(int argc, char **argv);  /* tools/store.c  */
 int strata_cmd_bench(int argc, char **argv);  /* tools/bench.c  */
 int strata_cmd_plan(int argc, char **argv);   /* tools/plan.c   */
 int strata_cmd_demo(int argc, char **argv);   /* tools/demo.c   */
+int strata_cmd_netem(int argc, char **argv);  /* tools/netem.c  */
 
 #endif

@@ -17,6 +17,7 @@ static const command commands[] = {
     {"bench", strata_cmd_bench, "nccl-tests compatible benchmark: bench COLL [-b -e -f -n -w -c ...]"},
     {"plan", strata_cmd_plan, "plan a cluster: plan --preset NAME | FILE.yaml [--json] [--svg F]"},
     {"demo", strata_cmd_demo, "run every collective on local ranks and check the results"},
+    {"netem", strata_cmd_netem, "emulate a WAN between sites on this host: netem up|down|status|exec|ping"},
 };
 
 static void usage(FILE *out) {

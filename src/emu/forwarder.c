@@ -1,0 +1,343 @@
+/* forwarder.c — one thread that moves packets between the sites' TUN devices on time.
+ *
+ * Shape of the loop: epoll watches every TUN fd, one timerfd and one signalfd. A readable TUN is
+ * drained (up to FWD_READ_BATCH packets, so one busy site cannot starve the others) straight into
+ * slots of a preallocated packet pool; each packet gets its verdict and due time from its link
+ * (link.c) and, if it survives, goes into a min-heap ordered by (due time, arrival sequence).
+ * Whatever is due is written to the destination TUN; the timerfd is armed, with absolute
+ * CLOCK_MONOTONIC time and 1 ns timer slack, for the earliest next due time, so a packet leaves
+ * within the wake-up latency of an hrtimer (tens of µs) of when it should.
+ *
+ * Invariants: no allocation per packet (the pool and the heap are sized once; a full pool drops
+ * the packet and counts it as dropped_pool); equal due times leave in arrival order, so a link
+ * without reordering is FIFO end to end; a packet is written at most once and its slot returned
+ * right after. Only IPv4 packets to 10.77.K.x with K a site are forwarded (the rest, e.g. IPv6
+ * router solicitations, are counted as unroutable and dropped).
+ * Must never: block (all fds are non-blocking), touch any interface but the TUN fds it is given,
+ * or run without a bound when asked for one (lifetime_s).
+ */
+#include "emu/forwarder.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FWD_READ_BATCH 256
+#define FWD_DEFAULT_POOL_PACKETS 65536u
+#define FWD_EARLY_NS 2000ull /* a packet this close to due is sent now rather than slept for */
+#define FWD_STATS_PERIOD_NS 1000000000ull
+#define FWD_TAG_TIMER 0xfffffff0u
+#define FWD_TAG_SIGNAL 0xfffffff1u
+
+typedef struct fwd_entry {
+  uint64_t due_ns;
+  uint64_t seq;
+  uint32_t slot;
+} fwd_entry;
+
+typedef struct fwd_state {
+  const strata_emu_forwarder_config *config;
+  strata_emu_link *links; /* [src * nsites + dst] */
+  unsigned char *pool;    /* pool_packets slots of slot_bytes */
+  size_t pool_bytes;
+  uint32_t slot_bytes;
+  uint32_t *slot_len;
+  uint16_t *slot_link;
+  uint32_t *free_slots;
+  uint32_t free_count;
+  fwd_entry *heap;
+  uint32_t heap_count;
+  uint64_t seq;
+  uint64_t unroutable, write_errors, started_ns;
+  int epoll_fd, timer_fd, signal_fd;
+  uint64_t armed_ns;
+} fwd_state;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- min-heap on (due_ns, seq) ---- */
+
+static int entry_before(const fwd_entry *a, const fwd_entry *b) {
+  return a->due_ns < b->due_ns || (a->due_ns == b->due_ns && a->seq < b->seq);
+}
+
+static void heap_push(fwd_state *s, fwd_entry e) {
+  uint32_t i = s->heap_count++;
+  while (i > 0) {
+    uint32_t parent = (i - 1) / 2;
+    if (!entry_before(&e, &s->heap[parent])) break;
+    s->heap[i] = s->heap[parent];
+    i = parent;
+  }
+  s->heap[i] = e;
+}
+
+static fwd_entry heap_pop(fwd_state *s) {
+  fwd_entry top = s->heap[0];
+  fwd_entry last = s->heap[--s->heap_count];
+  uint32_t i = 0, n = s->heap_count;
+  for (;;) {
+    uint32_t child = 2 * i + 1;
+    if (child >= n) break;
+    if (child + 1 < n && entry_before(&s->heap[child + 1], &s->heap[child])) child++;
+    if (!entry_before(&s->heap[child], &last)) break;
+    s->heap[i] = s->heap[child];
+    i = child;
+  }
+  if (n) s->heap[i] = last;
+  return top;
+}
+
+/* ---- setup ---- */
+
+static int fwd_alloc(fwd_state *s) {
+  const strata_emu_forwarder_config *c = s->config;
+  uint32_t count = c->pool_packets ? c->pool_packets : FWD_DEFAULT_POOL_PACKETS;
+  s->slot_bytes = (c->mtu + 63u) & ~63u;
+  s->pool_bytes = (size_t)count * s->slot_bytes;
+  /* Reserved, not committed: pages are touched only as packets actually queue up. */
+  s->pool = mmap(NULL, s->pool_bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (s->pool == MAP_FAILED) {
+    s->pool = NULL;
+    return -1;
+  }
+  s->slot_len = calloc(count, sizeof *s->slot_len);
+  s->slot_link = calloc(count, sizeof *s->slot_link);
+  s->free_slots = calloc(count, sizeof *s->free_slots);
+  s->heap = calloc(count, sizeof *s->heap);
+  s->links = calloc((size_t)c->nsites * c->nsites, sizeof *s->links);
+  if (!s->slot_len || !s->slot_link || !s->free_slots || !s->heap || !s->links) return -1;
+  for (uint32_t i = 0; i < count; i++) s->free_slots[i] = count - 1 - i;
+  s->free_count = count;
+  for (int src = 0; src < c->nsites; src++)
+    for (int dst = 0; dst < c->nsites; dst++)
+      strata_emu_link_init(&s->links[src * c->nsites + dst], &c->links[src][dst],
+                           c->seed * 1000003ull + (uint64_t)(src * STRATA_EMU_MAX_SITES + dst));
+  return 0;
+}
+
+static void fwd_free(fwd_state *s) {
+  if (s->pool) munmap(s->pool, s->pool_bytes);
+  free(s->slot_len);
+  free(s->slot_link);
+  free(s->free_slots);
+  free(s->heap);
+  free(s->links);
+  if (s->epoll_fd >= 0) close(s->epoll_fd);
+  if (s->timer_fd >= 0) close(s->timer_fd);
+  if (s->signal_fd >= 0) close(s->signal_fd);
+}
+
+static int epoll_add(int epoll_fd, int fd, uint32_t tag) {
+  struct epoll_event ev = {.events = EPOLLIN, .data.u32 = tag};
+  return epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+static int fwd_open_fds(fwd_state *s) {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGHUP);
+  if (sigprocmask(SIG_BLOCK, &mask, NULL)) return -1;
+  s->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+  s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  if (s->signal_fd < 0 || s->timer_fd < 0 || s->epoll_fd < 0) return -1;
+  if (epoll_add(s->epoll_fd, s->signal_fd, FWD_TAG_SIGNAL) ||
+      epoll_add(s->epoll_fd, s->timer_fd, FWD_TAG_TIMER))
+    return -1;
+  for (int k = 0; k < s->config->nsites; k++)
+    if (epoll_add(s->epoll_fd, s->config->tun_fds[k], (uint32_t)k)) return -1;
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  return 0;
+}
+
+/* ---- the packet path ---- */
+
+/* Destination site of an IPv4 packet, or -1. */
+static int packet_site(const unsigned char *pkt, uint32_t len, int nsites) {
+  if (len < 20 || (pkt[0] >> 4) != 4) return -1;
+  if (pkt[16] != STRATA_EMU_NET_OCTET_A || pkt[17] != STRATA_EMU_NET_OCTET_B) return -1;
+  return pkt[18] < nsites ? pkt[18] : -1;
+}
+
+static void fwd_send(fwd_state *s, uint32_t slot) {
+  strata_emu_link *link = &s->links[s->slot_link[slot]];
+  int dst = s->slot_link[slot] % s->config->nsites;
+  uint32_t len = s->slot_len[slot];
+  ssize_t n = write(s->config->tun_fds[dst], s->pool + (size_t)slot * s->slot_bytes, len);
+  if (n == (ssize_t)len) {
+    link->stats.packets_out++;
+    link->stats.bytes_out += len;
+  } else {
+    s->write_errors++;
+  }
+  s->free_slots[s->free_count++] = slot;
+}
+
+static void fwd_release_due(fwd_state *s) {
+  if (!s->heap_count) return;
+  uint64_t limit = now_ns() + FWD_EARLY_NS;
+  while (s->heap_count && s->heap[0].due_ns <= limit) fwd_send(s, heap_pop(s).slot);
+}
+
+static void fwd_admit(fwd_state *s, int src, uint32_t slot, uint32_t len, uint64_t arrival_ns) {
+  int nsites = s->config->nsites;
+  int dst = packet_site(s->pool + (size_t)slot * s->slot_bytes, len, nsites);
+  if (dst < 0 || dst == src) {
+    s->unroutable++;
+    s->free_slots[s->free_count++] = slot;
+    return;
+  }
+  uint16_t index = (uint16_t)(src * nsites + dst);
+  uint64_t due;
+  int reordered;
+  if (strata_emu_link_admit(&s->links[index], arrival_ns, len, &due, &reordered) !=
+      STRATA_EMU_DELIVER) {
+    s->free_slots[s->free_count++] = slot;
+    return;
+  }
+  s->slot_len[slot] = len;
+  s->slot_link[slot] = index;
+  heap_push(s, (fwd_entry){.due_ns = due, .seq = s->seq++, .slot = slot});
+}
+
+/* Drains up to FWD_READ_BATCH packets from one site's TUN. */
+static void fwd_read_site(fwd_state *s, int src) {
+  static unsigned char scratch[STRATA_EMU_MTU_MAX + 64];
+  int fd = s->config->tun_fds[src];
+  for (int i = 0; i < FWD_READ_BATCH; i++) {
+    if (!s->free_count) {
+      /* Pool exhausted: read and drop, counted against the packet's link. */
+      ssize_t n = read(fd, scratch, sizeof scratch);
+      if (n <= 0) return;
+      int dst = packet_site(scratch, (uint32_t)n, s->config->nsites);
+      if (dst >= 0 && dst != src)
+        s->links[src * s->config->nsites + dst].stats.dropped_pool++;
+      else
+        s->unroutable++;
+      continue;
+    }
+    uint32_t slot = s->free_slots[--s->free_count];
+    ssize_t n = read(fd, s->pool + (size_t)slot * s->slot_bytes, s->slot_bytes);
+    if (n <= 0) {
+      s->free_slots[s->free_count++] = slot;
+      return;
+    }
+    fwd_admit(s, src, slot, (uint32_t)n, now_ns());
+  }
+}
+
+/* ---- statistics ---- */
+
+static void fwd_write_stats(fwd_state *s, int final) {
+  const strata_emu_forwarder_config *c = s->config;
+  if (!c->stats_path) return;
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", c->stats_path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) return;
+  fprintf(f, "forwarder uptime_s=%.1f running=%d queued=%u unroutable=%llu write_errors=%llu\n",
+          (double)(now_ns() - s->started_ns) / 1e9, !final, s->heap_count,
+          (unsigned long long)s->unroutable, (unsigned long long)s->write_errors);
+  for (int src = 0; src < c->nsites; src++) {
+    for (int dst = 0; dst < c->nsites; dst++) {
+      if (src == dst) continue;
+      const strata_emu_link_stats *st = &s->links[src * c->nsites + dst].stats;
+      fprintf(f,
+              "link %d>%d packets_in=%llu bytes_in=%llu packets_out=%llu bytes_out=%llu "
+              "dropped_queue=%llu dropped_loss=%llu dropped_pool=%llu reordered=%llu\n",
+              src, dst, (unsigned long long)st->packets_in, (unsigned long long)st->bytes_in,
+              (unsigned long long)st->packets_out, (unsigned long long)st->bytes_out,
+              (unsigned long long)st->dropped_queue, (unsigned long long)st->dropped_loss,
+              (unsigned long long)st->dropped_pool, (unsigned long long)st->reordered);
+    }
+  }
+  if (fclose(f) == 0) rename(tmp, c->stats_path);
+}
+
+/* ---- the loop ---- */
+
+static void fwd_arm_timer(fwd_state *s, uint64_t deadline_ns) {
+  if (deadline_ns == s->armed_ns) return;
+  struct itimerspec its = {.it_value = {.tv_sec = (time_t)(deadline_ns / 1000000000ull),
+                                        .tv_nsec = (long)(deadline_ns % 1000000000ull)}};
+  if (timerfd_settime(s->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0) s->armed_ns = deadline_ns;
+}
+
+static strata_emu_forwarder_end fwd_loop(fwd_state *s) {
+  const strata_emu_forwarder_config *c = s->config;
+  uint64_t end_ns =
+      c->lifetime_s > 0 ? s->started_ns + (uint64_t)(c->lifetime_s * 1e9) : UINT64_MAX;
+  uint64_t stats_ns = s->started_ns + FWD_STATS_PERIOD_NS;
+  struct epoll_event events[STRATA_EMU_MAX_SITES + 2];
+  for (;;) {
+    fwd_release_due(s);
+    uint64_t now = now_ns();
+    if (now >= end_ns) return STRATA_EMU_END_LIFETIME;
+    if (now >= stats_ns) {
+      fwd_write_stats(s, 0);
+      stats_ns = now + FWD_STATS_PERIOD_NS;
+    }
+    uint64_t deadline = stats_ns < end_ns ? stats_ns : end_ns;
+    if (s->heap_count && s->heap[0].due_ns < deadline) deadline = s->heap[0].due_ns;
+    fwd_arm_timer(s, deadline);
+    int n = epoll_wait(s->epoll_fd, events, (int)(sizeof events / sizeof events[0]), -1);
+    if (n < 0 && errno != EINTR) {
+      perror("netem forwarder: epoll_wait");
+      return STRATA_EMU_END_ERROR;
+    }
+    for (int i = 0; i < n; i++) {
+      uint32_t tag = events[i].data.u32;
+      if (tag == FWD_TAG_SIGNAL) {
+        return STRATA_EMU_END_SIGNAL;
+      } else if (tag == FWD_TAG_TIMER) {
+        uint64_t expirations;
+        if (read(s->timer_fd, &expirations, sizeof expirations) < 0) (void)0;
+        s->armed_ns = 0; /* expired: must be re-armed even for the same deadline */
+      } else {
+        fwd_read_site(s, (int)tag);
+        fwd_release_due(s);
+      }
+    }
+  }
+}
+
+strata_emu_forwarder_end strata_emu_forwarder_run(const strata_emu_forwarder_config *config) {
+  if (config->nsites < 2 || config->nsites > STRATA_EMU_MAX_SITES ||
+      config->mtu < STRATA_EMU_MTU_MIN || config->mtu > STRATA_EMU_MTU_MAX) {
+    fprintf(stderr, "netem forwarder: bad configuration (sites %d, mtu %u)\n", config->nsites,
+            config->mtu);
+    return STRATA_EMU_END_ERROR;
+  }
+  fwd_state s = {.config = config, .epoll_fd = -1, .timer_fd = -1, .signal_fd = -1};
+  strata_emu_forwarder_end end = STRATA_EMU_END_ERROR;
+  if (fwd_alloc(&s) || fwd_open_fds(&s)) {
+    fprintf(stderr, "netem forwarder: setup failed: %s\n", strerror(errno));
+  } else {
+    s.started_ns = now_ns();
+    if (config->ready_fd >= 0) {
+      if (write(config->ready_fd, "r", 1) < 0) (void)0;
+      close(config->ready_fd);
+    }
+    end = fwd_loop(&s);
+    fwd_write_stats(&s, 1);
+  }
+  fwd_free(&s);
+  return end;
+}

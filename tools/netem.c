@@ -1,0 +1,701 @@
+/*
+ * netem.c — `strata netem`: a WAN between emulated sites on one host, for kernels without the
+ * netem qdisc.
+ *
+ *   strata netem up --sites K [--ranks-per-site M] [--link SPEC]... [--name NAME] [--mtu BYTES]
+ *                   [--cc bbr|cubic|reno] [--tcp-mem-max BYTES] [--seed N] [--lifetime SECONDS]
+ *                   [--pool PACKETS] [--foreground]
+ *   strata netem down [--name NAME]
+ *   strata netem status [--name NAME]
+ *   strata netem exec [--name NAME] SITE [--] CMD ARGS...
+ *   strata netem ping [--name NAME] FROM TO [-c COUNT] [-i SECONDS] [-s BYTES] [-W SECONDS] [-q]
+ *
+ * `up` makes the sites (src/emu/site.c: a namespace "<name>-s<K>" each, TUN "netem0" with
+ * 10.77.K.1/16), then forks the forwarder (src/emu/forwarder.c) as a daemon that holds every TUN
+ * and applies the links, and returns once it runs. State lives in /run/strata-netem/<name>/:
+ * pid, config (what `up` was asked), stats (the forwarder's counters, rewritten every second),
+ * log (the forwarder's stderr). The forwarder removes the namespaces and the state when it ends,
+ * by a signal or by --lifetime, and `down` removes whatever is left even after a crash, so `down`
+ * is idempotent and safe to put in a trap.
+ *
+ * Link SPEC: "A-B:PARAMS" sets both directions between sites A and B, "A>B:PARAMS" one direction,
+ * "*:PARAMS" every pair; later specs override earlier ones field by field. PARAMS is
+ * "rate=1gbit,delay=25ms,jitter=1ms,loss=0.1%,reorder=1%,queue=6mb" (src/emu/link.h). Pairs no
+ * spec names are unimpaired. See docs/netem.md.
+ *
+ * `ping` sends ICMP echo requests from inside site FROM to 10.77.TO.1 (raw socket; the kernel of
+ * site TO answers) and prints the loss and the round-trip times, so tests need no iputils.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/ip_icmp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "commands.h"
+#include "emu/forwarder.h"
+#include "emu/link.h"
+#include "emu/site.h"
+
+#define NETEM_STATE_ROOT "/run/strata-netem"
+#define NETEM_DEFAULT_NAME "strata"
+#define NETEM_MAX_RANKS_PER_SITE 256
+#define NETEM_READY_TIMEOUT_MS 10000
+#define NETEM_STOP_TIMEOUT_MS 5000
+#define NETEM_PING_MAX_COUNT 1000000
+
+static void netem_usage(FILE *out) {
+  fprintf(out,
+          "usage: strata netem up --sites K [--ranks-per-site M] [--link SPEC]... [--name NAME]\n"
+          "                       [--mtu BYTES] [--cc bbr|cubic|reno] [--tcp-mem-max BYTES]\n"
+          "                       [--seed N] [--lifetime SECONDS] [--pool PACKETS] [--foreground]\n"
+          "       strata netem down [--name NAME]\n"
+          "       strata netem status [--name NAME]\n"
+          "       strata netem exec [--name NAME] SITE [--] CMD ARGS...\n"
+          "       strata netem ping [--name NAME] FROM TO [-c COUNT] [-i SECONDS] [-s BYTES]\n"
+          "                         [-W SECONDS] [-q]\n"
+          "\n"
+          "SPEC: A-B:PARAMS (both directions), A>B:PARAMS (one direction), *:PARAMS (all pairs)\n"
+          "PARAMS: rate=1gbit,delay=25ms,jitter=1ms,jitter_dist=normal|uniform,loss=0.1%%,\n"
+          "        ge=P:R[:LOSS_BAD[:LOSS_GOOD]],reorder=1%%,reorder_gap=1ms,queue=6mb|50ms\n"
+          "Site K is namespace NAME-sK with address 10.77.K.1 (default NAME: %s). Needs root.\n",
+          NETEM_DEFAULT_NAME);
+}
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int parse_long(const char *text, long lo, long hi, long *out) {
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno || end == text || *end || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_seconds(const char *text, double lo, double hi, double *out) {
+  char *end = NULL;
+  double v = strtod(text, &end);
+  if (end == text || *end || !isfinite(v) || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+static void state_path(char *out, size_t n, const char *name, const char *file) {
+  snprintf(out, n, "%s/%s%s%s", NETEM_STATE_ROOT, name, file ? "/" : "", file ? file : "");
+}
+
+/* Takes "--name NAME" out of argv wherever it is; returns the new argc or -1. */
+static int take_name(int argc, char **argv, const char **name) {
+  *name = NETEM_DEFAULT_NAME;
+  int out = 0;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--")) {
+      while (i < argc) argv[out++] = argv[i++];
+      break;
+    }
+    if (!strcmp(argv[i], "--name")) {
+      if (i + 1 >= argc) return -1;
+      *name = argv[++i];
+      continue;
+    }
+    argv[out++] = argv[i];
+  }
+  if (!strata_emu_name_valid(*name)) {
+    fprintf(stderr, "netem: --name '%s': expected 1-%d letters, digits, '-' or '_'\n", *name,
+            STRATA_EMU_NAME_MAX);
+    return -1;
+  }
+  return out;
+}
+
+/* ---- up ---- */
+
+typedef struct netem_up_options {
+  strata_emu_forwarder_config fwd;
+  strata_emu_site_options site;
+  long ranks_per_site;
+  int foreground;
+  const char *specs[256];
+  int nspecs;
+} netem_up_options;
+
+static int parse_site(const char *text, int nsites, int *site) {
+  long v;
+  if (parse_long(text, 0, nsites - 1, &v)) return -1;
+  *site = (int)v;
+  return 0;
+}
+
+/* Applies one --link SPEC to the link table. */
+static int apply_spec(netem_up_options *o, const char *spec) {
+  int n = o->fwd.nsites;
+  const char *colon = strchr(spec, ':');
+  if (!colon) {
+    fprintf(stderr, "netem: --link '%s': expected A-B:PARAMS, A>B:PARAMS or *:PARAMS\n", spec);
+    return -1;
+  }
+  char pair[32];
+  size_t len = (size_t)(colon - spec);
+  if (len >= sizeof pair) len = sizeof pair - 1;
+  memcpy(pair, spec, len);
+  pair[len] = 0;
+  int all = !strcmp(pair, "*"), a = -1, b = -1, both = 0;
+  if (!all) {
+    char *sep = strpbrk(pair, "->");
+    if (!sep) {
+      fprintf(stderr, "netem: --link '%s': expected A-B or A>B before ':'\n", spec);
+      return -1;
+    }
+    both = *sep == '-';
+    *sep = 0;
+    if (parse_site(pair, n, &a) || parse_site(sep + 1, n, &b) || a == b) {
+      fprintf(stderr, "netem: --link '%s': sites must be two different numbers in 0..%d\n", spec,
+              n - 1);
+      return -1;
+    }
+  }
+  char err[256];
+  for (int src = 0; src < n; src++) {
+    for (int dst = 0; dst < n; dst++) {
+      if (src == dst) continue;
+      int hit = all || (src == a && dst == b) || (both && src == b && dst == a);
+      if (hit &&
+          strata_emu_link_params_parse(colon + 1, &o->fwd.links[src][dst], err, sizeof err)) {
+        fprintf(stderr, "netem: --link '%s': %s\n", spec, err);
+        return -1;
+      }
+    }
+  }
+  return 0;
+}
+
+static int parse_up(int argc, char **argv, netem_up_options *o) {
+  long v;
+  double seconds;
+  uint64_t bytes;
+  char err[256];
+  o->fwd.nsites = 0;
+  o->fwd.mtu = 1500;
+  o->fwd.ready_fd = -1;
+  o->site.mtu = 1500;
+  o->site.tcp_mem_max_bytes = 64ull << 20;
+  o->ranks_per_site = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+    int ok = val != NULL;
+    if (!strcmp(arg, "--foreground")) {
+      o->foreground = 1;
+      continue;
+    } else if (!strcmp(arg, "--sites")) {
+      ok = ok && !parse_long(val, 2, STRATA_EMU_MAX_SITES, &v) && ((o->fwd.nsites = (int)v), 1);
+    } else if (!strcmp(arg, "--ranks-per-site")) {
+      ok = ok && !parse_long(val, 1, NETEM_MAX_RANKS_PER_SITE, &o->ranks_per_site);
+    } else if (!strcmp(arg, "--link")) {
+      ok = ok && o->nspecs < (int)(sizeof o->specs / sizeof o->specs[0]);
+      if (ok) o->specs[o->nspecs++] = val;
+    } else if (!strcmp(arg, "--mtu")) {
+      ok = ok && !parse_long(val, STRATA_EMU_MTU_MIN, STRATA_EMU_MTU_MAX, &v);
+      if (ok) o->fwd.mtu = o->site.mtu = (uint32_t)v;
+    } else if (!strcmp(arg, "--cc")) {
+      o->site.congestion_control = val;
+    } else if (!strcmp(arg, "--tcp-mem-max")) {
+      strata_emu_link_params scratch = {0};
+      char spec[64];
+      snprintf(spec, sizeof spec, "queue=%s", val ? val : "");
+      ok = ok && !strata_emu_link_params_parse(spec, &scratch, err, sizeof err) &&
+           scratch.queue_bytes >= 65536;
+      bytes = scratch.queue_bytes;
+      if (ok) o->site.tcp_mem_max_bytes = bytes;
+    } else if (!strcmp(arg, "--seed")) {
+      ok = ok && !parse_long(val, 0, 0x7fffffffL, &v);
+      if (ok) o->fwd.seed = (uint64_t)v;
+    } else if (!strcmp(arg, "--lifetime")) {
+      ok = ok && !parse_seconds(val, 1, 7 * 86400, &seconds);
+      if (ok) o->fwd.lifetime_s = seconds;
+    } else if (!strcmp(arg, "--pool")) {
+      ok = ok && !parse_long(val, 1024, 1 << 22, &v);
+      if (ok) o->fwd.pool_packets = (uint32_t)v;
+    } else {
+      fprintf(stderr, "netem up: unknown option '%s'\n", arg);
+      return -1;
+    }
+    if (!ok) {
+      fprintf(stderr, "netem up: %s %s: bad or missing value\n", arg, val ? val : "");
+      return -1;
+    }
+    i++;
+  }
+  if (o->fwd.nsites < 2) {
+    fprintf(stderr, "netem up: --sites K (2..%d) is required\n", STRATA_EMU_MAX_SITES);
+    return -1;
+  }
+  for (int s = 0; s < o->nspecs; s++)
+    if (apply_spec(o, o->specs[s])) return -1;
+  return 0;
+}
+
+static void write_config(const char *name, const netem_up_options *o) {
+  char path[256];
+  state_path(path, sizeof path, name, "config");
+  FILE *f = fopen(path, "w");
+  if (!f) return;
+  fprintf(f, "name %s\nsites %d\nranks_per_site %ld\nmtu %u\ncc %s\ntcp_mem_max %llu\n", name,
+          o->fwd.nsites, o->ranks_per_site, o->fwd.mtu,
+          o->site.congestion_control ? o->site.congestion_control : "(default)",
+          (unsigned long long)o->site.tcp_mem_max_bytes);
+  if (o->fwd.lifetime_s > 0) fprintf(f, "lifetime_s %.0f\n", o->fwd.lifetime_s);
+  for (int src = 0; src < o->fwd.nsites; src++) {
+    for (int dst = 0; dst < o->fwd.nsites; dst++) {
+      if (src == dst) continue;
+      char text[512];
+      strata_emu_link_params_format(&o->fwd.links[src][dst], text, sizeof text);
+      fprintf(f, "link %d>%d %s\n", src, dst, text);
+    }
+  }
+  fclose(f);
+}
+
+static void write_pid(const char *name, pid_t pid) {
+  char path[256];
+  state_path(path, sizeof path, name, "pid");
+  FILE *f = fopen(path, "w");
+  if (!f) return;
+  fprintf(f, "%d\n", (int)pid);
+  fclose(f);
+}
+
+static void remove_state(const char *name) {
+  static const char *files[] = {"pid", "config", "stats", "stats.tmp", "log"};
+  char path[256];
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    state_path(path, sizeof path, name, files[i]);
+    unlink(path);
+  }
+  state_path(path, sizeof path, name, NULL);
+  rmdir(path);
+}
+
+/* The forwarder process: runs, then removes everything it stood for. */
+static int run_forwarder(const char *name, netem_up_options *o) {
+  char stats[256];
+  state_path(stats, sizeof stats, name, "stats");
+  o->fwd.stats_path = stats;
+  strata_emu_forwarder_end end = strata_emu_forwarder_run(&o->fwd);
+  for (int k = 0; k < o->fwd.nsites; k++) close(o->fwd.tun_fds[k]);
+  strata_emu_sites_destroy(name);
+  remove_state(name);
+  if (end == STRATA_EMU_END_LIFETIME)
+    fprintf(stderr, "netem %s: lifetime of %.0f s reached, removed\n", name, o->fwd.lifetime_s);
+  return end == STRATA_EMU_END_ERROR ? 1 : 0;
+}
+
+static int daemonize_forwarder(const char *name, netem_up_options *o) {
+  int ready[2];
+  if (pipe(ready)) return perror("netem: pipe"), -1;
+  pid_t pid = fork();
+  if (pid < 0) return perror("netem: fork"), -1;
+  if (pid == 0) {
+    close(ready[0]);
+    setsid();
+    char log[256];
+    state_path(log, sizeof log, name, "log");
+    int null_fd = open("/dev/null", O_RDWR);
+    int log_fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (null_fd >= 0) dup2(null_fd, 0), dup2(null_fd, 1);
+    if (log_fd >= 0) dup2(log_fd, 2);
+    write_pid(name, getpid());
+    o->fwd.ready_fd = ready[1];
+    _exit(run_forwarder(name, o));
+  }
+  close(ready[1]);
+  struct pollfd pfd = {.fd = ready[0], .events = POLLIN};
+  char byte = 0;
+  int ok = poll(&pfd, 1, NETEM_READY_TIMEOUT_MS) == 1 && read(ready[0], &byte, 1) == 1;
+  close(ready[0]);
+  if (!ok) {
+    fprintf(stderr, "netem: the forwarder did not start (see %s/%s/log)\n", NETEM_STATE_ROOT, name);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+  }
+  return 0;
+}
+
+static int netem_check_environment(void) {
+  if (geteuid() != 0) {
+    fprintf(stderr, "netem: needs root (it creates network namespaces and TUN devices)\n");
+    return -1;
+  }
+  if (access("/dev/net/tun", R_OK | W_OK)) {
+    fprintf(stderr, "netem: /dev/net/tun is not usable: %s\n", strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+static int netem_up(int argc, char **argv, const char *name) {
+  static netem_up_options o; /* large (the link table); one per process */
+  memset(&o, 0, sizeof o);
+  if (parse_up(argc, argv, &o)) return 2;
+  if (netem_check_environment()) return 1;
+  mkdir(NETEM_STATE_ROOT, 0755);
+  char dir[256];
+  state_path(dir, sizeof dir, name, NULL);
+  if (mkdir(dir, 0755)) {
+    fprintf(stderr, "netem: %s: %s (already up? `strata netem down --name %s`)\n", dir,
+            strerror(errno), name);
+    return 1;
+  }
+  char err[512];
+  o.site.name = name;
+  o.site.nsites = o.fwd.nsites;
+  if (strata_emu_sites_create(&o.site, o.fwd.tun_fds, err, sizeof err)) {
+    fprintf(stderr, "netem up: %s\n", err);
+    remove_state(name);
+    return 1;
+  }
+  write_config(name, &o);
+  if (o.foreground) {
+    write_pid(name, getpid());
+    printf("netem %s: %d sites up, forwarding in the foreground (Ctrl-C ends)\n", name,
+           o.fwd.nsites);
+    fflush(stdout);
+    return run_forwarder(name, &o);
+  }
+  fflush(stdout);
+  fflush(stderr);
+  if (daemonize_forwarder(name, &o)) {
+    for (int k = 0; k < o.fwd.nsites; k++) close(o.fwd.tun_fds[k]);
+    strata_emu_sites_destroy(name);
+    remove_state(name);
+    return 1;
+  }
+  for (int k = 0; k < o.fwd.nsites; k++) close(o.fwd.tun_fds[k]);
+  printf("netem %s: %d sites up (namespaces %s-s0..%s-s%d, site K at 10.77.K.1)\n", name,
+         o.fwd.nsites, name, name, o.fwd.nsites - 1);
+  return 0;
+}
+
+/* ---- down, status ---- */
+
+static pid_t read_pid(const char *name) {
+  char path[256];
+  state_path(path, sizeof path, name, "pid");
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  int pid = -1;
+  if (fscanf(f, "%d", &pid) != 1) pid = -1;
+  fclose(f);
+  return pid > 1 ? pid : -1;
+}
+
+/* 1 if pid is alive and is a strata process (guards against a recycled pid). */
+static int forwarder_alive(pid_t pid) {
+  if (pid <= 1 || kill(pid, 0)) return 0;
+  char path[64], comm[64] = "";
+  snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+  fclose(f);
+  char stat_path[64], state = 0;
+  snprintf(stat_path, sizeof stat_path, "/proc/%d/stat", (int)pid);
+  FILE *s = fopen(stat_path, "r");
+  if (s) {
+    if (fscanf(s, "%*d %*s %c", &state) != 1) state = 0;
+    fclose(s);
+  }
+  return strstr(comm, "strata") != NULL && state != 'Z';
+}
+
+static int netem_down(int argc, const char *name) {
+  if (argc > 1) {
+    fprintf(stderr, "netem down: unexpected arguments\n");
+    return 2;
+  }
+  pid_t pid = read_pid(name);
+  int stopped = 0;
+  if (forwarder_alive(pid)) {
+    kill(pid, SIGTERM);
+    uint64_t deadline = mono_ns() + (uint64_t)NETEM_STOP_TIMEOUT_MS * 1000000ull;
+    while (forwarder_alive(pid) && mono_ns() < deadline) usleep(10000);
+    if (forwarder_alive(pid)) kill(pid, SIGKILL);
+    stopped = 1;
+  }
+  int removed = strata_emu_sites_destroy(name);
+  remove_state(name);
+  printf("netem %s: %s, %d namespace%s removed\n", name,
+         stopped ? "forwarder stopped" : "no forwarder running", removed, removed == 1 ? "" : "s");
+  return 0;
+}
+
+static void print_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  char line[1024];
+  while (fgets(line, sizeof line, f)) printf("  %s", line);
+  fclose(f);
+}
+
+static int netem_status(int argc, const char *name) {
+  if (argc > 1) {
+    fprintf(stderr, "netem status: unexpected arguments\n");
+    return 2;
+  }
+  char dir[256], path[256];
+  state_path(dir, sizeof dir, name, NULL);
+  if (access(dir, F_OK)) {
+    printf("netem %s: down\n", name);
+    return 1;
+  }
+  pid_t pid = read_pid(name);
+  printf("netem %s: forwarder %s (pid %d)\n", name,
+         forwarder_alive(pid) ? "running" : "NOT running", (int)pid);
+  state_path(path, sizeof path, name, "config");
+  print_file(path);
+  state_path(path, sizeof path, name, "stats");
+  print_file(path);
+  return forwarder_alive(pid) ? 0 : 1;
+}
+
+/* ---- exec ---- */
+
+static int netem_exec(int argc, char **argv, const char *name) {
+  if (argc < 3) {
+    fprintf(stderr, "netem exec: expected SITE [--] CMD ARGS...\n");
+    return 2;
+  }
+  long site;
+  if (parse_long(argv[1], 0, STRATA_EMU_MAX_SITES - 1, &site)) {
+    fprintf(stderr, "netem exec: SITE '%s': expected a site number\n", argv[1]);
+    return 2;
+  }
+  int first = !strcmp(argv[2], "--") ? 3 : 2;
+  if (first >= argc) {
+    fprintf(stderr, "netem exec: no command given\n");
+    return 2;
+  }
+  char err[256], addr[32], text[16];
+  if (strata_emu_site_enter(name, (int)site, err, sizeof err)) {
+    fprintf(stderr, "netem exec: %s\n", err);
+    return 1;
+  }
+  strata_emu_site_address(addr, sizeof addr, (int)site);
+  snprintf(text, sizeof text, "%ld", site);
+  setenv("STRATA_NETEM_SITE", text, 1);
+  setenv("STRATA_NETEM_ADDR", addr, 1);
+  setenv("STRATA_HOST", addr, 0); /* ranks advertise the site's address unless told otherwise */
+  execvp(argv[first], argv + first);
+  fprintf(stderr, "netem exec: %s: %s\n", argv[first], strerror(errno));
+  return 127;
+}
+
+/* ---- ping ---- */
+
+typedef struct ping_options {
+  int from, to;
+  long count;
+  double interval_s, wait_s;
+  long size;
+  int quiet;
+} ping_options;
+
+static uint16_t icmp_checksum(const void *data, size_t len) {
+  const unsigned char *p = data;
+  uint32_t sum = 0;
+  for (size_t i = 0; i + 1 < len; i += 2) sum += (uint32_t)(p[i] << 8 | p[i + 1]);
+  if (len & 1) sum += (uint32_t)(p[len - 1] << 8);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return htons((uint16_t)~sum);
+}
+
+static int parse_ping(int argc, char **argv, ping_options *o) {
+  o->count = 10;
+  o->interval_s = 0.2;
+  o->wait_s = -1;
+  o->size = 56;
+  int positional = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : "";
+    long v;
+    int ok = 1;
+    if (!strcmp(arg, "-q")) {
+      o->quiet = 1;
+      continue;
+    } else if (!strcmp(arg, "-c")) {
+      ok = !parse_long(val, 1, NETEM_PING_MAX_COUNT, &o->count), i++;
+    } else if (!strcmp(arg, "-i")) {
+      ok = !parse_seconds(val, 0.0001, 60, &o->interval_s), i++;
+    } else if (!strcmp(arg, "-W")) {
+      ok = !parse_seconds(val, 0.01, 60, &o->wait_s), i++;
+    } else if (!strcmp(arg, "-s")) {
+      ok = !parse_long(val, 16, 8000, &o->size), i++;
+    } else if (arg[0] != '-' && positional < 2 &&
+               !parse_long(arg, 0, STRATA_EMU_MAX_SITES - 1, &v)) {
+      *(positional++ ? &o->to : &o->from) = (int)v;
+      continue;
+    } else {
+      fprintf(stderr, "netem ping: unexpected '%s'\n", arg);
+      return -1;
+    }
+    if (!ok) {
+      fprintf(stderr, "netem ping: %s %s: bad value\n", arg, val);
+      return -1;
+    }
+  }
+  if (positional != 2 || o->from == o->to) {
+    fprintf(stderr, "netem ping: expected two different sites FROM TO\n");
+    return -1;
+  }
+  return 0;
+}
+
+typedef struct ping_tally {
+  long received;
+  double min_ms, max_ms, sum_ms, sum_sq_ms;
+  unsigned char *seen;
+} ping_tally;
+
+static void ping_receive(int fd, uint16_t id, const ping_options *o, ping_tally *t) {
+  unsigned char buf[9000];
+  for (;;) {
+    ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n <= 0) return;
+    uint64_t now = mono_ns();
+    size_t ihl = (size_t)(buf[0] & 0x0f) * 4;
+    if ((size_t)n < ihl + 8 + sizeof(uint64_t)) continue;
+    struct icmphdr *h = (struct icmphdr *)(buf + ihl);
+    if (h->type != ICMP_ECHOREPLY || ntohs(h->un.echo.id) != id) continue;
+    uint16_t seq = ntohs(h->un.echo.sequence);
+    uint64_t sent_ns;
+    memcpy(&sent_ns, buf + ihl + 8, sizeof sent_ns);
+    uint64_t index;
+    memcpy(&index, buf + ihl + 8 + sizeof sent_ns, sizeof index);
+    if (index >= (uint64_t)o->count || (uint16_t)index != seq || t->seen[index]) continue;
+    t->seen[index] = 1;
+    double rtt_ms = (double)(now - sent_ns) / 1e6;
+    if (!t->received || rtt_ms < t->min_ms) t->min_ms = rtt_ms;
+    if (rtt_ms > t->max_ms) t->max_ms = rtt_ms;
+    t->sum_ms += rtt_ms;
+    t->sum_sq_ms += rtt_ms * rtt_ms;
+    t->received++;
+    if (!o->quiet) printf("reply seq=%u rtt=%.3f ms\n", seq, rtt_ms);
+  }
+}
+
+static int ping_send(int fd, const struct sockaddr_in *to, uint16_t id, long index, long size) {
+  unsigned char pkt[8 + 8000];
+  memset(pkt, 0, sizeof pkt);
+  struct icmphdr *h = (struct icmphdr *)pkt;
+  h->type = ICMP_ECHO;
+  h->un.echo.id = htons(id);
+  h->un.echo.sequence = htons((uint16_t)index);
+  uint64_t now = mono_ns(), index64 = (uint64_t)index;
+  memcpy(pkt + 8, &now, sizeof now);
+  memcpy(pkt + 16, &index64, sizeof index64);
+  size_t len = 8 + (size_t)size;
+  h->checksum = icmp_checksum(pkt, len);
+  return sendto(fd, pkt, len, 0, (const struct sockaddr *)to, sizeof *to) == (ssize_t)len ? 0 : -1;
+}
+
+static void ping_wait(int fd, uint64_t until_ns) {
+  uint64_t now = mono_ns();
+  if (until_ns <= now) return;
+  struct timespec ts = {.tv_sec = (time_t)((until_ns - now) / 1000000000ull),
+                        .tv_nsec = (long)((until_ns - now) % 1000000000ull)};
+  struct pollfd pfd = {.fd = fd, .events = POLLIN};
+  ppoll(&pfd, 1, &ts, NULL);
+}
+
+static int netem_ping(int argc, char **argv, const char *name) {
+  ping_options o = {0};
+  if (parse_ping(argc, argv, &o)) return 2;
+  char err[256], addr[32];
+  if (strata_emu_site_enter(name, o.from, err, sizeof err)) {
+    fprintf(stderr, "netem ping: %s\n", err);
+    return 1;
+  }
+  int fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
+  if (fd < 0) {
+    fprintf(stderr, "netem ping: raw ICMP socket: %s\n", strerror(errno));
+    return 1;
+  }
+  int rcvbuf = 4 << 20;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  strata_emu_site_address(addr, sizeof addr, o.to);
+  struct sockaddr_in to = {.sin_family = AF_INET};
+  inet_pton(AF_INET, addr, &to.sin_addr);
+  uint16_t id = (uint16_t)(getpid() ^ (mono_ns() >> 10));
+  ping_tally t = {.seen = calloc((size_t)o.count, 1)};
+  if (!t.seen) return 1;
+  uint64_t interval_ns = (uint64_t)(o.interval_s * 1e9), next = mono_ns(), last_sent = next;
+  long sent = 0;
+  for (; sent < o.count; sent++) {
+    while (mono_ns() < next) {
+      ping_wait(fd, next);
+      ping_receive(fd, id, &o, &t);
+    }
+    if (ping_send(fd, &to, id, sent, o.size)) {
+      fprintf(stderr, "netem ping: send: %s\n", strerror(errno));
+      break;
+    }
+    last_sent = mono_ns();
+    next += interval_ns;
+    ping_receive(fd, id, &o, &t);
+  }
+  double wait_s = o.wait_s > 0 ? o.wait_s : fmax(1.0, 3 * t.max_ms / 1000);
+  uint64_t end = last_sent + (uint64_t)(wait_s * 1e9);
+  while (t.received < sent && mono_ns() < end) {
+    ping_wait(fd, end);
+    ping_receive(fd, id, &o, &t);
+  }
+  close(fd);
+  double avg = t.received ? t.sum_ms / (double)t.received : 0;
+  double var = t.received ? t.sum_sq_ms / (double)t.received - avg * avg : 0;
+  printf(
+      "ping site %d -> %s: sent=%ld received=%ld loss=%.3f%% rtt_ms min=%.3f avg=%.3f "
+      "max=%.3f mdev=%.3f\n",
+      o.from, addr, sent, t.received, sent ? 100.0 * (double)(sent - t.received) / (double)sent : 0,
+      t.min_ms, avg, t.max_ms, sqrt(var > 0 ? var : 0));
+  free(t.seen);
+  return t.received ? 0 : 1;
+}
+
+int strata_cmd_netem(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+      !strcmp(argv[1], "help")) {
+    netem_usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const char *name;
+  char *verb = argv[1];
+  int n = take_name(argc - 1, argv + 1, &name);
+  if (n < 0) return 2;
+  char **args = argv + 1;
+  if (!strcmp(verb, "up")) return netem_up(n, args, name);
+  if (!strcmp(verb, "down")) return netem_down(n, name);
+  if (!strcmp(verb, "status")) return netem_status(n, name);
+  if (!strcmp(verb, "exec")) return netem_exec(n, args, name);
+  if (!strcmp(verb, "ping")) return netem_ping(n, args, name);
+  fprintf(stderr, "netem: unknown subcommand '%s'\n", verb);
+  netem_usage(stderr);
+  return 2;
+}
