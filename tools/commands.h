@@ -9,6 +9,8 @@ int strata_cmd_store(int argc, char **argv);  /* tools/store.c  */
 int strata_cmd_bench(int argc, char **argv);  /* tools/bench.c  */
 int strata_cmd_plan(int argc, char **argv);   /* tools/plan.c   */
 int strata_cmd_demo(int argc, char **argv);   /* tools/demo.c   */
+int strata_cmd_probe(int argc, char **argv);  /* tools/probe.c  */
+int strata_cmd_place(int argc, char **argv);  /* tools/place.c  */
 int strata_cmd_netem(int argc, char **argv);  /* tools/netem.c  */
 
 #endif

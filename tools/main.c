@@ -17,6 +17,8 @@ static const command commands[] = {
     {"bench", strata_cmd_bench, "nccl-tests compatible benchmark: bench COLL [-b -e -f -n -w -c ...]"},
     {"plan", strata_cmd_plan, "plan a cluster: plan --preset NAME | FILE.yaml [--json] [--svg F]"},
     {"demo", strata_cmd_demo, "run every collective on local ranks and check the results"},
+    {"probe", strata_cmd_probe, "measure every rank pair, write a link matrix: probe --out F.json"},
+    {"place", strata_cmd_place, "rank order from a link matrix: place F.json [--ring|--sites|--pipeline S]"},
     {"netem", strata_cmd_netem, "emulate a WAN between sites on this host: netem up|down|status|exec|ping"},
 };
 

@@ -417,7 +417,7 @@ static double cluster_threshold(const strata_link_matrix *m) {
   qsort(v, count, sizeof *v, cmp_double);
   double best_ratio = 4.0, threshold = -1;
   for (size_t k = 0; k + 1 < count; k++)
-    if (v[k + 1] / v[k] >= best_ratio) {
+    if (v[k + 1] / v[k] >= best_ratio && v[k + 1] >= STRATA_PLACE_SITE_MIN_LATENCY_US) {
       best_ratio = v[k + 1] / v[k];
       threshold = sqrt(v[k] * v[k + 1]);
     }

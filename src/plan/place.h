@@ -32,6 +32,9 @@
 
 #define STRATA_PLACE_EXACT_MAX_RANKS 12 /* strata_place_ring() is exact up to here */
 #define STRATA_PLACE_EXACT_LIMIT 16     /* strata_place_ring_exact() refuses more */
+/* Latency clustering never separates sites closer than this one-way latency: 50 µs is ~10 km of
+ * fiber at 4.9 µs/km (FACTS.md, layer 3), well above the jitter of ranks sharing a host. */
+#define STRATA_PLACE_SITE_MIN_LATENCY_US 50.0
 
 /* w[i*n+j] = max(send_us(i,j,bytes), send_us(j,i,bytes)), 0 on the diagonal. `w` holds n*n. */
 void strata_place_hop_costs(const strata_link_matrix *m, double bytes, double *w);
@@ -75,7 +78,8 @@ double strata_place_random_allreduce_us(const strata_link_matrix *m, double byte
 /* Sites: site_of[i] in 0..*nsites-1, numbered in order of first appearance. From the matrix's
  * site labels when every rank has one; otherwise single-linkage clustering of the symmetric
  * latency max(l_ij, l_ji) cut at the largest ratio gap between consecutive distinct latencies
- * when that gap is at least 4x (one site otherwise). *from_labels tells which (may be NULL). */
+ * when that gap is at least 4x and its upper side at least STRATA_PLACE_SITE_MIN_LATENCY_US
+ * (one site otherwise). *from_labels tells which (may be NULL). */
 int strata_place_sites(const strata_link_matrix *m, int *site_of, int *nsites, int *from_labels);
 /* A ring with each site's ranks contiguous, for an allreduce of `bytes`. */
 int strata_place_sites_ring(const strata_link_matrix *m, double bytes, uint64_t seed, int *seq);

@@ -1,0 +1,384 @@
+/*
+ * place.c — `strata place MATRIX [--ring | --sites | --pipeline S ...] [--json]`: turn a link
+ * matrix (docs/link-matrix.md) into a rank order for `strata launch --order`, with the model's
+ * prediction for the chosen order beside the identity order and random orders.
+ *
+ * The solvers live in src/plan/place.c; this file parses arguments and prints. The order
+ * printed is launch's meaning of --order: the i-th value is the rank that child i (the process
+ * in matrix row i) gets. docs/place.md explains the modes and the numbers.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "plan/place.h"
+#include "strata.h"
+#include "topo/linkmatrix.h"
+
+#define PLACE_DEFAULT_BYTES (256.0 * 1024 * 1024)
+#define PLACE_RANDOM_SAMPLES 200
+
+typedef enum place_mode { PLACE_RING = 0, PLACE_SITES, PLACE_PIPELINE } place_mode;
+
+typedef struct place_options {
+  const char *matrix_path;
+  place_mode mode;
+  double bytes;
+  strata_pipeline_spec pipeline;
+  double params, param_bytes;
+  uint64_t seed;
+  int json, quiet, iterations;
+} place_options;
+
+static void place_usage(FILE *out) {
+  fprintf(out,
+          "usage: strata place MATRIX [--ring | --sites | --pipeline STAGES [pipeline options]]\n"
+          "                    [--bytes SIZE] [--seed N] [--json | -q]\n\n"
+          "Turn a link matrix written by 'strata probe' (JSON or YAML) into a rank order and\n"
+          "print it as 'strata launch --order' wants it: the i-th number is the rank child i\n"
+          "(matrix row i) gets. The prediction for the order is printed beside the identity\n"
+          "order and the mean of %d random orders.\n\n"
+          "  --ring              bottleneck ring for an allreduce (default): the ring whose\n"
+          "                      slowest hop is fastest; exact up to %d ranks\n"
+          "  --sites             a ring with each site's ranks contiguous (site labels from\n"
+          "                      the matrix, else clusters of similar latency)\n"
+          "  --pipeline STAGES   assign (stage, replica) positions, after Yuan et al. 2022:\n"
+          "    --replicas D        data-parallel replicas (default: ranks / STAGES)\n"
+          "    --params N          parameters of the model (suffix K, M, B = 1e3, 1e6, 1e9)\n"
+          "    --param-bytes B     bytes per parameter in the allreduce (default 2)\n"
+          "    --layers L          layers, split over stages as evenly as possible\n"
+          "    --activation-bytes SIZE  activations crossing a stage boundary per micro-batch\n"
+          "    --microbatches M    micro-batches per step (default 1)\n"
+          "    --iterations N      search rounds (default 200)\n"
+          "  --bytes SIZE        allreduce size for --ring/--sites (default 256M; K, M, G =\n"
+          "                      2^10, 2^20, 2^30)\n"
+          "  --seed N            seed of the random choices (default 1)\n"
+          "  --json              machine-readable output\n"
+          "  -q, --quiet         print only the order\n"
+          "  -h, --help          this text\n",
+          PLACE_RANDOM_SAMPLES, STRATA_PLACE_EXACT_MAX_RANKS);
+}
+
+static int usage_error(const char *what, const char *value) {
+  fprintf(stderr, "strata place: %s%s%s\n(see 'strata place --help')\n", what, value ? " " : "",
+          value ? value : "");
+  return 2;
+}
+
+/* A number with an optional suffix: binary (K=2^10 ...) or decimal (K=1e3, B=1e9). */
+static int parse_scaled(const char *text, int binary, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (errno || end == text || !isfinite(v) || v < 0) return -1;
+  double unit = 1;
+  if (*end) {
+    switch (*end) {
+      case 'k':
+      case 'K':
+        unit = binary ? 1024.0 : 1e3;
+        break;
+      case 'm':
+      case 'M':
+        unit = binary ? 1048576.0 : 1e6;
+        break;
+      case 'g':
+      case 'G':
+      case 'b':
+      case 'B':
+        unit = binary ? 1073741824.0 : 1e9;
+        break;
+      default:
+        return -1;
+    }
+    end++;
+    if (binary && (*end == 'i' || *end == 'I')) end++;
+    if (binary && (*end == 'b' || *end == 'B')) end++;
+    if (*end) return -1;
+  }
+  *out = v * unit;
+  return 0;
+}
+
+static int parse_int(const char *text, int lo, int hi, int *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno || end == text || *end || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+/* Returns -1 to go on, or an exit status. */
+static int parse_args(int argc, char **argv, place_options *o) {
+  *o = (place_options){.bytes = PLACE_DEFAULT_BYTES, .param_bytes = 2, .seed = 1};
+  o->pipeline.microbatches = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int takes = 1, bad = 0;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      place_usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--ring")) {
+      o->mode = PLACE_RING, takes = 0;
+    } else if (!strcmp(a, "--sites")) {
+      o->mode = PLACE_SITES, takes = 0;
+    } else if (!strcmp(a, "--json")) {
+      o->json = 1, takes = 0;
+    } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+      o->quiet = 1, takes = 0;
+    } else if (a[0] != '-' && !o->matrix_path) {
+      o->matrix_path = a, takes = 0;
+    } else if (!v) {
+      return usage_error("missing value or unknown option:", a);
+    } else if (!strcmp(a, "--pipeline")) {
+      o->mode = PLACE_PIPELINE;
+      bad = parse_int(v, 1, STRATA_LINKMATRIX_MAX_RANKS, &o->pipeline.stages);
+    } else if (!strcmp(a, "--replicas")) {
+      bad = parse_int(v, 1, STRATA_LINKMATRIX_MAX_RANKS, &o->pipeline.replicas);
+    } else if (!strcmp(a, "--layers")) {
+      bad = parse_int(v, 1, 1 << 20, &o->pipeline.layers);
+    } else if (!strcmp(a, "--microbatches")) {
+      bad = parse_int(v, 1, 1 << 20, &o->pipeline.microbatches);
+    } else if (!strcmp(a, "--iterations")) {
+      bad = parse_int(v, 1, 1 << 20, &o->iterations);
+    } else if (!strcmp(a, "--params")) {
+      bad = parse_scaled(v, 0, &o->params);
+    } else if (!strcmp(a, "--param-bytes")) {
+      bad = parse_scaled(v, 0, &o->param_bytes);
+    } else if (!strcmp(a, "--activation-bytes")) {
+      bad = parse_scaled(v, 1, &o->pipeline.activation_bytes);
+    } else if (!strcmp(a, "--bytes")) {
+      bad = parse_scaled(v, 1, &o->bytes) || o->bytes <= 0;
+    } else if (!strcmp(a, "--seed")) {
+      int s = 0;
+      bad = parse_int(v, 0, 1 << 30, &s);
+      o->seed = (uint64_t)s;
+    } else {
+      return usage_error("unknown option", a);
+    }
+    if (bad) {
+      fprintf(stderr, "strata place: %s: bad value '%s'\n", a, v);
+      return 2;
+    }
+    i += takes;
+  }
+  if (!o->matrix_path) return usage_error("the link matrix file is missing", NULL);
+  o->pipeline.param_bytes = o->params * o->param_bytes;
+  return -1;
+}
+
+static void print_order(FILE *f, int n, const int *order) {
+  for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", order[i]);
+}
+
+static void print_json_ints(FILE *f, int n, const int *v) {
+  fputc('[', f);
+  for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? ", " : "", v[i]);
+  fputc(']', f);
+}
+
+static const char *human_time(double us, char *buf, size_t len) {
+  if (us >= 1e6)
+    snprintf(buf, len, "%.3f s", us / 1e6);
+  else if (us >= 1e3)
+    snprintf(buf, len, "%.3f ms", us / 1e3);
+  else
+    snprintf(buf, len, "%.1f us", us);
+  return buf;
+}
+
+/* The slowest hop of a ring for the text output. */
+static void slowest_hop(const strata_link_matrix *m, const int *seq, double chunk, int *from,
+                        int *to, double *us) {
+  int n = m->nranks;
+  *us = -1;
+  for (int k = 0; k < n && n > 1; k++) {
+    int a = seq[k], b = seq[(k + 1) % n];
+    double h = fmax(strata_link_matrix_send_us(m, a, b, chunk),
+                    strata_link_matrix_send_us(m, b, a, chunk));
+    if (h > *us) *us = h, *from = a, *to = b;
+  }
+}
+
+static int run_ring(const place_options *o, const strata_link_matrix *m) {
+  int n = m->nranks, nsites = 1, labelled = 0;
+  int *seq = malloc(sizeof(int) * n), *order = malloc(sizeof(int) * n);
+  int *ident = malloc(sizeof(int) * n), *site_of = malloc(sizeof(int) * n);
+  double *w = malloc(sizeof(double) * n * n);
+  int rc = seq && order && ident && site_of && w ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  if (rc == STRATA_OK) rc = strata_place_sites(m, site_of, &nsites, &labelled);
+  if (rc == STRATA_OK && o->mode == PLACE_SITES) {
+    rc = strata_place_sites_ring(m, o->bytes, o->seed, seq);
+  } else if (rc == STRATA_OK) {
+    strata_place_hop_costs(m, o->bytes / n, w);
+    rc = strata_place_ring(n, w, o->seed, seq);
+  }
+  if (rc != STRATA_OK) {
+    fprintf(stderr, "strata place: %s\n", strata_strerror(rc));
+    free(seq), free(order), free(ident), free(site_of), free(w);
+    return 1;
+  }
+  for (int i = 0; i < n; i++) ident[i] = i;
+  strata_place_launch_order(n, seq, order);
+  double placed = strata_place_ring_allreduce_us(m, seq, o->bytes);
+  double identity = strata_place_ring_allreduce_us(m, ident, o->bytes);
+  double random = strata_place_random_allreduce_us(m, o->bytes, PLACE_RANDOM_SAMPLES, o->seed);
+  int from = 0, to = 0;
+  double hop = 0;
+  slowest_hop(m, seq, o->bytes / n, &from, &to, &hop);
+  const char *mode = o->mode == PLACE_SITES ? "sites" : "ring";
+  const char *solver = o->mode == PLACE_SITES              ? "site blocks + 2-opt/Or-opt"
+                       : n <= STRATA_PLACE_EXACT_MAX_RANKS ? "exact"
+                                                           : "nearest neighbour + 2-opt/Or-opt";
+  if (o->quiet) {
+    print_order(stdout, n, order);
+    putchar('\n');
+  } else if (o->json) {
+    printf("{\n  \"mode\": \"%s\",\n  \"solver\": \"%s\",\n  \"ranks\": %d,\n", mode, solver, n);
+    printf("  \"bytes\": %.17g,\n  \"order\": ", o->bytes);
+    print_json_ints(stdout, n, order);
+    printf(",\n  \"ring\": ");
+    print_json_ints(stdout, n, seq);
+    printf(",\n  \"sites\": ");
+    print_json_ints(stdout, n, site_of);
+    printf(",\n  \"slowest_hop\": {\"from\": %d, \"to\": %d, \"us\": %.6g},\n", from, to, hop);
+    printf("  \"allreduce_us\": {\"placed\": %.6g, \"identity\": %.6g, \"random_mean\": %.6g},\n",
+           placed, identity, random);
+    printf("  \"speedup_vs_random\": %.6g,\n  \"speedup_vs_identity\": %.6g\n}\n",
+           placed > 0 ? random / placed : 1, placed > 0 ? identity / placed : 1);
+  } else {
+    char t1[32], t2[32], t3[32], t4[32];
+    printf("%s placement of %d ranks (%s), allreduce of %.0f bytes\n", mode, n, solver, o->bytes);
+    printf("order: ");
+    print_order(stdout, n, order);
+    printf("\n  (strata launch -n %d --order <order> ...: child i gets rank order[i])\n", n);
+    printf("ring (matrix rows in ring order): ");
+    for (int k = 0; k < n; k++) printf("%s%d", k ? " " : "", seq[k]);
+    printf("\nsites: %d (%s)\n", nsites, labelled ? "from labels" : "by latency clustering");
+    printf("slowest hop: %d <-> %d, %s per chunk of %.0f bytes\n", from, to,
+           human_time(hop, t1, sizeof t1), o->bytes / n);
+    printf("predicted ring allreduce: placed %s, identity %s, random (mean of %d) %s\n",
+           human_time(placed, t2, sizeof t2), human_time(identity, t3, sizeof t3),
+           PLACE_RANDOM_SAMPLES, human_time(random, t4, sizeof t4));
+    printf("placed is %.2fx faster than random, %.2fx than identity\n",
+           placed > 0 ? random / placed : 1.0, placed > 0 ? identity / placed : 1.0);
+  }
+  free(seq), free(order), free(ident), free(site_of), free(w);
+  return 0;
+}
+
+static double pipeline_random_us(const strata_link_matrix *m, const strata_pipeline_spec *spec,
+                                 uint64_t seed, int *scratch) {
+  int n = m->nranks;
+  double total = 0;
+  uint64_t s = seed * 2654435761u + 1;
+  for (int r = 0; r < PLACE_RANDOM_SAMPLES; r++) {
+    for (int k = 0; k < n; k++) scratch[k] = k;
+    for (int k = n - 1; k > 0; k--) {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      int j = (int)((s >> 33) % (uint64_t)(k + 1)), t = scratch[k];
+      scratch[k] = scratch[j];
+      scratch[j] = t;
+    }
+    total += strata_place_pipeline_cost(m, spec, scratch).total_us;
+  }
+  return total / PLACE_RANDOM_SAMPLES;
+}
+
+static int run_pipeline(place_options *o, const strata_link_matrix *m) {
+  int n = m->nranks;
+  strata_pipeline_spec *spec = &o->pipeline;
+  if (spec->replicas == 0) spec->replicas = n / spec->stages;
+  if ((long)spec->stages * spec->replicas != n) {
+    fprintf(stderr,
+            "strata place: --pipeline %d x %d replicas needs %ld ranks; the matrix has %d\n",
+            spec->stages, spec->replicas, (long)spec->stages * spec->replicas, n);
+    return 2;
+  }
+  if (spec->layers && spec->layers < spec->stages) {
+    fprintf(stderr, "strata place: --layers %d is fewer than %d stages\n", spec->layers,
+            spec->stages);
+    return 2;
+  }
+  int *slot_of = malloc(sizeof(int) * n), *order = malloc(sizeof(int) * n);
+  int *scratch = malloc(sizeof(int) * n);
+  int rc = slot_of && order && scratch ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  if (rc == STRATA_OK) rc = strata_place_pipeline(m, spec, o->iterations, o->seed, slot_of);
+  if (rc != STRATA_OK) {
+    fprintf(stderr, "strata place: %s\n", strata_strerror(rc));
+    free(slot_of), free(order), free(scratch);
+    return rc == STRATA_ERR_INVALID_ARG ? 2 : 1;
+  }
+  /* rank r = stage * replicas + replica runs in slot slot_of[r] */
+  strata_place_launch_order(n, slot_of, order);
+  strata_pipeline_cost placed = strata_place_pipeline_cost(m, spec, slot_of);
+  for (int k = 0; k < n; k++) scratch[k] = k;
+  strata_pipeline_cost identity = strata_place_pipeline_cost(m, spec, scratch);
+  double random = pipeline_random_us(m, spec, o->seed, scratch);
+  int D = spec->replicas;
+  if (o->quiet) {
+    print_order(stdout, n, order);
+    putchar('\n');
+  } else if (o->json) {
+    printf(
+        "{\n  \"mode\": \"pipeline\",\n  \"ranks\": %d,\n  \"stages\": %d,\n  \"replicas\": %d,\n",
+        n, spec->stages, D);
+    printf("  \"order\": ");
+    print_json_ints(stdout, n, order);
+    printf(",\n  \"slot_of_stage_replica\": [");
+    for (int s = 0; s < spec->stages; s++) {
+      printf("%s", s ? ", " : "");
+      print_json_ints(stdout, D, slot_of + s * D);
+    }
+    printf("],\n  \"placed_us\": {\"dp\": %.6g, \"pp\": %.6g, \"total\": %.6g},\n", placed.dp_us,
+           placed.pp_us, placed.total_us);
+    printf("  \"identity_us\": {\"dp\": %.6g, \"pp\": %.6g, \"total\": %.6g},\n", identity.dp_us,
+           identity.pp_us, identity.total_us);
+    printf("  \"random_mean_total_us\": %.6g,\n  \"speedup_vs_random\": %.6g\n}\n", random,
+           placed.total_us > 0 ? random / placed.total_us : 1.0);
+  } else {
+    char a[32], b[32], c[32], d[32], e[32];
+    printf("pipeline placement: %d stages x %d replicas on %d ranks (rank = stage*%d + replica)\n",
+           spec->stages, D, n, D);
+    printf("order: ");
+    print_order(stdout, n, order);
+    printf("\n  (strata launch -n %d --order <order> ...: child i gets rank order[i])\n", n);
+    for (int s = 0; s < spec->stages; s++) {
+      printf("stage %d: matrix rows", s);
+      for (int r = 0; r < D; r++) printf(" %d", slot_of[s * D + r]);
+      printf("\n");
+    }
+    printf(
+        "predicted communication per step: placed %s (dp %s + pp %s), identity %s, "
+        "random (mean of %d) %s\n",
+        human_time(placed.total_us, a, sizeof a), human_time(placed.dp_us, b, sizeof b),
+        human_time(placed.pp_us, c, sizeof c), human_time(identity.total_us, d, sizeof d),
+        PLACE_RANDOM_SAMPLES, human_time(random, e, sizeof e));
+    printf("placed is %.2fx faster than random, %.2fx than identity\n",
+           placed.total_us > 0 ? random / placed.total_us : 1.0,
+           placed.total_us > 0 ? identity.total_us / placed.total_us : 1.0);
+  }
+  free(slot_of), free(order), free(scratch);
+  return 0;
+}
+
+int strata_cmd_place(int argc, char **argv) {
+  place_options o;
+  int rc = parse_args(argc, argv, &o);
+  if (rc >= 0) return rc;
+  strata_link_matrix m;
+  char err[512];
+  rc = strata_link_matrix_load(&m, o.matrix_path, err, sizeof err);
+  if (rc != STRATA_OK) {
+    fprintf(stderr, "strata place: %s\n", err[0] ? err : strata_strerror(rc));
+    return 2;
+  }
+  rc = o.mode == PLACE_PIPELINE ? run_pipeline(&o, &m) : run_ring(&o, &m);
+  strata_link_matrix_free(&m);
+  return rc;
+}
