@@ -4,7 +4,7 @@
  *
  *   strata netem up --sites K [--ranks-per-site M] [--link SPEC]... [--name NAME] [--mtu BYTES]
  *                   [--cc bbr|cubic|reno] [--tcp-mem-max BYTES] [--seed N] [--lifetime SECONDS]
- *                   [--pool PACKETS] [--foreground]
+ *                   [--pool PACKETS] [--foreground] [--realtime-priority N]
  *   strata netem down [--name NAME]
  *   strata netem status [--name NAME]
  *   strata netem exec [--name NAME] SITE [--] CMD ARGS...
@@ -33,6 +33,7 @@
 #include <netinet/ip.h>
 #include <netinet/ip_icmp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,7 @@ static void netem_usage(FILE *out) {
           "usage: strata netem up --sites K [--ranks-per-site M] [--link SPEC]... [--name NAME]\n"
           "                       [--mtu BYTES] [--cc bbr|cubic|reno] [--tcp-mem-max BYTES]\n"
           "                       [--seed N] [--lifetime SECONDS] [--pool PACKETS] [--foreground]\n"
+          "                       [--realtime-priority N (default 10, 0 = off)]\n"
           "       strata netem down [--name NAME]\n"
           "       strata netem status [--name NAME]\n"
           "       strata netem exec [--name NAME] SITE [--] CMD ARGS...\n"
@@ -195,6 +197,7 @@ static int parse_up(int argc, char **argv, netem_up_options *o) {
   o->fwd.nsites = 0;
   o->fwd.mtu = 1500;
   o->fwd.ready_fd = -1;
+  o->fwd.realtime_priority = 10;
   o->site.mtu = 1500;
   o->site.tcp_mem_max_bytes = 64ull << 20;
   o->ranks_per_site = 1;
@@ -230,6 +233,9 @@ static int parse_up(int argc, char **argv, netem_up_options *o) {
     } else if (!strcmp(arg, "--lifetime")) {
       ok = ok && !parse_seconds(val, 1, 7 * 86400, &seconds);
       if (ok) o->fwd.lifetime_s = seconds;
+    } else if (!strcmp(arg, "--realtime-priority")) {
+      ok = ok && !parse_long(val, 0, 99, &v);
+      if (ok) o->fwd.realtime_priority = (int)v;
     } else if (!strcmp(arg, "--pool")) {
       ok = ok && !parse_long(val, 1024, 1 << 22, &v);
       if (ok) o->fwd.pool_packets = (uint32_t)v;
@@ -574,12 +580,37 @@ typedef struct ping_tally {
   unsigned char *seen;
 } ping_tally;
 
+static uint64_t real_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Receives one datagram; *at_ns is the kernel's arrival time (SO_TIMESTAMPNS, CLOCK_REALTIME),
+ * so a ping process that is scheduled late does not inflate the round trip it reports. */
+static ssize_t ping_recv(int fd, unsigned char *buf, size_t bytes, uint64_t *at_ns) {
+  char control[256];
+  struct iovec iov = {.iov_base = buf, .iov_len = bytes};
+  struct msghdr msg = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+  ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT);
+  *at_ns = real_ns();
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); n > 0 && c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+      struct timespec ts;
+      memcpy(&ts, CMSG_DATA(c), sizeof ts);
+      *at_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    }
+  }
+  return n;
+}
+
 static void ping_receive(int fd, uint16_t id, const ping_options *o, ping_tally *t) {
   unsigned char buf[9000];
   for (;;) {
-    ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    uint64_t now;
+    ssize_t n = ping_recv(fd, buf, sizeof buf, &now);
     if (n <= 0) return;
-    uint64_t now = mono_ns();
     size_t ihl = (size_t)(buf[0] & 0x0f) * 4;
     if ((size_t)n < ihl + 8 + sizeof(uint64_t)) continue;
     struct icmphdr *h = (struct icmphdr *)(buf + ihl);
@@ -608,7 +639,7 @@ static int ping_send(int fd, const struct sockaddr_in *to, uint16_t id, long ind
   h->type = ICMP_ECHO;
   h->un.echo.id = htons(id);
   h->un.echo.sequence = htons((uint16_t)index);
-  uint64_t now = mono_ns(), index64 = (uint64_t)index;
+  uint64_t now = real_ns(), index64 = (uint64_t)index;
   memcpy(pkt + 8, &now, sizeof now);
   memcpy(pkt + 16, &index64, sizeof index64);
   size_t len = 8 + (size_t)size;
@@ -638,8 +669,12 @@ static int netem_ping(int argc, char **argv, const char *name) {
     fprintf(stderr, "netem ping: raw ICMP socket: %s\n", strerror(errno));
     return 1;
   }
-  int rcvbuf = 4 << 20;
+  int rcvbuf = 4 << 20, on = 1;
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
+  /* Sends on time even on a busy host (a late send only delays, it does not skew the RTT). */
+  struct sched_param sp = {.sched_priority = 5};
+  sched_setscheduler(0, SCHED_FIFO, &sp);
   strata_emu_site_address(addr, sizeof addr, o.to);
   struct sockaddr_in to = {.sin_family = AF_INET};
   inet_pton(AF_INET, addr, &to.sin_addr);

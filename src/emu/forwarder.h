@@ -29,6 +29,7 @@ typedef struct strata_emu_forwarder_config {
   const char *stats_path; /* rewritten about once a second and at exit; NULL = none */
   double lifetime_s;      /* stop by itself after this long; 0 = run until a signal */
   int ready_fd;           /* one byte is written here once running, then closed; -1 = none */
+  int realtime_priority;  /* SCHED_FIFO priority (1..99) when possible; 0 = normal scheduling */
 } strata_emu_forwarder_config;
 
 typedef enum strata_emu_forwarder_end {

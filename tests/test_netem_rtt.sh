@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# test_netem_rtt.sh BUILD_DIR — `strata netem`: round-trip times between emulated sites within
+# 5% of the configured one-way delays (20 ms and 50 ms RTT), an asymmetric pair (5 ms one way,
+# 15 ms back), jitter visible in the spread but not in the mean, and the status report.
+# Needs root, /dev/net/tun and `ip netns`; only namespaces it creates are touched.
+set -u
+build=${1:?usage: test_netem_rtt.sh BUILD_DIR}
+strata=$build/strata
+[ -x "$strata" ] || { echo "test_netem_rtt: $strata is missing"; exit 1; }
+if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ] || ! ip netns list >/dev/null 2>&1; then
+  echo "SKIP test_netem_rtt: needs root, /dev/net/tun and ip netns"; exit 0
+fi
+name=rtt$$
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+trap '"$strata" netem down --name "$name" >/dev/null 2>&1' EXIT
+bounded() { timeout -k 2 40 "$@"; }
+within() { awk -v v="$1" -v w="$2" -v p="$3" 'BEGIN { d = v - w; if (d < 0) d = -d; exit !(d <= w * p / 100) }'; }
+field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
+
+bounded "$strata" netem up --name "$name" --sites 4 --lifetime 60 \
+  --link 0-1:delay=10ms --link 0-2:delay=25ms --link '1>2:delay=5ms' --link '2>1:delay=15ms' \
+  --link 0-3:delay=20ms,jitter=2ms >/dev/null || { echo "FAIL: netem up"; exit 1; }
+
+check_rtt() { # FROM TO WANT_MS
+  local out avg
+  out=$(bounded "$strata" netem ping --name "$name" "$1" "$2" -c 20 -i 0.05 -q)
+  avg=$(echo "$out" | field avg)
+  echo "$out"
+  [ -n "$avg" ] && within "$avg" "$3" 5 || fail "rtt $1->$2 avg ${avg:-none} ms, want $3 ms ± 5%"
+  echo "$out" | grep -q " loss=0.000%" || fail "rtt $1->$2: lost packets on a lossless link"
+}
+check_rtt 0 1 20
+check_rtt 1 0 20
+check_rtt 0 2 50
+check_rtt 1 2 20
+check_rtt 2 1 20
+check_rtt 0 3 40
+
+# Jitter of σ = 2 ms each way: the round trip spreads by about 2.8 ms.
+out=$(bounded "$strata" netem ping --name "$name" 0 3 -c 60 -i 0.05 -q)
+mdev=$(echo "$out" | field mdev)
+awk -v m="${mdev:-0}" 'BEGIN { exit !(m > 1.5 && m < 4.5) }' || fail "jitter: mdev ${mdev:-none} ms, want about 2.8"
+
+status=$("$strata" netem status --name "$name") || fail "status says the forwarder is not running"
+echo "$status" | grep -q "link 1>2 rate=unlimited,delay=5ms" || fail "status lacks link 1>2: $status"
+echo "$status" | grep -q "link 2>1 rate=unlimited,delay=15ms" || fail "status lacks link 2>1"
+echo "$status" | grep -Eq "link 0>1 packets_in=[1-9]" || fail "status lacks the forwarder's counters"
+
+"$strata" netem down --name "$name" >/dev/null || fail "down"
+ip netns list | grep -q "^$name-" && fail "namespaces left: $(ip netns list | grep "^$name-")"
+[ "$failures" -eq 0 ] && echo "test_netem_rtt: ok" || echo "test_netem_rtt: $failures failure(s)"
+[ "$failures" -eq 0 ]
