@@ -605,6 +605,10 @@ static void shm_recv_advance(shm_transport *t, shm_peer *p) {
     }
     shm_queue_pop(&p->recvs);
     shm_complete(t, x, STRATA_OK);
+    /* A large receive ends this peer's turn: its completion reaches the engine only when
+     * progress() returns, and what depends on it (typically the send the peer waits for next)
+     * must not wait behind the pull of the following message. */
+    if (x->bytes >= SHM_INLINE_MAX_BYTES) break;
   }
   if (p->in_tail != tail_before) shm_publish_tail(p);
 }
