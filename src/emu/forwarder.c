@@ -270,6 +270,7 @@ static void fwd_write_stats(fwd_state *s, int final) {
     for (int dst = 0; dst < c->nsites; dst++) {
       if (src == dst) continue;
       const strata_emu_link_stats *st = &s->links[src * c->nsites + dst].stats;
+      if (!st->packets_in) continue; /* quiet pairs: K sites make K(K-1) lines otherwise */
       fprintf(f,
               "link %d>%d packets_in=%llu bytes_in=%llu packets_out=%llu bytes_out=%llu "
               "dropped_queue=%llu dropped_loss=%llu dropped_pool=%llu reordered=%llu\n",
