@@ -215,8 +215,7 @@ static int run_ring(const place_options *o, const strata_link_matrix *m) {
   if (rc == STRATA_OK && o->mode == PLACE_SITES) {
     rc = strata_place_sites_ring(m, o->bytes, o->seed, seq);
   } else if (rc == STRATA_OK) {
-    strata_place_hop_costs(m, o->bytes / n, w);
-    rc = strata_place_ring(n, w, o->seed, seq);
+    rc = strata_place_ring_for_allreduce(m, o->bytes, o->seed, seq);
   }
   if (rc != STRATA_OK) {
     fprintf(stderr, "strata place: %s\n", strata_strerror(rc));

@@ -353,34 +353,98 @@ int strata_place_ring(int n, const double *w, uint64_t seed, int *seq) {
 
 /* ---- predicted times ---- */
 
-double strata_place_ring_allreduce_us(const strata_link_matrix *m, const int *seq, double bytes) {
-  int n = m->nranks;
-  if (n < 2) return 0;
-  double chunk = bytes / n, worst = 0;
-  for (int k = 0; k < n; k++) {
-    double c = hop_us(m, seq[k], seq[(k + 1) % n], chunk);
-    if (c > worst) worst = c;
+/* Site links are shared: the matrix measured each pair alone, but every hop of a ring (every
+ * transfer of a pipeline boundary) that crosses from site A to site B at the same time goes
+ * through the same WAN link. A crossing's bandwidth is divided by the number of concurrent
+ * crossings between its two sites (the larger of the two directions); hops inside a site share
+ * nothing. This is what makes an interleaved order slow even when its slowest single hop is no
+ * slower than the grouped order's. */
+typedef struct share_map {
+  int n, nsites;
+  int *site_of;    /* n */
+  int *crossings;  /* nsites*nsites, transfers from site A to site B in the current set */
+  double *scratch; /* n, for the pipeline's per-replica sums */
+} share_map;
+
+static int share_map_init(share_map *s, const strata_link_matrix *m) {
+  s->n = m->nranks;
+  s->site_of = malloc((size_t)s->n * sizeof *s->site_of);
+  s->crossings = NULL;
+  s->scratch = malloc((size_t)s->n * sizeof *s->scratch);
+  if (!s->site_of || !s->scratch || strata_place_sites(m, s->site_of, &s->nsites, NULL))
+    return STRATA_ERR_NO_MEMORY;
+  s->crossings = calloc((size_t)s->nsites * (size_t)s->nsites, sizeof *s->crossings);
+  return s->crossings ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+}
+
+static void share_map_free(share_map *s) {
+  free(s->site_of);
+  free(s->crossings);
+  free(s->scratch);
+}
+
+static void share_reset(share_map *s) {
+  memset(s->crossings, 0, (size_t)s->nsites * (size_t)s->nsites * sizeof *s->crossings);
+}
+
+static void share_add(share_map *s, int a, int b) {
+  s->crossings[s->site_of[a] * s->nsites + s->site_of[b]]++;
+}
+
+static double shared_send_us(const strata_link_matrix *m, const share_map *s, int a, int b,
+                             double bytes) {
+  if (a == b) return 0;
+  int sa = s->site_of[a], sb = s->site_of[b], share = 1;
+  if (sa != sb) {
+    int ab = s->crossings[sa * s->nsites + sb], ba = s->crossings[sb * s->nsites + sa];
+    share = ab > ba ? ab : ba;
+    if (share < 1) share = 1;
   }
+  return strata_link_matrix_latency_us(m, a, b) +
+         bytes * share / (strata_link_matrix_bandwidth_gbps(m, a, b) * 1e3);
+}
+
+static double shared_hop_us(const strata_link_matrix *m, const share_map *s, int a, int b,
+                            double bytes) {
+  return fmax(shared_send_us(m, s, a, b, bytes), shared_send_us(m, s, b, a, bytes));
+}
+
+static double ring_time_us(const strata_link_matrix *m, share_map *s, const int *seq, int n,
+                           double bytes) {
+  if (n < 2) return 0;
+  share_reset(s);
+  for (int k = 0; k < n; k++) share_add(s, seq[k], seq[(k + 1) % n]);
+  double chunk = bytes / n, worst = 0;
+  for (int k = 0; k < n; k++)
+    worst = fmax(worst, shared_hop_us(m, s, seq[k], seq[(k + 1) % n], chunk));
   return 2.0 * (n - 1) * worst;
+}
+
+double strata_place_ring_allreduce_us(const strata_link_matrix *m, const int *seq, double bytes) {
+  share_map s;
+  double t = -1;
+  if (share_map_init(&s, m) == STRATA_OK) t = ring_time_us(m, &s, seq, m->nranks, bytes);
+  share_map_free(&s);
+  return t;
 }
 
 double strata_place_random_allreduce_us(const strata_link_matrix *m, double bytes, int samples,
                                         uint64_t seed) {
   int n = m->nranks;
   int *seq = malloc((size_t)n * sizeof *seq);
-  if (!seq || samples < 1) {
-    free(seq);
-    return -1;
-  }
-  uint64_t state = seed;
+  share_map s;
+  int rc = share_map_init(&s, m);
   double total = 0;
-  for (int s = 0; s < samples; s++) {
+  uint64_t state = seed;
+  for (int r = 0; rc == STRATA_OK && seq && r < samples; r++) {
     for (int k = 0; k < n; k++) seq[k] = k;
     shuffle(seq, n, &state);
-    total += strata_place_ring_allreduce_us(m, seq, bytes);
+    total += ring_time_us(m, &s, seq, n, bytes);
   }
+  share_map_free(&s);
+  int ok = rc == STRATA_OK && seq && samples >= 1;
   free(seq);
-  return total / samples;
+  return ok ? total / samples : -1;
 }
 
 /* ---- sites ---- */
@@ -390,15 +454,17 @@ static int find_root(int *parent, int i) {
   return i;
 }
 
-static void number_groups(int n, const int *root, int *site_of, int *nsites) {
+static int number_groups(int n, const int *root, int *site_of, int *nsites) {
   int *id = malloc((size_t)n * sizeof *id);
   *nsites = 0;
+  if (!id) return STRATA_ERR_NO_MEMORY;
   for (int i = 0; i < n; i++) id[i] = -1;
   for (int i = 0; i < n; i++) {
     if (id[root[i]] < 0) id[root[i]] = (*nsites)++;
     site_of[i] = id[root[i]];
   }
   free(id);
+  return STRATA_OK;
 }
 
 static double sym_latency(const strata_link_matrix *m, int i, int j) {
@@ -442,10 +508,10 @@ int strata_place_sites(const strata_link_matrix *m, int *site_of, int *nsites, i
         if (t < 0 || sym_latency(m, i, j) < t) root[find_root(root, i)] = find_root(root, j);
     for (int i = 0; i < n; i++) root[i] = find_root(root, i);
   }
-  number_groups(n, root, site_of, nsites);
+  int rc = number_groups(n, root, site_of, nsites);
   if (from_labels) *from_labels = labelled;
   free(root);
-  return STRATA_OK;
+  return rc;
 }
 
 /* Rotates a site's own ring so that its heaviest hop is the one cut open. */
@@ -523,38 +589,52 @@ static double stage_param_bytes(const strata_pipeline_spec *spec, int s) {
   return spec->param_bytes * mine / spec->layers;
 }
 
-strata_pipeline_cost strata_place_pipeline_cost(const strata_link_matrix *m,
-                                                const strata_pipeline_spec *spec,
-                                                const int *slot_of) {
+static strata_pipeline_cost pipeline_cost(const strata_link_matrix *m, share_map *sh,
+                                          const strata_pipeline_spec *spec, const int *slot_of) {
   int S = spec->stages, D = spec->replicas;
   strata_pipeline_cost c = {0, 0, 0};
+  /* Every stage's replica ring runs its allreduce at the same time: one set of crossings. */
+  share_reset(sh);
+  for (int s = 0; s < S && D > 1; s++)
+    for (int d = 0; d < D; d++) share_add(sh, slot_of[s * D + d], slot_of[s * D + (d + 1) % D]);
   for (int s = 0; s < S && D > 1; s++) {
     double chunk = stage_param_bytes(spec, s) / D, worst = 0;
+    for (int d = 0; d < D; d++)
+      worst = fmax(worst,
+                   shared_hop_us(m, sh, slot_of[s * D + d], slot_of[s * D + (d + 1) % D], chunk));
+    c.dp_us = fmax(c.dp_us, 2.0 * (D - 1) * worst);
+  }
+  /* Boundary s -> s+1 is crossed by every replica at once (forward, and backward back). */
+  double *pp = sh->scratch;
+  for (int d = 0; d < D; d++) pp[d] = 0;
+  for (int s = 0; s + 1 < S; s++) {
+    share_reset(sh);
+    for (int d = 0; d < D; d++) share_add(sh, slot_of[s * D + d], slot_of[(s + 1) * D + d]);
     for (int d = 0; d < D; d++) {
-      double h = hop_us(m, slot_of[s * D + d], slot_of[s * D + (d + 1) % D], chunk);
-      if (h > worst) worst = h;
-    }
-    double dp = 2.0 * (D - 1) * worst;
-    if (dp > c.dp_us) c.dp_us = dp;
-  }
-  for (int d = 0; d < D; d++) {
-    double pp = 0;
-    for (int s = 0; s + 1 < S; s++) {
       int a = slot_of[s * D + d], b = slot_of[(s + 1) * D + d];
-      pp += strata_link_matrix_send_us(m, a, b, spec->activation_bytes) +
-            strata_link_matrix_send_us(m, b, a, spec->activation_bytes);
+      pp[d] += shared_send_us(m, sh, a, b, spec->activation_bytes) +
+               shared_send_us(m, sh, b, a, spec->activation_bytes);
     }
-    pp *= spec->microbatches;
-    if (pp > c.pp_us) c.pp_us = pp;
   }
+  for (int d = 0; d < D; d++) c.pp_us = fmax(c.pp_us, pp[d] * spec->microbatches);
   c.total_us = c.dp_us + c.pp_us;
   return c;
 }
 
+strata_pipeline_cost strata_place_pipeline_cost(const strata_link_matrix *m,
+                                                const strata_pipeline_spec *spec,
+                                                const int *slot_of) {
+  share_map sh;
+  strata_pipeline_cost c = {INFINITY, INFINITY, INFINITY};
+  if (share_map_init(&sh, m) == STRATA_OK) c = pipeline_cost(m, &sh, spec, slot_of);
+  share_map_free(&sh);
+  return c;
+}
+
 /* Swap descent: best-improvement sweeps over all pairs until none helps. */
-static double descend(const strata_link_matrix *m, const strata_pipeline_spec *spec, int *a,
-                      int n) {
-  double best = strata_place_pipeline_cost(m, spec, a).total_us;
+static double descend(const strata_link_matrix *m, share_map *sh, const strata_pipeline_spec *spec,
+                      int *a, int n) {
+  double best = pipeline_cost(m, sh, spec, a).total_us;
   for (int improved = 1; improved;) {
     improved = 0;
     for (int i = 0; i < n; i++)
@@ -562,7 +642,7 @@ static double descend(const strata_link_matrix *m, const strata_pipeline_spec *s
         int t = a[i];
         a[i] = a[j];
         a[j] = t;
-        double c = strata_place_pipeline_cost(m, spec, a).total_us;
+        double c = pipeline_cost(m, sh, spec, a).total_us;
         if (c < best * (1 - 1e-12)) {
           best = c;
           improved = 1;
@@ -583,10 +663,10 @@ static int pipeline_spec_ok(const strata_link_matrix *m, const strata_pipeline_s
 }
 
 /* Consider candidate `a`: descend, keep in `best` if better. */
-static void try_start(const strata_link_matrix *m, const strata_pipeline_spec *spec, int *a,
-                      int *best, double *best_cost) {
+static void try_start(const strata_link_matrix *m, share_map *sh, const strata_pipeline_spec *spec,
+                      int *a, int *best, double *best_cost) {
   int n = m->nranks;
-  double c = descend(m, spec, a, n);
+  double c = descend(m, sh, spec, a, n);
   if (c < *best_cost) {
     *best_cost = c;
     memcpy(best, a, (size_t)n * sizeof *a);
@@ -598,7 +678,9 @@ int strata_place_pipeline(const strata_link_matrix *m, const strata_pipeline_spe
   if (!pipeline_spec_ok(m, spec)) return STRATA_ERR_INVALID_ARG;
   int n = m->nranks;
   int *a = malloc((size_t)n * sizeof *a), *ring = malloc((size_t)n * sizeof *ring);
-  if (!a || !ring) {
+  share_map sh;
+  if (share_map_init(&sh, m) != STRATA_OK || !a || !ring) {
+    share_map_free(&sh);
     free(a);
     free(ring);
     return STRATA_ERR_NO_MEMORY;
@@ -606,16 +688,16 @@ int strata_place_pipeline(const strata_link_matrix *m, const strata_pipeline_spe
   uint64_t state = seed;
   double best_cost = INFINITY;
   for (int k = 0; k < n; k++) a[k] = k;
-  try_start(m, spec, a, slot_of, &best_cost);
+  try_start(m, &sh, spec, a, slot_of, &best_cost);
   /* Site-grouped ring, read stage-major (a stage's replicas side by side) and replica-major. */
   int rc = strata_place_sites_ring(m, spec->activation_bytes, seed, ring);
   if (rc == STRATA_OK) {
     memcpy(a, ring, (size_t)n * sizeof *a);
-    try_start(m, spec, a, slot_of, &best_cost);
+    try_start(m, &sh, spec, a, slot_of, &best_cost);
     for (int s = 0; s < spec->stages; s++)
       for (int d = 0; d < spec->replicas; d++)
         a[s * spec->replicas + d] = ring[d * spec->stages + s];
-    try_start(m, spec, a, slot_of, &best_cost);
+    try_start(m, &sh, spec, a, slot_of, &best_cost);
   }
   if (iterations <= 0) iterations = 200;
   for (int it = 0; rc == STRATA_OK && it < iterations; it++) {
@@ -628,9 +710,29 @@ int strata_place_pipeline(const strata_link_matrix *m, const strata_pipeline_spe
         a[i] = a[j];
         a[j] = t;
       }
-    try_start(m, spec, a, slot_of, &best_cost);
+    try_start(m, &sh, spec, a, slot_of, &best_cost);
   }
+  share_map_free(&sh);
   free(a);
   free(ring);
+  return rc;
+}
+
+int strata_place_ring_for_allreduce(const strata_link_matrix *m, double bytes, uint64_t seed,
+                                    int *seq) {
+  int n = m->nranks;
+  double *w = malloc((size_t)n * (size_t)n * sizeof *w);
+  int *grouped = malloc((size_t)n * sizeof *grouped);
+  int rc = w && grouped ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  if (rc == STRATA_OK) {
+    strata_place_hop_costs(m, bytes / n, w);
+    rc = strata_place_ring(n, w, seed, seq);
+  }
+  if (rc == STRATA_OK) rc = strata_place_sites_ring(m, bytes, seed, grouped);
+  if (rc == STRATA_OK && strata_place_ring_allreduce_us(m, grouped, bytes) <
+                             strata_place_ring_allreduce_us(m, seq, bytes))
+    memcpy(seq, grouped, (size_t)n * sizeof *seq);
+  free(w);
+  free(grouped);
   return rc;
 }

@@ -20,7 +20,9 @@
  *  - pipeline placement after Yuan et al. (arXiv 2206.01288; FACTS.md "geo placement"): assign
  *    slots to (stage, replica) positions to minimize  max_s DP_s + max_d PP_d  where DP_s is the
  *    ring allreduce of stage s's parameters among its replicas (in replica order) and PP_d the
- *    activation + gradient transfers between consecutive stages of replica d, per step.
+ *    activation + gradient transfers between consecutive stages of replica d, per step. Both
+ *    share site links like strata_place_ring_allreduce_us(): all stages' rings run at once, and
+ *    all replicas cross a stage boundary at once.
  *    Iterated local search over swaps (a deterministic, seeded search).
  */
 #ifndef STRATA_PLAN_PLACE_H
@@ -69,7 +71,10 @@ void strata_place_launch_order(int n, const int *seq, int *order);
 
 /* Predicted ring allreduce time (µs) of `bytes` in ring order seq: 2(n-1) steps, each as slow
  * as the slowest hop moving one chunk of bytes/n (FACTS.md "Collective cost", ring allreduce,
- * with β of the worst link since every step waits for it). 0 for n == 1. */
+ * with β of the worst link since every step waits for it). Site links are shared: a hop from
+ * site A to site B gets the pair's measured bandwidth divided by the number of ring hops
+ * crossing between A and B (the larger direction); sites as strata_place_sites() finds them.
+ * 0 for n == 1, negative when out of memory. */
 double strata_place_ring_allreduce_us(const strata_link_matrix *m, const int *seq, double bytes);
 /* Mean of the above over `samples` uniformly random orders (seeded). */
 double strata_place_random_allreduce_us(const strata_link_matrix *m, double bytes, int samples,
@@ -83,6 +88,12 @@ double strata_place_random_allreduce_us(const strata_link_matrix *m, double byte
 int strata_place_sites(const strata_link_matrix *m, int *site_of, int *nsites, int *from_labels);
 /* A ring with each site's ranks contiguous, for an allreduce of `bytes`. */
 int strata_place_sites_ring(const strata_link_matrix *m, double bytes, uint64_t seed, int *seq);
+
+/* The ring `strata place --ring` prints: the bottleneck ring on hop costs for chunks of
+ * bytes/n, or the site-grouped ring when the shared-link model predicts it faster (the pairwise
+ * objective cannot see that hops crossing between the same two sites share one link). */
+int strata_place_ring_for_allreduce(const strata_link_matrix *m, double bytes, uint64_t seed,
+                                    int *seq);
 
 /* Pipeline placement. */
 typedef struct strata_pipeline_spec {
