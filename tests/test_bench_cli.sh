@@ -94,6 +94,15 @@ run_bench avg3 3 3 reduce_scatter -b 48 -e 3K -f 8 -n 1 -w 0 -d bfloat16 -o avg
 run_bench minmax3 3 2 reduce -b 1K -e 2K -f 2 -n 1 -w 0 -d half -o min -r 1
 run_bench steps2 2 3 broadcast -b 1000 -e 3000 -i 1000 -n 1 -w 0 -d uint8 -r 1 -z 1 -a 1
 
+# No launcher at all: one rank, as nccl-tests without MPI (sizes 8 .. 64: 4 rows).
+status=0
+timeout 60 env -u STRATA_RANK -u STRATA_WORLD_SIZE -u STRATA_ADDR -u RANK -u WORLD_SIZE \
+  -u MASTER_ADDR -u MASTER_PORT -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u SLURM_PROCID \
+  -u SLURM_NTASKS "$strata" bench allreduce -b 8 -e 64 -f 2 -n 1 -w 0 >"$tmp/one.out" \
+  2>"$tmp/one.err" || status=$?
+if [ "$status" = 0 ]; then check_table "$tmp/one.out" one-rank 4
+else fail "one rank without a launcher: exit $status: $(tail -3 "$tmp/one.err")"; fi
+
 # -r beyond the ranks: a clear error, exit 2.
 status=0
 timeout 60 "$strata" launch -n 2 -- "$strata" bench broadcast -b 8 -e 8 -r 5 >/dev/null \

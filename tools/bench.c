@@ -1231,6 +1231,24 @@ static int bench_main(bench_ctx *ctx) {
   return exit_status;
 }
 
+/* Joins the job the environment describes; with no launcher at all, runs as one rank (as
+ * nccl-tests does without MPI). */
+static int bench_comm_init(strata_comm **comm) {
+  strata_config cfg;
+  char err[256] = "";
+  strata_config_init(&cfg);
+  int status = strata_config_from_env(&cfg, err, sizeof err);
+  if (status) {
+    fprintf(stderr, "strata bench: %s\n", err);
+    return status;
+  }
+  if (cfg.rank < 0 && cfg.world_size < 0) {
+    cfg.rank = 0;
+    cfg.world_size = 1;
+  }
+  return strata_comm_init(&cfg, comm);
+}
+
 int strata_cmd_bench(int argc, char **argv) {
   bench_options opt;
   int status = bench_options_parse(argc, argv, &opt);
@@ -1240,7 +1258,7 @@ int strata_cmd_bench(int argc, char **argv) {
   }
   if (status) return status;
   bench_ctx ctx = {.opt = &opt};
-  status = strata_comm_init_env(&ctx.comm);
+  status = bench_comm_init(&ctx.comm);
   if (status) {
     fprintf(stderr,
             "strata bench: cannot join the job: %s\n"
