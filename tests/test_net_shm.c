@@ -532,7 +532,7 @@ static int scenario_peer_lost(job *j) {
 
 static int scenario_abort(job *j) {
   if (j->rank == 1) {
-    j->t->ops->send_abort(j->t, 0, STRATA_ERR_ABORTED);
+    j->t->ops->send_abort(j->t, 0, STRATA_ERR_ABORTED, 0);
     return 0;
   }
   double start = strata_now_s();

@@ -272,7 +272,7 @@ static int abort_body(const strata_net_fixture_rank *r) {
       CHECK(t->ops->post_send(t, &xs[i]) == STRATA_OK, "post_send");
     }
     for (int i = 0; i < 20; i++) t->ops->progress(t, NULL);
-    t->ops->send_abort(t, 1, STRATA_ERR_MISMATCH);
+    t->ops->send_abort(t, 1, STRATA_ERR_MISMATCH, 0);
     /* stay until rank 1 confirmed, so its view is not a dead peer */
     char *value = NULL;
     size_t len;

@@ -99,7 +99,7 @@ static uint64_t fnv1a(uint64_t hash, uint64_t value) {
 
 /* The tag every message of this operation carries: what was called (so ranks that called
  * something else are told) and the sequence number (so operations cannot be confused). */
-static uint64_t operation_tag(strata_comm *comm, const strata_operation *op) {
+static uint64_t operation_tag(strata_comm *comm, strata_operation *op) {
   const strata_coll_args *a = &op->args;
   int p2p = a->coll == STRATA_COLL_SEND || a->coll == STRATA_COLL_RECV;
   uint64_t hash = 1469598103934665603ULL;
@@ -118,6 +118,7 @@ static uint64_t operation_tag(strata_comm *comm, const strata_operation *op) {
     seq = comm->p2p_recv_seq[a->root]++;
   else
     seq = comm->coll_seq++;
+  op->coll_seq = p2p ? UINT64_MAX : seq;
   return (p2p ? 1ULL << 63 : 0) | ((seq & 0x7fffffffffULL) << 24) | (hash & 0xffffff);
 }
 
@@ -288,6 +289,7 @@ int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_re
   if (!comm || !args) return STRATA_ERR_INVALID_ARG;
   if (req) *req = NULL;
   int error = atomic_load(&comm->error);
+  if (!error) error = atomic_load(&comm->doomed);
   if (error) return error;
   strata_operation *op;
   int status = operation_create(comm, args, &op);

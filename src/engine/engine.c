@@ -174,12 +174,35 @@ static int process_completions(strata_comm *comm) {
   return activity;
 }
 
+/* Is some collective numbered below `op_seq` still running here? */
+static int earlier_collective_active(const strata_comm *comm, uint64_t op_seq) {
+  for (const strata_operation *op = comm->active_head; op; op = op->next_active)
+    if (op->coll_seq < op_seq) return 1;
+  return 0;
+}
+
+/* The first collective this rank has not finished: what an abort from here concerns. */
+static uint64_t first_unfinished_collective(const strata_comm *comm) {
+  uint64_t first = comm->coll_seq;
+  for (const strata_operation *op = comm->active_head; op; op = op->next_active)
+    if (op->coll_seq < first) first = op->coll_seq;
+  return first;
+}
+
+/* A peer aborted from operation S on. Operations before S were finished by that peer, so their
+ * data is on its way: let them finish here too, refuse new calls, and fail once they are done
+ * (the timeout still bounds the wait). */
 static void check_remote_abort(strata_comm *comm) {
   strata_transport *ts[2];
   int count = transports(comm, ts);
   for (int i = 0; i < count; i++) {
     strata_transport *t = ts[i];
     if (t && t->remote_abort_status) {
+      if (earlier_collective_active(comm, t->remote_abort_op_seq)) {
+        int expected = 0;
+        atomic_compare_exchange_strong(&comm->doomed, &expected, t->remote_abort_status);
+        continue;
+      }
       STRATA_LOG(STRATA_LOG_WARN, comm->rank, "rank %d aborted the communicator: %s",
                  t->remote_abort_peer, strata_strerror(t->remote_abort_status));
       /* pass it on: a peer that hears of the failure only through our exit would take it for a
@@ -262,10 +285,11 @@ void strata_engine_fail(strata_comm *comm, int status, int tell_peers) {
   if (tell_peers && comm->have_net) {
     strata_transport *ts[2];
     int count = transports(comm, ts);
+    uint64_t op_seq = first_unfinished_collective(comm);
     for (int peer = 0; peer < comm->nranks; peer++) {
       if (peer == comm->rank) continue;
       for (int i = 0; i < count; i++)
-        if (ts[i] && ts[i]->ops->send_abort) ts[i]->ops->send_abort(ts[i], peer, status);
+        if (ts[i] && ts[i]->ops->send_abort) ts[i]->ops->send_abort(ts[i], peer, status, op_seq);
     }
     /* Give the notices a moment to leave; operations are still alive, so transfers the
      * transports finish meanwhile write only into valid memory. */

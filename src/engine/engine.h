@@ -49,6 +49,7 @@ struct strata_operation {
   strata_coll_args args;
   uint32_t elem_size;
   uint64_t tag;
+  uint64_t coll_seq;     /* collective number (same on every rank); UINT64_MAX for send/recv */
   strata_schedule sched;
   uint8_t *bufs[3];      /* send, recv, scratch (indexed by strata_buf_id) */
   uint64_t buf_bytes[3]; /* bounds of each buffer, checked once per operation */
@@ -93,6 +94,8 @@ struct strata_comm {
   strata_post_queue *send_queues, *recv_queues; /* per peer */
   double last_progress_s;
   atomic_int error;       /* sticky first error */
+  atomic_int doomed;      /* a peer aborted from a later operation on: earlier ones still finish
+                             here, new calls fail with this status */
 };
 
 /* engine.c */

@@ -133,6 +133,7 @@ typedef struct shm_channel {
   _Alignas(64) _Atomic uint64_t head;
   _Atomic int32_t abort_status;
   _Atomic uint64_t abort_sent; /* messages the producer had written to us when it aborted */
+  _Atomic uint64_t abort_op_seq; /* the first operation its abort concerns */
   /* written by the consumer (the segment's owner) */
   _Alignas(64) _Atomic uint64_t tail;
   _Atomic uint64_t cma_acked;
@@ -698,6 +699,7 @@ static void shm_check_abort(shm_transport *t, shm_peer *p) {
   if (!t->base.remote_abort_status) {
     t->base.remote_abort_status = status;
     t->base.remote_abort_peer = p->rank;
+    t->base.remote_abort_op_seq = atomic_load_explicit(&p->in->abort_op_seq, memory_order_relaxed);
   }
 }
 
@@ -743,11 +745,12 @@ static int shm_progress(strata_transport *base, int *failed_peer) {
   return result;
 }
 
-static void shm_send_abort(strata_transport *base, int peer, int status) {
+static void shm_send_abort(strata_transport *base, int peer, int status, uint64_t op_seq) {
   shm_transport *t = (shm_transport *)base;
   shm_peer *p = shm_peer_of(t, peer);
   if (!p || !status) return;
   atomic_store_explicit(&p->out->abort_sent, p->send_seq, memory_order_relaxed);
+  atomic_store_explicit(&p->out->abort_op_seq, op_seq, memory_order_relaxed);
   atomic_store_explicit(&p->out->abort_status, status, memory_order_release);
 }
 

@@ -121,6 +121,7 @@ typedef struct tcp_peer {
   int abort_status;            /* an ABORT arrived (0 = none) ... */
   int abort_published;         /* ... and is visible in remote_abort_status */
   uint64_t abort_seq;          /* messages the peer had posted to us before aborting */
+  uint64_t abort_op_seq;       /* the first operation its abort concerns */
   double abort_deadline_s;
 } tcp_peer;
 
@@ -132,6 +133,8 @@ typedef struct tcp_transport {
   double next_control_check_s;
   int mismatch_seen;     /* a receive failed with MISMATCH in this progress() call: end the call */
   int sent_abort_status; /* the first status we sent in an ABORT (0 = none) */
+  uint64_t sent_abort_op_seq; /* ... and its operation number (CLOSE repeats both) */
+  int sent_abort_op_seq_set;
   int rx_reads_left;     /* budget of the stream being read (TCP_RX_READS_PER_PASS) */
   struct pollfd *pollfds;
   size_t pollfds_cap;
@@ -206,6 +209,7 @@ static void abort_publish(tcp_transport *t, tcp_peer *p) {
   if (!t->base.remote_abort_status) {
     t->base.remote_abort_status = p->abort_status;
     t->base.remote_abort_peer = p->rank;
+    t->base.remote_abort_op_seq = p->abort_op_seq;
   }
 }
 
@@ -613,6 +617,7 @@ static void control_frame(tcp_transport *t, tcp_peer *p, const strata_wire_frame
     if (!p->abort_status) {
       p->abort_status = status;
       p->abort_seq = f->msg_seq;
+      p->abort_op_seq = f->stripe_offset;
       p->abort_deadline_s =
           strata_now_s() + (p->control_only ? TCP_ABORT_BACKUP_S : TCP_ABORT_ORDER_S);
     }
@@ -659,19 +664,22 @@ static void control_receive(tcp_transport *t, tcp_peer *p) {
   }
 }
 
-static void control_send(tcp_transport *t, tcp_peer *p, uint32_t type, uint64_t tag) {
+static void control_send(tcp_transport *t, tcp_peer *p, uint32_t type, uint64_t tag,
+                         uint64_t op_seq) {
   if (p->state != PEER_UP || p->control.fd < 0) return;
   tx_frame f = {.x = NULL};
-  f.header = (strata_wire_frame){.type = type, .tag = tag, .msg_seq = p->send_seq};
+  f.header = (strata_wire_frame){
+      .type = type, .tag = tag, .msg_seq = p->send_seq, .stripe_offset = op_seq};
   strata_wire_frame_encode(&f.header);
   if (tx_push(&p->control, &f) == STRATA_OK) stream_flush(t, p, &p->control);
 }
 
-static void tcp_send_abort(strata_transport *base, int peer, int status) {
+static void tcp_send_abort(strata_transport *base, int peer, int status, uint64_t op_seq) {
   tcp_transport *t = (tcp_transport *)base;
   if (peer < 0 || peer >= t->nranks || peer == t->rank) return;
   if (!t->sent_abort_status) t->sent_abort_status = status;
-  control_send(t, &t->peers[peer], STRATA_WIRE_ABORT, (uint64_t)(int64_t)status);
+  if (!t->sent_abort_op_seq_set) t->sent_abort_op_seq = op_seq, t->sent_abort_op_seq_set = 1;
+  control_send(t, &t->peers[peer], STRATA_WIRE_ABORT, (uint64_t)(int64_t)status, op_seq);
 }
 
 /* ---- progress and wait ---- */
@@ -775,11 +783,12 @@ static void tcp_destroy(strata_transport *base) {
    * us reports the abort rather than a lost peer */
   int status = t->sent_abort_status ? t->sent_abort_status : t->base.remote_abort_status;
   uint64_t why = (uint64_t)(int64_t)status;
+  uint64_t op_seq = t->sent_abort_op_seq_set ? t->sent_abort_op_seq : t->base.remote_abort_op_seq;
   for (int q = 0; q < t->nranks; q++) {
     tcp_peer *p = &t->peers[q];
     if (q == t->rank) continue;
     /* orderly goodbye first, so the peer does not report us as lost */
-    if (p->state == PEER_UP && p->control.count == 0) control_send(t, p, STRATA_WIRE_CLOSE, why);
+    if (p->state == PEER_UP && p->control.count == 0) control_send(t, p, STRATA_WIRE_CLOSE, why, op_seq);
     for (int s = 0; p->streams && s < t->streams; s++) {
       stream_close(&p->streams[s]);
       free(p->streams[s].frames);

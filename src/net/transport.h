@@ -58,9 +58,10 @@ typedef struct strata_transport_ops {
   /* Advance every queued transfer without blocking. Returns STRATA_OK, or the error of a peer
    * that broke (*failed_peer names it); transfers to a broken peer complete with that error. */
   int (*progress)(strata_transport *t, int *failed_peer);
-  /* Best effort: tell `peer` this communicator is aborting with `status` (control message that
-   * overtakes queued data). */
-  void (*send_abort)(strata_transport *t, int peer, int status);
+  /* Best effort: tell `peer` this communicator is aborting with `status`, starting with the
+   * collective operation numbered `op_seq` (earlier ones completed here; the engine lets the
+   * peer finish them). Delivered in order with the data sent before it. */
+  void (*send_abort)(strata_transport *t, int peer, int status, uint64_t op_seq);
   /* Block up to timeout_ms for activity (readable/writable data, or a doorbell). May return
    * early. Transports that cannot wait return at once. */
   void (*wait)(strata_transport *t, int timeout_ms);
@@ -73,6 +74,7 @@ struct strata_transport {
   /* an abort received from a peer: status code (0 = none) and which peer sent it */
   int remote_abort_status;
   int remote_abort_peer;
+  uint64_t remote_abort_op_seq; /* the op_seq that peer sent with its abort */
 };
 
 #endif
