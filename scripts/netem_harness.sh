@@ -72,17 +72,19 @@ for ((k = 0; k < sites; k++)); do
   done
 done
 
-status=0 left=$world
-while [ "$left" -gt 0 ]; do
-  wait -n -p done_pid "${!rank_of[@]}"
-  rc=$?
-  [ -n "${done_pid:-}" ] && [ -n "${rank_of[$done_pid]:-}" ] || continue
-  left=$((left - 1))
-  if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then
-    status=$rc
-    echo "netem_harness: rank ${rank_of[$done_pid]} exited with $rc; stopping the others" >&2
-    for pid in "${!rank_of[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-  fi
-  unset "rank_of[$done_pid]"
+status=0
+while [ ${#rank_of[@]} -gt 0 ]; do
+  for pid in "${!rank_of[@]}"; do
+    kill -0 "$pid" 2>/dev/null && continue
+    wait "$pid"
+    rc=$?
+    if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then
+      status=$rc
+      echo "netem_harness: rank ${rank_of[$pid]} exited with $rc; stopping the others" >&2
+      for other in "${!rank_of[@]}"; do kill -TERM "$other" 2>/dev/null; done
+    fi
+    unset "rank_of[$pid]"
+  done
+  sleep 0.05
 done
 exit "$status"

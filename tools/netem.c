@@ -461,6 +461,19 @@ static void print_file(const char *path) {
   fclose(f);
 }
 
+static int64_t mtime_ns(const char *path) {
+  struct stat st;
+  if (stat(path, &st)) return -1;
+  return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+/* Asks the forwarder (SIGUSR1) for fresh counters and waits up to 1 s for the file to change. */
+static void refresh_stats(pid_t pid, const char *path) {
+  int64_t before = mtime_ns(path);
+  if (kill(pid, SIGUSR1)) return;
+  for (int i = 0; i < 200 && mtime_ns(path) == before; i++) usleep(5000);
+}
+
 static int netem_status(int argc, const char *name) {
   if (argc > 1) {
     fprintf(stderr, "netem status: unexpected arguments\n");
@@ -478,6 +491,7 @@ static int netem_status(int argc, const char *name) {
   state_path(path, sizeof path, name, "config");
   print_file(path);
   state_path(path, sizeof path, name, "stats");
+  if (forwarder_alive(pid)) refresh_stats(pid, path);
   print_file(path);
   return forwarder_alive(pid) ? 0 : 1;
 }

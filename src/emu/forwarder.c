@@ -154,6 +154,7 @@ static int fwd_open_fds(fwd_state *s) {
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGINT);
   sigaddset(&mask, SIGHUP);
+  sigaddset(&mask, SIGUSR1);
   if (sigprocmask(SIG_BLOCK, &mask, NULL)) return -1;
   s->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
   s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -317,7 +318,10 @@ static strata_emu_forwarder_end fwd_loop(fwd_state *s) {
     for (int i = 0; i < n; i++) {
       uint32_t tag = events[i].data.u32;
       if (tag == FWD_TAG_SIGNAL) {
-        return STRATA_EMU_END_SIGNAL;
+        struct signalfd_siginfo info;
+        if (read(s->signal_fd, &info, sizeof info) != (ssize_t)sizeof info) continue;
+        if (info.ssi_signo != SIGUSR1) return STRATA_EMU_END_SIGNAL;
+        fwd_write_stats(s, 0); /* `status` asks for fresh counters */
       } else if (tag == FWD_TAG_TIMER) {
         uint64_t expirations;
         if (read(s->timer_fd, &expirations, sizeof expirations) < 0) (void)0;

@@ -39,8 +39,8 @@ typedef enum strata_emu_forwarder_end {
 } strata_emu_forwarder_end;
 
 /* Runs the forwarder until a signal or the lifetime. Blocks SIGTERM/SIGINT/SIGHUP in the calling
- * thread (they are read through a signalfd). Does not close the TUN descriptors. Errors are
- * written to stderr. */
+ * thread (they are read through a signalfd); SIGUSR1 rewrites the stats file at once. Does not
+ * close the TUN descriptors. Errors are written to stderr. */
 strata_emu_forwarder_end strata_emu_forwarder_run(const strata_emu_forwarder_config *config);
 
 #endif
