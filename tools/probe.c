@@ -10,14 +10,15 @@
  * before.
  *
  * A pair (a < b), a leading:
- *  - latency: a few warm-up ping-pongs of 8 bytes, then --pings more, each timed by a; the
- *    matrix gets the median round trip / 2 (one-way) in both [a][b] and [b][a];
+ *  - latency: a few warm-up ping-pongs of 8 bytes, then --pings more (or as many as fit in 1 s,
+ *    0.2 s with --quick, but at least 10), each timed by a; the matrix gets the median round
+ *    trip / 2 (one-way) in both [a][b] and [b][a];
  *  - bandwidth a -> b, then b -> a: the sender announces a size, streams it in pieces, and
  *    stops its clock at the receiver's 1-byte acknowledgement; bandwidth = bytes / (elapsed -
  *    round trip). Unless --bytes fixes the size, a 1 MiB transfer first estimates the rate and
- *    the measured transfer is sized to take --seconds (0.2 s; 0.02 s with --quick). The
- *    measured transfer runs twice and the faster counts: on a long link the first can still be
- *    in TCP slow start.
+ *    the measured transfer is sized to take --seconds (0.2 s; 0.02 s with --quick). It runs
+ *    three times, each sized by the best rate so far, and the fastest counts: on a long link
+ *    the first can still be in TCP slow start.
  * Each cell is written by exactly one rank, so a SUM allreduce assembles the matrix everywhere;
  * rank 0 writes it. The progress bar is on rank 0's stderr and only when that is a terminal.
  *
@@ -41,13 +42,15 @@
 #define PROBE_PIECE_BYTES (4u << 20)
 #define PROBE_MIN_BYTES (1u << 20)
 #define PROBE_MAX_BYTES (4.0 * 1024 * 1024 * 1024)
-#define PROBE_REPEATS 2
+#define PROBE_REPEATS 3
+#define PROBE_MIN_PINGS 10
 
 typedef struct probe_options {
   const char *out_path;
   int pings;
-  double bytes;   /* fixed transfer size per direction; 0 = sized by `seconds` */
-  double seconds; /* target duration of one direction's transfer */
+  double bytes;         /* fixed transfer size per direction; 0 = sized by `seconds` */
+  double seconds;       /* target duration of one direction's transfer */
+  double ping_budget_s; /* stop pinging after this long, once PROBE_MIN_PINGS are timed */
   int quick, progress;
 } probe_options;
 
@@ -68,7 +71,8 @@ static void probe_usage(FILE *out) {
           "launcher: strata launch -n N -- strata probe --out links.json\n\n"
           "  --out FILE      where rank 0 writes the matrix (default '-', stdout)\n"
           "  --quick         20 pings, transfers of ~0.02 s: a fast, rough matrix\n"
-          "  --pings N       timed ping-pongs per pair (default 200)\n"
+          "  --pings N       timed ping-pongs per pair (default 200; fewer if they take over\n"
+          "                  1 s, 0.2 s with --quick, but at least 10)\n"
           "  --bytes SIZE    bytes per direction per pair (K, M, G = 2^10.. ; default: sized\n"
           "                  to take --seconds)\n"
           "  --seconds S     target duration of one transfer (default 0.2)\n"
@@ -145,6 +149,7 @@ static int parse_args(int argc, char **argv, probe_options *o) {
   }
   if (o->pings == 0) o->pings = o->quick ? 20 : 200;
   if (o->seconds == 0) o->seconds = o->quick ? 0.02 : 0.2;
+  o->ping_budget_s = o->quick ? 0.2 : 1.0;
   return -1;
 }
 
@@ -155,27 +160,36 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Ping-pongs; the leader returns the median round trip in *rtt_s. */
+/* Ping-pongs; the leader returns the median round trip in *rtt_s. The leader decides when to
+ * stop (after --pings timed ones, or at least PROBE_MIN_PINGS once the time budget is spent, so
+ * a 100 ms link does not take 20 s) and says so in the first byte: 1 = echo me, 0 = done. */
 static int measure_latency(probe_state *p, int peer, int leader, double *rtt_s) {
-  int total = PROBE_WARMUP_PINGS + p->opt.pings;
-  double *rtt = leader ? malloc(sizeof(double) * (size_t)p->opt.pings) : NULL;
-  if (leader && !rtt) return STRATA_ERR_NO_MEMORY;
+  unsigned char msg[8] = {1};
   int rc = STRATA_OK;
-  for (int k = 0; k < total && rc == STRATA_OK; k++) {
-    if (leader) {
-      double t0 = now_s();
-      rc = strata_send(p->comm, p->buf, 8, STRATA_U8, peer);
-      if (rc == STRATA_OK) rc = strata_recv(p->comm, p->buf, 8, STRATA_U8, peer);
-      if (k >= PROBE_WARMUP_PINGS) rtt[k - PROBE_WARMUP_PINGS] = now_s() - t0;
-    } else {
-      rc = strata_recv(p->comm, p->buf, 8, STRATA_U8, peer);
-      if (rc == STRATA_OK) rc = strata_send(p->comm, p->buf, 8, STRATA_U8, peer);
+  if (!leader) {
+    while (rc == STRATA_OK) {
+      rc = strata_recv(p->comm, msg, 8, STRATA_U8, peer);
+      if (rc != STRATA_OK || msg[0] == 0) return rc;
+      rc = strata_send(p->comm, msg, 8, STRATA_U8, peer);
     }
+    return rc;
   }
-  if (leader && rc == STRATA_OK) {
-    qsort(rtt, (size_t)p->opt.pings, sizeof *rtt, cmp_double);
-    int m = p->opt.pings;
-    *rtt_s = m % 2 ? rtt[m / 2] : 0.5 * (rtt[m / 2 - 1] + rtt[m / 2]);
+  double *rtt = malloc(sizeof(double) * (size_t)p->opt.pings);
+  if (!rtt) return STRATA_ERR_NO_MEMORY;
+  int timed = 0;
+  double deadline = now_s() + p->opt.ping_budget_s;
+  for (int k = 0; rc == STRATA_OK && timed < p->opt.pings; k++) {
+    if (timed >= PROBE_MIN_PINGS && now_s() > deadline) break;
+    double t0 = now_s();
+    rc = strata_send(p->comm, msg, 8, STRATA_U8, peer);
+    if (rc == STRATA_OK) rc = strata_recv(p->comm, msg, 8, STRATA_U8, peer);
+    if (k >= PROBE_WARMUP_PINGS) rtt[timed++] = now_s() - t0;
+  }
+  msg[0] = 0;
+  if (rc == STRATA_OK) rc = strata_send(p->comm, msg, 8, STRATA_U8, peer);
+  if (rc == STRATA_OK) {
+    qsort(rtt, (size_t)timed, sizeof *rtt, cmp_double);
+    *rtt_s = timed % 2 ? rtt[timed / 2] : 0.5 * (rtt[timed / 2 - 1] + rtt[timed / 2]);
   }
   free(rtt);
   return rc;
@@ -215,21 +229,28 @@ static int receive_transfers(probe_state *p, int peer) {
 }
 
 /* Sender side of one direction: GB/s in *gbps. rtt_s is the pair's round trip. */
+static double clamp_bytes(double bytes) {
+  return fmin(fmax(bytes, PROBE_MIN_BYTES), PROBE_MAX_BYTES);
+}
+
 static int send_bandwidth(probe_state *p, int peer, double rtt_s, double *gbps) {
-  double bytes = p->opt.bytes, elapsed = 0;
+  double elapsed = 0, rate = 0; /* best bytes/s so far */
   int rc = STRATA_OK;
-  if (bytes == 0) { /* estimate, then size the real transfer to take opt.seconds */
+  if (p->opt.bytes == 0) { /* estimate, then size the real transfers to take opt.seconds */
     rc = send_transfer(p, peer, PROBE_ESTIMATE_BYTES, &elapsed);
-    double rate = PROBE_ESTIMATE_BYTES / fmax(elapsed - rtt_s, elapsed * 0.1);
-    bytes = fmin(fmax(rate * p->opt.seconds, PROBE_MIN_BYTES), PROBE_MAX_BYTES);
+    rate = PROBE_ESTIMATE_BYTES / fmax(elapsed - rtt_s, elapsed * 0.1);
   }
-  /* The best of PROBE_REPEATS: the first may still be in TCP slow start on a long link. The
-   * ack costs a round trip on top of the stream; never let that make the time negative. */
-  *gbps = 0;
+  /* The best of PROBE_REPEATS, each sized by the best rate so far: the estimate and the first
+   * transfer may still be in TCP slow start on a long link. The ack costs a round trip on top
+   * of the stream; never let that make the time negative. */
+  double best = 0;
   for (int r = 0; r < PROBE_REPEATS && rc == STRATA_OK; r++) {
+    double bytes = p->opt.bytes > 0 ? p->opt.bytes : clamp_bytes(rate * p->opt.seconds);
     rc = send_transfer(p, peer, bytes, &elapsed);
-    *gbps = fmax(*gbps, bytes / fmax(elapsed - rtt_s, elapsed * 0.5) / 1e9);
+    best = fmax(best, bytes / fmax(elapsed - rtt_s, elapsed * 0.5));
+    rate = fmax(rate, best);
   }
+  *gbps = best / 1e9;
   uint64_t stop = 0;
   if (rc == STRATA_OK) rc = strata_send(p->comm, &stop, 1, STRATA_U64, peer);
   return rc;
@@ -331,11 +352,12 @@ static void describe_method(const probe_state *p, strata_link_matrix *m) {
     snprintf(size, sizeof size, "%.0f bytes", p->opt.bytes);
   else
     snprintf(size, sizeof size, "sized to ~%g s", p->opt.seconds);
-  snprintf(m->method, sizeof m->method,
-           "strata probe: latency = median of %d ping-pongs of 8 B / 2; bandwidth = best of 2 "
-           "transfers per direction (%s) until acknowledged, minus one round trip; "
-           "round-robin pairs; transport %s",
-           p->opt.pings, size, transport);
+  snprintf(
+      m->method, sizeof m->method,
+      "strata probe: latency = median of up to %d ping-pongs of 8 B / 2; bandwidth = best of 3 "
+      "transfers per direction (%s) until acknowledged, minus one round trip; "
+      "round-robin pairs; transport %s",
+      p->opt.pings, size, transport);
 }
 
 static int assemble_and_write(probe_state *p, const char *started) {
