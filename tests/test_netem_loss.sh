@@ -36,6 +36,13 @@ out=$(bounded "$strata" netem ping --name "$name" 0 2 -c 6000 -i 0.0005 -W 1 -q)
 loss=$(echo "$out" | field loss)
 between "${loss:-x}" 0.5 1.5 || fail "loss 0>2: ${loss:-none}%, want about 1%"
 
+# The same 1% seen one way only (UDP, `netem owd`), and nothing lost the other way.
+out=$(bounded "$strata" netem owd --name "$name" 0 2 -c 6000 -i 0.0005 -W 1 -q); echo "$out"
+loss=$(echo "$out" | field loss)
+between "${loss:-x}" 0.5 1.5 || fail "one-way loss 0>2: ${loss:-none}%, want about 1%"
+out=$(bounded "$strata" netem owd --name "$name" 2 0 -c 2000 -i 0.0005 -W 1 -q); echo "$out"
+echo "$out" | grep -q " loss=0.000%" || fail "one-way loss on the lossless 2>0: $out"
+
 # Only the configured direction lost packets.
 [ "$(stat_of '0>1' dropped_loss)" -gt 0 ] 2>/dev/null || fail "no drops counted on 0>1"
 [ "$(stat_of '1>0' dropped_loss)" = 0 ] || fail "drops on the lossless 1>0: $(stat_of '1>0' dropped_loss)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_netem_rtt.sh BUILD_DIR — `strata netem`: round-trip times between emulated sites within
-# 5% of the configured one-way delays (20 ms and 50 ms RTT), an asymmetric pair (5 ms one way,
-# 15 ms back), jitter visible in the spread but not in the mean, and the status report.
+# 5% of the configured one-way delays (20 ms and 50 ms RTT), an asymmetric pair (10 ms one way,
+# 30 ms back, each direction measured on its own with `netem owd`), jitter visible in the spread but not in the mean, and the status report.
 # Needs root, /dev/net/tun and `ip netns`; only namespaces it creates are touched.
 set -u
 build=${1:?usage: test_netem_rtt.sh BUILD_DIR}
@@ -19,7 +19,7 @@ within() { awk -v v="$1" -v w="$2" -v p="$3" 'BEGIN { d = v - w; if (d < 0) d = 
 field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
 
 bounded "$strata" netem up --name "$name" --sites 4 --lifetime 60 \
-  --link 0-1:delay=10ms --link 0-2:delay=25ms --link '1>2:delay=5ms' --link '2>1:delay=15ms' \
+  --link 0-1:delay=10ms --link 0-2:delay=25ms --link '1>2:delay=10ms' --link '2>1:delay=30ms' \
   --link 0-3:delay=20ms,jitter=2ms >/dev/null || { echo "FAIL: netem up"; exit 1; }
 
 check_rtt() { # FROM TO WANT_MS
@@ -33,9 +33,21 @@ check_rtt() { # FROM TO WANT_MS
 check_rtt 0 1 20
 check_rtt 1 0 20
 check_rtt 0 2 50
-check_rtt 1 2 20
-check_rtt 2 1 20
+check_rtt 1 2 40
+check_rtt 2 1 40
 check_rtt 0 3 40
+
+# One-way delays of the asymmetric pair, each within 5%.
+check_owd() { # FROM TO WANT_MS
+  local out avg
+  out=$(bounded "$strata" netem owd --name "$name" "$1" "$2" -c 50 -i 0.02 -q)
+  avg=$(echo "$out" | field avg)
+  echo "$out"
+  [ -n "$avg" ] && within "$avg" "$3" 5 || fail "one-way $1->$2 avg ${avg:-none} ms, want $3 ms ± 5%"
+}
+check_owd 1 2 10
+check_owd 2 1 30
+check_owd 0 1 10
 
 # Jitter of σ = 2 ms each way: the round trip spreads by about 2.8 ms.
 out=$(bounded "$strata" netem ping --name "$name" 0 3 -c 60 -i 0.05 -q)
@@ -43,8 +55,8 @@ mdev=$(echo "$out" | field mdev)
 awk -v m="${mdev:-0}" 'BEGIN { exit !(m > 1.5 && m < 4.5) }' || fail "jitter: mdev ${mdev:-none} ms, want about 2.8"
 
 status=$("$strata" netem status --name "$name") || fail "status says the forwarder is not running"
-echo "$status" | grep -q "link 1>2 rate=unlimited,delay=5ms" || fail "status lacks link 1>2: $status"
-echo "$status" | grep -q "link 2>1 rate=unlimited,delay=15ms" || fail "status lacks link 2>1"
+echo "$status" | grep -q "link 1>2 rate=unlimited,delay=10ms" || fail "status lacks link 1>2: $status"
+echo "$status" | grep -q "link 2>1 rate=unlimited,delay=30ms" || fail "status lacks link 2>1"
 echo "$status" | grep -Eq "link 0>1 packets_in=[1-9]" || fail "status lacks the forwarder's counters"
 
 "$strata" netem down --name "$name" >/dev/null || fail "down"

@@ -9,6 +9,7 @@
  *   strata netem status [--name NAME]
  *   strata netem exec [--name NAME] SITE [--] CMD ARGS...
  *   strata netem ping [--name NAME] FROM TO [-c COUNT] [-i SECONDS] [-s BYTES] [-W SECONDS] [-q]
+ *   strata netem owd [--name NAME] FROM TO [same options as ping]
  *
  * `up` makes the sites (src/emu/site.c: a namespace "<name>-s<K>" each, TUN "netem0" with
  * 10.77.K.1/16), then forks the forwarder (src/emu/forwarder.c) as a daemon that holds every TUN
@@ -24,7 +25,9 @@
  * spec names are unimpaired. See docs/netem.md.
  *
  * `ping` sends ICMP echo requests from inside site FROM to 10.77.TO.1 (raw socket; the kernel of
- * site TO answers) and prints the loss and the round-trip times, so tests need no iputils.
+ * site TO answers) and prints the loss and the round-trip times, so tests need no iputils. `owd`
+ * sends UDP datagrams from a socket made in site FROM to one made in site TO, both held by this
+ * one process, and prints one-way delays and one-way loss (one clock at both ends).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -69,6 +72,7 @@ static void netem_usage(FILE *out) {
           "       strata netem exec [--name NAME] SITE [--] CMD ARGS...\n"
           "       strata netem ping [--name NAME] FROM TO [-c COUNT] [-i SECONDS] [-s BYTES]\n"
           "                         [-W SECONDS] [-q]\n"
+          "       strata netem owd [--name NAME] FROM TO [same options as ping]\n"
           "\n"
           "SPEC: A-B:PARAMS (both directions), A>B:PARAMS (one direction), *:PARAMS (all pairs)\n"
           "PARAMS: rate=1gbit,delay=25ms,jitter=1ms,jitter_dist=normal|uniform,loss=0.1%%,\n"
@@ -728,6 +732,112 @@ static int netem_ping(int argc, char **argv, const char *name) {
   return t.received ? 0 : 1;
 }
 
+/* ---- owd: one-way delay and loss ---- */
+
+/* A UDP socket bound to 10.77.SITE.1 inside that site, back in the root namespace afterwards
+ * (a socket stays in the namespace it was made in). */
+static int udp_socket_in_site(const char *name, int site, int root_ns, struct sockaddr_in *addr) {
+  char err[256], text[32];
+  if (strata_emu_site_enter(name, site, err, sizeof err)) {
+    fprintf(stderr, "netem owd: %s\n", err);
+    return -1;
+  }
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  strata_emu_site_address(text, sizeof text, site);
+  memset(addr, 0, sizeof *addr);
+  addr->sin_family = AF_INET;
+  inet_pton(AF_INET, text, &addr->sin_addr);
+  socklen_t len = sizeof *addr;
+  if (fd < 0 || bind(fd, (struct sockaddr *)addr, sizeof *addr) ||
+      getsockname(fd, (struct sockaddr *)addr, &len)) {
+    fprintf(stderr, "netem owd: UDP socket in site %d: %s\n", site, strerror(errno));
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+  if (setns(root_ns, CLONE_NEWNET)) {
+    perror("netem owd: setns back");
+    exit(1);
+  }
+  return fd;
+}
+
+static void owd_receive(int fd, const ping_options *o, ping_tally *t) {
+  unsigned char buf[9000];
+  for (;;) {
+    uint64_t now, sent_ns, index;
+    ssize_t n = ping_recv(fd, buf, sizeof buf, &now);
+    if (n <= 0) return;
+    if ((size_t)n < 2 * sizeof(uint64_t)) continue;
+    memcpy(&sent_ns, buf, sizeof sent_ns);
+    memcpy(&index, buf + sizeof sent_ns, sizeof index);
+    if (index >= (uint64_t)o->count || t->seen[index]) continue;
+    t->seen[index] = 1;
+    double ms = (double)(now - sent_ns) / 1e6;
+    if (!t->received || ms < t->min_ms) t->min_ms = ms;
+    if (ms > t->max_ms) t->max_ms = ms;
+    t->sum_ms += ms;
+    t->sum_sq_ms += ms * ms;
+    t->received++;
+    if (!o->quiet) printf("datagram %llu delay=%.3f ms\n", (unsigned long long)index, ms);
+  }
+}
+
+/* Sends UDP datagrams from site FROM to site TO, both ends in this one process, so the sender's
+ * and the receiver's clocks are the same clock: the delay printed is one way. */
+static int netem_owd(int argc, char **argv, const char *name) {
+  ping_options o = {0};
+  if (parse_ping(argc, argv, &o)) return 2;
+  int root_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (root_ns < 0) return perror("netem owd: /proc/self/ns/net"), 1;
+  struct sockaddr_in rx_addr, tx_addr;
+  int rx = udp_socket_in_site(name, o.to, root_ns, &rx_addr);
+  int tx = rx >= 0 ? udp_socket_in_site(name, o.from, root_ns, &tx_addr) : -1;
+  close(root_ns);
+  if (rx < 0 || tx < 0) return 1;
+  int rcvbuf = 8 << 20, on = 1;
+  setsockopt(rx, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  setsockopt(rx, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
+  struct sched_param sp = {.sched_priority = 5};
+  sched_setscheduler(0, SCHED_FIFO, &sp);
+  ping_tally t = {.seen = calloc((size_t)o.count, 1)};
+  unsigned char payload[8000] = {0};
+  if (!t.seen) return 1;
+  uint64_t interval_ns = (uint64_t)(o.interval_s * 1e9), next = mono_ns(), last_sent = next;
+  long sent = 0;
+  for (; sent < o.count; sent++) {
+    while (mono_ns() < next) {
+      ping_wait(rx, next);
+      owd_receive(rx, &o, &t);
+    }
+    uint64_t now = real_ns(), index = (uint64_t)sent;
+    memcpy(payload, &now, sizeof now);
+    memcpy(payload + sizeof now, &index, sizeof index);
+    if (sendto(tx, payload, (size_t)o.size, 0, (struct sockaddr *)&rx_addr, sizeof rx_addr) < 0) {
+      fprintf(stderr, "netem owd: send: %s\n", strerror(errno));
+      break;
+    }
+    last_sent = mono_ns();
+    next += interval_ns;
+  }
+  double wait_s = o.wait_s > 0 ? o.wait_s : fmax(1.0, 3 * t.max_ms / 1000);
+  uint64_t end = last_sent + (uint64_t)(wait_s * 1e9);
+  while (t.received < sent && mono_ns() < end) {
+    ping_wait(rx, end);
+    owd_receive(rx, &o, &t);
+  }
+  close(rx);
+  close(tx);
+  double avg = t.received ? t.sum_ms / (double)t.received : 0;
+  double var = t.received ? t.sum_sq_ms / (double)t.received - avg * avg : 0;
+  printf(
+      "owd site %d -> site %d: sent=%ld received=%ld loss=%.3f%% delay_ms min=%.3f avg=%.3f "
+      "max=%.3f mdev=%.3f\n",
+      o.from, o.to, sent, t.received, sent ? 100.0 * (double)(sent - t.received) / (double)sent : 0,
+      t.min_ms, avg, t.max_ms, sqrt(var > 0 ? var : 0));
+  free(t.seen);
+  return t.received ? 0 : 1;
+}
+
 int strata_cmd_netem(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
       !strcmp(argv[1], "help")) {
@@ -744,6 +854,7 @@ int strata_cmd_netem(int argc, char **argv) {
   if (!strcmp(verb, "status")) return netem_status(n, name);
   if (!strcmp(verb, "exec")) return netem_exec(n, args, name);
   if (!strcmp(verb, "ping")) return netem_ping(n, args, name);
+  if (!strcmp(verb, "owd")) return netem_owd(n, args, name);
   fprintf(stderr, "netem: unknown subcommand '%s'\n", verb);
   netem_usage(stderr);
   return 2;
