@@ -85,6 +85,15 @@ bounded "$strata" launch -n 2 -- "$strata" probe --quick --progress --out "$work
   fail "probe --progress"
 grep -q 'round 1/1' "$work/err" || fail "no progress bar with --progress: $(cat "$work/err")"
 
+# 4b. with site labels, pairs crossing between the same two sites never share a round:
+# 4 ranks in 2 sites (s0 = 0,2; s1 = 1,3) have 4 crossing pairs, one per round, and the pair
+# (0,2) fits beside none of them: 5 rounds instead of the tournament's 3
+bounded "$strata" launch -n 4 -- sh -c 'STRATA_SITE=s$((STRATA_RANK % 2)) exec "$0" probe --quick --progress --out "$1"' \
+  "$strata" "$work/sites.json" 2>"$work/err" || fail "probe with sites"
+grep -q 'round 5/5' "$work/err" || fail "site-aware schedule: $(tr '\r' '\n' <"$work/err" | tail -1)"
+grep -q '"sites": \["s0", "s1", "s0", "s1"\]' "$work/sites.json" || fail "site labels: $(grep sites "$work/sites.json")"
+bounded "$strata" place "$work/sites.json" --sites | grep -q 'sites: 2 (from labels)' || fail "place --sites on labels"
+
 # 5. one rank: a 1x1 matrix
 bounded "$strata" launch -n 1 -- "$strata" probe --quick --out "$work/one.json" || fail "probe -n 1"
 grep -q '"ranks": 1' "$work/one.json" || fail "1-rank matrix"

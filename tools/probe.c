@@ -6,8 +6,10 @@
  * Schedule: a round-robin tournament (the circle method). With n ranks (n+1 if n is odd, one
  * rank idling per round) there are n-1 rounds; each round is a perfect matching, so every rank
  * is in at most one pair and the pairs of a round measure at the same time without sharing a
- * rank. A barrier separates rounds, so a pair never competes with a late pair of the round
- * before.
+ * rank. When every rank has a site label (STRATA_SITE), pairs crossing between the same two
+ * sites are moved to later rounds so that no two of them share that WAN link in one round (the
+ * matrix holds what one pair gets alone; src/plan/place.c models the sharing). A barrier
+ * separates rounds, so a pair never competes with a late pair of the round before.
  *
  * A pair (a < b), a leading:
  *  - latency: a few warm-up ping-pongs of 8 bytes, then --pings more (or as many as fit in 1 s,
@@ -58,8 +60,10 @@ typedef struct probe_state {
   strata_comm *comm;
   int rank, size;
   probe_options opt;
-  unsigned char *buf;                  /* PROBE_PIECE_BYTES */
-  double *latency_us, *bandwidth_gbps; /* n*n, cells this rank measured */
+  unsigned char *buf;                          /* PROBE_PIECE_BYTES */
+  double *latency_us, *bandwidth_gbps;         /* n*n, cells this rank measured */
+  char (*host)[STRATA_LINKMATRIX_LABEL_BYTES]; /* every rank's, gathered before measuring */
+  char (*site)[STRATA_LINKMATRIX_LABEL_BYTES];
 } probe_state;
 
 static void probe_usage(FILE *out) {
@@ -306,15 +310,79 @@ static void draw_progress(const probe_state *p, int done, int rounds) {
   fflush(stderr);
 }
 
+/* Site of each rank as a small number (labels compared as strings); *nsites = 0 when some rank
+ * has no label, and then the schedule cannot know which pairs share a link. */
+static int *site_numbers(const probe_state *p, int *nsites) {
+  int n = p->size, *site = calloc((size_t)n, sizeof *site);
+  *nsites = 0;
+  if (!site) return NULL;
+  for (int i = 0; i < n; i++)
+    if (p->site[i][0] == '\0') return site; /* all zero, nsites 0 */
+  for (int i = 0; i < n; i++) {
+    site[i] = *nsites;
+    for (int j = 0; j < i; j++)
+      if (!strcmp(p->site[i], p->site[j])) {
+        site[i] = site[j];
+        break;
+      }
+    if (site[i] == *nsites) ++*nsites;
+  }
+  return site;
+}
+
+/* Packs the tournament's pairs, in tournament order, into rounds where no rank is used twice
+ * and no two pairs cross between the same two sites (they would share that WAN link and each
+ * measure a fraction of it). Without site labels this is the tournament itself. Returns the
+ * number of rounds and this rank's partner in each (-1 = idle), or -1 when out of memory. */
+static int build_schedule(const probe_state *p, int **partner_out) {
+  int n = p->size, m = n + (n % 2), npairs = n * (n - 1) / 2, nsites = 0, nrounds = 0;
+  int *pairs = malloc(sizeof(int) * 2 * (size_t)(npairs ? npairs : 1)), k = 0;
+  int *site = site_numbers(p, &nsites);
+  char *busy = malloc((size_t)n),
+       *link = malloc((size_t)(nsites ? nsites : 1) * (nsites ? nsites : 1));
+  int *mine = malloc(sizeof(int) * (size_t)(npairs ? npairs : 1));
+  if (!pairs || !site || !busy || !link || !mine) {
+    free(pairs), free(site), free(busy), free(link), free(mine);
+    return -1;
+  }
+  for (int r = 0; r < m - 1; r++)
+    for (int a = 0; a < n; a++) {
+      int b = partner(a, r, m, n);
+      if (b > a) pairs[2 * k] = a, pairs[2 * k + 1] = b, k++;
+    }
+  for (int left = npairs; left > 0; nrounds++) {
+    memset(busy, 0, (size_t)n);
+    if (nsites) memset(link, 0, (size_t)nsites * nsites);
+    mine[nrounds] = -1;
+    for (int q = 0; q < npairs; q++) {
+      int a = pairs[2 * q], b = pairs[2 * q + 1];
+      if (a < 0 || busy[a] || busy[b]) continue;
+      int lo = nsites ? (site[a] < site[b] ? site[a] : site[b]) : 0;
+      int hi = nsites ? (site[a] < site[b] ? site[b] : site[a]) : 0;
+      if (lo != hi && link[lo * nsites + hi]) continue;
+      if (lo != hi) link[lo * nsites + hi] = 1;
+      busy[a] = busy[b] = 1;
+      if (a == p->rank) mine[nrounds] = b;
+      if (b == p->rank) mine[nrounds] = a;
+      pairs[2 * q] = -1;
+      left--;
+    }
+  }
+  free(pairs), free(site), free(busy), free(link);
+  *partner_out = mine;
+  return nrounds;
+}
+
 static int run_rounds(probe_state *p) {
-  int m = p->size + (p->size % 2), rounds = m - 1, rc = STRATA_OK;
+  int *peer_in = NULL, rounds = build_schedule(p, &peer_in), rc = STRATA_OK;
+  if (rounds < 0) return STRATA_ERR_NO_MEMORY;
   if (p->rank == 0) draw_progress(p, 0, rounds);
   for (int r = 0; r < rounds && rc == STRATA_OK; r++) {
-    int peer = partner(p->rank, r, m, p->size);
-    if (peer >= 0 && peer != p->rank) rc = measure_pair(p, peer);
+    if (peer_in[r] >= 0) rc = measure_pair(p, peer_in[r]);
     if (rc == STRATA_OK) rc = strata_barrier(p->comm);
     if (p->rank == 0 && rc == STRATA_OK) draw_progress(p, r + 1, rounds);
   }
+  free(peer_in);
   return rc;
 }
 
@@ -327,18 +395,23 @@ static void utc_now(char *out, size_t len) {
   strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static int gather_labels(probe_state *p, strata_link_matrix *m) {
+static int gather_labels(probe_state *p) {
   char mine[2][STRATA_LINKMATRIX_LABEL_BYTES] = {{0}};
   gethostname(mine[0], sizeof mine[0] - 1);
   snprintf(mine[1], sizeof mine[1], "%s", strata_comm_config(p->comm)->site);
   char(*all)[STRATA_LINKMATRIX_LABEL_BYTES] = calloc((size_t)p->size * 2, sizeof *all);
-  if (!all) return STRATA_ERR_NO_MEMORY;
+  p->host = calloc((size_t)p->size, sizeof *p->host);
+  p->site = calloc((size_t)p->size, sizeof *p->site);
+  if (!all || !p->host || !p->site) {
+    free(all);
+    return STRATA_ERR_NO_MEMORY;
+  }
   int rc = strata_allgather(p->comm, mine, all, sizeof mine, STRATA_U8);
   for (int i = 0; rc == STRATA_OK && i < p->size; i++) {
-    memcpy(m->host[i], all[2 * i], STRATA_LINKMATRIX_LABEL_BYTES);
-    memcpy(m->site[i], all[2 * i + 1], STRATA_LINKMATRIX_LABEL_BYTES);
-    m->host[i][STRATA_LINKMATRIX_LABEL_BYTES - 1] = m->site[i][STRATA_LINKMATRIX_LABEL_BYTES - 1] =
-        0;
+    memcpy(p->host[i], all[2 * i], STRATA_LINKMATRIX_LABEL_BYTES);
+    memcpy(p->site[i], all[2 * i + 1], STRATA_LINKMATRIX_LABEL_BYTES);
+    p->host[i][STRATA_LINKMATRIX_LABEL_BYTES - 1] = 0;
+    p->site[i][STRATA_LINKMATRIX_LABEL_BYTES - 1] = 0;
   }
   free(all);
   return rc;
@@ -369,7 +442,10 @@ static int assemble_and_write(probe_state *p, const char *started) {
   if (rc == STRATA_OK)
     rc = strata_allreduce(p->comm, p->bandwidth_gbps, m.bandwidth_gbps, cells, STRATA_F64,
                           STRATA_SUM);
-  if (rc == STRATA_OK) rc = gather_labels(p, &m);
+  if (rc == STRATA_OK) {
+    memcpy(m.host, p->host, (size_t)p->size * sizeof *p->host);
+    memcpy(m.site, p->site, (size_t)p->size * sizeof *p->site);
+  }
   if (rc == STRATA_OK && p->rank == 0) {
     snprintf(m.measured, sizeof m.measured, "%s", started);
     describe_method(p, &m);
@@ -404,6 +480,7 @@ int strata_cmd_probe(int argc, char **argv) {
   utc_now(started, sizeof started);
   if (!p.buf || !p.latency_us || !p.bandwidth_gbps) rc = STRATA_ERR_NO_MEMORY;
   if (rc == STRATA_OK) rc = strata_barrier(p.comm);
+  if (rc == STRATA_OK) rc = gather_labels(&p);
   if (rc == STRATA_OK) rc = run_rounds(&p);
   if (rc == STRATA_OK) rc = assemble_and_write(&p, started);
   if (rc != STRATA_OK) {
@@ -414,5 +491,7 @@ int strata_cmd_probe(int argc, char **argv) {
   free(p.buf);
   free(p.latency_us);
   free(p.bandwidth_gbps);
+  free(p.host);
+  free(p.site);
   return rc == STRATA_OK ? 0 : 1;
 }
