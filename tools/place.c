@@ -31,6 +31,7 @@ typedef struct place_options {
   double params, param_bytes;
   uint64_t seed;
   int json, quiet, iterations;
+  const char *evaluate; /* --evaluate ORDER: predict this launch order instead of placing */
 } place_options;
 
 static void place_usage(FILE *out) {
@@ -58,6 +59,8 @@ static void place_usage(FILE *out) {
           "  --seed N            seed of the random choices (default 1)\n"
           "  --json              machine-readable output\n"
           "  -q, --quiet         print only the order\n"
+          "  --evaluate ORDER    predict the ring allreduce of a given launch order (as\n"
+          "                      'strata launch --order' takes it) instead of placing\n"
           "  -h, --help          this text\n",
           PLACE_RANDOM_SAMPLES, STRATA_PLACE_EXACT_MAX_RANKS);
 }
@@ -135,6 +138,8 @@ static int parse_args(int argc, char **argv, place_options *o) {
       o->matrix_path = a, takes = 0;
     } else if (!v) {
       return usage_error("missing value or unknown option:", a);
+    } else if (!strcmp(a, "--evaluate")) {
+      o->evaluate = v;
     } else if (!strcmp(a, "--pipeline")) {
       o->mode = PLACE_PIPELINE;
       bad = parse_int(v, 1, STRATA_LINKMATRIX_MAX_RANKS, &o->pipeline.stages);
@@ -203,6 +208,46 @@ static void slowest_hop(const strata_link_matrix *m, const int *seq, double chun
                     strata_link_matrix_send_us(m, b, a, chunk));
     if (h > *us) *us = h, *from = a, *to = b;
   }
+}
+
+/* Parses a launch order (a permutation of 0..n-1, comma-separated) into the ring sequence. */
+static int parse_launch_order(const char *text, int n, int *seq) {
+  char *seen = calloc((size_t)n, 1);
+  const char *p = text;
+  int k = 0, bad = !seen;
+  while (!bad && k < n) {
+    char *end;
+    errno = 0;
+    long r = strtol(p, &end, 10);
+    bad = errno || end == p || r < 0 || r >= n || seen[r] || (*end != ',' && *end != '\0') ||
+          (*end == '\0' && k != n - 1);
+    if (!bad) {
+      seen[r] = 1;
+      seq[r] = k++; /* child k gets rank r: rank r's slot is k */
+      p = *end ? end + 1 : end;
+    }
+  }
+  free(seen);
+  return bad || *p ? -1 : 0;
+}
+
+static int run_evaluate(const place_options *o, const strata_link_matrix *m) {
+  int n = m->nranks, *seq = malloc(sizeof(int) * n);
+  if (!seq || parse_launch_order(o->evaluate, n, seq) != 0) {
+    fprintf(stderr, "strata place: --evaluate '%s' must list each rank 0..%d exactly once\n",
+            o->evaluate, n - 1);
+    free(seq);
+    return 2;
+  }
+  double us = strata_place_ring_allreduce_us(m, seq, o->bytes);
+  if (o->json)
+    printf("{\"order\": \"%s\", \"bytes\": %.17g, \"allreduce_us\": %.6g}\n", o->evaluate, o->bytes,
+           us);
+  else
+    printf("predicted ring allreduce of %.0f bytes with --order %s: %.1f us\n", o->bytes,
+           o->evaluate, us);
+  free(seq);
+  return 0;
 }
 
 static int run_ring(const place_options *o, const strata_link_matrix *m) {
@@ -377,7 +422,10 @@ int strata_cmd_place(int argc, char **argv) {
     fprintf(stderr, "strata place: %s\n", err[0] ? err : strata_strerror(rc));
     return 2;
   }
-  rc = o.mode == PLACE_PIPELINE ? run_pipeline(&o, &m) : run_ring(&o, &m);
+  if (o.evaluate)
+    rc = run_evaluate(&o, &m);
+  else
+    rc = o.mode == PLACE_PIPELINE ? run_pipeline(&o, &m) : run_ring(&o, &m);
   strata_link_matrix_free(&m);
   return rc;
 }
