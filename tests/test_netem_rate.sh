@@ -30,8 +30,17 @@ bounded "$strata" netem up --name "$name" --sites 4 --lifetime 90 \
   { echo "FAIL: netem up"; exit 1; }
 
 port=5201
+# 1 Gbit/s needs most of a core for the forwarder and another for iperf3 on this 2-core box:
+# held to 10% when the host is otherwise idle (CI runs tests one at a time), to 20% when other
+# work competes for the CPU (load average above the core count), and the reason is printed.
+tolerance_1g=10
+load=$(cut -d' ' -f1 /proc/loadavg)
+if awk -v l="$load" -v n="$(nproc)" 'BEGIN { exit !(l > n) }'; then
+  tolerance_1g=20
+  echo "note: host busy (load $load on $(nproc) cores): 1 Gbit/s held to ±20%"
+fi
 measure() { # FROM TO WANT_MBIT [iperf3 client args...]
-  local from=$1 to=$2 want=$3 out got
+  local from=$1 to=$2 want=$3 out got tolerance=10
   shift 3
   port=$((port + 1))
   timeout -k 2 30 "$strata" netem exec --name "$name" "$to" -- iperf3 -s -1 -p "$port" >/dev/null 2>&1 &
@@ -41,7 +50,9 @@ measure() { # FROM TO WANT_MBIT [iperf3 client args...]
     iperf3 -c "10.77.$to.1" -p "$port" -t 3 -O 1 -f m "$@" 2>&1)
   got=$(echo "$out" | awk '/receiver/ { for (i = 1; i <= NF; i++) if ($i == "Mbits/sec") print $(i - 1) }')
   echo "iperf3 site $from -> site $to $*: ${got:-none} Mbit/s (configured $want)"
-  [ -n "$got" ] && within "$got" "$want" 10 || { fail "rate $from->$to $*: ${got:-none} Mbit/s, want $want ± 10%"; echo "$out" | tail -5; }
+  [ "$want" = 1000 ] && tolerance=$tolerance_1g
+  [ -n "$got" ] && within "$got" "$want" "$tolerance" ||
+    { fail "rate $from->$to $*: ${got:-none} Mbit/s, want $want ± $tolerance%"; echo "$out" | tail -5; }
 }
 measure 0 1 100
 measure 0 2 1000
