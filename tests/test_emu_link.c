@@ -9,14 +9,14 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                    \
-  do {                                                      \
-    if (!(cond)) {                                          \
-      failures++;                                           \
+#define CHECK(cond, ...)                                     \
+  do {                                                       \
+    if (!(cond)) {                                           \
+      failures++;                                            \
       printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      printf(__VA_ARGS__);                                  \
-      printf("\n");                                         \
-    }                                                       \
+      printf(__VA_ARGS__);                                   \
+      printf("\n");                                          \
+    }                                                        \
   } while (0)
 
 static strata_emu_link_params params_of(const char *text) {
@@ -116,7 +116,8 @@ static void test_reorder(void) {
     }
     prev_due = due;
   }
-  CHECK(fabs(held / (double)n - 0.10) < 0.01, "reordered fraction %.4f, want 0.10", held / (double)n);
+  CHECK(fabs(held / (double)n - 0.10) < 0.01, "reordered fraction %.4f, want 0.10",
+        held / (double)n);
   CHECK(overtaken > 0, "no packet overtook a held one");
 }
 
@@ -144,9 +145,10 @@ static void test_loss(void) {
 }
 
 static void test_parse_errors(void) {
-  static const char *bad[] = {"delay=10",   "rate=fast",  "loss=120%", "loss=-1%",
-                              "queue=0",    "nonsense=1", "delay",     "ge=1%",
-                              "jitter=1ms,jitter_dist=pareto", "rate=100mbps"};
+  static const char *bad[] = {"delay=10",    "rate=fast", "loss=120%",
+                              "loss=-1%",    "queue=0",   "nonsense=1",
+                              "delay",       "ge=1%",     "jitter=1ms,jitter_dist=pareto",
+                              "rate=100mbps"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     strata_emu_link_params p;
     memset(&p, 0, sizeof p);

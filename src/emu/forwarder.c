@@ -62,6 +62,7 @@ typedef struct fwd_state {
   uint64_t late_sum_ns, late_count, late_max_ns; /* how late packets left (release precision) */
   int epoll_fd, timer_fd, signal_fd;
   uint64_t armed_ns;
+  unsigned char scratch[STRATA_EMU_MTU_MAX + 64]; /* where packets go when the pool is full */
 } fwd_state;
 
 static uint64_t now_ns(void) {
@@ -239,14 +240,13 @@ static void fwd_admit(fwd_state *s, int src, uint32_t slot, uint32_t len, uint64
 
 /* Drains up to FWD_READ_BATCH packets from one site's TUN. */
 static void fwd_read_site(fwd_state *s, int src) {
-  static unsigned char scratch[STRATA_EMU_MTU_MAX + 64];
   int fd = s->config->tun_fds[src];
   for (int i = 0; i < FWD_READ_BATCH; i++) {
     if (!s->free_count) {
       /* Pool exhausted: read and drop, counted against the packet's link. */
-      ssize_t n = read(fd, scratch, sizeof scratch);
+      ssize_t n = read(fd, s->scratch, sizeof s->scratch);
       if (n <= 0) return;
-      int dst = packet_site(scratch, (uint32_t)n, s->config->nsites);
+      int dst = packet_site(s->scratch, (uint32_t)n, s->config->nsites);
       if (dst >= 0 && dst != src)
         s->links[src * s->config->nsites + dst].stats.dropped_pool++;
       else
