@@ -53,7 +53,7 @@ static void place_usage(FILE *out) {
           "    --layers L          layers, split over stages as evenly as possible\n"
           "    --activation-bytes SIZE  activations crossing a stage boundary per micro-batch\n"
           "    --microbatches M    micro-batches per step (default 1)\n"
-          "    --iterations N      search rounds (default 200)\n"
+          "    --iterations N      search rounds (default 200; 3200/ranks above 16 ranks)\n"
           "  --bytes SIZE        allreduce size for --ring/--sites (default 256M; K, M, G =\n"
           "                      2^10, 2^20, 2^30)\n"
           "  --seed N            seed of the random choices (default 1)\n"

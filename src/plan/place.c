@@ -699,7 +699,8 @@ int strata_place_pipeline(const strata_link_matrix *m, const strata_pipeline_spe
         a[s * spec->replicas + d] = ring[d * spec->stages + s];
     try_start(m, &sh, spec, a, slot_of, &best_cost);
   }
-  if (iterations <= 0) iterations = 200;
+  /* each round is a full swap descent, O(n^3) evaluations at worst: fewer rounds for more ranks */
+  if (iterations <= 0) iterations = n <= 16 ? 200 : (3200 / n > 10 ? 3200 / n : 10);
   for (int it = 0; rc == STRATA_OK && it < iterations; it++) {
     memcpy(a, slot_of, (size_t)n * sizeof *a);
     if (it % 10 == 0)
