@@ -27,7 +27,10 @@ before=$(host_links)
 
 # --- 1. exec: the command runs in its site, with its address ---
 bounded "$strata" netem up --name "$name" --sites 3 --ranks-per-site 2 --lifetime 60 \
-  --link '*:delay=2ms' >/dev/null || fail "up"
+  --link '*:delay=2ms' --cc reno --tcp-mem-max 48m >/dev/null || fail "up"
+out=$(bounded "$strata" netem exec --name "$name" 1 -- cat /proc/sys/net/ipv4/tcp_congestion_control /proc/sys/net/ipv4/tcp_wmem)
+echo "$out" | grep -q "^reno$" || fail "--cc reno not applied in the site: $out"
+echo "$out" | grep -q "50331648$" || fail "--tcp-mem-max 48m not applied in the site: $out"
 out=$(bounded "$strata" netem exec --name "$name" 2 -- sh -c 'echo "$STRATA_NETEM_SITE $STRATA_HOST"; ip -o -4 addr show dev netem0')
 echo "$out" | grep -q "^2 10.77.2.1$" || fail "exec environment: $out"
 echo "$out" | grep -q "inet 10.77.2.1/16" || fail "exec is not in site 2: $out"

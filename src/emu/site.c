@@ -76,10 +76,20 @@ static int site_sysctls(const strata_emu_site_options *o, char *err, size_t err_
   write_sysctl("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1");
   if (o->congestion_control &&
       write_sysctl("/proc/sys/net/ipv4/tcp_congestion_control", o->congestion_control)) {
+    char allowed[256] = "";
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_allowed_congestion_control", "r");
+    if (f) {
+      if (!fgets(allowed, sizeof allowed, f)) allowed[0] = 0;
+      fclose(f);
+      allowed[strcspn(allowed, "\n")] = 0;
+    }
+    /* A namespace may default only to an algorithm in the host-wide allowed list; changing
+     * that list would change the host, which this must never do. */
     snprintf(err, err_bytes,
-             "congestion control '%s' is not available (see "
-             "net.ipv4.tcp_available_congestion_control)",
-             o->congestion_control);
+             "congestion control '%s' cannot be a site's default: allowed are '%s' "
+             "(net.ipv4.tcp_allowed_congestion_control, host-wide); a program can still pick "
+             "any available one per socket (TCP_CONGESTION, e.g. iperf3 -C)",
+             o->congestion_control, allowed);
     return -1;
   }
   if (o->tcp_mem_max_bytes) {
