@@ -1,0 +1,197 @@
+/* test_emu_forwarder.c — the forwarder loop (src/emu/forwarder.c) without root: each "TUN" is one
+ * end of a SOCK_SEQPACKET socketpair (one packet per read, like a TUN fd), the test holds the
+ * other ends. Checks delay and its precision, FIFO order, the rate limit's spacing, per-direction
+ * loss, unroutable packets dropped, the stats file, and a clean stop on SIGTERM. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "emu/forwarder.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                     \
+  do {                                                       \
+    if (!(cond)) {                                           \
+      failures++;                                            \
+      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+      printf(__VA_ARGS__);                                   \
+      printf("\n");                                          \
+    }                                                        \
+  } while (0)
+
+#define PACKET_BYTES 1250
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* An IPv4-looking packet to 10.77.dst_site.1 carrying (send time, sequence). */
+static void packet_make(unsigned char *pkt, int dst_site, uint32_t seq) {
+  memset(pkt, 0, PACKET_BYTES);
+  pkt[0] = 0x45;
+  pkt[16] = STRATA_EMU_NET_OCTET_A;
+  pkt[17] = STRATA_EMU_NET_OCTET_B;
+  pkt[18] = (unsigned char)dst_site;
+  pkt[19] = 1;
+  uint64_t t = now_ns();
+  memcpy(pkt + 20, &t, sizeof t);
+  memcpy(pkt + 28, &seq, sizeof seq);
+}
+
+/* Reads packets from fd until count arrived or timeout; fills delays (ns) and sequences. */
+static int receive(int fd, int count, int timeout_ms, uint64_t *delays, uint32_t *seqs,
+                   uint64_t *arrivals) {
+  int got = 0;
+  uint64_t end = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+  unsigned char pkt[2048];
+  do {
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    if (poll(&pfd, 1, timeout_ms ? 10 : 0) <= 0) continue;
+    ssize_t n = read(fd, pkt, sizeof pkt);
+    if (n != PACKET_BYTES) continue;
+    uint64_t sent, now = now_ns();
+    memcpy(&sent, pkt + 20, sizeof sent);
+    if (delays) delays[got] = now - sent;
+    if (seqs) memcpy(&seqs[got], pkt + 28, sizeof seqs[got]);
+    if (arrivals) arrivals[got] = now;
+    got++;
+  } while (got < count && now_ns() < end);
+  return got;
+}
+
+int main(void) {
+  alarm(60);
+  static strata_emu_forwarder_config config;
+  int test_end[3];
+  config.nsites = 3;
+  config.mtu = 1500;
+  config.seed = 5;
+  config.ready_fd = -1;
+  /* Timing under a loaded host needs the real-time class (root); without it, slower wakeups. */
+  config.realtime_priority = 10;
+  struct sched_param sp = {.sched_priority = 5};
+  sched_setscheduler(0, SCHED_FIFO, &sp);
+  char stats_path[] = "/tmp/test_emu_forwarder_XXXXXX";
+  int stats_fd = mkstemp(stats_path);
+  close(stats_fd);
+  config.stats_path = stats_path;
+  for (int k = 0; k < 3; k++) {
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair)) return perror("socketpair"), 1;
+    fcntl(pair[0], F_SETFL, O_NONBLOCK);
+    config.tun_fds[k] = pair[0];
+    test_end[k] = pair[1];
+  }
+  char err[256];
+  /* 0>1: 5 ms; 0>2: 10 Mbit/s (1 ms per 1250-byte packet); 1>0: all lost. */
+  if (strata_emu_link_params_parse("delay=5ms", &config.links[0][1], err, sizeof err) ||
+      strata_emu_link_params_parse("rate=10mbit,queue=1mb", &config.links[0][2], err, sizeof err) ||
+      strata_emu_link_params_parse("loss=100%", &config.links[1][0], err, sizeof err)) {
+    printf("FAIL parse: %s\n", err);
+    return 1;
+  }
+  int ready[2];
+  if (pipe(ready)) return 1;
+  config.ready_fd = ready[1];
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(ready[0]);
+    for (int k = 0; k < 3; k++) close(test_end[k]);
+    _exit(strata_emu_forwarder_run(&config) == STRATA_EMU_END_SIGNAL ? 0 : 3);
+  }
+  close(ready[1]);
+  char byte;
+  CHECK(read(ready[0], &byte, 1) == 1, "forwarder did not start");
+  for (int k = 0; k < 3; k++) close(config.tun_fds[k]);
+
+  unsigned char pkt[PACKET_BYTES];
+  /* Delay and order: 50 packets 0 -> 1, 1 ms apart. */
+  enum { N = 50 };
+  uint64_t delays[N], arrivals[N];
+  uint32_t seqs[N];
+  /* Send and receive interleaved, so a packet is timed when it comes out, not when read late. */
+  int got = 0;
+  uint64_t next = now_ns();
+  for (int i = 0; i < N || got < N;) {
+    if (i < N && now_ns() >= next) {
+      packet_make(pkt, 1, (uint32_t)i++);
+      CHECK(write(test_end[0], pkt, sizeof pkt) == (ssize_t)sizeof pkt, "write");
+      next += 1000000;
+    }
+    if (receive(test_end[1], 1, 0, delays + got, seqs + got, NULL) == 1) got++;
+    if (now_ns() > next + 2000000000ull) break; /* 2 s after the last send: give up */
+  }
+  CHECK(got == N, "0>1 delivered %d of %d", got, N);
+  uint64_t sum = 0, worst = 0;
+  for (int i = 0; i < got; i++) {
+    CHECK(seqs[i] == (uint32_t)i, "0>1 order: position %d holds %u", i, seqs[i]);
+    CHECK(delays[i] >= 5000000, "0>1 packet %d early: %llu ns", i, (unsigned long long)delays[i]);
+    sum += delays[i];
+    if (delays[i] > worst) worst = delays[i];
+  }
+  if (got) {
+    double avg_us = (double)sum / got / 1e3;
+    printf("0>1 delay=5ms: average %.1f us, worst %.1f us\n", avg_us, (double)worst / 1e3);
+    CHECK(avg_us < 5000 + 1000, "0>1 average delay %.1f us, want 5 ms + < 1 ms", avg_us);
+  }
+
+  /* Rate: a burst of 40 packets 0 -> 2 at 10 Mbit/s leaves 1 ms apart. */
+  for (int i = 0; i < 40; i++) {
+    packet_make(pkt, 2, (uint32_t)i);
+    CHECK(write(test_end[0], pkt, sizeof pkt) == (ssize_t)sizeof pkt, "write");
+  }
+  got = receive(test_end[2], 40, 2000, NULL, NULL, arrivals);
+  CHECK(got == 40, "0>2 delivered %d of 40", got);
+  if (got == 40) {
+    double span_ms = (double)(arrivals[39] - arrivals[0]) / 1e6;
+    printf("0>2 rate=10mbit: 40 packets over %.2f ms (want 39)\n", span_ms);
+    CHECK(span_ms > 39 * 0.95 && span_ms < 39 * 1.10, "0>2 span %.2f ms, want 39 ms", span_ms);
+  }
+
+  /* Loss 100% on 1>0 but not on 0>1 (checked above); unroutable packets are dropped. */
+  for (int i = 0; i < 10; i++) {
+    packet_make(pkt, 0, (uint32_t)i);
+    CHECK(write(test_end[1], pkt, sizeof pkt) == (ssize_t)sizeof pkt, "write");
+    packet_make(pkt, 9, (uint32_t)i); /* no site 9 */
+    CHECK(write(test_end[1], pkt, sizeof pkt) == (ssize_t)sizeof pkt, "write");
+  }
+  got = receive(test_end[0], 10, 200, NULL, NULL, NULL);
+  CHECK(got == 0, "1>0 with loss=100%% delivered %d", got);
+
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "forwarder exit status %d", status);
+  FILE *f = fopen(stats_path, "r");
+  char text[4096] = "";
+  if (f) {
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+  }
+  CHECK(strstr(text, "unroutable=10") != NULL, "stats: %s", text);
+  CHECK(strstr(text, "link 1>0 packets_in=10 ") && strstr(text, "dropped_loss=10 "),
+        "stats for 1>0: %s", text);
+  CHECK(strstr(text, "link 0>1 packets_in=50 ") != NULL, "stats for 0>1: %s", text);
+  CHECK(strstr(text, "running=0") != NULL, "final stats not written: %s", text);
+  unlink(stats_path);
+  for (int k = 0; k < 3; k++) close(test_end[k]);
+  if (failures) {
+    printf("test_emu_forwarder: %d failure(s)\n", failures);
+    return 1;
+  }
+  printf("test_emu_forwarder: ok\n");
+  return 0;
+}
