@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/core.h"
 #include "engine/engine.h"
@@ -71,8 +72,14 @@ static int connect_world(strata_comm *comm) {
     return status;
   }
   comm->have_net = 1;
-  for (int peer = 0; peer < comm->nranks; peer++)
-    if (peer != comm->rank && comm->net.peer[peer] == comm->net.tcp) comm->tcp_data_peers++;
+  int local_ranks = 1;
+  for (int peer = 0; peer < comm->nranks; peer++) {
+    if (peer == comm->rank) continue;
+    if (comm->net.peer[peer] == comm->net.tcp) comm->tcp_data_peers++;
+    if (comm->net.is_local && comm->net.is_local[peer]) local_ranks++;
+  }
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  comm->oversubscribed = cores > 0 && local_ranks > cores;
   return STRATA_OK;
 }
 

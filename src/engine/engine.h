@@ -79,6 +79,7 @@ struct strata_comm {
   strata_net net;
   int have_net;
   int tcp_data_peers; /* peers whose data goes over tcp (not shm) */
+  int oversubscribed; /* more ranks on this host than cores: never spin, yield at once */
 
   pthread_mutex_t lock;
   pthread_cond_t cond; /* an operation finished, or one was submitted */
