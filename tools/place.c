@@ -304,8 +304,9 @@ static int run_ring(const place_options *o, const strata_link_matrix *m) {
     printf("ring (matrix rows in ring order): ");
     for (int k = 0; k < n; k++) printf("%s%d", k ? " " : "", seq[k]);
     printf("\nsites: %d (%s)\n", nsites, labelled ? "from labels" : "by latency clustering");
-    printf("slowest hop: %d <-> %d, %s per chunk of %.0f bytes\n", from, to,
-           human_time(hop, t1, sizeof t1), o->bytes / n);
+    if (n > 1)
+      printf("slowest hop: %d <-> %d, %s per chunk of %.0f bytes\n", from, to,
+             human_time(hop, t1, sizeof t1), o->bytes / n);
     printf("predicted ring allreduce: placed %s, identity %s, random (mean of %d) %s\n",
            human_time(placed, t2, sizeof t2), human_time(identity, t3, sizeof t3),
            PLACE_RANDOM_SAMPLES, human_time(random, t4, sizeof t4));
