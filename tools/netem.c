@@ -361,10 +361,8 @@ static int netem_check_environment(void) {
   return 0;
 }
 
-static int netem_up(int argc, char **argv, const char *name) {
-  static netem_up_options o; /* large (the link table); one per process */
-  memset(&o, 0, sizeof o);
-  if (parse_up(argc, argv, &o)) return 2;
+static int netem_up_run(int argc, char **argv, const char *name, netem_up_options *o) {
+  if (parse_up(argc, argv, o)) return 2;
   if (netem_check_environment()) return 1;
   mkdir(NETEM_STATE_ROOT, 0755);
   char dir[256];
@@ -375,33 +373,41 @@ static int netem_up(int argc, char **argv, const char *name) {
     return 1;
   }
   char err[512];
-  o.site.name = name;
-  o.site.nsites = o.fwd.nsites;
-  if (strata_emu_sites_create(&o.site, o.fwd.tun_fds, err, sizeof err)) {
+  o->site.name = name;
+  o->site.nsites = o->fwd.nsites;
+  if (strata_emu_sites_create(&o->site, o->fwd.tun_fds, err, sizeof err)) {
     fprintf(stderr, "netem up: %s\n", err);
     remove_state(name);
     return 1;
   }
-  write_config(name, &o);
-  if (o.foreground) {
+  write_config(name, o);
+  if (o->foreground) {
     write_pid(name, getpid());
     printf("netem %s: %d sites up, forwarding in the foreground (Ctrl-C ends)\n", name,
-           o.fwd.nsites);
+           o->fwd.nsites);
     fflush(stdout);
-    return run_forwarder(name, &o);
+    return run_forwarder(name, o);
   }
   fflush(stdout);
   fflush(stderr);
-  if (daemonize_forwarder(name, &o)) {
-    for (int k = 0; k < o.fwd.nsites; k++) close(o.fwd.tun_fds[k]);
+  if (daemonize_forwarder(name, o)) {
+    for (int k = 0; k < o->fwd.nsites; k++) close(o->fwd.tun_fds[k]);
     strata_emu_sites_destroy(name);
     remove_state(name);
     return 1;
   }
-  for (int k = 0; k < o.fwd.nsites; k++) close(o.fwd.tun_fds[k]);
+  for (int k = 0; k < o->fwd.nsites; k++) close(o->fwd.tun_fds[k]);
   printf("netem %s: %d sites up (namespaces %s-s0..%s-s%d, site K at 10.77.K.1)\n", name,
-         o.fwd.nsites, name, name, o.fwd.nsites - 1);
+         o->fwd.nsites, name, name, o->fwd.nsites - 1);
   return 0;
+}
+
+static int netem_up(int argc, char **argv, const char *name) {
+  netem_up_options *options = calloc(1, sizeof *options); /* the link table is ~0.5 MB */
+  if (!options) return perror("netem up"), 1;
+  int rc = netem_up_run(argc, argv, name, options);
+  free(options);
+  return rc;
 }
 
 /* ---- down, status ---- */
