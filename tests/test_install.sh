@@ -32,4 +32,3 @@ cc "$prefix/hello.c" $(pkg-config --cflags strata) "$prefix/lib/libstrata.a" $(p
 "$prefix/hello_static" | grep -q "STRATA_OK 1 2 3" || { echo "FAIL: static"; exit 1; }
 "$prefix/bin/strata" version | grep -q strata || { echo "FAIL: command"; exit 1; }
 echo "install: headers, shared and static libraries, command and pkg-config all work"
-echo "1 passed, 0 failed"
