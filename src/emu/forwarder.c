@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FWD_READ_BATCH 256
+#define FWD_READ_BATCH 32
 #define FWD_DEFAULT_POOL_PACKETS 65536u
 #define FWD_EARLY_NS 2000ull /* a packet this close to due is sent now rather than slept for */
 #define FWD_STATS_PERIOD_NS 1000000000ull
