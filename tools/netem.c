@@ -7,6 +7,7 @@
  *                   [--pool PACKETS] [--foreground] [--realtime-priority N]
  *   strata netem down [--name NAME]
  *   strata netem status [--name NAME]
+ *   strata netem list
  *   strata netem exec [--name NAME] SITE [--] CMD ARGS...
  *   strata netem ping [--name NAME] FROM TO [-c COUNT] [-i SECONDS] [-s BYTES] [-W SECONDS] [-q]
  *   strata netem owd [--name NAME] FROM TO [same options as ping]
@@ -69,6 +70,7 @@ static void netem_usage(FILE *out) {
           "                       [--realtime-priority N (default 10, 0 = off)]\n"
           "       strata netem down [--name NAME]\n"
           "       strata netem status [--name NAME]\n"
+          "       strata netem list\n"
           "       strata netem exec [--name NAME] SITE [--] CMD ARGS...\n"
           "       strata netem ping [--name NAME] FROM TO [-c COUNT] [-i SECONDS] [-s BYTES]\n"
           "                         [-W SECONDS] [-q]\n"
@@ -104,8 +106,10 @@ static int parse_seconds(const char *text, double lo, double hi, double *out) {
   return 0;
 }
 
+/* NETEM_STATE_ROOT/NAME[/FILE]; names are at most STRATA_EMU_NAME_MAX characters. */
 static void state_path(char *out, size_t n, const char *name, const char *file) {
-  snprintf(out, n, "%s/%s%s%s", NETEM_STATE_ROOT, name, file ? "/" : "", file ? file : "");
+  snprintf(out, n, "%s/%.*s%s%.*s", NETEM_STATE_ROOT, STRATA_EMU_NAME_MAX, name, file ? "/" : "",
+           32, file ? file : "");
 }
 
 /* Takes "--name NAME" out of argv wherever it is; returns the new argc or -1. */
@@ -506,6 +510,25 @@ static int netem_status(int argc, const char *name) {
   return forwarder_alive(pid) ? 0 : 1;
 }
 
+/* Every emulation this host has state for, and whether its forwarder runs. */
+static int netem_list(int argc) {
+  if (argc > 1) {
+    fprintf(stderr, "netem list: unexpected arguments\n");
+    return 2;
+  }
+  DIR *dir = opendir(NETEM_STATE_ROOT);
+  int count = 0;
+  for (struct dirent *e; dir && (e = readdir(dir));) {
+    if (e->d_name[0] == '.' || !strata_emu_name_valid(e->d_name)) continue;
+    pid_t pid = read_pid(e->d_name);
+    printf("%s %s\n", e->d_name, forwarder_alive(pid) ? "running" : "stale (run down)");
+    count++;
+  }
+  if (dir) closedir(dir);
+  if (!count) printf("no emulated WAN is up\n");
+  return 0;
+}
+
 /* ---- exec ---- */
 
 static int netem_exec(int argc, char **argv, const char *name) {
@@ -858,6 +881,7 @@ int strata_cmd_netem(int argc, char **argv) {
   if (!strcmp(verb, "up")) return netem_up(n, args, name);
   if (!strcmp(verb, "down")) return netem_down(n, name);
   if (!strcmp(verb, "status")) return netem_status(n, name);
+  if (!strcmp(verb, "list")) return netem_list(n);
   if (!strcmp(verb, "exec")) return netem_exec(n, args, name);
   if (!strcmp(verb, "ping")) return netem_ping(n, args, name);
   if (!strcmp(verb, "owd")) return netem_owd(n, args, name);
