@@ -55,10 +55,9 @@ run_probe() {
   return $rc
 }
 
-start=$(date +%s)
-run_probe "$work/wan.json" || fail "probe on emulated sites failed"
-echo "probe of 3 emulated sites: $(($(date +%s) - start)) s"
-"$py" - "$work/wan.json" "$(declare -p delay_ms rate_mbit)" <<'PY' || fail "matrix off the configuration"
+# check_matrix: every pair within 10% (latency) and 15% (rate) of the configuration
+check_matrix() {
+  "$py" - "$work/wan.json" "$(declare -p delay_ms rate_mbit)" <<'PY'
 import json, re, sys
 m = json.load(open(sys.argv[1]))
 conf = dict(re.findall(r'\[(\d-\d)\]="?(\d+)"?', sys.argv[2].split("rate_mbit")[0]))
@@ -80,6 +79,17 @@ for pair, ms in conf.items():
 assert m["sites"] == ["site0", "site1", "site2"], m["sites"]
 sys.exit(1 if bad else 0)
 PY
+}
+
+# A loaded host (other jobs on its 2 cores) delays the emulator and the ranks alike and inflates
+# round trips; one retry separates that from a wrong measurement.
+for attempt in 1 2; do
+  start=$(date +%s)
+  run_probe "$work/wan.json" || { fail "probe on emulated sites failed"; break; }
+  echo "probe of 3 emulated sites: $(($(date +%s) - start)) s (attempt $attempt, load $(cut -d' ' -f1 /proc/loadavg))"
+  check_matrix && break
+  [ $attempt -eq 2 ] && fail "matrix off the configuration twice"
+done
 "$strata" place "$work/wan.json" || fail "place on the emulated matrix"
 
 [ "$failures" -eq 0 ] && echo "test_probe_netem: ok" || echo "test_probe_netem: $failures failure(s)"

@@ -75,15 +75,18 @@ measure() {
 predict() { "$strata" place "$work/m.json" --bytes $bytes --evaluate "$1" --json |
   "$py" -c 'import json,sys; print(json.load(sys.stdin)["allreduce_us"])'; }
 
-t_placed=$(measure "$placed")
-p_placed=$(predict "$placed")
-echo "placed   $placed: measured $t_placed us, predicted $p_placed us"
+# compare_all: the placed order against the others; sets `off` to how many margins are off.
 others=("$identity" $("$py" -c 'import random; r = random.Random(7)
 for _ in range(2): l = list(range('$nranks')); r.shuffle(l); print(",".join(map(str, l)))'))
-for order in "${others[@]}"; do
-  t=$(measure "$order")
-  p=$(predict "$order")
-  "$py" - "$order" "$t" "$p" "$t_placed" "$p_placed" <<'PY' || fail "order $order: margin off the model"
+compare_all() {
+  off=0
+  t_placed=$(measure "$placed")
+  p_placed=$(predict "$placed")
+  echo "placed   $placed: measured $t_placed us, predicted $p_placed us"
+  for order in "${others[@]}"; do
+    t=$(measure "$order")
+    p=$(predict "$order")
+    "$py" - "$order" "$t" "$p" "$t_placed" "$p_placed" <<'PY' || off=$((off + 1))
 import sys
 order, t, p, tp, pp = sys.argv[1], *map(float, sys.argv[2:])
 measured, predicted = t / tp, p / pp
@@ -94,6 +97,16 @@ print("other    %s: measured %.0f us, predicted %.0f us; placed faster by %.2fx 
       "predicted%s" % (order, t, p, measured, predicted, "" if ok else "  <-- off"))
 sys.exit(0 if ok else 1)
 PY
+  done
+}
+
+# A loaded host (other jobs on its 2 cores) slows some runs and not others; one retry separates
+# that from a wrong model.
+for attempt in 1 2; do
+  echo "comparison attempt $attempt (load $(cut -d' ' -f1 /proc/loadavg))"
+  compare_all
+  [ "$off" -eq 0 ] && break
+  [ $attempt -eq 2 ] && fail "$off margin(s) off the model twice"
 done
 
 [ "$failures" -eq 0 ] && echo "test_probe_place_netem: ok" || echo "test_probe_place_netem: $failures failure(s)"
