@@ -50,9 +50,14 @@ check_owd 2 1 30
 check_owd 0 1 10
 
 # Jitter of σ = 2 ms each way: the round trip spreads by about 2.8 ms.
-out=$(bounded "$strata" netem ping --name "$name" 0 3 -c 60 -i 0.05 -q)
-mdev=$(echo "$out" | field mdev)
-awk -v m="${mdev:-0}" 'BEGIN { exit !(m > 1.5 && m < 4.5) }' || fail "jitter: mdev ${mdev:-none} ms, want about 2.8"
+# One stall of the host (tens of ms) dominates a standard deviation, so a second run is allowed.
+for attempt in 1 2; do
+  out=$(bounded "$strata" netem ping --name "$name" 0 3 -c 60 -i 0.05 -q)
+  echo "$out"
+  mdev=$(echo "$out" | field mdev)
+  awk -v m="${mdev:-0}" 'BEGIN { exit !(m > 1.5 && m < 4.5) }' && break
+  [ "$attempt" = 2 ] && fail "jitter: mdev ${mdev:-none} ms twice, want about 2.8"
+done
 
 status=$("$strata" netem status --name "$name") || fail "status says the forwarder is not running"
 echo "$status" | grep -q "link 1>2 rate=unlimited,delay=10ms" || fail "status lacks link 1>2: $status"
