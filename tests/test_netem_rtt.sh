@@ -22,12 +22,17 @@ bounded "$strata" netem up --name "$name" --sites 4 --lifetime 60 \
   --link 0-1:delay=10ms --link 0-2:delay=25ms --link '1>2:delay=10ms' --link '2>1:delay=30ms' \
   --link 0-3:delay=20ms,jitter=2ms >/dev/null || { echo "FAIL: netem up"; exit 1; }
 
+# A check that misses is run once more before it fails: one stall of a busy host (tens of ms)
+# moves an average of 20 samples by several percent; a real error misses twice.
 check_rtt() { # FROM TO WANT_MS
-  local out avg
-  out=$(bounded "$strata" netem ping --name "$name" "$1" "$2" -c 20 -i 0.05 -q)
-  avg=$(echo "$out" | field avg)
-  echo "$out"
-  [ -n "$avg" ] && within "$avg" "$3" 5 || fail "rtt $1->$2 avg ${avg:-none} ms, want $3 ms ± 5%"
+  local out avg attempt
+  for attempt in 1 2; do
+    out=$(bounded "$strata" netem ping --name "$name" "$1" "$2" -c 20 -i 0.05 -q)
+    avg=$(echo "$out" | field avg)
+    echo "$out"
+    [ -n "$avg" ] && within "$avg" "$3" 5 && break
+    [ "$attempt" = 2 ] && fail "rtt $1->$2 avg ${avg:-none} ms, want $3 ms ± 5%"
+  done
   echo "$out" | grep -q " loss=0.000%" || fail "rtt $1->$2: lost packets on a lossless link"
 }
 check_rtt 0 1 20
@@ -39,18 +44,20 @@ check_rtt 0 3 40
 
 # One-way delays of the asymmetric pair, each within 5%.
 check_owd() { # FROM TO WANT_MS
-  local out avg
-  out=$(bounded "$strata" netem owd --name "$name" "$1" "$2" -c 50 -i 0.02 -q)
-  avg=$(echo "$out" | field avg)
-  echo "$out"
-  [ -n "$avg" ] && within "$avg" "$3" 5 || fail "one-way $1->$2 avg ${avg:-none} ms, want $3 ms ± 5%"
+  local out avg attempt
+  for attempt in 1 2; do
+    out=$(bounded "$strata" netem owd --name "$name" "$1" "$2" -c 50 -i 0.02 -q)
+    avg=$(echo "$out" | field avg)
+    echo "$out"
+    [ -n "$avg" ] && within "$avg" "$3" 5 && break
+    [ "$attempt" = 2 ] && fail "one-way $1->$2 avg ${avg:-none} ms, want $3 ms ± 5%"
+  done
 }
 check_owd 1 2 10
 check_owd 2 1 30
 check_owd 0 1 10
 
 # Jitter of σ = 2 ms each way: the round trip spreads by about 2.8 ms.
-# One stall of the host (tens of ms) dominates a standard deviation, so a second run is allowed.
 for attempt in 1 2; do
   out=$(bounded "$strata" netem ping --name "$name" 0 3 -c 60 -i 0.05 -q)
   echo "$out"
