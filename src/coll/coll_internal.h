@@ -34,6 +34,15 @@
 #define STRATA_COLL_MAX_ROUNDS_X_RANKS 65536u
 /* Staging slots per pool: how many receives may be landing/reducing at once. */
 #define STRATA_COLL_SLOTS 4u
+/* Ring allreduce: the allgather half of round r is emitted after the reduce-scatter half of round
+ * r + LAG. Transfers to a peer leave in emission order, and an allgather send waits for our own
+ * reduction of its round; without a lag the next round's reduce-scatter send queues behind it,
+ * so each rank can start a round only when its neighbour has finished reducing the previous
+ * one (lock step: every hiccup of either rank is paid by both, every round). With a lag of 2
+ * the neighbour always has two rounds of reduce-scatter work it can pull. Measured on the 2-core
+ * build box, 2 ranks over shm (CMA), 16 MiB f32, 1 MiB chunks: in place 3.2 -> 2.45 ms, out of
+ * place 3.0 -> 2.75 ms; a lag of 1 gains most of it. Costs no memory (allgather lands in RECV). */
+#define STRATA_COLL_RING_AG_LAG 2u
 /* In-flight rounds of the ring reduce-scatter (each holds two partial-sum slots). */
 #define STRATA_COLL_RING_WINDOW 4u
 
@@ -99,6 +108,10 @@ typedef struct strata_round_step {
  * transfer needs both sides posted. Returns a malloc'd array of rounds*steps entries or NULL. */
 strata_round_step *strata_coll_order(uint32_t rounds, uint32_t steps, uint32_t window,
                                      uint32_t hold);
+/* The same, with steps >= lag_from_step of every round due `lag` time units later (still sorted
+ * by (time, round), still deadlock free: a step's own round's earlier steps stay earlier). */
+strata_round_step *strata_coll_order_lag(uint32_t rounds, uint32_t steps, uint32_t window,
+                                         uint32_t hold, uint32_t lag_from_step, uint32_t lag);
 
 /* Builders (one file per family). */
 int strata_build_allreduce_ring(const strata_sched_params *p, strata_schedule *s);

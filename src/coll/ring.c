@@ -5,9 +5,11 @@
  * Pipelining. The data is cut into rounds so that no message exceeds chunk_bytes; a round is a
  * full pass of the algorithm over its slice. Rounds are independent, so the builder interleaves
  * them (strata_coll_order): round ρ's step t is emitted at "time" ρ + t, which lets the next
- * round's first messages flow while the previous round is still reducing. Every rank emits in the
- * same order, so the k-th message on each link matches, and each step depends only on steps
- * emitted earlier, so the schedule cannot deadlock even if every transfer needs both ends posted.
+ * round's first messages flow while the previous round is still reducing. The allreduce emits
+ * its allgather steps STRATA_COLL_RING_AG_LAG rounds later still (coll_internal.h says why).
+ * Every rank emits in the same order, so the k-th message on each link matches, and each step
+ * depends only on steps emitted earlier, so the schedule cannot deadlock even if every transfer
+ * needs both ends posted.
  *
  * Memory per collective (B = count * elem bytes, "seg" = a slice's n-th part):
  *  - allreduce: partial sums accumulate in RECV (in place: RECV is SEND); incoming data lands in
@@ -122,7 +124,8 @@ int strata_build_allreduce_ring(const strata_sched_params *p, strata_schedule *s
   uint64_t seg_max_bytes = ceil_div(ceil_div(ra.g.count, ra.g.rounds), (uint64_t)n) * ra.g.elem;
   s->scratch_bytes = strata_pool_init(&ra.staging, 0, seg_max_bytes, STRATA_COLL_SLOTS);
   const uint64_t total = ra.g.rounds * ra.steps;
-  strata_round_step *order = strata_coll_order((uint32_t)ra.g.rounds, ra.steps, 0, 0);
+  strata_round_step *order = strata_coll_order_lag((uint32_t)ra.g.rounds, ra.steps, 0, 0,
+                                                   (uint32_t)(n - 1), STRATA_COLL_RING_AG_LAG);
   ra.sent = malloc(total * sizeof *ra.sent);
   ra.got = malloc(total * sizeof *ra.got);
   if (order && ra.sent && ra.got) {
