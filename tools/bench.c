@@ -45,6 +45,7 @@
 #include "commands.h"
 #include "core/core.h"
 #include "model/cost.h"
+#include "model/host.h"
 #include "strata.h"
 
 #define BENCH_EXIT_OK 0
@@ -659,8 +660,8 @@ typedef struct bench_ctx {
   char *sendbuf, *recvbuf, *expected;
   size_t buffer_bytes;
   int rep;
-  double memcpy_gbps; /* --predict: measured on rank 0 */
-  int use_tcp;        /* --predict: the next rank is reached over TCP */
+  strata_host_links links; /* --predict: measured by every rank at start */
+  int links_ok;
 } bench_ctx;
 
 static char *bench_send_ptr(const bench_ctx *ctx, const bench_case *c) {
@@ -1040,8 +1041,9 @@ static int bench_write_json(const bench_ctx *ctx, const bench_report *report) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * The cost model's prediction (--predict): src/model's one-host model, fed with the memcpy
- * bandwidth rank 0 measures at start, the transport to the next rank and the forced algorithm.
+ * The model's prediction (--predict): src/model/host.h calibrates this job's links at start
+ * (α, transfer rate with the job's own transport, reduction kernel, memcpy) and simulates the
+ * very schedules the engine builds for each row (docs/bench.md).
  * ------------------------------------------------------------------------------------------- */
 static const strata_coll bench_kind_colls[BENCH_KIND_COUNT] = {
     [BENCH_ALLREDUCE] = STRATA_COLL_ALLREDUCE, [BENCH_REDUCE_SCATTER] = STRATA_COLL_REDUCE_SCATTER,
@@ -1051,42 +1053,19 @@ static const strata_coll bench_kind_colls[BENCH_KIND_COUNT] = {
     [BENCH_SENDRECV] = STRATA_COLL_SEND,
 };
 
-/* Best of five copies of 64 MiB, in GB/s of bytes copied. */
-static double bench_measure_memcpy_gbps(void) {
-  const size_t bytes = (size_t)64 << 20;
-  char *src = malloc(bytes), *dst = malloc(bytes);
-  double best_s = 0;
-  if (src && dst) {
-    memset(src, 1, bytes);
-    memset(dst, 0, bytes);
-    for (int i = 0; i < 5; i++) {
-      double start_s = strata_now_s();
-      memcpy(dst, src, bytes);
-      double elapsed_s = strata_now_s() - start_s;
-      if (best_s == 0 || elapsed_s < best_s) best_s = elapsed_s;
-      src[i] = dst[bytes - 1 - i]; /* keep the copies observable */
-    }
-  }
-  free(src);
-  free(dst);
-  return best_s > 0 ? (double)bytes / best_s / 1e9 : 0;
-}
-
-/* The model's busbw for this row, rescaled to our busbw factor (the model scores gather and
- * scatter with factor 1, nccl-tests with (n-1)/n). NAN when the model has no answer. */
-static double bench_predict_busbw(const bench_ctx *ctx, const bench_case *c, size_t bytes) {
-  if (ctx->memcpy_gbps <= 0 || bytes == 0) return NAN;
-  strata_coll coll = bench_kind_colls[c->kind];
-  const strata_config *cfg = strata_comm_config(ctx->comm);
-  strata_algo algo = cfg ? cfg->algo : STRATA_ALGO_AUTO;
-  double model_busbw = strata_model_predict_host_busbw(coll, algo, ctx->nranks, (double)bytes,
-                                                       ctx->use_tcp, ctx->memcpy_gbps);
-  if (!(model_busbw >= 0)) return NAN;
-  double model_factor = strata_busbw_factor(coll, ctx->nranks);
-  if (!(model_factor > 0)) return NAN;
+/* The model's busbw for this row (out of place), scored like the measurement. NAN when the
+ * model has no answer (sendrecv: not one collective schedule). */
+static double bench_predict_busbw(const bench_ctx *ctx, const bench_case *c) {
+  size_t count = c->layout.param_count;
+  if (!ctx->links_ok || count == 0 || c->kind == BENCH_SENDRECV) return NAN;
+  double time_us = 0;
+  if (strata_host_predict(&ctx->links, bench_kind_colls[c->kind], STRATA_ALGO_AUTO, count,
+                          (uint32_t)c->type_bytes, c->root < 0 ? 0 : c->root, &time_us) ||
+      !(time_us > 0))
+    return NAN;
   double algbw = 0, busbw = 0;
-  bench_bandwidth(c->kind, 1, 1, 1.0, ctx->nranks, &algbw, &busbw); /* our factor = busbw/algbw */
-  return algbw > 0 ? model_busbw / model_factor * (busbw / algbw) : NAN;
+  bench_bandwidth(c->kind, count, c->type_bytes, time_us * 1e-6, ctx->nranks, &algbw, &busbw);
+  return busbw;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1120,7 +1099,7 @@ static int bench_one_size(bench_ctx *ctx, bench_report *report, strata_dtype dty
   size_t send = c.layout.send_count, recv = c.layout.recv_count;
   row.bytes = (send > recv ? send : recv) * c.type_bytes;
   row.redop = bench_kinds[c.kind].is_reduction ? strata_op_name(op) : "none";
-  row.predicted_busbw_gbps = ctx->opt->predict ? bench_predict_busbw(ctx, &c, row.bytes) : NAN;
+  row.predicted_busbw_gbps = ctx->opt->predict ? bench_predict_busbw(ctx, &c) : NAN;
   int status = bench_time(ctx, &c, &row.out_of_place);
   c.in_place = 1;
   if (!status) status = bench_time(ctx, &c, &row.in_place);
@@ -1183,16 +1162,22 @@ static void bench_print_footer(const bench_report *report) {
   fflush(stdout);
 }
 
+/* Collective: every rank measures the links (src/model/calibrate.c). */
 static void bench_model_setup(bench_ctx *ctx) {
-  const char *transport = strata_comm_transport_name(ctx->comm, (ctx->rank + 1) % ctx->nranks);
-  ctx->use_tcp = transport && !strcmp(transport, "tcp");
-  ctx->memcpy_gbps = bench_measure_memcpy_gbps();
-  const strata_config *cfg = strata_comm_config(ctx->comm);
+  strata_host_links *l = &ctx->links;
+  ctx->links_ok =
+      strata_host_calibrate(ctx->comm, ctx->opt->types[0], ctx->opt->ops[0], l) == STRATA_OK;
+  if (ctx->rank != 0) return;
+  if (!ctx->links_ok) {
+    printf("#\n# Model (--predict): calibration failed, no prediction\n");
+    return;
+  }
   printf(
-      "#\n# Model (--predict): one host, %s between ranks, algorithm %s, memcpy %.2f GB/s "
-      "measured on rank 0\n",
-      ctx->use_tcp ? "tcp" : "shared memory", strata_algo_name(cfg ? cfg->algo : STRATA_ALGO_AUTO),
-      ctx->memcpy_gbps);
+      "#\n# Model (--predict): one host, %s, algorithm %s, chunk %llu B; measured now: "
+      "alpha %.1f us, link %.2f GB/s per transfer, reduce %.2f GB/s (%s), memcpy %.2f GB/s\n",
+      l->use_tcp ? "tcp" : "shm single-copy pulls", strata_algo_name(l->algo),
+      (unsigned long long)l->chunk_bytes, l->alpha_us, l->link_gbps, l->reduce_gbps,
+      bench_type_names[ctx->opt->types[0]], l->memcpy_gbps);
 }
 
 /* Runs the benchmark on an initialized communicator. Returns the exit status. */
@@ -1212,7 +1197,7 @@ static int bench_main(bench_ctx *ctx) {
     bench_buffers_free(ctx);
     return BENCH_EXIT_FAILED;
   }
-  if (opt->predict && ctx->rank == 0) bench_model_setup(ctx);
+  if (opt->predict) bench_model_setup(ctx);
   if (ctx->rank == 0) bench_print_columns(opt->report_cputime ? "cputime" : "time", opt->predict);
   bench_report report = {0};
   int status = bench_run(ctx, &report);

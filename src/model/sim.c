@@ -101,6 +101,7 @@ typedef struct sim_state {
   double *arrival;   /* receives: arrival time, NAN until the send ran */
   uint8_t *waiting;  /* receives: ready but no data yet */
   uint8_t *done;
+  uint8_t *fused;       /* receives: the reduction was fused into a pull (one_core_per_rank) */
   uint32_t *match;      /* sends: global index of the matching receive */
   uint32_t *succ_begin; /* total + 1 */
   uint32_t *succ;
@@ -116,6 +117,7 @@ static void sim_free(sim_state *s) {
   free(s->arrival);
   free(s->waiting);
   free(s->done);
+  free(s->fused);
   free(s->match);
   free(s->succ_begin);
   free(s->succ);
@@ -133,14 +135,15 @@ static int sim_alloc(sim_state *s) {
   s->arrival = calloc(t + 1, sizeof *s->arrival);
   s->waiting = calloc(t + 1, 1);
   s->done = calloc(t + 1, 1);
+  s->fused = calloc(t + 1, 1);
   s->match = calloc(t + 1, sizeof *s->match);
   s->succ_begin = calloc(t + 2, sizeof *s->succ_begin);
   s->tx_free = calloc(p, sizeof(double));
   s->rx_free = calloc(p, sizeof(double));
   s->cpu_free = calloc(p, sizeof(double));
   s->shared_free = calloc((size_t)s->model->nshared + 1, sizeof(double));
-  if (!s->pending || !s->ready || !s->arrival || !s->waiting || !s->done || !s->match ||
-      !s->succ_begin || !s->tx_free || !s->rx_free || !s->cpu_free || !s->shared_free)
+  if (!s->pending || !s->ready || !s->arrival || !s->waiting || !s->done || !s->fused ||
+      !s->match || !s->succ_begin || !s->tx_free || !s->rx_free || !s->cpu_free || !s->shared_free)
     return STRATA_ERR_NO_MEMORY;
   for (size_t i = 0; i <= t; i++) s->arrival[i] = NAN;
   return STRATA_OK;
@@ -279,15 +282,47 @@ static int sim_finish_recv(sim_state *s, uint32_t g, double ready_time) {
   int r = rank_of(s, g);
   const strata_step *st = &s->scheds[r].steps[g - s->base[r]];
   double t = dmax(ready_time, s->arrival[g]);
-  if (st->kind == STRATA_STEP_RECV_REDUCE)
+  if (st->kind == STRATA_STEP_RECV_REDUCE && !s->fused[g])
     t = cpu_cost_us(s, r, t, (double)st->bytes, s->model->reduce_gbps);
   return sim_complete(s, g, t);
 }
 
+/* The send has left (end) and arrives α later: complete it and wake a waiting receive. */
+static int sim_delivered(sim_state *s, const strata_step *st, uint32_t g, double end,
+                         double alpha_us) {
+  uint32_t peer_step = s->match[g];
+  s->arrival[peer_step] = end + alpha_us;
+  s->result.bytes_sent += (double)st->bytes;
+  s->result.messages++;
+  int rc = sim_complete(s, g, end);
+  if (rc == STRATA_OK && s->waiting[peer_step]) {
+    s->waiting[peer_step] = 0;
+    rc = sim_finish_recv(s, peer_step, s->ready[peer_step]);
+  }
+  return rc;
+}
+
+/* one_core_per_rank: the transfer holds the receiver's core (and the sender's unless it pulls);
+ * a busy core defers it, as a busy port does below. */
+static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g, double t,
+                         const strata_sim_link *link) {
+  int q = st->peer;
+  double bw = link->gbps > 0 ? link->gbps : 1e-9;
+  double start = dmax(t, s->cpu_free[q]);
+  if (!link->pull) start = dmax(start, s->cpu_free[r]);
+  if (start > t) return heap_push(&s->heap, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  double end = start + (double)st->bytes / (bw * 1e3);
+  s->cpu_free[q] = end;
+  if (!link->pull) s->cpu_free[r] = end;
+  s->fused[s->match[g]] = (uint8_t)(link->pull != 0);
+  return sim_delivered(s, st, g, end, link->alpha_us);
+}
+
 static int sim_send(sim_state *s, int r, const strata_step *st, uint32_t g, double t) {
-  strata_sim_link link = {0, 0, -1};
+  strata_sim_link link = {0, 0, -1, 0};
   int q = st->peer;
   s->model->link(s->model->ctx, r, q, &link);
+  if (s->model->one_core_per_rank) return sim_send_core(s, r, st, g, t, &link);
   double bw = link.gbps > 0 ? link.gbps : 1e-9;
   double start = dmax(t, dmax(s->tx_free[r], s->rx_free[q]));
   int shared = link.shared >= 0 && link.shared < s->model->nshared ? link.shared : -1;
@@ -302,16 +337,7 @@ static int sim_send(sim_state *s, int r, const strata_step *st, uint32_t g, doub
   double end = start + (double)st->bytes / (bw * 1e3);
   s->tx_free[r] = s->rx_free[q] = end;
   if (shared >= 0) s->shared_free[shared] = end;
-  uint32_t peer_step = s->match[g];
-  s->arrival[peer_step] = end + link.alpha_us;
-  s->result.bytes_sent += (double)st->bytes;
-  s->result.messages++;
-  int rc = sim_complete(s, g, end);
-  if (rc == STRATA_OK && s->waiting[peer_step]) {
-    s->waiting[peer_step] = 0;
-    rc = sim_finish_recv(s, peer_step, s->ready[peer_step]);
-  }
-  return rc;
+  return sim_delivered(s, st, g, end, link.alpha_us);
 }
 
 static int sim_step(sim_state *s, uint32_t g, double t) {
@@ -435,7 +461,7 @@ int strata_sim_fabric(const strata_fabric *fabric, const strata_sched_params *pa
     rc = strata_schedule_build(&rp, &scheds[r]);
   }
   if (rc == STRATA_OK) {
-    strata_sim_model m = {p, fabric_link, &ctx, nshared, shared_gbps, fabric->reduce_gbps, 0};
+    strata_sim_model m = {p, fabric_link, &ctx, nshared, shared_gbps, fabric->reduce_gbps, 0, 0};
     rc = strata_sim_run(&m, scheds, out);
   }
   for (int r = 0; scheds && r < p; r++) strata_schedule_free(&scheds[r]);

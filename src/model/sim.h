@@ -12,6 +12,7 @@
  *     b·γ on the receiver's compute resource (one per rank, serialized), as do REDUCE steps;
  *     COPY steps pay b / copy bandwidth on the same resource;
  *   - a SEND completes when its bytes have left (eager: buffering is the transport's).
+ * With one_core_per_rank (one host, see strata_sim_model) ports give way to one core per rank.
  * Steps are list-scheduled in order of readiness (a heap of events), so the simulation is
  * deterministic and O(steps · log steps).
  *
@@ -27,6 +28,9 @@ typedef struct strata_sim_link {
   double alpha_us;
   double gbps;
   int shared; /* index of a shared resource both ends' traffic serializes on, or -1 */
+  int pull;   /* one_core_per_rank only: the receiver's core moves the bytes (a single-copy
+                 pull, as shm's CMA); the sender's core stays free, and a RECV_REDUCE's
+                 reduction is fused into the pull (no separate γ pass) */
 } strata_sim_link;
 
 typedef void (*strata_sim_link_fn)(void *ctx, int src, int dst, strata_sim_link *out);
@@ -39,6 +43,11 @@ typedef struct strata_sim_model {
   const double *shared_gbps; /* bandwidth of each */
   double reduce_gbps;        /* γ = 1/reduce_gbps per byte reduced; 0 = free */
   double copy_gbps;          /* local copies; 0 = free */
+  /* 0: the port model above. 1: every rank is one core (one host, the engine's one progress
+   * thread): its sends, receives, reductions and copies serialize on it. A transfer then holds
+   * the receiver's core, and the sender's too unless the link pulls, for bytes / gbps; ports
+   * and shared resources are not used. */
+  int one_core_per_rank;
 } strata_sim_model;
 
 typedef struct strata_sim_result {

@@ -1,0 +1,52 @@
+/*
+ * host.h — `strata bench --predict`: the links of the host a job runs on, measured inside the
+ * job, and the time the engine's own schedules should take over them.
+ *
+ * One host, one rank per process, each rank's work done by one engine thread. A large transfer
+ * between two ranks is either a single-copy pull by the receiver's core (shm with cross-memory
+ * attach: the sender's core stays free, and a reduction on receipt is fused into the pull, one
+ * pass over the data), or a TCP stream over loopback (the sender's core copies into the kernel,
+ * the receiver's core copies out; a reduction is a separate pass). strata_host_calibrate measures
+ * the four numbers that model needs with the transport the collectives will use, and
+ * strata_host_predict runs the simulator (sim.h, one core per rank) over exactly the schedules
+ * strata_schedule_build gives the engine for that call: same algorithm choice, same chunk size.
+ *
+ * Calibration is collective (every rank calls it, in the same order as its other collectives)
+ * and takes well under a second; prediction is local and pure.
+ */
+#ifndef STRATA_MODEL_HOST_H
+#define STRATA_MODEL_HOST_H
+
+#include <stdint.h>
+
+#include "strata.h"
+
+typedef struct strata_host_links {
+  int nranks;
+  int use_tcp;          /* 1: some peer is reached over TCP; 0: all by shared memory */
+  double alpha_us;      /* latency of one small message, ring neighbour to neighbour */
+  double link_gbps;     /* GB/s of one large transfer on the core(s) it occupies */
+  double reduce_gbps;   /* GB/s of the reduction kernel (bytes of one operand) on the dtype */
+  double memcpy_gbps;   /* GB/s of a local copy */
+  uint64_t chunk_bytes; /* the engine's pipelining unit for this communicator */
+  strata_algo algo;     /* the communicator's forced algorithm (STRATA_ALGO), or AUTO */
+} strata_host_links;
+
+/* Measure `out` on `comm` (collective: every rank calls it). The reduction kernel is timed on
+ * `dtype` and `op`. α: ring shifts of 8 bytes (each rank sends to rank+1 and receives from
+ * rank-1 at once); link: ring shifts of STRATA_HOST_CALIBRATE_BYTES, converted to the rate of one
+ * transfer on the core(s) it holds (shm: the puller's; TCP: both ends'); γ and memcpy: local, on
+ * every rank at once, so ranks that share a core see it. Each figure is the median of a few
+ * repetitions, the slowest rank's. Returns STRATA_OK or the error of a failed collective. */
+#define STRATA_HOST_CALIBRATE_BYTES ((uint64_t)16 << 20)
+int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op,
+                          strata_host_links *out);
+
+/* Predicted time (µs) of one out-of-place call of `coll` with `count` elements of `elem_size`
+ * bytes (count as the public API means it), `root` for rooted collectives, over `links`.
+ * The algorithm is what the engine would build: `algo` if it applies to `coll` (else
+ * links->algo if it applies, else AUTO). Returns STRATA_OK or a schedule/simulator error. */
+int strata_host_predict(const strata_host_links *links, strata_coll coll, strata_algo algo,
+                        uint64_t count, uint32_t elem_size, int root, double *time_us);
+
+#endif
