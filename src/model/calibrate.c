@@ -10,7 +10,7 @@
  *
  * Converting a ring shift of X bytes that took T to a link rate: over shm each rank's core pulls
  * X (the sender's core is free), so one pull runs at X/T; over TCP each rank's core copies X into
- * the kernel and X out of it, taking turns, so one transfer holding both cores runs at 2X/T.
+ * the kernel and X out of it, taking turns, so each copy runs at 2X/T.
  * That is exactly the simulator's one-core-per-rank model (sim.h), which is what makes the two
  * consistent.
  *

@@ -101,9 +101,11 @@ typedef struct sim_state {
   double *arrival;   /* receives: arrival time, NAN until the send ran */
   uint8_t *waiting;  /* receives: ready but no data yet */
   uint8_t *done;
-  uint8_t *fused;       /* receives: the reduction was fused into a pull (one_core_per_rank) */
-  uint32_t *match;      /* sends: global index of the matching receive */
-  uint32_t *succ_begin; /* total + 1 */
+  uint8_t *fused;        /* receives: the reduction was fused into a pull (one_core_per_rank) */
+  double *copy_out_gbps; /* receives: the receiver's core copies the bytes out at this rate
+                            (one_core_per_rank, links that do not pull); 0 = none */
+  uint32_t *match;       /* sends: global index of the matching receive */
+  uint32_t *succ_begin;  /* total + 1 */
   uint32_t *succ;
   double *tx_free, *rx_free, *cpu_free, *shared_free;
   sim_heap heap;
@@ -118,6 +120,7 @@ static void sim_free(sim_state *s) {
   free(s->waiting);
   free(s->done);
   free(s->fused);
+  free(s->copy_out_gbps);
   free(s->match);
   free(s->succ_begin);
   free(s->succ);
@@ -136,6 +139,7 @@ static int sim_alloc(sim_state *s) {
   s->waiting = calloc(t + 1, 1);
   s->done = calloc(t + 1, 1);
   s->fused = calloc(t + 1, 1);
+  s->copy_out_gbps = calloc(t + 1, sizeof *s->copy_out_gbps);
   s->match = calloc(t + 1, sizeof *s->match);
   s->succ_begin = calloc(t + 2, sizeof *s->succ_begin);
   s->tx_free = calloc(p, sizeof(double));
@@ -143,7 +147,8 @@ static int sim_alloc(sim_state *s) {
   s->cpu_free = calloc(p, sizeof(double));
   s->shared_free = calloc((size_t)s->model->nshared + 1, sizeof(double));
   if (!s->pending || !s->ready || !s->arrival || !s->waiting || !s->done || !s->fused ||
-      !s->match || !s->succ_begin || !s->tx_free || !s->rx_free || !s->cpu_free || !s->shared_free)
+      !s->copy_out_gbps || !s->match || !s->succ_begin || !s->tx_free || !s->rx_free ||
+      !s->cpu_free || !s->shared_free)
     return STRATA_ERR_NO_MEMORY;
   for (size_t i = 0; i <= t; i++) s->arrival[i] = NAN;
   return STRATA_OK;
@@ -282,6 +287,7 @@ static int sim_finish_recv(sim_state *s, uint32_t g, double ready_time) {
   int r = rank_of(s, g);
   const strata_step *st = &s->scheds[r].steps[g - s->base[r]];
   double t = dmax(ready_time, s->arrival[g]);
+  if (s->copy_out_gbps[g] > 0) t = cpu_cost_us(s, r, t, (double)st->bytes, s->copy_out_gbps[g]);
   if (st->kind == STRATA_STEP_RECV_REDUCE && !s->fused[g])
     t = cpu_cost_us(s, r, t, (double)st->bytes, s->model->reduce_gbps);
   return sim_complete(s, g, t);
@@ -302,19 +308,21 @@ static int sim_delivered(sim_state *s, const strata_step *st, uint32_t g, double
   return rc;
 }
 
-/* one_core_per_rank: the transfer holds the receiver's core (and the sender's unless it pulls);
- * a busy core defers it, as a busy port does below. */
+/* one_core_per_rank. A pull holds the receiver's core for bytes / gbps; the sender's is free.
+ * Otherwise (TCP) the sender's core copies the bytes in for bytes / gbps, eagerly (the kernel
+ * buffers them), and the receiver's core copies them out at the same rate when the receive
+ * completes. A busy core defers the transfer, as a busy port does below. */
 static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g, double t,
                          const strata_sim_link *link) {
   int q = st->peer;
   double bw = link->gbps > 0 ? link->gbps : 1e-9;
-  double start = dmax(t, s->cpu_free[q]);
-  if (!link->pull) start = dmax(start, s->cpu_free[r]);
+  int mover = link->pull ? q : r;
+  double start = dmax(t, s->cpu_free[mover]);
   if (start > t) return heap_push(&s->heap, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
   double end = start + (double)st->bytes / (bw * 1e3);
-  s->cpu_free[q] = end;
-  if (!link->pull) s->cpu_free[r] = end;
+  s->cpu_free[mover] = end;
   s->fused[s->match[g]] = (uint8_t)(link->pull != 0);
+  s->copy_out_gbps[s->match[g]] = link->pull ? 0 : bw;
   return sim_delivered(s, st, g, end, link->alpha_us);
 }
 

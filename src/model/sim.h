@@ -44,9 +44,10 @@ typedef struct strata_sim_model {
   double reduce_gbps;        /* γ = 1/reduce_gbps per byte reduced; 0 = free */
   double copy_gbps;          /* local copies; 0 = free */
   /* 0: the port model above. 1: every rank is one core (one host, the engine's one progress
-   * thread): its sends, receives, reductions and copies serialize on it. A transfer then holds
-   * the receiver's core, and the sender's too unless the link pulls, for bytes / gbps; ports
-   * and shared resources are not used. */
+   * thread): its sends, receives, reductions and copies serialize on it. A pulling link holds
+   * the receiver's core for bytes / gbps; any other link holds the sender's core for bytes /
+   * gbps (copy in, buffered), then the receiver's for as long when the receive completes (copy
+   * out). Ports and shared resources are not used. */
   int one_core_per_rank;
 } strata_sim_model;
 
