@@ -118,7 +118,6 @@ typedef enum strata_algo {
   STRATA_ALGO_RHD,      /* recursive halving-doubling (Rabenseifner) / recursive doubling */
   STRATA_ALGO_TREE,     /* binomial trees */
   STRATA_ALGO_DIRECT,   /* every rank talks to every rank (pairwise exchange) */
-  STRATA_ALGO_HIER,     /* site-aware: inside sites, then across sites (src/coll/hier.c) */
   STRATA_ALGO_COUNT
 } strata_algo;
 
@@ -157,7 +156,11 @@ typedef struct strata_config {
   int shm_cma;              /* STRATA_SHM_CMA (1/0): large shm messages by single-copy
                                process_vm_readv (1, default) or through the rings only (0) */
   int tcp_streams;          /* STRATA_TCP_STREAMS: TCP connections per peer pair, 1..64 */
-  size_t tcp_buffer_bytes;  /* STRATA_TCP_BUFFER: SO_SNDBUF/SO_RCVBUF; 0 = kernel default */
+  size_t tcp_buffer_bytes;  /* STRATA_TCP_BUFFER: SO_SNDBUF/SO_RCVBUF per stream; 0 (default) =
+                               auto: sized from the measured RTT (docs/config.md) */
+  char tcp_congestion[16];  /* STRATA_TCP_CC: TCP_CONGESTION of every data socket ("bbr",
+                               "cubic"); "" = the system default */
+  double tcp_link_gbps;     /* STRATA_TCP_LINK_GBPS: bandwidth hint for auto buffers; 0 = 10 */
   size_t chunk_bytes;       /* STRATA_CHUNK: pipelining chunk size of ring algorithms */
   double timeout_s;         /* STRATA_TIMEOUT: seconds without progress before an error (30) */
   strata_algo algo;         /* STRATA_ALGO: force an algorithm for every collective */

@@ -56,7 +56,7 @@ void strata_config_init(strata_config *cfg) {
   cfg->shm_enabled = 1;
   cfg->shm_cma = 1;
   cfg->tcp_streams = 4;
-  cfg->tcp_buffer_bytes = (size_t)4 << 20;
+  cfg->tcp_buffer_bytes = 0; /* auto: from the measured RTT (src/net/tcp_mesh.c) */
   cfg->chunk_bytes = 0; /* the schedule builder's default */
   cfg->timeout_s = 30.0;
   cfg->algo = STRATA_ALGO_AUTO;
@@ -176,6 +176,19 @@ static int env_timeout(env_reader *r, const char *name, double *out) {
   return STRATA_OK;
 }
 
+/* A link rate in Gb/s: a number > 0 and at most 100000 (100 Tb/s). */
+static int env_gbps(env_reader *r, const char *name, double *out) {
+  const char *value = env_get(name);
+  if (!value) return STRATA_OK;
+  char *end;
+  errno = 0;
+  double v = strtod(value, &end);
+  if (errno || end == value || *end || !isfinite(v) || !(v > 0) || v > 100000)
+    return env_error(r, name, value, "Gb/s, a number > 0 such as 1, 10 or 0.2");
+  *out = v;
+  return STRATA_OK;
+}
+
 static int env_log_level(env_reader *r, const char *name, strata_log_level *out) {
   const char *value = env_get(name);
   if (!value) return STRATA_OK;
@@ -275,6 +288,8 @@ static int overlay_strata(env_reader *r, strata_config *cfg) {
   TRY(env_bool(r, "STRATA_SHM_CMA", &cfg->shm_cma));
   TRY(env_int(r, "STRATA_TCP_STREAMS", 1, 64, &cfg->tcp_streams, NULL));
   TRY(env_size(r, "STRATA_TCP_BUFFER", &cfg->tcp_buffer_bytes));
+  TRY(env_word(r, "STRATA_TCP_CC", cfg->tcp_congestion, sizeof cfg->tcp_congestion));
+  TRY(env_gbps(r, "STRATA_TCP_LINK_GBPS", &cfg->tcp_link_gbps));
   TRY(env_size(r, "STRATA_CHUNK", &cfg->chunk_bytes));
   TRY(env_timeout(r, "STRATA_TIMEOUT", &cfg->timeout_s));
   TRY(env_algo(r, "STRATA_ALGO", &cfg->algo));

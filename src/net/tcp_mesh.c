@@ -35,6 +35,7 @@
 #include "core/core.h"
 #include "net/handshake.h"
 #include "net/tcp_mesh.h"
+#include "net/tcp_tune.h"
 
 static const double MESH_CONNECT_RETRY_S = 0.05;
 static const double MESH_SOFT_ERROR_GRACE_S = 0.5;
@@ -89,13 +90,6 @@ static int mesh_error(mesh *m, int status, const char *fmt, ...) {
   return status;
 }
 
-static void set_buffers(int fd, size_t bytes) {
-  if (bytes == 0) return;
-  int value = bytes > (size_t)0x7fffffff ? 0x7fffffff : (int)bytes;
-  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, sizeof value);
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, sizeof value);
-}
-
 static void set_nodelay(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -116,7 +110,7 @@ static int listen_on(mesh *m, const char *host, char *published, size_t publishe
     freeaddrinfo(ai);
     return mesh_error(m, STRATA_ERR_SYSTEM, "rank %d: socket: %s", m->rank, strerror(errno));
   }
-  set_buffers(fd, m->cfg->tcp_buffer_bytes); /* accepted sockets inherit them */
+  strata_tcp_tune_before_connect(m->cfg, fd); /* accepted sockets inherit it */
   int bound = bind(fd, ai->ai_addr, ai->ai_addrlen) == 0;
   if (!bound && errno == EADDRNOTAVAIL) {
     /* advertised address is not ours (NAT, port forwarding): listen on every interface */
@@ -237,7 +231,7 @@ static void conn_dial(mesh *m, mesh_conn *c) {
   conn_close(c);
   c->fd = socket(c->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (c->fd >= 0) {
-    set_buffers(c->fd, m->cfg->tcp_buffer_bytes); /* before connect: window scaling */
+    strata_tcp_tune_before_connect(m->cfg, c->fd); /* before connect: window scaling */
     set_nodelay(c->fd);
     if (connect(c->fd, (struct sockaddr *)&c->addr, c->addr_len) == 0 || errno == EINPROGRESS) {
       c->phase = CONN_CONNECTING;
@@ -304,6 +298,7 @@ static void handshake_finished(mesh *m, mesh_conn *c, int status) {
   if (status == STRATA_OK) {
     int *slot = &m->fds[c->hs.peer_rank * (m->streams + 1) + c->hs.stream];
     if (*slot < 0) {
+      strata_tcp_tune_established(m->cfg, c->fd, m->rank, c->hs.peer_rank, c->hs.stream);
       *slot = c->fd;
       c->fd = -1;
       m->connected++;
@@ -556,6 +551,8 @@ int strata_tcp_mesh_connect(const strata_config *cfg, int rank, int nranks, stra
         status == STRATA_ERR_SYSTEM ? "libsodium failed to initialize" : "job id too long");
   }
   m.params.version = version;
+  status = strata_tcp_tune_check(cfg, err, err_len);
+  if (status != STRATA_OK) return status;
   m.pollfds = malloc(sizeof *m.pollfds);
   status = m.pollfds ? mesh_run(&m, store) : STRATA_ERR_NO_MEMORY;
   for (size_t i = 0; i < m.nconns; i++) conn_close(&m.conns[i]);

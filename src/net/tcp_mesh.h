@@ -15,7 +15,7 @@
  * ("<job>/tcp/opens/<rank>"), so several communicators of one job never read each other's
  * addresses. Connection (peer, stream) lives at fds[peer * (streams + 1) + stream]; stream ==
  * streams is the control connection. Entries for ourselves are -1. All sockets are non-blocking,
- * close-on- exec, TCP_NODELAY, with SO_SNDBUF/SO_RCVBUF = cfg->tcp_buffer_bytes when nonzero.
+ * close-on- exec, TCP_NODELAY, with buffers and congestion control from tcp_tune.c.
  * `version` is the protocol version to announce. On failure every socket is closed and err
  * says what failed (which rank refused which, and why; or who never connected). */
 int strata_tcp_mesh_connect(const strata_config *cfg, int rank, int nranks, strata_store *store,

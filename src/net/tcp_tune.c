@@ -1,0 +1,183 @@
+/*
+ * tcp_tune.c — congestion control and socket buffers of the TCP transport's connections.
+ *
+ * Congestion control. STRATA_TCP_CC names an algorithm ("bbr", "cubic", ...) set with
+ * TCP_CONGESTION on every socket before it connects (a listener's choice is inherited by the
+ * sockets it accepts; it is set again after the handshake anyway). strata_tcp_tune_check tries it
+ * on a throw-away socket first, so a name the kernel does not know (ENOENT) or does not allow an
+ * unprivileged process (EPERM: not in net.ipv4.tcp_allowed_congestion_control) fails the
+ * communicator with one clear sentence instead of silently running with the default.
+ *
+ * Buffers. A stream keeps at most min(cwnd, peer's receive window) bytes in flight, so a link of
+ * rate R and round trip T needs R·T (the bandwidth-delay product) in flight across the S streams
+ * of a pair: R·T/S per stream. 1 Gb/s × 50 ms is 6.25 MB in flight (docs/netem.md).
+ *  - STRATA_TCP_BUFFER=N: SO_SNDBUF/SO_RCVBUF = N on every socket before it connects (the kernel
+ *    caps it at net.core.wmem_max/rmem_max and doubles it for bookkeeping; it also switches off
+ *    the kernel's autotuning for that socket).
+ *  - unset (auto): after the handshake the kernel's RTT of the connection (TCP_INFO tcpi_rtt,
+ *    measured on the SYN exchange and the handshake messages) and the rate hint
+ *    STRATA_TCP_LINK_GBPS (default 10 Gb/s, generous on purpose: too big a buffer costs memory
+ *    only when the data is there, too small one caps throughput) give want = R·T/S × 2 (headroom:
+ *    BBR probes at 1.25× its estimate, cubic's window saw-tooths up to 1/0.7 of the mean, and the
+ *    kernel charges skb overhead against the buffer). If the kernel's autotuning can reach it
+ *    (want ≤ net.ipv4.tcp_rmem[2] resp. tcp_wmem[2]) the socket is left alone: autotuning grows
+ *    the buffer only as far as the connection really needs, which on loopback/LAN (T ≈ 50 µs)
+ *    keeps the memory small and is as fast as a fixed buffer. Otherwise SO_RCVBUF/SO_SNDBUF is set
+ *    to want, capped by net.core.rmem_max/wmem_max (read from /proc); when the cap bites, or when
+ *    autotuning's own limit is the larger one and is still short, a warning says which sysctl to
+ *    raise. Window scaling is fixed at the SYN from the larger of tcp_rmem[2] and rmem_max, not
+ *    from SO_RCVBUF, so sizing after connect loses nothing.
+ *
+ * Must never: fail a connection because tuning failed (only the explicit STRATA_TCP_CC check
+ * fails, before any connection exists), or block.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "net/tcp_tune.h"
+
+static const double TUNE_DEFAULT_LINK_GBPS = 10.0;
+static const double TUNE_HEADROOM = 2.0;
+
+/* ---- /proc/sys ---- */
+
+/* The `field`-th (0-based) integer of a /proc/sys file, or 0 when unreadable. */
+static long sysctl_field(const char *path, int field) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  long value = 0;
+  for (int i = 0; i <= field; i++)
+    if (fscanf(f, "%ld", &value) != 1) value = 0;
+  fclose(f);
+  return value;
+}
+
+static void sysctl_text(const char *path, char *out, size_t cap) {
+  out[0] = '\0';
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  if (!fgets(out, (int)cap, f)) out[0] = '\0';
+  fclose(f);
+  out[strcspn(out, "\n")] = '\0';
+}
+
+/* ---- congestion control ---- */
+
+static int set_congestion(int fd, const char *cc) {
+  if (!cc[0]) return 0;
+  return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)) == 0 ? 0 : errno;
+}
+
+int strata_tcp_congestion_get(int fd, char *out, size_t cap) {
+  char name[32] = {0};
+  socklen_t len = sizeof name - 1;
+  if (cap == 0) return STRATA_ERR_INVALID_ARG;
+  out[0] = '\0';
+  if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return STRATA_ERR_SYSTEM;
+  name[len < sizeof name ? len : sizeof name - 1] = '\0';
+  snprintf(out, cap, "%s", name);
+  return STRATA_OK;
+}
+
+int strata_tcp_tune_check(const strata_config *cfg, char *err, size_t err_len) {
+  if (!cfg->tcp_congestion[0]) return STRATA_OK;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return STRATA_OK; /* no socket at all: the mesh will say so */
+  int e = set_congestion(fd, cfg->tcp_congestion);
+  close(fd);
+  if (e == 0) return STRATA_OK;
+  char available[256], allowed[256];
+  sysctl_text("/proc/sys/net/ipv4/tcp_available_congestion_control", available, sizeof available);
+  sysctl_text("/proc/sys/net/ipv4/tcp_allowed_congestion_control", allowed, sizeof allowed);
+  if (err && err_len)
+    snprintf(err, err_len, "STRATA_TCP_CC=%s: the kernel refuses it (%s); available: %s%s%s%s",
+             cfg->tcp_congestion, strerror(e), available[0] ? available : "?",
+             e == EPERM ? "; allowed without CAP_NET_ADMIN: " : "", e == EPERM ? allowed : "",
+             e == ENOENT ? " (a module may need loading: modprobe tcp_<name>)" : "");
+  return STRATA_ERR_CONFIG;
+}
+
+/* ---- buffers ---- */
+
+static void set_buffer(int fd, int option, size_t bytes) {
+  int value = bytes > (size_t)0x3fffffff ? 0x3fffffff : (int)bytes;
+  setsockopt(fd, SOL_SOCKET, option, &value, sizeof value);
+}
+
+void strata_tcp_tune_before_connect(const strata_config *cfg, int fd) {
+  if (cfg->tcp_buffer_bytes) {
+    set_buffer(fd, SO_SNDBUF, cfg->tcp_buffer_bytes);
+    set_buffer(fd, SO_RCVBUF, cfg->tcp_buffer_bytes);
+  }
+  set_congestion(fd, cfg->tcp_congestion); /* checked by strata_tcp_tune_check */
+}
+
+/* One direction's buffer in auto mode: left to autotuning, or set (capped). */
+static void size_one(int fd, int option, size_t want, const char *what, int rank, int peer,
+                     int stream) {
+  int is_rcv = option == SO_RCVBUF;
+  long autotune_max =
+      sysctl_field(is_rcv ? "/proc/sys/net/ipv4/tcp_rmem" : "/proc/sys/net/ipv4/tcp_wmem", 2);
+  long core_max =
+      sysctl_field(is_rcv ? "/proc/sys/net/core/rmem_max" : "/proc/sys/net/core/wmem_max", 0);
+  static int warned; /* once per process, not once per stream */
+  if (autotune_max > 0 && want <= (size_t)autotune_max) return; /* autotuning gets there */
+  if (core_max > 0 && autotune_max >= core_max) {
+    if (!warned++)
+      STRATA_LOG(STRATA_LOG_WARN, rank,
+                 "tcp tune: peer %d stream %d wants %s %zu bytes, autotuning stops at %ld "
+                 "(net.ipv4.%s[2]; raise it to use the link fully)",
+                 peer, stream, what, want, autotune_max, is_rcv ? "tcp_rmem" : "tcp_wmem");
+    return;
+  }
+  size_t bytes = want;
+  if (core_max > 0 && want > (size_t)core_max) {
+    bytes = (size_t)core_max;
+    if (!warned++)
+      STRATA_LOG(STRATA_LOG_WARN, rank,
+                 "tcp tune: peer %d stream %d wants %s %zu bytes, capped at %ld by net.core.%s "
+                 "(raise it to use the link fully)",
+                 peer, stream, what, want, core_max, is_rcv ? "rmem_max" : "wmem_max");
+  }
+  set_buffer(fd, option, bytes);
+}
+
+static int get_int(int fd, int level, int option) {
+  int value = 0;
+  socklen_t len = sizeof value;
+  return getsockopt(fd, level, option, &value, &len) == 0 ? value : -1;
+}
+
+void strata_tcp_tune_established(const strata_config *cfg, int fd, int rank, int peer, int stream) {
+  int e = set_congestion(fd, cfg->tcp_congestion);
+  if (e)
+    STRATA_LOG(STRATA_LOG_WARN, rank, "tcp tune: peer %d stream %d: TCP_CONGESTION %s: %s", peer,
+               stream, cfg->tcp_congestion, strerror(e));
+  struct tcp_info info;
+  socklen_t len = sizeof info;
+  memset(&info, 0, sizeof info);
+  unsigned rtt_us = getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 ? info.tcpi_rtt : 0;
+  size_t want = 0;
+  if (!cfg->tcp_buffer_bytes && rtt_us > 0) {
+    double gbps = cfg->tcp_link_gbps > 0 ? cfg->tcp_link_gbps : TUNE_DEFAULT_LINK_GBPS;
+    int streams = cfg->tcp_streams > 0 ? cfg->tcp_streams : 1;
+    double bdp_bytes = gbps * 1e9 / 8.0 * (double)rtt_us * 1e-6;
+    want = (size_t)(bdp_bytes / streams * TUNE_HEADROOM);
+    size_one(fd, SO_SNDBUF, want, "send buffer", rank, peer, stream);
+    size_one(fd, SO_RCVBUF, want, "receive buffer", rank, peer, stream);
+  }
+  if (STRATA_LOG_INFO <= strata_log_get_level()) {
+    char cc[32];
+    if (strata_tcp_congestion_get(fd, cc, sizeof cc) != STRATA_OK) snprintf(cc, sizeof cc, "?");
+    STRATA_LOG(STRATA_LOG_INFO, rank,
+               "tcp tune: peer %d stream %d cc=%s rtt_us=%u want_bytes=%zu sndbuf=%d rcvbuf=%d%s",
+               peer, stream, cc, rtt_us, want, get_int(fd, SOL_SOCKET, SO_SNDBUF),
+               get_int(fd, SOL_SOCKET, SO_RCVBUF), cfg->tcp_buffer_bytes ? " (fixed)" : "");
+  }
+}

@@ -1,0 +1,30 @@
+/*
+ * tcp_tune.h — per-socket tuning of the TCP transport's connections: congestion control
+ * (STRATA_TCP_CC) and socket buffers sized from the bandwidth-delay product (STRATA_TCP_BUFFER,
+ * STRATA_TCP_LINK_GBPS). tcp_tune.c says how.
+ */
+#ifndef STRATA_NET_TCP_TUNE_H
+#define STRATA_NET_TCP_TUNE_H
+
+#include <stddef.h>
+
+#include "strata.h"
+
+/* STRATA_OK when cfg->tcp_congestion is "" or the kernel accepts it on a fresh socket; otherwise
+ * STRATA_ERR_CONFIG with a sentence naming the value, the kernel's reason and the available
+ * algorithms in `err`. */
+int strata_tcp_tune_check(const strata_config *cfg, char *err, size_t err_len);
+
+/* Before connect/listen: cfg->tcp_buffer_bytes when set explicitly, and the congestion control. */
+void strata_tcp_tune_before_connect(const strata_config *cfg, int fd);
+
+/* After the handshake of a connection to `peer`: the congestion control again (an accepted socket
+ * inherits the listener's, re-applying costs nothing) and, in auto mode, buffers from the RTT the
+ * kernel measured. Logs one line at info level: "tcp tune: peer P stream S cc=... rtt_us=...
+ * sndbuf=... rcvbuf=...". Failures only log: the connection works either way. */
+void strata_tcp_tune_established(const strata_config *cfg, int fd, int rank, int peer, int stream);
+
+/* Test hook: the congestion control of `fd` into out (""), STRATA_OK or STRATA_ERR_SYSTEM. */
+int strata_tcp_congestion_get(int fd, char *out, size_t cap);
+
+#endif
