@@ -4,7 +4,8 @@
 # the measurement. For the largest size of `strata launch -n 2 -- strata bench allreduce -b 4M
 # -e 32M -f 2 --predict` (shared memory, then STRATA_SHM=0 for TCP) the prediction must be within
 # TOLERANCE (default 50%: CI hosts are noisy; on a quiet host we see ~10-25%, docs/bench.md) of the
-# out-of-place measurement. A loaded host gets one rerun per transport. Runs are time-bounded and
+# out-of-place measurement. A loaded host gets one rerun per transport; a host whose load
+# average exceeds twice its cores skips the accuracy check (still checks the column). Runs are time-bounded and
 # stay on loopback.
 set -uo pipefail
 
@@ -14,6 +15,7 @@ tolerance=${STRATA_PREDICT_TOLERANCE:-0.5}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
+skipped=""
 
 fail() {
   echo "FAIL: $*"
@@ -64,11 +66,16 @@ for shm in 1 0; do
       break
     fi
   done
-  if [ "$ok" = 0 ]; then
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  if [ "$ok" = 0 ] && awk -v l="$load" -v c="$(nproc)" 'BEGIN { exit !(l > 2 * c) }'; then
+    # other processes hold the cores: neither figure means anything (docs/bench.md)
+    echo "SKIP accuracy ($name): host load $load on $(nproc) cores; the model column is present"
+    skipped="$skipped $name"
+  elif [ "$ok" = 0 ]; then
     fail "$name: predicted $predicted GB/s vs measured $measured GB/s: off by more than ${tolerance} twice"
     grep -v '^#  Rank' "$tmp/$name.2" | tail -10
   fi
 done
 
-[ "$failures" = 0 ] && echo "ok: bench --predict within ${tolerance} of the measurement"
+[ "$failures" = 0 ] && echo "ok: bench --predict within ${tolerance} of the measurement${skipped:+ (accuracy skipped on a loaded host:$skipped)}"
 exit $((failures > 0))
