@@ -479,6 +479,15 @@ static int scenario_two_transports(job *j) {
     }
   }
   free(slots);
+  /* leave together: a rank that finished may exit while a peer still drives its transports
+   * (a known race, see the closing note of this test's owner) */
+  int64_t arrived = 0;
+  CHECK(strata_store_add(j->store, "two-transports/done", 1, &arrived) == STRATA_OK, "store add");
+  if (arrived == j->nranks) strata_store_set(j->store, "two-transports/all", "1", 1);
+  void *value = NULL;
+  size_t len = 0;
+  CHECK(strata_store_get(j->store, "two-transports/all", &value, &len, 20) == STRATA_OK, "barrier");
+  free(value);
   t2->ops->destroy(t2);
   return 0;
 }

@@ -738,7 +738,8 @@ static int shm_progress(strata_transport *base, int *failed_peer) {
     shm_ack_advance(t, p);
     shm_recv_advance(t, p);
     int moved = t->events != events_before || p->out_head != out_head || p->in_tail != in_tail;
-    if (!p->lost && !moved) shm_check_liveness(t, p, &now);
+    /* a peer that finished with us and left is no failure: only ask while we still wait on it */
+    if (!p->lost && !moved && shm_peer_busy(p)) shm_check_liveness(t, p, &now);
     shm_check_abort(t, p);
     if (p->lost && result == STRATA_OK) {
       result = p->lost;
