@@ -118,6 +118,7 @@ typedef enum strata_algo {
   STRATA_ALGO_RHD,      /* recursive halving-doubling (Rabenseifner) / recursive doubling */
   STRATA_ALGO_TREE,     /* binomial trees */
   STRATA_ALGO_DIRECT,   /* every rank talks to every rank (pairwise exchange) */
+  STRATA_ALGO_HIER,     /* site-aware: inside sites, then across sites (src/coll/hier.c) */
   STRATA_ALGO_COUNT
 } strata_algo;
 

@@ -81,7 +81,7 @@ static void compare(const strata_fabric *f, const pair *c, double bytes, const c
 static void test_textbook_ring(void) {
   strata_fabric f;
   strata_fabric_flat(&f, 4, 7, 2, 0);
-  strata_sched_params sp = {STRATA_COLL_ALLREDUCE, STRATA_ALGO_RING, 0, 4, 0, 65536, 4, 0, 0};
+  strata_sched_params sp = {STRATA_COLL_ALLREDUCE, STRATA_ALGO_RING, 0, 4, 0, 65536, 4, 0, 0, NULL};
   strata_sim_result r;
   double n = 65536.0 * 4, want = 2 * 3 * (7 + n / 4 / 2e3);
   if (strata_sim_fabric(&f, &sp, &r) != 0 || fabs(r.time_us - want) > 1e-6 * want) {

@@ -227,7 +227,7 @@ static void run_case(strata_coll c, strata_algo algo, int n, uint64_t count, int
   memset(sched, 0, sizeof sched);
   int built = 0, ok = 1;
   for (int r = 0; r < n; r++, built++) {
-    strata_sched_params p = {c, algo, r, n, root, count, 4, in_place != 0, chunk_bytes};
+    strata_sched_params p = {c, algo, r, n, root, count, 4, in_place != 0, chunk_bytes, NULL};
     int status = strata_schedule_build(&p, &sched[r]);
     if (status != STRATA_OK) {
       CHECK(0, "%s rank %d: build returned %d", what, r, status);
@@ -347,8 +347,9 @@ static void test_sendrecv(void) {
       sched_sim_buffers sb[5];
       char err[512];
       memset(sched, 0, sizeof sched);
-      strata_sched_params ps = {STRATA_COLL_SEND, STRATA_ALGO_AUTO, a, n, b, count, 4, 0, 0};
-      strata_sched_params pr = {STRATA_COLL_RECV, STRATA_ALGO_DIRECT, b, n, a, count, 4, 0, 0};
+      strata_sched_params ps = {STRATA_COLL_SEND, STRATA_ALGO_AUTO, a, n, b, count, 4, 0, 0, NULL};
+      strata_sched_params pr = {
+          STRATA_COLL_RECV, STRATA_ALGO_DIRECT, b, n, a, count, 4, 0, 0, NULL};
       CHECK(strata_schedule_build(&ps, &sched[a]) == STRATA_OK, "send build");
       CHECK(strata_schedule_build(&pr, &sched[b]) == STRATA_OK, "recv build");
       for (int r = 0; r < n; r++) {
@@ -408,7 +409,7 @@ static void test_real_f64_allreduce(void) {
     memset(sched, 0, sizeof sched);
     for (int r = 0; r < n; r++) {
       strata_sched_params p = {STRATA_COLL_ALLREDUCE, runs[k].algo, r, n, 0, count, 8, 0,
-                               runs[k].chunk};
+                               runs[k].chunk,         NULL};
       CHECK(strata_schedule_build(&p, &sched[r]) == STRATA_OK, "f64 build");
       send[r] = malloc(count * 8);
       recv[r] = malloc(count * 8);
@@ -453,7 +454,7 @@ static void test_real_i32(void) {
       char err[512];
       memset(sched, 0, sizeof sched);
       for (int r = 0; r < n; r++) {
-        strata_sched_params p = {c, algo, r, n, root, count, 4, in_place, 16};
+        strata_sched_params p = {c, algo, r, n, root, count, 4, in_place, 16, NULL};
         CHECK(strata_schedule_build(&p, &sched[r]) == STRATA_OK, "i32 build");
         uint64_t elems = c == STRATA_COLL_REDUCE_SCATTER ? n * count : count;
         mem[r] = malloc(elems * 4);
@@ -495,7 +496,8 @@ static void test_real_i32(void) {
 static void test_bad_params(void) {
   strata_schedule s;
   memset(&s, 0, sizeof s);
-  const strata_sched_params good = {STRATA_COLL_BROADCAST, STRATA_ALGO_AUTO, 1, 4, 2, 10, 4, 0, 0};
+  const strata_sched_params good = {
+      STRATA_COLL_BROADCAST, STRATA_ALGO_AUTO, 1, 4, 2, 10, 4, 0, 0, NULL};
   strata_sched_params p = good;
   CHECK(strata_schedule_build(&p, &s) == STRATA_OK, "good params");
   strata_schedule_free(&s);
@@ -575,7 +577,7 @@ static void test_auto_choice(void) {
   };
   for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
     strata_sched_params p = {
-        rows[k].coll, STRATA_ALGO_AUTO, 0, rows[k].n, 1, rows[k].bytes / 4, 4, 0, 0};
+        rows[k].coll, STRATA_ALGO_AUTO, 0, rows[k].n, 1, rows[k].bytes / 4, 4, 0, 0, NULL};
     strata_algo got = strata_schedule_choose(&p);
     CHECK(got == rows[k].want, "AUTO %s n=%d %llu bytes: %s, want %s", coll_names[rows[k].coll],
           rows[k].n, (unsigned long long)rows[k].bytes, algo_names[got], algo_names[rows[k].want]);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "coll/coll_internal.h"
+#include "coll/hier.h"
 
 /* allreduce: recursive doubling costs lg p (α + nβ), Rabenseifner 2 lg p α + 2(p-1)/p nβ; they
  * cross near n ≈ α/β (25 us × 1.25 GB/s ≈ 32 KB). */
@@ -47,6 +48,10 @@
  * intermediate ranks (extra copies, scratch up to half the total); direct sends go straight to or
  * from the root. */
 #define STRATA_AUTO_GATHER_TREE_MAX_BYTES ((uint64_t)1 << 20)
+/* hierarchical (sites known): from this many bytes per rank on, the bandwidth terms dominate and
+ * crossing sites once per shard (hier.c) beats a flat ring that crosses a slow link on every
+ * step; below it the extra phases' latencies (≈ 3 × a flat algorithm's) are not worth it. */
+#define STRATA_AUTO_HIER_MIN_BYTES ((uint64_t)1 << 20)
 
 /* ---- the container ---------------------------------------------------------------------- */
 
@@ -264,6 +269,10 @@ strata_algo strata_schedule_choose(const strata_sched_params *p) {
   if (p->algo != STRATA_ALGO_AUTO) return p->algo;
   uint64_t bytes = p->count * p->elem_size;
   uint64_t total = bytes * (uint64_t)(p->nranks > 0 ? p->nranks : 1);
+  const int per_rank = p->coll == STRATA_COLL_ALLREDUCE || p->coll == STRATA_COLL_BROADCAST;
+  if (p->coll <= STRATA_COLL_BROADCAST &&
+      (per_rank ? bytes : total) >= STRATA_AUTO_HIER_MIN_BYTES && strata_hier_applies(p))
+    return STRATA_ALGO_HIER;
   switch (p->coll) {
     case STRATA_COLL_ALLREDUCE:
       if (p->nranks <= 1 || bytes <= STRATA_AUTO_ALLREDUCE_RD_MAX_BYTES) return STRATA_ALGO_RHD;
@@ -297,15 +306,19 @@ static const builder_fn builders[STRATA_COLL_COUNT][STRATA_ALGO_COUNT] = {
     [STRATA_COLL_ALLREDUCE] = {[STRATA_ALGO_RING] = strata_build_allreduce_ring,
                                [STRATA_ALGO_RHD] = strata_build_allreduce_rhd,
                                [STRATA_ALGO_TREE] = strata_build_allreduce_tree,
-                               [STRATA_ALGO_DIRECT] = strata_build_allreduce_direct},
+                               [STRATA_ALGO_DIRECT] = strata_build_allreduce_direct,
+                               [STRATA_ALGO_HIER] = strata_build_allreduce_hier},
     [STRATA_COLL_REDUCE_SCATTER] = {[STRATA_ALGO_RING] = strata_build_reduce_scatter_ring,
                                     [STRATA_ALGO_RHD] = strata_build_reduce_scatter_rhd,
-                                    [STRATA_ALGO_DIRECT] = strata_build_reduce_scatter_direct},
+                                    [STRATA_ALGO_DIRECT] = strata_build_reduce_scatter_direct,
+                                    [STRATA_ALGO_HIER] = strata_build_reduce_scatter_hier},
     [STRATA_COLL_ALLGATHER] = {[STRATA_ALGO_RING] = strata_build_allgather_ring,
                                [STRATA_ALGO_RHD] = strata_build_allgather_rhd,
-                               [STRATA_ALGO_DIRECT] = strata_build_allgather_direct},
+                               [STRATA_ALGO_DIRECT] = strata_build_allgather_direct,
+                               [STRATA_ALGO_HIER] = strata_build_allgather_hier},
     [STRATA_COLL_BROADCAST] = {[STRATA_ALGO_RING] = strata_build_broadcast_ring,
-                               [STRATA_ALGO_TREE] = strata_build_broadcast_tree},
+                               [STRATA_ALGO_TREE] = strata_build_broadcast_tree,
+                               [STRATA_ALGO_HIER] = strata_build_broadcast_hier},
     [STRATA_COLL_REDUCE] = {[STRATA_ALGO_RING] = strata_build_reduce_ring,
                             [STRATA_ALGO_TREE] = strata_build_reduce_tree},
     [STRATA_COLL_GATHER] = {[STRATA_ALGO_TREE] = strata_build_gather_tree,

@@ -86,6 +86,10 @@ typedef struct strata_sched_params {
   uint32_t elem_size;   /* bytes per element */
   int in_place;         /* sendbuf and recvbuf are the same memory (per the public API rules) */
   uint64_t chunk_bytes; /* pipelining granularity; 0 = builder default */
+  /* Site (a number in [0, nranks)) of every rank, nranks entries, or NULL = no sites. The
+   * hierarchical builder (hier.c) works inside sites, then across them; AUTO picks it for large
+   * messages when there are >= 2 sites and a site has >= 2 ranks. Borrowed, not copied. */
+  const int *site_of_rank;
 } strata_sched_params;
 
 /* Build the schedule for one rank. `out` must be zero-initialised or previously freed; on error

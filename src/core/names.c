@@ -61,7 +61,7 @@ static const name_alias coll_aliases[] = {
 
 static const char *const algo_names[STRATA_ALGO_COUNT] = {
     [STRATA_ALGO_AUTO] = "auto", [STRATA_ALGO_RING] = "ring",     [STRATA_ALGO_RHD] = "rhd",
-    [STRATA_ALGO_TREE] = "tree", [STRATA_ALGO_DIRECT] = "direct",
+    [STRATA_ALGO_TREE] = "tree", [STRATA_ALGO_DIRECT] = "direct", [STRATA_ALGO_HIER] = "hier",
 };
 
 #define COUNT_OF(array) (sizeof(array) / sizeof((array)[0]))

@@ -261,6 +261,7 @@ static int operation_create(strata_comm *comm, const strata_coll_args *args,
       .elem_size = (uint32_t)elem,
       .in_place = in_place,
       .chunk_bytes = comm->cfg.chunk_bytes ? comm->cfg.chunk_bytes : default_chunk_bytes(comm),
+      .site_of_rank = comm->site_of_rank,
   };
   status = strata_schedule_build(&params, &op->sched);
   if (status == STRATA_OK && op->sched.scratch_bytes) {

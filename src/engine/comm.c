@@ -105,6 +105,7 @@ int strata_comm_init(const strata_config *cfg, strata_comm **out) {
     return fail_init(comm, STRATA_ERR_NO_MEMORY);
   if (comm->nranks > 1) {
     status = connect_world(comm);
+    if (status == STRATA_OK) status = strata_comm_sites_exchange(comm);
     if (status != STRATA_OK) return fail_init(comm, status);
   }
   if (pthread_create(&comm->progress_thread, NULL, strata_engine_thread_main, comm) != 0)
@@ -147,6 +148,7 @@ int strata_comm_destroy(strata_comm *comm) {
   if (comm->store_server) strata_store_server_stop(comm->store_server);
   pthread_cond_destroy(&comm->cond);
   pthread_mutex_destroy(&comm->lock);
+  free(comm->site_of_rank);
   free(comm->p2p_send_seq);
   free(comm->p2p_recv_seq);
   free(comm->send_queues);

@@ -80,6 +80,7 @@ struct strata_comm {
   int have_net;
   int tcp_data_peers; /* peers whose data goes over tcp (not shm) */
   int oversubscribed; /* more ranks on this host than cores: never spin, yield at once */
+  int *site_of_rank;  /* site index per rank (sites.c), NULL = fewer than 2 sites */
 
   pthread_mutex_t lock;
   pthread_cond_t cond; /* an operation finished, or one was submitted */
@@ -106,6 +107,8 @@ int strata_engine_wait(strata_comm *comm, strata_operation *op);
 int strata_engine_poll(strata_comm *comm);
 void strata_engine_fail(strata_comm *comm, int status, int tell_peers);
 void *strata_engine_thread_main(void *arg);
+/* Publish cfg.site, read every rank's, set comm->site_of_rank (sites.c). */
+int strata_comm_sites_exchange(strata_comm *comm);
 void strata_operation_free(strata_operation *op);
 
 #endif
