@@ -23,7 +23,8 @@
 #
 # Knobs (environment): WAN_RATE (1gbit), WAN_DELAY (25ms one way), WAN_SIZE (256M),
 # WAN_STREAMS ("4 8 16"), WAN_CCS ("bbr cubic"), WAN_ITERS (3), WAN_PEER_ITERS (2),
-# WAN_PEER_TIMEOUT_S (150), WAN_SKIP_PEERS=1 (strata only).
+# WAN_PEER_TIMEOUT_S (150), WAN_SKIP_PEERS=1 (strata only), WAN_CHUNK (4M; "" = no extra run
+# with STRATA_CHUNK set).
 # Output: a table on stdout, raw JSON and logs in bench/results/wan-DATE/ (gitignored).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -131,6 +132,18 @@ for cc in $ccs; do
     labels+=("$label")
   done
 done
+# The ring's pipeline keeps about STRATA_COLL_RING_WINDOW (4) chunks in flight per direction;
+# with the default 1 MiB chunk that is ~4 MiB, less than the 6.25 MB this link holds, so one more
+# run with bigger chunks shows what the transport does when the algorithm is not the limit.
+if [ -n "${WAN_CHUNK:-4M}" ]; then
+  s=$(echo $streams_list | awk '{print $NF}')
+  cc=$(echo $ccs | awk '{print $1}')
+  label=strata_s${s}_${cc}_chunk${WAN_CHUNK:-4M}
+  note "strata streams=$s cc=$cc STRATA_CHUNK=${WAN_CHUNK:-4M}"
+  run_strata "$label" STRATA_TCP_STREAMS=$s STRATA_TCP_CC=$cc STRATA_CHUNK=${WAN_CHUNK:-4M} ||
+    note "$label failed (see $out/$label.r*.log)"
+  labels+=("$label")
+fi
 if [ "${WAN_SKIP_PEERS:-0}" != 1 ]; then
   note "gloo (timeout $peer_timeout s)"
   run_gloo || note "gloo failed or timed out (see $out/gloo.r*.log)"
