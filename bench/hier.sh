@@ -5,7 +5,7 @@
 # 2,3 in site 1 with STRATA_SITE set, so AUTO picks the hierarchical allreduce (src/coll/hier.c);
 # STRATA_ALGO=ring forces the flat ring. Prints both measured times (mean out-of-place time of
 # `strata bench`), the measured ratio and the α-β model's ratio, then one line
-# "hier_ratio measured=X predicted=Y" for scripts (tests/test_hier_netem.sh).
+# "hier_ratio measured=X predicted=Y" for scripts.
 #
 # The model (the α-β costs of FACTS.md "Collective cost", as in src/model/cost.c), n = BYTES,
 # B = WAN rate, α = one-way delay, intra-site links taken as free:
@@ -22,6 +22,9 @@ iters=${3:-3}
 rate=${RATE:-1gbit}
 delay=${DELAY:-10ms}
 strata=$build/strata
+# Tell strata the WAN rate (auto TCP buffers are sized from RTT x this hint, docs/config.md);
+# the 10 Gb/s default hint over-buffers a slower emulated link and parallel flows then collide.
+link_gbps=${STRATA_TCP_LINK_GBPS:-$(echo "$rate" | awk '/gbit$/ { print $0 + 0 } /mbit$/ { print ($0 + 0) / 1000 }')}
 [ -x "$strata" ] || { echo "hier.sh: $strata is missing" >&2; exit 1; }
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
@@ -54,6 +57,7 @@ run() {
     bounded "$strata" netem exec --name "$name" $((r / 2)) -- env "$@" \
       STRATA_ADDR="10.77.0.1:$port" STRATA_STORE_EXTERNAL=1 STRATA_RANK=$r STRATA_WORLD_SIZE=4 \
       STRATA_JOB_ID="$name-$port" STRATA_SITE="site$((r / 2))" STRATA_TIMEOUT=100 \
+      STRATA_TCP_LINK_GBPS="$link_gbps" \
       "$strata" bench allreduce -b "$bytes" -e "$bytes" -n "$iters" -w 1 -c 1 "${json[@]}" \
       >"$work/out.$r" 2>&1 &
     children+=($!)
