@@ -55,7 +55,7 @@ mkdir -p "$tools"
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
   phases=("8 8K 4 50 5" "32K 4M 4 5 1")
 else
-  phases=("8 8K 4 300 30" "32K 2M 4 40 5" "4M 256M 2 5 1")
+  phases=("8 8K 4 100 10" "32K 2M 4 20 3" "4M 256M 2 5 1")
 fi
 
 # ---- helpers ----
