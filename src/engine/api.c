@@ -290,7 +290,14 @@ int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_re
   if (!comm || !args) return STRATA_ERR_INVALID_ARG;
   if (req) *req = NULL;
   int error = atomic_load(&comm->error);
-  if (!error) error = atomic_load(&comm->doomed);
+  if (!error && atomic_load(&comm->doomed)) {
+    /* a peer aborted: new work is refused, and the failure is made final (and passed on) now,
+     * so that our exit is never taken for a loss by a rank that has not heard of it yet */
+    pthread_mutex_lock(&comm->lock);
+    strata_engine_fail(comm, atomic_load(&comm->doomed), 1);
+    pthread_mutex_unlock(&comm->lock);
+    error = atomic_load(&comm->error);
+  }
   if (error) return error;
   strata_operation *op;
   int status = operation_create(comm, args, &op);
