@@ -122,8 +122,8 @@ typedef enum strata_algo {
   STRATA_ALGO_COUNT
 } strata_algo;
 
-const char *strata_coll_name(strata_coll coll);  /* "allreduce", "reduce_scatter", ... */
-const char *strata_algo_name(strata_algo algo);  /* "auto", "ring", "rhd", "tree", "direct" */
+const char *strata_coll_name(strata_coll coll); /* "allreduce", "reduce_scatter", ... */
+const char *strata_algo_name(strata_algo algo); /* "auto", "ring", "rhd", "tree", "direct" */
 int strata_coll_parse(const char *name, strata_coll *out);
 int strata_algo_parse(const char *name, strata_algo *out);
 
@@ -142,31 +142,31 @@ typedef enum strata_log_level {
 } strata_log_level;
 
 typedef struct strata_config {
-  int rank;                 /* STRATA_RANK, RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID; -1 unset */
-  int world_size;           /* STRATA_WORLD_SIZE, WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS */
-  int local_rank;           /* STRATA_LOCAL_RANK, LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, ... */
-  char store_addr[256];     /* STRATA_ADDR host:port; MASTER_ADDR:MASTER_PORT for torchrun */
-  int store_external;       /* 1: a standalone `strata store` serves the store (STRATA_STORE_EXTERNAL);
-                               0: rank 0 serves it on store_addr */
-  char advertise_host[256]; /* STRATA_HOST: address peers use to reach this rank; "" = the local
-                               address of the connection to the store */
-  char job_id[64];          /* STRATA_JOB_ID; default "strata" */
-  char secret[256];         /* STRATA_SECRET; "" = no authentication secret (still checked: all
-                               ranks must agree) */
-  int shm_enabled;          /* STRATA_SHM (1/0): shared memory between ranks of one host */
-  int shm_cma;              /* STRATA_SHM_CMA (1/0): large shm messages by single-copy
-                               process_vm_readv (1, default) or through the rings only (0) */
-  int tcp_streams;          /* STRATA_TCP_STREAMS: TCP connections per peer pair, 1..64 */
-  size_t tcp_buffer_bytes;  /* STRATA_TCP_BUFFER: SO_SNDBUF/SO_RCVBUF per stream; 0 (default) =
-                               auto: sized from the measured RTT (docs/config.md) */
-  char tcp_congestion[16];  /* STRATA_TCP_CC: TCP_CONGESTION of every data socket ("bbr",
-                               "cubic"); "" = the system default */
-  double tcp_link_gbps;     /* STRATA_TCP_LINK_GBPS: bandwidth hint for auto buffers; 0 = 10 */
-  size_t chunk_bytes;       /* STRATA_CHUNK: pipelining chunk size of ring algorithms */
-  double timeout_s;         /* STRATA_TIMEOUT: seconds without progress before an error (30) */
-  strata_algo algo;         /* STRATA_ALGO: force an algorithm for every collective */
+  int rank;             /* STRATA_RANK, RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID; -1 unset */
+  int world_size;       /* STRATA_WORLD_SIZE, WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS */
+  int local_rank;       /* STRATA_LOCAL_RANK, LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, ... */
+  char store_addr[256]; /* STRATA_ADDR host:port; MASTER_ADDR:MASTER_PORT for torchrun */
+  int store_external;   /* 1: a standalone `strata store` serves the store (STRATA_STORE_EXTERNAL);
+                           0: rank 0 serves it on store_addr */
+  char advertise_host[256];   /* STRATA_HOST: address peers use to reach this rank; "" = the local
+                                 address of the connection to the store */
+  char job_id[64];            /* STRATA_JOB_ID; default "strata" */
+  char secret[256];           /* STRATA_SECRET; "" = no authentication secret (still checked: all
+                                 ranks must agree) */
+  int shm_enabled;            /* STRATA_SHM (1/0): shared memory between ranks of one host */
+  int shm_cma;                /* STRATA_SHM_CMA (1/0): large shm messages by single-copy
+                                 process_vm_readv (1, default) or through the rings only (0) */
+  int tcp_streams;            /* STRATA_TCP_STREAMS: TCP connections per peer pair, 1..64 */
+  size_t tcp_buffer_bytes;    /* STRATA_TCP_BUFFER: SO_SNDBUF/SO_RCVBUF per stream; 0 (default) =
+                                 auto: sized from the measured RTT (docs/config.md) */
+  char tcp_congestion[16];    /* STRATA_TCP_CC: TCP_CONGESTION of every data socket ("bbr",
+                                 "cubic"); "" = the system default */
+  double tcp_link_gbps;       /* STRATA_TCP_LINK_GBPS: bandwidth hint for auto buffers; 0 = 10 */
+  size_t chunk_bytes;         /* STRATA_CHUNK: pipelining chunk size of ring algorithms */
+  double timeout_s;           /* STRATA_TIMEOUT: seconds without progress before an error (30) */
+  strata_algo algo;           /* STRATA_ALGO: force an algorithm for every collective */
   strata_log_level log_level; /* STRATA_LOG: off|error|warn|info|debug|trace */
-  char site[64];            /* STRATA_SITE: the site this rank is in (hierarchical collectives) */
+  char site[64];              /* STRATA_SITE: the site this rank is in (hierarchical collectives) */
 } strata_config;
 
 /* Fill `cfg` with defaults (rank -1, world_size -1, shm on, 4 TCP streams, 30 s timeout, ...). */
@@ -208,11 +208,11 @@ typedef struct strata_coll_args {
   strata_coll coll;
   const void *sendbuf; /* see each collective; may equal recvbuf for in-place */
   void *recvbuf;
-  size_t count;        /* elements; meaning depends on the collective (see wrappers) */
+  size_t count; /* elements; meaning depends on the collective (see wrappers) */
   strata_dtype dtype;
-  strata_op op;        /* reductions only */
-  int root;            /* rooted collectives; peer for send/recv */
-  strata_algo algo;    /* STRATA_ALGO_AUTO = the communicator's choice */
+  strata_op op;     /* reductions only */
+  int root;         /* rooted collectives; peer for send/recv */
+  strata_algo algo; /* STRATA_ALGO_AUTO = the communicator's choice */
 } strata_coll_args;
 
 /* Start a collective. With req == NULL it blocks until done and returns its status; otherwise it
@@ -234,9 +234,8 @@ int strata_iallreduce(strata_comm *comm, const void *sendbuf, void *recvbuf, siz
  * In place when recvbuf == sendbuf + rank*recvcount elements (as NCCL) or recvbuf == sendbuf. */
 int strata_reduce_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
                           strata_dtype dtype, strata_op op);
-int strata_ireduce_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf,
-                           size_t recvcount, strata_dtype dtype, strata_op op,
-                           strata_request **req);
+int strata_ireduce_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+                           strata_dtype dtype, strata_op op, strata_request **req);
 /* Each rank sends `sendcount` elements; recvbuf (world_size*sendcount) holds block r from rank r.
  * In place when sendbuf == recvbuf + rank*sendcount elements. */
 int strata_allgather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,

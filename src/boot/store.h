@@ -24,8 +24,7 @@ void strata_store_server_stop(strata_store_server *server);
 int strata_store_connect(const char *addr, double timeout_s, strata_store **out);
 int strata_store_set(strata_store *s, const char *key, const void *value, size_t len);
 /* Wait until `key` exists (or timeout), then return a malloc'd copy in *value (caller frees). */
-int strata_store_get(strata_store *s, const char *key, void **value, size_t *len,
-                     double timeout_s);
+int strata_store_get(strata_store *s, const char *key, void **value, size_t *len, double timeout_s);
 /* Wait until every key exists. */
 int strata_store_wait(strata_store *s, const char *const *keys, size_t nkeys, double timeout_s);
 /* Atomically add delta to the integer at key (missing = 0); *result gets the new value. */

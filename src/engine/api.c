@@ -35,18 +35,41 @@ static int buffer_bytes(const strata_comm *comm, const strata_coll_args *a, uint
     return STRATA_ERR_INVALID_ARG;
   int root = comm->rank == a->root;
   switch (a->coll) {
-    case STRATA_COLL_ALLREDUCE: *send = one, *recv = one; break;
-    case STRATA_COLL_REDUCE_SCATTER: *send = all, *recv = one; break;
-    case STRATA_COLL_ALLGATHER: *send = one, *recv = all; break;
-    case STRATA_COLL_BROADCAST: *send = root ? one : 0, *recv = one; break;
-    case STRATA_COLL_REDUCE: *send = one, *recv = root ? one : 0; break;
-    case STRATA_COLL_GATHER: *send = one, *recv = root ? all : 0; break;
-    case STRATA_COLL_SCATTER: *send = root ? all : 0, *recv = one; break;
-    case STRATA_COLL_ALLTOALL: *send = all, *recv = all; break;
-    case STRATA_COLL_BARRIER: *send = 0, *recv = 0; break;
-    case STRATA_COLL_SEND: *send = one, *recv = 0; break;
-    case STRATA_COLL_RECV: *send = 0, *recv = one; break;
-    default: return STRATA_ERR_INVALID_ARG;
+    case STRATA_COLL_ALLREDUCE:
+      *send = one, *recv = one;
+      break;
+    case STRATA_COLL_REDUCE_SCATTER:
+      *send = all, *recv = one;
+      break;
+    case STRATA_COLL_ALLGATHER:
+      *send = one, *recv = all;
+      break;
+    case STRATA_COLL_BROADCAST:
+      *send = root ? one : 0, *recv = one;
+      break;
+    case STRATA_COLL_REDUCE:
+      *send = one, *recv = root ? one : 0;
+      break;
+    case STRATA_COLL_GATHER:
+      *send = one, *recv = root ? all : 0;
+      break;
+    case STRATA_COLL_SCATTER:
+      *send = root ? all : 0, *recv = one;
+      break;
+    case STRATA_COLL_ALLTOALL:
+      *send = all, *recv = all;
+      break;
+    case STRATA_COLL_BARRIER:
+      *send = 0, *recv = 0;
+      break;
+    case STRATA_COLL_SEND:
+      *send = one, *recv = 0;
+      break;
+    case STRATA_COLL_RECV:
+      *send = 0, *recv = one;
+      break;
+    default:
+      return STRATA_ERR_INVALID_ARG;
   }
   return STRATA_OK;
 }
@@ -59,15 +82,21 @@ static int in_place_form(const strata_comm *comm, const strata_coll_args *a, uin
   int root = comm->rank == a->root;
   switch (a->coll) {
     case STRATA_COLL_ALLREDUCE:
-    case STRATA_COLL_ALLTOALL: return send == recv;
+    case STRATA_COLL_ALLTOALL:
+      return send == recv;
     case STRATA_COLL_REDUCE_SCATTER:
       return recv == send + (uint64_t)comm->rank * block || recv == send;
-    case STRATA_COLL_ALLGATHER: return send == recv + (uint64_t)comm->rank * block;
+    case STRATA_COLL_ALLGATHER:
+      return send == recv + (uint64_t)comm->rank * block;
     case STRATA_COLL_BROADCAST:
-    case STRATA_COLL_REDUCE: return root && send == recv;
-    case STRATA_COLL_GATHER: return root && send == recv + (uint64_t)a->root * block;
-    case STRATA_COLL_SCATTER: return root && recv == send + (uint64_t)a->root * block;
-    default: return 0;
+    case STRATA_COLL_REDUCE:
+      return root && send == recv;
+    case STRATA_COLL_GATHER:
+      return root && send == recv + (uint64_t)a->root * block;
+    case STRATA_COLL_SCATTER:
+      return root && recv == send + (uint64_t)a->root * block;
+    default:
+      return 0;
   }
 }
 
@@ -136,18 +165,25 @@ static int schedule_fits(const strata_comm *comm, const strata_operation *op) {
     const strata_step *st = &s->steps[i];
     int ok = 1;
     switch (st->kind) {
-      case STRATA_STEP_SEND: ok = step_refs_ok(op, st, st->src); break;
-      case STRATA_STEP_RECV: ok = step_refs_ok(op, st, st->dst); break;
+      case STRATA_STEP_SEND:
+        ok = step_refs_ok(op, st, st->src);
+        break;
+      case STRATA_STEP_RECV:
+        ok = step_refs_ok(op, st, st->dst);
+        break;
       case STRATA_STEP_RECV_REDUCE:
         ok = step_refs_ok(op, st, st->src) && step_refs_ok(op, st, st->dst) &&
              step_refs_ok(op, st, st->staging) && op->reduce;
         break;
-      case STRATA_STEP_COPY: ok = step_refs_ok(op, st, st->src) && step_refs_ok(op, st, st->dst); break;
+      case STRATA_STEP_COPY:
+        ok = step_refs_ok(op, st, st->src) && step_refs_ok(op, st, st->dst);
+        break;
       case STRATA_STEP_REDUCE:
         ok = step_refs_ok(op, st, st->src) && step_refs_ok(op, st, st->src2) &&
              step_refs_ok(op, st, st->dst) && op->reduce;
         break;
-      default: ok = 0;
+      default:
+        ok = 0;
     }
     if (st->kind <= STRATA_STEP_RECV_REDUCE)
       ok = ok && st->peer >= 0 && st->peer < comm->nranks && st->peer != comm->rank &&
@@ -165,7 +201,9 @@ static int schedule_fits(const strata_comm *comm, const strata_operation *op) {
   return 1;
 }
 
-static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
+static size_t align16(size_t n) {
+  return (n + 15) & ~(size_t)15;
+}
 
 /* One allocation for every per-step array (deps_left first: it owns the block); dependents
  * laid out as CSR. */
@@ -202,7 +240,8 @@ static int operation_alloc_steps(strata_operation *op) {
   for (uint32_t i = 0; i < n; i++) fill[i] = op->dep_index[i];
   for (uint32_t i = 0; i < n; i++) {
     const strata_step *st = &s->steps[i];
-    for (uint32_t k = 0; k < st->dep_count; k++) op->dependents[fill[s->deps[st->dep_begin + k]]++] = i;
+    for (uint32_t k = 0; k < st->dep_count; k++)
+      op->dependents[fill[s->deps[st->dep_begin + k]]++] = i;
   }
   memset(op->ready, 0, n * sizeof(uint32_t));
   return STRATA_OK;
@@ -227,7 +266,8 @@ static int operation_create(strata_comm *comm, const strata_coll_args *args,
   uint64_t send_bytes, recv_bytes;
   status = buffer_bytes(comm, args, elem, &send_bytes, &recv_bytes);
   if (status != STRATA_OK) return status;
-  if ((send_bytes && !args->sendbuf) || (recv_bytes && !args->recvbuf)) return STRATA_ERR_INVALID_ARG;
+  if ((send_bytes && !args->sendbuf) || (recv_bytes && !args->recvbuf))
+    return STRATA_ERR_INVALID_ARG;
   const void *sendbuf = send_bytes ? args->sendbuf : NULL;
   void *recvbuf = recv_bytes ? args->recvbuf : NULL;
   strata_coll_args resolved = *args;
@@ -360,12 +400,19 @@ int strata_request_test(strata_request *req) {
 /* ---- wrappers ---- */
 static int run(strata_comm *comm, strata_coll coll, const void *send, void *recv, size_t count,
                strata_dtype dtype, strata_op op, int root, strata_request **req) {
-  strata_coll_args args = {.coll = coll, .sendbuf = send, .recvbuf = recv, .count = count,
-                           .dtype = dtype, .op = op, .root = root, .algo = STRATA_ALGO_AUTO};
+  strata_coll_args args = {.coll = coll,
+                           .sendbuf = send,
+                           .recvbuf = recv,
+                           .count = count,
+                           .dtype = dtype,
+                           .op = op,
+                           .root = root,
+                           .algo = STRATA_ALGO_AUTO};
   return strata_collective(comm, &args, req);
 }
 
-int strata_allreduce(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d, strata_op o) {
+int strata_allreduce(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d,
+                     strata_op o) {
   return run(c, STRATA_COLL_ALLREDUCE, s, r, n, d, o, 0, NULL);
 }
 int strata_iallreduce(strata_comm *c, const void *s, void *r, size_t n, strata_dtype d, strata_op o,

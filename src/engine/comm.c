@@ -111,8 +111,8 @@ int strata_comm_init(const strata_config *cfg, strata_comm **out) {
   if (pthread_create(&comm->progress_thread, NULL, strata_engine_thread_main, comm) != 0)
     return fail_init(comm, STRATA_ERR_SYSTEM);
   comm->thread_started = 1;
-  STRATA_LOG(STRATA_LOG_INFO, comm->rank, "rank %d of %d ready (job %s)", comm->rank,
-             comm->nranks, cfg->job_id);
+  STRATA_LOG(STRATA_LOG_INFO, comm->rank, "rank %d of %d ready (job %s)", comm->rank, comm->nranks,
+             cfg->job_id);
   *out = comm;
   return STRATA_OK;
 }
@@ -165,9 +165,15 @@ int strata_comm_abort(strata_comm *comm) {
   return STRATA_OK;
 }
 
-int strata_comm_rank(const strata_comm *comm) { return comm ? comm->rank : -1; }
-int strata_comm_size(const strata_comm *comm) { return comm ? comm->nranks : -1; }
-const strata_config *strata_comm_config(const strata_comm *comm) { return comm ? &comm->cfg : NULL; }
+int strata_comm_rank(const strata_comm *comm) {
+  return comm ? comm->rank : -1;
+}
+int strata_comm_size(const strata_comm *comm) {
+  return comm ? comm->nranks : -1;
+}
+const strata_config *strata_comm_config(const strata_comm *comm) {
+  return comm ? &comm->cfg : NULL;
+}
 int strata_comm_error(const strata_comm *comm) {
   return comm ? atomic_load(&((strata_comm *)comm)->error) : STRATA_ERR_INVALID_ARG;
 }
