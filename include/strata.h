@@ -219,6 +219,9 @@ typedef struct strata_coll_args {
  * returns at once and *req is a request to pass to strata_request_wait/test. */
 int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_request **req);
 
+/* The algorithm a call with these arguments runs on this communicator (what STRATA_LOG=info
+ * prints for it), without running anything. STRATA_ALGO_AUTO if the arguments are invalid. */
+strata_algo strata_comm_algorithm(const strata_comm *comm, const strata_coll_args *args);
 /* Wait for `req`, free it and return the operation's status. */
 int strata_request_wait(strata_request *req);
 /* Non-blocking check. Returns STRATA_ERR_IN_PROGRESS if not done (req stays valid); otherwise

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "coll/schedule.h"
 #include "commands.h"
 #include "strata.h"
 
@@ -31,7 +30,9 @@ static double now_s(void) {
 }
 
 /* Input value of element i of block `block` on rank r: small integers, exact in f32 sums. */
-static float value(int r, size_t block, size_t i) { return (float)((r * 3 + block * 5 + i) % 17); }
+static float value(int r, size_t block, size_t i) {
+  return (float)((r * 3 + block * 5 + i) % 17);
+}
 
 /* Run one collective of `count` elements per block; returns the number of wrong elements. */
 static long run_one(strata_comm *comm, strata_coll coll, size_t count, double *seconds) {
@@ -45,15 +46,33 @@ static long run_one(strata_comm *comm, strata_coll coll, size_t count, double *s
   double t0 = now_s();
   int status = STRATA_OK;
   switch (coll) {
-    case STRATA_COLL_ALLREDUCE: status = strata_allreduce(comm, in, out, count, STRATA_F32, STRATA_SUM); break;
-    case STRATA_COLL_REDUCE_SCATTER: status = strata_reduce_scatter(comm, in, out, count, STRATA_F32, STRATA_SUM); break;
-    case STRATA_COLL_ALLGATHER: status = strata_allgather(comm, in, out, count, STRATA_F32); break;
-    case STRATA_COLL_BROADCAST: status = strata_broadcast(comm, in, out, count, STRATA_F32, root); break;
-    case STRATA_COLL_REDUCE: status = strata_reduce(comm, in, out, count, STRATA_F32, STRATA_SUM, root); break;
-    case STRATA_COLL_GATHER: status = strata_gather(comm, in, out, count, STRATA_F32, root); break;
-    case STRATA_COLL_SCATTER: status = strata_scatter(comm, in, out, count, STRATA_F32, root); break;
-    case STRATA_COLL_ALLTOALL: status = strata_alltoall(comm, in, out, count, STRATA_F32); break;
-    case STRATA_COLL_BARRIER: status = strata_barrier(comm); break;
+    case STRATA_COLL_ALLREDUCE:
+      status = strata_allreduce(comm, in, out, count, STRATA_F32, STRATA_SUM);
+      break;
+    case STRATA_COLL_REDUCE_SCATTER:
+      status = strata_reduce_scatter(comm, in, out, count, STRATA_F32, STRATA_SUM);
+      break;
+    case STRATA_COLL_ALLGATHER:
+      status = strata_allgather(comm, in, out, count, STRATA_F32);
+      break;
+    case STRATA_COLL_BROADCAST:
+      status = strata_broadcast(comm, in, out, count, STRATA_F32, root);
+      break;
+    case STRATA_COLL_REDUCE:
+      status = strata_reduce(comm, in, out, count, STRATA_F32, STRATA_SUM, root);
+      break;
+    case STRATA_COLL_GATHER:
+      status = strata_gather(comm, in, out, count, STRATA_F32, root);
+      break;
+    case STRATA_COLL_SCATTER:
+      status = strata_scatter(comm, in, out, count, STRATA_F32, root);
+      break;
+    case STRATA_COLL_ALLTOALL:
+      status = strata_alltoall(comm, in, out, count, STRATA_F32);
+      break;
+    case STRATA_COLL_BARRIER:
+      status = strata_barrier(comm);
+      break;
     case STRATA_COLL_SEND: {
       if (n == 1) break;
       strata_request *rs, *rr;
@@ -63,7 +82,8 @@ static long run_one(strata_comm *comm, strata_coll coll, size_t count, double *s
       if (!status) status = strata_request_wait(rs);
       break;
     }
-    default: break;
+    default:
+      break;
   }
   *seconds = now_s() - t0;
   long wrong = status == STRATA_OK ? 0 : (long)(total ? total : 1);
@@ -86,13 +106,26 @@ static long run_one(strata_comm *comm, strata_coll coll, size_t count, double *s
         want = 0;
         for (int r = 0; r < n; r++) want += value(r, (size_t)rank, i);
         break;
-      case STRATA_COLL_ALLGATHER: want = value((int)b, 0, j); break;
-      case STRATA_COLL_GATHER: check = rank == root, want = value((int)b, 0, j); break;
-      case STRATA_COLL_BROADCAST: check = i < count, want = value(root, 0, i); break;
-      case STRATA_COLL_SCATTER: check = i < count, want = value(root, (size_t)rank, i); break;
-      case STRATA_COLL_ALLTOALL: want = value((int)b, (size_t)rank, j); break;
-      case STRATA_COLL_SEND: check = n > 1 && i < count, want = value((rank + n - 1) % n, 0, i); break;
-      default: check = 0, want = 0;
+      case STRATA_COLL_ALLGATHER:
+        want = value((int)b, 0, j);
+        break;
+      case STRATA_COLL_GATHER:
+        check = rank == root, want = value((int)b, 0, j);
+        break;
+      case STRATA_COLL_BROADCAST:
+        check = i < count, want = value(root, 0, i);
+        break;
+      case STRATA_COLL_SCATTER:
+        check = i < count, want = value(root, (size_t)rank, i);
+        break;
+      case STRATA_COLL_ALLTOALL:
+        want = value((int)b, (size_t)rank, j);
+        break;
+      case STRATA_COLL_SEND:
+        check = n > 1 && i < count, want = value((rank + n - 1) % n, 0, i);
+        break;
+      default:
+        check = 0, want = 0;
     }
     if (check && out[i] != want) wrong++;
   }
@@ -103,8 +136,9 @@ static long run_one(strata_comm *comm, strata_coll coll, size_t count, double *s
 
 int strata_cmd_demo(int argc, char **argv) {
   if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-    printf("usage: strata launch -n N -- strata demo\n"
-           "Runs every collective at a few sizes on the job's ranks and checks every element.\n");
+    printf(
+        "usage: strata launch -n N -- strata demo\n"
+        "Runs every collective at a few sizes on the job's ranks and checks every element.\n");
     return 0;
   }
   strata_comm *comm;
@@ -116,7 +150,8 @@ int strata_cmd_demo(int argc, char **argv) {
   int rank = strata_comm_rank(comm), n = strata_comm_size(comm);
   if (rank == 0) {
     printf("strata demo: %d ranks on this host\n", n);
-    for (int p = 1; p < n; p++) printf("  rank 0 -> rank %d: %s\n", p, strata_comm_transport_name(comm, p));
+    for (int p = 1; p < n; p++)
+      printf("  rank 0 -> rank %d: %s\n", p, strata_comm_transport_name(comm, p));
     printf("\n  %-15s %10s %8s %12s %10s  %s\n", "collective", "bytes", "algo", "time (us)",
            "busbw GB/s", "check");
   }
@@ -144,10 +179,14 @@ int strata_cmd_demo(int argc, char **argv) {
           bytes *= (size_t)n;
           factor = (double)(n - 1) / n;
         }
-        strata_sched_params p = {.coll = rows[r].coll, .rank = 0, .nranks = n,
-                                 .root = n > 1 ? 1 : 0, .count = count, .elem_size = 4};
-        const char *algo = rows[r].coll == STRATA_COLL_SEND ? "p2p"
-                                                            : strata_algo_name(strata_schedule_choose(&p));
+        strata_coll_args call = {.coll = rows[r].coll,
+                                 .count = count,
+                                 .dtype = STRATA_F32,
+                                 .op = STRATA_SUM,
+                                 .root = n > 1 ? 1 : 0};
+        const char *algo = rows[r].coll == STRATA_COLL_SEND
+                               ? "p2p"
+                               : strata_algo_name(strata_comm_algorithm(comm, &call));
         double busbw = slowest > 0 ? bytes / slowest / 1e9 * factor : 0;
         printf("  %-15s %10zu %8s %12.1f %10.2f  %s\n", rows[r].name, bytes, algo, slowest * 1e6,
                busbw, all_wrong ? "WRONG" : "ok");

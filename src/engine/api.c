@@ -249,13 +249,35 @@ static int operation_alloc_steps(strata_operation *op) {
 
 static uint8_t empty_buffer[1];
 
-/* Pipelining pays where a transfer keeps the wire busy while the CPU reduces (TCP). Between
- * ranks of one host every transfer is a memory copy by a rank's own core (single-copy pulls
- * with the reduction fused in), so cutting a message finer only adds per-message costs: measured
- * 2 ranks, 16 MiB out of place, 1 MiB chunks 2.3 GB/s busbw against 5.0 GB/s in one round. */
-static uint64_t default_chunk_bytes(const strata_comm *comm) {
-  enum { TCP_CHUNK_BYTES = 1 << 20, SHM_CHUNK_BYTES = 16 << 20 };
-  return comm->tcp_data_peers ? TCP_CHUNK_BYTES : SHM_CHUNK_BYTES;
+/* The schedule parameters of a call: exactly what the engine builds (strata_comm_algorithm shows
+ * the same choice without running anything). An algorithm asked for in the call must exist for
+ * the collective; one forced for the whole communicator (STRATA_ALGO) applies only where it
+ * exists. */
+static strata_sched_params sched_params_for(const strata_comm *comm, const strata_coll_args *a,
+                                            uint32_t elem_size, int in_place) {
+  strata_algo algo = a->algo;
+  if (algo == STRATA_ALGO_AUTO && strata_schedule_algo_applies(a->coll, comm->cfg.algo))
+    algo = comm->cfg.algo;
+  strata_sched_params params = {
+      .coll = a->coll,
+      .algo = algo,
+      .rank = comm->rank,
+      .nranks = comm->nranks,
+      .root = a->root,
+      .count = a->count,
+      .elem_size = elem_size,
+      .in_place = in_place,
+      .chunk_bytes = comm->cfg.chunk_bytes, /* resolved at init (comm.c) */
+      .site_of_rank = comm->site_of_rank,
+  };
+  return params;
+}
+
+strata_algo strata_comm_algorithm(const strata_comm *comm, const strata_coll_args *args) {
+  if (!comm || !args || check_args(comm, args) != STRATA_OK) return STRATA_ALGO_AUTO;
+  strata_sched_params params =
+      sched_params_for(comm, args, (uint32_t)strata_dtype_size(args->dtype), 0);
+  return params.algo != STRATA_ALGO_AUTO ? params.algo : strata_schedule_choose(&params);
 }
 
 static int operation_create(strata_comm *comm, const strata_coll_args *args,
@@ -286,23 +308,7 @@ static int operation_create(strata_comm *comm, const strata_coll_args *args,
     op->reduce = strata_reduce_kernel(resolved.dtype, resolved.op);
     op->avg_finish = resolved.op == STRATA_AVG;
   }
-  /* An algorithm asked for in the call must exist for the collective; one forced for the
-   * whole communicator (STRATA_ALGO) applies only where it exists. */
-  strata_algo algo = resolved.algo;
-  if (algo == STRATA_ALGO_AUTO && strata_schedule_algo_applies(resolved.coll, comm->cfg.algo))
-    algo = comm->cfg.algo;
-  strata_sched_params params = {
-      .coll = resolved.coll,
-      .algo = algo,
-      .rank = comm->rank,
-      .nranks = comm->nranks,
-      .root = resolved.root,
-      .count = resolved.count,
-      .elem_size = (uint32_t)elem,
-      .in_place = in_place,
-      .chunk_bytes = comm->cfg.chunk_bytes ? comm->cfg.chunk_bytes : default_chunk_bytes(comm),
-      .site_of_rank = comm->site_of_rank,
-  };
+  strata_sched_params params = sched_params_for(comm, &resolved, (uint32_t)elem, in_place);
   status = strata_schedule_build(&params, &op->sched);
   if (status == STRATA_OK && op->sched.scratch_bytes) {
     op->scratch = aligned_alloc(64, (op->sched.scratch_bytes + 63) & ~(uint64_t)63);

@@ -14,6 +14,15 @@
 #include "core/core.h"
 #include "engine/engine.h"
 
+/* Pipelining pays where a transfer keeps the wire busy while the CPU reduces (TCP). Between
+ * ranks of one host every transfer is a memory copy by a rank's own core (single-copy pulls
+ * with the reduction fused in), so cutting a message finer only adds per-message costs: measured
+ * 2 ranks, 16 MiB out of place, 1 MiB chunks 2.3 GB/s busbw against 5.0 GB/s in one round. */
+static uint64_t default_chunk_bytes(const strata_comm *comm) {
+  enum { TCP_CHUNK_BYTES = 1 << 20, SHM_CHUNK_BYTES = 16 << 20 };
+  return comm->tcp_data_peers ? TCP_CHUNK_BYTES : SHM_CHUNK_BYTES;
+}
+
 static int fail_init(strata_comm *comm, int status) {
   strata_comm_destroy(comm);
   return status;
@@ -108,6 +117,7 @@ int strata_comm_init(const strata_config *cfg, strata_comm **out) {
     if (status == STRATA_OK) status = strata_comm_sites_exchange(comm);
     if (status != STRATA_OK) return fail_init(comm, status);
   }
+  if (!comm->cfg.chunk_bytes) comm->cfg.chunk_bytes = default_chunk_bytes(comm);
   if (pthread_create(&comm->progress_thread, NULL, strata_engine_thread_main, comm) != 0)
     return fail_init(comm, STRATA_ERR_SYSTEM);
   comm->thread_started = 1;

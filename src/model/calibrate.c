@@ -26,10 +26,6 @@
 #define CAL_REPEATS 5
 #define CAL_SMALL_SHIFTS 50
 #define CAL_SMALL_BYTES 8
-/* The engine's default pipelining unit (src/engine/api.c default_chunk_bytes): 1 MiB when some
- * peer is over TCP, 16 MiB when all share the host. */
-#define CAL_TCP_CHUNK_BYTES ((uint64_t)1 << 20)
-#define CAL_SHM_CHUNK_BYTES ((uint64_t)16 << 20)
 
 static int cal_ring_shift(strata_comm *comm, const void *out, void *in, size_t bytes) {
   int rank = strata_comm_rank(comm), n = strata_comm_size(comm);
@@ -90,9 +86,7 @@ static void cal_transport(strata_comm *comm, strata_host_links *out) {
     const char *name = peer == rank ? "self" : strata_comm_transport_name(comm, peer);
     if (name && !strcmp(name, "tcp")) out->use_tcp = 1;
   }
-  out->chunk_bytes = cfg && cfg->chunk_bytes ? cfg->chunk_bytes
-                     : out->use_tcp          ? CAL_TCP_CHUNK_BYTES
-                                             : CAL_SHM_CHUNK_BYTES;
+  out->chunk_bytes = cfg ? cfg->chunk_bytes : 0; /* the communicator resolved its default */
   out->algo = cfg ? cfg->algo : STRATA_ALGO_AUTO;
 }
 
