@@ -9,17 +9,7 @@
 #include "strata.h"
 #include "topo/linkmatrix.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      fprintf(stderr, "%s:%d: FAILED %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                     \
-      fputc('\n', stderr);                                              \
-      failures++;                                                       \
-    }                                                                   \
-  } while (0)
+#include "helpers/check.h"
 
 static void fill(strata_link_matrix *m) {
   int n = m->nranks;

@@ -12,17 +12,7 @@
 #include "plan/place.h"
 #include "strata.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      fprintf(stderr, "%s:%d: FAILED %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                     \
-      fputc('\n', stderr);                                              \
-      failures++;                                                       \
-    }                                                                   \
-  } while (0)
+#include "helpers/check.h"
 
 #define INTRA_US 5.0
 #define INTRA_GBPS 10.0
