@@ -127,6 +127,23 @@ const char *strata_algo_name(strata_algo algo); /* "auto", "ring", "rhd", "tree"
 int strata_coll_parse(const char *name, strata_coll *out);
 int strata_algo_parse(const char *name, strata_algo *out);
 
+/* Compression on the wire (docs/compression.md). A compressed call sends every message of its
+ * schedule in a smaller encoding and decodes it on arrival; reductions are carried out in f32 at
+ * every hop, and every rank of an allreduce ends with the same bytes (a sender keeps what it
+ * sent). For f32 data only. Lossy: the error bounds are in docs/compression.md. */
+typedef enum strata_compress {
+  STRATA_COMPRESS_DEFAULT = 0, /* the communicator's choice (STRATA_COMPRESS; none by default) */
+  STRATA_COMPRESS_NONE,        /* exact: the data as it is */
+  STRATA_COMPRESS_BF16,        /* 2 bytes per value, f32's range, 8 significant bits, RNE */
+  STRATA_COMPRESS_F16,         /* 2 bytes per value, 11 significant bits, overflows past 65504 */
+  STRATA_COMPRESS_INT8,        /* 1 byte per value + per block of 256 values its min and step */
+  STRATA_COMPRESS_FP8,         /* 1 byte per value (e4m3) + per block of 256 values a scale */
+  STRATA_COMPRESS_COUNT
+} strata_compress;
+
+const char *strata_compress_name(strata_compress c); /* "default", "none", "bf16", ... */
+int strata_compress_parse(const char *name, strata_compress *out);
+
 /* ---------------------------------------------------------------------------------------------
  * Configuration. Every environment variable strata reads is a field here (docs/config.md lists
  * them all). strata_config_init() fills defaults; strata_config_from_env() overlays the
@@ -167,6 +184,8 @@ typedef struct strata_config {
   strata_algo algo;           /* STRATA_ALGO: force an algorithm for every collective */
   strata_log_level log_level; /* STRATA_LOG: off|error|warn|info|debug|trace */
   char site[64];              /* STRATA_SITE: the site this rank is in (hierarchical collectives) */
+  strata_compress compress;   /* STRATA_COMPRESS: wire encoding of f32 calls that ask for the
+                                 default (none, bf16, f16, int8, fp8); NONE by default */
 } strata_config;
 
 /* Fill `cfg` with defaults (rank -1, world_size -1, shm on, 4 TCP streams, 30 s timeout, ...). */
@@ -201,6 +220,15 @@ const char *strata_comm_transport_name(const strata_comm *comm, int peer);
 /* First error that broke the communicator, or STRATA_OK. */
 int strata_comm_error(const strata_comm *comm);
 
+/* What this rank has sent since init: messages, bytes of data the schedules moved, and bytes
+ * handed to the transports after compression (equal to data_bytes when nothing is compressed). */
+typedef struct strata_comm_stats {
+  uint64_t messages_sent;
+  uint64_t data_bytes_sent;
+  uint64_t wire_bytes_sent;
+} strata_comm_stats;
+int strata_comm_get_stats(strata_comm *comm, strata_comm_stats *out);
+
 /* ---------------------------------------------------------------------------------------------
  * The general entry point: every collective below is a wrapper around strata_collective().
  * ------------------------------------------------------------------------------------------- */
@@ -210,9 +238,11 @@ typedef struct strata_coll_args {
   void *recvbuf;
   size_t count; /* elements; meaning depends on the collective (see wrappers) */
   strata_dtype dtype;
-  strata_op op;     /* reductions only */
-  int root;         /* rooted collectives; peer for send/recv */
-  strata_algo algo; /* STRATA_ALGO_AUTO = the communicator's choice */
+  strata_op op;             /* reductions only */
+  int root;                 /* rooted collectives; peer for send/recv */
+  strata_algo algo;         /* STRATA_ALGO_AUTO = the communicator's choice */
+  strata_compress compress; /* STRATA_COMPRESS_DEFAULT = the communicator's choice; another
+                               encoding than NONE needs dtype F32 (else STRATA_ERR_UNSUPPORTED) */
 } strata_coll_args;
 
 /* Start a collective. With req == NULL it blocks until done and returns its status; otherwise it

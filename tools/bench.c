@@ -170,6 +170,7 @@ typedef struct bench_options {
   int blocking;
   int report_cputime;
   int predict;
+  strata_compress compress; /* --compress; DEFAULT = STRATA_COMPRESS (none) */
   const char *json_path;
 } bench_options;
 
@@ -198,6 +199,8 @@ static void bench_usage(FILE *out) {
           "  -t, --nthreads 1         -g, --ngpus 1   accepted; strata ranks are processes\n"
           "  -J, --json FILE          also write every result as JSON (rank 0)\n"
           "      --predict            print the cost model's busbw beside the measured one\n"
+          "      --compress C         wire encoding of float calls: none bf16 f16 int8 fp8\n"
+          "                           (lossy: #wrong then allows the encoding's error)\n"
           "  -h, --help\n"
           "exit status: 0 ok, 1 a failed run or wrong results, 2 bad usage\n");
 }
@@ -402,6 +405,11 @@ static int bench_option_apply(bench_options *opt, int letter, const char *arg) {
     case 'P':
       opt->predict = 1;
       return 0;
+    case 'K':
+      if (strata_compress_parse(arg, &opt->compress) != STRATA_OK ||
+          opt->compress == STRATA_COMPRESS_DEFAULT)
+        BENCH_BAD("--compress '%s': want none, bf16, f16, int8 or fp8", arg);
+      return 0;
     default:
       BENCH_BAD("unknown option (see strata bench --help)");
   }
@@ -442,6 +450,7 @@ static int bench_options_parse(int argc, char **argv, bench_options *opt) {
                                                {"average", required_argument, 0, 'a'},
                                                {"json", required_argument, 0, 'J'},
                                                {"predict", no_argument, 0, 'P'},
+                                               {"compress", required_argument, 0, 'K'},
                                                {"help", no_argument, 0, 'h'},
                                                {0, 0, 0, 0}};
   bench_options_init(opt);
@@ -741,8 +750,8 @@ static size_t bench_fill_expected(const bench_ctx *ctx, const bench_case *c, int
 /* Elements of `got` that differ from `want`. Bit-exact, except avg of floating types, which a
  * kernel may compute as a multiply by 1/n: there a few f32/f64 ulps are allowed (f16 and bf16
  * round such an error away, so they stay exact). */
-static long bench_count_wrong(const bench_case *c, const char *got, const char *want,
-                              size_t count) {
+static long bench_count_wrong(const bench_case *c, const char *got, const char *want, size_t count,
+                              double lossy_abs) {
   size_t bytes = count * c->type_bytes;
   if (memcmp(got, want, bytes) == 0) return 0;
   int tolerant = c->op == STRATA_AVG && bench_is_float(c->dtype);
@@ -751,13 +760,30 @@ static long bench_count_wrong(const bench_case *c, const char *got, const char *
   for (size_t k = 0; k < count; k++) {
     const char *g = got + k * c->type_bytes, *w = want + k * c->type_bytes;
     if (!memcmp(g, w, c->type_bytes)) continue;
-    if (tolerant) {
-      double a = bench_load_real(c->dtype, got, k), b = bench_load_real(c->dtype, want, k);
-      if (fabs(a - b) <= tolerance * fabs(b)) continue;
-    }
+    double a = bench_load_real(c->dtype, got, k), b = bench_load_real(c->dtype, want, k);
+    if (tolerant && fabs(a - b) <= tolerance * fabs(b)) continue;
+    if (fabs(a - b) <= lossy_abs) continue;
     wrong++;
   }
   return wrong;
+}
+
+/* The error a compressed call may make on this case (0 when nothing is compressed): every
+ * value takes at most 2n quantizations (docs/compression.md), each within the encoding's error
+ * at the largest expected magnitude. */
+static double bench_lossy_tolerance(const bench_ctx *ctx, const bench_case *c, const char *want,
+                                    size_t count) {
+  const strata_config *cfg = strata_comm_config(ctx->comm);
+  strata_compress codec =
+      ctx->opt->compress != STRATA_COMPRESS_DEFAULT ? ctx->opt->compress : cfg->compress;
+  if (c->dtype != STRATA_F32 || codec == STRATA_COMPRESS_NONE) return 0;
+  double amax = 0;
+  for (size_t k = 0; k < count; k++) amax = fmax(amax, fabs(bench_load_real(c->dtype, want, k)));
+  double unit = codec == STRATA_COMPRESS_BF16   ? 0x1p-8
+                : codec == STRATA_COMPRESS_F16  ? 0x1p-11
+                : codec == STRATA_COMPRESS_INT8 ? 2.0 / 255
+                                                : 0x1p-4 + 0x1p-9 / 448;
+  return 2.0 * ctx->nranks * unit * amax;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -837,7 +863,9 @@ static int bench_check(bench_ctx *ctx, const bench_case *c, long *wrong) {
   int status = bench_call(ctx, c);
   if (status) return status;
   size_t count = c->layout.param_count ? bench_fill_expected(ctx, c, rep) : 0;
-  int64_t local = count ? bench_count_wrong(c, bench_recv_ptr(ctx, c), ctx->expected, count) : 0;
+  int64_t local = count ? bench_count_wrong(c, bench_recv_ptr(ctx, c), ctx->expected, count,
+                                            bench_lossy_tolerance(ctx, c, ctx->expected, count))
+                        : 0;
   int64_t total = 0;
   status = strata_allreduce(ctx->comm, &local, &total, 1, STRATA_I64, STRATA_SUM);
   *wrong = (long)total;
@@ -1011,11 +1039,11 @@ static int bench_write_json(const bench_ctx *ctx, const bench_report *report) {
       "{\n  \"tool\": \"strata bench\",\n  \"version\": \"%s\",\n  \"collective\": \"%s\",\n"
       "  \"nranks\": %d,\n  \"transport\": \"%s\",\n  \"minbytes\": %zu,\n  \"maxbytes\": %zu,\n"
       "  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"agg_iters\": %d,\n  \"check\": %d,\n"
-      "  \"average\": %d,\n  \"blocking\": %d,\n  \"results\": [",
+      "  \"average\": %d,\n  \"blocking\": %d,\n  \"compress\": \"%s\",\n  \"results\": [",
       STRATA_VERSION_STRING, bench_kinds[opt->kind].name, ctx->nranks,
       strata_comm_transport_name(ctx->comm, (ctx->rank + 1) % ctx->nranks), opt->min_bytes,
       opt->max_bytes, opt->iters, opt->warmup_iters, opt->agg_iters, opt->check, opt->average,
-      opt->blocking);
+      opt->blocking, strata_compress_name(strata_comm_config(ctx->comm)->compress));
   for (size_t i = 0; i < report->rows_count; i++) {
     const bench_row *row = &report->rows[i];
     fprintf(out,
@@ -1162,6 +1190,20 @@ static void bench_print_footer(const bench_report *report) {
   fflush(stdout);
 }
 
+/* What compression saved on rank 0 (every call of the run, checks included). */
+static void bench_print_wire(const bench_ctx *ctx) {
+  const strata_config *cfg = strata_comm_config(ctx->comm);
+  strata_comm_stats st;
+  if (cfg->compress == STRATA_COMPRESS_NONE || strata_comm_get_stats(ctx->comm, &st) != STRATA_OK)
+    return;
+  printf("# Compression %s: rank 0 sent %llu wire bytes for %llu data bytes (%.1f%%, %.2fx less)\n",
+         strata_compress_name(cfg->compress), (unsigned long long)st.wire_bytes_sent,
+         (unsigned long long)st.data_bytes_sent,
+         st.data_bytes_sent ? 100.0 * (double)st.wire_bytes_sent / (double)st.data_bytes_sent : 0,
+         st.wire_bytes_sent ? (double)st.data_bytes_sent / (double)st.wire_bytes_sent : 0);
+  printf("#\n");
+}
+
 /* Collective: every rank measures the links (src/model/calibrate.c). */
 static void bench_model_setup(bench_ctx *ctx) {
   strata_host_links *l = &ctx->links;
@@ -1208,6 +1250,7 @@ static int bench_main(bench_ctx *ctx) {
     exit_status = BENCH_EXIT_FAILED;
   } else {
     if (ctx->rank == 0) bench_print_footer(&report);
+    if (ctx->rank == 0) bench_print_wire(ctx);
     if (report.errors) exit_status = BENCH_EXIT_FAILED;
     if (ctx->rank == 0 && opt->json_path && bench_write_json(ctx, &report))
       exit_status = BENCH_EXIT_FAILED;
@@ -1218,7 +1261,7 @@ static int bench_main(bench_ctx *ctx) {
 
 /* Joins the job the environment describes; with no launcher at all, runs as one rank (as
  * nccl-tests does without MPI). */
-static int bench_comm_init(strata_comm **comm) {
+static int bench_comm_init(const bench_options *opt, strata_comm **comm) {
   strata_config cfg;
   char err[256] = "";
   strata_config_init(&cfg);
@@ -1231,6 +1274,7 @@ static int bench_comm_init(strata_comm **comm) {
     cfg.rank = 0;
     cfg.world_size = 1;
   }
+  if (opt->compress != STRATA_COMPRESS_DEFAULT) cfg.compress = opt->compress;
   return strata_comm_init(&cfg, comm);
 }
 
@@ -1243,7 +1287,7 @@ int strata_cmd_bench(int argc, char **argv) {
   }
   if (status) return status;
   bench_ctx ctx = {.opt = &opt};
-  status = bench_comm_init(&ctx.comm);
+  status = bench_comm_init(&opt, &ctx.comm);
   if (status) {
     fprintf(stderr,
             "strata bench: cannot join the job: %s\n"

@@ -60,6 +60,7 @@ void strata_config_init(strata_config *cfg) {
   cfg->chunk_bytes = 0;      /* the schedule builder's default */
   cfg->timeout_s = 30.0;
   cfg->algo = STRATA_ALGO_AUTO;
+  cfg->compress = STRATA_COMPRESS_NONE;
   cfg->log_level = STRATA_LOG_WARN;
 }
 
@@ -214,6 +215,21 @@ static int env_algo(env_reader *r, const char *name, strata_algo *out) {
   return env_error(r, name, value, "auto, ring, rhd, tree or direct");
 }
 
+static int env_compress(env_reader *r, const char *name, strata_compress *out) {
+  const char *value = env_get(name);
+  if (!value) return STRATA_OK;
+  char lower[32];
+  size_t n = strlen(value);
+  strata_compress c;
+  if (n < sizeof lower) {
+    for (size_t i = 0; i <= n; i++) lower[i] = (char)tolower((unsigned char)value[i]);
+    /* "default" would point the default at itself */
+    if (strata_compress_parse(lower, &c) == STRATA_OK && c != STRATA_COMPRESS_DEFAULT)
+      return *out = c, STRATA_OK;
+  }
+  return env_error(r, name, value, "none, bf16, f16, int8 or fp8");
+}
+
 /* A store address a client can connect to: HOST:PORT with a host and a port 1..65535. */
 static int check_store_addr(env_reader *r, const char *name, const char *value) {
   char host[256], why[320];
@@ -295,6 +311,7 @@ static int overlay_strata(env_reader *r, strata_config *cfg) {
   TRY(env_algo(r, "STRATA_ALGO", &cfg->algo));
   TRY(env_log_level(r, "STRATA_LOG", &cfg->log_level));
   TRY(env_word(r, "STRATA_SITE", cfg->site, sizeof cfg->site));
+  TRY(env_compress(r, "STRATA_COMPRESS", &cfg->compress));
   return STRATA_OK;
 }
 

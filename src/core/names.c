@@ -123,6 +123,24 @@ int strata_coll_parse(const char *name, strata_coll *out) {
   return STRATA_OK;
 }
 
+static const char *const compress_names[] = {"default", "none", "bf16", "f16", "int8", "fp8"};
+static const name_alias compress_aliases[] = {{"fp16", STRATA_COMPRESS_F16},
+                                              {"half", STRATA_COMPRESS_F16},
+                                              {"e4m3", STRATA_COMPRESS_FP8},
+                                              {"off", STRATA_COMPRESS_NONE}};
+
+const char *strata_compress_name(strata_compress c) {
+  return name_at(compress_names, STRATA_COMPRESS_COUNT, (int)c);
+}
+
+int strata_compress_parse(const char *name, strata_compress *out) {
+  int value = name_find(name, compress_names, STRATA_COMPRESS_COUNT, compress_aliases,
+                        COUNT_OF(compress_aliases));
+  if (value < 0 || !out) return STRATA_ERR_INVALID_ARG;
+  *out = (strata_compress)value;
+  return STRATA_OK;
+}
+
 int strata_algo_parse(const char *name, strata_algo *out) {
   int value = name_find(name, algo_names, STRATA_ALGO_COUNT, NULL, 0);
   if (value < 0 || !out) return STRATA_ERR_INVALID_ARG;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/compress.h"
 #include "core/core.h"
 #include "engine/engine.h"
 
@@ -112,6 +113,9 @@ static int check_args(const strata_comm *comm, const strata_coll_args *a) {
     return STRATA_ERR_INVALID_ARG;
   if (is_reduction(a->coll) && (unsigned)a->op >= STRATA_OP_COUNT) return STRATA_ERR_INVALID_ARG;
   if (is_rooted(a->coll) && (a->root < 0 || a->root >= comm->nranks)) return STRATA_ERR_INVALID_ARG;
+  if ((unsigned)a->compress >= STRATA_COMPRESS_COUNT) return STRATA_ERR_INVALID_ARG;
+  if (strata_compress_is_lossy(a->compress) && a->dtype != STRATA_F32)
+    return STRATA_ERR_UNSUPPORTED;
   if ((a->coll == STRATA_COLL_SEND || a->coll == STRATA_COLL_RECV) &&
       (a->root < 0 || a->root >= comm->nranks || a->root == comm->rank))
     return STRATA_ERR_INVALID_ARG;
@@ -135,6 +139,7 @@ static uint64_t operation_tag(strata_comm *comm, strata_operation *op) {
   hash = fnv1a(hash, p2p ? (uint64_t)STRATA_COLL_SEND : (uint64_t)a->coll);
   hash = fnv1a(hash, a->count);
   hash = fnv1a(hash, (uint64_t)a->dtype);
+  hash = fnv1a(hash, (uint64_t)op->codec); /* both ends must agree on the wire format */
   if (!p2p) {
     hash = fnv1a(hash, is_reduction(a->coll) ? (uint64_t)a->op : 0);
     hash = fnv1a(hash, is_rooted(a->coll) ? (uint64_t)a->root : 0);
@@ -247,6 +252,32 @@ static int operation_alloc_steps(strata_operation *op) {
   return STRATA_OK;
 }
 
+/* The wire encoding of a call: its own, or the communicator's default for f32 data. */
+static strata_compress call_codec(const strata_comm *comm, const strata_coll_args *a) {
+  strata_compress c = a->compress;
+  if (c == STRATA_COMPRESS_DEFAULT) c = a->dtype == STRATA_F32 ? comm->cfg.compress : c;
+  return strata_compress_is_lossy(c) ? c : STRATA_COMPRESS_NONE;
+}
+
+/* One encoded slot per transfer step, each 64-byte aligned. A transfer's slot lives as long as
+ * the operation, so a send's encoding stays valid however long the transport holds it. */
+static int operation_alloc_wire(strata_operation *op) {
+  const strata_schedule *s = &op->sched;
+  op->wire_off = calloc(s->nsteps ? s->nsteps : 1, sizeof *op->wire_off);
+  if (!op->wire_off) return STRATA_ERR_NO_MEMORY;
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < s->nsteps; i++) {
+    const strata_step *st = &s->steps[i];
+    if (st->kind != STRATA_STEP_SEND && st->kind != STRATA_STEP_RECV &&
+        st->kind != STRATA_STEP_RECV_REDUCE)
+      continue;
+    op->wire_off[i] = total;
+    total += (strata_compress_wire_bytes(op->codec, st->bytes / sizeof(float)) + 63) & ~63ULL;
+  }
+  op->wire = aligned_alloc(64, total ? total : 64);
+  return op->wire ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+}
+
 static uint8_t empty_buffer[1];
 
 /* The schedule parameters of a call: exactly what the engine builds (strata_comm_algorithm shows
@@ -304,6 +335,7 @@ static int operation_create(strata_comm *comm, const strata_coll_args *args,
   op->comm = comm;
   op->args = resolved;
   op->elem_size = (uint32_t)elem;
+  op->codec = call_codec(comm, &resolved);
   if (is_reduction(resolved.coll)) {
     op->reduce = strata_reduce_kernel(resolved.dtype, resolved.op);
     op->avg_finish = resolved.op == STRATA_AVG;
@@ -323,6 +355,7 @@ static int operation_create(strata_comm *comm, const strata_coll_args *args,
     op->buf_bytes[STRATA_BUF_SCRATCH] = op->sched.scratch_bytes;
     if (!schedule_fits(comm, op)) status = STRATA_ERR_PROTOCOL;
   }
+  if (status == STRATA_OK && op->codec != STRATA_COMPRESS_NONE) status = operation_alloc_wire(op);
   if (status == STRATA_OK) status = operation_alloc_steps(op);
   if (status != STRATA_OK) {
     strata_operation_free(op);
@@ -351,10 +384,11 @@ int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_re
   if (!req) atomic_fetch_add(&comm->waiters, 1);
   pthread_mutex_lock(&comm->lock);
   op->tag = operation_tag(comm, op);
-  STRATA_LOG(STRATA_LOG_INFO, comm->rank, "%s count %zu %s %s root %d: algorithm %s, %u steps",
+  STRATA_LOG(STRATA_LOG_INFO, comm->rank, "%s count %zu %s %s root %d: algorithm %s, %u steps%s%s",
              strata_coll_name(op->args.coll), op->args.count, strata_dtype_name(op->args.dtype),
              strata_op_name(op->args.op), op->args.root, strata_algo_name(op->sched.algo),
-             op->sched.nsteps);
+             op->sched.nsteps, op->codec != STRATA_COMPRESS_NONE ? ", wire " : "",
+             op->codec != STRATA_COMPRESS_NONE ? strata_compress_name(op->codec) : "");
   status = strata_engine_submit(comm, op);
   if (req) {
     pthread_cond_signal(&comm->cond); /* the progress thread drives it while nobody waits */
@@ -401,6 +435,14 @@ int strata_request_test(strata_request *req) {
   int status = op->status;
   strata_operation_free(op);
   return status;
+}
+
+int strata_comm_get_stats(strata_comm *comm, strata_comm_stats *out) {
+  if (!comm || !out) return STRATA_ERR_INVALID_ARG;
+  pthread_mutex_lock(&comm->lock);
+  *out = comm->stats;
+  pthread_mutex_unlock(&comm->lock);
+  return STRATA_OK;
 }
 
 /* ---- wrappers ---- */

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/compress.h"
 #include "core/core.h"
 #include "engine/engine.h"
 
@@ -31,6 +32,14 @@ static int transports(strata_comm *comm, strata_transport *out[2]) {
   out[0] = comm->have_net ? comm->net.tcp : NULL;
   out[1] = comm->have_net ? comm->net.shm : NULL;
   return 2;
+}
+
+/* May the engine write where `ref` points? The receive buffer and scratch are ours for the
+ * operation; the send buffer only when it is the receive buffer (in place). */
+static int ref_writable(const strata_operation *op, strata_bufref ref, uint64_t bytes) {
+  if (ref.buf == STRATA_BUF_SCRATCH) return 1;
+  const uint8_t *p = op->bufs[ref.buf] + ref.offset, *recv = op->bufs[STRATA_BUF_RECV];
+  return p >= recv && p + bytes <= recv + op->buf_bytes[STRATA_BUF_RECV];
 }
 
 static void on_xfer_done(strata_xfer *x) {
@@ -51,8 +60,29 @@ static void post_transfer(strata_comm *comm, strata_operation *op, uint32_t inde
   x->user = op;
   int status;
   op->state[index] = STRATA_STEP_POSTED;
-  if (step->kind == STRATA_STEP_SEND) {
+  if (op->codec != STRATA_COMPRESS_NONE) {
+    uint64_t n = step->bytes / sizeof(float);
+    x->buf = op->wire + op->wire_off[index];
+    x->bytes = strata_compress_wire_bytes(op->codec, n);
+    x->elem_size = 1;
+    if (step->kind == STRATA_STEP_SEND) {
+      float *src = (float *)(void *)ref_ptr(op, step->src);
+      strata_compress_encode(op->codec, src, n, x->buf);
+      /* keep what the peers get, so every rank ends with the same values (engine.h) */
+      if (ref_writable(op, step->src, step->bytes))
+        strata_compress_decode(op->codec, x->buf, n, src);
+      comm->stats.messages_sent++;
+      comm->stats.data_bytes_sent += step->bytes;
+      comm->stats.wire_bytes_sent += x->bytes;
+      status = t->ops->post_send(t, x);
+    } else {
+      status = t->ops->post_recv(t, x);
+    }
+  } else if (step->kind == STRATA_STEP_SEND) {
     x->buf = ref_ptr(op, step->src);
+    comm->stats.messages_sent++;
+    comm->stats.data_bytes_sent += step->bytes;
+    comm->stats.wire_bytes_sent += step->bytes;
     status = t->ops->post_send(t, x);
   } else {
     if (step->kind == STRATA_STEP_RECV_REDUCE && t->fuses_reduce) {
@@ -159,7 +189,16 @@ static int process_completions(strata_comm *comm) {
         strata_engine_fail(comm, x->status, 1);
         return 1;
       }
-      if (step->kind == STRATA_STEP_RECV_REDUCE && !x->reduce && step->bytes)
+      if (op->codec != STRATA_COMPRESS_NONE && step->kind != STRATA_STEP_SEND) {
+        const uint8_t *wire = op->wire + op->wire_off[index];
+        size_t n = step->bytes / sizeof(float);
+        if (step->kind == STRATA_STEP_RECV)
+          strata_compress_decode(op->codec, wire, n, (float *)(void *)ref_ptr(op, step->dst));
+        else if (n)
+          strata_compress_decode_reduce(op->codec, wire, n,
+                                        (const float *)(void *)ref_ptr(op, step->src),
+                                        (float *)(void *)ref_ptr(op, step->dst), op->reduce);
+      } else if (step->kind == STRATA_STEP_RECV_REDUCE && !x->reduce && step->bytes)
         op->reduce(ref_ptr(op, step->dst), ref_ptr(op, step->src), ref_ptr(op, step->staging),
                    step->bytes / op->elem_size);
       step_complete(comm, op, index);
@@ -332,7 +371,7 @@ int strata_engine_submit(strata_comm *comm, strata_operation *op) {
     const strata_step *step = &s->steps[i];
     if (!is_transfer(step->kind)) continue;
     strata_post_queue *q = step->kind == STRATA_STEP_SEND ? &comm->send_queues[step->peer]
-                                                           : &comm->recv_queues[step->peer];
+                                                          : &comm->recv_queues[step->peer];
     strata_post_entry *e = &op->entries[i];
     e->op = op;
     e->step = i;
@@ -351,7 +390,9 @@ int strata_engine_submit(strata_comm *comm, strata_operation *op) {
   return STRATA_OK;
 }
 
-int strata_engine_poll(strata_comm *comm) { return engine_progress(comm); }
+int strata_engine_poll(strata_comm *comm) {
+  return engine_progress(comm);
+}
 
 /* Drive progress until `op` is done. Called with the lock held and comm->waiters counted. */
 int strata_engine_wait(strata_comm *comm, strata_operation *op) {
@@ -398,6 +439,8 @@ void strata_operation_free(strata_operation *op) {
   if (!op) return;
   strata_schedule_free(&op->sched);
   free(op->scratch);
+  free(op->wire);
+  free(op->wire_off);
   free(op->deps_left); /* one block holds every per-step array (operation_alloc in api.c) */
   free(op);
 }

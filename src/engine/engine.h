@@ -42,32 +42,40 @@ typedef struct strata_post_queue {
   strata_post_entry *head, *tail;
 } strata_post_queue;
 
-enum { STRATA_STEP_WAITING = 0, STRATA_STEP_READY = 1, STRATA_STEP_POSTED = 2, STRATA_STEP_DONE = 3 };
+enum {
+  STRATA_STEP_WAITING = 0,
+  STRATA_STEP_READY = 1,
+  STRATA_STEP_POSTED = 2,
+  STRATA_STEP_DONE = 3
+};
 
 struct strata_operation {
   strata_comm *comm;
   strata_coll_args args;
   uint32_t elem_size;
   uint64_t tag;
-  uint64_t coll_seq;     /* collective number (same on every rank); UINT64_MAX for send/recv */
+  uint64_t coll_seq; /* collective number (same on every rank); UINT64_MAX for send/recv */
   strata_schedule sched;
   uint8_t *bufs[3];      /* send, recv, scratch (indexed by strata_buf_id) */
   uint64_t buf_bytes[3]; /* bounds of each buffer, checked once per operation */
   void *scratch;         /* owned */
   uint32_t *deps_left;   /* per step */
-  uint32_t *dependents;  /* CSR: dependents of step i are dependents[dep_index[i]..dep_index[i+1]) */
+  uint32_t *dependents; /* CSR: dependents of step i are dependents[dep_index[i]..dep_index[i+1]) */
   uint32_t *dep_index;
-  uint8_t *state;        /* per step: STRATA_STEP_* */
-  strata_xfer *xfers;    /* per step (used by transfer steps) */
+  uint8_t *state;             /* per step: STRATA_STEP_* */
+  strata_xfer *xfers;         /* per step (used by transfer steps) */
   strata_post_entry *entries; /* per step (used by transfer steps) */
-  uint32_t *ready;       /* per op stack: steps whose dependencies just completed */
-  uint32_t *completed;   /* per op stack: transfer steps whose done() ran, not yet processed */
+  uint32_t *ready;            /* per op stack: steps whose dependencies just completed */
+  uint32_t *completed;        /* per op stack: transfer steps whose done() ran, not yet processed */
   uint32_t ncompleted;
   strata_reduce_fn reduce;
   uint32_t steps_left;
   int status;
   atomic_int done;
   int avg_finish;        /* divide the result by nranks at the end */
+  strata_compress codec; /* NONE, or the wire encoding of every transfer (f32 data) */
+  uint8_t *wire;         /* owned, codec only: one encoded slot per transfer step */
+  uint64_t *wire_off;    /* owned, codec only: per step, its slot's offset in `wire` */
   strata_operation *next_active;
 };
 
@@ -92,12 +100,13 @@ struct strata_comm {
   strata_operation *active_head, *active_tail;
   uint32_t active_count;
   uint64_t coll_seq;
-  uint64_t *p2p_send_seq, *p2p_recv_seq; /* per peer */
+  uint64_t *p2p_send_seq, *p2p_recv_seq;        /* per peer */
   strata_post_queue *send_queues, *recv_queues; /* per peer */
   double last_progress_s;
-  atomic_int error;       /* sticky first error */
-  atomic_int doomed;      /* a peer aborted from a later operation on: earlier ones still finish
-                             here, new calls fail with this status */
+  atomic_int error;        /* sticky first error */
+  strata_comm_stats stats; /* under lock */
+  atomic_int doomed;       /* a peer aborted from a later operation on: earlier ones still finish
+                              here, new calls fail with this status */
 };
 
 /* engine.c */
