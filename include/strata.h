@@ -186,6 +186,11 @@ typedef struct strata_config {
   char site[64];              /* STRATA_SITE: the site this rank is in (hierarchical collectives) */
   strata_compress compress;   /* STRATA_COMPRESS: wire encoding of f32 calls that ask for the
                                  default (none, bf16, f16, int8, fp8); NONE by default */
+  char topology[1024];        /* STRATA_TOPOLOGY: a topology file (docs/topology.md) or
+                                 "preset:NAME"; when site is "", this rank's site is the site
+                                 holding node (docs/hier.md); "" = none */
+  char node[64];              /* STRATA_NODE: this rank's node name in the topology; "" = the
+                                 hostname (also its short form, up to the first '.') */
 } strata_config;
 
 /* Fill `cfg` with defaults (rank -1, world_size -1, shm on, 4 TCP streams, 30 s timeout, ...). */

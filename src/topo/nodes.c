@@ -1,0 +1,122 @@
+/* nodes.c — node name -> site of a topology; the rules are in nodes.h. */
+#include "topo/nodes.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { MATCH_NONE = 0, MATCH_NUMBERED = 1, MATCH_EXACT = 2 };
+
+/* How `node` (len bytes, not NUL-terminated) names a node of the group called `group`. */
+static int match_group(const char *group, const char *node, size_t len) {
+  size_t glen = strlen(group);
+  if (!glen || glen > len || strncmp(group, node, glen) != 0) return MATCH_NONE;
+  if (glen == len) return MATCH_EXACT;
+  size_t i = glen;
+  if (strchr("-_.", node[i])) i++;
+  if (i == len) return MATCH_NONE;
+  for (; i < len; i++)
+    if (!isdigit((unsigned char)node[i])) return MATCH_NONE;
+  return MATCH_NUMBERED;
+}
+
+typedef struct node_search {
+  int best;      /* MATCH_* of the best groups found so far */
+  int site;      /* the site of the first group at that level */
+  int other;     /* another site at that level, -1 none: ambiguous */
+  int group;     /* the first such group */
+  int group_two; /* a group of `other` */
+} node_search;
+
+/* Looks `node` (len bytes) up among the groups of site `only` (-1: every site). */
+static node_search search_groups(const strata_topo *topo, int only, const char *node, size_t len) {
+  node_search s = {.best = MATCH_NONE, .site = -1, .other = -1, .group = -1, .group_two = -1};
+  for (int g = 0; g < topo->group_count; g++) {
+    const strata_topo_node_group *group = &topo->groups[g];
+    if (only >= 0 && group->site != only) continue;
+    int level = match_group(group->name, node, len);
+    if (level == MATCH_NONE || level < s.best) continue;
+    if (level > s.best) {
+      s = (node_search){
+          .best = level, .site = group->site, .other = -1, .group = g, .group_two = -1};
+    } else if (group->site != s.site && s.other < 0) {
+      s.other = group->site, s.group_two = g;
+    }
+  }
+  return s;
+}
+
+/* The full name first, then its short form. */
+static node_search search_name(const strata_topo *topo, int only, const char *name) {
+  size_t len = strlen(name);
+  node_search s = search_groups(topo, only, name, len);
+  const char *dot = strchr(name, '.');
+  if (s.best == MATCH_NONE && dot && dot > name)
+    s = search_groups(topo, only, name, (size_t)(dot - name));
+  return s;
+}
+
+/* "a (site x), b (site y), ..." for an error message. */
+static void list_groups(const strata_topo *topo, int only, char *text, size_t cap) {
+  size_t used = 0;
+  int listed = 0;
+  text[0] = '\0';
+  for (int g = 0; g < topo->group_count && used < cap; g++) {
+    const strata_topo_node_group *group = &topo->groups[g];
+    if ((only >= 0 && group->site != only) || !group->name[0]) continue;
+    if (listed == 8) {
+      snprintf(text + used, cap - used, ", ...");
+      return;
+    }
+    int n = snprintf(text + used, cap - used, "%s%s (site %s)", listed ? ", " : "", group->name,
+                     topo->sites[group->site].name);
+    if (n < 0) return;
+    used += (size_t)n;
+    listed++;
+  }
+  if (!listed) snprintf(text, cap, "none: give node groups a name:");
+}
+
+static int set_error(char *err, size_t err_len, int status, const char *fmt, const char *a,
+                     const char *b, const char *c) {
+  if (err && err_len) snprintf(err, err_len, fmt, a, b, c);
+  return status;
+}
+
+int strata_topo_node_site(const strata_topo *topo, const char *node, int *site, char *err,
+                          size_t err_len) {
+  if (err && err_len) err[0] = '\0';
+  if (!topo || !node || !site || !node[0])
+    return set_error(err, err_len, STRATA_ERR_INVALID_ARG, "%s%s%s", "no node name", "", "");
+  int only = -1;
+  const char *name = node;
+  char site_name[STRATA_TOPO_NAME_MAX];
+  const char *slash = strchr(node, '/');
+  if (slash) {
+    snprintf(site_name, sizeof site_name, "%.*s", (int)(slash - node), node);
+    only = strata_topo_site_index(topo, site_name);
+    if (only < 0 || (size_t)(slash - node) >= sizeof site_name)
+      return set_error(err, err_len, STRATA_ERR_NOT_FOUND, "node '%s': no site '%s'%s", node,
+                       site_name, " in the topology");
+    name = slash + 1;
+  }
+  node_search s = search_name(topo, only, name);
+  char groups[512];
+  if (s.best == MATCH_NONE) {
+    list_groups(topo, only, groups, sizeof groups);
+    return set_error(err, err_len, STRATA_ERR_NOT_FOUND,
+                     "node '%s' is in no node group of the topology (a node is GROUP, GROUP<n>, "
+                     "GROUP-<n> or SITE/GROUP<n>; groups: %s%s)",
+                     node, groups, "");
+  }
+  if (s.other >= 0) {
+    char both[320];
+    snprintf(both, sizeof both, "'%s' of site %s and '%s' of site %s", topo->groups[s.group].name,
+             topo->sites[s.site].name, topo->groups[s.group_two].name, topo->sites[s.other].name);
+    return set_error(err, err_len, STRATA_ERR_INVALID_ARG,
+                     "node '%s' is ambiguous: it matches node groups %s; name it SITE/%s", node,
+                     both, name);
+  }
+  *site = s.site;
+  return STRATA_OK;
+}

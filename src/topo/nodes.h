@@ -1,0 +1,35 @@
+/*
+ * nodes.h — which site of a topology holds a node named by its host name.
+ *
+ * The topology format describes nodes as groups of N identical nodes (topo.h), never one object
+ * per node, so a node has no name of its own. A host is found by its group's name instead:
+ *
+ *   - "GROUP"          the group named GROUP (a group of one node, typically);
+ *   - "GROUP<digits>", "GROUP-<digits>", "GROUP_<digits>", "GROUP.<digits>"
+ *                      a numbered node of the group named GROUP (dgx7, dgx-007, cpu_3). The
+ *                      number is not checked against the group's count: sites number their
+ *                      hosts from 0 or from 1, with or without zero padding;
+ *   - "SITE/NAME"      NAME as above, looked up in site SITE only (two sites of one file may
+ *                      both call their nodes "dgx", as the presets do).
+ * An exact group name beats a numbered match. A name matching groups of two different sites is
+ * ambiguous (an error naming both; qualify it as SITE/NAME). When NAME is not found and holds a
+ * '.', its short form (up to the first '.') is tried: a host "gpu3.dc.example.com" is node
+ * "gpu3" of the file.
+ *
+ * Pure lookups on a loaded topology: no I/O, no allocation, thread-safe.
+ */
+#ifndef STRATA_TOPO_NODES_H
+#define STRATA_TOPO_NODES_H
+
+#include <stddef.h>
+
+#include "topo/topo.h"
+
+/* Finds the site holding `node`: *site is an index into topo->sites. Returns STRATA_OK,
+ * STRATA_ERR_NOT_FOUND (no such node or site: err lists the names the file has),
+ * STRATA_ERR_INVALID_ARG (NULL arguments, an empty name, or a name matching nodes of two sites:
+ * err says which). err (err_len bytes, may be 0) gets one line without a trailing newline. */
+int strata_topo_node_site(const strata_topo *topo, const char *node, int *site, char *err,
+                          size_t err_len);
+
+#endif
