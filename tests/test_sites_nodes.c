@@ -1,0 +1,123 @@
+/*
+ * test_sites_nodes.c — the node name -> site lookup of src/topo/nodes.c (exact and numbered
+ * group names, the host's short form, SITE/NAME, ambiguity, names the file lacks), and the
+ * STRATA_TOPOLOGY / STRATA_NODE variables of src/boot/env.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers/check.h"
+#include "topo/nodes.h"
+#include "topo/topo.h"
+
+static const char yaml[] =
+    "sites:\n"
+    "  - name: east\n"
+    "    nodes:\n"
+    "      - {name: gpu, count: 4, gpu: none}\n"
+    "      - {name: login, count: 1, gpu: none}\n"
+    "      - {count: 2, gpu: none}\n"
+    "  - name: west\n"
+    "    racks:\n"
+    "      - {name: r, count: 2, nodes: {name: gpu, count: 2, gpu: none}}\n"
+    "    nodes: {name: gpu7, count: 1, gpu: none}\n"
+    "  - name: north\n"
+    "    nodes: {name: cpu-a, count: 3, gpu: none}\n";
+
+/* The site of `node`, "" when not found (err in *status). */
+static const char *site_of(const strata_topo *topo, const char *node, int *status, char *err,
+                           size_t len) {
+  int site = -1;
+  *status = strata_topo_node_site(topo, node, &site, err, len);
+  return *status == STRATA_OK ? topo->sites[site].name : "";
+}
+
+static void expect_site(const strata_topo *topo, const char *node, const char *want) {
+  int status;
+  char err[512];
+  const char *got = site_of(topo, node, &status, err, sizeof err);
+  CHECK(!strcmp(got, want), "node '%s': site '%s' (%s), expected '%s'", node, got,
+        status ? err : "ok", want);
+}
+
+static void expect_error(const strata_topo *topo, const char *node, int want_status,
+                         const char *want_text) {
+  int status;
+  char err[512];
+  site_of(topo, node, &status, err, sizeof err);
+  CHECK(status == want_status, "node '%s': status %s, expected %s", node, strata_err_name(status),
+        strata_err_name(want_status));
+  CHECK(strstr(err, want_text) != NULL, "node '%s': error '%s' lacks '%s'", node, err, want_text);
+}
+
+static void test_lookup(void) {
+  strata_topo *topo = NULL;
+  char err[512];
+  int status = strata_topo_load_string("t.yaml", yaml, strlen(yaml), &topo, err, sizeof err);
+  CHECK(status == STRATA_OK, "load: %s", err);
+  if (!topo) return;
+  expect_site(topo, "login", "east");
+  expect_site(topo, "login.dc.example.com", "east"); /* short form */
+  expect_site(topo, "north/cpu-a", "north");
+  expect_site(topo, "cpu-a2", "north");
+  expect_site(topo, "cpu-a-02", "north");
+  expect_site(topo, "cpu-a_1.lab", "north");
+  expect_site(topo, "gpu7", "west");       /* an exact name beats gpu + 7 of east */
+  expect_site(topo, "east/gpu7", "east");  /* ... unless the site is named */
+  expect_site(topo, "west/gpu-1", "west"); /* a group inside a rack */
+  expect_site(topo, "east/gpu.0", "east");
+  expect_error(topo, "gpu3", STRATA_ERR_INVALID_ARG, "SITE/gpu3"); /* east and west */
+  expect_error(topo, "gpu3", STRATA_ERR_INVALID_ARG, "site east");
+  expect_error(topo, "cpu-b1", STRATA_ERR_NOT_FOUND, "groups: gpu (site east), login");
+  expect_error(topo, "login-", STRATA_ERR_NOT_FOUND, "'login-'");
+  expect_error(topo, "logins", STRATA_ERR_NOT_FOUND, "'logins'");
+  expect_error(topo, "cpu-a-x", STRATA_ERR_NOT_FOUND, "cpu-a-x");
+  expect_error(topo, "south/gpu1", STRATA_ERR_NOT_FOUND, "no site 'south'");
+  expect_error(topo, "north/login", STRATA_ERR_NOT_FOUND, "groups: cpu-a (site north))");
+  expect_error(topo, "", STRATA_ERR_INVALID_ARG, "no node name");
+  expect_error(topo, ".x", STRATA_ERR_NOT_FOUND, "'.x'");
+  int site = 0;
+  CHECK(strata_topo_node_site(NULL, "x", &site, NULL, 0) == STRATA_ERR_INVALID_ARG, "NULL topo");
+  CHECK(strata_topo_node_site(topo, "login", &site, NULL, 0) == STRATA_OK, "no err buffer");
+  strata_topo_free(topo);
+
+  /* the presets call the nodes of both sites "dgx" */
+  status = strata_topo_preset("metro-2-sites", &topo, err, sizeof err);
+  CHECK(status == STRATA_OK, "preset: %s", err);
+  if (!topo) return;
+  expect_site(topo, "metro-b/dgx12", "metro-b");
+  expect_error(topo, "dgx12", STRATA_ERR_INVALID_ARG, "ambiguous");
+  strata_topo_free(topo);
+}
+
+static void test_env(void) {
+  strata_config cfg;
+  char err[256];
+  strata_config_init(&cfg);
+  CHECK(!cfg.topology[0] && !cfg.node[0], "defaults are empty");
+  setenv("STRATA_TOPOLOGY", "/tmp/my cluster.yaml", 1); /* spaces are fine in a path */
+  setenv("STRATA_NODE", "gpu-3.dc", 1);
+  CHECK(strata_config_from_env(&cfg, err, sizeof err) == STRATA_OK, "from env: %s", err);
+  CHECK(!strcmp(cfg.topology, "/tmp/my cluster.yaml"), "topology '%s'", cfg.topology);
+  CHECK(!strcmp(cfg.node, "gpu-3.dc"), "node '%s'", cfg.node);
+  setenv("STRATA_NODE", "two words", 1);
+  CHECK(strata_config_from_env(&cfg, err, sizeof err) == STRATA_ERR_CONFIG, "space in node");
+  CHECK(strstr(err, "STRATA_NODE=two words") != NULL, "message '%s'", err);
+  unsetenv("STRATA_NODE");
+  setenv("STRATA_TOPOLOGY", "a\tb", 1);
+  CHECK(strata_config_from_env(&cfg, err, sizeof err) == STRATA_ERR_CONFIG, "tab in topology");
+  CHECK(strstr(err, "STRATA_TOPOLOGY") != NULL, "message '%s'", err);
+  char long_path[1100];
+  memset(long_path, 'x', sizeof long_path - 1);
+  long_path[sizeof long_path - 1] = '\0';
+  setenv("STRATA_TOPOLOGY", long_path, 1);
+  CHECK(strata_config_from_env(&cfg, err, sizeof err) == STRATA_ERR_CONFIG, "long path");
+  unsetenv("STRATA_TOPOLOGY");
+}
+
+int main(void) {
+  test_lookup();
+  test_env();
+  printf("%s\n", failures ? "FAIL" : "PASS");
+  return failures != 0;
+}
