@@ -7,6 +7,12 @@
  * STRATA_LOCAL_RANK, and a fresh STRATA_JOB_ID and 32-byte STRATA_SECRET unless the caller's
  * environment already sets them. --order permutes which rank the i-th child gets.
  *
+ * --sites MATRIX gives child i STRATA_SITE = the site of row i of a link matrix written by
+ * `strata probe` (docs/link-matrix.md): the matrix's site labels when every row has one, else
+ * "site<k>" from clustering its latencies (strata_place_sites, the grouping `strata place
+ * --sites` prints). A row is a process slot, so the site stays with child i whatever rank
+ * --order gives it: `--order "$(strata place -q M)" --sites M` is the placed job, with sites.
+ *
  * Supervision (the part that must not go wrong):
  *  - each child leads its own process group, so signals reach the whole tree it starts (a shell,
  *    the python under it, ...); SIGINT, SIGTERM and SIGHUP sent to the launcher are forwarded to
@@ -22,6 +28,7 @@
  * Everything runs in one thread around poll(): a self-pipe carries signals from the handler,
  * the --tag pipes carry output, and the poll timeout carries the SIGKILL deadline.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -36,18 +43,22 @@
 
 #include "boot/store.h"
 #include "commands.h"
+#include "plan/place.h"
 #include "strata.h"
+#include "topo/linkmatrix.h"
 
 extern char **environ;
 
 #define LAUNCH_MAX_RANKS 4096
 #define LAUNCH_DEFAULT_GRACE_S 3.0
 #define LAUNCH_LINE_BYTES 65536
+#define LAUNCH_SITE_ENV_BYTES (sizeof "STRATA_SITE=" + STRATA_LINKMATRIX_LABEL_BYTES)
 
 typedef struct launch_options {
   int nranks;
   const char *addr;
   const char *order_text;
+  const char *sites_path; /* --sites MATRIX */
   int tag;
   double grace_s;
   char **command;
@@ -64,6 +75,7 @@ typedef struct launch_child {
   pid_t pid;  /* 0 once reaped */
   pid_t pgid; /* its process group; 0 once known to be empty */
   int rank;
+  char site_env[LAUNCH_SITE_ENV_BYTES]; /* "STRATA_SITE=..." with --sites, else "" */
   char **envp;
   launch_stream out, err;
 } launch_child;
@@ -85,14 +97,16 @@ static int signal_pipe[2] = {-1, -1};
 
 static void launch_usage(FILE *out) {
   fprintf(out,
-          "usage: strata launch -n N [--addr HOST:PORT] [--order R0,R1,...] [--tag]\n"
-          "                     [--grace SECONDS] [--] CMD [ARGS...]\n\n"
+          "usage: strata launch -n N [--addr HOST:PORT] [--order R0,R1,...] [--sites MATRIX]\n"
+          "                     [--tag] [--grace SECONDS] [--] CMD [ARGS...]\n\n"
           "Start N ranks of CMD on this host with a rendezvous store served by the launcher.\n"
           "Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_LOCAL_RANK, STRATA_ADDR,\n"
           "STRATA_STORE_EXTERNAL=1, and a fresh STRATA_JOB_ID and STRATA_SECRET unless set.\n\n"
           "  -n, -np, --np N   number of ranks (1..%d)\n"
           "  --addr HOST:PORT  where the store listens (default 127.0.0.1:0, a free port)\n"
           "  --order LIST      rank of each child in start order, a permutation of 0..N-1\n"
+          "  --sites MATRIX    STRATA_SITE of child i = the site of row i of a link matrix\n"
+          "                    from 'strata probe' (its site labels, else latency clusters)\n"
           "  --tag             prefix every output line with [rank]\n"
           "  --grace SECONDS   wait this long after SIGTERM before SIGKILL (default %.0f)\n"
           "  -h, --help        this text\n\n"
@@ -151,6 +165,9 @@ static int parse_options(int argc, char **argv, launch_options *opt) {
       opt->addr = v;
     } else if ((v = option_value(argc, argv, &i, "--order"))) {
       opt->order_text = v;
+    } else if ((v = option_value(argc, argv, &i, "--sites"))) {
+      if (!*v) return usage_error("%s", "--sites wants a link matrix file (strata probe --out)");
+      opt->sites_path = v;
     } else if ((v = option_value(argc, argv, &i, "--grace"))) {
       char *end;
       opt->grace_s = strtod(v, &end);
@@ -196,6 +213,58 @@ static int parse_order(const launch_options *opt, int *order) {
   return 0;
 }
 
+/* ---- --sites ---- */
+
+/* A name STRATA_SITE accepts (src/boot/env.c): not empty, no spaces or control characters. */
+static int site_name_ok(const char *name) {
+  if (!*name) return 0;
+  for (const char *c = name; *c; c++)
+    if (isspace((unsigned char)*c) || iscntrl((unsigned char)*c)) return 0;
+  return 1;
+}
+
+/* Child i's STRATA_SITE from row i of the matrix. Returns 0, 1 (out of memory) or 2 (bad
+ * input: unreadable matrix, wrong number of rows, a label STRATA_SITE would refuse). */
+static int load_sites(launcher *l) {
+  const char *path = l->opt.sites_path;
+  strata_link_matrix m;
+  char err[512] = "";
+  int status = strata_link_matrix_load(&m, path, err, sizeof err);
+  if (status != STRATA_OK) {
+    fprintf(stderr, "strata launch: --sites: %s\n", err[0] ? err : strata_strerror(status));
+    return 2;
+  }
+  int rc = 0, nsites = 0, from_labels = 0;
+  int *site_of = malloc(sizeof(int) * (size_t)m.nranks);
+  if (m.nranks != l->opt.nranks) {
+    fprintf(stderr,
+            "strata launch: --sites %s: the matrix has %d rows, -n is %d (row i is child i)\n",
+            path, m.nranks, l->opt.nranks);
+    rc = 2;
+  } else if (!site_of || strata_place_sites(&m, site_of, &nsites, &from_labels) != STRATA_OK) {
+    fprintf(stderr, "strata launch: out of memory\n");
+    rc = 1;
+  }
+  for (int i = 0; rc == 0 && i < m.nranks; i++) {
+    char name[STRATA_LINKMATRIX_LABEL_BYTES];
+    strata_place_site_name(&m, site_of, from_labels, i, name, sizeof name);
+    if (!site_name_ok(name)) {
+      fprintf(stderr,
+              "strata launch: --sites %s: the site label '%s' of row %d is not a valid "
+              "STRATA_SITE (no spaces or control characters)\n",
+              path, name, i);
+      rc = 2;
+    }
+    snprintf(l->children[i].site_env, sizeof l->children[i].site_env, "STRATA_SITE=%s", name);
+  }
+  if (rc == 0 && nsites < 2)
+    fprintf(stderr, "strata launch: --sites %s: every row is in one site; collectives stay flat\n",
+            path);
+  free(site_of);
+  strata_link_matrix_free(&m);
+  return rc;
+}
+
 /* ---- environment of the children ---- */
 
 static int random_hex(char *out, size_t nbytes) {
@@ -210,7 +279,8 @@ static int random_hex(char *out, size_t nbytes) {
   return 0;
 }
 
-static int is_launch_var(const char *entry) {
+static int is_launch_var(const launcher *l, const char *entry) {
+  if (l->opt.sites_path && !strncmp(entry, "STRATA_SITE=", strlen("STRATA_SITE="))) return 1;
   static const char *const names[] = {"STRATA_RANK=", "STRATA_WORLD_SIZE=", "STRATA_LOCAL_RANK=",
                                       "STRATA_ADDR=", "STRATA_STORE_EXTERNAL="};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -246,7 +316,8 @@ static int prepare_shared_env(launcher *l) {
 
 /* environ minus what we set, plus the shared and per-rank variables: one allocation holding
  * the NULL-terminated pointer array and, after it, the per-rank strings. free() releases it. */
-static char **child_env(const launcher *l, int rank) {
+static char **child_env(const launcher *l, launch_child *c) {
+  int rank = c->rank;
   size_t n = 0;
   while (environ[n]) n++;
   size_t slots = n + 10;
@@ -257,7 +328,7 @@ static char **child_env(const launcher *l, int rank) {
   snprintf(local_env, 40, "STRATA_LOCAL_RANK=%d", rank); /* one host: local rank = rank */
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
-    if (!is_launch_var(environ[i])) envp[k++] = environ[i];
+    if (!is_launch_var(l, environ[i])) envp[k++] = environ[i];
   envp[k++] = rank_env;
   envp[k++] = local_env;
   envp[k++] = (char *)l->world_env;
@@ -265,6 +336,7 @@ static char **child_env(const launcher *l, int rank) {
   envp[k++] = "STRATA_STORE_EXTERNAL=1";
   if (l->job_env[0]) envp[k++] = (char *)l->job_env;
   if (l->secret_env[0]) envp[k++] = (char *)l->secret_env;
+  if (c->site_env[0]) envp[k++] = c->site_env;
   envp[k] = NULL;
   return envp;
 }
@@ -583,7 +655,7 @@ static void launcher_free(launcher *l) {
 static int start_children(launcher *l) {
   for (int i = 0; i < l->opt.nranks; i++) {
     launch_child *c = &l->children[i];
-    c->envp = child_env(l, c->rank);
+    c->envp = child_env(l, c);
     if (!c->envp || spawn_child(l, c) != 0) {
       fprintf(stderr, "strata launch: cannot start rank %d: %s\n", c->rank, strerror(errno));
       return -1;
@@ -618,6 +690,11 @@ int strata_cmd_launch(int argc, char **argv) {
   }
   for (int i = 0; i < l.opt.nranks; i++)
     l.children[i] = (launch_child){.rank = order[i], .out = {.fd = -1}, .err = {.fd = -1}};
+  if (l.opt.sites_path && (rc = load_sites(&l)) != 0) {
+    free(order);
+    free(l.children);
+    return rc;
+  }
   int status = strata_store_server_start(l.opt.addr, &l.server);
   if (status != STRATA_OK) {
     fprintf(stderr, "strata launch: cannot serve the store on %s: %s\n", l.opt.addr,

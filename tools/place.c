@@ -6,6 +6,10 @@
  * The solvers live in src/plan/place.c; this file parses arguments and prints. The order
  * printed is launch's meaning of --order: the i-th value is the rank that child i (the process
  * in matrix row i) gets. docs/place.md explains the modes and the numbers.
+ *
+ * --env prints the site grouping instead, as the variable each row's process needs for the
+ * hierarchical collectives: line i is STRATA_SITE=<site of row i> (the names `strata launch
+ * --sites` gives; docs/hier.md), for launchers other than `strata launch`.
  */
 #include <errno.h>
 #include <math.h>
@@ -31,6 +35,7 @@ typedef struct place_options {
   double params, param_bytes;
   uint64_t seed;
   int json, quiet, iterations;
+  int env;              /* --env: print STRATA_SITE per matrix row */
   const char *evaluate; /* --evaluate ORDER: predict this launch order instead of placing */
 } place_options;
 
@@ -46,6 +51,8 @@ static void place_usage(FILE *out) {
           "                      slowest hop is fastest; exact up to %d ranks\n"
           "  --sites             a ring with each site's ranks contiguous (site labels from\n"
           "                      the matrix, else clusters of similar latency)\n"
+          "  --env               print STRATA_SITE=<site> for each matrix row (line i: row i)\n"
+          "                      instead of an order: the sites of 'strata launch --sites'\n"
           "  --pipeline STAGES   assign (stage, replica) positions, after Yuan et al. 2022:\n"
           "    --replicas D        data-parallel replicas (default: ranks / STAGES)\n"
           "    --params N          parameters of the model (suffix K, M, B = 1e3, 1e6, 1e9)\n"
@@ -130,6 +137,8 @@ static int parse_args(int argc, char **argv, place_options *o) {
       o->mode = PLACE_RING, takes = 0;
     } else if (!strcmp(a, "--sites")) {
       o->mode = PLACE_SITES, takes = 0;
+    } else if (!strcmp(a, "--env")) {
+      o->env = 1, takes = 0;
     } else if (!strcmp(a, "--json")) {
       o->json = 1, takes = 0;
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
@@ -248,6 +257,31 @@ static int run_evaluate(const place_options *o, const strata_link_matrix *m) {
            o->evaluate, us);
   free(seq);
   return 0;
+}
+
+/* --env: one STRATA_SITE line per matrix row; nothing printed when a label is unusable. */
+static int run_env(const strata_link_matrix *m) {
+  int n = m->nranks, nsites = 0, labelled = 0, *site_of = malloc(sizeof(int) * n);
+  if (!site_of || strata_place_sites(m, site_of, &nsites, &labelled) != STRATA_OK) {
+    fprintf(stderr, "strata place: out of memory\n");
+    free(site_of);
+    return 1;
+  }
+  char name[STRATA_LINKMATRIX_LABEL_BYTES];
+  int rc = 0;
+  for (int pass = 0; pass < 2 && rc == 0; pass++)
+    for (int i = 0; i < n && rc == 0; i++) {
+      strata_place_site_name(m, site_of, labelled, i, name, sizeof name);
+      if (pass == 1) {
+        printf("STRATA_SITE=%s\n", name);
+      } else if (!name[0] || strcspn(name, " \t\n\r\f\v") != strlen(name)) {
+        fprintf(stderr, "strata place: the site label '%s' of row %d is not a valid STRATA_SITE\n",
+                name, i);
+        rc = 2;
+      }
+    }
+  free(site_of);
+  return rc;
 }
 
 static int run_ring(const place_options *o, const strata_link_matrix *m) {
@@ -423,7 +457,9 @@ int strata_cmd_place(int argc, char **argv) {
     fprintf(stderr, "strata place: %s\n", err[0] ? err : strata_strerror(rc));
     return 2;
   }
-  if (o.evaluate)
+  if (o.env)
+    rc = run_env(&m);
+  else if (o.evaluate)
     rc = run_evaluate(&o, &m);
   else
     rc = o.mode == PLACE_PIPELINE ? run_pipeline(&o, &m) : run_ring(&o, &m);

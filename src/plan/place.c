@@ -25,6 +25,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -489,6 +490,14 @@ static double cluster_threshold(const strata_link_matrix *m) {
     }
   free(v);
   return threshold;
+}
+
+void strata_place_site_name(const strata_link_matrix *m, const int *site_of, int from_labels,
+                            int slot, char *out, size_t len) {
+  if (from_labels)
+    snprintf(out, len, "%s", m->site[slot]);
+  else
+    snprintf(out, len, "site%d", site_of[slot]);
 }
 
 int strata_place_sites(const strata_link_matrix *m, int *site_of, int *nsites, int *from_labels) {

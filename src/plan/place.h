@@ -28,6 +28,7 @@
 #ifndef STRATA_PLAN_PLACE_H
 #define STRATA_PLAN_PLACE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "topo/linkmatrix.h"
@@ -86,6 +87,11 @@ double strata_place_random_allreduce_us(const strata_link_matrix *m, double byte
  * when that gap is at least 4x and its upper side at least STRATA_PLACE_SITE_MIN_LATENCY_US
  * (one site otherwise). *from_labels tells which (may be NULL). */
 int strata_place_sites(const strata_link_matrix *m, int *site_of, int *nsites, int *from_labels);
+/* The name of slot i's site, as `strata launch --sites` and `strata place --env` give it to the
+ * rank in that slot (STRATA_SITE): the matrix's label when strata_place_sites() grouped by labels
+ * (*from_labels), else "site<k>" with k = site_of[slot]. out gets at most len bytes. */
+void strata_place_site_name(const strata_link_matrix *m, const int *site_of, int from_labels,
+                            int slot, char *out, size_t len);
 /* A ring with each site's ranks contiguous, for an allreduce of `bytes`. */
 int strata_place_sites_ring(const strata_link_matrix *m, double bytes, uint64_t seed, int *seq);
 
