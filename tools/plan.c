@@ -2,7 +2,12 @@
  * plan.c — `strata plan`: load a topology (file or preset), take a workload from flags, and print
  * the plan (src/plan) as text, JSON or an SVG map. All logic lives in the library; this file only
  * parses arguments and picks the writer. Exit status: 0 planned (findings or not), 2 bad usage or
- * a bad topology, 1 out of memory.
+ * a bad topology or link matrix (or one whose sites do not map onto the topology's), 1 out of
+ * memory.
+ *
+ * --links MATRIX: a link matrix (docs/link-matrix.md) replaces the modeled figures of the
+ * inter-site links it covers (src/plan/measured.c); with no topology, the plan is made on a
+ * minimal topology synthesized from the matrix (one CPU node per rank).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -17,12 +22,16 @@
 
 static void plan_usage(FILE *out) {
   fprintf(out,
-          "usage: strata plan [--preset NAME | FILE.yaml] [options]\n"
+          "usage: strata plan [--preset NAME | FILE.yaml] [--links MATRIX] [options]\n"
+          "       strata plan --links MATRIX [options]   (a topology made from the matrix)\n"
           "       strata plan --list-presets\n\n"
           "Describe a cluster and a workload; get which layer carries what, predicted collective\n"
           "times, the layer-3 decision (fabric extension vs. overlay + DiLoCo) and lints.\n\n"
           "  --preset NAME          a built-in topology (see --list-presets)\n"
           "  --list-presets         list the built-in topologies\n"
+          "  --links MATRIX         measured link matrix (strata probe; JSON or YAML): its\n"
+          "                         inter-site latency and bandwidth replace the modeled\n"
+          "                         ones; alone, plan one CPU node per rank from it\n"
           "  --workload KIND        train-sync | diloco | rl | inference | bringup\n"
           "                         (default: train-sync on one site or an extended fabric,\n"
           "                         diloco across any other link)\n"
@@ -95,7 +104,8 @@ enum {
   OPT_PIPELINE,
   OPT_TOKEN_MS,
   OPT_JSON,
-  OPT_SVG
+  OPT_SVG,
+  OPT_LINKS
 };
 
 static const struct option plan_options[] = {
@@ -119,11 +129,12 @@ static const struct option plan_options[] = {
     {"token-ms", required_argument, 0, OPT_TOKEN_MS},
     {"json", no_argument, 0, OPT_JSON},
     {"svg", required_argument, 0, OPT_SVG},
+    {"links", required_argument, 0, OPT_LINKS},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0}};
 
 typedef struct plan_args {
-  const char *preset, *file, *svg;
+  const char *preset, *file, *svg, *links;
   int json, list, workload_given;
   strata_workload w; /* kind filled later when not given */
   /* numeric overrides, applied after the kind's defaults: NAN / -1 = not given */
@@ -194,6 +205,9 @@ static int parse_option(plan_args *a, int opt, const char *arg) {
     case OPT_SVG:
       a->svg = arg;
       return 0;
+    case OPT_LINKS:
+      a->links = arg;
+      return 0;
     default:
       return -1;
   }
@@ -240,9 +254,13 @@ static int parse_args(int argc, char **argv, plan_args *a) {
     fprintf(stderr, "strata plan: unexpected argument '%s'\n", argv[optind]);
     return -1;
   }
-  if (!a->list && !!a->preset == !!a->file) {
+  if (!a->list && (a->preset && a->file)) {
+    fprintf(stderr, "strata plan: give one of --preset NAME or FILE.yaml, not both\n");
+    return -1;
+  }
+  if (!a->list && !a->preset && !a->file && !a->links) {
     fprintf(stderr,
-            "strata plan: give exactly one of --preset NAME or FILE.yaml "
+            "strata plan: give exactly one of --preset NAME or FILE.yaml, or --links MATRIX "
             "(see strata plan --help)\n");
     return -1;
   }
@@ -267,6 +285,60 @@ static int write_svg(const char *path, const strata_plan *plan) {
   return 0;
 }
 
+static int exit_status(int status) {
+  return status == STRATA_ERR_NO_MEMORY ? 1 : 2;
+}
+
+/* Builds the plan for the loaded topology and writes it. Returns the exit status. */
+static int plan_and_write(const plan_args *a, const strata_topo *topo,
+                          const strata_plan_measured *measured) {
+  strata_workload_kind kind = a->workload_given ? a->w.kind : strata_workload_auto(topo);
+  strata_workload w;
+  strata_workload_defaults(&w, kind);
+  apply_overrides(a, &w);
+  if (w.trainer_site[0] && strata_topo_site_index(topo, w.trainer_site) < 0) {
+    fprintf(stderr, "strata plan: --trainer-site '%s' is not a site of %s\n", w.trainer_site,
+            topo->source);
+    return 2;
+  }
+  char err[512];
+  strata_plan plan;
+  int status = strata_plan_build_measured(topo, &w, measured, &plan, err, sizeof err);
+  if (status != STRATA_OK) {
+    fprintf(stderr, "strata plan: %s\n", err[0] ? err : strata_strerror(status));
+    return exit_status(status);
+  }
+  int svg_to_stdout = a->svg && !strcmp(a->svg, "-");
+  if (a->json)
+    strata_plan_write_json(stdout, &plan);
+  else if (!svg_to_stdout)
+    strata_plan_write_text(stdout, &plan);
+  int rc = a->svg ? write_svg(a->svg, &plan) : 0;
+  strata_plan_free(&plan);
+  return rc;
+}
+
+/* The topology: a preset, a file, or (only --links) one made from the matrix. */
+static int load_topology(const plan_args *a, const strata_link_matrix *matrix, strata_topo **topo,
+                         char *err, size_t err_len) {
+  if (a->preset) return strata_topo_preset(a->preset, topo, err, err_len);
+  if (a->file) return strata_topo_load_file(a->file, topo, err, err_len);
+  return strata_plan_topo_from_matrix(matrix, a->links, topo, err, err_len);
+}
+
+/* Reads --links and maps it onto the topology. STRATA_OK with nothing to do without --links. */
+static int load_measured(const plan_args *a, const strata_topo *topo,
+                         const strata_link_matrix *matrix, strata_plan_measured *measured,
+                         char *err, size_t err_len) {
+  memset(measured, 0, sizeof *measured);
+  if (!a->links) return STRATA_OK;
+  int status = strata_plan_measured_from_matrix(topo, matrix, a->links, measured, err, err_len);
+  /* a synthesized topology has no fabric facts of its own: the matrix's pairs inside a site
+   * are the site fabric */
+  if (status == STRATA_OK && !a->preset && !a->file) measured->inside_sites = 1;
+  return status;
+}
+
 int strata_cmd_plan(int argc, char **argv) {
   plan_args a;
   int rc = parse_args(argc, argv, &a);
@@ -279,38 +351,28 @@ int strata_cmd_plan(int argc, char **argv) {
     list_presets();
     return 0;
   }
-  char err[512];
+  char err[1024];
+  err[0] = '\0';
+  strata_link_matrix matrix;
+  memset(&matrix, 0, sizeof matrix);
+  int status = a.links ? strata_link_matrix_load(&matrix, a.links, err, sizeof err) : STRATA_OK;
+  if (status != STRATA_OK) {
+    fprintf(stderr, "strata plan: --links: %s\n", err[0] ? err : strata_strerror(status));
+    return exit_status(status);
+  }
   strata_topo *topo = NULL;
-  int status = a.preset ? strata_topo_preset(a.preset, &topo, err, sizeof err)
-                        : strata_topo_load_file(a.file, &topo, err, sizeof err);
-  if (status != STRATA_OK) {
-    fprintf(stderr, "strata plan: %s\n", err[0] ? err : strata_strerror(status));
-    return status == STRATA_ERR_NO_MEMORY ? 1 : 2;
-  }
-  strata_workload_kind kind = a.workload_given ? a.w.kind : strata_workload_auto(topo);
-  strata_workload w;
-  strata_workload_defaults(&w, kind);
-  apply_overrides(&a, &w);
-  if (w.trainer_site[0] && strata_topo_site_index(topo, w.trainer_site) < 0) {
-    fprintf(stderr, "strata plan: --trainer-site '%s' is not a site of %s\n", w.trainer_site,
-            topo->source);
-    strata_topo_free(topo);
-    return 2;
-  }
-  strata_plan plan;
-  status = strata_plan_build(topo, &w, &plan, err, sizeof err);
+  strata_plan_measured measured;
+  memset(&measured, 0, sizeof measured);
+  status = load_topology(&a, &matrix, &topo, err, sizeof err);
+  if (status == STRATA_OK) status = load_measured(&a, topo, &matrix, &measured, err, sizeof err);
+  strata_link_matrix_free(&matrix);
   if (status != STRATA_OK) {
     fprintf(stderr, "strata plan: %s\n", err[0] ? err : strata_strerror(status));
     strata_topo_free(topo);
-    return status == STRATA_ERR_NO_MEMORY ? 1 : 2;
+    return exit_status(status);
   }
-  int svg_to_stdout = a.svg && !strcmp(a.svg, "-");
-  if (a.json)
-    strata_plan_write_json(stdout, &plan);
-  else if (!svg_to_stdout)
-    strata_plan_write_text(stdout, &plan);
-  rc = a.svg ? write_svg(a.svg, &plan) : 0;
-  strata_plan_free(&plan);
+  rc = plan_and_write(&a, topo, a.links ? &measured : NULL);
+  strata_plan_measured_free(&measured);
   strata_topo_free(topo);
   return rc;
 }

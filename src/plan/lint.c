@@ -246,7 +246,7 @@ static void lint_link_kinds(lint_ctx *c, const strata_topo_link *k, const strata
            "tunnel MTU %.0f exceeds the %d bytes a 1500-byte path leaves after WireGuard's 60-80 "
            "bytes: packets fragment or black-hole",
            k->overlay.mtu_bytes, strata_wireguard_mtu(1500));
-  if (m->km < 0 && !strata_topo_is_set(k->overlay.rtt_ms))
+  if (m->km < 0 && !strata_topo_is_set(k->overlay.rtt_ms) && !m->measured)
     report(c, "L3-DISTANCE-UNKNOWN", &k->mark, k->name,
            "give physical.km, site locations, or a measured overlay.rtt_ms",
            "no route length, site locations or measured RTT: the model assumed RTT %.3g ms",
@@ -437,7 +437,7 @@ int strata_plan_lint(strata_plan *plan) {
   for (int i = 0; i < t->link_count; i++) {
     const strata_topo_link *k = &t->links[i];
     strata_wan_model m;
-    strata_plan_wan_model(t, i, &plan->workload, &m);
+    strata_plan_link_model(plan, i, &m);
     lint_link_reach(&c, k, m.km);
     lint_roce_headroom(&c, k, m.km);
     lint_link_kinds(&c, k, &m);

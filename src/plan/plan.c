@@ -233,6 +233,16 @@ void strata_plan_wan_model(const strata_topo *topo, int index, const strata_work
   out->gbps = gbit / 8.0;
 }
 
+void strata_plan_link_model(const strata_plan *plan, int link, strata_wan_model *out) {
+  strata_plan_wan_model(plan->topo, link, &plan->workload, out);
+  const strata_plan_measured_link *ml = strata_plan_measured_find(plan->measured, link);
+  if (!ml) return;
+  /* what the probe's pairs got, as is: --streams does not rescale it (docs/plan.md) */
+  out->rtt_ms = 2 * ml->latency_us / 1000;
+  out->gbps = ml->gbps;
+  out->measured = 1;
+}
+
 /* The node group standing for a site (most GPUs), or -1 if the site has none. */
 static int site_main_group(const strata_topo *t, int site) {
   const strata_topo_site *s = &t->sites[site];
@@ -312,14 +322,13 @@ static void site_levels(const strata_topo *t, int g, double site_ranks, strata_f
 
 /* The bottleneck link between sites: the slowest link (of one kind: extensions or not, or any),
  * or none (-1). */
-static void choose_wan(const strata_topo *t, const strata_workload *w, int want_extension,
-                       strata_wan_model *out) {
+static void choose_wan(const strata_plan *p, int want_extension, strata_wan_model *out) {
   memset(out, 0, sizeof *out);
   out->link = -1;
   double best = INFINITY;
-  for (int i = 0; i < t->link_count; i++) {
+  for (int i = 0; i < p->topo->link_count; i++) {
     strata_wan_model m;
-    strata_plan_wan_model(t, i, w, &m);
+    strata_plan_link_model(p, i, &m);
     if (want_extension >= 0 && m.is_extension != want_extension) continue;
     if (m.gbps < best || (m.gbps == best && m.rtt_ms > out->rtt_ms)) {
       best = m.gbps;
@@ -357,7 +366,8 @@ static void wan_level(strata_level *l, const strata_wan_model *m, int fanout) {
   double gbps = m->link >= 0 ? m->gbps : 1e-6; /* cut off: effectively nothing */
   l->per_rank_gbps = gbps;
   l->aggregate_gbps = gbps;
-  l->alpha_us = m->rtt_ms * 1000 / 2 + (m->is_extension ? 14.0 : 25.0);
+  /* a measured latency already went through a transport's stack; a modeled one gets its α */
+  l->alpha_us = m->rtt_ms * 1000 / 2 + (m->measured ? 0 : m->is_extension ? 14.0 : 25.0);
 }
 
 static void build_fabrics(strata_plan *p) {
@@ -371,23 +381,29 @@ static void build_fabrics(strata_plan *p) {
   memset(&p->site_fabric, 0, sizeof p->site_fabric);
   p->site_fabric.nlevels = 2;
   site_levels(t, sg >= 0 ? sg : g, site_ranks, &p->site_fabric);
+  const strata_plan_measured *ms = p->measured;
+  if (ms && ms->inside_sites && ms->inside_pairs > 0) { /* a topology made from the matrix */
+    p->site_fabric.level[1].alpha_us = ms->inside_latency_us;
+    p->site_fabric.level[1].per_rank_gbps = ms->inside_gbps;
+    p->site_fabric.level[1].name = "measured";
+  }
   p->global_fabric = p->site_fabric;
   p->islands = count_islands(t);
   p->island_mode = p->islands > 1 && p->islands < p->sites;
   if (p->sites <= 1) {
-    choose_wan(t, &p->workload, -1, &p->wan);
+    choose_wan(p, -1, &p->wan);
     return;
   }
   if (!p->island_mode) {
-    choose_wan(t, &p->workload, -1, &p->wan);
+    choose_wan(p, -1, &p->wan);
     wan_level(&p->global_fabric.level[2], &p->wan, p->sites);
     p->global_fabric.nlevels = 3;
     return;
   }
   strata_wan_model ext;
-  choose_wan(t, &p->workload, 1, &ext);
+  choose_wan(p, 1, &ext);
   p->island_link = ext;
-  choose_wan(t, &p->workload, 0, &p->wan);
+  choose_wan(p, 0, &p->wan);
   int per_island = clamp_int((double)p->sites / p->islands);
   p->island_fabric = p->site_fabric;
   wan_level(&p->island_fabric.level[2], &ext, per_island);
@@ -539,8 +555,8 @@ static void train_options(strata_plan *p, double site_ms) {
     o = add_option(p, p->wan.is_overlay ? "overlay-per-step" : "routed-per-step", p->wan.link >= 0,
                    flat_ms, 2.0 * g / p->sites);
     if (o)
-      fmt(o->note, sizeof o->note, "per-step allreduce over %.3g GB/s, RTT %.3g ms", p->wan.gbps,
-          p->wan.rtt_ms);
+      fmt(o->note, sizeof o->note, "per-step allreduce over %.3g GB/s, RTT %.3g ms%s", p->wan.gbps,
+          p->wan.rtt_ms, p->wan.measured ? " (measured)" : "");
   }
   /* DiLoCo: site-local allreduce every step, outer sync of wire_bits pseudo-gradients every H */
   double outer_bytes = w->params * w->wire_bits / 8;
@@ -636,7 +652,7 @@ static void decide_rl(strata_plan *p, double site_ms) {
     const strata_topo_link *k = &p->topo->links[i];
     if (k->site_a != trainer && k->site_b != trainer) continue;
     strata_wan_model m;
-    strata_plan_wan_model(p->topo, i, w, &m);
+    strata_plan_link_model(p, i, &m);
     if (m.gbps < slowest) {
       slowest = m.gbps;
       up = m;
@@ -795,9 +811,13 @@ static void decide_bringup(strata_plan *p) {
     }
   for (int i = 0; i < t->link_count; i++) {
     strata_wan_model m;
-    strata_plan_wan_model(t, i, &p->workload, &m);
-    add_check(p, "layer 3 (%s): ping RTT ~%.3g ms%s; iperf3 -P %d ~%.3g Gb/s%s", t->links[i].name,
-              m.rtt_ms, m.km >= 0 ? " (fiber floor)" : "", p->workload.wan_streams, m.gbps * 8,
+    strata_plan_link_model(p, i, &m);
+    add_check(p, "layer 3 (%s): ping RTT ~%.3g ms%s; iperf3 -P %d ~%.3g Gb/s%s%s", t->links[i].name,
+              m.rtt_ms,
+              m.measured  ? " (measured)"
+              : m.km >= 0 ? " (fiber floor)"
+                          : "",
+              p->workload.wan_streams, m.gbps * 8, m.measured ? " (measured, one pair)" : "",
               m.is_overlay ? "; ip link show wg0: mtu 1420" : "");
   }
   fmt(p->decision, sizeof p->decision, "bringup");
@@ -810,6 +830,12 @@ static void build_roles(strata_plan *p);
 
 int strata_plan_build(const strata_topo *topo, const strata_workload *w, strata_plan *out,
                       char *err, size_t err_len) {
+  return strata_plan_build_measured(topo, w, NULL, out, err, err_len);
+}
+
+int strata_plan_build_measured(const strata_topo *topo, const strata_workload *w,
+                               const strata_plan_measured *measured, strata_plan *out, char *err,
+                               size_t err_len) {
   if (err && err_len) err[0] = 0;
   if (!topo || !w || !out) return STRATA_ERR_INVALID_ARG;
   memset(out, 0, sizeof *out);
@@ -829,6 +855,7 @@ int strata_plan_build(const strata_topo *topo, const strata_workload *w, strata_
     return STRATA_ERR_INVALID_ARG;
   }
   out->topo = topo;
+  out->measured = measured;
   out->workload = *w;
   out->gpus = strata_topo_gpus(topo);
   out->nodes = strata_topo_nodes(topo);
@@ -911,15 +938,24 @@ static void build_roles(strata_plan *p) {
       fmt(r->technology, sizeof r->technology, "NVLink%d%s (%d GPUs), %.0f GB/s per GPU%s",
           (int)spec->nvlink, spec->nvswitch_domain_gpus > 1 ? " + NVSwitch" : "", l0->fanout,
           l0->per_rank_gbps, l0->innet ? ", NVLS" : "");
+    else if (spec->gpu == STRATA_GPU_NONE && spec->gpus == 0)
+      fmt(r->technology, sizeof r->technology, "none: CPU nodes, one rank each (no GPUs known)");
     else
       fmt(r->technology, sizeof r->technology, "%s (%d GPUs), %.0f GB/s per GPU",
           spec->intra == STRATA_INTRA_PCIE ? "PCIe peer-to-peer" : "host memory", l0->fanout,
           l0->per_rank_gbps);
-    carries_training(p, 0, r->carries, sizeof r->carries);
+    if (spec->gpu == STRATA_GPU_NONE && spec->gpus == 0)
+      fmt(r->carries, sizeof r->carries, "nothing: every rank is a node of its own");
+    else
+      carries_training(p, 0, r->carries, sizeof r->carries);
   }
   if (l1->fanout > 1 && (r = add_role(p, "2"))) {
-    fmt(r->technology, sizeof r->technology, "%s, %d nodes/site, %.0f GB/s per GPU%s", l1->name,
-        l1->fanout, l1->per_rank_gbps, l1->innet ? ", SHARP" : "");
+    if (p->gpus > 0)
+      fmt(r->technology, sizeof r->technology, "%s, %d nodes/site, %.0f GB/s per GPU%s", l1->name,
+          l1->fanout, l1->per_rank_gbps, l1->innet ? ", SHARP" : "");
+    else
+      fmt(r->technology, sizeof r->technology, "%s, %d nodes/site, %.3g GB/s per rank", l1->name,
+          l1->fanout, l1->per_rank_gbps);
     carries_training(p, 1, r->carries, sizeof r->carries);
   }
   if (p->sites <= 1) return;
@@ -932,9 +968,10 @@ static void build_roles(strata_plan *p) {
     const strata_topo_link *k = &t->links[l];
     char km[32] = "length unknown";
     if (p->wan.km >= 0) fmt(km, sizeof km, "%.0f km", p->wan.km);
-    fmt(r->technology, sizeof r->technology, "%s%s%s, %s, RTT %.3g ms",
+    fmt(r->technology, sizeof r->technology, "%s%s%s, %s, RTT %.3g ms%s",
         strata_phys_kind_name(k->physical.kind), k->physical.optics ? " " : "",
-        k->physical.optics ? strata_optics_name(k->physical.optics) : "", km, p->wan.rtt_ms);
+        k->physical.optics ? strata_optics_name(k->physical.optics) : "", km, p->wan.rtt_ms,
+        p->wan.measured ? " (measured)" : "");
     fmt(r->carries, sizeof r->carries, "whatever 3b/3c put on it: %.3g GB per site per step",
         wan_step_gb);
   }
@@ -948,8 +985,9 @@ static void build_roles(strata_plan *p) {
         p->islands, grad_bytes(w) / 1e9);
   }
   if (l >= 0 && t->links[l].extension.kind != STRATA_EXT_NONE && (r = add_role(p, "3b"))) {
-    fmt(r->technology, sizeof r->technology, "%s, %.3g GB/s",
-        strata_extension_kind_name(t->links[l].extension.kind), p->wan.gbps);
+    fmt(r->technology, sizeof r->technology, "%s, %.3g GB/s%s",
+        strata_extension_kind_name(t->links[l].extension.kind), p->wan.gbps,
+        p->wan.measured ? " (measured)" : "");
     fmt(r->carries, sizeof r->carries, "%s",
         p->wan.is_extension ? "RDMA (NCCL over IB) across buildings: one fabric"
                             : "routed RDMA between subnets (not one fabric)");
@@ -957,9 +995,10 @@ static void build_roles(strata_plan *p) {
   if (l >= 0 && (r = add_role(p, "3c"))) {
     if (p->wan.is_overlay)
       fmt(r->technology, sizeof r->technology,
-          "WireGuard over %s, MTU 1420, %.3g GB/s, TCP only (NCCL_NET=Socket, "
+          "WireGuard over %s, MTU 1420, %.3g GB/s%s, TCP only (NCCL_NET=Socket, "
           "NCCL_SOCKET_IFNAME=wg0)",
-          strata_transit_kind_name(t->links[l].overlay.transit), p->wan.gbps);
+          strata_transit_kind_name(t->links[l].overlay.transit), p->wan.gbps,
+          p->wan.measured ? " (measured)" : "");
     else
       fmt(r->technology, sizeof r->technology, "%s",
           p->wan.is_extension ? "none needed (the path is owned and extended)"

@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "model/cost.h"
+#include "topo/linkmatrix.h"
 #include "topo/topo.h"
 
 /* ---- workloads ---- */
@@ -117,10 +118,69 @@ typedef struct strata_wan_model {
   int is_extension; /* MetroX / RoCE aggregation: RDMA across */
   int is_overlay;   /* WireGuard */
   int owned;        /* dark fiber / DWDM / private backbone */
+  int measured; /* rtt_ms and gbps come from a link matrix (strata plan --links), not the model */
 } strata_wan_model;
+
+/* ---- measured links (`strata plan --links MATRIX`, measured.c) ----
+ * A link matrix (docs/link-matrix.md) measured between ranks replaces the modeled figures of the
+ * topology's inter-site links. The matrix's ranks are grouped into sites (their labels when every
+ * rank has one, else strata_place_sites()'s latency clustering); matrix sites map to topology
+ * sites by name (labels equal to site names), else by order when the counts agree and no label
+ * names a topology site. Per topology link whose two sites both have ranks: the median one-way
+ * latency and the median bandwidth over the ordered rank pairs crossing between them. */
+typedef struct strata_plan_measured_link {
+  int link;          /* index into topo->links */
+  double latency_us; /* one-way (RTT/2): median over the crossing ordered rank pairs */
+  double gbps;       /* GB/s (10^9 B/s), what one pair got: median over the same pairs */
+  int pairs;         /* ordered rank pairs that crossed */
+} strata_plan_measured_link;
+
+typedef struct strata_plan_measured {
+  char source[STRATA_TOPO_TEXT_MAX]; /* the matrix file, for messages */
+  char when[64];                     /* the matrix's "measured" time, or "" */
+  char method[256];                  /* the matrix's "method", or "" */
+  int ranks;                         /* rows of the matrix */
+  int streams;                       /* TCP connections per pair it was measured with; 0 unknown */
+  int matrix_sites;                  /* sites found in the matrix */
+  int from_labels;                   /* 1: grouped by site labels; 0: by latency clustering */
+  int by_order;                      /* 1: mapped to topology sites by order, not by name */
+  char (*site_name)[STRATA_LINKMATRIX_LABEL_BYTES]; /* per matrix site: label or "site<k>" */
+  int *site_ranks;                                  /* per matrix site: ranks in it */
+  int *topo_site;                                   /* per matrix site: topology site index */
+  strata_plan_measured_link *links;                 /* one per topology link measured */
+  int link_count;
+  /* Inside sites: the medians over ordered pairs of ranks of the same site (inside_pairs 0: no
+   * such pair). Applied to the site fabric only when inside_sites is set, which
+   * strata_plan_topo_from_matrix() asks for: a real topology's fabric (GPUs, RDMA) is not what
+   * CPU ranks of a probe measure inside a site. */
+  int inside_sites;
+  double inside_latency_us, inside_gbps;
+  int inside_pairs;
+} strata_plan_measured;
+
+/* Fills *out from a matrix against a topology. Returns STRATA_OK; STRATA_ERR_INVALID_ARG when the
+ * matrix's sites cannot be mapped to the topology's (err says which names did not match, or
+ * the counts); STRATA_ERR_NO_MEMORY. `source` names the matrix in messages. On failure *out is
+ * zeroed. Free with strata_plan_measured_free(). */
+int strata_plan_measured_from_matrix(const strata_topo *topo, const strata_link_matrix *m,
+                                     const char *source, strata_plan_measured *out, char *err,
+                                     size_t err_len);
+void strata_plan_measured_free(strata_plan_measured *measured); /* NULL and zeroed are fine */
+/* The measured figures of topology link `link`, or NULL when it was not measured. */
+const strata_plan_measured_link *strata_plan_measured_find(const strata_plan_measured *measured,
+                                                           int link);
+/* A minimal topology straight from a matrix, for `strata plan --links MATRIX` with no topology:
+ * one site per matrix site (named by its label, else "site<k>"), one CPU node per rank (gpu:
+ * none, Ethernet), a link between every two sites with no physical facts. Returns STRATA_OK,
+ * STRATA_ERR_NO_MEMORY or STRATA_ERR_PARSE (a label the topology format refuses). The caller
+ * frees *out with strata_topo_free(); pass the same matrix to strata_plan_measured_from_matrix()
+ * and set inside_sites. */
+int strata_plan_topo_from_matrix(const strata_link_matrix *m, const char *source, strata_topo **out,
+                                 char *err, size_t err_len);
 
 typedef struct strata_plan {
   const strata_topo *topo;
+  const strata_plan_measured *measured; /* NULL, or the caller's, kept alive like topo */
   strata_workload workload;
   int64_t gpus, nodes;
   int sites;
@@ -161,6 +221,12 @@ typedef struct strata_plan {
 int strata_plan_build(const strata_topo *topo, const strata_workload *w, strata_plan *out,
                       char *err, size_t err_len);
 void strata_plan_free(strata_plan *plan);
+/* As strata_plan_build, with measured links (may be NULL) replacing the modeled figures of the
+ * links they cover everywhere: fabrics, predictions, decision, lints, writers. `measured` must
+ * have been made for this topology and stay alive as long as the plan. */
+int strata_plan_build_measured(const strata_topo *topo, const strata_workload *w,
+                               const strata_plan_measured *measured, strata_plan *out, char *err,
+                               size_t err_len);
 
 /* Append a finding (lint.c uses it). Returns 0 or -1 when out of memory. */
 int strata_plan_add_finding(strata_plan *plan, const char *id, const strata_topo_mark *mark,
@@ -178,6 +244,10 @@ double strata_plan_link_km(const strata_topo *topo, const strata_topo_link *link
 /* The link as the model sees it (for one link). */
 void strata_plan_wan_model(const strata_topo *topo, int link, const strata_workload *w,
                            strata_wan_model *out);
+/* The link as this plan sees it: strata_plan_wan_model(), with the measured RTT (2 × the median
+ * one-way latency) and bandwidth in place of the modeled ones when the plan has them for this
+ * link (out->measured = 1). Everything after strata_plan_build uses this one. */
+void strata_plan_link_model(const strata_plan *plan, int link, strata_wan_model *out);
 
 /* ---- writers ---- */
 void strata_plan_write_text(FILE *out, const strata_plan *plan);

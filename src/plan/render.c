@@ -32,6 +32,46 @@ static const char *human_us(double us, char *buf, size_t len) {
   return buf;
 }
 
+/* Where the measured figures came from, and every link as the plan sees it (only with a matrix). */
+static void text_measured_links(FILE *out, const strata_plan *p) {
+  const strata_plan_measured *ms = p->measured;
+  const strata_topo *t = p->topo;
+  if (!ms) return;
+  fprintf(out, "\nlinks (measured: %s, %d rank%s in %d site%s by %s; mapped by %s", ms->source,
+          ms->ranks, ms->ranks == 1 ? "" : "s", ms->matrix_sites, ms->matrix_sites == 1 ? "" : "s",
+          ms->from_labels ? "site labels" : "latency clustering", ms->by_order ? "order" : "name");
+  if (ms->when[0]) fprintf(out, "; %s", ms->when);
+  fprintf(out, ")\n");
+  if (ms->by_order) {
+    fprintf(out, "  the matrix's site names are not the topology's: mapped by order,");
+    for (int s = 0; s < ms->matrix_sites; s++)
+      fprintf(out, "%s %s -> %s", s ? "," : "", ms->site_name[s], t->sites[ms->topo_site[s]].name);
+    fprintf(out, "\n");
+  }
+  if (ms->streams > 0)
+    fprintf(
+        out,
+        "  bandwidth is what one rank pair got with %d stream%s (--streams does not scale it)\n",
+        ms->streams, ms->streams == 1 ? "" : "s");
+  else
+    fprintf(out,
+            "  bandwidth is what one rank pair got (streams not recorded; --streams does not "
+            "scale it)\n");
+  if (ms->inside_sites && ms->inside_pairs > 0)
+    fprintf(out, "  inside a site: one-way %.4g us, %.4g GB/s (median of %d pairs)\n",
+            ms->inside_latency_us, ms->inside_gbps, ms->inside_pairs);
+  for (int i = 0; i < t->link_count; i++) {
+    strata_wan_model m;
+    strata_plan_link_model(p, i, &m);
+    const strata_plan_measured_link *ml = strata_plan_measured_find(ms, i);
+    char pairs[48] = "modeled (no matrix ranks at both ends)";
+    if (ml) snprintf(pairs, sizeof pairs, "measured, median of %d pairs", ml->pairs);
+    fprintf(out, "  %-16s %s -- %s: RTT %.4g ms (one-way %.6g us), %.4g GB/s (%.4g Gb/s)  %s\n",
+            t->links[i].name, t->sites[t->links[i].site_a].name, t->sites[t->links[i].site_b].name,
+            m.rtt_ms, m.rtt_ms * 500, m.gbps, m.gbps * 8, pairs);
+  }
+}
+
 void strata_plan_write_text(FILE *out, const strata_plan *p) {
   const strata_topo *t = p->topo;
   const strata_workload *w = &p->workload;
@@ -47,7 +87,9 @@ void strata_plan_write_text(FILE *out, const strata_plan *p) {
   if (w->kind == STRATA_WORKLOAD_DILOCO)
     fprintf(out, ", H=%d, %g-bit outer sync, %d fragment%s", w->inner_steps, w->wire_bits,
             w->fragments, w->fragments == 1 ? "" : "s");
-  fprintf(out, "\n\nlayers (what each one carries)\n");
+  fprintf(out, "\n");
+  text_measured_links(out, p);
+  fprintf(out, "\nlayers (what each one carries)\n");
   for (int i = 0; i < p->role_count; i++)
     fprintf(out, "  %-3s %s\n      carries: %s\n", p->roles[i].layer, p->roles[i].technology,
             p->roles[i].carries);
@@ -206,6 +248,66 @@ static void json_layers(FILE *out, const strata_plan *p) {
   fprintf(out, "%s],\n", p->role_count ? "\n  " : "");
 }
 
+/* links[]: every topology link as the plan sees it, "source" measured or modeled. */
+static void json_links(FILE *out, const strata_plan *p) {
+  const strata_topo *t = p->topo;
+  fprintf(out, "  \"links\": [");
+  for (int i = 0; i < t->link_count; i++) {
+    strata_wan_model m;
+    strata_plan_link_model(p, i, &m);
+    const strata_plan_measured_link *ml = strata_plan_measured_find(p->measured, i);
+    fprintf(out, "%s\n    {\"name\": ", i ? "," : "");
+    json_string(out, t->links[i].name);
+    fprintf(out, ", \"site_a\": ");
+    json_string(out, t->sites[t->links[i].site_a].name);
+    fprintf(out, ", \"site_b\": ");
+    json_string(out, t->sites[t->links[i].site_b].name);
+    fprintf(out, ", \"source\": \"%s\", \"rtt_ms\": ", m.measured ? "measured" : "modeled");
+    json_number(out, m.rtt_ms);
+    fprintf(out, ", \"latency_us\": ");
+    json_number(out, ml ? ml->latency_us : m.rtt_ms * 500);
+    fprintf(out, ", \"bandwidth_gbps\": ");
+    json_number(out, m.gbps);
+    fprintf(out, ", \"km\": ");
+    json_number(out, m.km >= 0 ? m.km : NAN);
+    fprintf(out, ", \"pairs\": %d}", ml ? ml->pairs : 0);
+  }
+  fprintf(out, "%s],\n", t->link_count ? "\n  " : "");
+}
+
+/* link_matrix: null, or where the measured figures came from and how sites were mapped. */
+static void json_link_matrix(FILE *out, const strata_plan *p) {
+  const strata_plan_measured *ms = p->measured;
+  fprintf(out, "  \"link_matrix\": ");
+  if (!ms) {
+    fprintf(out, "null,\n");
+    return;
+  }
+  fprintf(out, "{\"source\": ");
+  json_string(out, ms->source);
+  fprintf(out, ", \"measured\": ");
+  json_string(out, ms->when);
+  fprintf(out, ", \"method\": ");
+  json_string(out, ms->method);
+  fprintf(out, ", \"ranks\": %d, \"streams\": ", ms->ranks);
+  json_number(out, ms->streams > 0 ? ms->streams : NAN);
+  fprintf(out, ", \"grouping\": \"%s\", \"mapping\": \"%s\",\n    \"sites\": [",
+          ms->from_labels ? "labels" : "latency", ms->by_order ? "order" : "name");
+  for (int s = 0; s < ms->matrix_sites; s++) {
+    fprintf(out, "%s{\"name\": ", s ? ", " : "");
+    json_string(out, ms->site_name[s]);
+    fprintf(out, ", \"ranks\": %d, \"topology_site\": ", ms->site_ranks[s]);
+    json_string(out, p->topo->sites[ms->topo_site[s]].name);
+    fputc('}', out);
+  }
+  fprintf(out, "],\n    \"inside_sites\": {\"applied\": %s, \"pairs\": %d, \"latency_us\": ",
+          ms->inside_sites && ms->inside_pairs > 0 ? "true" : "false", ms->inside_pairs);
+  json_number(out, ms->inside_pairs > 0 ? ms->inside_latency_us : NAN);
+  fprintf(out, ", \"bandwidth_gbps\": ");
+  json_number(out, ms->inside_pairs > 0 ? ms->inside_gbps : NAN);
+  fprintf(out, "}},\n");
+}
+
 static void json_findings(FILE *out, const strata_plan *p) {
   fprintf(out, "  \"findings\": [");
   for (int i = 0; i < p->finding_count; i++) {
@@ -235,6 +337,8 @@ void strata_plan_write_json(FILE *out, const strata_plan *p) {
   fprintf(out, ", \"sites\": %d, \"nodes\": %lld, \"gpus\": %lld},\n", p->sites,
           (long long)p->nodes, (long long)p->gpus);
   json_workload(out, &p->workload);
+  json_links(out, p);
+  json_link_matrix(out, p);
   json_layers(out, p);
   json_predictions(out, p);
   json_decision(out, p);

@@ -256,7 +256,7 @@ static void draw_link(FILE *out, const strata_plan *p, const layout *l, int i, i
   const strata_topo *t = p->topo;
   const strata_topo_link *k = &t->links[i];
   strata_wan_model m;
-  strata_plan_wan_model(t, i, &p->workload, &m);
+  strata_plan_link_model(p, i, &m);
   double ax, ay, bx, by;
   site_center(l, k->site_a, t->site_count, &ax, &ay);
   site_center(l, k->site_b, t->site_count, &bx, &by);
@@ -285,8 +285,8 @@ static void draw_link(FILE *out, const strata_plan *p, const layout *l, int i, i
   else
     snprintf(l2, sizeof l2, "%s", strata_phys_kind_name(k->physical.kind));
   double gbit = m.gbps * 8;
-  snprintf(l3, sizeof l3, gbit >= 100 ? "%.0f Gb/s - RTT %.2g ms" : "%.3g Gb/s - RTT %.2g ms", gbit,
-           m.rtt_ms);
+  snprintf(l3, sizeof l3, gbit >= 100 ? "%s%.0f Gb/s - RTT %.2g ms" : "%s%.3g Gb/s - RTT %.2g ms",
+           m.measured ? "measured: " : "", gbit, m.rtt_ms);
   /* diagonals of a grid cross in its middle: slide each label along its own line, to opposite
    * sides of the crossing */
   double at = fabs(dx) > 1 && fabs(dy) > 1 ? (dx * dy > 0 ? 0.28 : 0.72) : 0.5;

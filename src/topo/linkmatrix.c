@@ -164,9 +164,9 @@ static int read_square(const reader *r, const strata_ynode *n, const char *key, 
   return STRATA_OK;
 }
 
-static const char *const known_keys[] = {"format",     "version",        "ranks", "measured",
-                                         "method",     "latency",        "hosts", "sites",
-                                         "latency_us", "bandwidth_gbps", NULL};
+static const char *const known_keys[] = {"format", "version",    "ranks",          "measured",
+                                         "method", "latency",    "streams",        "hosts",
+                                         "sites",  "latency_us", "bandwidth_gbps", NULL};
 
 static int check_keys(const reader *r, const strata_ynode *root) {
   for (size_t k = 0; k + 1 < root->length; k += 2) {
@@ -176,7 +176,7 @@ static int check_keys(const reader *r, const strata_ynode *root) {
     if (!known)
       return fail(r, key,
                   "unknown key (expected format, version, ranks, measured, method, latency, "
-                  "hosts, sites, latency_us, bandwidth_gbps)",
+                  "streams, hosts, sites, latency_us, bandwidth_gbps)",
                   key->text);
     for (size_t k2 = 0; k2 < k; k2 += 2)
       if (!strcmp(root->items[k2]->text, key->text))
@@ -235,6 +235,14 @@ static int read_tree(strata_link_matrix *m, const reader *r, const strata_ynode 
   if ((n = find_key(root, "method")) &&
       (rc = read_string(r, n, "method", m->method, sizeof m->method)))
     return rc;
+  if ((n = find_key(root, "streams"))) {
+    double v;
+    if (read_number(r, n, "streams", &v)) return STRATA_ERR_PARSE;
+    if (v != floor(v) || v < 0 || v > 65536)
+      return fail(r, n, "expected a whole number of streams from 0 (not recorded) to 65536",
+                  "streams");
+    m->streams = (int)v;
+  }
   return STRATA_OK;
 }
 
@@ -357,6 +365,7 @@ int strata_link_matrix_write(const strata_link_matrix *m, strata_link_matrix_for
   fprintf(f, "%s%s\"method\": ", sep, ind);
   write_quoted(f, m->method);
   fprintf(f, "%s%s\"latency\": \"one-way\"%s", sep, ind, sep);
+  if (m->streams > 0) fprintf(f, "%s\"streams\": %d%s", ind, m->streams, sep);
   fprintf(f, "%s\"hosts\": ", ind);
   write_labels(f, m, m->host);
   fprintf(f, "%s%s\"sites\": ", sep, ind);

@@ -30,6 +30,7 @@ typedef struct strata_link_matrix {
   double *bandwidth_gbps;                      /* [i*nranks+j], GB/s from i to j */
   char measured[64];                           /* ISO 8601 UTC time of the measurement, or "" */
   char method[256];                            /* how it was measured (free text), or "" */
+  int streams; /* TCP connections per rank pair the bandwidth was measured with; 0 = not recorded */
 } strata_link_matrix;
 
 /* Allocates an nranks x nranks matrix, all zero, labels empty. STRATA_OK,
