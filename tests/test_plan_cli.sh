@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_plan_cli.sh BUILD_DIR — `strata plan` end to end: every preset in text, JSON and SVG, the
-# workload flags, and bad input (clear message, exit 2).
+# workload flags, --links (a measured link matrix), and bad input (clear message, exit 2).
 set -u
 build=${1:?usage: test_plan_cli.sh BUILD_DIR}
 strata="$build/strata"
@@ -91,6 +91,55 @@ expect_exit 2 "both preset and file" "$strata" plan --preset dgx-h100 "$tmp/bad.
 expect_exit 2 "unknown trainer site" "$strata" plan --preset regions-2 --workload rl --trainer-site mars
 expect_exit 2 "missing value" "$strata" plan --preset dgx-h100 --params
 expect_exit 2 "unwritable svg" "$strata" plan --preset dgx-h100 --svg "$tmp/no/such/dir/x.svg"
+
+# --links: a measured link matrix (2 sites, RTT 30 ms, 1 Gbit/s) replaces the modeled metro link
+links="$src/tests/data/links-metro-2-sites.json"
+expect_exit 0 "--links text" "$strata" plan --preset metro-2-sites --links "$links" &&
+  check "text names the measured link" grep -q "metro-fiber .*RTT 30 ms.*measured, median of 8 pairs" "$tmp/out" &&
+  check "text: 3a RTT measured" grep -q "RTT 30 ms (measured)" "$tmp/out"
+expect_exit 0 "--links json" "$strata" plan --preset metro-2-sites --links "$links" --params 1000 --json &&
+  cp "$tmp/out" "$tmp/l30.json" &&
+  check "--links JSON: measured link figures" "$py" - "$tmp/l30.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["schema"] == "strata-plan/1"
+(l,) = d["links"]
+assert l["source"] == "measured" and l["rtt_ms"] == 30 and l["latency_us"] == 15000, l
+assert l["bandwidth_gbps"] == 0.125 and l["pairs"] == 8, l
+m = d["link_matrix"]
+assert m["mapping"] == "name" and m["grouping"] == "labels" and m["streams"] == 4, m
+PY
+"$py" - "$links" "$tmp/links60.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["latency_us"] = [[2 * v if v > 1000 else v for v in row] for row in d["latency_us"]]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+expect_exit 0 "--links doubled latency" "$strata" plan --preset metro-2-sites --links "$tmp/links60.json" --params 1000 --json &&
+  check "doubling the latency slows the small allreduce" "$py" - "$tmp/l30.json" "$tmp/out" <<'PY'
+import json, sys
+def t(path):
+    d = json.load(open(path))
+    return [p["time_us"] for p in d["predictions"] if p["scope"] == "global" and p["chosen"]][0]
+a, b = t(sys.argv[1]), t(sys.argv[2])
+assert b >= a + 15000, (a, b)
+PY
+expect_exit 0 "modeled without --links" "$strata" plan --preset metro-2-sites --json &&
+  check "no matrix: links modeled, link_matrix null" "$py" -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['link_matrix'] is None and d['links'][0]['source']=='modeled'" "$tmp/out"
+expect_exit 0 "--links svg" "$strata" plan --preset metro-2-sites --links "$links" --svg "$tmp/m.svg" &&
+  check "svg label says measured" grep -q "measured: 1 Gb/s - RTT 30 ms" "$tmp/m.svg"
+expect_exit 0 "--links by order" "$strata" plan --preset regions-2 --links "$links" &&
+  check "says mapped by order" grep -q "mapped by order, metro-a -> region-a" "$tmp/out"
+expect_exit 0 "--links alone" "$strata" plan --links "$links" --json &&
+  check "matrix-only topology" "$py" -c "import json,sys; d=json.load(open(sys.argv[1])); t=d['topology']; assert t['name']=='link-matrix' and t['sites']==2 and t['nodes']==4 and t['gpus']==0; assert d['link_matrix']['inside_sites']['applied']" "$tmp/out"
+expect_exit 2 "--links name mismatch" "$strata" plan --preset metro-2-sites --links "$src/tests/data/links-name-mismatch.json" &&
+  check "names the stranger" grep -q "tokyo" "$tmp/err"
+expect_exit 2 "--links count mismatch" "$strata" plan --preset multicloud-wireguard --links "$links" &&
+  check "says the counts" grep -q "matrix: 2 sites, topology: 3" "$tmp/err"
+expect_exit 2 "--links malformed" "$strata" plan --preset metro-2-sites --links "$src/tests/data/links-malformed.json" &&
+  check "file:line:col" grep -q "links-malformed.json:10:5" "$tmp/err"
+expect_exit 2 "--links missing" "$strata" plan --preset metro-2-sites --links "$tmp/absent.json"
+expect_exit 2 "--links missing value" "$strata" plan --preset metro-2-sites --links
 
 [ $fail -eq 0 ] && echo "ok"
 exit $fail

@@ -105,13 +105,12 @@ static int map_sites(const strata_topo *topo, const char *source, strata_plan_me
   list_topo_sites(topo, sites, sizeof sites);
   if (err && err_len)
     snprintf(err, err_len,
-             "%s: matrix site%s %s (%s) %s not name%s a site of %s (sites: %s), and %s: label "
+             "%s: matrix site%s %s (%s) %s not name a site of %s (sites: %s), and %s: label "
              "every rank with the topology's site names (STRATA_SITE when probing, or \"sites\" "
              "in the matrix)",
              source, out->matrix_sites - matched == 1 ? "" : "s", unmatched,
              out->from_labels ? "from the matrix's labels" : "found by latency clustering",
-             out->matrix_sites - matched == 1 ? "does" : "do",
-             out->matrix_sites - matched == 1 ? "" : "s", topo->source, sites,
+             out->matrix_sites - matched == 1 ? "does" : "do", topo->source, sites,
              matched > 0 ? "the others do (a partial match is not mapped by order)"
                          : "the counts differ, so they cannot be mapped by order");
   if (err && err_len && matched == 0) {
