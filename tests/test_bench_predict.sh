@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
 # test_bench_predict.sh BUILD_DIR — `strata bench --predict` (issue 3, point 8): the model's
 # busbw is printed beside the measured one, from links calibrated inside the run, and it tracks
-# the measurement. For the largest size of `strata launch -n 2 -- strata bench allreduce -b 4M
-# -e 32M -f 2 --predict` (shared memory, then STRATA_SHM=0 for TCP) the prediction must be within
-# TOLERANCE (default 50%: CI hosts are noisy; on a quiet host we see ~10-25%, docs/bench.md) of the
-# out-of-place measurement. A loaded host gets one rerun per transport; a host whose load
-# average exceeds twice its cores skips the accuracy check (still checks the column). Runs are time-bounded and
-# stay on loopback.
+# the measurement across the cache boundary, not only at one size.
+#
+# `strata launch -n 2 -- strata bench allreduce -b 1M -e 64M -f 4 --predict`, over shared memory
+# and then TCP (STRATA_SHM=0). Every row (1, 4, 16, 64 MiB: working sets from L2-sized to
+# DRAM-sized) must have a numeric model column, and the MEDIAN over the rows of
+# predicted/measured must lie within a factor of 1 + TOLERANCE (default 0.5: [0.67, 1.5]) of 1,
+# with no single row off by more than a factor of 3. On a quiet host the rows agree within ~25%
+# (docs/model.md); the band is wider because CI hosts are shared and one descheduled rank halves
+# a row's measurement.
+#
+# It can fail: a model that ignored the caches (one rate for every size) is off by 2-3x at
+# 1-4 MiB on this kind of host, and the negative control below re-scores the very same rows
+# with the prediction scaled by 2.5 and requires the band to reject them.
+#
+# A loaded host gets one rerun per transport; a host whose load average exceeds twice its cores
+# skips the accuracy check (still checks the column). Runs are time-bounded, stay on loopback.
 set -uo pipefail
 
 build=${1:?usage: test_bench_predict.sh BUILD_DIR}
 strata=$build/strata
 tolerance=${STRATA_PREDICT_TOLERANCE:-0.5}
+row_factor=3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -24,11 +35,11 @@ fail() {
 
 [ -x "$strata" ] || { echo "FAIL: $strata not built"; exit 1; }
 
-# run_once SHM OUT: one bench run; prints "measured predicted" of the largest size.
+# run_once SHM OUT: one bench run; prints one "size measured predicted" line per row.
 run_once() {
   local shm=$1 out=$2
-  if ! STRATA_SHM=$shm timeout 120 "$strata" launch -n 2 -- "$strata" bench allreduce -b 4M -e 32M \
-      -f 2 -n 10 -w 3 --predict >"$out" 2>"$out.err"; then
+  if ! STRATA_SHM=$shm timeout 120 "$strata" launch -n 2 -- "$strata" bench allreduce -b 1M -e 64M \
+      -f 4 -n 5 -w 2 --predict >"$out" 2>"$out.err"; then
     echo "bench failed: $(tail -3 "$out.err")"
     return 2
   fi
@@ -36,46 +47,61 @@ run_once() {
     echo "no calibration line"
     return 2
   }
-  # every row has a numeric model column; the last row is 32 MiB
-  awk '!/^#/ && NF { if ($NF !~ /^[0-9.]+$/) bad = 1; last = $0 }
-       END { if (bad || last == "") exit 1; n = split(last, f, " "); print f[8], f[n] }' "$out" || {
-    echo "rows without a model busbw"
+  awk '!/^#/ && NF { if ($NF !~ /^[0-9.]+$/) bad = 1; rows++; print $1, $8, $NF }
+       END { if (bad || rows != 4) exit 1 }' "$out" || {
+    echo "rows without a model busbw (or not 4 rows)"
     return 2
   }
 }
 
-# within MEASURED PREDICTED: 0 if |predicted/measured - 1| <= tolerance
-within() {
-  awk -v m="$1" -v p="$2" -v t="$tolerance" 'BEGIN { exit !(m > 0 && p > 0 && (p / m - 1) <= t && (m / p - 1) <= t) }'
+# judge SCALE < rows: 0 if the median ratio is within the band and no row is off by more than
+# row_factor, with every prediction multiplied by SCALE. Prints the ratios.
+judge() {
+  awk -v t="$tolerance" -v f="$row_factor" -v k="$1" '
+    { m = $2; p = $3 * k; if (m <= 0 || p <= 0) { bad = 1; next }
+      r[n++] = p / m; if (p / m > f || m / p > f) bad = 1 }
+    END {
+      if (n == 0) exit 1
+      for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (r[j] < r[i]) { x = r[i]; r[i] = r[j]; r[j] = x }
+      med = n % 2 ? r[(n - 1) / 2] : (r[n / 2 - 1] + r[n / 2]) / 2
+      s = ""; for (i = 0; i < n; i++) s = s sprintf(" %.2f", r[i])
+      printf "ratios (sorted)%s, median %.2f\n", s, med
+      exit !(!bad && med <= 1 + t && 1 / med <= 1 + t)
+    }'
 }
 
 for shm in 1 0; do
   name=$([ "$shm" = 1 ] && echo shm || echo tcp)
   ok=0
   for attempt in 1 2; do
-    result=$(run_once "$shm" "$tmp/$name.$attempt") || {
-      fail "$name: $result"
+    rows=$(run_once "$shm" "$tmp/$name.$attempt") || {
+      fail "$name: $rows"
       cat "$tmp/$name.$attempt" "$tmp/$name.$attempt.err" 2>/dev/null | tail -12
       ok=2
       break
     }
-    read -r measured predicted <<<"$result"
-    echo "$name attempt $attempt: 32 MiB allreduce busbw measured $measured GB/s, predicted $predicted GB/s (load $(cut -d' ' -f1 /proc/loadavg))"
-    if within "$measured" "$predicted"; then
+    verdict=$(judge 1 <<<"$rows")
+    good=$?
+    echo "$name attempt $attempt (load $(cut -d' ' -f1 /proc/loadavg)): predicted/measured $verdict"
+    if [ "$good" = 0 ]; then
+      # negative control: the same rows with a prediction 2.5x off must be rejected
+      if judge 2.5 <<<"$rows" >/dev/null; then
+        fail "$name: a prediction scaled by 2.5 still passed the band: the check cannot fail"
+      fi
       ok=1
       break
     fi
   done
   load=$(cut -d' ' -f1 /proc/loadavg)
   if [ "$ok" = 0 ] && awk -v l="$load" -v c="$(nproc)" 'BEGIN { exit !(l > 2 * c) }'; then
-    # other processes hold the cores: neither figure means anything (docs/bench.md)
+    # other processes hold the cores: neither figure means anything (docs/model.md)
     echo "SKIP accuracy ($name): host load $load on $(nproc) cores; the model column is present"
     skipped="$skipped $name"
   elif [ "$ok" = 0 ]; then
-    fail "$name: predicted $predicted GB/s vs measured $measured GB/s: off by more than ${tolerance} twice"
-    grep -v '^#  Rank' "$tmp/$name.2" | tail -10
+    fail "$name: median predicted/measured outside [1/(1+${tolerance}), 1+${tolerance}] (or a row off by >${row_factor}x) twice"
+    grep -v '^#  Rank' "$tmp/$name.2" | tail -8
   fi
 done
 
-[ "$failures" = 0 ] && echo "ok: bench --predict within ${tolerance} of the measurement${skipped:+ (accuracy skipped on a loaded host:$skipped)}"
+[ "$failures" = 0 ] && echo "ok: bench --predict within ${tolerance} of the measurement (median of 1-64 MiB)${skipped:+ (accuracy skipped on a loaded host:$skipped)}"
 exit $((failures > 0))

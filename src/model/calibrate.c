@@ -1,21 +1,35 @@
 /*
  * calibrate.c — measure, inside a running job, the host links strata_host_predict needs
- * (host.h): α, the rate of one large transfer, the reduction kernel and memcpy.
+ * (host.h): the fixed costs (α per message, the engine's cost per call) and, as functions of the
+ * working set, the rate of one transfer, of the reduction kernel, of memcpy and of what a fused
+ * shm pull adds to a plain one.
  *
  * Why inside the job: the prediction must be about the links this job actually uses (shm with
  * single-copy pulls, or TCP when STRATA_SHM=0), under the load the host has right now, with as
  * many ranks sharing its cores as the collectives will. So transfers are ring shifts among all
- * ranks at once (each rank sends to rank+1 and receives from rank-1: the traffic of a ring step),
- * and the local kernels run on every rank at the same time.
+ * ranks at once (each rank sends to rank+1 and receives from rank-1: the traffic of a ring step,
+ * in messages of the engine's chunk), and the local kernels run on every rank at the same time.
+ *
+ * Why curves: a copy over buffers a core's L2 holds runs at tens of GB/s, one that streams from
+ * DRAM at a few (docs/model.md has this host's figures). Each rate is measured at
+ * STRATA_HOST_CURVE_POINTS sizes, 256 KiB to 64 MiB per rank, each repeated over the same
+ * buffers as a benchmark repeats a call, and host.c reads the curve at the call's own working
+ * set. Nothing here is fitted to the benchmark rows it will predict: the points are fixed sizes,
+ * measured by microbenchmarks before any row runs.
  *
  * Converting a ring shift of X bytes that took T to a link rate: over shm each rank's core pulls
- * X (the sender's core is free), so one pull runs at X/T; over TCP each rank's core copies X into
- * the kernel and X out of it, taking turns, so each copy runs at 2X/T.
- * That is exactly the simulator's one-core-per-rank model (sim.h), which is what makes the two
- * consistent.
+ * X (the sender's core is free), so one pull runs at X/(T-α); over TCP each rank's core copies X
+ * into the kernel and X out of it, taking turns, so each copy runs at 2X/(T-α). That is exactly
+ * the simulator's one-core-per-rank model (sim.h), which is what makes the two consistent.
+ *
+ * The fused pull (shm.c: the receiver lands 256 KiB blocks of the peer's bytes with
+ * process_vm_readv and reduces each while it is in L2) costs far more than a plain pull on this
+ * kind of host (about twice, measured) and no local emulation reproduced that, so it is timed
+ * through the engine itself: a ring reduce-scatter of p blocks is p-1 fused ring steps.
  *
  * Invariants: every rank makes the same sequence of calls (sizes and counts come from constants
- * and the communicator alone). Must never: leave a request unwaited, or print.
+ * and the communicator alone; whether to time the fused step is agreed by an allreduce). Must
+ * never: leave a request unwaited, or print.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,18 +38,35 @@
 #include "model/host.h"
 
 #define CAL_REPEATS 5
-#define CAL_SMALL_SHIFTS 50
+#define CAL_SMALL_CALLS 51
 #define CAL_SMALL_BYTES 8
+/* Each repetition of a measurement moves at least this much, so small sizes are not timer noise
+ * (and, repeated over the same buffers, stay in whatever cache level holds them). */
+#define CAL_REP_MIN_BYTES ((uint64_t)4 << 20)
 
-static int cal_ring_shift(strata_comm *comm, const void *out, void *in, size_t bytes) {
+/* One ring shift of `bytes` cut into messages of at most `message_bytes` (the engine's chunk),
+ * all posted at once as a pipelined ring step posts them. */
+static int cal_ring_shift(strata_comm *comm, const char *out, char *in, size_t bytes,
+                          size_t message_bytes) {
   int rank = strata_comm_rank(comm), n = strata_comm_size(comm);
-  strata_request *recv_req = NULL, *send_req = NULL;
-  int rc = strata_irecv(comm, in, bytes, STRATA_U8, (rank - 1 + n) % n, &recv_req);
-  if (rc) return rc;
-  rc = strata_isend(comm, out, bytes, STRATA_U8, (rank + 1) % n, &send_req);
-  int recv_rc = strata_request_wait(recv_req);
-  int send_rc = rc ? rc : strata_request_wait(send_req);
-  return send_rc ? send_rc : recv_rc;
+  size_t count =
+      message_bytes && bytes > message_bytes ? (bytes + message_bytes - 1) / message_bytes : 1;
+  size_t each = (bytes + count - 1) / count;
+  strata_request **reqs = calloc(2 * count, sizeof *reqs);
+  if (!reqs) return STRATA_ERR_NO_MEMORY;
+  int rc = STRATA_OK;
+  size_t posted = 0;
+  for (size_t i = 0; !rc && i < count; i++, posted++) {
+    size_t off = i * each, len = bytes - off < each ? bytes - off : each;
+    rc = strata_irecv(comm, in + off, len, STRATA_U8, (rank - 1 + n) % n, &reqs[2 * i]);
+    if (!rc) rc = strata_isend(comm, out + off, len, STRATA_U8, (rank + 1) % n, &reqs[2 * i + 1]);
+  }
+  for (size_t i = 0; i < 2 * posted; i++) {
+    int wait_rc = reqs[i] ? strata_request_wait(reqs[i]) : STRATA_OK;
+    if (!rc) rc = wait_rc;
+  }
+  free(reqs);
+  return rc;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -48,32 +79,104 @@ static double median(double *v, int n) {
   return v[n / 2];
 }
 
+static int cal_reps_for(size_t bytes) {
+  uint64_t reps = bytes ? CAL_REP_MIN_BYTES / bytes : 1;
+  return reps < 1 ? 1 : (int)reps;
+}
+
 /* Median seconds of one ring shift of `bytes` (each repetition `shifts` shifts). */
-static int cal_shift_s(strata_comm *comm, char *out, char *in, size_t bytes, int shifts,
-                       double *seconds) {
+static int cal_shift_s(strata_comm *comm, char *out, char *in, size_t bytes, size_t message_bytes,
+                       int shifts, double *seconds) {
   double t[CAL_REPEATS];
-  int rc = cal_ring_shift(comm, out, in, bytes); /* warm-up: pages, connections */
+  int rc = cal_ring_shift(comm, out, in, bytes, message_bytes); /* warm-up: pages, caches */
   if (!rc) rc = strata_barrier(comm);
   for (int r = 0; !rc && r < CAL_REPEATS; r++) {
     double start_s = strata_now_s();
-    for (int i = 0; !rc && i < shifts; i++) rc = cal_ring_shift(comm, out, in, bytes);
+    for (int i = 0; !rc && i < shifts; i++)
+      rc = cal_ring_shift(comm, out, in, bytes, message_bytes);
     t[r] = (strata_now_s() - start_s) / shifts;
   }
   if (!rc) *seconds = median(t, CAL_REPEATS);
   return rc;
 }
 
-/* Median seconds of dst = a OP b (op_fn) or dst = a (op_fn NULL) over `bytes`. */
-static double cal_local_s(strata_reduce_fn op_fn, char *dst, const char *a, const char *b,
-                          size_t bytes, size_t elem_size) {
+typedef enum cal_local_kind { CAL_MEMCPY, CAL_REDUCE } cal_local_kind;
+
+/* One pass of a local kernel over `bytes`: dst = a, or dst = a OP b. */
+static void cal_local_pass(cal_local_kind kind, strata_reduce_fn op_fn, size_t elem_size, char *dst,
+                           const char *a, const char *b, size_t bytes) {
+  if (kind == CAL_MEMCPY)
+    memcpy(dst, a, bytes);
+  else
+    op_fn(dst, a, b, bytes / elem_size);
+}
+
+/* The engine's own ring reduce-scatter with `bytes` per rank: its p-1 steps each pull `bytes`
+ * from the left neighbour and reduce them into the destination as they land (shm.c's fused
+ * pull; no public point-to-point call fuses a reduction). `a` holds p * bytes, `b` bytes. */
+static strata_coll_args cal_rs_args(strata_dtype dtype, strata_op op, char *a, char *b,
+                                    size_t bytes) {
+  strata_coll_args args = {.coll = STRATA_COLL_REDUCE_SCATTER,
+                           .sendbuf = a,
+                           .recvbuf = b,
+                           .count = bytes / strata_dtype_size(dtype),
+                           .dtype = dtype,
+                           .op = op,
+                           .algo = STRATA_ALGO_RING,
+                           .compress = STRATA_COMPRESS_NONE};
+  return args;
+}
+
+/* Median seconds of one such reduce-scatter call (each repetition several calls). */
+static int cal_rs_s(strata_comm *comm, const strata_coll_args *args, size_t bytes,
+                    double *seconds) {
+  int calls = cal_reps_for(bytes);
   double t[CAL_REPEATS];
+  int rc = strata_collective(comm, args, NULL); /* warm-up */
+  if (!rc) rc = strata_barrier(comm);
+  for (int r = 0; !rc && r < CAL_REPEATS; r++) {
+    double start_s = strata_now_s();
+    for (int i = 0; !rc && i < calls; i++) rc = strata_collective(comm, args, NULL);
+    t[r] = (strata_now_s() - start_s) / calls;
+  }
+  if (!rc) *seconds = median(t, CAL_REPEATS);
+  return rc;
+}
+
+/* Fixed costs, from calls with one element: the median of CAL_SMALL_CALLS individually timed
+ * ring shifts (α: one message, ring neighbour to neighbour) and reduce-scatters (the engine's
+ * cost of starting and finishing one operation, plus its p-1 messages). One slow call out of
+ * many (a preempted rank) does not move a median. */
+static int cal_fixed_s(strata_comm *comm, strata_dtype dtype, strata_op op, char *a, char *b,
+                       double *shift_s, double *call_s) {
+  double t_shift[CAL_SMALL_CALLS], t_call[CAL_SMALL_CALLS];
+  strata_coll_args args = cal_rs_args(dtype, op, a, b, strata_dtype_size(dtype));
+  int rc = cal_ring_shift(comm, a, b, CAL_SMALL_BYTES, 0);
+  if (!rc) rc = strata_collective(comm, &args, NULL);
+  for (int i = 0; !rc && i < CAL_SMALL_CALLS; i++) {
+    double start_s = strata_now_s();
+    rc = cal_ring_shift(comm, a, b, CAL_SMALL_BYTES, 0);
+    double mid_s = strata_now_s();
+    if (!rc) rc = strata_collective(comm, &args, NULL);
+    t_shift[i] = mid_s - start_s;
+    t_call[i] = strata_now_s() - mid_s;
+  }
+  if (rc) return rc;
+  *shift_s = median(t_shift, CAL_SMALL_CALLS);
+  *call_s = median(t_call, CAL_SMALL_CALLS);
+  return STRATA_OK;
+}
+
+/* Median seconds of one pass (each repetition enough passes to move CAL_REP_MIN_BYTES). */
+static double cal_local_s(cal_local_kind kind, strata_reduce_fn op_fn, size_t elem_size, char *dst,
+                          const char *a, const char *b, size_t bytes) {
+  double t[CAL_REPEATS];
+  int passes = cal_reps_for(bytes);
+  cal_local_pass(kind, op_fn, elem_size, dst, a, b, bytes); /* warm-up: the cache state */
   for (int r = 0; r < CAL_REPEATS; r++) {
     double start_s = strata_now_s();
-    if (op_fn)
-      op_fn(dst, a, b, bytes / elem_size);
-    else
-      memcpy(dst, a, bytes);
-    t[r] = strata_now_s() - start_s;
+    for (int i = 0; i < passes; i++) cal_local_pass(kind, op_fn, elem_size, dst, a, b, bytes);
+    t[r] = (strata_now_s() - start_s) / passes;
   }
   return median(t, CAL_REPEATS);
 }
@@ -88,6 +191,86 @@ static void cal_transport(strata_comm *comm, strata_host_links *out) {
   }
   out->chunk_bytes = cfg ? cfg->chunk_bytes : 0; /* the communicator resolved its default */
   out->algo = cfg ? cfg->algo : STRATA_ALGO_AUTO;
+}
+
+/* Per calibration point: seconds of a shift, a reduction, a memcpy, a fused shift. */
+enum { CAL_SHIFT = 0, CAL_RED, CAL_COPY, CAL_FUSED_SHIFT, CAL_FIGURES };
+
+/* The bytes per rank of point i's fused shift: the reduce-scatter's send buffer (p of them)
+ * must fit the calibration buffer. */
+static size_t cal_fused_bytes(int i, int nranks) {
+  size_t bytes = (size_t)(STRATA_HOST_CALIBRATE_MIN_BYTES << (2 * i));
+  size_t most = (size_t)STRATA_HOST_CALIBRATE_BYTES / (size_t)nranks / 64 * 64;
+  return bytes < most ? bytes : most;
+}
+
+/* Every rank, at the same time, measures point `i` into s[]. The shifts are collective; the
+ * local kernels run between barriers so all ranks load the host together. */
+static int cal_point(strata_comm *comm, const strata_host_links *links, strata_dtype dtype,
+                     strata_op op, char *a, char *b, char *c, int i, double s[CAL_FIGURES]) {
+  strata_reduce_fn kernel = strata_reduce_kernel(dtype, op);
+  size_t elem = strata_dtype_size(dtype),
+         bytes = (size_t)(STRATA_HOST_CALIBRATE_MIN_BYTES << (2 * i));
+  int rc = strata_barrier(comm);
+  if (!rc) {
+    s[CAL_RED] = cal_local_s(CAL_REDUCE, kernel, elem, c, a, b, bytes);
+    s[CAL_COPY] = cal_local_s(CAL_MEMCPY, kernel, elem, c, a, NULL, bytes);
+  }
+  if (!rc && links->nranks > 1)
+    rc = cal_shift_s(comm, a, b, bytes, (size_t)links->chunk_bytes, cal_reps_for(bytes),
+                     &s[CAL_SHIFT]);
+  if (!rc && links->nranks > 1 && !links->use_tcp) /* only shm pulls fuse a reduction */
+  {
+    size_t fused = cal_fused_bytes(i, links->nranks);
+    strata_coll_args args = cal_rs_args(dtype, op, a, b, fused);
+    rc = cal_rs_s(comm, &args, fused, &s[CAL_FUSED_SHIFT]);
+  }
+  return rc;
+}
+
+static void cal_curve_set(strata_host_curve *curve, int i, uint64_t footprint_bytes, double bytes,
+                          double seconds) {
+  curve->footprint_bytes[i] = footprint_bytes;
+  curve->gbps[i] = seconds > 0 ? bytes / 1e9 / seconds : 0;
+}
+
+/* Turn the slowest rank's seconds into the curves. Footprints are what one rank touches per
+ * pass: a shift sends from one buffer and lands in another (2x), memcpy reads one and writes one
+ * (2x), a reduction reads two and writes one (3x), a fused shift of the reduce-scatter reads
+ * p blocks and writes one. Transfer rates exclude the fixed costs (α per message, the engine's
+ * per-operation cost), which the prediction adds once per message and per call. The fused curve
+ * is the rate of what the fusion adds to a plain pull (a reduce-scatter step minus a plain shift
+ * of the same size); never below a tenth of the pull's time. */
+static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_s,
+                            double worst[][CAL_FIGURES]) {
+  int p = out->nranks;
+  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
+    uint64_t bytes = STRATA_HOST_CALIBRATE_MIN_BYTES << (2 * i);
+    double moved = (double)bytes, *w = worst[i];
+    double shift_s = w[CAL_SHIFT] - alpha_s; /* the bytes' share of a plain shift */
+    if (shift_s < 0.5 * w[CAL_SHIFT]) shift_s = 0.5 * w[CAL_SHIFT];
+    cal_curve_set(&out->reduce, i, 3 * bytes, moved, w[CAL_RED]);
+    cal_curve_set(&out->memcpy, i, 2 * bytes, moved, w[CAL_COPY]);
+    if (p > 1 && !out->use_tcp) {
+      uint64_t fused = cal_fused_bytes(i, p);
+      double plain_s = shift_s * (double)fused / moved; /* a plain shift of the same size */
+      double step_s = (w[CAL_FUSED_SHIFT] - call_s) / (p - 1);
+      double extra_s = step_s - plain_s;
+      if (extra_s < 0.1 * plain_s) extra_s = 0.1 * plain_s;
+      cal_curve_set(&out->fused, i, (uint64_t)(p + 1) * fused, (double)fused, extra_s);
+    }
+    if (p > 1) /* TCP: each core copies X in and X out, taking turns (see the top) */
+      cal_curve_set(&out->link, i, 2 * bytes, moved * (out->use_tcp ? 2 : 1), shift_s);
+    else
+      cal_curve_set(&out->link, i, 2 * bytes, moved, w[CAL_COPY]);
+  }
+  int last = STRATA_HOST_CURVE_POINTS - 1;
+  out->link_gbps = out->link.gbps[last];
+  out->reduce_gbps = out->reduce.gbps[last];
+  out->memcpy_gbps = out->memcpy.gbps[last];
+  out->alpha_us = alpha_s * 1e6;
+  double op_s = call_s - (p - 1) * alpha_s;
+  out->op_overhead_us = p > 1 && op_s > 0 ? op_s * 1e6 : 0;
 }
 
 int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op,
@@ -109,28 +292,22 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op,
   }
   int rc = strata_allreduce(comm, &local_ok, &all_ok, 1, STRATA_I32, STRATA_MIN);
   if (!rc && !all_ok) rc = STRATA_ERR_NO_MEMORY;
-  /* slowest rank's medians: small shift, large shift, reduce, memcpy */
-  double s[4] = {0, 0, 0, 0}, worst[4] = {0, 0, 0, 0};
-  if (!rc) rc = strata_barrier(comm);
-  if (!rc) {
-    s[2] = cal_local_s(kernel, c, a, b, bytes, elem);
-    s[3] = cal_local_s(NULL, c, a, NULL, bytes, 1);
-  }
-  if (!rc && out->nranks > 1)
-    rc = cal_shift_s(comm, a, b, CAL_SMALL_BYTES, CAL_SMALL_SHIFTS, &s[0]);
-  if (!rc && out->nranks > 1) rc = cal_shift_s(comm, a, b, bytes, 1, &s[1]);
-  if (!rc) rc = strata_allreduce(comm, s, worst, 4, STRATA_F64, STRATA_MAX);
+  int any_tcp = 0; /* every rank must agree: the fused calibration is collective */
+  if (!rc) rc = strata_allreduce(comm, &out->use_tcp, &any_tcp, 1, STRATA_I32, STRATA_MAX);
+  out->use_tcp = any_tcp;
+  /* slowest rank's medians: α, a one-element call, then CAL_FIGURES per calibration point */
+  enum { FIXED = 2, N = FIXED + STRATA_HOST_CURVE_POINTS * CAL_FIGURES };
+  double s[N], worst[N];
+  memset(s, 0, sizeof s);
+  memset(worst, 0, sizeof worst);
+  if (!rc && out->nranks > 1) rc = cal_fixed_s(comm, dtype, op, a, b, &s[0], &s[1]);
+  for (int i = 0; !rc && i < STRATA_HOST_CURVE_POINTS; i++)
+    rc = cal_point(comm, out, dtype, op, a, b, c, i, &s[FIXED + i * CAL_FIGURES]);
+  if (!rc) rc = strata_allreduce(comm, s, worst, N, STRATA_F64, STRATA_MAX);
   free(a);
   free(b);
   free(c);
   if (rc) return rc;
-  double gb = (double)bytes / 1e9;
-  out->alpha_us = worst[0] * 1e6;
-  out->reduce_gbps = worst[2] > 0 ? gb / worst[2] : 0;
-  out->memcpy_gbps = worst[3] > 0 ? gb / worst[3] : 0;
-  if (out->nranks > 1)
-    out->link_gbps = worst[1] > 0 ? gb * (out->use_tcp ? 2 : 1) / worst[1] : 0;
-  else
-    out->link_gbps = out->memcpy_gbps;
+  cal_curves_fill(out, worst[0], worst[1], (double(*)[CAL_FIGURES])(void *)&worst[FIXED]);
   return out->link_gbps > 0 ? STRATA_OK : STRATA_ERR_SYSTEM;
 }

@@ -4,24 +4,105 @@
  * The link model is deliberately small: every pair of ranks has the same α and the same rate,
  * measured with the transport the job uses; the simulator's one-core-per-rank mode supplies what
  * a closed formula misses (which core does the copy, that a TCP rank's sends, receives and
- * reductions take turns on its one engine thread, that a fused shm pull+reduce is one pass).
+ * reductions take turns on its one engine thread, that a fused shm pull+reduce holds only the
+ * receiver's core).
+ * The rates are not constants: calibrate.c measures each at several working-set sizes, and a
+ * prediction reads them at the call's own working set (the bytes its schedule touches per rank),
+ * so a call whose buffers stay in cache is costed at cache speed. Fixed costs: α per message
+ * (simulated), the engine's per-call overhead (added once).
  * This file must never measure anything: calibrate.c does, so predictions stay reproducible
- * from the five numbers of strata_host_links.
+ * from strata_host_links alone.
  */
 #include "model/host.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "coll/schedule.h"
 #include "model/sim.h"
 
+/* The rates of one prediction, read off the calibration curves at the call's working set. */
+typedef struct host_rates {
+  const strata_host_links *links;
+  double link_gbps, reduce_gbps, memcpy_gbps, fused_gbps;
+} host_rates;
+
+double strata_host_curve_gbps(const strata_host_curve *curve, uint64_t footprint_bytes) {
+  const int n = STRATA_HOST_CURVE_POINTS;
+  if (!curve || curve->footprint_bytes[0] == 0) return 0;
+  if (footprint_bytes <= curve->footprint_bytes[0]) return curve->gbps[0];
+  for (int i = 1; i < n; i++) {
+    if (footprint_bytes > curve->footprint_bytes[i]) continue;
+    double x0 = log((double)curve->footprint_bytes[i - 1]);
+    double x1 = log((double)curve->footprint_bytes[i]);
+    double w = x1 > x0 ? (log((double)footprint_bytes) - x0) / (x1 - x0) : 1;
+    return curve->gbps[i - 1] + w * (curve->gbps[i] - curve->gbps[i - 1]);
+  }
+  return curve->gbps[n - 1];
+}
+
 static void host_link(void *ctx, int src, int dst, strata_sim_link *out) {
-  const strata_host_links *links = ctx;
+  const host_rates *rates = ctx;
   (void)src, (void)dst;
-  out->alpha_us = links->alpha_us;
-  out->gbps = links->link_gbps;
+  out->alpha_us = rates->links->alpha_us;
+  out->gbps = rates->link_gbps;
   out->shared = -1;
-  out->pull = !links->use_tcp;
+  out->pull = !rates->links->use_tcp;
+}
+
+/* Bytes of one buffer a schedule touches: the extent of its references into `buf`. */
+static void extent_add(uint64_t lo_hi[3][2], strata_bufref ref, uint64_t bytes) {
+  if (ref.buf > STRATA_BUF_SCRATCH || bytes == 0) return;
+  uint64_t *e = lo_hi[ref.buf];
+  if (e[1] == 0 || ref.offset < e[0]) e[0] = ref.offset;
+  if (ref.offset + bytes > e[1]) e[1] = ref.offset + bytes;
+}
+
+/* The working set of one rank's call: the bytes of its send, receive and scratch buffers its
+ * steps read or write (a fused shm pull never touches the staging scratch). Repeated calls over
+ * the same buffers, as a benchmark makes them, keep that much hot: whether it fits a cache
+ * decides the rates (docs/model.md). */
+static uint64_t host_footprint_bytes(const strata_schedule *sched, int fused) {
+  uint64_t lo_hi[3][2] = {{0, 0}, {0, 0}, {0, 0}};
+  for (uint32_t i = 0; i < sched->nsteps; i++) {
+    const strata_step *st = &sched->steps[i];
+    switch (st->kind) {
+      case STRATA_STEP_SEND:
+        extent_add(lo_hi, st->src, st->bytes);
+        break;
+      case STRATA_STEP_RECV:
+        extent_add(lo_hi, st->dst, st->bytes);
+        break;
+      case STRATA_STEP_RECV_REDUCE:
+        extent_add(lo_hi, st->src, st->bytes);
+        extent_add(lo_hi, st->dst, st->bytes);
+        if (!fused) extent_add(lo_hi, st->staging, st->bytes);
+        break;
+      case STRATA_STEP_REDUCE:
+        extent_add(lo_hi, st->src2, st->bytes);
+        /* fall through */
+      case STRATA_STEP_COPY:
+        extent_add(lo_hi, st->src, st->bytes);
+        extent_add(lo_hi, st->dst, st->bytes);
+        break;
+      default:
+        break;
+    }
+  }
+  return (lo_hi[0][1] - lo_hi[0][0]) + (lo_hi[1][1] - lo_hi[1][0]) + (lo_hi[2][1] - lo_hi[2][0]);
+}
+
+static void host_rates_at(const strata_host_links *links, uint64_t footprint_bytes,
+                          host_rates *out) {
+  out->links = links;
+  out->link_gbps = strata_host_curve_gbps(&links->link, footprint_bytes);
+  out->reduce_gbps = strata_host_curve_gbps(&links->reduce, footprint_bytes);
+  out->memcpy_gbps = strata_host_curve_gbps(&links->memcpy, footprint_bytes);
+  out->fused_gbps = strata_host_curve_gbps(&links->fused, footprint_bytes);
+  /* links filled by hand (tests, older callers): the single figures */
+  if (out->link_gbps <= 0) out->link_gbps = links->link_gbps;
+  if (out->reduce_gbps <= 0) out->reduce_gbps = links->reduce_gbps;
+  if (out->memcpy_gbps <= 0) out->memcpy_gbps = links->memcpy_gbps;
 }
 
 /* The engine's resolution (src/engine/api.c operation_create): the call's algorithm, else the
@@ -53,15 +134,20 @@ int strata_host_predict(const strata_host_links *links, strata_coll coll, strata
     rc = strata_schedule_build(&sp, &scheds[r]);
   }
   if (rc == STRATA_OK) {
+    uint64_t footprint_sum = 0;
+    for (int r = 0; r < p; r++) footprint_sum += host_footprint_bytes(&scheds[r], !links->use_tcp);
+    host_rates rates;
+    host_rates_at(links, footprint_sum / (uint64_t)p, &rates);
     strata_sim_model model = {.nranks = p,
                               .link = host_link,
-                              .ctx = (void *)links,
-                              .reduce_gbps = links->reduce_gbps,
-                              .copy_gbps = links->memcpy_gbps,
-                              .one_core_per_rank = 1};
+                              .ctx = &rates,
+                              .reduce_gbps = rates.reduce_gbps,
+                              .copy_gbps = rates.memcpy_gbps,
+                              .one_core_per_rank = 1,
+                              .fused_reduce_gbps = rates.fused_gbps};
     strata_sim_result result;
     rc = strata_sim_run(&model, scheds, &result);
-    if (rc == STRATA_OK) *time_us = result.time_us;
+    if (rc == STRATA_OK) *time_us = result.time_us + (p > 1 ? links->op_overhead_us : 0);
   }
   for (int r = 0; r < p; r++) strata_schedule_free(&scheds[r]);
   free(scheds);

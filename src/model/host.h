@@ -4,15 +4,17 @@
  *
  * One host, one rank per process, each rank's work done by one engine thread. A large transfer
  * between two ranks is either a single-copy pull by the receiver's core (shm with cross-memory
- * attach: the sender's core stays free, and a reduction on receipt is fused into the pull, one
- * pass over the data), or a TCP stream over loopback (the sender's core copies into the kernel,
- * the receiver's core copies out; a reduction is a separate pass). strata_host_calibrate measures
- * the four numbers that model needs with the transport the collectives will use, and
+ * attach: the sender's core stays free, and a reduction on receipt is fused into the pull, block
+ * by block, at an extra cost calibrated separately), or a TCP stream over loopback (the sender's
+ * core copies into the kernel, the receiver's core copies out; a reduction is a separate pass).
+ * strata_host_calibrate measures what that model needs with the transport the collectives will
+ * use — fixed costs, and rates as functions of the working set (the caches) — and
  * strata_host_predict runs the simulator (sim.h, one core per rank) over exactly the schedules
  * strata_schedule_build gives the engine for that call: same algorithm choice, same chunk size.
  *
  * Calibration is collective (every rank calls it, in the same order as its other collectives)
- * and takes well under a second; prediction is local and pure.
+ * and takes about a second on a quiet 2-core host (longer when loaded); prediction is local and
+ * pure. docs/model.md says how well it agrees with the measurement, and where it does not.
  */
 #ifndef STRATA_MODEL_HOST_H
 #define STRATA_MODEL_HOST_H
@@ -21,24 +23,49 @@
 
 #include "strata.h"
 
+/* Calibration points: every rate is measured at this many working-set sizes (the bytes one rank
+ * touches per repetition), from one that fits a core's L2 to one that only DRAM holds, because
+ * on a real host a copy or a reduction over buffers that stay in cache runs several times faster
+ * than one that streams from memory (docs/model.md has this host's figures). */
+#define STRATA_HOST_CURVE_POINTS 5
+
+typedef struct strata_host_curve {
+  uint64_t footprint_bytes[STRATA_HOST_CURVE_POINTS]; /* per rank, ascending */
+  double gbps[STRATA_HOST_CURVE_POINTS];
+} strata_host_curve;
+
 typedef struct strata_host_links {
   int nranks;
-  int use_tcp;          /* 1: some peer is reached over TCP; 0: all by shared memory */
-  double alpha_us;      /* latency of one small message, ring neighbour to neighbour */
-  double link_gbps;     /* GB/s of one large transfer on the core(s) it occupies */
-  double reduce_gbps;   /* GB/s of the reduction kernel (bytes of one operand) on the dtype */
-  double memcpy_gbps;   /* GB/s of a local copy */
+  int use_tcp;           /* 1: some peer is reached over TCP; 0: all by shared memory */
+  double alpha_us;       /* latency of one small message, ring neighbour to neighbour */
+  double op_overhead_us; /* the engine's fixed cost of one collective call beyond its messages'
+                            α (posting, waking the progress thread, completing): once per call */
+  /* The figures at the largest calibrated working set (DRAM-bound), for printing: */
+  double link_gbps;   /* GB/s of one large transfer on the core(s) it occupies */
+  double reduce_gbps; /* GB/s of the reduction kernel (bytes of one operand) on the dtype */
+  double memcpy_gbps; /* GB/s of a local copy */
+  /* The same rates as functions of the working set; a prediction reads them at the call's own
+   * working set (host.c). fused: the reduction a shm pull fuses in (dst = src OP block, the
+   * block just pulled and still in L2), an extra pass on the receiver's core. */
+  strata_host_curve link, reduce, memcpy, fused;
   uint64_t chunk_bytes; /* the engine's pipelining unit for this communicator */
   strata_algo algo;     /* the communicator's forced algorithm (STRATA_ALGO), or AUTO */
 } strata_host_links;
 
+/* The rate of `curve` at a working set of `footprint_bytes` per rank: interpolated linearly in
+ * log(footprint) between calibration points, flat beyond the ends. 0 if the curve is empty. */
+double strata_host_curve_gbps(const strata_host_curve *curve, uint64_t footprint_bytes);
+
 /* Measure `out` on `comm` (collective: every rank calls it). The reduction kernel is timed on
  * `dtype` and `op`. α: ring shifts of 8 bytes (each rank sends to rank+1 and receives from
- * rank-1 at once); link: ring shifts of STRATA_HOST_CALIBRATE_BYTES, converted to the rate of one
- * transfer on the core(s) it holds (shm: the puller's; TCP: both ends'); γ and memcpy: local, on
- * every rank at once, so ranks that share a core see it. Each figure is the median of a few
- * repetitions, the slowest rank's. Returns STRATA_OK or the error of a failed collective. */
-#define STRATA_HOST_CALIBRATE_BYTES ((uint64_t)16 << 20)
+ * rank-1 at once); link: ring shifts at each calibration size, converted to the rate of one
+ * transfer on the core(s) it holds (shm: the puller's; TCP: both ends'); γ, memcpy and the fused
+ * reduction: local, on every rank at once, so ranks that share a core see it. Sizes run from
+ * STRATA_HOST_CALIBRATE_MIN_BYTES up by 4x to STRATA_HOST_CALIBRATE_BYTES. Each figure is the
+ * median of a few repetitions, the slowest rank's. Returns STRATA_OK or the error of a failed
+ * collective. Never uses the collectives it will predict to measure a rate. */
+#define STRATA_HOST_CALIBRATE_MIN_BYTES ((uint64_t)256 << 10)
+#define STRATA_HOST_CALIBRATE_BYTES ((uint64_t)64 << 20)
 int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op,
                           strata_host_links *out);
 

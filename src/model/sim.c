@@ -308,10 +308,16 @@ static int sim_delivered(sim_state *s, const strata_step *st, uint32_t g, double
   return rc;
 }
 
+static int sim_is_recv_reduce(const sim_state *s, uint32_t g) {
+  int r = rank_of(s, g);
+  return s->scheds[r].steps[g - s->base[r]].kind == STRATA_STEP_RECV_REDUCE;
+}
+
 /* one_core_per_rank. A pull holds the receiver's core for bytes / gbps; the sender's is free.
  * Otherwise (TCP) the sender's core copies the bytes in for bytes / gbps, eagerly (the kernel
  * buffers them), and the receiver's core copies them out at the same rate when the receive
- * completes. A busy core defers the transfer, as a busy port does below. */
+ * completes. A fused pull's reduction (fused_reduce_gbps) extends the pull on the receiver's core.
+ * A busy core defers the transfer, as a busy port does below. */
 static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g, double t,
                          const strata_sim_link *link) {
   int q = st->peer;
@@ -320,6 +326,8 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
   double start = dmax(t, s->cpu_free[mover]);
   if (start > t) return heap_push(&s->heap, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
   double end = start + (double)st->bytes / (bw * 1e3);
+  if (link->pull && s->model->fused_reduce_gbps > 0 && sim_is_recv_reduce(s, s->match[g]))
+    end += (double)st->bytes / (s->model->fused_reduce_gbps * 1e3);
   s->cpu_free[mover] = end;
   s->fused[s->match[g]] = (uint8_t)(link->pull != 0);
   s->copy_out_gbps[s->match[g]] = link->pull ? 0 : bw;
@@ -469,7 +477,12 @@ int strata_sim_fabric(const strata_fabric *fabric, const strata_sched_params *pa
     rc = strata_schedule_build(&rp, &scheds[r]);
   }
   if (rc == STRATA_OK) {
-    strata_sim_model m = {p, fabric_link, &ctx, nshared, shared_gbps, fabric->reduce_gbps, 0, 0};
+    strata_sim_model m = {.nranks = p,
+                          .link = fabric_link,
+                          .ctx = &ctx,
+                          .nshared = nshared,
+                          .shared_gbps = shared_gbps,
+                          .reduce_gbps = fabric->reduce_gbps};
     rc = strata_sim_run(&m, scheds, out);
   }
   for (int r = 0; scheds && r < p; r++) strata_schedule_free(&scheds[r]);

@@ -49,6 +49,9 @@ typedef struct strata_sim_model {
    * gbps (copy in, buffered), then the receiver's for as long when the receive completes (copy
    * out). Ports and shared resources are not used. */
   int one_core_per_rank;
+  /* one_core_per_rank, pulling links: a RECV_REDUCE's fused reduction costs bytes /
+   * fused_reduce_gbps on the receiver's core, interleaved with the pull (0 = free) */
+  double fused_reduce_gbps;
 } strata_sim_model;
 
 typedef struct strata_sim_result {
