@@ -122,77 +122,103 @@ static int map_sites(const strata_topo *topo, const char *source, strata_plan_me
   return STRATA_ERR_INVALID_ARG;
 }
 
-/* The medians over ordered pairs (i, j) with i in topology site a and j in b, or the reverse
- * (a == b: inside one site, i != j). Returns the pair count (0: none), -1 out of memory. */
-static int pair_medians(const strata_link_matrix *m, const int *rank_site, int a, int b,
-                        double *latency_us, double *gbps) {
-  size_t count = 0, n = (size_t)m->nranks;
-  for (size_t i = 0; i < n; i++)
-    for (size_t j = 0; j < n; j++)
-      if (i != j &&
-          ((rank_site[i] == a && rank_site[j] == b) || (rank_site[i] == b && rank_site[j] == a)))
-        count++;
-  if (count == 0) return 0;
-  double *lat = malloc(count * sizeof *lat), *bw = malloc(count * sizeof *bw);
-  if (!lat || !bw) {
-    free(lat);
-    free(bw);
-    return -1;
-  }
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++)
-    for (size_t j = 0; j < n; j++)
-      if (i != j &&
-          ((rank_site[i] == a && rank_site[j] == b) || (rank_site[i] == b && rank_site[j] == a))) {
-        lat[k] = strata_link_matrix_latency_us(m, (int)i, (int)j);
-        bw[k++] = strata_link_matrix_bandwidth_gbps(m, (int)i, (int)j);
-      }
-  *latency_us = median(lat, count);
-  *gbps = median(bw, count);
-  free(lat);
-  free(bw);
+/* Ranks grouped: the ranks of group g are rank[begin[g] .. begin[g+1]). Built by counting, so
+ * that a link costs the pairs that cross it, never a scan of the whole matrix. */
+typedef struct members {
+  int *rank;
+  int *begin; /* groups + 1 entries */
+} members;
+
+static void members_free(members *mb) {
+  free(mb->rank);
+  free(mb->begin);
+}
+
+static int members_build(const int *group_of, int nranks, int groups, members *mb) {
+  mb->rank = malloc((size_t)nranks * sizeof *mb->rank);
+  mb->begin = calloc((size_t)groups + 1, sizeof *mb->begin);
+  if (!mb->rank || !mb->begin) return STRATA_ERR_NO_MEMORY;
+  for (int i = 0; i < nranks; i++) mb->begin[group_of[i] + 1]++;
+  for (int g = 0; g < groups; g++) mb->begin[g + 1] += mb->begin[g];
+  int *next = malloc((size_t)groups * sizeof *next);
+  if (!next) return STRATA_ERR_NO_MEMORY;
+  memcpy(next, mb->begin, (size_t)groups * sizeof *next);
+  for (int i = 0; i < nranks; i++) mb->rank[next[group_of[i]]++] = i;
+  free(next);
+  return STRATA_OK;
+}
+
+static size_t group_size(const members *mb, int g) {
+  return (size_t)(mb->begin[g + 1] - mb->begin[g]);
+}
+
+/* Ordered pairs between groups a and b (both directions), or inside a when a == b. */
+static size_t pair_count(const members *mb, int a, int b) {
+  size_t na = group_size(mb, a), nb = group_size(mb, b);
+  return a == b ? na * (na ? na - 1 : 0) : 2 * na * nb;
+}
+
+/* Appends the latencies and bandwidths of those pairs at lat + *k, bw + *k. */
+static void collect_pairs(const strata_link_matrix *m, const members *mb, int a, int b, double *lat,
+                          double *bw, size_t *k) {
+  for (int x = mb->begin[a]; x < mb->begin[a + 1]; x++)
+    for (int y = mb->begin[b]; y < mb->begin[b + 1]; y++) {
+      int i = mb->rank[x], j = mb->rank[y];
+      if (i == j) continue;
+      lat[*k] = strata_link_matrix_latency_us(m, i, j);
+      bw[(*k)++] = strata_link_matrix_bandwidth_gbps(m, i, j);
+      if (a == b) continue; /* (j, i) comes in its own turn */
+      lat[*k] = strata_link_matrix_latency_us(m, j, i);
+      bw[(*k)++] = strata_link_matrix_bandwidth_gbps(m, j, i);
+    }
+}
+
+static int clamp_pairs(size_t count) {
   return count > (size_t)2147483647 ? 2147483647 : (int)count;
 }
 
-static int measure_links(const strata_topo *topo, const strata_link_matrix *m, const int *rank_site,
+static int measure_links(const strata_topo *topo, const strata_link_matrix *m, const members *mb,
                          strata_plan_measured *out) {
   if (topo->link_count > 0) {
     out->links = calloc((size_t)topo->link_count, sizeof *out->links);
     if (!out->links) return STRATA_ERR_NO_MEMORY;
   }
   for (int l = 0; l < topo->link_count; l++) {
-    strata_plan_measured_link *ml = &out->links[out->link_count];
-    int pairs = pair_medians(m, rank_site, topo->links[l].site_a, topo->links[l].site_b,
-                             &ml->latency_us, &ml->gbps);
-    if (pairs < 0) return STRATA_ERR_NO_MEMORY;
-    if (pairs == 0) continue;
+    int a = topo->links[l].site_a, b = topo->links[l].site_b;
+    size_t count = pair_count(mb, a, b), k = 0;
+    if (count == 0) continue; /* a site without ranks: the link stays modeled */
+    double *lat = malloc(count * sizeof *lat), *bw = malloc(count * sizeof *bw);
+    if (!lat || !bw) {
+      free(lat);
+      free(bw);
+      return STRATA_ERR_NO_MEMORY;
+    }
+    collect_pairs(m, mb, a, b, lat, bw, &k);
+    strata_plan_measured_link *ml = &out->links[out->link_count++];
     ml->link = l;
-    ml->pairs = pairs;
-    out->link_count++;
+    ml->latency_us = median(lat, k);
+    ml->gbps = median(bw, k);
+    ml->pairs = clamp_pairs(k);
+    free(lat);
+    free(bw);
   }
   return STRATA_OK;
 }
 
-/* Inside sites: ranks of the same matrix site (rank_site here is the matrix site). */
-static int measure_inside(const strata_link_matrix *m, const int *site_of,
+/* Inside sites: the pairs of ranks of the same matrix site, all sites together. */
+static int measure_inside(const strata_link_matrix *m, const members *mb,
                           strata_plan_measured *out) {
-  size_t n = (size_t)m->nranks, count = 0;
-  for (size_t i = 0; i < n; i++)
-    for (size_t j = 0; j < n; j++) count += i != j && site_of[i] == site_of[j];
+  size_t count = 0, k = 0;
+  for (int s = 0; s < out->matrix_sites; s++) count += pair_count(mb, s, s);
   if (count == 0) return STRATA_OK;
   double *lat = malloc(count * sizeof *lat), *bw = malloc(count * sizeof *bw);
   int rc = lat && bw ? STRATA_OK : STRATA_ERR_NO_MEMORY;
-  size_t k = 0;
-  for (size_t i = 0; rc == STRATA_OK && i < n; i++)
-    for (size_t j = 0; j < n; j++)
-      if (i != j && site_of[i] == site_of[j]) {
-        lat[k] = strata_link_matrix_latency_us(m, (int)i, (int)j);
-        bw[k++] = strata_link_matrix_bandwidth_gbps(m, (int)i, (int)j);
-      }
+  for (int s = 0; rc == STRATA_OK && s < out->matrix_sites; s++)
+    collect_pairs(m, mb, s, s, lat, bw, &k);
   if (rc == STRATA_OK) {
-    out->inside_latency_us = median(lat, count);
-    out->inside_gbps = median(bw, count);
-    out->inside_pairs = count > (size_t)2147483647 ? 2147483647 : (int)count;
+    out->inside_latency_us = median(lat, k);
+    out->inside_gbps = median(bw, k);
+    out->inside_pairs = clamp_pairs(k);
   }
   free(lat);
   free(bw);
@@ -217,11 +243,16 @@ int strata_plan_measured_from_matrix(const strata_topo *topo, const strata_link_
   int rc = site_of && rank_site ? STRATA_OK : STRATA_ERR_NO_MEMORY;
   if (rc == STRATA_OK) rc = group_sites(m, site_of, out);
   if (rc == STRATA_OK) rc = map_sites(topo, source, out, err, err_len);
+  members by_topo = {0}, by_matrix = {0};
   if (rc == STRATA_OK) {
     for (int i = 0; i < m->nranks; i++) rank_site[i] = out->topo_site[site_of[i]];
-    rc = measure_links(topo, m, rank_site, out);
+    rc = members_build(rank_site, m->nranks, topo->site_count, &by_topo);
   }
-  if (rc == STRATA_OK) rc = measure_inside(m, site_of, out);
+  if (rc == STRATA_OK) rc = measure_links(topo, m, &by_topo, out);
+  if (rc == STRATA_OK) rc = members_build(site_of, m->nranks, out->matrix_sites, &by_matrix);
+  if (rc == STRATA_OK) rc = measure_inside(m, &by_matrix, out);
+  members_free(&by_topo);
+  members_free(&by_matrix);
   free(site_of);
   free(rank_site);
   if (rc == STRATA_ERR_NO_MEMORY && err && err_len && !err[0])
