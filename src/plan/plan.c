@@ -13,6 +13,11 @@
  * routing) and ride the overlay or routed path.
  *
  * Assumptions the plan makes are named where they are made; numbers come from src/model.
+ *
+ * Measured links (`strata plan --links`, measured.c): every consumer of a link's figures goes
+ * through strata_plan_link_model(), which puts a link matrix's medians in place of the modeled
+ * RTT and bandwidth. Nothing here may call strata_plan_wan_model() for a link's figures directly,
+ * or a measured link would be planned with modeled numbers in one place and measured in another.
  */
 #include "plan/plan.h"
 

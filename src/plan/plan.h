@@ -9,7 +9,8 @@
  *
  * Ownership: strata_plan_build() fills a caller-owned strata_plan; strata_plan_free() releases
  * what it allocated (the findings array). The plan keeps no pointer into the topology except
- * `topo`, which the caller must keep alive while writing the plan out.
+ * `topo`, and no pointer to measured links except `measured` (NULL unless built with
+ * strata_plan_build_measured); the caller must keep both alive while writing the plan out.
  *
  * Scale: nothing here is per GPU or per node; a 100,000-GPU topology costs what a 8-GPU one does.
  */
