@@ -448,6 +448,11 @@ static int assemble_and_write(probe_state *p, const char *started) {
   }
   if (rc == STRATA_OK && p->rank == 0) {
     snprintf(m.measured, sizeof m.measured, "%s", started);
+    /* bandwidth over TCP is striped over the communicator's streams per pair (shm: not a
+     * stream count) */
+    for (int peer = 0; peer < p->size; peer++)
+      if (!strcmp(strata_comm_transport_name(p->comm, peer), "tcp"))
+        m.streams = strata_comm_config(p->comm)->tcp_streams;
     describe_method(p, &m);
     char err[512];
     if (strata_link_matrix_save(&m, p->opt.out_path, err, sizeof err) != STRATA_OK) {
