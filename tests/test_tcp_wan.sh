@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # test_tcp_wan.sh BUILD_DIR — the TCP transport fills a long fat emulated link: two sites
-# (`strata netem`, 200 Mbit/s each way, 20 ms one way = 40 ms RTT), one rank per site, a 32 MiB
-# float allreduce with default settings (auto buffers, 4 streams) reaches >= 80% of the link
-# bound; and STRATA_TCP_CC=cubic / bbr shows on every data socket (the transport's info log reads
-# TCP_CONGESTION back), a bogus name fails with a clear error.
+# (`strata netem`, 200 Mbit/s each way, 20 ms one way = 40 ms RTT), one rank per site, the sites'
+# socket-buffer sysctls left at the host's values (--tcp-mem-max host: what a user has), a 32 MiB
+# float allreduce with default settings (auto buffers, 4 streams, the host's congestion control)
+# reaches >= 80% of the link bound; every data socket of that run measured the WAN RTT at connect
+# and got its RTT-driven tuning (notsent_lowat=262144 in the info log, tcp_tune.c; the buffer
+# arithmetic itself is unit-tested in test_tcp_sizing.c); and STRATA_TCP_CC=cubic / bbr shows on
+# every data socket (the transport's info log reads TCP_CONGESTION back), a bogus name fails with
+# a clear error.
 #
 # Link bound (bench/wan.sh says why): each of the 2 ranks sends N bytes over one direction, so
 # t_min = N / R = 32 MiB / 25 MB/s = 1.342 s; 80% means t <= 1.678 s. TCP goodput is at most
@@ -56,7 +60,7 @@ else
 fi
 
 # ---- throughput on the emulated WAN ----
-timeout -k 2 30 "$strata" netem up --name "$name" --sites 2 --lifetime 90 --tcp-mem-max 64m \
+timeout -k 2 30 "$strata" netem up --name "$name" --sites 2 --lifetime 90 --tcp-mem-max host \
   --link "0-1:rate=200mbit,delay=20ms" >"$work/netem.log" 2>&1 ||
   { cat "$work/netem.log"; echo "FAIL: netem up"; exit 1; }
 size=$((32 << 20))
@@ -65,7 +69,7 @@ wan_run() {
   local port=$((20000 + RANDOM % 20000)) rc=0 rp=()
   for r in 0 1; do
     timeout -k 2 40 "$strata" netem exec --name "$name" $r -- env STRATA_RANK=$r \
-      STRATA_WORLD_SIZE=2 STRATA_ADDR=10.77.0.1:$port STRATA_SHM=0 STRATA_TIMEOUT=30 \
+      STRATA_WORLD_SIZE=2 STRATA_ADDR=10.77.0.1:$port STRATA_SHM=0 STRATA_TIMEOUT=30 STRATA_LOG=info \
       "$strata" bench allreduce -b $size -e $size -n 3 -w 1 -J "$work/wan$r.json" \
       >"$work/wan$r.log" 2>&1 &
     rp+=($!)
@@ -87,6 +91,15 @@ for attempt in 1 2; do
   "$py" -c "import sys; sys.exit(0 if $pct >= 80 else 1)" && break
   [ $attempt -eq 2 ] && fail "below 80% of the link bound twice"
 done
+# RTT-driven tuning on every data socket of the last run (4 streams + 1 control, both ranks)
+n_wan=$(grep -h "tcp tune: " "$work/wan0.log" "$work/wan1.log" | grep -c "notsent_lowat=262144")
+n_all=$(grep -h "tcp tune: " "$work/wan0.log" "$work/wan1.log" | grep -c .)
+rtt_us=$(grep -h -m1 -o "rtt_us=[0-9]*" "$work/wan0.log" | cut -d= -f2)
+echo "WAN sockets: $n_wan of $n_all tuned for the WAN (first rtt_us=${rtt_us:-?})"
+[ "$n_all" -ge 10 ] && [ "$n_wan" -eq "$n_all" ] ||
+  fail "$n_wan of $n_all sockets over the 40 ms link got the WAN low-water mark"
+[ "${rtt_us:-0}" -ge 30000 ] && [ "${rtt_us:-0}" -le 80000 ] ||
+  fail "handshake RTT ${rtt_us:-?} us is not the emulated 40 ms"
 
 [ "$failures" -eq 0 ] && echo "test_tcp_wan: ok" || echo "test_tcp_wan: $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -65,9 +65,9 @@
 static void netem_usage(FILE *out) {
   fprintf(out,
           "usage: strata netem up --sites K [--ranks-per-site M] [--link SPEC]... [--name NAME]\n"
-          "                       [--mtu BYTES] [--cc bbr|cubic|reno] [--tcp-mem-max BYTES]\n"
+          "                       [--mtu BYTES] [--cc bbr|cubic|reno] [--tcp-mem-max BYTES|host]\n"
           "                       [--seed N] [--lifetime SECONDS] [--pool PACKETS] [--foreground]\n"
-          "                       [--realtime-priority N (default 10, 0 = off)]\n"
+          "                       [--realtime-priority N (default 10, 0 = off)] [--no-offload]\n"
           "       strata netem down [--name NAME]\n"
           "       strata netem status [--name NAME]\n"
           "       strata netem list\n"
@@ -208,6 +208,7 @@ static int parse_up(int argc, char **argv, netem_up_options *o) {
   o->fwd.realtime_priority = 10;
   o->site.mtu = 1500;
   o->site.tcp_mem_max_bytes = 64ull << 20;
+  o->site.offload = 1;
   o->ranks_per_site = 1;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -215,6 +216,11 @@ static int parse_up(int argc, char **argv, netem_up_options *o) {
     if (!strcmp(arg, "--foreground")) {
       o->foreground = 1;
       continue;
+    } else if (!strcmp(arg, "--no-offload")) {
+      o->site.offload = 0; /* one packet per read/write, as on a link without TSO */
+      continue;
+    } else if (!strcmp(arg, "--tcp-mem-max") && val && !strcmp(val, "host")) {
+      o->site.tcp_mem_max_bytes = 0; /* the host's own values, as a user would have them */
     } else if (!strcmp(arg, "--sites")) {
       ok = ok && !parse_long(val, 2, STRATA_EMU_MAX_SITES, &v) && ((o->fwd.nsites = (int)v), 1);
     } else if (!strcmp(arg, "--ranks-per-site")) {
@@ -271,10 +277,10 @@ static void write_config(const char *name, const netem_up_options *o) {
   state_path(path, sizeof path, name, "config");
   FILE *f = fopen(path, "w");
   if (!f) return;
-  fprintf(f, "name %s\nsites %d\nranks_per_site %ld\nmtu %u\ncc %s\ntcp_mem_max %llu\n", name,
-          o->fwd.nsites, o->ranks_per_site, o->fwd.mtu,
+  fprintf(f, "name %s\nsites %d\nranks_per_site %ld\nmtu %u\ncc %s\ntcp_mem_max %llu\noffload %d\n",
+          name, o->fwd.nsites, o->ranks_per_site, o->fwd.mtu,
           o->site.congestion_control ? o->site.congestion_control : "(default)",
-          (unsigned long long)o->site.tcp_mem_max_bytes);
+          (unsigned long long)o->site.tcp_mem_max_bytes, o->site.offload);
   if (o->fwd.lifetime_s > 0) fprintf(f, "lifetime_s %.0f\n", o->fwd.lifetime_s);
   for (int src = 0; src < o->fwd.nsites; src++) {
     for (int dst = 0; dst < o->fwd.nsites; dst++) {
@@ -379,6 +385,7 @@ static int netem_up_run(int argc, char **argv, const char *name, netem_up_option
   char err[512];
   o->site.name = name;
   o->site.nsites = o->fwd.nsites;
+  o->fwd.vnet_hdr = o->site.offload;
   if (strata_emu_sites_create(&o->site, o->fwd.tun_fds, err, sizeof err)) {
     fprintf(stderr, "netem up: %s\n", err);
     remove_state(name);

@@ -30,6 +30,8 @@ typedef struct strata_emu_forwarder_config {
   double lifetime_s;      /* stop by itself after this long; 0 = run until a signal */
   int ready_fd;           /* one byte is written here once running, then closed; -1 = none */
   int realtime_priority;  /* SCHED_FIFO priority (1..99) when possible; 0 = normal scheduling */
+  int vnet_hdr; /* 1: every packet on the fds starts with a struct virtio_net_hdr and may be a
+                 * TCP/IPv4 super-packet of up to 64 KiB (site.h offload); 0: plain IP packets */
 } strata_emu_forwarder_config;
 
 typedef enum strata_emu_forwarder_end {

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <linux/if.h>
 #include <linux/if_tun.h>
+#include <linux/virtio_net.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -112,7 +113,11 @@ static int site_sysctls(const strata_emu_site_options *o, char *err, size_t err_
   return 0;
 }
 
-static int tun_open_here(char *err, size_t err_bytes) {
+/* With offload, TCP in the site sends super-packets of up to 64 KiB (TSO) with the checksum left
+ * to "hardware" (the forwarder passes that duty on to the receiving site's kernel): one read and
+ * one write per ~44 segments instead of per segment, which is what lets the forwarder carry
+ * 1 Gbit/s both ways on a 2-core host. The forwarder still models every segment (forwarder.c). */
+static int tun_open_here(int offload, char *err, size_t err_bytes) {
   int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     snprintf(err, err_bytes, "open /dev/net/tun: %s", strerror(errno));
@@ -120,10 +125,18 @@ static int tun_open_here(char *err, size_t err_bytes) {
   }
   struct ifreq ifr;
   memset(&ifr, 0, sizeof ifr);
-  ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+  ifr.ifr_flags = IFF_TUN | IFF_NO_PI | (offload ? IFF_VNET_HDR : 0);
   snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", STRATA_EMU_TUN_NAME);
   if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
     snprintf(err, err_bytes, "TUNSETIFF %s: %s", STRATA_EMU_TUN_NAME, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  int hdr_bytes = (int)sizeof(struct virtio_net_hdr);
+  if (offload && (ioctl(fd, TUNSETVNETHDRSZ, &hdr_bytes) < 0 ||
+                  ioctl(fd, TUNSETOFFLOAD, (unsigned long)(TUN_F_CSUM | TUN_F_TSO4)) < 0)) {
+    snprintf(err, err_bytes, "TUN offload on %s: %s (try --no-offload)", STRATA_EMU_TUN_NAME,
+             strerror(errno));
     close(fd);
     return -1;
   }
@@ -155,7 +168,7 @@ static int site_make_tun(const strata_emu_site_options *o, int site, char *err, 
   }
   int fd = -1;
   if (strata_emu_site_enter(o->name, site, err, err_bytes) == 0) {
-    if (site_sysctls(o, err, err_bytes) == 0) fd = tun_open_here(err, err_bytes);
+    if (site_sysctls(o, err, err_bytes) == 0) fd = tun_open_here(o->offload, err, err_bytes);
     if (setns(self, CLONE_NEWNET)) {
       /* Cannot happen short of a kernel bug; continuing in the wrong namespace would be worse. */
       perror("netem: setns back to the root namespace");

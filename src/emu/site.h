@@ -18,6 +18,8 @@ typedef struct strata_emu_site_options {
   uint32_t mtu;
   const char *congestion_control; /* e.g. "bbr" or "cubic"; NULL leaves the kernel default */
   uint64_t tcp_mem_max_bytes;     /* socket buffer maxima in every site; 0 leaves them */
+  int offload; /* 1: the TUNs carry a virtio_net_hdr and accept TSO/checksum offload, so a site's
+                * TCP hands the forwarder 64 KiB super-packets (forwarder.h, vnet_hdr) */
 } strata_emu_site_options;
 
 /* 1 if name is usable as a prefix. */

@@ -8,24 +8,32 @@
  * yet (back-pressure below would otherwise hide an abort for as long as the data waits).
  *
  * Sending. The k-th send to a peer gets msg_seq k. A message smaller than
- * STRATA_TCP_STRIPE_MIN_BYTES is one frame on stream k % S: consecutive messages (a pipelined
- * ring's chunks) then spread over every connection, which is what makes many streams pay off on a
- * long fat pipe (PCCL, arXiv 2505.14065: 1 connection 3.7 Gb/s vs 64 connections 45 Gb/s), and
- * a small message costs one frame and one write. A larger message is cut into S contiguous
- * stripes, stripe i on stream i. Frames wait in a per-stream FIFO; post_send writes at once when
- * the stream is idle (latency), progress() writes the rest with one sendmsg per stream gathering
- * many frames. A send completes when its last byte is in the kernel.
+ * STRATA_TCP_STRIPE_MIN_BYTES is one piece; a larger one is cut into pieces of
+ * min(bytes / S, TCP_PIECE_MAX_BYTES). Sends wait, in post order, in the peer's pending queue,
+ * and a stream takes the next piece only when its own FIFO is empty, i.e. when its socket has
+ * accepted everything it was given. So pieces go to whichever connection drains, not round
+ * robin: on a long fat pipe the S connections never run at one rate (each congestion controller
+ * finds its own share, one stream recovers from a loss while the others do not), and a fixed
+ * 1/S stripe per stream would make every message wait for the slowest one, capping the pair at
+ * S x the slowest rate. On a WAN socket tcp_tune.c sets TCP_NOTSENT_LOWAT, so "accepted" means
+ * "about to be sent", not "parked in a deep send buffer". Many streams are what make a long fat
+ * pipe pay off (PCCL, arXiv 2505.14065: 1 connection 3.7 Gb/s vs 64 connections 45 Gb/s); a
+ * small message still costs one frame and one write. post_send feeds at once (latency),
+ * progress() feeds and writes the rest with one sendmsg per stream gathering many frames. A send
+ * completes when its last piece is in the kernel.
  *
  * Receiving. Posted receives of a peer sit in a ring indexed by msg_seq (the k-th receive posted
  * pairs with the k-th message sent, as transport.h requires). A stream reads a header, finds the
  * receive with that msg_seq and reads the payload straight into buf + stripe_offset (zero copy;
  * a 16 KiB bounce buffer per stream batches small frames and the next header into one read).
- * A header whose message is not posted yet stays parked and its payload stays in the kernel:
- * back-pressure, never an unbounded queue. A stream is read only when a posted receive expects a
- * frame on it (`expected`) or it is in the middle of one, so an idle progress() costs no
- * syscalls beyond the control check. A receive completes when every stripe has arrived.
- * Tag or size disagreement completes the receive with STRATA_ERR_MISMATCH without touching its
- * buffer; the sender's stripes of that message are then read and discarded.
+ * Pieces of one message may come on any streams in any order, but on each stream messages come
+ * in msg_seq order (the sender hands pieces out in post order), so in-order reassembly needs no
+ * reorder buffer: a receive completes when all its bytes arrived. A header whose message is not
+ * posted yet stays parked and its payload stays in the kernel: back-pressure, never an unbounded
+ * queue. Streams are read only while a receive is posted or a frame is half read, so an idle
+ * progress() costs no syscalls beyond the control check. Tag or size disagreement completes the
+ * receive with STRATA_ERR_MISMATCH without touching its buffer; the rest of that message's
+ * pieces are then read and discarded (counted in bytes).
  *
  * Failure. EOF, a reset or a protocol violation on any connection of a peer fails that peer:
  * every transfer with it completes with STRATA_ERR_PEER_LOST (or the violation) and progress()
@@ -52,11 +60,16 @@
 #include "net/wire.h"
 
 enum {
-  TCP_MAX_STREAMS = 64,         /* one bit per stream in a uint64_t mask */
-  TCP_BOUNCE_BYTES = 16 * 1024, /* per-stream read batching */
-  TCP_MAX_IOV = 64,             /* iovecs per sendmsg */
-  TCP_RX_READS_PER_PASS = 8     /* reads per stream per progress(): other streams, peers and our
-                                   own sends get their turn even while data pours in */
+  TCP_MAX_STREAMS = 64,            /* one bit per stream in a uint64_t mask */
+  TCP_BOUNCE_BYTES = 16 * 1024,    /* per-stream read batching */
+  TCP_MAX_IOV = 64,                /* iovecs per sendmsg */
+  TCP_RX_READS_PER_PASS = 8,       /* reads per stream per progress(): other streams, peers and our
+                                      own sends get their turn even while data pours in */
+  TCP_PIECE_MAX_BYTES = 128 * 1024 /* the unit a stream takes from the pending queue: about 1 ms
+                                      of a 1 Gbit/s link, so a stalled stream (a loss being
+                                      repaired) holds back little of a message. Measured on the
+                                      emulated 1 Gbit/s, 50 ms link (docs/wan.md): 512 KiB pieces
+                                      were no better, and worse with 4 MiB chunks */
 };
 static const double TCP_CONTROL_CHECK_S = 0.01;
 /* How long an ABORT may wait for the data its sender posted before it (see abort_publish). */
@@ -94,14 +107,24 @@ typedef struct tcp_stream {
   strata_wire_frame header; /* host order */
   strata_xfer *x;           /* receive being filled; NULL while discarding */
   uint8_t *dst;
-  uint64_t left;     /* payload bytes of the current frame not read yet */
-  uint64_t expected; /* frames posted receives still expect to start on this stream */
+  uint64_t left; /* payload bytes of the current frame not read yet */
 } tcp_stream;
 
+/* A receive: x->offset counts the bytes of frames matched so far, x->aux the bytes not yet
+ * arrived. After a mismatch the slot has no x and `discarding` until the rest is skipped. */
 typedef struct recv_slot {
   strata_xfer *x;
-  uint64_t discard_mask; /* after a mismatch: streams whose stripe must still be skipped */
+  int discarding;
+  uint64_t discard_left; /* payload bytes of the mismatched message still to skip */
 } recv_slot;
+
+/* A send not yet fully handed to streams; x->aux counts its pieces not yet in the kernel. */
+typedef struct tx_pending {
+  strata_xfer *x;
+  uint64_t seq;
+  uint64_t assigned; /* bytes handed to streams */
+  uint64_t piece_bytes;
+} tx_pending;
 
 enum { PEER_UP = 0, PEER_GONE };
 
@@ -114,6 +137,9 @@ typedef struct tcp_peer {
   tcp_stream *streams; /* [S] */
   tcp_stream control;
   uint64_t send_seq;
+  tx_pending *pend; /* FIFO pend[pend_head .. +pend_count) modulo pend_cap */
+  size_t pend_head, pend_count, pend_cap;
+  int feed_next;    /* stream the next feeding pass starts at */
   recv_slot *slots; /* ring indexed by msg_seq % slots_cap */
   size_t slots_cap;
   uint64_t base_seq, next_seq; /* posted receives: [base_seq, next_seq) */
@@ -135,34 +161,19 @@ typedef struct tcp_transport {
   int sent_abort_status; /* the first status we sent in an ABORT (0 = none) */
   uint64_t sent_abort_op_seq; /* ... and its operation number (CLOSE repeats both) */
   int sent_abort_op_seq_set;
-  int rx_reads_left;     /* budget of the stream being read (TCP_RX_READS_PER_PASS) */
+  int rx_reads_left; /* budget of the stream being read (TCP_RX_READS_PER_PASS) */
   struct pollfd *pollfds;
   size_t pollfds_cap;
   char *addresses; /* [nranks][STRATA_TCP_ADDRESS_BYTES] from tcp_mesh.c */
 } tcp_transport;
 
-/* ---- stripes ---- */
+/* ---- pieces ---- */
 
-static unsigned stripe_count(const tcp_transport *t, uint64_t bytes) {
-  return bytes >= STRATA_TCP_STRIPE_MIN_BYTES ? (unsigned)t->streams : 1u;
-}
-
-static uint64_t bit(int stream) {
-  return (uint64_t)1 << stream;
-}
-
-/* Streams that carry message `seq` of `bytes`. */
-static uint64_t stripe_mask(const tcp_transport *t, uint64_t seq, uint64_t bytes) {
-  if (stripe_count(t, bytes) == 1) return bit((int)(seq % (uint64_t)t->streams));
-  return t->streams == TCP_MAX_STREAMS ? ~(uint64_t)0 : bit(t->streams) - 1;
-}
-
-/* Stripe on `stream` of a message of `bytes` striped over every stream: even split. */
-static void stripe_range(const tcp_transport *t, uint64_t bytes, int stream, uint64_t *offset,
-                         uint64_t *len) {
-  uint64_t n = (uint64_t)t->streams, base = bytes / n, extra = bytes % n, s = (uint64_t)stream;
-  *offset = s * base + (s < extra ? s : extra);
-  *len = base + (s < extra ? 1 : 0);
+/* Piece size of a message of `bytes` (never 0). */
+static uint64_t piece_bytes(const tcp_transport *t, uint64_t bytes) {
+  if (bytes < STRATA_TCP_STRIPE_MIN_BYTES) return bytes ? bytes : 1;
+  uint64_t piece = (bytes + (uint64_t)t->streams - 1) / (uint64_t)t->streams;
+  return piece < TCP_PIECE_MAX_BYTES ? piece : TCP_PIECE_MAX_BYTES;
 }
 
 /* ---- completions: done() runs only from progress() ---- */
@@ -198,7 +209,7 @@ static void stream_close(tcp_stream *st) {
   st->have_header = st->matched = 0;
   st->x = NULL;
   st->dst = NULL;
-  st->left = st->expected = 0;
+  st->left = 0;
   st->start = st->end = 0;
 }
 
@@ -219,11 +230,26 @@ static int fail_sends(tcp_transport *t, tcp_stream *st, int status) {
   for (size_t i = 0; i < st->count; i++) {
     strata_xfer *x = st->frames[(st->head + i) % st->cap].x;
     if (x && x->aux) {
-      x->aux = 0; /* a striped send sits on several queues: complete it once */
+      x->aux = 0; /* a send's pieces sit on several queues: complete it once */
       complete(t, x, status);
       failed++;
     }
   }
+  return failed;
+}
+
+/* Fail every send not yet fully handed to a stream. */
+static int fail_pending(tcp_transport *t, tcp_peer *p, int status) {
+  int failed = 0;
+  for (size_t i = 0; i < p->pend_count; i++) {
+    strata_xfer *x = p->pend[(p->pend_head + i) % p->pend_cap].x;
+    if (x->aux) {
+      x->aux = 0;
+      complete(t, x, status);
+      failed++;
+    }
+  }
+  p->pend_head = p->pend_count = 0;
   return failed;
 }
 
@@ -234,11 +260,12 @@ static void peer_fail(tcp_transport *t, tcp_peer *p, int status, const char *why
   int failed = 0;
   for (int s = 0; s < t->streams; s++) failed += fail_sends(t, &p->streams[s], status);
   failed += fail_sends(t, &p->control, status);
+  failed += fail_pending(t, p, status);
   for (uint64_t seq = p->base_seq; seq < p->next_seq; seq++) {
     recv_slot *slot = &p->slots[seq % p->slots_cap];
     if (slot->x) complete(t, slot->x, status), failed++;
     slot->x = NULL;
-    slot->discard_mask = 0;
+    slot->discarding = 0;
   }
   p->base_seq = p->next_seq;
   for (int s = 0; s < t->streams; s++) stream_close(&p->streams[s]);
@@ -292,11 +319,10 @@ static int tx_push(tcp_stream *st, const tx_frame *frame) {
   return STRATA_OK;
 }
 
-static void frame_sent(tcp_transport *t, tcp_stream *st, const tx_frame *f) {
+static void frame_sent(tcp_transport *t, const tx_frame *f) {
   strata_xfer *x = f->x;
   if (!x || !x->aux) return;
-  x->aux &= ~bit(st->index);
-  if (!x->aux) complete(t, x, STRATA_OK);
+  if (--x->aux == 0) complete(t, x, STRATA_OK);
 }
 
 /* Gather queued frames into iov; returns the count. */
@@ -330,7 +356,7 @@ static void tx_advance(tcp_transport *t, tcp_stream *st, size_t bytes) {
     tx_frame done = *f;
     st->head = (st->head + 1) % st->cap;
     st->count--;
-    frame_sent(t, st, &done);
+    frame_sent(t, &done);
   }
 }
 
@@ -350,6 +376,65 @@ static void stream_flush(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
   }
 }
 
+static int pend_push(tcp_peer *p, const tx_pending *e) {
+  if (p->pend_count == p->pend_cap) {
+    size_t cap = p->pend_cap ? 2 * p->pend_cap : 16;
+    tx_pending *pend = malloc(cap * sizeof *pend);
+    if (!pend) return STRATA_ERR_NO_MEMORY;
+    for (size_t i = 0; i < p->pend_count; i++) pend[i] = p->pend[(p->pend_head + i) % p->pend_cap];
+    free(p->pend);
+    p->pend = pend;
+    p->pend_head = 0;
+    p->pend_cap = cap;
+  }
+  p->pend[(p->pend_head + p->pend_count++) % p->pend_cap] = *e;
+  return STRATA_OK;
+}
+
+/* Hand the next piece of the oldest pending send to stream `st`. */
+static int feed_piece(tcp_peer *p, tcp_stream *st) {
+  tx_pending *e = &p->pend[p->pend_head];
+  strata_xfer *x = e->x;
+  uint64_t offset = e->assigned, rest = x->bytes - offset;
+  uint64_t len = rest < e->piece_bytes ? rest : e->piece_bytes;
+  tx_frame f = {.x = x, .payload = (const uint8_t *)x->buf + offset, .payload_bytes = len};
+  f.header = (strata_wire_frame){.type = STRATA_WIRE_DATA,
+                                 .tag = x->tag,
+                                 .msg_seq = e->seq,
+                                 .msg_bytes = x->bytes,
+                                 .stripe_offset = offset,
+                                 .stripe_bytes = len};
+  strata_wire_frame_encode(&f.header);
+  if (tx_push(st, &f) != STRATA_OK) return STRATA_ERR_NO_MEMORY;
+  e->assigned += len;
+  if (e->assigned >= x->bytes) { /* whole message handed out (a 0-byte one: its one frame) */
+    p->pend_head = (p->pend_head + 1) % p->pend_cap;
+    p->pend_count--;
+  }
+  return STRATA_OK;
+}
+
+/* Give pieces to every stream whose FIFO is empty, and write them, until the pending queue is
+ * empty or no stream takes more. Starts where the last pass stopped, so ties rotate. */
+static void peer_feed(tcp_transport *t, tcp_peer *p) {
+  while (p->pend_count && p->state == PEER_UP) {
+    int fed = 0;
+    for (int i = 0; i < t->streams && p->pend_count && p->state == PEER_UP; i++) {
+      int s = (p->feed_next + i) % t->streams;
+      tcp_stream *st = &p->streams[s];
+      if (st->count || st->fd < 0) continue;
+      if (feed_piece(p, st) != STRATA_OK) {
+        peer_fail(t, p, STRATA_ERR_NO_MEMORY, "out of memory queueing a send");
+        return;
+      }
+      p->feed_next = (s + 1) % t->streams;
+      fed = 1;
+      stream_flush(t, p, st);
+    }
+    if (!fed) return;
+  }
+}
+
 static int tcp_post_send(strata_transport *base, strata_xfer *x) {
   tcp_transport *t = (tcp_transport *)base;
   if (!x || x->peer < 0 || x->peer >= t->nranks || x->peer == t->rank || (x->bytes && !x->buf))
@@ -357,29 +442,12 @@ static int tcp_post_send(strata_transport *base, strata_xfer *x) {
   tcp_peer *p = &t->peers[x->peer];
   if (p->state != PEER_UP) return p->lost_status;
   if (p->closing) return STRATA_ERR_PEER_LOST;
-  uint64_t seq = p->send_seq++;
-  uint64_t mask = stripe_mask(t, seq, x->bytes);
+  tx_pending e = {.x = x, .seq = p->send_seq, .piece_bytes = piece_bytes(t, x->bytes)};
   x->status = STRATA_OK;
-  x->aux = mask;
-  for (int s = 0; s < t->streams; s++) {
-    if (!(mask & bit(s))) continue;
-    uint64_t offset = 0, len = x->bytes;
-    if (stripe_count(t, x->bytes) > 1) stripe_range(t, x->bytes, s, &offset, &len);
-    tx_frame f = {.x = x, .payload = (const uint8_t *)x->buf + offset, .payload_bytes = len};
-    f.header = (strata_wire_frame){.type = STRATA_WIRE_DATA,
-                                   .tag = x->tag,
-                                   .msg_seq = seq,
-                                   .msg_bytes = x->bytes,
-                                   .stripe_offset = offset,
-                                   .stripe_bytes = len};
-    strata_wire_frame_encode(&f.header);
-    if (tx_push(&p->streams[s], &f) != STRATA_OK) {
-      peer_fail(t, p, STRATA_ERR_NO_MEMORY, "out of memory queueing a send");
-      return STRATA_OK; /* x is queued on a failed peer: it completes in progress() */
-    }
-  }
-  for (int s = 0; s < t->streams && p->state == PEER_UP; s++)
-    if (mask & bit(s)) stream_flush(t, p, &p->streams[s]);
+  x->aux = x->bytes ? (x->bytes + e.piece_bytes - 1) / e.piece_bytes : 1; /* pieces to write */
+  if (pend_push(p, &e) != STRATA_OK) return STRATA_ERR_NO_MEMORY;
+  p->send_seq++;
+  peer_feed(t, p);
   return STRATA_OK;
 }
 
@@ -400,11 +468,6 @@ static int slots_grow(tcp_peer *p) {
   return STRATA_OK;
 }
 
-static void expect_streams(tcp_peer *p, uint64_t mask, int delta) {
-  for (int s = 0; mask; s++, mask >>= 1)
-    if (mask & 1) p->streams[s].expected += (uint64_t)(int64_t)delta;
-}
-
 static int tcp_post_recv(strata_transport *base, strata_xfer *x) {
   tcp_transport *t = (tcp_transport *)base;
   if (!x || x->peer < 0 || x->peer >= t->nranks || x->peer == t->rank || (x->bytes && !x->buf))
@@ -414,19 +477,17 @@ static int tcp_post_recv(strata_transport *base, strata_xfer *x) {
   if (p->next_seq - p->base_seq == p->slots_cap && slots_grow(p) != STRATA_OK)
     return STRATA_ERR_NO_MEMORY;
   uint64_t seq = p->next_seq++;
-  uint64_t mask = stripe_mask(t, seq, x->bytes);
   x->status = STRATA_OK;
-  x->offset = mask; /* streams whose frame has not started yet */
-  x->aux = mask;    /* streams whose frame has not finished yet */
+  x->offset = 0;     /* bytes of frames matched */
+  x->aux = x->bytes; /* bytes not arrived yet */
   *slot_of(p, seq) = (recv_slot){.x = x};
-  expect_streams(p, mask, +1);
   return STRATA_OK;
 }
 
 static void slots_retire(tcp_peer *p) {
   while (p->base_seq < p->next_seq) {
     recv_slot *slot = slot_of(p, p->base_seq);
-    if (slot->x || slot->discard_mask) return;
+    if (slot->x || slot->discarding) return;
     p->base_seq++;
   }
 }
@@ -439,15 +500,12 @@ static int protocol_error(tcp_transport *t, tcp_peer *p, const tcp_stream *st, c
   return -1;
 }
 
-/* Does the header describe a stripe the sender could have sent on this stream? */
-static int header_layout_ok(const tcp_transport *t, const tcp_stream *st) {
+/* Does the header describe a piece inside its message (only a 0-byte message has an empty
+ * piece)? */
+static int header_layout_ok(const tcp_stream *st) {
   const strata_wire_frame *h = &st->header;
-  if (!(stripe_mask(t, h->msg_seq, h->msg_bytes) & bit(st->index))) return 0;
-  if (stripe_count(t, h->msg_bytes) == 1)
-    return h->stripe_offset == 0 && h->stripe_bytes == h->msg_bytes;
-  uint64_t offset, len;
-  stripe_range(t, h->msg_bytes, st->index, &offset, &len);
-  return h->stripe_offset == offset && h->stripe_bytes == len;
+  if (h->stripe_bytes > h->msg_bytes || h->stripe_offset > h->msg_bytes - h->stripe_bytes) return 0;
+  return h->stripe_bytes > 0 || h->msg_bytes == 0;
 }
 
 /* The posted receive and the arriving message disagree: fail the receive, skip the stripes. */
@@ -460,10 +518,10 @@ static void recv_mismatch(tcp_transport *t, tcp_peer *p, tcp_stream *st, recv_sl
              p->rank, (unsigned long long)h->msg_seq, (unsigned long long)x->tag,
              (unsigned long long)x->bytes, (unsigned long long)h->tag,
              (unsigned long long)h->msg_bytes);
-  expect_streams(p, x->offset, -1);
   slot->x = NULL;
-  slot->discard_mask = stripe_mask(t, h->msg_seq, h->msg_bytes) & ~bit(st->index);
-  expect_streams(p, slot->discard_mask, +1);
+  slot->discarding = 1;
+  slot->discard_left = h->msg_bytes - h->stripe_bytes; /* this frame is skipped by the caller */
+  if (!slot->discard_left) slot->discarding = 0;
   complete(t, x, STRATA_ERR_MISMATCH);
   t->mismatch_seen = 1;
 }
@@ -473,7 +531,7 @@ static void recv_mismatch(tcp_transport *t, tcp_peer *p, tcp_stream *st, recv_sl
 static int header_match(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
   const strata_wire_frame *h = &st->header;
   if (h->type != STRATA_WIRE_DATA) return protocol_error(t, p, st, "control frame on data stream");
-  if (!header_layout_ok(t, st)) return protocol_error(t, p, st, "stripe layout");
+  if (!header_layout_ok(st)) return protocol_error(t, p, st, "piece outside its message");
   if (h->msg_seq < p->base_seq) return protocol_error(t, p, st, "message already received");
   if (h->msg_seq >= p->next_seq) return 0;
   recv_slot *slot = slot_of(p, h->msg_seq);
@@ -483,20 +541,20 @@ static int header_match(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
   st->left = h->stripe_bytes;
   st->matched = 1;
   if (!x) {
-    if (!(slot->discard_mask & bit(st->index))) return protocol_error(t, p, st, "duplicate stripe");
-    slot->discard_mask &= ~bit(st->index);
-    st->expected--;
+    if (!slot->discarding || h->stripe_bytes > slot->discard_left || h->stripe_bytes == 0)
+      return protocol_error(t, p, st, "more pieces than the message");
+    slot->discard_left -= h->stripe_bytes;
+    if (!slot->discard_left) slot->discarding = 0;
     return 1;
   }
   if (h->tag != x->tag || h->msg_bytes != x->bytes) {
-    if (x->offset != stripe_mask(t, h->msg_seq, x->bytes))
-      return protocol_error(t, p, st, "stripes of one message disagree");
-    recv_mismatch(t, p, st, slot); /* also un-expects this stream if x counted on it */
+    if (x->offset != 0) return protocol_error(t, p, st, "pieces of one message disagree");
+    recv_mismatch(t, p, st, slot);
     return 1;
   }
-  if (!(x->offset & bit(st->index))) return protocol_error(t, p, st, "duplicate stripe");
-  x->offset &= ~bit(st->index);
-  st->expected--;
+  if (h->stripe_bytes > x->bytes - x->offset)
+    return protocol_error(t, p, st, "more pieces than the message");
+  x->offset += h->stripe_bytes;
   st->x = x;
   st->dst = (uint8_t *)x->buf + h->stripe_offset;
   return 1;
@@ -507,8 +565,8 @@ static void frame_received(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
   strata_xfer *x = st->x;
   recv_slot *slot = slot_of(p, st->header.msg_seq);
   if (x) {
-    x->aux &= ~bit(st->index);
-    if (!x->aux) {
+    x->aux -= st->header.stripe_bytes;
+    if (!x->aux && x->offset == x->bytes) {
       slot->x = NULL;
       complete(t, x, STRATA_OK);
     }
@@ -517,6 +575,19 @@ static void frame_received(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
   st->x = NULL;
   st->dst = NULL;
   slots_retire(p);
+}
+
+/* EOF on a data stream between two frames. Any stream may be read while a receive is posted,
+ * so a peer that finished with us may well have closed this one while the rest of a message is
+ * still on its way on another: that is not a failure. The stream is done; the peer fails only
+ * when its control connection breaks without CLOSE (control_receive) or when every data stream
+ * has ended with receives still posted (the data cannot come any more). 1 = tolerated. */
+static int stream_eof_between_frames(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
+  if (st->have_header || st->end > st->start) return 0; /* a frame was cut short */
+  st->eof = 1;
+  int open_streams = 0;
+  for (int s = 0; s < t->streams; s++) open_streams += !p->streams[s].eof;
+  return open_streams > 0 || p->next_seq == p->base_seq;
 }
 
 /* Read from the socket. Returns bytes read (>0), 0 on EAGAIN, -1 when the peer failed. */
@@ -528,6 +599,7 @@ static ssize_t stream_read(tcp_transport *t, tcp_peer *p, tcp_stream *st, struct
     if (n > 0) return n;
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (n == 0 && stream_eof_between_frames(t, p, st)) return 0;
     peer_fail_errno(t, p, st, n == 0 ? 0 : errno);
     return -1;
   }
@@ -577,11 +649,12 @@ static int payload_read(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
   return 1;
 }
 
-/* Does this stream have work the kernel must supply bytes for? */
-static int stream_wants_bytes(const tcp_stream *st) {
+/* Does this stream have work the kernel must supply bytes for? Any stream may carry the next
+ * piece of a posted receive, so all are read while one is posted. */
+static int stream_wants_bytes(const tcp_peer *p, const tcp_stream *st) {
   if (st->fd < 0 || st->eof) return 0;
   if (st->have_header) return st->matched && st->left > 0 && st->start == st->end;
-  return st->expected > 0 && st->end - st->start < sizeof(strata_wire_frame);
+  return p->next_seq > p->base_seq && st->end - st->start < sizeof(strata_wire_frame);
 }
 
 /* Everything possible without blocking on one data stream. */
@@ -590,7 +663,7 @@ static void stream_receive(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
   while (p->state == PEER_UP && !t->mismatch_seen) {
     if (!st->have_header) {
       if (st->end - st->start < sizeof st->header) {
-        if (!stream_wants_bytes(st) || bounce_fill(t, p, st) <= 0) return;
+        if (!stream_wants_bytes(p, st) || bounce_fill(t, p, st) <= 0) return;
         continue;
       }
       memcpy(&st->header, st->bounce + st->start, sizeof st->header);
@@ -729,6 +802,7 @@ static int tcp_progress(strata_transport *base, int *failed_peer) {
       if (st->count) stream_flush(t, p, st);
       if (p->state == PEER_UP) stream_receive(t, p, st);
     }
+    if (p->pend_count) peer_feed(t, p);
   }
   deliver_completions(t);
   /* after a mismatch the engine must see it before anything that followed on the wire (a peer
@@ -755,7 +829,8 @@ static void tcp_wait(strata_transport *base, int timeout_ms) {
       pollfd_add(t, &n, p->control.fd, POLLIN | POLLRDHUP | (p->control.count ? POLLOUT : 0));
     for (int s = 0; s < t->streams; s++) {
       tcp_stream *st = &p->streams[s];
-      short events = (short)((stream_wants_bytes(st) ? POLLIN : 0) | (st->count ? POLLOUT : 0));
+      short events = (short)((stream_wants_bytes(p, st) ? POLLIN : 0) |
+                             (st->count || p->pend_count ? POLLOUT : 0));
       pollfd_add(t, &n, st->fd, events);
     }
   }
@@ -788,7 +863,8 @@ static void tcp_destroy(strata_transport *base) {
     tcp_peer *p = &t->peers[q];
     if (q == t->rank) continue;
     /* orderly goodbye first, so the peer does not report us as lost */
-    if (p->state == PEER_UP && p->control.count == 0) control_send(t, p, STRATA_WIRE_CLOSE, why, op_seq);
+    if (p->state == PEER_UP && p->control.count == 0)
+      control_send(t, p, STRATA_WIRE_CLOSE, why, op_seq);
     for (int s = 0; p->streams && s < t->streams; s++) {
       stream_close(&p->streams[s]);
       free(p->streams[s].frames);
@@ -800,6 +876,7 @@ static void tcp_destroy(strata_transport *base) {
     free(p->control.bounce);
     free(p->streams);
     free(p->slots);
+    free(p->pend);
   }
   free(t->peers);
   free(t->pollfds);

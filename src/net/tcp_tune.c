@@ -28,6 +28,10 @@
  *    raise. Window scaling is fixed at the SYN from the larger of tcp_rmem[2] and rmem_max, not
  *    from SO_RCVBUF, so sizing after connect loses nothing.
  *
+ * Pacing pieces (WAN only). On a connection whose handshake RTT is >= 1 ms, TCP_NOTSENT_LOWAT
+ * (256 KiB) keeps each socket's unsent backlog small, so tcp.c's pieces go to the streams that
+ * are actually moving (tcp.c, "Sending").
+ *
  * Must never: fail a connection because tuning failed (only the explicit STRATA_TCP_CC check
  * fails, before any connection exists), or block.
  */
@@ -44,6 +48,15 @@
 
 static const double TUNE_DEFAULT_LINK_GBPS = 10.0;
 static const double TUNE_HEADROOM = 2.0;
+/* A connection whose handshake RTT is at least this is a WAN connection (a LAN or loopback RTT is
+ * tens of microseconds; a metro link ~1 ms per 100 km of fiber, FACTS.md). */
+static const unsigned TUNE_WAN_RTT_US = 1000;
+/* TCP_NOTSENT_LOWAT on WAN connections: the socket takes more data only while less than this is
+ * waiting to be sent. tcp.c hands a piece to whichever stream's socket takes it, so this is what
+ * keeps a stalled stream (a loss being repaired) from sitting on megabytes of unsent pieces that
+ * the other streams could have carried. 256 KiB is ~2 ms of 1 Gbit/s: refilled long before it
+ * runs dry. Not on LAN/loopback, where it would only add wake-ups. */
+static const int TUNE_NOTSENT_LOWAT_BYTES = 256 * 1024;
 
 /* ---- /proc/sys ---- */
 
@@ -118,19 +131,32 @@ void strata_tcp_tune_before_connect(const strata_config *cfg, int fd) {
   set_congestion(fd, cfg->tcp_congestion); /* checked by strata_tcp_tune_check */
 }
 
-/* One direction's buffer in auto mode: left to autotuning, or set (capped). */
-static void size_one(int fd, int option, size_t want, const char *what, int rank, int peer,
-                     int stream) {
+size_t strata_tcp_tune_want_bytes(double link_gbps, unsigned rtt_us, int streams) {
+  double gbps = link_gbps > 0 ? link_gbps : TUNE_DEFAULT_LINK_GBPS;
+  double bdp_bytes = gbps * 1e9 / 8.0 * (double)rtt_us * 1e-6;
+  return (size_t)(bdp_bytes / (streams > 0 ? streams : 1) * TUNE_HEADROOM);
+}
+
+int strata_tcp_tune_notsent_lowat_bytes(unsigned rtt_us) {
+  return rtt_us >= TUNE_WAN_RTT_US ? TUNE_NOTSENT_LOWAT_BYTES : 0;
+}
+
+/* One direction's buffer in auto mode: left to autotuning, or set (capped). The shortfall is a
+ * warning when the user gave the link rate (the want is then real), else an info line: the
+ * default rate is a deliberate over-estimate and S streams of a smaller buffer may well do. */
+static void size_one(int fd, int option, size_t want, const char *what, int hinted, int rank,
+                     int peer, int stream) {
   int is_rcv = option == SO_RCVBUF;
   long autotune_max =
       sysctl_field(is_rcv ? "/proc/sys/net/ipv4/tcp_rmem" : "/proc/sys/net/ipv4/tcp_wmem", 2);
   long core_max =
       sysctl_field(is_rcv ? "/proc/sys/net/core/rmem_max" : "/proc/sys/net/core/wmem_max", 0);
   static int warned; /* once per process, not once per stream */
+  const strata_log_level level = hinted ? STRATA_LOG_WARN : STRATA_LOG_INFO;
   if (autotune_max > 0 && want <= (size_t)autotune_max) return; /* autotuning gets there */
   if (core_max > 0 && autotune_max >= core_max) {
     if (!warned++)
-      STRATA_LOG(STRATA_LOG_WARN, rank,
+      STRATA_LOG(level, rank,
                  "tcp tune: peer %d stream %d wants %s %zu bytes, autotuning stops at %ld "
                  "(net.ipv4.%s[2]; raise it to use the link fully)",
                  peer, stream, what, want, autotune_max, is_rcv ? "tcp_rmem" : "tcp_wmem");
@@ -140,7 +166,7 @@ static void size_one(int fd, int option, size_t want, const char *what, int rank
   if (core_max > 0 && want > (size_t)core_max) {
     bytes = (size_t)core_max;
     if (!warned++)
-      STRATA_LOG(STRATA_LOG_WARN, rank,
+      STRATA_LOG(level, rank,
                  "tcp tune: peer %d stream %d wants %s %zu bytes, capped at %ld by net.core.%s "
                  "(raise it to use the link fully)",
                  peer, stream, what, want, core_max, is_rcv ? "rmem_max" : "wmem_max");
@@ -164,20 +190,21 @@ void strata_tcp_tune_established(const strata_config *cfg, int fd, int rank, int
   memset(&info, 0, sizeof info);
   unsigned rtt_us = getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 ? info.tcpi_rtt : 0;
   size_t want = 0;
+  int lowat = strata_tcp_tune_notsent_lowat_bytes(rtt_us);
+  if (lowat > 0) setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
   if (!cfg->tcp_buffer_bytes && rtt_us > 0) {
-    double gbps = cfg->tcp_link_gbps > 0 ? cfg->tcp_link_gbps : TUNE_DEFAULT_LINK_GBPS;
-    int streams = cfg->tcp_streams > 0 ? cfg->tcp_streams : 1;
-    double bdp_bytes = gbps * 1e9 / 8.0 * (double)rtt_us * 1e-6;
-    want = (size_t)(bdp_bytes / streams * TUNE_HEADROOM);
-    size_one(fd, SO_SNDBUF, want, "send buffer", rank, peer, stream);
-    size_one(fd, SO_RCVBUF, want, "receive buffer", rank, peer, stream);
+    want = strata_tcp_tune_want_bytes(cfg->tcp_link_gbps, rtt_us, cfg->tcp_streams);
+    int hinted = cfg->tcp_link_gbps > 0;
+    size_one(fd, SO_SNDBUF, want, "send buffer", hinted, rank, peer, stream);
+    size_one(fd, SO_RCVBUF, want, "receive buffer", hinted, rank, peer, stream);
   }
   if (STRATA_LOG_INFO <= strata_log_get_level()) {
     char cc[32];
     if (strata_tcp_congestion_get(fd, cc, sizeof cc) != STRATA_OK) snprintf(cc, sizeof cc, "?");
     STRATA_LOG(STRATA_LOG_INFO, rank,
-               "tcp tune: peer %d stream %d cc=%s rtt_us=%u want_bytes=%zu sndbuf=%d rcvbuf=%d%s",
+               "tcp tune: peer %d stream %d cc=%s rtt_us=%u want_bytes=%zu sndbuf=%d rcvbuf=%d "
+               "notsent_lowat=%d%s",
                peer, stream, cc, rtt_us, want, get_int(fd, SOL_SOCKET, SO_SNDBUF),
-               get_int(fd, SOL_SOCKET, SO_RCVBUF), cfg->tcp_buffer_bytes ? " (fixed)" : "");
+               get_int(fd, SOL_SOCKET, SO_RCVBUF), lowat, cfg->tcp_buffer_bytes ? " (fixed)" : "");
   }
 }

@@ -24,6 +24,14 @@ void strata_tcp_tune_before_connect(const strata_config *cfg, int fd);
  * sndbuf=... rcvbuf=...". Failures only log: the connection works either way. */
 void strata_tcp_tune_established(const strata_config *cfg, int fd, int rank, int peer, int stream);
 
+/* Auto-mode buffer per socket: R·T/S × 2 for a link of link_gbps (<= 0: the 10 Gbit/s default
+ * guess), round trip rtt_us, `streams` streams per pair. Pure arithmetic (tests). */
+size_t strata_tcp_tune_want_bytes(double link_gbps, unsigned rtt_us, int streams);
+
+/* TCP_NOTSENT_LOWAT for a connection of this RTT: 256 KiB on a WAN (rtt_us >= 1000), 0 = not
+ * set on a LAN or loopback. */
+int strata_tcp_tune_notsent_lowat_bytes(unsigned rtt_us);
+
 /* Test hook: the congestion control of `fd` into out (""), STRATA_OK or STRATA_ERR_SYSTEM. */
 int strata_tcp_congestion_get(int fd, char *out, size_t cap);
 

@@ -1,0 +1,90 @@
+/*
+ * test_tcp_sizing.c — the TCP transport sizes its sockets from the bandwidth-delay product.
+ *
+ * Pure arithmetic of tcp_tune.c: the auto-mode buffer R·T/S × 2 (1 Gbit/s × 50 ms = 6.25 MB in
+ * flight, docs/netem.md), the 10 Gbit/s guess when no rate is given, and TCP_NOTSENT_LOWAT only on
+ * connections whose RTT says WAN (>= 1 ms). Then the same on real sockets over loopback: a LAN
+ * RTT leaves the low-water mark unset. tests/test_tcp_wan.sh checks the WAN side end to end
+ * (the info log of sockets over an emulated 40 ms link shows notsent_lowat=262144).
+ */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "helpers/check.h"
+#include "net/tcp_tune.h"
+
+static int near(double got, double want) {
+  return got > want * 0.999 && got < want * 1.001;
+}
+
+static void test_want_bytes(void) {
+  /* 1 Gbit/s, 50 ms RTT: BDP 6.25 MB; 4 streams -> 1.5625 MB each, x2 headroom */
+  double got = (double)strata_tcp_tune_want_bytes(1.0, 50000, 4);
+  CHECK(near(got, 3.125e6), "1 Gbit/s 50 ms 4 streams: %.0f bytes", got);
+  got = (double)strata_tcp_tune_want_bytes(1.0, 50000, 1);
+  CHECK(near(got, 12.5e6), "one stream carries the whole BDP x2: %.0f", got);
+  got = (double)strata_tcp_tune_want_bytes(0.2, 40000, 8);
+  CHECK(near(got, 0.25e6), "200 Mbit/s 40 ms 8 streams: %.0f", got);
+  got = (double)strata_tcp_tune_want_bytes(0, 50000, 4); /* no hint: 10 Gbit/s */
+  CHECK(near(got, 31.25e6), "default rate guess: %.0f", got);
+  got = (double)strata_tcp_tune_want_bytes(1.0, 50000, 0); /* nonsense stream count: as 1 */
+  CHECK(near(got, 12.5e6), "streams <= 0: %.0f", got);
+  got = (double)strata_tcp_tune_want_bytes(10.0, 50, 4); /* loopback-like RTT: tiny */
+  CHECK(got < 64 * 1024, "LAN want stays small: %.0f", got);
+  /* doubling the RTT doubles the want; doubling the streams halves it */
+  CHECK(strata_tcp_tune_want_bytes(1.0, 100000, 4) == 2 * strata_tcp_tune_want_bytes(1.0, 50000, 4),
+        "linear in RTT");
+  CHECK(strata_tcp_tune_want_bytes(1.0, 50000, 8) * 2 == strata_tcp_tune_want_bytes(1.0, 50000, 4),
+        "inverse in streams");
+}
+
+static void test_lowat(void) {
+  CHECK(strata_tcp_tune_notsent_lowat_bytes(0) == 0, "no RTT: unset");
+  CHECK(strata_tcp_tune_notsent_lowat_bytes(60) == 0, "loopback: unset");
+  CHECK(strata_tcp_tune_notsent_lowat_bytes(999) == 0, "LAN: unset");
+  CHECK(strata_tcp_tune_notsent_lowat_bytes(1000) == 256 * 1024, "1 ms: WAN");
+  CHECK(strata_tcp_tune_notsent_lowat_bytes(50000) == 256 * 1024, "50 ms: WAN");
+}
+
+/* A real loopback connection tuned in auto mode keeps the kernel's default low-water mark. */
+static void test_loopback_socket(void) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0), cfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  if (lfd < 0 || cfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) || listen(lfd, 1) ||
+      getsockname(lfd, (struct sockaddr *)&a, &len) ||
+      connect(cfd, (struct sockaddr *)&a, sizeof a)) {
+    printf("skip loopback socket check: no loopback TCP here\n");
+    if (lfd >= 0) close(lfd);
+    if (cfd >= 0) close(cfd);
+    return;
+  }
+  strata_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.tcp_streams = 4;
+  unsigned before = 0;
+  socklen_t blen = sizeof before;
+  getsockopt(cfd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &before, &blen);
+  strata_tcp_tune_established(&cfg, cfd, 0, 1, 0);
+  unsigned after = 0;
+  socklen_t alen = sizeof after;
+  CHECK(getsockopt(cfd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &after, &alen) == 0, "getsockopt");
+  CHECK(after == before, "loopback low-water mark changed: %u -> %u", before, after);
+  close(cfd);
+  close(lfd);
+}
+
+int main(void) {
+  test_want_bytes();
+  test_lowat();
+  test_loopback_socket();
+  if (failures)
+    fprintf(stderr, "test_tcp_sizing: %d failure(s)\n", failures);
+  else
+    printf("test_tcp_sizing: ok\n");
+  return failures != 0;
+}
