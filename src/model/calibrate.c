@@ -33,6 +33,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/core.h"
 #include "model/host.h"
@@ -91,19 +92,28 @@ static int cal_reps_for(size_t bytes) {
   return reps < 1 ? 1 : (int)reps;
 }
 
-/* Median seconds of one ring shift of `bytes` (each repetition `shifts` shifts). */
+static double cal_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Median seconds of one ring shift of `bytes` (each repetition `shifts` shifts), and the median
+ * CPU seconds this process spent on one (cpu_seconds may be NULL). */
 static int cal_shift_s(strata_comm *comm, char *out, char *in, size_t bytes, size_t message_bytes,
-                       int shifts, double *seconds) {
-  double t[CAL_REPEATS];
+                       int shifts, double *seconds, double *cpu_seconds) {
+  double t[CAL_REPEATS], cpu[CAL_REPEATS];
   int rc = cal_ring_shift(comm, out, in, bytes, message_bytes); /* warm-up: pages, caches */
   if (!rc) rc = strata_barrier(comm);
   for (int r = 0; !rc && r < CAL_REPEATS; r++) {
-    double start_s = strata_now_s();
+    double start_s = strata_now_s(), start_cpu_s = cal_cpu_s();
     for (int i = 0; !rc && i < shifts; i++)
       rc = cal_ring_shift(comm, out, in, bytes, message_bytes);
     t[r] = (strata_now_s() - start_s) / shifts;
+    cpu[r] = (cal_cpu_s() - start_cpu_s) / shifts;
   }
   if (!rc) *seconds = median(t, CAL_REPEATS);
+  if (!rc && cpu_seconds) *cpu_seconds = median(cpu, CAL_REPEATS);
   return rc;
 }
 
@@ -204,7 +214,7 @@ static void cal_transport(strata_comm *comm, strata_host_links *out) {
 }
 
 /* Per calibration point: seconds of a shift, a reduction, a memcpy, a fused shift. */
-enum { CAL_SHIFT = 0, CAL_RED, CAL_COPY, CAL_FUSED_SHIFT, CAL_FIGURES };
+enum { CAL_SHIFT = 0, CAL_RED, CAL_COPY, CAL_FUSED_SHIFT, CAL_SHIFT_CPU, CAL_FIGURES };
 
 /* The bytes per rank of point i's fused shift: the reduce-scatter's send buffer (p of them)
  * must fit the calibration buffer. */
@@ -228,7 +238,7 @@ static int cal_point(strata_comm *comm, const strata_host_links *links, strata_d
   }
   if (!rc && links->nranks > 1)
     rc = cal_shift_s(comm, a, b, bytes, (size_t)links->chunk_bytes, cal_reps_for(bytes),
-                     &s[CAL_SHIFT]);
+                     &s[CAL_SHIFT], &s[CAL_SHIFT_CPU]);
   if (!rc && links->nranks > 1 && !links->use_tcp) /* only shm pulls fuse a reduction */
   {
     size_t fused = cal_fused_bytes(i, links->nranks);
@@ -242,6 +252,19 @@ static void cal_curve_set(strata_host_curve *curve, int i, uint64_t footprint_by
                           double seconds) {
   curve->footprint_bytes[i] = footprint_bytes;
   curve->gbps[i] = seconds > 0 ? bytes / 1e9 / seconds : 0;
+}
+
+/* TCP point i: each core copied X into the kernel and X out of it in cpu_s of CPU time, and the
+ * shift's bytes took shift_s. The core's rate per copy is 2X / cpu_s; the stream rate is what
+ * makes the simulated shift last shift_s (copy in, stream, copy out the tail: X/stream + X/copy).
+ * A shift that kept its cores busy throughout (cpu >= wall) is the plain model: both rates
+ * 2X / shift_s. */
+static void cal_tcp_point(strata_host_links *out, int i, uint64_t bytes, double shift_s,
+                          double cpu_s) {
+  double x = (double)bytes, copy_s = cpu_s / 2; /* one copy of X */
+  if (!(copy_s > 0) || shift_s - copy_s < copy_s) copy_s = shift_s / 2;
+  cal_curve_set(&out->tcp_copy, i, 2 * bytes, x, copy_s);
+  cal_curve_set(&out->link, i, 2 * bytes, x, shift_s - copy_s);
 }
 
 /* Turn the slowest rank's seconds into the curves. Footprints are what one rank touches per
@@ -269,8 +292,10 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
       if (extra_s < 0.1 * plain_s) extra_s = 0.1 * plain_s;
       cal_curve_set(&out->fused, i, (uint64_t)(p + 1) * fused, (double)fused, extra_s);
     }
-    if (p > 1) /* TCP: each core copies X in and X out, taking turns (see the top) */
-      cal_curve_set(&out->link, i, 2 * bytes, moved * (out->use_tcp ? 2 : 1), shift_s);
+    if (p > 1 && out->use_tcp)
+      cal_tcp_point(out, i, bytes, shift_s, w[CAL_SHIFT_CPU]);
+    else if (p > 1)
+      cal_curve_set(&out->link, i, 2 * bytes, moved, shift_s);
     else
       cal_curve_set(&out->link, i, 2 * bytes, moved, w[CAL_COPY]);
   }
