@@ -20,7 +20,9 @@
  * Converting a ring shift of X bytes that took T to a link rate: over shm each rank's core pulls
  * X (the sender's core is free), so one pull runs at X/(T-α); over TCP each rank's core copies X
  * into the kernel and X out of it, taking turns, so each copy runs at 2X/(T-α). That is exactly
- * the simulator's one-core-per-rank model (sim.h), which is what makes the two consistent.
+ * the simulator's one-core-per-rank model (sim.h), which is what makes the two consistent. (A
+ * TCP model that split the shift's time into core time, from the process's CPU clock, and a
+ * slower stream was tried: it predicted 1.3-1.6x too fast at every size here, and was dropped.)
  *
  * The fused pull (shm.c: the receiver lands 256 KiB blocks of the peer's bytes with
  * process_vm_readv and reduces each while it is in L2) costs far more than a plain pull on this
@@ -33,7 +35,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/core.h"
 #include "model/host.h"
@@ -92,28 +93,19 @@ static int cal_reps_for(size_t bytes) {
   return reps < 1 ? 1 : (int)reps;
 }
 
-static double cal_cpu_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Median seconds of one ring shift of `bytes` (each repetition `shifts` shifts), and the median
- * CPU seconds this process spent on one (cpu_seconds may be NULL). */
+/* Median seconds of one ring shift of `bytes` (each repetition `shifts` shifts). */
 static int cal_shift_s(strata_comm *comm, char *out, char *in, size_t bytes, size_t message_bytes,
-                       int shifts, double *seconds, double *cpu_seconds) {
-  double t[CAL_REPEATS], cpu[CAL_REPEATS];
+                       int shifts, double *seconds) {
+  double t[CAL_REPEATS];
   int rc = cal_ring_shift(comm, out, in, bytes, message_bytes); /* warm-up: pages, caches */
   if (!rc) rc = strata_barrier(comm);
   for (int r = 0; !rc && r < CAL_REPEATS; r++) {
-    double start_s = strata_now_s(), start_cpu_s = cal_cpu_s();
+    double start_s = strata_now_s();
     for (int i = 0; !rc && i < shifts; i++)
       rc = cal_ring_shift(comm, out, in, bytes, message_bytes);
     t[r] = (strata_now_s() - start_s) / shifts;
-    cpu[r] = (cal_cpu_s() - start_cpu_s) / shifts;
   }
   if (!rc) *seconds = median(t, CAL_REPEATS);
-  if (!rc && cpu_seconds) *cpu_seconds = median(cpu, CAL_REPEATS);
   return rc;
 }
 
@@ -160,15 +152,16 @@ static int cal_rs_s(strata_comm *comm, const strata_coll_args *args, size_t byte
   return rc;
 }
 
-/* Fixed costs, from calls with one element: the fastest of CAL_SMALL_CALLS individually timed
- * ring shifts (α: one message, ring neighbour to neighbour) and reduce-scatters (the engine's
- * cost of starting and finishing one operation, plus its p-1 messages). The fastest, not the
- * median: during a large collective both ranks' engine threads are running and hand messages
- * over hot, while a lone 8-byte ping on a loaded host often waits for a sleeping thread to be
- * scheduled (30-100 µs medians measured here, against ~1-5 µs quiet), which would wrongly
- * charge every message of a large call. */
+/* Fixed costs, from calls with one element: CAL_SMALL_CALLS individually timed ring shifts (α:
+ * one message, ring neighbour to neighbour) and reduce-scatters (the engine's cost of starting
+ * and finishing one operation, plus its p-1 messages). Over shm the fastest sample: during a
+ * large collective both ranks' engine threads are running and hand messages over hot, while a
+ * lone 8-byte ping on a loaded host often waits for a sleeping thread to be scheduled (30-100 µs
+ * medians measured here, against ~1-5 µs quiet), which would wrongly charge every message of a
+ * large call. Over TCP the median: an idle TCP engine blocks in poll() (engine.c engine_idle),
+ * so a message that finds its receiver idle does pay that wake-up. */
 static int cal_fixed_s(strata_comm *comm, strata_dtype dtype, strata_op op, char *a, char *b,
-                       double *shift_s, double *call_s) {
+                       int tcp, double *shift_s, double *call_s) {
   double t_shift[CAL_SMALL_CALLS], t_call[CAL_SMALL_CALLS];
   strata_coll_args args = cal_rs_args(dtype, op, a, b, strata_dtype_size(dtype));
   int rc = cal_ring_shift(comm, a, b, CAL_SMALL_BYTES, 0);
@@ -182,8 +175,8 @@ static int cal_fixed_s(strata_comm *comm, strata_dtype dtype, strata_op op, char
     t_call[i] = strata_now_s() - mid_s;
   }
   if (rc) return rc;
-  *shift_s = fastest(t_shift, CAL_SMALL_CALLS);
-  *call_s = fastest(t_call, CAL_SMALL_CALLS);
+  *shift_s = tcp ? median(t_shift, CAL_SMALL_CALLS) : fastest(t_shift, CAL_SMALL_CALLS);
+  *call_s = tcp ? median(t_call, CAL_SMALL_CALLS) : fastest(t_call, CAL_SMALL_CALLS);
   return STRATA_OK;
 }
 
@@ -214,7 +207,7 @@ static void cal_transport(strata_comm *comm, strata_host_links *out) {
 }
 
 /* Per calibration point: seconds of a shift, a reduction, a memcpy, a fused shift. */
-enum { CAL_SHIFT = 0, CAL_RED, CAL_COPY, CAL_FUSED_SHIFT, CAL_SHIFT_CPU, CAL_FIGURES };
+enum { CAL_SHIFT = 0, CAL_RED, CAL_COPY, CAL_FUSED_SHIFT, CAL_FIGURES };
 
 /* The bytes per rank of point i's fused shift: the reduce-scatter's send buffer (p of them)
  * must fit the calibration buffer. */
@@ -238,7 +231,7 @@ static int cal_point(strata_comm *comm, const strata_host_links *links, strata_d
   }
   if (!rc && links->nranks > 1)
     rc = cal_shift_s(comm, a, b, bytes, (size_t)links->chunk_bytes, cal_reps_for(bytes),
-                     &s[CAL_SHIFT], &s[CAL_SHIFT_CPU]);
+                     &s[CAL_SHIFT]);
   if (!rc && links->nranks > 1 && !links->use_tcp) /* only shm pulls fuse a reduction */
   {
     size_t fused = cal_fused_bytes(i, links->nranks);
@@ -252,19 +245,6 @@ static void cal_curve_set(strata_host_curve *curve, int i, uint64_t footprint_by
                           double seconds) {
   curve->footprint_bytes[i] = footprint_bytes;
   curve->gbps[i] = seconds > 0 ? bytes / 1e9 / seconds : 0;
-}
-
-/* TCP point i: each core copied X into the kernel and X out of it in cpu_s of CPU time, and the
- * shift's bytes took shift_s. The core's rate per copy is 2X / cpu_s; the stream rate is what
- * makes the simulated shift last shift_s (copy in, stream, copy out the tail: X/stream + X/copy).
- * A shift that kept its cores busy throughout (cpu >= wall) is the plain model: both rates
- * 2X / shift_s. */
-static void cal_tcp_point(strata_host_links *out, int i, uint64_t bytes, double shift_s,
-                          double cpu_s) {
-  double x = (double)bytes, copy_s = cpu_s / 2; /* one copy of X */
-  if (!(copy_s > 0) || shift_s - copy_s < copy_s) copy_s = shift_s / 2;
-  cal_curve_set(&out->tcp_copy, i, 2 * bytes, x, copy_s);
-  cal_curve_set(&out->link, i, 2 * bytes, x, shift_s - copy_s);
 }
 
 /* Turn the slowest rank's seconds into the curves. Footprints are what one rank touches per
@@ -292,10 +272,8 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
       if (extra_s < 0.1 * plain_s) extra_s = 0.1 * plain_s;
       cal_curve_set(&out->fused, i, (uint64_t)(p + 1) * fused, (double)fused, extra_s);
     }
-    if (p > 1 && out->use_tcp)
-      cal_tcp_point(out, i, bytes, shift_s, w[CAL_SHIFT_CPU]);
-    else if (p > 1)
-      cal_curve_set(&out->link, i, 2 * bytes, moved, shift_s);
+    if (p > 1) /* TCP: each core copies X in and X out, taking turns (see the top) */
+      cal_curve_set(&out->link, i, 2 * bytes, moved * (out->use_tcp ? 2 : 1), shift_s);
     else
       cal_curve_set(&out->link, i, 2 * bytes, moved, w[CAL_COPY]);
   }
@@ -335,7 +313,7 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op,
   double s[N], worst[N];
   memset(s, 0, sizeof s);
   memset(worst, 0, sizeof worst);
-  if (!rc && out->nranks > 1) rc = cal_fixed_s(comm, dtype, op, a, b, &s[0], &s[1]);
+  if (!rc && out->nranks > 1) rc = cal_fixed_s(comm, dtype, op, a, b, out->use_tcp, &s[0], &s[1]);
   for (int i = 0; !rc && i < STRATA_HOST_CURVE_POINTS; i++)
     rc = cal_point(comm, out, dtype, op, a, b, c, i, &s[FIXED + i * CAL_FIGURES]);
   if (!rc) rc = strata_allreduce(comm, s, worst, N, STRATA_F64, STRATA_MAX);

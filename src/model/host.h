@@ -48,9 +48,6 @@ typedef struct strata_host_links {
    * working set (host.c). fused: the reduction a shm pull fuses in (dst = src OP block, the
    * block just pulled and still in L2), an extra pass on the receiver's core. */
   strata_host_curve link, reduce, memcpy, fused;
-  /* TCP only: the rate at which a transfer holds each end's core (one copy into or out of the
-   * kernel); `link` is then the rate the bytes stream at, which may be slower (sim.h copy_gbps) */
-  strata_host_curve tcp_copy;
   uint64_t chunk_bytes; /* the engine's pipelining unit for this communicator */
   strata_algo algo;     /* the communicator's forced algorithm (STRATA_ALGO), or AUTO */
 } strata_host_links;

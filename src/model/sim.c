@@ -293,12 +293,11 @@ static int sim_finish_recv(sim_state *s, uint32_t g, double ready_time) {
   return sim_complete(s, g, t);
 }
 
-/* The send has left (end; eager: the transport buffers it) and its last byte reaches the peer's
- * side at `arrive` (>= end), α later: complete it and wake a waiting receive. */
-static int sim_delivered_at(sim_state *s, const strata_step *st, uint32_t g, double end,
-                            double arrive, double alpha_us) {
+/* The send has left (end) and arrives α later: complete it and wake a waiting receive. */
+static int sim_delivered(sim_state *s, const strata_step *st, uint32_t g, double end,
+                         double alpha_us) {
   uint32_t peer_step = s->match[g];
-  s->arrival[peer_step] = arrive + alpha_us;
+  s->arrival[peer_step] = end + alpha_us;
   s->result.bytes_sent += (double)st->bytes;
   s->result.messages++;
   int rc = sim_complete(s, g, end);
@@ -315,11 +314,6 @@ static int sim_delivered_at(sim_state *s, const strata_step *st, uint32_t g, dou
   return rc;
 }
 
-static int sim_delivered(sim_state *s, const strata_step *st, uint32_t g, double end,
-                         double alpha_us) {
-  return sim_delivered_at(s, st, g, end, end, alpha_us);
-}
-
 static int sim_is_recv_reduce(const sim_state *s, uint32_t g) {
   int r = rank_of(s, g);
   return s->scheds[r].steps[g - s->base[r]].kind == STRATA_STEP_RECV_REDUCE;
@@ -334,27 +328,20 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
                          const strata_sim_link *link) {
   int q = st->peer;
   double bw = link->gbps > 0 ? link->gbps : 1e-9;
-  int mover = link->pull ? q : r, streamed = !link->pull && link->copy_gbps > 0;
+  int mover = link->pull ? q : r;
   double start = dmax(t, s->cpu_free[mover]);
   if (start > t) return heap_push(&s->heap, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
-  double copy_gbps = streamed ? link->copy_gbps : bw;
-  double end = start + (double)st->bytes / (copy_gbps * 1e3);
+  double end = start + (double)st->bytes / (bw * 1e3);
   if (link->pull && s->model->fused_reduce_gbps > 0 && sim_is_recv_reduce(s, s->match[g]))
     end += (double)st->bytes / (s->model->fused_reduce_gbps * 1e3);
   s->cpu_free[mover] = end;
   s->fused[s->match[g]] = (uint8_t)(link->pull != 0);
-  s->copy_out_gbps[s->match[g]] = link->pull ? 0 : copy_gbps;
-  double arrive = end;
-  if (streamed) { /* a FIFO pipe: the copy in is buffered at once, the stream paces delivery */
-    double stream_start = dmax(start, dmax(s->tx_free[r], s->rx_free[q]));
-    arrive = dmax(end, stream_start + (double)st->bytes / (bw * 1e3));
-    s->tx_free[r] = s->rx_free[q] = arrive;
-  }
-  return sim_delivered_at(s, st, g, end, arrive, link->alpha_us);
+  s->copy_out_gbps[s->match[g]] = link->pull ? 0 : bw;
+  return sim_delivered(s, st, g, end, link->alpha_us);
 }
 
 static int sim_send(sim_state *s, int r, const strata_step *st, uint32_t g, double t) {
-  strata_sim_link link = {.alpha_us = 0, .gbps = 0, .shared = -1, .pull = 0, .copy_gbps = 0};
+  strata_sim_link link = {.alpha_us = 0, .gbps = 0, .shared = -1, .pull = 0};
   int q = st->peer;
   s->model->link(s->model->ctx, r, q, &link);
   if (s->model->one_core_per_rank) return sim_send_core(s, r, st, g, t, &link);
@@ -388,7 +375,7 @@ static int sim_step(sim_state *s, uint32_t g, double t) {
         s->waiting[g] = 1;
         return STRATA_OK;
       }
-      if (s->model->one_core_per_rank && s->arrival[g] > t) /* see sim_delivered_at */
+      if (s->model->one_core_per_rank && s->arrival[g] > t) /* see sim_delivered */
         return heap_push(&s->heap, s->arrival[g], g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
       return sim_finish_recv(s, g, t);
     case STRATA_STEP_COPY:

@@ -27,16 +27,10 @@
 typedef struct strata_sim_link {
   double alpha_us;
   double gbps;
-  int shared;       /* index of a shared resource both ends' traffic serializes on, or -1 */
-  int pull;         /* one_core_per_rank only: the receiver's core moves the bytes (a single-copy
-                       pull, as shm's CMA); the sender's core stays free, and a RECV_REDUCE's
-                       reduction is fused into the pull (no separate γ pass) */
-  double copy_gbps; /* one_core_per_rank, links that do not pull (TCP): 0 = each end's core copies
-                       at gbps, back to back. > 0: each end's core copies at copy_gbps (the
-                       sender's into the kernel, the receiver's out of it when the receive
-                       completes), while the bytes stream at gbps through a FIFO pipe per
-                       pair (the copy in is buffered at once; the pipe paces delivery): a
-                       transfer slower than its copies leaves the cores free for other work */
+  int shared; /* index of a shared resource both ends' traffic serializes on, or -1 */
+  int pull;   /* one_core_per_rank only: the receiver's core moves the bytes (a single-copy
+                 pull, as shm's CMA); the sender's core stays free, and a RECV_REDUCE's
+                 reduction is fused into the pull (no separate γ pass) */
 } strata_sim_link;
 
 typedef void (*strata_sim_link_fn)(void *ctx, int src, int dst, strata_sim_link *out);
@@ -53,7 +47,7 @@ typedef struct strata_sim_model {
    * thread): its sends, receives, reductions and copies serialize on it. A pulling link holds
    * the receiver's core for bytes / gbps; any other link holds the sender's core for bytes /
    * gbps (copy in, buffered), then the receiver's for as long when the receive completes (copy
-   * out). Shared resources are not used, nor ports except by links with copy_gbps. */
+   * out). Ports and shared resources are not used. */
   int one_core_per_rank;
   /* one_core_per_rank, pulling links: a RECV_REDUCE's fused reduction costs bytes /
    * fused_reduce_gbps on the receiver's core, interleaved with the pull (0 = free) */
