@@ -3,9 +3,11 @@
  *
  * Pure arithmetic of tcp_tune.c: the auto-mode buffer R·T/S × 2 (1 Gbit/s × 50 ms = 6.25 MB in
  * flight, docs/netem.md), the 10 Gbit/s guess when no rate is given, and TCP_NOTSENT_LOWAT only on
- * connections whose RTT says WAN (>= 1 ms). Then the same on real sockets over loopback: a LAN
- * RTT leaves the low-water mark unset. tests/test_tcp_wan.sh checks the WAN side end to end
- * (the info log of sockets over an emulated 40 ms link shows notsent_lowat=262144).
+ * connections whose RTT says WAN (>= 1 ms), and the pipelining chunk a WAN RTT asks for (the ring
+ * keeps ~4 chunks in flight; they must cover the link's rate x 1.5 RTT). Then the same on real
+ * sockets over loopback: a LAN RTT leaves the low-water mark unset. tests/test_tcp_wan.sh checks
+ * the WAN side end to end (the info log of sockets over an emulated 40 ms link shows
+ * notsent_lowat=262144).
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -40,6 +42,30 @@ static void test_want_bytes(void) {
         "linear in RTT");
   CHECK(strata_tcp_tune_want_bytes(1.0, 50000, 8) * 2 == strata_tcp_tune_want_bytes(1.0, 50000, 4),
         "inverse in streams");
+}
+
+static void test_chunk_bytes(void) {
+  const uint64_t lan = 1 << 20, mib = 1 << 20;
+  CHECK(strata_tcp_tune_chunk_bytes(0, 0, lan) == lan, "unknown RTT: the LAN chunk");
+  CHECK(strata_tcp_tune_chunk_bytes(60, 0, lan) == lan, "loopback: the LAN chunk");
+  CHECK(strata_tcp_tune_chunk_bytes(999, 10, lan) == lan, "LAN even at 10 Gbit/s");
+  /* 1 Gbit/s (the default guess) x 50 ms x 1.5 = 9.375 MB over 4 chunks = 2.34 MB -> 3 MiB */
+  uint64_t c = strata_tcp_tune_chunk_bytes(50000, 0, lan);
+  CHECK(c == 3 * mib, "1 Gbit/s 50 ms: %llu", (unsigned long long)c);
+  CHECK(strata_tcp_tune_chunk_bytes(50000, 1.0, lan) == c, "the default guess is 1 Gbit/s");
+  CHECK(c * STRATA_TCP_RING_CHUNKS_AHEAD >= 1.5 * 6.25e6, "lookahead covers BDP x 1.5");
+  /* a small WAN: 200 Mbit/s x 40 ms x 1.5 / 4 = 375 KB -> never below the LAN chunk */
+  CHECK(strata_tcp_tune_chunk_bytes(40000, 0.2, lan) == lan, "small BDP keeps the LAN chunk");
+  /* a big one is capped: 10 Gbit/s x 100 ms would want 47 MB */
+  CHECK(strata_tcp_tune_chunk_bytes(100000, 10, lan) == 16 * mib, "capped at 16 MiB");
+  /* monotone in RTT */
+  uint64_t prev = 0;
+  for (unsigned rtt = 1000; rtt <= 200000; rtt += 7000) {
+    uint64_t now = strata_tcp_tune_chunk_bytes(rtt, 1.0, lan);
+    CHECK(now >= prev, "not monotone at %u us", rtt);
+    CHECK(now % mib == 0, "whole MiB at %u us", rtt);
+    prev = now;
+  }
 }
 
 static void test_lowat(void) {
@@ -80,6 +106,7 @@ static void test_loopback_socket(void) {
 
 int main(void) {
   test_want_bytes();
+  test_chunk_bytes();
   test_lowat();
   test_loopback_socket();
   if (failures)

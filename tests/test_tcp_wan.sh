@@ -92,8 +92,8 @@ for attempt in 1 2; do
   [ $attempt -eq 2 ] && fail "below 80% of the link bound twice"
 done
 # RTT-driven tuning on every data socket of the last run (4 streams + 1 control, both ranks)
-n_wan=$(grep -h "tcp tune: " "$work/wan0.log" "$work/wan1.log" | grep -c "notsent_lowat=262144")
-n_all=$(grep -h "tcp tune: " "$work/wan0.log" "$work/wan1.log" | grep -c .)
+n_wan=$(grep -h "tcp tune: peer .* cc=" "$work/wan0.log" "$work/wan1.log" | grep -c "notsent_lowat=262144")
+n_all=$(grep -h "tcp tune: peer .* cc=" "$work/wan0.log" "$work/wan1.log" | grep -c .)
 rtt_us=$(grep -h -m1 -o "rtt_us=[0-9]*" "$work/wan0.log" | cut -d= -f2)
 echo "WAN sockets: $n_wan of $n_all tuned for the WAN (first rtt_us=${rtt_us:-?})"
 [ "$n_all" -ge 10 ] && [ "$n_wan" -eq "$n_all" ] ||

@@ -46,6 +46,8 @@
  * done() outside progress(), raise SIGPIPE (MSG_NOSIGNAL), or block.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +59,7 @@
 #include "core/core.h"
 #include "net/tcp.h"
 #include "net/tcp_mesh.h"
+#include "net/tcp_tune.h"
 #include "net/wire.h"
 
 enum {
@@ -144,6 +147,7 @@ typedef struct tcp_peer {
   size_t slots_cap;
   uint64_t base_seq, next_seq; /* posted receives: [base_seq, next_seq) */
   int control_only;            /* the peer's data goes by another transport (net.c says so) */
+  unsigned rtt_us;             /* the kernel's RTT of data stream 0 after the handshake */
   int abort_status;            /* an ABORT arrived (0 = none) ... */
   int abort_published;         /* ... and is visible in remote_abort_status */
   uint64_t abort_seq;          /* messages the peer had posted to us before aborting */
@@ -844,6 +848,17 @@ const char *strata_tcp_peer_address(const strata_transport *base, int peer) {
   return t->addresses + (size_t)peer * STRATA_TCP_ADDRESS_BYTES;
 }
 
+uint64_t strata_tcp_chunk_bytes(const strata_transport *base, double link_gbps,
+                                uint64_t lan_chunk_bytes) {
+  const tcp_transport *t = (const tcp_transport *)base;
+  unsigned rtt_us = 0;
+  for (int q = 0; t && base->ops == &tcp_ops && q < t->nranks; q++) {
+    const tcp_peer *p = &t->peers[q];
+    if (q != t->rank && !p->control_only && p->rtt_us > rtt_us) rtt_us = p->rtt_us;
+  }
+  return strata_tcp_tune_chunk_bytes(rtt_us, link_gbps, lan_chunk_bytes);
+}
+
 void strata_tcp_set_control_only(strata_transport *base, int peer) {
   tcp_transport *t = (tcp_transport *)base;
   if (t && base->ops == &tcp_ops && peer >= 0 && peer < t->nranks) t->peers[peer].control_only = 1;
@@ -917,6 +932,11 @@ static int peers_init(tcp_transport *t, int *fds) {
       if (stream_init(st, *fd, s) != STRATA_OK) return STRATA_ERR_NO_MEMORY;
       *fd = -1; /* owned by the transport now */
     }
+    struct tcp_info info;
+    socklen_t len = sizeof info;
+    memset(&info, 0, sizeof info);
+    if (getsockopt(p->streams[0].fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0)
+      p->rtt_us = info.tcpi_rtt;
   }
   return STRATA_OK;
 }

@@ -36,6 +36,7 @@
  * fails, before any connection exists), or block.
  */
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -57,6 +58,11 @@ static const unsigned TUNE_WAN_RTT_US = 1000;
  * the other streams could have carried. 256 KiB is ~2 ms of 1 Gbit/s: refilled long before it
  * runs dry. Not on LAN/loopback, where it would only add wake-ups. */
 static const int TUNE_NOTSENT_LOWAT_BYTES = 256 * 1024;
+/* The WAN rate assumed for chunk sizing when STRATA_TCP_LINK_GBPS is not given: what tenants
+ * measure between cloud regions (Oregon-Virginia 0.79, Virginia-Ohio 1.12 Gbit/s, FACTS.md,
+ * DS3Lab/DT-FM). Too low a guess costs loss resilience, too high one pipeline fill time. */
+static const double TUNE_WAN_DEFAULT_GBPS = 1.0;
+static const uint64_t TUNE_WAN_CHUNK_MAX_BYTES = 16u << 20;
 
 /* ---- /proc/sys ---- */
 
@@ -135,6 +141,17 @@ size_t strata_tcp_tune_want_bytes(double link_gbps, unsigned rtt_us, int streams
   double gbps = link_gbps > 0 ? link_gbps : TUNE_DEFAULT_LINK_GBPS;
   double bdp_bytes = gbps * 1e9 / 8.0 * (double)rtt_us * 1e-6;
   return (size_t)(bdp_bytes / (streams > 0 ? streams : 1) * TUNE_HEADROOM);
+}
+
+uint64_t strata_tcp_tune_chunk_bytes(unsigned rtt_us, double link_gbps, uint64_t lan_chunk_bytes) {
+  if (rtt_us < TUNE_WAN_RTT_US) return lan_chunk_bytes;
+  double gbps = link_gbps > 0 ? link_gbps : TUNE_WAN_DEFAULT_GBPS;
+  double ahead_bytes = gbps * 1e9 / 8.0 * (double)rtt_us * 1e-6 * 1.5;
+  double chunk = ahead_bytes / STRATA_TCP_RING_CHUNKS_AHEAD;
+  const double mib = 1024.0 * 1024.0;
+  uint64_t bytes = (uint64_t)ceil(chunk / mib) * (1u << 20);
+  if (bytes > TUNE_WAN_CHUNK_MAX_BYTES) bytes = TUNE_WAN_CHUNK_MAX_BYTES;
+  return bytes > lan_chunk_bytes ? bytes : lan_chunk_bytes;
 }
 
 int strata_tcp_tune_notsent_lowat_bytes(unsigned rtt_us) {

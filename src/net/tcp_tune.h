@@ -7,6 +7,7 @@
 #define STRATA_NET_TCP_TUNE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "strata.h"
 
@@ -31,6 +32,15 @@ size_t strata_tcp_tune_want_bytes(double link_gbps, unsigned rtt_us, int streams
 /* TCP_NOTSENT_LOWAT for a connection of this RTT: 256 KiB on a WAN (rtt_us >= 1000), 0 = not
  * set on a LAN or loopback. */
 int strata_tcp_tune_notsent_lowat_bytes(unsigned rtt_us);
+
+/* Pipelining chunk for a WAN path of round trip rtt_us: lan_chunk_bytes when rtt_us < 1000 (LAN,
+ * loopback, or unknown = 0); else the chunk that lets the ring allreduce, which keeps about
+ * STRATA_TCP_RING_CHUNKS_AHEAD chunks in flight per direction, cover R × 1.5 RTT (one way of
+ * propagation plus one round trip to repair a loss, so a lost packet does not stall the
+ * pipeline), R = link_gbps or, unknown (<= 0), 1 Gbit/s; rounded up to whole MiB, within
+ * [lan_chunk_bytes, 16 MiB]. Pure arithmetic (tests). */
+#define STRATA_TCP_RING_CHUNKS_AHEAD 4
+uint64_t strata_tcp_tune_chunk_bytes(unsigned rtt_us, double link_gbps, uint64_t lan_chunk_bytes);
 
 /* Test hook: the congestion control of `fd` into out (""), STRATA_OK or STRATA_ERR_SYSTEM. */
 int strata_tcp_congestion_get(int fd, char *out, size_t cap);
