@@ -95,7 +95,12 @@ static uint64_t host_footprint_bytes(const strata_schedule *sched, int fused) {
 static void host_rates_at(const strata_host_links *links, uint64_t footprint_bytes,
                           host_rates *out) {
   out->links = links;
-  out->link_gbps = strata_host_curve_gbps(&links->link, footprint_bytes);
+  /* TCP: flat at the largest point. Ring shifts over loopback run 2-3x faster at 1 MiB than at
+   * 64 MiB here, but collectives do not: allreduce measured 1.0-1.35 GB/s at every size from
+   * 1 to 256 MiB (docs/model.md). Why (dependent messages waking a poll()ing engine, socket
+   * buffers that are not the user's hot buffers) is not settled, so no cache credit is given. */
+  uint64_t link_at = links->use_tcp ? UINT64_MAX : footprint_bytes;
+  out->link_gbps = strata_host_curve_gbps(&links->link, link_at);
   out->reduce_gbps = strata_host_curve_gbps(&links->reduce, footprint_bytes);
   out->memcpy_gbps = strata_host_curve_gbps(&links->memcpy, footprint_bytes);
   out->fused_gbps = strata_host_curve_gbps(&links->fused, footprint_bytes);
