@@ -1220,6 +1220,12 @@ static void bench_model_setup(bench_ctx *ctx) {
       l->use_tcp ? "tcp" : "shm single-copy pulls", strata_algo_name(l->algo),
       (unsigned long long)l->chunk_bytes, l->alpha_us, l->link_gbps, l->reduce_gbps,
       bench_type_names[ctx->opt->types[0]], l->memcpy_gbps);
+  printf("# Model curves (GB/s at the working set per rank), per-call overhead %.1f us:",
+         l->op_overhead_us);
+  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++)
+    printf(" %lluK link %.2f reduce %.2f memcpy %.2f%s",
+           (unsigned long long)(l->link.footprint_bytes[i] >> 10), l->link.gbps[i],
+           l->reduce.gbps[i], l->memcpy.gbps[i], i + 1 < STRATA_HOST_CURVE_POINTS ? ";" : "\n");
 }
 
 /* Runs the benchmark on an initialized communicator. Returns the exit status. */
