@@ -139,7 +139,8 @@ for entry in $links; do
   conditions+=("$cond")
   if command -v iperf3 >/dev/null; then
     note "[$cond] iperf3 --bidir -P 8 reference"
-    iperf_ref "$dir" || note "iperf3 failed"
+    iperf_ref "$dir"
+    grep -q sum_received_bidir_reverse "$dir/iperf_bidir.json" 2>/dev/null || note "iperf3 failed"
   fi
   note "[$cond] strata, no knobs"
   run_strata "$dir" strata || note "strata failed (see $dir/strata.r*.log)"
@@ -192,7 +193,8 @@ for cond in conditions:
               "(%.1f%% of the nominal)" % (both[0] / 1e6, both[1] / 1e6, practical, 100 * t_min / practical))
     except (OSError, ValueError, KeyError, ZeroDivisionError):
         pass
-    labels = ["strata"] + sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(d, "strata_*.json")))
+    labels = ["strata"] + sorted(os.path.basename(p)[:-len(".r0.log")]
+                                 for p in glob.glob(os.path.join(d, "strata_*.r0.log")))
     times = {l: time_s(os.path.join(d, l + ".json")) for l in labels}
     for peer in ("gloo", "mpi"):
         times[peer] = time_s(os.path.join(d, peer + ".json"))
@@ -205,7 +207,7 @@ for cond in conditions:
     for l in rows:
         t = times.get(l)
         if t is None:
-            shown = ("> %.0f" % timeout_s) if l in ("gloo", "mpi") else "failed"
+            shown = ("> %.0f" % timeout_s) if l in ("gloo", "mpi") else "failed/timeout"
             print("%-44s %9s %11s %8s" % (l, shown, "-", "-"))
             continue
         pr = "%.1f%%" % (100 * practical / t) if practical else "-"

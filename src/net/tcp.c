@@ -173,10 +173,12 @@ typedef struct tcp_transport {
 
 /* ---- pieces ---- */
 
-/* Piece size of a message of `bytes` (never 0). */
-static uint64_t piece_bytes(const tcp_transport *t, uint64_t bytes) {
+/* Piece size of a message of `bytes` to `p` (never 0): one per stream on a LAN (fewest frames and
+ * syscalls); on a WAN (handshake RTT >= 1 ms) at most TCP_PIECE_MAX_BYTES, for balance. */
+static uint64_t piece_bytes(const tcp_transport *t, const tcp_peer *p, uint64_t bytes) {
   if (bytes < STRATA_TCP_STRIPE_MIN_BYTES) return bytes ? bytes : 1;
   uint64_t piece = (bytes + (uint64_t)t->streams - 1) / (uint64_t)t->streams;
+  if (strata_tcp_tune_notsent_lowat_bytes(p->rtt_us) == 0) return piece; /* not a WAN */
   return piece < TCP_PIECE_MAX_BYTES ? piece : TCP_PIECE_MAX_BYTES;
 }
 
@@ -446,7 +448,7 @@ static int tcp_post_send(strata_transport *base, strata_xfer *x) {
   tcp_peer *p = &t->peers[x->peer];
   if (p->state != PEER_UP) return p->lost_status;
   if (p->closing) return STRATA_ERR_PEER_LOST;
-  tx_pending e = {.x = x, .seq = p->send_seq, .piece_bytes = piece_bytes(t, x->bytes)};
+  tx_pending e = {.x = x, .seq = p->send_seq, .piece_bytes = piece_bytes(t, p, x->bytes)};
   x->status = STRATA_OK;
   x->aux = x->bytes ? (x->bytes + e.piece_bytes - 1) / e.piece_bytes : 1; /* pieces to write */
   if (pend_push(p, &e) != STRATA_OK) return STRATA_ERR_NO_MEMORY;
