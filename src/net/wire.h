@@ -29,7 +29,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define STRATA_WIRE_VERSION 1u
+#define STRATA_WIRE_VERSION 2u   /* 2: DATA frames are pieces that any stream may carry (tcp.c) */
 #define STRATA_WIRE_MAGIC "STRT" /* 4 bytes, no NUL on the wire */
 
 #define STRATA_WIRE_JOB_ID_BYTES 64
@@ -75,7 +75,7 @@ static_assert(offsetof(strata_wire_handshake, version) == 4, "version offset is 
 /* ---- frames ---- */
 
 typedef enum strata_wire_frame_type {
-  STRATA_WIRE_DATA = 1,  /* one stripe of a message; payload follows */
+  STRATA_WIRE_DATA = 1,  /* one piece of a message (any stream, any order); payload follows */
   STRATA_WIRE_ABORT = 2, /* control: the sender's communicator aborts; tag = (int64) status,
                             msg_seq = messages the sender had posted to us before it */
   STRATA_WIRE_CLOSE = 3  /* control: orderly shutdown, the EOF that follows is not a failure;
