@@ -41,7 +41,7 @@ part() { # NUMBER TITLE LOG CMD... — runs one part, keeps its output
   fi
   echo "== $num. $title ($(date -u +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))"
   local start=$SECONDS rc=0
-  "$@" >"$log" 2>&1 || rc=$?
+  bash "$@" >"$log" 2>&1 || rc=$?
   cat "$log"
   [ $rc -eq 0 ] || status_all=1
   summary+=("$num. $title: $([ $rc -eq 0 ] && echo ok || echo "FAILED (status $rc)") in $((SECONDS - start)) s")
