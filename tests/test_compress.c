@@ -175,18 +175,8 @@ static void fill_rank(float *buf, size_t count, int rank) {
   for (size_t i = 0; i < count; i++) buf[i] = rng_unit(&seed);
 }
 
-/* Bound of one quantization of a value of magnitude <= m for the encoding. */
 static double unit_error(strata_compress c, double m) {
-  switch (c) {
-    case STRATA_COMPRESS_BF16:
-      return m * 0x1p-8;
-    case STRATA_COMPRESS_F16:
-      return m * 0x1p-11;
-    case STRATA_COMPRESS_INT8:
-      return 2 * m / 510.0;
-    default:
-      return m * 0x1p-4 + m / 448.0 * 0x1p-9;
-  }
+  return strata_compress_error_bound(c, m);
 }
 
 /* Where every rank must end with the same bytes (docs/compression.md): per-value encodings
@@ -384,6 +374,9 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *varg)
   }
   a.compress = (strata_compress)99;
   if (strata_collective(comm, &a, NULL) != STRATA_ERR_INVALID_ARG) bad++;
+  /* every rank has made its refused calls before any rank breaks the communicator below (a
+   * broken communicator answers every later call with its error, before checking arguments) */
+  if (strata_barrier(comm) != STRATA_OK) bad++;
 
   /* ranks that disagree on the encoding: a mismatch on every rank, never a hang or garbage.
    * (Last: it breaks the communicator.) */

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "core/compress.h"
 #include "core/core.h"
 #include "model/cost.h"
 #include "model/host.h"
@@ -779,11 +780,7 @@ static double bench_lossy_tolerance(const bench_ctx *ctx, const bench_case *c, c
   if (c->dtype != STRATA_F32 || codec == STRATA_COMPRESS_NONE) return 0;
   double amax = 0;
   for (size_t k = 0; k < count; k++) amax = fmax(amax, fabs(bench_load_real(c->dtype, want, k)));
-  double unit = codec == STRATA_COMPRESS_BF16   ? 0x1p-8
-                : codec == STRATA_COMPRESS_F16  ? 0x1p-11
-                : codec == STRATA_COMPRESS_INT8 ? 2.0 / 255
-                                                : 0x1p-4 + 0x1p-9 / 448;
-  return 2.0 * ctx->nranks * unit * amax;
+  return 2.0 * ctx->nranks * strata_compress_error_bound(codec, amax);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "core/compress.h"
 #include "strata.h"
 
 typedef struct demo_row {
@@ -148,7 +149,6 @@ static float gradient(int r, size_t i) {
 static int demo_compression(strata_comm *comm, int rank, int n) {
   static const strata_compress codecs[] = {STRATA_COMPRESS_BF16, STRATA_COMPRESS_F16,
                                            STRATA_COMPRESS_INT8, STRATA_COMPRESS_FP8};
-  static const double unit[] = {0x1p-8, 0x1p-11, 2.0 / 255, 0x1p-4 + 0x1p-9 / 448};
   enum { COUNT = 4 << 20 };
   float *buf = malloc(sizeof(float) * COUNT);
   if (!buf) return 1;
@@ -188,7 +188,8 @@ static int demo_compression(strata_comm *comm, int rank, int n) {
     strata_allreduce(comm, &hash, &hi, 1, STRATA_U64, STRATA_MAX);
     uint64_t wire = after.wire_bytes_sent - before.wire_bytes_sent;
     uint64_t data = after.data_bytes_sent - before.data_bytes_sent;
-    int ok = status == STRATA_OK && lo == hi && worst <= 2.0 * n * unit[k] * amax;
+    int ok = status == STRATA_OK && lo == hi &&
+             worst <= 2.0 * n * strata_compress_error_bound(codecs[k], amax);
     int all_ok = ok;
     strata_allreduce(comm, &ok, &all_ok, 1, STRATA_I32, STRATA_MIN);
     failed += !all_ok;

@@ -43,6 +43,21 @@ uint64_t strata_compress_wire_bytes(strata_compress c, uint64_t n) {
   }
 }
 
+double strata_compress_error_bound(strata_compress c, double m) {
+  switch (c) {
+    case STRATA_COMPRESS_BF16:
+      return m * 0x1p-8; /* half an ulp of 8 significant bits, with room for the carry */
+    case STRATA_COMPRESS_F16:
+      return m * 0x1p-11;
+    case STRATA_COMPRESS_INT8:
+      return 2 * m / 510.0; /* step/2, the block spanning at most [-m, m] */
+    case STRATA_COMPRESS_FP8:
+      return m * 0x1p-4 + m / 448.0 * 0x1p-9; /* relative as a normal + subnormal spacing */
+    default:
+      return 0;
+  }
+}
+
 /* ---- fp8 e4m3 ---- */
 uint8_t strata_f32_to_e4m3(float f) {
   uint32_t bits;
