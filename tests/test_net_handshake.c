@@ -68,7 +68,7 @@ static int refuse_body(const strata_net_fixture_rank *r) {
   CHECK(strata_net_fixture_store(r, &store) == STRATA_OK, "store");
   if (r->rank == 1) {
     if (c->kind == BAD_SECRET) snprintf(cfg.secret, sizeof cfg.secret, "not-the-secret");
-    if (c->kind == BAD_VERSION) strata_tcp_set_announced_version_for_test(2);
+    if (c->kind == BAD_VERSION) strata_tcp_set_announced_version_for_test(STRATA_WIRE_VERSION + 1);
     if (c->kind == BAD_JOB) {
       snprintf(cfg.job_id, sizeof cfg.job_id, "another-job");
       CHECK(alias_address(store, "netfix", "another-job") == STRATA_OK, "alias address");
