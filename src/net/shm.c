@@ -136,7 +136,7 @@ typedef struct shm_channel {
   /* written by the producer (the peer that sends to this segment's owner) */
   _Alignas(64) _Atomic uint64_t head;
   _Atomic int32_t abort_status;
-  _Atomic uint64_t abort_sent; /* messages the producer had written to us when it aborted */
+  _Atomic uint64_t abort_sent;   /* messages the producer had written to us when it aborted */
   _Atomic uint64_t abort_op_seq; /* the first operation its abort concerns */
   /* written by the consumer (the segment's owner) */
   _Alignas(64) _Atomic uint64_t tail;
@@ -185,8 +185,8 @@ typedef struct shm_peer {
   int lost; /* 0 or the status that broke this peer */
   int abort_seen;
   double abort_noticed_s; /* when we first saw the abort word (0 = not yet) */
-  int use_cma;     /* the peer can read our memory: large sends go CMA */
-  int pid_visible; /* its pid means something here (same pid namespace) */
+  int use_cma;            /* the peer can read our memory: large sends go CMA */
+  int pid_visible;        /* its pid means something here (same pid namespace) */
   double next_liveness_s;
   void *map; /* the peer's segment */
   size_t map_bytes;
@@ -1048,11 +1048,11 @@ static void shm_log_paths(shm_transport *t, int cma_enabled) {
                "(process_vm_readv)",
                t->npeers, ring_kib, SHM_INLINE_MAX_BYTES >> 10);
   else if (cma == 0)
-    STRATA_LOG(STRATA_LOG_INFO, t->rank,
-               "shm: %d local peers, %llu KiB rings; every message streams inline (%s)", t->npeers,
-               ring_kib,
-               cma_enabled ? "process_vm_readv not permitted: ptrace restrictions?"
-                                     : "STRATA_SHM_CMA=0");
+    STRATA_LOG(
+        STRATA_LOG_INFO, t->rank,
+        "shm: %d local peers, %llu KiB rings; every message streams inline (%s)", t->npeers,
+        ring_kib,
+        cma_enabled ? "process_vm_readv not permitted: ptrace restrictions?" : "STRATA_SHM_CMA=0");
   else
     STRATA_LOG(STRATA_LOG_INFO, t->rank,
                "shm: %d local peers, %llu KiB rings; CMA towards %d of them, inline to the rest "
