@@ -13,6 +13,7 @@
 
 #include "core/core.h"
 #include "engine/engine.h"
+#include "net/tcp.h"
 
 /* Pipelining pays where a transfer keeps the wire busy while the CPU reduces (TCP). Between
  * ranks of one host every transfer is a memory copy by a rank's own core (single-copy pulls
@@ -20,11 +21,8 @@
  * 2 ranks, 16 MiB out of place, 1 MiB chunks 2.3 GB/s busbw against 5.0 GB/s in one round. */
 static uint64_t default_chunk_bytes(const strata_comm *comm) {
   enum { TCP_CHUNK_BYTES = 1 << 20, SHM_CHUNK_BYTES = 16 << 20 };
-  /* net/tcp.h: larger chunks when a data peer is a WAN away (RTT measured at connect), so the
-   * ring keeps a bandwidth-delay product in flight. Declared here, not included, to keep this
-   * change inside this function (move it to the includes when convenient). */
-  uint64_t strata_tcp_chunk_bytes(const strata_transport *t, double link_gbps,
-                                  uint64_t lan_chunk_bytes);
+  /* larger chunks when a data peer is a WAN away (RTT measured at connect), so the ring keeps
+   * a bandwidth-delay product in flight */
   if (!comm->tcp_data_peers) return SHM_CHUNK_BYTES;
   return strata_tcp_chunk_bytes(comm->net.tcp, comm->cfg.tcp_link_gbps, TCP_CHUNK_BYTES);
 }
