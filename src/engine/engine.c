@@ -42,6 +42,15 @@ static int ref_writable(const strata_operation *op, strata_bufref ref, uint64_t 
   return p >= recv && p + bytes <= recv + op->buf_bytes[STRATA_BUF_RECV];
 }
 
+/* Encode a send's source into its wire slot. The sender keeps what the peers get (decoded back
+ * into the source where the engine may write), so every rank ends with the same values. */
+static void encode_send(strata_operation *op, const strata_step *step, uint8_t *wire) {
+  size_t n = step->bytes / sizeof(float);
+  float *src = (float *)(void *)ref_ptr(op, step->src);
+  strata_compress_encode(op->codec, src, n, wire);
+  if (ref_writable(op, step->src, step->bytes)) strata_compress_decode(op->codec, wire, n, src);
+}
+
 static void on_xfer_done(strata_xfer *x) {
   strata_operation *op = x->user;
   op->completed[op->ncompleted++] = (uint32_t)(x - op->xfers);
@@ -61,36 +70,29 @@ static void post_transfer(strata_comm *comm, strata_operation *op, uint32_t inde
   int status;
   op->state[index] = STRATA_STEP_POSTED;
   if (op->codec != STRATA_COMPRESS_NONE) {
-    uint64_t n = step->bytes / sizeof(float);
+    /* the transfer moves the step's encoded slot; the peer decodes on arrival */
     x->buf = op->wire + op->wire_off[index];
-    x->bytes = strata_compress_wire_bytes(op->codec, n);
+    x->bytes = strata_compress_wire_bytes(op->codec, step->bytes / sizeof(float));
     x->elem_size = 1;
-    if (step->kind == STRATA_STEP_SEND) {
-      float *src = (float *)(void *)ref_ptr(op, step->src);
-      strata_compress_encode(op->codec, src, n, x->buf);
-      /* keep what the peers get, so every rank ends with the same values (engine.h) */
-      if (ref_writable(op, step->src, step->bytes))
-        strata_compress_decode(op->codec, x->buf, n, src);
-      comm->stats.messages_sent++;
-      comm->stats.data_bytes_sent += step->bytes;
-      comm->stats.wire_bytes_sent += x->bytes;
-      status = t->ops->post_send(t, x);
-    } else {
-      status = t->ops->post_recv(t, x);
-    }
-  } else if (step->kind == STRATA_STEP_SEND) {
-    x->buf = ref_ptr(op, step->src);
+  }
+  if (step->kind == STRATA_STEP_SEND) {
+    if (op->codec != STRATA_COMPRESS_NONE)
+      encode_send(op, step, x->buf);
+    else
+      x->buf = ref_ptr(op, step->src);
     comm->stats.messages_sent++;
     comm->stats.data_bytes_sent += step->bytes;
-    comm->stats.wire_bytes_sent += step->bytes;
+    comm->stats.wire_bytes_sent += x->bytes;
     status = t->ops->post_send(t, x);
   } else {
-    if (step->kind == STRATA_STEP_RECV_REDUCE && t->fuses_reduce) {
-      x->reduce = op->reduce;
-      x->reduce_src = ref_ptr(op, step->src);
-      x->reduce_dst = ref_ptr(op, step->dst);
-    } else {
-      x->buf = ref_ptr(op, step->kind == STRATA_STEP_RECV ? step->dst : step->staging);
+    if (op->codec == STRATA_COMPRESS_NONE) { /* (compressed: x->buf is the encoded slot) */
+      if (step->kind == STRATA_STEP_RECV_REDUCE && t->fuses_reduce) {
+        x->reduce = op->reduce;
+        x->reduce_src = ref_ptr(op, step->src);
+        x->reduce_dst = ref_ptr(op, step->dst);
+      } else {
+        x->buf = ref_ptr(op, step->kind == STRATA_STEP_RECV ? step->dst : step->staging);
+      }
     }
     status = t->ops->post_recv(t, x);
   }
