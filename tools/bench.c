@@ -774,9 +774,8 @@ static long bench_count_wrong(const bench_case *c, const char *got, const char *
  * at the largest expected magnitude. */
 static double bench_lossy_tolerance(const bench_ctx *ctx, const bench_case *c, const char *want,
                                     size_t count) {
-  const strata_config *cfg = strata_comm_config(ctx->comm);
-  strata_compress codec =
-      ctx->opt->compress != STRATA_COMPRESS_DEFAULT ? ctx->opt->compress : cfg->compress;
+  /* --compress was written into the communicator's config at init */
+  strata_compress codec = strata_comm_config(ctx->comm)->compress;
   if (c->dtype != STRATA_F32 || codec == STRATA_COMPRESS_NONE) return 0;
   double amax = 0;
   for (size_t k = 0; k < count; k++) amax = fmax(amax, fabs(bench_load_real(c->dtype, want, k)));

@@ -197,12 +197,7 @@ static void int8_decode_block(const uint8_t *in, size_t k, float *dst) {
   memcpy(&lo, in, 4);
   memcpy(&step, in + 4, 4);
   const uint8_t *q = in + INT8_HEADER;
-  /* lo + q·step, rounded twice like int8_value (the step search relies on it) */
-  for (size_t i = 0; i < k; i++) {
-    float product = (float)q[i] * step;
-    __asm__("" : "+x"(product)); /* keep the product rounded: no fused multiply-add */
-    dst[i] = lo + product;
-  }
+  for (size_t i = 0; i < k; i++) dst[i] = int8_value(lo, step, q[i]);
 }
 
 /* ---- dispatch ---- */
