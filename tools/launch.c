@@ -404,12 +404,17 @@ static void stop_children(launcher *l, int sig) {
 
 /* ---- children ---- */
 
+/* One write(2) of the whole line: ranks that fail together share the stderr file, and pieces
+ * written separately would interleave. Async-signal-safe (no stdio, no allocation). */
 static void child_write_error(const char *cmd, int err) {
   const char *parts[] = {"strata launch: cannot run '", cmd, "': ", strerror(err), "\n"};
-  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-    ssize_t n = write(2, parts[i], strlen(parts[i]));
-    (void)n;
-  }
+  char line[512];
+  size_t len = 0;
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+    for (const char *p = parts[i]; *p && len < sizeof line - 1; p++) line[len++] = *p;
+  if (len == sizeof line - 1) line[len - 1] = '\n';
+  ssize_t n = write(2, line, len);
+  (void)n;
 }
 
 /* In the forked child: never returns. Only async-signal-safe calls until exec. */
