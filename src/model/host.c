@@ -92,14 +92,18 @@ static uint64_t host_footprint_bytes(const strata_schedule *sched, int fused) {
   return (lo_hi[0][1] - lo_hi[0][0]) + (lo_hi[1][1] - lo_hi[1][0]) + (lo_hi[2][1] - lo_hi[2][0]);
 }
 
-/* A call's phases touch its buffers in turn: a ring allreduce's reduce-scatter reads the send
- * buffer and lands partial sums, its allgather fills the receive buffer, and what one phase
- * writes the next reads while it is still hot. So the curves are read at the working set of one
- * phase, half the call's, not at the whole (calibration shifts touch their two buffers at once).
- * Measured, shm, 2 ranks, out of place, predicted/measured at 1/4/16/64/256 MiB, 3 runs each,
- * alternating, 2026-11-30 21:15 UTC: whole call 0.71-1.20 / 0.59-0.69 / 0.55-0.73 / 0.78-0.80 /
- * 0.83-0.85; one phase 1.14-1.39 / 0.89-1.01 / 0.78-1.07 / 0.85-1.05 / 0.86-0.91. */
-#define STRATA_HOST_PHASES 2u
+/* An allreduce's two phases touch its buffers in turn: the reduce-scatter reads the send buffer
+ * and lands partial sums, the allgather fills the receive buffer, and what the first writes the
+ * second reads while it is still hot. So an allreduce's curves are read at the working set of one
+ * phase, half the call's; the one-phase collectives (reduce-scatter, allgather, broadcast, reduce)
+ * at the whole. Calibration shifts touch their two buffers at once, as a one-phase call does.
+ * Measured, shm allreduce, 2 ranks, out of place, predicted/measured at 1/4/16/64/256 MiB, 3 runs
+ * each, alternating, 2026-11-30 21:15 UTC: whole call 0.71-1.20 / 0.59-0.69 / 0.55-0.73 /
+ * 0.78-0.80 / 0.83-0.85; one phase 1.14-1.39 / 0.89-1.01 / 0.78-1.07 / 0.85-1.05 / 0.86-0.91.
+ * (Halving the one-phase collectives too made them 1.4-3.4x optimistic.) */
+static uint64_t host_phases(strata_coll coll) {
+  return coll == STRATA_COLL_ALLREDUCE ? 2 : 1;
+}
 
 static void host_rates_at(const strata_host_links *links, uint64_t footprint_bytes,
                           host_rates *out) {
@@ -151,7 +155,7 @@ int strata_host_predict(const strata_host_links *links, strata_coll coll, strata
     uint64_t footprint_sum = 0;
     for (int r = 0; r < p; r++) footprint_sum += host_footprint_bytes(&scheds[r], !links->use_tcp);
     host_rates rates;
-    host_rates_at(links, footprint_sum / (uint64_t)p / STRATA_HOST_PHASES, &rates);
+    host_rates_at(links, footprint_sum / (uint64_t)p / host_phases(coll), &rates);
     strata_sim_model model = {.nranks = p,
                               .link = host_link,
                               .ctx = &rates,
