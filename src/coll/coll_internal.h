@@ -45,6 +45,10 @@
 #define STRATA_COLL_RING_AG_LAG 2u
 /* In-flight rounds of the ring reduce-scatter (each holds two partial-sum slots). */
 #define STRATA_COLL_RING_WINDOW 4u
+/* In-flight rounds of the ring allgather. Posting every round at once (as it did) ran a TCP
+ * allgather of 64 KiB chunks at 1.1-1.7 GB/s busbw over loopback, 2 ranks, 4-64 MiB; a window of
+ * 4 rounds 1.8-2.5, of 8 rounds 1.8-3.5, of 16 1.4-3.7 (falls off at 64 MiB). */
+#define STRATA_COLL_AG_WINDOW 8u
 
 #define STRATA_DEPS_MAX 32u
 

@@ -22,6 +22,8 @@
  *    SEND (the other form strata.h allows): the final reduction of a round then waits for the
  *    round's reads of SEND block 0.
  *  - allgather: in place means SEND == RECV + rank*B; otherwise the own block is copied first.
+ *    A round starts (its first send) when the round STRATA_COLL_AG_WINDOW before it has landed
+ *    here, so a large allgather keeps a bounded number of chunks in flight.
  *  - broadcast (chain root → root+1 → ...): root sends from SEND, others receive into RECV and
  *    forward it; in place at the root means SEND == RECV.
  *  - reduce (chain root+n-1 → ... → root): non-roots have no RECV, partial sums use scratch
@@ -210,7 +212,10 @@ int strata_build_allgather_ring(const strata_sched_params *p, strata_schedule *s
   if (n == 1) return strata_schedule_status(s);
   const uint64_t rounds = strata_coll_rounds(p, p->count, 1);
   const uint32_t steps = (uint32_t)(n - 1);
-  strata_round_step *order = strata_coll_order((uint32_t)rounds, steps, 0, 0);
+  const uint32_t window = STRATA_COLL_AG_WINDOW;
+  /* a round is emitted after every step of the round `window` before it (its first send
+   * depends on that round's last receive, so the dependency points backwards) */
+  strata_round_step *order = strata_coll_order((uint32_t)rounds, steps, window, steps);
   int32_t *got = malloc(rounds * steps * sizeof *got);
   if (!order || !got) {
     free(order), free(got);
@@ -231,6 +236,8 @@ int strata_build_allgather_ring(const strata_sched_params *p, strata_schedule *s
     if (t > 0) {
       strata_deps_add(&d, rgot[t - 1]);
       src = strata_ref(STRATA_BUF_RECV, block_send * block_bytes + off);
+    } else if (rd >= window) { /* at most `window` rounds in flight */
+      strata_deps_add(&d, got[(uint64_t)(rd - window) * steps + steps - 1]);
     }
     strata_sched_send(s, right, src, bytes, d.idx, d.n);
     rgot[t] = strata_sched_recv(
