@@ -125,6 +125,45 @@ static int cal_shift_s(strata_comm *comm, char *out, char *in, size_t bytes, siz
   return rc;
 }
 
+/* Over TCP a shift is timed through the engine: a ring allgather in place, each rank's block
+ * `block` bytes, so every rank sends and receives (p-1) blocks, chunked and windowed by the ring
+ * builder as a collective's messages are, with the engine thread posting each next message
+ * itself. Point-to-point requests waited on from this thread pay a wake-up of the caller per
+ * message: with the 64 KiB TCP chunk that was most of the time (a 64 MiB shift measured 0.9 GB/s
+ * per direction while an allreduce of the same size moved 2.2-2.5). */
+static int cal_engine_shift_s(strata_comm *comm, char *buf, size_t block, double *seconds) {
+  int rank = strata_comm_rank(comm);
+  char *mine = buf + (size_t)rank * block;
+  int calls = cal_reps_for(block * (size_t)(strata_comm_size(comm) - 1));
+  double t[CAL_REPEATS];
+  int rc = strata_allgather(comm, mine, buf, block, STRATA_U8); /* warm-up */
+  if (!rc) rc = strata_barrier(comm);
+  for (int r = 0; !rc && r < CAL_REPEATS; r++) {
+    double start_s = strata_now_s();
+    for (int i = 0; !rc && i < calls; i++) rc = strata_allgather(comm, mine, buf, block, STRATA_U8);
+    t[r] = (strata_now_s() - start_s) / calls;
+  }
+  if (!rc) *seconds = median(t, CAL_REPEATS);
+  return rc;
+}
+
+/* Bytes one rank sends (and receives) in point i's shift, and the bytes it touches doing so. shm:
+ * a ring shift of X from one buffer into another. TCP: the allgather above, whose p blocks must
+ * fit one calibration buffer. */
+static void cal_shift_geometry(int i, int nranks, int tcp, uint64_t *moved, uint64_t *footprint) {
+  uint64_t bytes = STRATA_HOST_CALIBRATE_MIN_BYTES << (2 * i);
+  if (!tcp || nranks < 2) {
+    *moved = bytes;
+    *footprint = 2 * bytes;
+    return;
+  }
+  uint64_t block = bytes / (uint64_t)(nranks - 1),
+           most = STRATA_HOST_CALIBRATE_BYTES / (uint64_t)nranks;
+  if (block > most) block = most;
+  *moved = block * (uint64_t)(nranks - 1);
+  *footprint = block * (uint64_t)nranks;
+}
+
 typedef enum cal_local_kind { CAL_MEMCPY, CAL_REDUCE } cal_local_kind;
 
 /* One pass of a local kernel over `bytes`: dst = a, or dst = a OP b. */
@@ -245,9 +284,15 @@ static int cal_point(strata_comm *comm, const strata_host_links *links, strata_d
     s[CAL_RED] = cal_local_s(CAL_REDUCE, kernel, elem, c, a, b, bytes);
     s[CAL_COPY] = cal_local_s(CAL_MEMCPY, kernel, elem, c, a, NULL, bytes);
   }
-  if (!rc && links->nranks > 1)
+  if (!rc && links->nranks > 1 && links->use_tcp) {
+    uint64_t moved, footprint;
+    cal_shift_geometry(i, links->nranks, 1, &moved, &footprint);
+    rc =
+        cal_engine_shift_s(comm, b, (size_t)(moved / (uint64_t)(links->nranks - 1)), &s[CAL_SHIFT]);
+  } else if (!rc && links->nranks > 1) {
     rc = cal_shift_s(comm, a, b, bytes, (size_t)links->chunk_bytes, cal_reps_for(bytes),
                      &s[CAL_SHIFT]);
+  }
   if (!rc && links->nranks > 1 && !links->use_tcp) /* only shm pulls fuse a reduction */
   {
     size_t fused = cal_fused_bytes(i, links->nranks);
@@ -276,7 +321,11 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
   for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
     uint64_t bytes = STRATA_HOST_CALIBRATE_MIN_BYTES << (2 * i);
     double moved = (double)bytes, *w = worst[i];
-    double shift_s = w[CAL_SHIFT] - alpha_s; /* the bytes' share of a plain shift */
+    uint64_t shift_moved, shift_footprint;
+    cal_shift_geometry(i, p, out->use_tcp, &shift_moved, &shift_footprint);
+    /* the bytes' share of a shift: minus α (shm: one message), or minus a call's fixed cost (TCP:
+     * the allgather is one call, its messages' α overlap) */
+    double shift_s = w[CAL_SHIFT] - (out->use_tcp ? call_s : alpha_s);
     if (shift_s < 0.5 * w[CAL_SHIFT]) shift_s = 0.5 * w[CAL_SHIFT];
     cal_curve_set(&out->reduce, i, 3 * bytes, moved, w[CAL_RED]);
     cal_curve_set(&out->memcpy, i, 2 * bytes, moved, w[CAL_COPY]);
@@ -289,7 +338,8 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
       cal_curve_set(&out->fused, i, (uint64_t)(p + 1) * fused, (double)fused, extra_s);
     }
     if (p > 1) /* TCP: each core copies X in and X out, taking turns (see the top) */
-      cal_curve_set(&out->link, i, 2 * bytes, moved * (out->use_tcp ? 2 : 1), shift_s);
+      cal_curve_set(&out->link, i, shift_footprint, (double)shift_moved * (out->use_tcp ? 2 : 1),
+                    shift_s);
     else
       cal_curve_set(&out->link, i, 2 * bytes, moved, w[CAL_COPY]);
   }
