@@ -45,10 +45,15 @@
 #define STRATA_COLL_RING_AG_LAG 2u
 /* In-flight rounds of the ring reduce-scatter (each holds two partial-sum slots). */
 #define STRATA_COLL_RING_WINDOW 4u
-/* In-flight rounds of the ring allgather. Posting every round at once (as it did) ran a TCP
- * allgather of 64 KiB chunks at 1.1-1.7 GB/s busbw over loopback, 2 ranks, 4-64 MiB; a window of
- * 4 rounds 1.8-2.5, of 8 rounds 1.8-3.5, of 16 1.4-3.7 (falls off at 64 MiB). */
-#define STRATA_COLL_AG_WINDOW 8u
+/* How many rounds a ring allgather's or reduce-scatter's first send may run ahead of the rounds
+ * that have landed here. With no bound every round's first send is posted at once; over TCP the
+ * sockets then fill with messages far ahead of the receives the peer has posted, and measured
+ * busbw halved: 2 ranks over loopback, 64 KiB chunks, 1-256 MiB, out of place and in place,
+ * allgather 1.1-1.7 GB/s unbound against 1.6-3.2 with 8 rounds (4: 1.8-2.5, 16: 1.4-3.7 falling off
+ * at 64 MiB); reduce-scatter 1.0-1.7 unbound, 1.8-3.5 with 4, 1.9-3.4 with 8, 1.8-3.3 with 2. Must
+ * be >= the order window of a builder that uses it (the dependency must point to a step emitted
+ * earlier). */
+#define STRATA_COLL_SEND_AHEAD 8u
 
 #define STRATA_DEPS_MAX 32u
 

@@ -17,12 +17,14 @@
  *    first send of seg r (read from SEND = RECV) left: that is an explicit dependency.
  *  - reduce_scatter: SEND is read-only (n blocks), RECV holds one block; partial sums travel
  *    through scratch slots, two per round (one being sent, one being received), for at most
- *    STRATA_COLL_RING_WINDOW rounds in flight. In place means RECV == SEND + rank*B (NCCL): SEND
+ *    STRATA_COLL_RING_WINDOW rounds in flight, and a round's first send waits for the round
+ *    STRATA_COLL_SEND_AHEAD before it to land here (sends are not posted far ahead of what the
+ *    receiver takes). In place means RECV == SEND + rank*B (NCCL): SEND
  *    block `rank` is read only by the final reduction, which writes the same bytes; or RECV ==
  *    SEND (the other form strata.h allows): the final reduction of a round then waits for the
  *    round's reads of SEND block 0.
  *  - allgather: in place means SEND == RECV + rank*B; otherwise the own block is copied first.
- *    A round starts (its first send) when the round STRATA_COLL_AG_WINDOW before it has landed
+ *    A round starts (its first send) when the round STRATA_COLL_SEND_AHEAD before it has landed
  *    here, so a large allgather keeps a bounded number of chunks in flight.
  *  - broadcast (chain root → root+1 → ...): root sends from SEND, others receive into RECV and
  *    forward it; in place at the root means SEND == RECV.
@@ -184,6 +186,8 @@ int strata_build_reduce_scatter_ring(const strata_sched_params *p, strata_schedu
     if (t > 0) {
       strata_deps_add(&d, rgot[t - 1]);
       src = strata_pool_ref(&slots, slot_prev);
+    } else if (rd >= STRATA_COLL_SEND_AHEAD) { /* emitted: the order holds `window` <= AHEAD */
+      strata_deps_add(&d, got[(uint64_t)(rd - STRATA_COLL_SEND_AHEAD) * steps + steps - 1]);
     }
     int sent = strata_sched_send(s, right, src, bytes, d.idx, d.n);
     if (t > 0) slots.last[slot_prev] = sent;
@@ -212,7 +216,7 @@ int strata_build_allgather_ring(const strata_sched_params *p, strata_schedule *s
   if (n == 1) return strata_schedule_status(s);
   const uint64_t rounds = strata_coll_rounds(p, p->count, 1);
   const uint32_t steps = (uint32_t)(n - 1);
-  const uint32_t window = STRATA_COLL_AG_WINDOW;
+  const uint32_t window = STRATA_COLL_SEND_AHEAD;
   /* a round is emitted after every step of the round `window` before it (its first send
    * depends on that round's last receive, so the dependency points backwards) */
   strata_round_step *order = strata_coll_order((uint32_t)rounds, steps, window, steps);
