@@ -27,7 +27,8 @@
  *    A round starts (its first send) when the round STRATA_COLL_SEND_AHEAD before it has landed
  *    here, so a large allgather keeps a bounded number of chunks in flight.
  *  - broadcast (chain root → root+1 → ...): root sends from SEND, others receive into RECV and
- *    forward it; in place at the root means SEND == RECV.
+ *    forward it; in place at the root means SEND == RECV. The root (and the reduce's tail) hands
+ *    the transport a chunk when the one STRATA_COLL_SEND_AHEAD before it has left.
  *  - reduce (chain root+n-1 → ... → root): non-roots have no RECV, partial sums use scratch
  *    slots; in place at the root means SEND == RECV.
  * Builders never write SEND.
@@ -260,12 +261,17 @@ int strata_build_broadcast_ring(const strata_sched_params *p, strata_schedule *s
   if (n == 1) return strata_schedule_status(s);
   const uint64_t rounds = strata_coll_rounds(p, p->count, 1);
   const int next = strata_mod(r + 1, n), prev = strata_mod(r - 1, n);
+  int32_t *root_sent = vr == 0 ? malloc(rounds * sizeof *root_sent) : NULL;
+  if (vr == 0 && !root_sent) return STRATA_ERR_NO_MEMORY;
   for (uint64_t rd = 0; rd < rounds; rd++) {
     uint64_t first, len;
     strata_split(p->count, rounds, rd, &first, &len);
     const uint64_t off = first * p->elem_size, bytes = len * p->elem_size;
-    if (vr == 0) {
-      strata_sched_send(s, next, strata_ref(STRATA_BUF_SEND, off), bytes, NULL, 0);
+    if (vr == 0) { /* at most STRATA_COLL_SEND_AHEAD chunks handed to the transport at once */
+      uint32_t ahead =
+          rd >= STRATA_COLL_SEND_AHEAD ? (uint32_t)root_sent[rd - STRATA_COLL_SEND_AHEAD] : 0;
+      root_sent[rd] = strata_sched_send(s, next, strata_ref(STRATA_BUF_SEND, off), bytes, &ahead,
+                                        rd >= STRATA_COLL_SEND_AHEAD ? 1 : 0);
       continue;
     }
     uint32_t got =
@@ -273,6 +279,7 @@ int strata_build_broadcast_ring(const strata_sched_params *p, strata_schedule *s
     if (vr < n - 1 && strata_schedule_status(s) == STRATA_OK)
       strata_sched_send(s, next, strata_ref(STRATA_BUF_RECV, off), bytes, &got, 1);
   }
+  free(root_sent);
   return strata_schedule_status(s);
 }
 
@@ -287,12 +294,17 @@ int strata_build_reduce_ring(const strata_sched_params *p, strata_schedule *s) {
   strata_slot_pool slots; /* root: staging; middle ranks: staging that also holds the sum */
   s->scratch_bytes = strata_pool_init(&slots, 0, ceil_div(p->count, rounds) * p->elem_size,
                                       vr == n - 1 ? 0 : STRATA_COLL_SLOTS);
+  int32_t *tail_sent = vr == n - 1 ? malloc(rounds * sizeof *tail_sent) : NULL;
+  if (vr == n - 1 && !tail_sent) return STRATA_ERR_NO_MEMORY;
   for (uint64_t rd = 0; rd < rounds; rd++) {
     uint64_t first, len;
     strata_split(p->count, rounds, rd, &first, &len);
     const uint64_t off = first * p->elem_size, bytes = len * p->elem_size;
-    if (vr == n - 1) {
-      strata_sched_send(s, toward_root, strata_ref(STRATA_BUF_SEND, off), bytes, NULL, 0);
+    if (vr == n - 1) { /* at most STRATA_COLL_SEND_AHEAD chunks handed to the transport at once */
+      int has = rd >= STRATA_COLL_SEND_AHEAD;
+      uint32_t ahead = has ? (uint32_t)tail_sent[rd - STRATA_COLL_SEND_AHEAD] : 0;
+      tail_sent[rd] = strata_sched_send(s, toward_root, strata_ref(STRATA_BUF_SEND, off), bytes,
+                                        &ahead, has ? 1 : 0);
       continue;
     }
     uint32_t slot = strata_pool_take(&slots);
@@ -307,5 +319,6 @@ int strata_build_reduce_ring(const strata_sched_params *p, strata_schedule *s) {
     uint32_t dep = (uint32_t)got;
     slots.last[slot] = strata_sched_send(s, toward_root, dst, bytes, &dep, 1);
   }
+  free(tail_sent);
   return strata_schedule_status(s);
 }
