@@ -268,10 +268,11 @@ int strata_build_broadcast_ring(const strata_sched_params *p, strata_schedule *s
     strata_split(p->count, rounds, rd, &first, &len);
     const uint64_t off = first * p->elem_size, bytes = len * p->elem_size;
     if (vr == 0) { /* at most STRATA_COLL_SEND_AHEAD chunks handed to the transport at once */
-      uint32_t ahead =
-          rd >= STRATA_COLL_SEND_AHEAD ? (uint32_t)root_sent[rd - STRATA_COLL_SEND_AHEAD] : 0;
-      root_sent[rd] = strata_sched_send(s, next, strata_ref(STRATA_BUF_SEND, off), bytes, &ahead,
-                                        rd >= STRATA_COLL_SEND_AHEAD ? 1 : 0);
+      strata_deps d;
+      strata_deps_clear(&d);
+      if (rd >= STRATA_COLL_SEND_AHEAD) strata_deps_add(&d, root_sent[rd - STRATA_COLL_SEND_AHEAD]);
+      root_sent[rd] =
+          strata_sched_send(s, next, strata_ref(STRATA_BUF_SEND, off), bytes, d.idx, d.n);
       continue;
     }
     uint32_t got =
@@ -301,10 +302,11 @@ int strata_build_reduce_ring(const strata_sched_params *p, strata_schedule *s) {
     strata_split(p->count, rounds, rd, &first, &len);
     const uint64_t off = first * p->elem_size, bytes = len * p->elem_size;
     if (vr == n - 1) { /* at most STRATA_COLL_SEND_AHEAD chunks handed to the transport at once */
-      int has = rd >= STRATA_COLL_SEND_AHEAD;
-      uint32_t ahead = has ? (uint32_t)tail_sent[rd - STRATA_COLL_SEND_AHEAD] : 0;
-      tail_sent[rd] = strata_sched_send(s, toward_root, strata_ref(STRATA_BUF_SEND, off), bytes,
-                                        &ahead, has ? 1 : 0);
+      strata_deps d;
+      strata_deps_clear(&d);
+      if (rd >= STRATA_COLL_SEND_AHEAD) strata_deps_add(&d, tail_sent[rd - STRATA_COLL_SEND_AHEAD]);
+      tail_sent[rd] =
+          strata_sched_send(s, toward_root, strata_ref(STRATA_BUF_SEND, off), bytes, d.idx, d.n);
       continue;
     }
     uint32_t slot = strata_pool_take(&slots);
