@@ -49,6 +49,14 @@ static void test_chunk_bytes(void) {
   CHECK(strata_tcp_tune_chunk_bytes(0, 0, lan) == lan, "unknown RTT: the LAN chunk");
   CHECK(strata_tcp_tune_chunk_bytes(60, 0, lan) == lan, "loopback: the LAN chunk");
   CHECK(strata_tcp_tune_chunk_bytes(999, 10, lan) == lan, "LAN even at 10 Gbit/s");
+  /* a fast LAN with its rate given: 100 Gbit/s x 60 us x 1.5 / 4 = 281 KB -> 320 KiB */
+  const uint64_t small = 64 << 10;
+  CHECK(strata_tcp_tune_chunk_bytes(60, 0, small) == small, "no rate given: the LAN chunk");
+  CHECK(strata_tcp_tune_chunk_bytes(60, 10, small) == small, "10 Gbit/s x 60 us fits 64 KiB");
+  uint64_t fast = strata_tcp_tune_chunk_bytes(60, 100, small);
+  CHECK(fast == 5 * small, "100 Gbit/s x 60 us: %llu", (unsigned long long)fast);
+  CHECK(fast * STRATA_TCP_RING_CHUNKS_AHEAD >= 100e9 / 8 * 60e-6 * 1.5, "covers BDP x 1.5");
+  CHECK(strata_tcp_tune_chunk_bytes(900, 400, small) == 4u << 20, "LAN chunks capped at 4 MiB");
   /* 1 Gbit/s (the default guess) x 50 ms x 1.5 = 9.375 MB over 4 chunks = 2.34 MB -> 3 MiB */
   uint64_t c = strata_tcp_tune_chunk_bytes(50000, 0, lan);
   CHECK(c == 3 * mib, "1 Gbit/s 50 ms: %llu", (unsigned long long)c);

@@ -33,8 +33,10 @@ size_t strata_tcp_tune_want_bytes(double link_gbps, unsigned rtt_us, int streams
  * set on a LAN or loopback. */
 int strata_tcp_tune_notsent_lowat_bytes(unsigned rtt_us);
 
-/* Pipelining chunk for a WAN path of round trip rtt_us: lan_chunk_bytes when rtt_us < 1000 (LAN,
- * loopback, or unknown = 0); else the chunk that lets the ring allreduce, which keeps about
+/* Pipelining chunk for a path of round trip rtt_us. rtt_us < 1000 (LAN, loopback, or unknown =
+ * 0): lan_chunk_bytes, or, when link_gbps > 0 is given, enough for R × 1.5 RTT over
+ * STRATA_TCP_RING_CHUNKS_AHEAD chunks in whole 64 KiB, within [lan_chunk_bytes, 4 MiB]. A WAN
+ * path:  the chunk that lets the ring allreduce, which keeps about
  * STRATA_TCP_RING_CHUNKS_AHEAD chunks in flight per direction, cover R × 1.5 RTT (one way of
  * propagation plus one round trip to repair a loss, so a lost packet does not stall the
  * pipeline), R = link_gbps or, unknown (<= 0), 1 Gbit/s; rounded up to whole MiB, within
