@@ -16,6 +16,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "coll/schedule.h"
+#include "engine/chunk.h"
 #include "helpers/check.h"
 #include "net/tcp_tune.h"
 
@@ -46,30 +48,30 @@ static void test_want_bytes(void) {
 
 static void test_chunk_bytes(void) {
   const uint64_t lan = 1 << 20, mib = 1 << 20;
-  CHECK(strata_tcp_tune_chunk_bytes(0, 0, lan) == lan, "unknown RTT: the LAN chunk");
-  CHECK(strata_tcp_tune_chunk_bytes(60, 0, lan) == lan, "loopback: the LAN chunk");
-  CHECK(strata_tcp_tune_chunk_bytes(999, 10, lan) == lan, "LAN even at 10 Gbit/s");
+  CHECK(strata_chunk_for_path(0, 0, lan) == lan, "unknown RTT: the LAN chunk");
+  CHECK(strata_chunk_for_path(60, 0, lan) == lan, "loopback: the LAN chunk");
+  CHECK(strata_chunk_for_path(999, 10, lan) == lan, "LAN even at 10 Gbit/s");
   /* a fast LAN with its rate given: 100 Gbit/s x 60 us x 1.5 / 4 = 281 KB -> 320 KiB */
   const uint64_t small = 64 << 10;
-  CHECK(strata_tcp_tune_chunk_bytes(60, 0, small) == small, "no rate given: the LAN chunk");
-  CHECK(strata_tcp_tune_chunk_bytes(60, 10, small) == small, "10 Gbit/s x 60 us fits 64 KiB");
-  uint64_t fast = strata_tcp_tune_chunk_bytes(60, 100, small);
+  CHECK(strata_chunk_for_path(60, 0, small) == small, "no rate given: the LAN chunk");
+  CHECK(strata_chunk_for_path(60, 10, small) == small, "10 Gbit/s x 60 us fits 64 KiB");
+  uint64_t fast = strata_chunk_for_path(60, 100, small);
   CHECK(fast == 5 * small, "100 Gbit/s x 60 us: %llu", (unsigned long long)fast);
-  CHECK(fast * STRATA_TCP_RING_CHUNKS_AHEAD >= 100e9 / 8 * 60e-6 * 1.5, "covers BDP x 1.5");
-  CHECK(strata_tcp_tune_chunk_bytes(900, 400, small) == 4u << 20, "LAN chunks capped at 4 MiB");
+  CHECK(fast * STRATA_SCHED_RING_CHUNKS_IN_FLIGHT >= 100e9 / 8 * 60e-6 * 1.5, "covers BDP x 1.5");
+  CHECK(strata_chunk_for_path(900, 400, small) == 4u << 20, "LAN chunks capped at 4 MiB");
   /* 1 Gbit/s (the default guess) x 50 ms x 1.5 = 9.375 MB over 4 chunks = 2.34 MB -> 3 MiB */
-  uint64_t c = strata_tcp_tune_chunk_bytes(50000, 0, lan);
+  uint64_t c = strata_chunk_for_path(50000, 0, lan);
   CHECK(c == 3 * mib, "1 Gbit/s 50 ms: %llu", (unsigned long long)c);
-  CHECK(strata_tcp_tune_chunk_bytes(50000, 1.0, lan) == c, "the default guess is 1 Gbit/s");
-  CHECK(c * STRATA_TCP_RING_CHUNKS_AHEAD >= 1.5 * 6.25e6, "lookahead covers BDP x 1.5");
+  CHECK(strata_chunk_for_path(50000, 1.0, lan) == c, "the default guess is 1 Gbit/s");
+  CHECK(c * STRATA_SCHED_RING_CHUNKS_IN_FLIGHT >= 1.5 * 6.25e6, "lookahead covers BDP x 1.5");
   /* a small WAN: 200 Mbit/s x 40 ms x 1.5 / 4 = 375 KB -> never below the LAN chunk */
-  CHECK(strata_tcp_tune_chunk_bytes(40000, 0.2, lan) == lan, "small BDP keeps the LAN chunk");
+  CHECK(strata_chunk_for_path(40000, 0.2, lan) == lan, "small BDP keeps the LAN chunk");
   /* a big one is capped: 10 Gbit/s x 100 ms would want 47 MB */
-  CHECK(strata_tcp_tune_chunk_bytes(100000, 10, lan) == 16 * mib, "capped at 16 MiB");
+  CHECK(strata_chunk_for_path(100000, 10, lan) == 16 * mib, "capped at 16 MiB");
   /* monotone in RTT */
   uint64_t prev = 0;
   for (unsigned rtt = 1000; rtt <= 200000; rtt += 7000) {
-    uint64_t now = strata_tcp_tune_chunk_bytes(rtt, 1.0, lan);
+    uint64_t now = strata_chunk_for_path(rtt, 1.0, lan);
     CHECK(now >= prev, "not monotone at %u us", rtt);
     CHECK(now % mib == 0, "whole MiB at %u us", rtt);
     prev = now;

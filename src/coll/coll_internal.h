@@ -33,7 +33,7 @@
 #define STRATA_COLL_MAX_ROUNDS 4096u
 #define STRATA_COLL_MAX_ROUNDS_X_RANKS 65536u
 /* Staging slots per pool: how many receives may be landing/reducing at once. */
-#define STRATA_COLL_SLOTS 4u
+#define STRATA_COLL_SLOTS STRATA_SCHED_RING_CHUNKS_IN_FLIGHT
 /* Ring allreduce: the allgather half of round r is emitted after the reduce-scatter half of round
  * r + LAG. Transfers to a peer leave in emission order, and an allgather send waits for our own
  * reduction of its round; without a lag the next round's reduce-scatter send queues behind it,
@@ -44,7 +44,7 @@
  * place 3.0 -> 2.75 ms; a lag of 1 gains most of it. Costs no memory (allgather lands in RECV). */
 #define STRATA_COLL_RING_AG_LAG 2u
 /* In-flight rounds of the ring reduce-scatter (each holds two partial-sum slots). */
-#define STRATA_COLL_RING_WINDOW 4u
+#define STRATA_COLL_RING_WINDOW STRATA_SCHED_RING_CHUNKS_IN_FLIGHT
 /* How many rounds a ring allgather's or reduce-scatter's first send may run ahead of the rounds
  * that have landed here. With no bound every round's first send is posted at once; over TCP the
  * sockets then fill with messages far ahead of the receives the peer has posted, and measured

@@ -28,6 +28,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Chunks a ring keeps in flight per direction (the allreduce's staging slots, the
+ * reduce-scatter's window): what a caller that sizes chunk_bytes from a bandwidth-delay product
+ * divides by (src/engine/chunk.c), and what the host model's calibration keeps in flight. */
+#define STRATA_SCHED_RING_CHUNKS_IN_FLIGHT 4u
+
 #include "strata.h"
 
 typedef enum strata_buf_id {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "engine/chunk.h"
 #include "engine/engine.h"
 #include "net/tcp.h"
 
@@ -35,7 +36,7 @@ static uint64_t default_chunk_bytes(const strata_comm *comm) {
   enum { TCP_LAN_CHUNK_BYTES = 64 << 10, MIXED_CHUNK_BYTES = 1 << 20, SHM_CHUNK_BYTES = 16 << 20 };
   if (!comm->tcp_data_peers) return SHM_CHUNK_BYTES;
   uint64_t lan = comm->tcp_data_peers == comm->nranks - 1 ? TCP_LAN_CHUNK_BYTES : MIXED_CHUNK_BYTES;
-  return strata_tcp_chunk_bytes(comm->net.tcp, comm->cfg.tcp_link_gbps, lan);
+  return strata_chunk_for_path(strata_tcp_data_rtt_us(comm->net.tcp), comm->cfg.tcp_link_gbps, lan);
 }
 
 static int fail_init(strata_comm *comm, int status) {

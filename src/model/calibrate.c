@@ -39,7 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll/coll_internal.h"
+#include "coll/schedule.h"
 #include "core/core.h"
 #include "model/host.h"
 
@@ -51,8 +51,8 @@
 #define CAL_REP_MIN_BYTES ((uint64_t)4 << 20)
 
 /* One ring shift of `bytes` cut into messages of at most `message_bytes` (the engine's chunk),
- * with at most STRATA_COLL_RING_WINDOW of them in flight, as the ring keeps its rounds (a new
- * message is posted when the oldest has landed). Posting every chunk at once is not what a
+ * with at most STRATA_SCHED_RING_CHUNKS_IN_FLIGHT of them in flight, as the ring keeps its rounds
+ * (a new message is posted when the oldest has landed). Posting every chunk at once is not what a
  * collective does, and over TCP it measured a quarter slower than the ring's own streaming
  * (64 MiB per rank, 2 ranks: 2.6-2.7 against 3.3-3.8 GB/s for both directions together). */
 static int cal_ring_shift(strata_comm *comm, const char *out, char *in, size_t bytes,
@@ -66,7 +66,7 @@ static int cal_ring_shift(strata_comm *comm, const char *out, char *in, size_t b
   int rc = STRATA_OK;
   size_t posted = 0, landed = 0;
   for (size_t i = 0; !rc && i < count; i++, posted++) {
-    while (!rc && posted - landed >= STRATA_COLL_RING_WINDOW) {
+    while (!rc && posted - landed >= STRATA_SCHED_RING_CHUNKS_IN_FLIGHT) {
       for (int k = 0; k < 2; k++) {
         int wait_rc = strata_request_wait(reqs[2 * landed + k]);
         reqs[2 * landed + k] = NULL;

@@ -850,15 +850,14 @@ const char *strata_tcp_peer_address(const strata_transport *base, int peer) {
   return t->addresses + (size_t)peer * STRATA_TCP_ADDRESS_BYTES;
 }
 
-uint64_t strata_tcp_chunk_bytes(const strata_transport *base, double link_gbps,
-                                uint64_t lan_chunk_bytes) {
+unsigned strata_tcp_data_rtt_us(const strata_transport *base) {
   const tcp_transport *t = (const tcp_transport *)base;
   unsigned rtt_us = 0;
   for (int q = 0; t && base->ops == &tcp_ops && q < t->nranks; q++) {
     const tcp_peer *p = &t->peers[q];
     if (q != t->rank && !p->control_only && p->rtt_us > rtt_us) rtt_us = p->rtt_us;
   }
-  return strata_tcp_tune_chunk_bytes(rtt_us, link_gbps, lan_chunk_bytes);
+  return rtt_us;
 }
 
 void strata_tcp_set_control_only(strata_transport *base, int peer) {

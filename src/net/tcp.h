@@ -26,12 +26,10 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
  * data transport's own, in-order abort. Called by net.c after choosing transports. */
 void strata_tcp_set_control_only(strata_transport *t, int peer);
 
-/* The pipelining chunk for collectives whose data goes over this transport: lan_chunk_bytes
- * unless a data peer is a WAN away (handshake RTT >= 1 ms), then sized from that RTT so the
- * ring's pipeline keeps a bandwidth-delay product and a loss repair in flight
- * (strata_tcp_tune_chunk_bytes). link_gbps: the STRATA_TCP_LINK_GBPS hint, <= 0 = unknown. */
-uint64_t strata_tcp_chunk_bytes(const strata_transport *t, double link_gbps,
-                                uint64_t lan_chunk_bytes);
+/* The largest handshake RTT (TCP_INFO) over the peers whose data goes over this transport, in
+ * microseconds; 0 when none or unknown. The engine sizes its pipelining chunk from it
+ * (src/engine/chunk.c). */
+unsigned strata_tcp_data_rtt_us(const strata_transport *t);
 
 /* The "host:port" rank `peer` listens on, for log lines ("?" when unknown or t is not tcp). */
 const char *strata_tcp_peer_address(const strata_transport *t, int peer);

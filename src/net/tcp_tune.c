@@ -36,7 +36,6 @@
  * fails, before any connection exists), or block.
  */
 #include <errno.h>
-#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -49,24 +48,12 @@
 
 static const double TUNE_DEFAULT_LINK_GBPS = 10.0;
 static const double TUNE_HEADROOM = 2.0;
-/* A connection whose handshake RTT is at least this is a WAN connection (a LAN or loopback RTT is
- * tens of microseconds; a metro link ~1 ms per 100 km of fiber, FACTS.md). */
-static const unsigned TUNE_WAN_RTT_US = 1000;
 /* TCP_NOTSENT_LOWAT on WAN connections: the socket takes more data only while less than this is
  * waiting to be sent. tcp.c hands a piece to whichever stream's socket takes it, so this is what
  * keeps a stalled stream (a loss being repaired) from sitting on megabytes of unsent pieces that
  * the other streams could have carried. 256 KiB is ~2 ms of 1 Gbit/s: refilled long before it
  * runs dry. Not on LAN/loopback, where it would only add wake-ups. */
 static const int TUNE_NOTSENT_LOWAT_BYTES = 256 * 1024;
-/* The WAN rate assumed for chunk sizing when STRATA_TCP_LINK_GBPS is not given: what tenants
- * measure between cloud regions (Oregon-Virginia 0.79, Virginia-Ohio 1.12 Gbit/s, FACTS.md,
- * DS3Lab/DT-FM). Too low a guess costs loss resilience, too high one pipeline fill time. */
-static const double TUNE_WAN_DEFAULT_GBPS = 1.0;
-static const uint64_t TUNE_WAN_CHUNK_MAX_BYTES = 16u << 20;
-/* LAN chunks sized from a given link rate: whole multiples of 64 KiB, at most 4 MiB. */
-static const double TUNE_LAN_CHUNK_UNIT_BYTES = 64.0 * 1024.0;
-static const uint64_t TUNE_LAN_CHUNK_MAX_BYTES = 4u << 20;
-
 /* ---- /proc/sys ---- */
 
 /* The `field`-th (0-based) integer of a /proc/sys file, or 0 when unreadable. */
@@ -146,28 +133,8 @@ size_t strata_tcp_tune_want_bytes(double link_gbps, unsigned rtt_us, int streams
   return (size_t)(bdp_bytes / (streams > 0 ? streams : 1) * TUNE_HEADROOM);
 }
 
-uint64_t strata_tcp_tune_chunk_bytes(unsigned rtt_us, double link_gbps, uint64_t lan_chunk_bytes) {
-  if (rtt_us < TUNE_WAN_RTT_US) {
-    /* A LAN: the small chunk unless the user gave the link rate and its bandwidth-delay product
-     * needs more in flight (100 Gbit/s x 60 us x 1.5 over 4 chunks: 320 KiB). */
-    if (!(link_gbps > 0)) return lan_chunk_bytes;
-    double chunk =
-        link_gbps * 1e9 / 8.0 * (double)rtt_us * 1e-6 * 1.5 / STRATA_TCP_RING_CHUNKS_AHEAD;
-    uint64_t bytes = (uint64_t)ceil(chunk / TUNE_LAN_CHUNK_UNIT_BYTES) * TUNE_LAN_CHUNK_UNIT_BYTES;
-    if (bytes > TUNE_LAN_CHUNK_MAX_BYTES) bytes = TUNE_LAN_CHUNK_MAX_BYTES;
-    return bytes > lan_chunk_bytes ? bytes : lan_chunk_bytes;
-  }
-  double gbps = link_gbps > 0 ? link_gbps : TUNE_WAN_DEFAULT_GBPS;
-  double ahead_bytes = gbps * 1e9 / 8.0 * (double)rtt_us * 1e-6 * 1.5;
-  double chunk = ahead_bytes / STRATA_TCP_RING_CHUNKS_AHEAD;
-  const double mib = 1024.0 * 1024.0;
-  uint64_t bytes = (uint64_t)ceil(chunk / mib) * (1u << 20);
-  if (bytes > TUNE_WAN_CHUNK_MAX_BYTES) bytes = TUNE_WAN_CHUNK_MAX_BYTES;
-  return bytes > lan_chunk_bytes ? bytes : lan_chunk_bytes;
-}
-
 int strata_tcp_tune_notsent_lowat_bytes(unsigned rtt_us) {
-  return rtt_us >= TUNE_WAN_RTT_US ? TUNE_NOTSENT_LOWAT_BYTES : 0;
+  return rtt_us >= STRATA_TCP_WAN_RTT_US ? TUNE_NOTSENT_LOWAT_BYTES : 0;
 }
 
 /* One direction's buffer in auto mode: left to autotuning, or set (capped). The shortfall is a

@@ -29,20 +29,13 @@ void strata_tcp_tune_established(const strata_config *cfg, int fd, int rank, int
  * guess), round trip rtt_us, `streams` streams per pair. Pure arithmetic (tests). */
 size_t strata_tcp_tune_want_bytes(double link_gbps, unsigned rtt_us, int streams);
 
+/* A connection whose handshake RTT is at least this is a WAN connection (a LAN or loopback RTT is
+ * tens of microseconds; a metro link ~1 ms per 100 km of fiber, FACTS.md). */
+#define STRATA_TCP_WAN_RTT_US 1000u
+
 /* TCP_NOTSENT_LOWAT for a connection of this RTT: 256 KiB on a WAN (rtt_us >= 1000), 0 = not
  * set on a LAN or loopback. */
 int strata_tcp_tune_notsent_lowat_bytes(unsigned rtt_us);
-
-/* Pipelining chunk for a path of round trip rtt_us. rtt_us < 1000 (LAN, loopback, or unknown =
- * 0): lan_chunk_bytes, or, when link_gbps > 0 is given, enough for R × 1.5 RTT over
- * STRATA_TCP_RING_CHUNKS_AHEAD chunks in whole 64 KiB, within [lan_chunk_bytes, 4 MiB]. A WAN
- * path:  the chunk that lets the ring allreduce, which keeps about
- * STRATA_TCP_RING_CHUNKS_AHEAD chunks in flight per direction, cover R × 1.5 RTT (one way of
- * propagation plus one round trip to repair a loss, so a lost packet does not stall the
- * pipeline), R = link_gbps or, unknown (<= 0), 1 Gbit/s; rounded up to whole MiB, within
- * [lan_chunk_bytes, 16 MiB]. Pure arithmetic (tests). */
-#define STRATA_TCP_RING_CHUNKS_AHEAD 4
-uint64_t strata_tcp_tune_chunk_bytes(unsigned rtt_us, double link_gbps, uint64_t lan_chunk_bytes);
 
 /* Test hook: the congestion control of `fd` into out (""), STRATA_OK or STRATA_ERR_SYSTEM. */
 int strata_tcp_congestion_get(int fd, char *out, size_t cap);

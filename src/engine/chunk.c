@@ -1,0 +1,45 @@
+/*
+ * chunk.c — the pipelining chunk from the path's round trip and rate (chunk.h).
+ *
+ * This is the engine's policy, not the transport's: the transport measures the RTT
+ * (strata_tcp_data_rtt_us), the schedule builders say how many chunks a ring keeps in flight
+ * (STRATA_SCHED_RING_CHUNKS_IN_FLIGHT), and here the two meet.
+ */
+#include "engine/chunk.h"
+
+#include <math.h>
+
+#include "coll/schedule.h"
+#include "net/tcp_tune.h"
+
+/* The WAN rate assumed when STRATA_TCP_LINK_GBPS is not given: what tenants measure between
+ * cloud regions (Oregon-Virginia 0.79, Virginia-Ohio 1.12 Gbit/s, FACTS.md, DS3Lab/DT-FM). Too
+ * low a guess costs loss resilience, too high one pipeline fill time. */
+static const double CHUNK_WAN_DEFAULT_GBPS = 1.0;
+static const uint64_t CHUNK_WAN_MAX_BYTES = 16u << 20;
+/* LAN chunks sized from a given link rate: whole multiples of 64 KiB, at most 4 MiB. */
+static const double CHUNK_LAN_UNIT_BYTES = 64.0 * 1024.0;
+static const uint64_t CHUNK_LAN_MAX_BYTES = 4u << 20;
+
+/* Bytes per chunk so that the ring's chunks in flight cover R x 1.5 RTT, in whole `unit`s,
+ * within [floor_bytes, max_bytes]. */
+static uint64_t chunk_for_bdp(double gbps, unsigned rtt_us, double unit, uint64_t floor_bytes,
+                              uint64_t max_bytes) {
+  double chunk =
+      gbps * 1e9 / 8.0 * (double)rtt_us * 1e-6 * 1.5 / STRATA_SCHED_RING_CHUNKS_IN_FLIGHT;
+  uint64_t bytes = (uint64_t)ceil(chunk / unit) * (uint64_t)unit;
+  if (bytes > max_bytes) bytes = max_bytes;
+  return bytes > floor_bytes ? bytes : floor_bytes;
+}
+
+uint64_t strata_chunk_for_path(unsigned rtt_us, double link_gbps, uint64_t lan_chunk_bytes) {
+  if (rtt_us < STRATA_TCP_WAN_RTT_US) {
+    /* A LAN: the small chunk unless the user gave the link rate and its bandwidth-delay product
+     * needs more in flight (100 Gbit/s x 60 us x 1.5 over 4 chunks: 320 KiB). */
+    if (!(link_gbps > 0)) return lan_chunk_bytes;
+    return chunk_for_bdp(link_gbps, rtt_us, CHUNK_LAN_UNIT_BYTES, lan_chunk_bytes,
+                         CHUNK_LAN_MAX_BYTES);
+  }
+  double gbps = link_gbps > 0 ? link_gbps : CHUNK_WAN_DEFAULT_GBPS;
+  return chunk_for_bdp(gbps, rtt_us, 1024.0 * 1024.0, lan_chunk_bytes, CHUNK_WAN_MAX_BYTES);
+}
