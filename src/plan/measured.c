@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "plan/place.h"
+#include "core/text.h"
 #include "plan/plan.h"
 
 static int compare_double(const void *a, const void *b) {
@@ -263,21 +264,6 @@ int strata_plan_measured_from_matrix(const strata_topo *topo, const strata_link_
 
 /* ---- a topology from the matrix alone ---- */
 
-/* A YAML double-quoted scalar. */
-static void yaml_quoted(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c < 0x20 || c == 0x7f)
-      fprintf(f, "\\x%02x", c);
-    else
-      fputc(c, f);
-  }
-  fputc('"', f);
-}
-
 static void write_synthetic_yaml(FILE *f, const strata_link_matrix *m,
                                  const strata_plan_measured *g) {
   fprintf(f, "name: link-matrix\ndescription: ");
@@ -287,11 +273,11 @@ static void write_synthetic_yaml(FILE *f, const strata_link_matrix *m,
            "known",
            m->nranks, m->nranks == 1 ? "" : "s", g->matrix_sites, g->matrix_sites == 1 ? "" : "s",
            g->from_labels ? "site labels" : "latency clusters");
-  yaml_quoted(f, description);
+  strata_write_quoted(f, description);
   fprintf(f, "\nsites:\n");
   for (int s = 0; s < g->matrix_sites; s++) {
     fprintf(f, "  - name: ");
-    yaml_quoted(f, g->site_name[s]);
+    strata_write_quoted(f, g->site_name[s]);
     fprintf(f,
             "\n    fabric: ethernet\n    nodes: {name: ranks, count: %d, gpu: none, nics: "
             "{kind: ethernet}}\n",
@@ -301,9 +287,9 @@ static void write_synthetic_yaml(FILE *f, const strata_link_matrix *m,
   for (int a = 0; a < g->matrix_sites; a++)
     for (int b = a + 1; b < g->matrix_sites; b++) {
       fprintf(f, "  - between: [");
-      yaml_quoted(f, g->site_name[a]);
+      strata_write_quoted(f, g->site_name[a]);
       fprintf(f, ", ");
-      yaml_quoted(f, g->site_name[b]);
+      strata_write_quoted(f, g->site_name[b]);
       fprintf(f, "]\n");
     }
 }

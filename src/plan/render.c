@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/text.h"
 #include "plan/plan.h"
 
 static const char *human_bytes(double bytes, char *buf, size_t len) {
@@ -134,22 +135,6 @@ void strata_plan_write_text(FILE *out, const strata_plan *p) {
 
 /* ---- JSON ---- */
 
-static void json_string(FILE *out, const char *s) {
-  fputc('"', out);
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(out, "\\%c", c);
-    else if (c == '\n')
-      fputs("\\n", out);
-    else if (c < 0x20)
-      fprintf(out, "\\u%04x", c);
-    else
-      fputc(c, out);
-  }
-  fputc('"', out);
-}
-
 /* Whole numbers (bytes, counts) exactly; others to 6 significant digits; NaN/inf as null. */
 static void json_number(FILE *out, double v) {
   if (!isfinite(v))
@@ -166,11 +151,11 @@ static void json_key(FILE *out, const char *indent, const char *key) {
 
 static void json_workload(FILE *out, const strata_workload *w) {
   fprintf(out, "  \"workload\": {\"kind\": ");
-  json_string(out, strata_workload_kind_name(w->kind));
+  strata_write_quoted(out, strata_workload_kind_name(w->kind));
   fprintf(out, ", \"params\": ");
   json_number(out, w->params);
   fprintf(out, ", \"dtype\": ");
-  json_string(out, strata_dtype_name(w->dtype));
+  strata_write_quoted(out, strata_dtype_name(w->dtype));
   fprintf(out, ", \"step_ms\": ");
   json_number(out, w->step_ms);
   fprintf(out, ", \"inner_steps\": %d, \"wire_bits\": ", w->inner_steps);
@@ -189,13 +174,13 @@ static void json_predictions(FILE *out, const strata_plan *p) {
   for (int i = 0; i < p->prediction_count; i++) {
     const strata_prediction *pr = &p->predictions[i];
     fprintf(out, "%s\n    {\"scope\": ", i ? "," : "");
-    json_string(out, p->prediction_scope[i]);
+    strata_write_quoted(out, p->prediction_scope[i]);
     fprintf(out, ", \"collective\": ");
-    json_string(out, strata_coll_name(pr->coll));
+    strata_write_quoted(out, strata_coll_name(pr->coll));
     fprintf(out, ", \"bytes\": ");
     json_number(out, pr->bytes);
     fprintf(out, ", \"algorithm\": ");
-    json_string(out, strata_model_algo_name(pr->algo));
+    strata_write_quoted(out, strata_model_algo_name(pr->algo));
     fprintf(out, ", \"time_us\": ");
     json_number(out, pr->time_us);
     fprintf(out, ", \"algbw_gbps\": ");
@@ -209,9 +194,9 @@ static void json_predictions(FILE *out, const strata_plan *p) {
 
 static void json_decision(FILE *out, const strata_plan *p) {
   fprintf(out, "  \"decision\": {\"choice\": ");
-  json_string(out, p->decision);
+  strata_write_quoted(out, p->decision);
   fprintf(out, ", \"reason\": ");
-  json_string(out, p->decision_reason);
+  strata_write_quoted(out, p->decision_reason);
   fprintf(out, ", \"comm_ms_per_step\": ");
   json_number(out, p->comm_ms_per_step);
   fprintf(out, ", \"utilization\": ");
@@ -220,7 +205,7 @@ static void json_decision(FILE *out, const strata_plan *p) {
   for (int i = 0; i < p->option_count; i++) {
     const strata_plan_option *o = &p->options[i];
     fprintf(out, "%s\n      {\"name\": ", i ? "," : "");
-    json_string(out, o->name);
+    strata_write_quoted(out, o->name);
     fprintf(out, ", \"available\": %s, \"comm_ms_per_step\": ", o->available ? "true" : "false");
     json_number(out, o->comm_ms_per_step);
     fprintf(out, ", \"utilization\": ");
@@ -228,7 +213,7 @@ static void json_decision(FILE *out, const strata_plan *p) {
     fprintf(out, ", \"wan_bytes_per_step\": ");
     json_number(out, o->wan_bytes_per_step);
     fprintf(out, ", \"note\": ");
-    json_string(out, o->note);
+    strata_write_quoted(out, o->note);
     fputc('}', out);
   }
   fprintf(out, "%s]},\n", p->option_count ? "\n    " : "");
@@ -238,11 +223,11 @@ static void json_layers(FILE *out, const strata_plan *p) {
   fprintf(out, "  \"layers\": [");
   for (int i = 0; i < p->role_count; i++) {
     fprintf(out, "%s\n    {\"layer\": ", i ? "," : "");
-    json_string(out, p->roles[i].layer);
+    strata_write_quoted(out, p->roles[i].layer);
     fprintf(out, ", \"technology\": ");
-    json_string(out, p->roles[i].technology);
+    strata_write_quoted(out, p->roles[i].technology);
     fprintf(out, ", \"carries\": ");
-    json_string(out, p->roles[i].carries);
+    strata_write_quoted(out, p->roles[i].carries);
     fputc('}', out);
   }
   fprintf(out, "%s],\n", p->role_count ? "\n  " : "");
@@ -257,11 +242,11 @@ static void json_links(FILE *out, const strata_plan *p) {
     strata_plan_link_model(p, i, &m);
     const strata_plan_measured_link *ml = strata_plan_measured_find(p->measured, i);
     fprintf(out, "%s\n    {\"name\": ", i ? "," : "");
-    json_string(out, t->links[i].name);
+    strata_write_quoted(out, t->links[i].name);
     fprintf(out, ", \"site_a\": ");
-    json_string(out, t->sites[t->links[i].site_a].name);
+    strata_write_quoted(out, t->sites[t->links[i].site_a].name);
     fprintf(out, ", \"site_b\": ");
-    json_string(out, t->sites[t->links[i].site_b].name);
+    strata_write_quoted(out, t->sites[t->links[i].site_b].name);
     fprintf(out, ", \"source\": \"%s\", \"rtt_ms\": ", m.measured ? "measured" : "modeled");
     json_number(out, m.rtt_ms);
     fprintf(out, ", \"latency_us\": ");
@@ -284,20 +269,20 @@ static void json_link_matrix(FILE *out, const strata_plan *p) {
     return;
   }
   fprintf(out, "{\"source\": ");
-  json_string(out, ms->source);
+  strata_write_quoted(out, ms->source);
   fprintf(out, ", \"measured\": ");
-  json_string(out, ms->when);
+  strata_write_quoted(out, ms->when);
   fprintf(out, ", \"method\": ");
-  json_string(out, ms->method);
+  strata_write_quoted(out, ms->method);
   fprintf(out, ", \"ranks\": %d, \"streams\": ", ms->ranks);
   json_number(out, ms->streams > 0 ? ms->streams : NAN);
   fprintf(out, ", \"grouping\": \"%s\", \"mapping\": \"%s\",\n    \"sites\": [",
           ms->from_labels ? "labels" : "latency", ms->by_order ? "order" : "name");
   for (int s = 0; s < ms->matrix_sites; s++) {
     fprintf(out, "%s{\"name\": ", s ? ", " : "");
-    json_string(out, ms->site_name[s]);
+    strata_write_quoted(out, ms->site_name[s]);
     fprintf(out, ", \"ranks\": %d, \"topology_site\": ", ms->site_ranks[s]);
-    json_string(out, p->topo->sites[ms->topo_site[s]].name);
+    strata_write_quoted(out, p->topo->sites[ms->topo_site[s]].name);
     fputc('}', out);
   }
   fprintf(out, "],\n    \"inside_sites\": {\"applied\": %s, \"pairs\": %d, \"latency_us\": ",
@@ -313,15 +298,15 @@ static void json_findings(FILE *out, const strata_plan *p) {
   for (int i = 0; i < p->finding_count; i++) {
     const strata_finding *f = &p->findings[i];
     fprintf(out, "%s\n    {\"id\": ", i ? "," : "");
-    json_string(out, f->id);
+    strata_write_quoted(out, f->id);
     fprintf(out, ", \"severity\": ");
-    json_string(out, strata_severity_name(f->severity));
+    strata_write_quoted(out, strata_severity_name(f->severity));
     fprintf(out, ", \"layer\": %d, \"where\": ", f->layer);
-    json_string(out, f->where);
+    strata_write_quoted(out, f->where);
     fprintf(out, ", \"message\": ");
-    json_string(out, f->message);
+    strata_write_quoted(out, f->message);
     fprintf(out, ", \"fix\": ");
-    json_string(out, f->fix);
+    strata_write_quoted(out, f->fix);
     fputc('}', out);
   }
   fprintf(out, "%s]\n", p->finding_count ? "\n  " : "");
@@ -331,9 +316,9 @@ void strata_plan_write_json(FILE *out, const strata_plan *p) {
   const strata_topo *t = p->topo;
   fprintf(out, "{\n  \"schema\": \"strata-plan/1\",\n");
   fprintf(out, "  \"topology\": {\"name\": ");
-  json_string(out, t->name);
+  strata_write_quoted(out, t->name);
   fprintf(out, ", \"source\": ");
-  json_string(out, t->source);
+  strata_write_quoted(out, t->source);
   fprintf(out, ", \"sites\": %d, \"nodes\": %lld, \"gpus\": %lld},\n", p->sites,
           (long long)p->nodes, (long long)p->gpus);
   json_workload(out, &p->workload);
@@ -343,11 +328,11 @@ void strata_plan_write_json(FILE *out, const strata_plan *p) {
   json_predictions(out, p);
   json_decision(out, p);
   json_key(out, "  ", "summary");
-  json_string(out, p->summary);
+  strata_write_quoted(out, p->summary);
   fprintf(out, ",\n  \"checks\": [");
   for (int i = 0; i < p->check_count; i++) {
     fprintf(out, "%s", i ? ", " : "");
-    json_string(out, p->checks[i]);
+    strata_write_quoted(out, p->checks[i]);
   }
   fprintf(out, "],\n");
   json_findings(out, p);

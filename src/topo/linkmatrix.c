@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/text.h"
 #include "strata.h"
 #include "topo/topo_internal.h"
 
@@ -312,27 +313,12 @@ strata_link_matrix_format strata_link_matrix_format_for_path(const char *path) {
   return STRATA_LINKMATRIX_JSON;
 }
 
-/* A JSON string literal (also valid YAML double-quoted). */
-static void write_quoted(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f);
-  }
-  fputc('"', f);
-}
-
 static void write_labels(FILE *f, const strata_link_matrix *m,
                          char (*labels)[STRATA_LINKMATRIX_LABEL_BYTES]) {
   fputc('[', f);
   for (int i = 0; i < m->nranks; i++) {
     if (i) fputs(", ", f);
-    write_quoted(f, labels[i]);
+    strata_write_quoted(f, labels[i]);
   }
   fputc(']', f);
 }
@@ -361,9 +347,9 @@ int strata_link_matrix_write(const strata_link_matrix *m, strata_link_matrix_for
   fprintf(f, "%s\"version\": %d%s", ind, LINKMATRIX_VERSION, sep);
   fprintf(f, "%s\"ranks\": %d%s", ind, m->nranks, sep);
   fprintf(f, "%s\"measured\": ", ind);
-  write_quoted(f, m->measured);
+  strata_write_quoted(f, m->measured);
   fprintf(f, "%s%s\"method\": ", sep, ind);
-  write_quoted(f, m->method);
+  strata_write_quoted(f, m->method);
   fprintf(f, "%s%s\"latency\": \"one-way\"%s", sep, ind, sep);
   if (m->streams > 0) fprintf(f, "%s\"streams\": %d%s", ind, m->streams, sep);
   fprintf(f, "%s\"hosts\": ", ind);
