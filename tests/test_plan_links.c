@@ -9,18 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helpers/check.h"
 #include "plan/plan.h"
 #include "topo/linkmatrix.h"
 #include "topo/topo.h"
-
-static int failures;
-#define CHECK(what, cond)        \
-  do {                           \
-    if (!(cond)) {               \
-      printf("FAIL %s\n", what); \
-      failures++;                \
-    }                            \
-  } while (0)
 
 static int near(double a, double b) {
   return fabs(a - b) <= 1e-9 * fmax(1, fabs(b));
@@ -107,39 +99,39 @@ static void test_by_name(void) {
   strata_plan plan;
   strata_topo *topo = NULL;
   double t30 = plan_metro(text, &ms, &plan, &topo);
-  CHECK("by name: planned", t30 > 0);
+  CHECK(t30 > 0, "by name: planned");
   if (t30 <= 0) return;
-  CHECK("by name: labels, by name", ms.from_labels && !ms.by_order && ms.matrix_sites == 2);
-  CHECK("by name: streams recorded", ms.streams == 4);
-  CHECK("by name: one link measured", ms.link_count == 1 && ms.links[0].link == 0);
-  CHECK("by name: 8 crossing pairs", ms.links[0].pairs == 8);
-  CHECK("by name: latency median", near(ms.links[0].latency_us, 15000));
-  CHECK("by name: bandwidth median", near(ms.links[0].gbps, 0.125));
-  CHECK("by name: inside not applied", plan.site_fabric.level[1].alpha_us != 20);
+  CHECK(ms.from_labels && !ms.by_order && ms.matrix_sites == 2, "by name: labels, by name");
+  CHECK(ms.streams == 4, "by name: streams recorded");
+  CHECK(ms.link_count == 1 && ms.links[0].link == 0, "by name: one link measured");
+  CHECK(ms.links[0].pairs == 8, "by name: 8 crossing pairs");
+  CHECK(near(ms.links[0].latency_us, 15000), "by name: latency median");
+  CHECK(near(ms.links[0].gbps, 0.125), "by name: bandwidth median");
+  CHECK(plan.site_fabric.level[1].alpha_us != 20, "by name: inside not applied");
   /* the plan's inter-site figures are the matrix's */
-  CHECK("wan measured", plan.wan.measured && plan.wan.link == 0);
-  CHECK("wan rtt = 2 x one-way", near(plan.wan.rtt_ms, 30));
-  CHECK("wan bandwidth", near(plan.wan.gbps, 0.125));
+  CHECK(plan.wan.measured && plan.wan.link == 0, "wan measured");
+  CHECK(near(plan.wan.rtt_ms, 30), "wan rtt = 2 x one-way");
+  CHECK(near(plan.wan.gbps, 0.125), "wan bandwidth");
   const strata_level *top = &plan.global_fabric.level[plan.global_fabric.nlevels - 1];
-  CHECK("WAN level alpha = measured one-way", near(top->alpha_us, 15000));
-  CHECK("WAN level bandwidth = measured", near(top->per_rank_gbps, 0.125));
+  CHECK(near(top->alpha_us, 15000), "WAN level alpha = measured one-way");
+  CHECK(near(top->per_rank_gbps, 0.125), "WAN level bandwidth = measured");
   strata_wan_model lm;
   strata_plan_link_model(&plan, 0, &lm);
-  CHECK("link model measured", lm.measured && near(lm.rtt_ms, 30) && near(lm.gbps, 0.125));
+  CHECK(lm.measured && near(lm.rtt_ms, 30) && near(lm.gbps, 0.125), "link model measured");
   /* a global allreduce crosses the link at least once: at least one one-way latency */
-  CHECK("small allreduce pays the measured latency", t30 >= 15000);
+  CHECK(t30 >= 15000, "small allreduce pays the measured latency");
   /* a 1000-parameter model syncs fine over it; 7e9 bf16 per step over 1 Gbit/s does not */
-  CHECK("small model: extension kept", !strcmp(plan.decision, "fabric-extension"));
+  CHECK(!strcmp(plan.decision, "fabric-extension"), "small model: extension kept");
   strata_plan_free(&plan);
   strata_workload big;
   strata_workload_defaults(&big, STRATA_WORKLOAD_TRAIN_SYNC);
   char err[512];
   if (strata_plan_build_measured(topo, &big, &ms, &plan, err, sizeof err) == STRATA_OK) {
-    CHECK("7B: decision leaves per-step extension", strcmp(plan.decision, "fabric-extension"));
-    CHECK("7B: L4-SYNC-NEEDS-DILOCO", has_finding(&plan, "L4-SYNC-NEEDS-DILOCO"));
+    CHECK(strcmp(plan.decision, "fabric-extension"), "7B: decision leaves per-step extension");
+    CHECK(has_finding(&plan, "L4-SYNC-NEEDS-DILOCO"), "7B: L4-SYNC-NEEDS-DILOCO");
     strata_plan_free(&plan);
   } else {
-    CHECK("7B plan", 0);
+    CHECK(0, "7B plan");
   }
   strata_plan_measured_free(&ms);
   strata_topo_free(topo);
@@ -147,9 +139,9 @@ static void test_by_name(void) {
   /* twice the latency: the small-message allreduce gets slower by at least one more latency */
   matrix_text(text, sizeof text, "metro-a", "metro-b", 30000, 0.125);
   double t60 = plan_metro(text, &ms, &plan, &topo);
-  CHECK("doubled latency planned", t60 > 0);
-  CHECK("doubled latency: rtt 60 ms", near(plan.wan.rtt_ms, 60));
-  CHECK("doubled latency: slower allreduce", t60 >= t30 + 15000);
+  CHECK(t60 > 0, "doubled latency planned");
+  CHECK(near(plan.wan.rtt_ms, 60), "doubled latency: rtt 60 ms");
+  CHECK(t60 >= t30 + 15000, "doubled latency: slower allreduce");
   printf("small allreduce across the sites: %.0f us at 15 ms one-way, %.0f us at 30 ms\n", t30,
          t60);
   strata_plan_free(&plan);
@@ -162,12 +154,12 @@ static void test_by_name(void) {
   strata_workload_defaults(&w, STRATA_WORKLOAD_TRAIN_SYNC);
   w.params = 1000;
   if (topo && strata_plan_build(topo, &w, &plan, err, sizeof err) == STRATA_OK) {
-    CHECK("modeled: not measured", !plan.wan.measured && plan.measured == NULL);
-    CHECK("modeled: faster than measured", global_allreduce(&plan)->time_us < t30);
-    CHECK("modeled: bandwidth is MetroX's", plan.wan.gbps > 100);
+    CHECK(!plan.wan.measured && plan.measured == NULL, "modeled: not measured");
+    CHECK(global_allreduce(&plan)->time_us < t30, "modeled: faster than measured");
+    CHECK(plan.wan.gbps > 100, "modeled: bandwidth is MetroX's");
     strata_plan_free(&plan);
   } else {
-    CHECK("modeled plan", 0);
+    CHECK(0, "modeled plan");
   }
   strata_topo_free(topo);
 }
@@ -181,12 +173,12 @@ static void test_by_order_and_clusters(void) {
   matrix_text(text, sizeof text, "paris", "tokyo", 15000, 0.125);
   if (topo && parse(&m, text) == STRATA_OK) {
     int rc = strata_plan_measured_from_matrix(topo, &m, "test.json", &ms, err, sizeof err);
-    CHECK("by order: accepted", rc == STRATA_OK);
+    CHECK(rc == STRATA_OK, "by order: accepted");
     if (rc == STRATA_OK) {
-      CHECK("by order: flagged", ms.by_order == 1);
-      CHECK("by order: paris -> metro-a",
-            !strcmp(ms.site_name[0], "paris") && ms.topo_site[0] == 0);
-      CHECK("by order: link measured", ms.link_count == 1 && near(ms.links[0].gbps, 0.125));
+      CHECK(ms.by_order == 1, "by order: flagged");
+      CHECK(!strcmp(ms.site_name[0], "paris") && ms.topo_site[0] == 0,
+            "by order: paris -> metro-a");
+      CHECK(ms.link_count == 1 && near(ms.links[0].gbps, 0.125), "by order: link measured");
     }
     strata_plan_measured_free(&ms);
     strata_link_matrix_free(&m);
@@ -195,10 +187,10 @@ static void test_by_order_and_clusters(void) {
   matrix_text(text, sizeof text, "", "", 15000, 0.125);
   if (topo && parse(&m, text) == STRATA_OK) {
     int rc = strata_plan_measured_from_matrix(topo, &m, "test.json", &ms, err, sizeof err);
-    CHECK("clusters: accepted", rc == STRATA_OK);
+    CHECK(rc == STRATA_OK, "clusters: accepted");
     if (rc == STRATA_OK) {
-      CHECK("clusters: from latency, by order", !ms.from_labels && ms.by_order);
-      CHECK("clusters: latency", ms.link_count == 1 && near(ms.links[0].latency_us, 15000));
+      CHECK(!ms.from_labels && ms.by_order, "clusters: from latency, by order");
+      CHECK(ms.link_count == 1 && near(ms.links[0].latency_us, 15000), "clusters: latency");
     }
     strata_plan_measured_free(&ms);
     strata_link_matrix_free(&m);
@@ -207,18 +199,18 @@ static void test_by_order_and_clusters(void) {
   matrix_text(text, sizeof text, "metro-a", "tokyo", 15000, 0.125);
   if (topo && parse(&m, text) == STRATA_OK) {
     int rc = strata_plan_measured_from_matrix(topo, &m, "test.json", &ms, err, sizeof err);
-    CHECK("partial match: refused", rc == STRATA_ERR_INVALID_ARG);
-    CHECK("partial match: names tokyo", strstr(err, "tokyo") != NULL);
-    CHECK("partial match: names the topology's sites", strstr(err, "metro-b") != NULL);
-    CHECK("partial match: zeroed", ms.links == NULL && ms.link_count == 0);
+    CHECK(rc == STRATA_ERR_INVALID_ARG, "partial match: refused");
+    CHECK(strstr(err, "tokyo") != NULL, "partial match: names tokyo");
+    CHECK(strstr(err, "metro-b") != NULL, "partial match: names the topology's sites");
+    CHECK(ms.links == NULL && ms.link_count == 0, "partial match: zeroed");
     strata_link_matrix_free(&m);
   }
   /* one site in the matrix (no latency gap), two in the topology: refused */
   matrix_text(text, sizeof text, "", "", 20, 1.25);
   if (topo && parse(&m, text) == STRATA_OK) {
     int rc = strata_plan_measured_from_matrix(topo, &m, "test.json", &ms, err, sizeof err);
-    CHECK("count mismatch: refused", rc == STRATA_ERR_INVALID_ARG);
-    CHECK("count mismatch: says the counts", strstr(err, "matrix: 1 site, topology: 2") != NULL);
+    CHECK(rc == STRATA_ERR_INVALID_ARG, "count mismatch: refused");
+    CHECK(strstr(err, "matrix: 1 site, topology: 2") != NULL, "count mismatch: says the counts");
     strata_link_matrix_free(&m);
   }
   strata_topo_free(topo);
@@ -239,7 +231,7 @@ static void test_partial_cover(void) {
   strata_topo *topo = NULL;
   strata_link_matrix m;
   int rc = strata_topo_load_string("three.yaml", yaml, sizeof yaml - 1, &topo, err, sizeof err);
-  CHECK("three-site topology loads", rc == STRATA_OK);
+  CHECK(rc == STRATA_OK, "three-site topology loads");
   if (rc != STRATA_OK) {
     printf("%s\n", err);
     return;
@@ -248,10 +240,10 @@ static void test_partial_cover(void) {
   if (parse(&m, text) == STRATA_OK) {
     strata_plan_measured ms;
     rc = strata_plan_measured_from_matrix(topo, &m, "test.json", &ms, err, sizeof err);
-    CHECK("subset by name: accepted", rc == STRATA_OK);
+    CHECK(rc == STRATA_OK, "subset by name: accepted");
     if (rc == STRATA_OK) {
-      CHECK("subset: link 0 measured", strata_plan_measured_find(&ms, 0) != NULL);
-      CHECK("subset: link 1 modeled", strata_plan_measured_find(&ms, 1) == NULL);
+      CHECK(strata_plan_measured_find(&ms, 0) != NULL, "subset: link 0 measured");
+      CHECK(strata_plan_measured_find(&ms, 1) == NULL, "subset: link 1 modeled");
       strata_workload w;
       strata_workload_defaults(&w, STRATA_WORKLOAD_DILOCO);
       strata_plan plan;
@@ -259,11 +251,11 @@ static void test_partial_cover(void) {
         strata_wan_model a, b;
         strata_plan_link_model(&plan, 0, &a);
         strata_plan_link_model(&plan, 1, &b);
-        CHECK("subset: measured link", a.measured && near(a.rtt_ms, 30));
-        CHECK("subset: modeled link", !b.measured && b.rtt_ms > 0);
+        CHECK(a.measured && near(a.rtt_ms, 30), "subset: measured link");
+        CHECK(!b.measured && b.rtt_ms > 0, "subset: modeled link");
         strata_plan_free(&plan);
       } else {
-        CHECK("subset: builds", 0);
+        CHECK(0, "subset: builds");
       }
     }
     strata_plan_measured_free(&ms);
@@ -278,44 +270,44 @@ static void test_matrix_only(void) {
   strata_link_matrix m;
   matrix_text(text, sizeof text, "paris", "tokyo", 15000, 0.125);
   if (parse(&m, text) != STRATA_OK) {
-    CHECK("matrix-only: parse", 0);
+    CHECK(0, "matrix-only: parse");
     return;
   }
   strata_topo *topo = NULL;
   int rc = strata_plan_topo_from_matrix(&m, "test.json", &topo, err, sizeof err);
-  CHECK("matrix-only: topology", rc == STRATA_OK);
+  CHECK(rc == STRATA_OK, "matrix-only: topology");
   if (rc != STRATA_OK) {
     printf("%s\n", err);
     strata_link_matrix_free(&m);
     return;
   }
-  CHECK("matrix-only: 2 sites, 4 nodes, 0 GPUs, 1 link",
-        topo->site_count == 2 && strata_topo_nodes(topo) == 4 && strata_topo_gpus(topo) == 0 &&
-            topo->link_count == 1);
-  CHECK("matrix-only: named by labels",
-        !strcmp(topo->sites[0].name, "paris") && !strcmp(topo->sites[1].name, "tokyo"));
+  CHECK(topo->site_count == 2 && strata_topo_nodes(topo) == 4 && strata_topo_gpus(topo) == 0 &&
+            topo->link_count == 1,
+        "matrix-only: 2 sites, 4 nodes, 0 GPUs, 1 link");
+  CHECK(!strcmp(topo->sites[0].name, "paris") && !strcmp(topo->sites[1].name, "tokyo"),
+        "matrix-only: named by labels");
   strata_plan_measured ms;
   rc = strata_plan_measured_from_matrix(topo, &m, "test.json", &ms, err, sizeof err);
-  CHECK("matrix-only: measured by name", rc == STRATA_OK && !ms.by_order);
+  CHECK(rc == STRATA_OK && !ms.by_order, "matrix-only: measured by name");
   if (rc == STRATA_OK) {
     ms.inside_sites = 1;
-    CHECK("matrix-only: inside medians",
-          ms.inside_pairs == 4 && near(ms.inside_latency_us, 20) && near(ms.inside_gbps, 1.25));
+    CHECK(ms.inside_pairs == 4 && near(ms.inside_latency_us, 20) && near(ms.inside_gbps, 1.25),
+          "matrix-only: inside medians");
     strata_workload w;
     strata_workload_defaults(&w, strata_workload_auto(topo));
     w.params = 1000;
     strata_plan plan;
     if (strata_plan_build_measured(topo, &w, &ms, &plan, err, sizeof err) == STRATA_OK) {
-      CHECK("matrix-only: site level is measured",
-            near(plan.site_fabric.level[1].alpha_us, 20) &&
-                near(plan.site_fabric.level[1].per_rank_gbps, 1.25));
-      CHECK("matrix-only: wan measured", plan.wan.measured && near(plan.wan.gbps, 0.125));
-      CHECK("matrix-only: no distance lint", !has_finding(&plan, "L3-DISTANCE-UNKNOWN"));
-      CHECK("matrix-only: global prediction", global_allreduce(&plan) != NULL);
+      CHECK(near(plan.site_fabric.level[1].alpha_us, 20) &&
+                near(plan.site_fabric.level[1].per_rank_gbps, 1.25),
+            "matrix-only: site level is measured");
+      CHECK(plan.wan.measured && near(plan.wan.gbps, 0.125), "matrix-only: wan measured");
+      CHECK(!has_finding(&plan, "L3-DISTANCE-UNKNOWN"), "matrix-only: no distance lint");
+      CHECK(global_allreduce(&plan) != NULL, "matrix-only: global prediction");
       strata_plan_free(&plan);
     } else {
       printf("build: %s\n", err);
-      CHECK("matrix-only: builds", 0);
+      CHECK(0, "matrix-only: builds");
     }
   }
   strata_plan_measured_free(&ms);
@@ -337,10 +329,9 @@ static void test_malformed(void) {
     strata_link_matrix m;
     char err[512] = "";
     int rc = strata_link_matrix_parse(&m, "bad.json", bad[i], strlen(bad[i]), err, sizeof err);
-    char what[64];
-    snprintf(what, sizeof what, "malformed matrix %zu refused", i);
-    CHECK(what, rc == STRATA_ERR_PARSE && strstr(err, "bad.json") == err);
-    CHECK("refused matrix zeroed", m.latency_us == NULL && m.nranks == 0);
+    CHECK(rc == STRATA_ERR_PARSE && strstr(err, "bad.json") == err, "malformed matrix %zu refused",
+          i);
+    CHECK(m.latency_us == NULL && m.nranks == 0, "refused matrix zeroed");
   }
   /* streams survive a write and a read */
   strata_link_matrix m, back;
@@ -353,8 +344,8 @@ static void test_malformed(void) {
     if (f) {
       strata_link_matrix_write(&m, STRATA_LINKMATRIX_YAML, f);
       fclose(f);
-      CHECK("streams round trip", parse(&back, out) == STRATA_OK && back.streams == 4 &&
-                                      !strcmp(back.site[2], "metro-b"));
+      CHECK(parse(&back, out) == STRATA_OK && back.streams == 4 && !strcmp(back.site[2], "metro-b"),
+            "streams round trip");
       strata_link_matrix_free(&back);
     }
     free(out);
