@@ -178,6 +178,33 @@ static int clamp_pairs(size_t count) {
   return count > (size_t)2147483647 ? 2147483647 : (int)count;
 }
 
+/* Medians of latency and bandwidth over the pairs between groups a and b, or, with a < 0, over
+ * the pairs inside each of the `groups` groups together. *pairs = 0 when there are none. */
+static int pairs_median(const strata_link_matrix *m, const members *mb, int groups, int a, int b,
+                        double *latency_us, double *gbps, int *pairs) {
+  size_t count = 0, k = 0;
+  if (a >= 0)
+    count = pair_count(mb, a, b);
+  else
+    for (int s = 0; s < groups; s++) count += pair_count(mb, s, s);
+  *pairs = 0;
+  if (count == 0) return STRATA_OK;
+  double *lat = malloc(count * sizeof *lat), *bw = malloc(count * sizeof *bw);
+  int rc = lat && bw ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  if (rc == STRATA_OK) {
+    if (a >= 0)
+      collect_pairs(m, mb, a, b, lat, bw, &k);
+    else
+      for (int s = 0; s < groups; s++) collect_pairs(m, mb, s, s, lat, bw, &k);
+    *latency_us = median(lat, k);
+    *gbps = median(bw, k);
+    *pairs = clamp_pairs(k);
+  }
+  free(lat);
+  free(bw);
+  return rc;
+}
+
 static int measure_links(const strata_topo *topo, const strata_link_matrix *m, const members *mb,
                          strata_plan_measured *out) {
   if (topo->link_count > 0) {
@@ -185,23 +212,13 @@ static int measure_links(const strata_topo *topo, const strata_link_matrix *m, c
     if (!out->links) return STRATA_ERR_NO_MEMORY;
   }
   for (int l = 0; l < topo->link_count; l++) {
-    int a = topo->links[l].site_a, b = topo->links[l].site_b;
-    size_t count = pair_count(mb, a, b), k = 0;
-    if (count == 0) continue; /* a site without ranks: the link stays modeled */
-    double *lat = malloc(count * sizeof *lat), *bw = malloc(count * sizeof *bw);
-    if (!lat || !bw) {
-      free(lat);
-      free(bw);
-      return STRATA_ERR_NO_MEMORY;
-    }
-    collect_pairs(m, mb, a, b, lat, bw, &k);
-    strata_plan_measured_link *ml = &out->links[out->link_count++];
+    strata_plan_measured_link *ml = &out->links[out->link_count];
+    int rc = pairs_median(m, mb, topo->site_count, topo->links[l].site_a, topo->links[l].site_b,
+                          &ml->latency_us, &ml->gbps, &ml->pairs);
+    if (rc != STRATA_OK) return rc;
+    if (ml->pairs == 0) continue; /* a site without ranks: the link stays modeled */
     ml->link = l;
-    ml->latency_us = median(lat, k);
-    ml->gbps = median(bw, k);
-    ml->pairs = clamp_pairs(k);
-    free(lat);
-    free(bw);
+    out->link_count++;
   }
   return STRATA_OK;
 }
@@ -209,21 +226,8 @@ static int measure_links(const strata_topo *topo, const strata_link_matrix *m, c
 /* Inside sites: the pairs of ranks of the same matrix site, all sites together. */
 static int measure_inside(const strata_link_matrix *m, const members *mb,
                           strata_plan_measured *out) {
-  size_t count = 0, k = 0;
-  for (int s = 0; s < out->matrix_sites; s++) count += pair_count(mb, s, s);
-  if (count == 0) return STRATA_OK;
-  double *lat = malloc(count * sizeof *lat), *bw = malloc(count * sizeof *bw);
-  int rc = lat && bw ? STRATA_OK : STRATA_ERR_NO_MEMORY;
-  for (int s = 0; rc == STRATA_OK && s < out->matrix_sites; s++)
-    collect_pairs(m, mb, s, s, lat, bw, &k);
-  if (rc == STRATA_OK) {
-    out->inside_latency_us = median(lat, k);
-    out->inside_gbps = median(bw, k);
-    out->inside_pairs = clamp_pairs(k);
-  }
-  free(lat);
-  free(bw);
-  return rc;
+  return pairs_median(m, mb, out->matrix_sites, -1, -1, &out->inside_latency_us, &out->inside_gbps,
+                      &out->inside_pairs);
 }
 
 int strata_plan_measured_from_matrix(const strata_topo *topo, const strata_link_matrix *m,
