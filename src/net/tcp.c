@@ -310,16 +310,27 @@ static void peer_fail_errno(tcp_transport *t, tcp_peer *p, const tcp_stream *st,
 
 /* ---- sending ---- */
 
+/* A full FIFO ring of `elem`-byte items (*items)[*head .. *head + count) modulo *cap: doubled
+ * (16 to start) and laid out from index 0 again. */
+static int fifo_grow(void **items, size_t elem, size_t *head, size_t count, size_t *cap) {
+  size_t grown = *cap ? 2 * *cap : 16;
+  char *fresh = malloc(grown * elem);
+  if (!fresh) return STRATA_ERR_NO_MEMORY;
+  for (size_t i = 0; i < count; i++)
+    memcpy(fresh + i * elem, (char *)*items + ((*head + i) % *cap) * elem, elem);
+  free(*items);
+  *items = fresh;
+  *head = 0;
+  *cap = grown;
+  return STRATA_OK;
+}
+
 static int tx_push(tcp_stream *st, const tx_frame *frame) {
   if (st->count == st->cap) {
-    size_t cap = st->cap ? 2 * st->cap : 16;
-    tx_frame *frames = malloc(cap * sizeof *frames);
-    if (!frames) return STRATA_ERR_NO_MEMORY;
-    for (size_t i = 0; i < st->count; i++) frames[i] = st->frames[(st->head + i) % st->cap];
-    free(st->frames);
-    st->frames = frames;
-    st->head = 0;
-    st->cap = cap;
+    void *items = st->frames;
+    int rc = fifo_grow(&items, sizeof *st->frames, &st->head, st->count, &st->cap);
+    st->frames = items;
+    if (rc != STRATA_OK) return rc;
   }
   st->frames[(st->head + st->count++) % st->cap] = *frame;
   return STRATA_OK;
@@ -384,14 +395,10 @@ static void stream_flush(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
 
 static int pend_push(tcp_peer *p, const tx_pending *e) {
   if (p->pend_count == p->pend_cap) {
-    size_t cap = p->pend_cap ? 2 * p->pend_cap : 16;
-    tx_pending *pend = malloc(cap * sizeof *pend);
-    if (!pend) return STRATA_ERR_NO_MEMORY;
-    for (size_t i = 0; i < p->pend_count; i++) pend[i] = p->pend[(p->pend_head + i) % p->pend_cap];
-    free(p->pend);
-    p->pend = pend;
-    p->pend_head = 0;
-    p->pend_cap = cap;
+    void *items = p->pend;
+    int rc = fifo_grow(&items, sizeof *p->pend, &p->pend_head, p->pend_count, &p->pend_cap);
+    p->pend = items;
+    if (rc != STRATA_OK) return rc;
   }
   p->pend[(p->pend_head + p->pend_count++) % p->pend_cap] = *e;
   return STRATA_OK;
