@@ -125,6 +125,23 @@ static int cal_shift_s(strata_comm *comm, char *out, char *in, size_t bytes, siz
   return rc;
 }
 
+/* Median seconds of one collective call (each repetition enough calls to move `bytes` at
+ * least CAL_REP_MIN_BYTES). */
+static int cal_coll_s(strata_comm *comm, const strata_coll_args *args, size_t bytes,
+                      double *seconds) {
+  int calls = cal_reps_for(bytes);
+  double t[CAL_REPEATS];
+  int rc = strata_collective(comm, args, NULL); /* warm-up */
+  if (!rc) rc = strata_barrier(comm);
+  for (int r = 0; !rc && r < CAL_REPEATS; r++) {
+    double start_s = strata_now_s();
+    for (int i = 0; !rc && i < calls; i++) rc = strata_collective(comm, args, NULL);
+    t[r] = (strata_now_s() - start_s) / calls;
+  }
+  if (!rc) *seconds = median(t, CAL_REPEATS);
+  return rc;
+}
+
 /* Over TCP a shift is timed through the engine: a ring allgather in place, each rank's block
  * `block` bytes, so every rank sends and receives (p-1) blocks, chunked and windowed by the ring
  * builder as a collective's messages are, with the engine thread posting each next message
@@ -132,19 +149,14 @@ static int cal_shift_s(strata_comm *comm, char *out, char *in, size_t bytes, siz
  * message: with the 64 KiB TCP chunk that was most of the time (a 64 MiB shift measured 0.9 GB/s
  * per direction while an allreduce of the same size moved 2.2-2.5). */
 static int cal_engine_shift_s(strata_comm *comm, char *buf, size_t block, double *seconds) {
-  int rank = strata_comm_rank(comm);
-  char *mine = buf + (size_t)rank * block;
-  int calls = cal_reps_for(block * (size_t)(strata_comm_size(comm) - 1));
-  double t[CAL_REPEATS];
-  int rc = strata_allgather(comm, mine, buf, block, STRATA_U8); /* warm-up */
-  if (!rc) rc = strata_barrier(comm);
-  for (int r = 0; !rc && r < CAL_REPEATS; r++) {
-    double start_s = strata_now_s();
-    for (int i = 0; !rc && i < calls; i++) rc = strata_allgather(comm, mine, buf, block, STRATA_U8);
-    t[r] = (strata_now_s() - start_s) / calls;
-  }
-  if (!rc) *seconds = median(t, CAL_REPEATS);
-  return rc;
+  strata_coll_args args = {.coll = STRATA_COLL_ALLGATHER,
+                           .sendbuf = buf + (size_t)strata_comm_rank(comm) * block,
+                           .recvbuf = buf,
+                           .count = block,
+                           .dtype = STRATA_U8,
+                           .algo = STRATA_ALGO_AUTO,
+                           .compress = STRATA_COMPRESS_NONE};
+  return cal_coll_s(comm, &args, block * (size_t)(strata_comm_size(comm) - 1), seconds);
 }
 
 /* Bytes one rank sends (and receives) in point i's shift, and the bytes it touches doing so. shm:
@@ -189,22 +201,6 @@ static strata_coll_args cal_rs_args(strata_dtype dtype, strata_op op, char *a, c
                            .algo = STRATA_ALGO_RING,
                            .compress = STRATA_COMPRESS_NONE};
   return args;
-}
-
-/* Median seconds of one such reduce-scatter call (each repetition several calls). */
-static int cal_rs_s(strata_comm *comm, const strata_coll_args *args, size_t bytes,
-                    double *seconds) {
-  int calls = cal_reps_for(bytes);
-  double t[CAL_REPEATS];
-  int rc = strata_collective(comm, args, NULL); /* warm-up */
-  if (!rc) rc = strata_barrier(comm);
-  for (int r = 0; !rc && r < CAL_REPEATS; r++) {
-    double start_s = strata_now_s();
-    for (int i = 0; !rc && i < calls; i++) rc = strata_collective(comm, args, NULL);
-    t[r] = (strata_now_s() - start_s) / calls;
-  }
-  if (!rc) *seconds = median(t, CAL_REPEATS);
-  return rc;
 }
 
 /* Fixed costs, from calls with one element: CAL_SMALL_CALLS individually timed ring shifts (α:
@@ -297,7 +293,7 @@ static int cal_point(strata_comm *comm, const strata_host_links *links, strata_d
   {
     size_t fused = cal_fused_bytes(i, links->nranks);
     strata_coll_args args = cal_rs_args(dtype, op, a, b, fused);
-    rc = cal_rs_s(comm, &args, fused, &s[CAL_FUSED_SHIFT]);
+    rc = cal_coll_s(comm, &args, fused, &s[CAL_FUSED_SHIFT]);
   }
   return rc;
 }
