@@ -254,6 +254,17 @@ int strata_build_allgather_ring(const strata_sched_params *p, strata_schedule *s
 
 /* ---- chain broadcast and reduce -------------------------------------------------------------- */
 
+/* The first rank of a chain (broadcast root, reduce tail) sends round rd's chunk from SEND once
+ * the chunk STRATA_COLL_SEND_AHEAD rounds before it has left: at most that many chunks handed to
+ * the transport at once. sent[] holds the earlier rounds' send steps. */
+static int32_t chain_head_send(strata_schedule *s, int peer, uint64_t off, uint64_t bytes,
+                               const int32_t *sent, uint64_t rd) {
+  strata_deps d;
+  strata_deps_clear(&d);
+  if (rd >= STRATA_COLL_SEND_AHEAD) strata_deps_add(&d, sent[rd - STRATA_COLL_SEND_AHEAD]);
+  return strata_sched_send(s, peer, strata_ref(STRATA_BUF_SEND, off), bytes, d.idx, d.n);
+}
+
 int strata_build_broadcast_ring(const strata_sched_params *p, strata_schedule *s) {
   const int n = p->nranks, r = p->rank, vr = strata_mod(r - p->root, n);
   const uint64_t bytes_total = p->count * p->elem_size;
@@ -267,12 +278,8 @@ int strata_build_broadcast_ring(const strata_sched_params *p, strata_schedule *s
     uint64_t first, len;
     strata_split(p->count, rounds, rd, &first, &len);
     const uint64_t off = first * p->elem_size, bytes = len * p->elem_size;
-    if (vr == 0) { /* at most STRATA_COLL_SEND_AHEAD chunks handed to the transport at once */
-      strata_deps d;
-      strata_deps_clear(&d);
-      if (rd >= STRATA_COLL_SEND_AHEAD) strata_deps_add(&d, root_sent[rd - STRATA_COLL_SEND_AHEAD]);
-      root_sent[rd] =
-          strata_sched_send(s, next, strata_ref(STRATA_BUF_SEND, off), bytes, d.idx, d.n);
+    if (vr == 0) {
+      root_sent[rd] = chain_head_send(s, next, off, bytes, root_sent, rd);
       continue;
     }
     uint32_t got =
@@ -301,12 +308,8 @@ int strata_build_reduce_ring(const strata_sched_params *p, strata_schedule *s) {
     uint64_t first, len;
     strata_split(p->count, rounds, rd, &first, &len);
     const uint64_t off = first * p->elem_size, bytes = len * p->elem_size;
-    if (vr == n - 1) { /* at most STRATA_COLL_SEND_AHEAD chunks handed to the transport at once */
-      strata_deps d;
-      strata_deps_clear(&d);
-      if (rd >= STRATA_COLL_SEND_AHEAD) strata_deps_add(&d, tail_sent[rd - STRATA_COLL_SEND_AHEAD]);
-      tail_sent[rd] =
-          strata_sched_send(s, toward_root, strata_ref(STRATA_BUF_SEND, off), bytes, d.idx, d.n);
+    if (vr == n - 1) {
+      tail_sent[rd] = chain_head_send(s, toward_root, off, bytes, tail_sent, rd);
       continue;
     }
     uint32_t slot = strata_pool_take(&slots);
