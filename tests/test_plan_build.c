@@ -18,15 +18,7 @@ static int failures;
     }                            \
   } while (0)
 
-static strata_topo *preset(const char *name) {
-  char err[512];
-  strata_topo *t = NULL;
-  if (strata_topo_preset(name, &t, err, sizeof err) != STRATA_OK) {
-    printf("FAIL preset %s: %s\n", name, err);
-    failures++;
-  }
-  return t;
-}
+#include "helpers/preset.h"
 
 static const strata_prediction *find(const strata_plan *p, const char *scope, strata_coll coll,
                                      strata_model_algo algo) {

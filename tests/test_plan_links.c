@@ -42,15 +42,7 @@ static int parse(strata_link_matrix *m, const char *text) {
   return rc;
 }
 
-static strata_topo *preset(const char *name) {
-  char err[512];
-  strata_topo *t = NULL;
-  if (strata_topo_preset(name, &t, err, sizeof err) != STRATA_OK) {
-    printf("FAIL preset %s: %s\n", name, err);
-    failures++;
-  }
-  return t;
-}
+#include "helpers/preset.h"
 
 /* The chosen global allreduce prediction, or NULL. */
 static const strata_prediction *global_allreduce(const strata_plan *p) {
