@@ -315,6 +315,18 @@ int strata_recv(strata_comm *comm, void *buf, size_t count, strata_dtype dtype, 
 int strata_irecv(strata_comm *comm, void *buf, size_t count, strata_dtype dtype, int peer,
                  strata_request **req);
 
+/* Memory the ranks of one host can read from each other directly. Every call takes any buffer;
+ * a large transfer between two ranks of one host whose source lies in memory from
+ * strata_mem_alloc skips the kernel copy (process_vm_readv) and is read straight from the
+ * sender's pages (as NCCL's registered buffers are). Page-aligned, zero-filled, shared with no
+ * one until a peer reads a message from it. A peer keeps its mapping of a region (at most a few
+ * per peer, the oldest unmapped first) until the communicator is destroyed, so the pages of a
+ * freed region may live on that long. Returns STRATA_ERR_INVALID_ARG for 0 bytes,
+ * STRATA_ERR_NO_MEMORY or STRATA_ERR_SYSTEM. strata_mem_free(NULL) is a no-op; any pointer not
+ * from strata_mem_alloc gets STRATA_ERR_INVALID_ARG and is left alone. */
+int strata_mem_alloc(size_t bytes, void **out);
+int strata_mem_free(void *ptr);
+
 #ifdef __cplusplus
 }
 #endif

@@ -171,6 +171,7 @@ typedef struct bench_options {
   int blocking;
   int report_cputime;
   int predict;
+  int registered; /* -R: buffers from strata_mem_alloc (peers of one host read them directly) */
   strata_compress compress; /* --compress; DEFAULT = STRATA_COMPRESS (none) */
   const char *json_path;
 } bench_options;
@@ -199,6 +200,8 @@ static void bench_usage(FILE *out) {
           "  -C, --report_cputime 0|1 accepted (CPU ranks: the same as time)\n"
           "  -t, --nthreads 1         -g, --ngpus 1   accepted; strata ranks are processes\n"
           "  -J, --json FILE          also write every result as JSON (rank 0)\n"
+          "  -R, --local_register 0|1|2  1 or 2: buffers from strata_mem_alloc, which ranks of\n"
+          "                           one host read directly (default 0: malloc)\n"
           "      --predict            print the cost model's busbw beside the measured one\n"
           "      --compress C         wire encoding of float calls: none bf16 f16 int8 fp8\n"
           "                           (lossy: #wrong then allows the encoding's error)\n"
@@ -403,6 +406,10 @@ static int bench_option_apply(bench_options *opt, int letter, const char *arg) {
     case 'J':
       opt->json_path = arg;
       return 0;
+    case 'R':
+      if (bench_parse_int(arg, 0, 2, &value)) BENCH_BAD("-R '%s': want 0, 1 or 2", arg);
+      opt->registered = value > 0;
+      return 0;
     case 'P':
       opt->predict = 1;
       return 0;
@@ -450,6 +457,7 @@ static int bench_options_parse(int argc, char **argv, bench_options *opt) {
                                                {"report_cputime", required_argument, 0, 'C'},
                                                {"average", required_argument, 0, 'a'},
                                                {"json", required_argument, 0, 'J'},
+                                               {"local_register", required_argument, 0, 'R'},
                                                {"predict", no_argument, 0, 'P'},
                                                {"compress", required_argument, 0, 'K'},
                                                {"help", no_argument, 0, 'h'},
@@ -460,7 +468,7 @@ static int bench_options_parse(int argc, char **argv, bench_options *opt) {
   opterr = 0;
   for (;;) {
     int letter =
-        getopt_long(argc, argv, "-t:g:b:e:i:f:n:m:w:p:c:o:d:r:z:y:T:G:C:a:J:h", long_options, NULL);
+        getopt_long(argc, argv, "-t:g:b:e:i:f:n:m:w:p:c:o:d:r:z:y:T:G:C:a:J:R:h", long_options, NULL);
     if (letter == -1) break;
     if (letter == 'h') return -1;
     if (letter == 1) { /* a positional argument, in order */
@@ -1160,10 +1168,18 @@ static int bench_run(bench_ctx *ctx, bench_report *report) {
 static int bench_buffers_alloc(bench_ctx *ctx) {
   ctx->buffer_bytes = ctx->opt->max_bytes + 64;
   size_t bytes = (ctx->buffer_bytes + 63) / 64 * 64;
-  if (posix_memalign((void **)&ctx->sendbuf, 64, bytes) ||
-      posix_memalign((void **)&ctx->recvbuf, 64, bytes) ||
-      posix_memalign((void **)&ctx->expected, 64, bytes)) {
-    fprintf(stderr, "strata bench: rank %d: cannot allocate 3 x %zu bytes\n", ctx->rank, bytes);
+  int failed;
+  if (ctx->opt->registered) /* the expected values stay private: no peer reads them */
+    failed = strata_mem_alloc(bytes, (void **)&ctx->sendbuf) != STRATA_OK ||
+             strata_mem_alloc(bytes, (void **)&ctx->recvbuf) != STRATA_OK ||
+             posix_memalign((void **)&ctx->expected, 64, bytes);
+  else
+    failed = posix_memalign((void **)&ctx->sendbuf, 64, bytes) ||
+             posix_memalign((void **)&ctx->recvbuf, 64, bytes) ||
+             posix_memalign((void **)&ctx->expected, 64, bytes);
+  if (failed) {
+    fprintf(stderr, "strata bench: rank %d: cannot allocate 3 x %zu bytes%s\n", ctx->rank, bytes,
+            ctx->opt->registered ? " (-R: strata_mem_alloc)" : "");
     return -1;
   }
   memset(ctx->sendbuf, 0, bytes); /* touch every page before timing */
@@ -1173,8 +1189,13 @@ static int bench_buffers_alloc(bench_ctx *ctx) {
 }
 
 static void bench_buffers_free(bench_ctx *ctx) {
-  free(ctx->sendbuf);
-  free(ctx->recvbuf);
+  if (ctx->opt->registered) {
+    strata_mem_free(ctx->sendbuf);
+    strata_mem_free(ctx->recvbuf);
+  } else {
+    free(ctx->sendbuf);
+    free(ctx->recvbuf);
+  }
   free(ctx->expected);
 }
 

@@ -47,4 +47,14 @@ strata_reduce_fn strata_reduce_kernel_isa(strata_dtype dtype, strata_op op, cons
 /* buf[i] /= nranks, in place (integer division for integer types). */
 void strata_reduce_avg_finish(void *buf, size_t count, strata_dtype dtype, int nranks);
 
+/* ---- memory local peers can map (mem.c; strata_mem_alloc in strata.h) ---- */
+typedef struct strata_mem_ref {
+  int fd;                /* the region's memfd in this process */
+  uint64_t id;           /* never reused within the process */
+  uint64_t offset;       /* of the buffer from the region's start */
+  uint64_t region_bytes; /* the whole region */
+} strata_mem_ref;
+/* 1 and *out filled when [ptr, ptr+bytes) lies inside one region from strata_mem_alloc. */
+int strata_mem_lookup(const void *ptr, size_t bytes, strata_mem_ref *out);
+
 #endif

@@ -118,6 +118,7 @@
 #define SHM_CMA_SLICE_BYTES (1u << 20)      /* most bytes one xfer pulls per progress() call */
 #define SHM_REDUCE_BLOCK_BYTES (256u << 10) /* bounce block of a fused reduce: fits in L2 */
 #define SHM_MAX_ELEM_BYTES 64u
+#define SHM_MAP_CACHE 8 /* regions of one peer's strata_mem_alloc memory we keep mapped */
 #define SHM_LIVENESS_PERIOD_S 0.010
 #define SHM_WAIT_SPIN_S \
   2e-6 /* wait(): spin this long (a partner on another core answers in <1 µs), */
@@ -128,7 +129,7 @@
 
 enum { SHM_KIND_INLINE = 1, SHM_KIND_CMA = 2 };
 enum { SEND_FRESH = 0, SEND_STREAMING };
-enum { RECV_WAITING = 0, RECV_INLINE, RECV_CMA };
+enum { RECV_WAITING = 0, RECV_INLINE, RECV_CMA, RECV_MAPPED };
 
 /* ---- shared layout (both processes see these) ---- */
 
@@ -167,8 +168,9 @@ typedef struct shm_record {
   uint64_t src_addr;   /* CMA: the payload's address in the producer */
   uint64_t cma_number; /* CMA: 1-based; the send completes when cma_acked reaches it */
   uint32_t kind;
-  uint32_t reserved;
-  uint8_t pad[SHM_LINE - 48];
+  int32_t mem_fd;      /* CMA from strata_mem_alloc memory: the region's memfd in the producer, */
+  uint64_t mem_id;     /* its id there (0 = not such memory), */
+  uint64_t mem_offset; /* and the payload's offset in it */
 } shm_record;
 _Static_assert(sizeof(shm_record) == SHM_LINE, "a record is one cache line");
 
@@ -177,6 +179,14 @@ _Static_assert(sizeof(shm_record) == SHM_LINE, "a record is one cache line");
 typedef struct shm_queue {
   strata_xfer *head, *tail;
 } shm_queue;
+
+/* A region of a peer's strata_mem_alloc memory, mapped read-only here. */
+typedef struct shm_region_map {
+  uint64_t id; /* the peer's region id, 0 = empty slot */
+  const uint8_t *base;
+  size_t bytes;
+  uint64_t last_use;
+} shm_region_map;
 
 typedef struct shm_peer {
   int rank;
@@ -202,6 +212,9 @@ typedef struct shm_peer {
   uint64_t in_mask;
   uint64_t in_tail, in_head_cached, recv_seq, cma_done, discard_bytes;
   shm_queue recvs;
+  shm_region_map regions[SHM_MAP_CACHE];
+  uint64_t region_uses;
+  int regions_refused; /* mapping its memory failed once: pull by CMA from then on */
 } shm_peer;
 
 typedef struct shm_transport {
@@ -348,6 +361,12 @@ static void shm_write_record(shm_peer *p, strata_xfer *x, uint32_t kind) {
     r.src_addr = (uint64_t)(uintptr_t)x->buf;
     r.cma_number = ++p->cma_sent;
     x->aux = r.cma_number;
+    strata_mem_ref ref;
+    if (strata_mem_lookup(x->buf, (size_t)x->bytes, &ref)) {
+      r.mem_fd = ref.fd;
+      r.mem_id = ref.id;
+      r.mem_offset = ref.offset;
+    }
   }
   memcpy(p->out_ring + (p->out_head & p->out_mask), &r, sizeof r);
   p->out_head += sizeof r;
@@ -442,6 +461,44 @@ static int shm_discard_advance(shm_peer *p) {
   return 1;
 }
 
+/* The payload of record r read through our mapping of the peer's strata_mem_alloc region (mapped
+ * on first use, the least recently used mapping dropped when all SHM_MAP_CACHE are taken), or
+ * NULL: then the caller pulls it by CMA. The record's fd is open in the peer while this send is
+ * pending (the region cannot be freed under a pending send), and the region's id is never
+ * reused, so a cached mapping is always of the region the record names. */
+static const uint8_t *shm_region_payload(shm_transport *t, shm_peer *p, const shm_record *r) {
+  if (r->mem_id == 0 || p->regions_refused || !p->pid_visible) return NULL;
+  shm_region_map *m = NULL, *victim = &p->regions[0];
+  for (int i = 0; i < SHM_MAP_CACHE && !m; i++) {
+    if (p->regions[i].id == r->mem_id) m = &p->regions[i];
+    if (p->regions[i].last_use < victim->last_use) victim = &p->regions[i];
+  }
+  if (!m) {
+    char name[64];
+    snprintf(name, sizeof name, "/proc/%d/fd/%d", p->pid, (int)r->mem_fd);
+    int fd = open(name, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    void *map = MAP_FAILED;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0)
+      map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    int err = errno;
+    if (fd >= 0) close(fd);
+    if (map == MAP_FAILED) {
+      STRATA_LOG(STRATA_LOG_INFO, t->rank,
+                 "shm: cannot map peer %d's registered memory %s (%s): pulling it by CMA", p->rank,
+                 name, strerror(err));
+      p->regions_refused = 1;
+      return NULL;
+    }
+    if (victim->id) munmap((void *)victim->base, victim->bytes);
+    m = victim;
+    *m = (shm_region_map){.id = r->mem_id, .base = map, .bytes = (size_t)st.st_size};
+  }
+  m->last_use = ++p->region_uses;
+  if (r->mem_offset > m->bytes || r->bytes > m->bytes - r->mem_offset) return NULL;
+  return m->base + r->mem_offset;
+}
+
 /* Take the next record for the head receive x. Returns 1 if x moved on (or completed). */
 static int shm_recv_take_record(shm_transport *t, shm_peer *p, strata_xfer *x) {
   uint64_t pos = shm_align_line(p->in_tail);
@@ -480,7 +537,11 @@ static int shm_recv_take_record(shm_transport *t, shm_peer *p, strata_xfer *x) {
     return 1;
   }
   x->offset = 0;
-  if (r.kind == SHM_KIND_CMA) {
+  const uint8_t *mapped;
+  if (r.kind == SHM_KIND_CMA && (mapped = shm_region_payload(t, p, &r))) {
+    x->state = RECV_MAPPED;
+    x->aux = (uint64_t)(uintptr_t)mapped;
+  } else if (r.kind == SHM_KIND_CMA) {
     x->state = RECV_CMA;
     x->aux = r.src_addr;
   } else {
@@ -565,6 +626,17 @@ static int shm_recv_cma_slice(shm_transport *t, shm_peer *p, strata_xfer *x) {
   uint64_t slice = SHM_CMA_SLICE_BYTES;
   if (x->reduce) slice -= slice % x->elem_size; /* never split an element */
   uint64_t end = x->bytes - x->offset > slice ? x->offset + slice : x->bytes;
+  if (x->state == RECV_MAPPED) { /* the peer's pages are mapped here: read them directly */
+    const uint8_t *src = (const uint8_t *)(uintptr_t)x->aux + x->offset;
+    if (!x->reduce)
+      memcpy((uint8_t *)x->buf + x->offset, src, (size_t)(end - x->offset));
+    else
+      x->reduce((uint8_t *)x->reduce_dst + x->offset, (const uint8_t *)x->reduce_src + x->offset,
+                src, (size_t)((end - x->offset) / x->elem_size));
+    x->offset = end;
+    t->events++;
+    return STRATA_OK;
+  }
   if (!x->reduce) {
     int rc = shm_cma_read(t, p, (uint8_t *)x->buf + x->offset, x->aux + x->offset,
                           (size_t)(end - x->offset));
@@ -821,6 +893,8 @@ static void shm_destroy(strata_transport *base) {
     shm_peer *p = &t->peers[i];
     if (p->map) munmap(p->map, p->map_bytes);
     if (p->pidfd >= 0) close(p->pidfd);
+    for (int k = 0; k < SHM_MAP_CACHE; k++)
+      if (p->regions[k].id) munmap((void *)p->regions[k].base, p->regions[k].bytes);
   }
   if (t->own_map) munmap(t->own_map, t->own_map_bytes);
   if (t->own_fd >= 0) close(t->own_fd);
