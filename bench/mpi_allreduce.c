@@ -9,7 +9,11 @@
  * Float32 sum only. Rank 0 prints nccl-tests-shaped rows and, with -J, the JSON strata bench -J
  * writes (same keys), so bench/report.py reads both alike.
  *
+ * -R allocates the buffers with MPI_Alloc_mem (OpenMPI's registered memory), the peer of
+ * `strata bench -R 1` (strata_mem_alloc).
+ *
  * usage: mpirun -np N mpi_allreduce [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-J F]
+ *        [-R]
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -91,15 +95,15 @@ static void json_figures(FILE *out, const char *name, const figures *f) {
 static int usage(void) {
   fprintf(stderr,
           "usage: mpi_allreduce [-b MIN>=4] [-e MAX] [-f FACTOR>=2] [-n ITERS] "
-          "[-w WARMUP] [-J FILE]\n");
+          "[-w WARMUP] [-J FILE] [-R]\n");
   return 2;
 }
 
 int main(int argc, char **argv) {
   size_t min_bytes = 8, max_bytes = 32u << 20, factor = 2;
-  int iters = 20, warmup = 5, opt;
+  int iters = 20, warmup = 5, registered = 0, opt;
   const char *json_path = NULL;
-  while ((opt = getopt(argc, argv, "b:e:f:n:w:J:")) != -1) {
+  while ((opt = getopt(argc, argv, "b:e:f:n:w:J:R")) != -1) {
     int bad = 0;
     if (opt == 'b')
       bad = parse_size(optarg, &min_bytes);
@@ -113,6 +117,8 @@ int main(int argc, char **argv) {
       warmup = atoi(optarg);
     else if (opt == 'J')
       json_path = optarg;
+    else if (opt == 'R')
+      registered = 1;
     else
       bad = 1;
     if (bad) return usage();
@@ -125,8 +131,16 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   size_t max_count = max_bytes / sizeof(float);
-  float *send = malloc(max_count * sizeof(float) + 64),
-        *recv = malloc(max_count * sizeof(float) + 64);
+  float *send = NULL, *recv = NULL;
+  MPI_Aint buf_bytes = (MPI_Aint)(max_count * sizeof(float) + 64);
+  if (registered) {
+    if (MPI_Alloc_mem(buf_bytes, MPI_INFO_NULL, &send) != MPI_SUCCESS ||
+        MPI_Alloc_mem(buf_bytes, MPI_INFO_NULL, &recv) != MPI_SUCCESS)
+      MPI_Abort(MPI_COMM_WORLD, 1);
+  } else {
+    send = malloc((size_t)buf_bytes);
+    recv = malloc((size_t)buf_bytes);
+  }
   if (!send || !recv) MPI_Abort(MPI_COMM_WORLD, 1);
   memset(send, 0, max_count * sizeof(float));
   memset(recv, 0, max_count * sizeof(float));
@@ -148,8 +162,8 @@ int main(int argc, char **argv) {
         nranks, iters, warmup);
   }
   if (rank == 0) {
-    printf("# mpi_allreduce: MPI_Allreduce float sum, %d ranks, iters %d warmup %d\n", nranks,
-           iters, warmup);
+    printf("# mpi_allreduce: MPI_Allreduce float sum, %d ranks, iters %d warmup %d, buffers %s\n",
+           nranks, iters, warmup, registered ? "MPI_Alloc_mem" : "malloc");
     printf(
         "#       size         count      type   redop    root     time   algbw   busbw #wrong"
         "     time   algbw   busbw #wrong\n");
@@ -193,8 +207,13 @@ int main(int argc, char **argv) {
             busbw_count ? busbw_sum / busbw_count : 0);
     fclose(json);
   }
-  free(send);
-  free(recv);
+  if (registered) {
+    MPI_Free_mem(send);
+    MPI_Free_mem(recv);
+  } else {
+    free(send);
+    free(recv);
+  }
   MPI_Finalize();
   return errors ? 1 : 0;
 }

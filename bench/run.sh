@@ -6,7 +6,9 @@
 #   1. one host, shared memory, 2 and 4 ranks: strata (strata launch + strata bench -J),
 #      OpenMPI (bench/mpi_allreduce.c, MPI_Allreduce, vader shared memory), Gloo
 #      (bench/gloo_allreduce.py, torch.distributed "gloo", which has no shared memory and uses
-#      loopback TCP); beside them this host's memcpy bandwidth (bench/membw.c);
+#      loopback TCP); beside them this host's memcpy bandwidth (bench/membw.c); at 2 ranks from
+#      32 KiB also with registered buffers: strata bench -R 1 (strata_mem_alloc, which the peer
+#      reads directly) against OpenMPI with MPI_Alloc_mem (mpi_allreduce -R);
 #   2. TCP only, 2 ranks in two network namespaces joined by a veth pair that this script creates
 #      and removes: strata (STRATA_SHM=0, ranks started with `ip netns exec`), OpenMPI
 #      (--mca btl tcp,self, mpirun inside the first namespace, rank 1 started into the second by
@@ -210,6 +212,13 @@ shm_round() {
     run_logged "shm${n}_mpi_$run" "${MPIRUN[@]}" -np "$n" "$tools/mpi_allreduce" "${args[@]}" \
       -J "$raw/shm${n}_mpi_$run.json"
     run_logged "shm${n}_gloo_$run" gloo_local "$n" "${args[@]}" -J "$raw/shm${n}_gloo_$run.json"
+    # registered buffers: 2 ranks, the phases past the inline sizes (< 32 KiB never use them)
+    if [ "$n" = 2 ] && [ "$i" -gt 0 ]; then
+      run_logged "shm2r_strata_$run" "$STRATA" launch -n 2 -- \
+        "$STRATA" bench allreduce "${args[@]}" -R 1 -J "$raw/shm2r_strata_$run.json"
+      run_logged "shm2r_mpi_$run" "${MPIRUN[@]}" -np 2 "$tools/mpi_allreduce" "${args[@]}" -R \
+        -J "$raw/shm2r_mpi_$run.json"
+    fi
   done
 }
 

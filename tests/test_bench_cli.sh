@@ -93,6 +93,9 @@ run_bench ops3 3 10 allreduce -b 96 -e 192 -f 2 -n 1 -w 0 -d int32 -o all
 run_bench avg3 3 3 reduce_scatter -b 48 -e 3K -f 8 -n 1 -w 0 -d bfloat16 -o avg
 run_bench minmax3 3 2 reduce -b 1K -e 2K -f 2 -n 1 -w 0 -d half -o min -r 1
 run_bench steps2 2 3 broadcast -b 1000 -e 3000 -i 1000 -n 1 -w 0 -d uint8 -r 1 -z 1 -a 1
+# -R 1: buffers from strata_mem_alloc, read by the peers directly (8 B .. 2 MiB: 10 rows).
+run_bench registered2 2 10 allreduce -b 8 -e 4M -f 4 -n 2 -w 1 -R 1
+run_bench registered3 3 10 allgather -b 8 -e 4M -f 4 -n 2 -w 1 -R 2 -d bfloat16
 
 # No launcher at all: one rank, as nccl-tests without MPI (sizes 8 .. 64: 4 rows).
 status=0

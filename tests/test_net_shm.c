@@ -6,8 +6,10 @@
  * fused reductions (f32, i32, and a 12-byte element that straddles the ring's end), tag and size
  * mismatches, a peer killed mid-transfer, an abort, partial locality, bad arguments, a peer that
  * never opens, and a /dev/shm too small for a segment. Each scenario runs with cross-memory
- * attach and with STRATA_SHM_CMA=0 (everything inline). At the end /dev/shm must hold nothing
- * of ours.
+ * attach and with STRATA_SHM_CMA=0 (everything inline); the exchange and the reductions run
+ * once more with send buffers from strata_mem_alloc, which the receiver must read through its
+ * mapping (more regions than a peer keeps mapped, so mappings are dropped and made again). At
+ * the end /dev/shm must hold nothing of ours.
  *
  * With STRATA_SHM_BENCH=1 it instead measures 8-byte ping-pong latency and large-message
  * bandwidth between two ranks, next to memcpy on this machine (numbers, not assertions).
@@ -39,6 +41,7 @@ static int failures;
 static int open_fail_status = STRATA_OK;
 static int open_fail_rank = -1;
 static double open_timeout_s = 10.0;
+static int registered; /* send buffers from strata_mem_alloc */
 
 #define CHECK(cond, ...)                                              \
   do {                                                                \
@@ -212,6 +215,33 @@ typedef struct msg_slot {
   uint8_t *buf;
 } msg_slot;
 
+static void *send_alloc(size_t bytes) {
+  void *p = NULL;
+  if (!registered) return malloc(bytes);
+  return strata_mem_alloc(bytes, &p) == STRATA_OK ? p : NULL;
+}
+
+static void send_free(void *p) {
+  if (registered)
+    strata_mem_free(p);
+  else
+    free(p);
+}
+
+/* With registered send buffers and CMA on, every large message (at least `largest` bytes from
+ * each peer) must have been read through the mapping; with malloc'd ones, none. */
+static int check_mapped(job *j, uint64_t largest) {
+  uint64_t mapped = strata_shm_mapped_bytes(j->t);
+  int cma = strata_shm_uses_cma(j->t, j->rank == 0 ? 1 : 0);
+  if (registered && cma)
+    CHECK(mapped >= largest * (uint64_t)(j->nranks - 1), "rank %d: only %llu bytes mapped",
+          j->rank, (unsigned long long)mapped);
+  else
+    CHECK(mapped == 0, "rank %d: %llu bytes mapped from malloc'd buffers", j->rank,
+          (unsigned long long)mapped);
+  return 0;
+}
+
 static int scenario_exchange(job *j) {
   int n = j->nranks, me = j->rank, per_peer = (int)(REPS * NSIZES);
   int total = (n - 1) * per_peer;
@@ -223,7 +253,7 @@ static int scenario_exchange(job *j) {
     if (q == me) continue;
     for (int k = 0; k < per_peer; k++, s++) {
       uint64_t bytes = exchange_sizes[k % NSIZES];
-      sends[s].buf = malloc(bytes ? bytes : 1);
+      sends[s].buf = send_alloc(bytes ? bytes : 1);
       recvs[s].buf = malloc(bytes ? bytes : 1);
       CHECK(sends[s].buf && recvs[s].buf, "out of memory");
       pattern_fill(sends[s].buf, bytes, me, q, k);
@@ -259,13 +289,13 @@ static int scenario_exchange(job *j) {
       int64_t bad = pattern_check(recvs[s].buf, bytes, q, me, k);
       CHECK(bad < 0, "rank %d: message %d (%llu bytes) from %d wrong at byte %lld", me, k,
             (unsigned long long)bytes, q, (long long)bad);
-      free(sends[s].buf);
+      send_free(sends[s].buf);
       free(recvs[s].buf);
     }
   }
   free(sends);
   free(recvs);
-  return 0;
+  return check_mapped(j, exchange_sizes[NSIZES - 1]);
 }
 
 /* ---- scenario: fused receive-reduce ---- */
@@ -330,7 +360,7 @@ static int scenario_reduce(job *j) {
     for (int c = 0; c < (int)NREDUCE; c++, s++) {
       const reduce_case *rc = &reduce_cases[c];
       uint64_t bytes = rc->count * rc->elem_size;
-      sends[s].buf = malloc(bytes + 4);
+      sends[s].buf = send_alloc(bytes + 4);
       local[s] = malloc(bytes + 4);
       out[s] = rc->in_place ? local[s] : malloc(bytes + 4);
       CHECK(sends[s].buf && local[s] && out[s], "out of memory");
@@ -370,14 +400,14 @@ static int scenario_reduce(job *j) {
       }
       if (!rc->in_place) free(out[s]);
       free(local[s]);
-      free(sends[s].buf);
+      send_free(sends[s].buf);
     }
   }
   free(sends);
   free(recvs);
   free(local);
   free(out);
-  return 0;
+  return check_mapped(j, 4194305u * 4);
 }
 
 /* ---- scenario: mismatched tags and sizes ---- */
@@ -843,6 +873,10 @@ int main(void) {
     run_all_scenarios();
     unsetenv("STRATA_SHM_CMA");
     run_tiny_dev_shm();
+    registered = 1;
+    for (int n = 2; n <= 3; n++) run_job("exchange, registered", n, scenario_exchange, NULL, NULL, -1);
+    run_job("reduce, registered", 3, scenario_reduce, NULL, NULL, -1);
+    registered = 0;
   }
   kill(store_pid, SIGTERM);
   waitpid(store_pid, NULL, 0);

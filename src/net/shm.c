@@ -39,6 +39,13 @@
  *    channel; the send completes when cma_acked reaches the record's number. A pull moves at
  *    most SHM_CMA_SLICE_BYTES per progress() call, so other peers (and the other direction of a
  *    simultaneous exchange) keep moving.
+ *  - CMA from registered memory: when the sender's buffer lies in memory from strata_mem_alloc
+ *    (core/mem.c: a memfd mapped MAP_SHARED), the record also names that memfd, the region's id
+ *    and the offset; the receiver maps the region read-only through /proc/<pid>/fd/<fd> (once;
+ *    SHM_MAP_CACHE regions per peer, least recently used unmapped first) and copies or reduces
+ *    straight from the sender's pages, with no system call and no page pinning per message:
+ *    16 MiB allreduce, 2 ranks, in place, 2174 -> 1326 us on the build box (session 4). If the
+ *    mapping fails, it pulls by CMA as for any buffer, and never tries that peer's memory again.
  * At open each receiver probes process_vm_readv against a canary word in each peer's private
  * memory and publishes the result in the channel; a sender uses CMA towards a peer only if that
  * peer could read it. Yama ptrace_scope, seccomp or containers can forbid it, and then everything
@@ -231,6 +238,7 @@ typedef struct shm_transport {
   uint64_t events; /* bumped whenever anything moves: progress() tells "blocked" from it */
   int more_work;   /* the last progress() stopped a stream on its budget, not on a full ring */
   int own_fd;      /* our segment's memfd, open only during strata_shm_open */
+  uint64_t mapped_bytes; /* received by reading a peer's strata_mem_alloc memory directly */
   volatile uint64_t canary;
 } shm_transport;
 
@@ -633,6 +641,7 @@ static int shm_recv_cma_slice(shm_transport *t, shm_peer *p, strata_xfer *x) {
     else
       x->reduce((uint8_t *)x->reduce_dst + x->offset, (const uint8_t *)x->reduce_src + x->offset,
                 src, (size_t)((end - x->offset) / x->elem_size));
+    t->mapped_bytes += end - x->offset;
     x->offset = end;
     t->events++;
     return STRATA_OK;
@@ -1205,4 +1214,9 @@ int strata_shm_uses_cma(const strata_transport *base, int peer) {
   shm_transport *t = (shm_transport *)base;
   shm_peer *p = shm_peer_of(t, peer);
   return p ? p->use_cma : 0;
+}
+
+uint64_t strata_shm_mapped_bytes(const strata_transport *base) {
+  if (!base || base->ops != &shm_ops) return 0;
+  return ((const shm_transport *)base)->mapped_bytes;
 }

@@ -5,6 +5,7 @@
 #define STRATA_NET_SHM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "boot/store.h"
 #include "net/transport.h"
@@ -21,5 +22,9 @@ int strata_shm_open(const strata_config *cfg, int rank, int nranks, strata_store
 /* 1 if messages of at least 32 KiB to `peer` go by cross-memory attach (process_vm_readv), 0 if
  * everything streams through the ring (CMA forbidden, or STRATA_SHM_CMA=0), or t is not shm. */
 int strata_shm_uses_cma(const strata_transport *t, int peer);
+
+/* Bytes this transport received by reading a peer's strata_mem_alloc memory through a mapping
+ * (no process_vm_readv); 0 if t is not shm. */
+uint64_t strata_shm_mapped_bytes(const strata_transport *t);
 
 #endif
