@@ -45,6 +45,26 @@ a=$(bounded "$strata" launch -n 1 -- sh -c 'echo $STRATA_JOB_ID')
 b=$(bounded "$strata" launch -n 1 -- sh -c 'echo $STRATA_JOB_ID')
 [ "$a" != "$b" ] || fail "job id not fresh"
 
+# --- 1b. --bind: rank r on the r-th CPU we may use when the ranks fit; none: untouched ---
+# (Cpus_allowed_list of each rank's own process, against this shell's)
+mine=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
+ncpu=$(taskset -c -p $$ | sed 's/.*: //' | tr ',' '\n' | awk -F- '{n += (NF == 2 ? $2 - $1 + 1 : 1)} END {print n}')
+bounded "$strata" launch -n 2 --order 1,0 -- sh -c 'echo "$STRATA_RANK $(awk "/^Cpus_allowed_list/ {print \$2}" /proc/$$/status)"' >"$work/bind.txt" || fail "bind run"
+if [ "$ncpu" -ge 2 ]; then
+  first=$(taskset -c -p $$ | sed 's/.*: //' | cut -d, -f1 | cut -d- -f1)
+  grep -q "^0 $first\$" "$work/bind.txt" || fail "--bind default: rank 0 not on CPU $first: $(cat "$work/bind.txt")"
+  [ "$(awk '{print $2}' "$work/bind.txt" | sort -u | wc -l)" = 2 ] || fail "--bind: ranks share a CPU: $(cat "$work/bind.txt")"
+  awk '$2 ~ /[,-]/ {exit 1}' "$work/bind.txt" || fail "--bind: a rank may run on several CPUs: $(cat "$work/bind.txt")"
+fi
+bounded "$strata" launch -n 2 --bind none -- sh -c 'awk "/^Cpus_allowed_list/ {print \$2}" /proc/$$/status' >"$work/nobind.txt" || fail "--bind none run"
+[ "$(sort -u "$work/nobind.txt")" = "$mine" ] || fail "--bind none changed the CPUs: $(cat "$work/nobind.txt") vs $mine"
+bounded "$strata" launch -n $((ncpu + 1)) --bind core -- sh -c 'awk "/^Cpus_allowed_list/ {print \$2}" /proc/$$/status' >"$work/over.txt" 2>"$work/over.err" || fail "oversubscribed run"
+[ "$(sort -u "$work/over.txt")" = "$mine" ] || fail "more ranks than CPUs: bound anyway: $(cat "$work/over.txt")"
+grep -q "not binding" "$work/over.err" || fail "more ranks than CPUs: no notice: $(cat "$work/over.err")"
+bounded "$strata" launch -n 2 --bind socket -- true 2>"$work/bindbad.err"
+[ $? -eq 2 ] || fail "--bind socket: want exit 2"
+grep -q "core or none" "$work/bindbad.err" || fail "--bind socket: message: $(cat "$work/bindbad.err")"
+
 # --- 2. --order and --tag ---
 bounded "$strata" launch -n 3 --order 2,0,1 --tag -- sh -c 'echo "hi from $STRATA_RANK"; echo "err $STRATA_RANK" >&2; printf "no newline"' >"$work/tag.out" 2>"$work/tag.err"
 [ $? -eq 0 ] || fail "tag run failed"

@@ -1225,7 +1225,8 @@ static void bench_print_wire(const bench_ctx *ctx) {
 static void bench_model_setup(bench_ctx *ctx) {
   strata_host_links *l = &ctx->links;
   ctx->links_ok =
-      strata_host_calibrate(ctx->comm, ctx->opt->types[0], ctx->opt->ops[0], l) == STRATA_OK;
+      strata_host_calibrate(ctx->comm, ctx->opt->types[0], ctx->opt->ops[0],
+                            ctx->opt->registered, l) == STRATA_OK;
   if (ctx->rank != 0) return;
   if (!ctx->links_ok) {
     printf("#\n# Model (--predict): calibration failed, no prediction\n");

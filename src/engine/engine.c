@@ -306,7 +306,10 @@ static void engine_idle(strata_comm *comm, idle_state *idle) {
   if (idle->since_s == 0) idle->since_s = now;
   double idle_ns = (now - idle->since_s) * 1e9;
   /* a spinning rank would hold the core a peer needs to answer us */
-  if (idle_ns < STRATA_IDLE_SPIN_NS && !comm->oversubscribed) return;
+  if (idle_ns < STRATA_IDLE_SPIN_NS && !comm->oversubscribed) {
+    if (idle_ns > 1000) sched_yield();
+    return;
+  }
   strata_transport *shm = comm->net.shm, *tcp = comm->net.tcp;
   int block_ms = idle_ns < STRATA_IDLE_YIELD_NS ? 0 : 1;
   if (shm && !comm->tcp_data_peers) {

@@ -348,7 +348,20 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
   out->op_overhead_us = p > 1 && op_s > 0 ? op_s * 1e6 : 0;
 }
 
-int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op,
+static void *cal_alloc(size_t bytes, int registered) {
+  void *p = NULL;
+  if (!registered) return aligned_alloc(64, bytes);
+  return strata_mem_alloc(bytes, &p) == STRATA_OK ? p : NULL;
+}
+
+static void cal_free(void *p, int registered) {
+  if (registered)
+    strata_mem_free(p);
+  else
+    free(p);
+}
+
+int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, int registered,
                           strata_host_links *out) {
   if (!comm || !out) return STRATA_ERR_INVALID_ARG;
   strata_reduce_fn kernel = strata_reduce_kernel(dtype, op);
@@ -358,7 +371,8 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op,
   out->nranks = strata_comm_size(comm);
   cal_transport(comm, out);
   size_t bytes = (size_t)STRATA_HOST_CALIBRATE_BYTES;
-  char *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes), *c = aligned_alloc(64, bytes);
+  char *a = cal_alloc(bytes, registered), *b = cal_alloc(bytes, registered),
+       *c = cal_alloc(bytes, registered);
   int local_ok = a && b && c, all_ok = 0;
   if (local_ok) {
     memset(a, 0, bytes); /* touch every page; zeros are exact in every dtype */
@@ -379,9 +393,9 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op,
   for (int i = 0; !rc && i < STRATA_HOST_CURVE_POINTS; i++)
     rc = cal_point(comm, out, dtype, op, a, b, c, i, &s[FIXED + i * CAL_FIGURES]);
   if (!rc) rc = strata_allreduce(comm, s, worst, N, STRATA_F64, STRATA_MAX);
-  free(a);
-  free(b);
-  free(c);
+  cal_free(a, registered);
+  cal_free(b, registered);
+  cal_free(c, registered);
   if (rc) return rc;
   cal_curves_fill(out, worst[0], worst[1], (double(*)[CAL_FIGURES])(void *)&worst[FIXED]);
   return out->link_gbps > 0 ? STRATA_OK : STRATA_ERR_SYSTEM;

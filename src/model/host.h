@@ -66,7 +66,9 @@ double strata_host_curve_gbps(const strata_host_curve *curve, uint64_t footprint
  * collective. Never uses the collectives it will predict to measure a rate. */
 #define STRATA_HOST_CALIBRATE_MIN_BYTES ((uint64_t)256 << 10)
 #define STRATA_HOST_CALIBRATE_BYTES ((uint64_t)64 << 20)
-int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op,
+/* registered: measure with buffers from strata_mem_alloc (peers of one host read them
+ * directly), as the calls to be predicted will use; 0: malloc'd buffers. */
+int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, int registered,
                           strata_host_links *out);
 
 /* Predicted time (µs) of one out-of-place call of `coll` with `count` elements of `elem_size`
