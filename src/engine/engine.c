@@ -387,9 +387,15 @@ int strata_engine_submit(strata_comm *comm, strata_operation *op) {
       q->head = e;
     q->tail = e;
   }
-  for (uint32_t i = 0; i < s->nsteps && !atomic_load(&comm->error); i++)
-    if (op->deps_left[i] == 0 && op->state[i] == STRATA_STEP_WAITING && step_start(comm, op, i))
-      step_complete(comm, op, i);
+  /* Transfers first, then local steps: a root's copy of its own buffer (broadcast, allgather,
+   * ...) runs on this thread while the peers already pull what was posted, instead of before it
+   * (2-rank shm broadcast, 64 MiB: the copy and the pull took turns). Transfers still reach
+   * their peer queues in step order, whatever order the local steps run in. */
+  for (int pass = 0; pass < 2; pass++)
+    for (uint32_t i = 0; i < s->nsteps && !atomic_load(&comm->error); i++)
+      if (op->deps_left[i] == 0 && op->state[i] == STRATA_STEP_WAITING &&
+          is_transfer(s->steps[i].kind) == (pass == 0) && step_start(comm, op, i))
+        step_complete(comm, op, i);
   if (op->steps_left == 0 && !atomic_load(&op->done) && !atomic_load(&comm->error))
     operation_finish(comm, op, STRATA_OK);
   return STRATA_OK;
