@@ -10,6 +10,7 @@
  * The simulator is the reference in those cases. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 
 #include "coll/schedule.h"
@@ -132,6 +133,53 @@ static void test_mismatch(void) {
   }
 }
 
+/* host_cores: 4 ranks on 2 cores, one core each, pulling links at 1 GB/s (1 byte/ns) with no
+ * latency. A chain broadcast of one chunk is three lone hops: each runs at p/c = 2x the
+ * calibrated rate. A ring allgather keeps every core busy at once: the calibrated rate holds. */
+static void pull_link(void *ctx, int src, int dst, strata_sim_link *out) {
+  (void)ctx, (void)src, (void)dst;
+  out->alpha_us = 0;
+  out->gbps = 1;
+  out->shared = -1;
+  out->pull = 1;
+}
+
+static double host_time_us(strata_coll coll, int cores) {
+  enum { P = 4 };
+  strata_schedule sch[P];
+  memset(sch, 0, sizeof sch);
+  for (int r = 0; r < P; r++) {
+    strata_sched_params sp = {.coll = coll, .algo = STRATA_ALGO_RING, .rank = r, .nranks = P,
+                              .count = 1000, .elem_size = 4, .in_place = 1,
+                              .chunk_bytes = 1u << 20};
+    if (strata_schedule_build(&sp, &sch[r]) != STRATA_OK) return -1;
+  }
+  strata_sim_model m = {.nranks = P, .link = pull_link, .one_core_per_rank = 1,
+                        .host_cores = cores};
+  strata_sim_result res;
+  double t = strata_sim_run(&m, sch, &res) == STRATA_OK ? res.time_us : -1;
+  for (int r = 0; r < P; r++) strata_schedule_free(&sch[r]);
+  return t;
+}
+
+static void test_host_cores(void) {
+  double chain = host_time_us(STRATA_COLL_BROADCAST, 0);
+  double chain2 = host_time_us(STRATA_COLL_BROADCAST, 2);
+  double ring = host_time_us(STRATA_COLL_ALLGATHER, 0);
+  double ring2 = host_time_us(STRATA_COLL_ALLGATHER, 2);
+  checked += 2;
+  /* 3 hops of 4000 bytes at 1 byte/ns: 12 us, then 6 us on 2 cores */
+  if (!(fabs(chain - 12.0) < 1e-6 && fabs(chain2 - 6.0) < 1e-6)) {
+    printf("FAIL host_cores: chain broadcast %g us (want 12), on 2 cores %g (want 6)\n", chain,
+           chain2);
+    failures++;
+  }
+  if (!(ring > 0 && fabs(ring2 - ring) < 1e-6)) {
+    printf("FAIL host_cores: ring allgather %g us, on 2 cores %g (want the same)\n", ring, ring2);
+    failures++;
+  }
+}
+
 int main(void) {
   const int ranks[] = {2, 3, 4, 6, 8, 16};
   const double sizes[] = {4096, 1 << 20, 64.0 * (1 << 20)};
@@ -157,6 +205,7 @@ int main(void) {
       }
   test_textbook_ring();
   test_mismatch();
+  test_host_cores();
   if (failures) {
     printf("%d of %d comparisons failed\n", failures, checked);
     return 1;

@@ -1232,10 +1232,13 @@ static void bench_model_setup(bench_ctx *ctx) {
     printf("#\n# Model (--predict): calibration failed, no prediction\n");
     return;
   }
+  char cores[64] = "ranks on several hosts";
+  if (l->host_cores > 0)
+    snprintf(cores, sizeof cores, "one host, %d ranks on %d cores", l->nranks, l->host_cores);
   printf(
-      "#\n# Model (--predict): one host, %s, algorithm %s, chunk %llu B; measured now: "
+      "#\n# Model (--predict): %s, %s, algorithm %s, chunk %llu B; measured now: "
       "alpha %.1f us, link %.2f GB/s per transfer, reduce %.2f GB/s (%s), memcpy %.2f GB/s\n",
-      l->use_tcp ? "tcp" : "shm single-copy pulls", strata_algo_name(l->algo),
+      cores, l->use_tcp ? "tcp" : "shm single-copy pulls", strata_algo_name(l->algo),
       (unsigned long long)l->chunk_bytes, l->alpha_us, l->link_gbps, l->reduce_gbps,
       bench_type_names[ctx->opt->types[0]], l->memcpy_gbps);
   printf("# Model curves (GB/s at the working set per rank), per-call overhead %.1f us:",

@@ -38,6 +38,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <stdio.h>
 
 #include "coll/schedule.h"
 #include "core/core.h"
@@ -361,6 +363,29 @@ static void cal_free(void *p, int registered) {
     free(p);
 }
 
+/* Are all ranks on this kernel? (boot_id is one per boot, the same in every network namespace,
+ * which the TCP benchmarks use.) Collective. Sets out->host_cores to the fewest online CPUs any
+ * rank sees, or 0 when the ranks span hosts or a rank cannot tell. */
+static int cal_host_cores(strata_comm *comm, strata_host_links *out) {
+  char id[64] = "";
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (!fgets(id, sizeof id, f)) id[0] = '\0';
+    fclose(f);
+  }
+  int64_t h = 1469598103934665603ll; /* FNV-1a; 0 = unknown */
+  for (const char *c = id; *c; c++) h = (int64_t)(((uint64_t)h ^ (uint8_t)*c) * 1099511628211ull);
+  if (!id[0]) h = 0;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int64_t mine[3] = {h, h == INT64_MIN ? INT64_MAX : -h, cpus > 0 ? -(int64_t)cpus : 0}, most[3];
+  int rc = strata_allreduce(comm, mine, most, 3, STRATA_I64, STRATA_MAX);
+  if (rc) return rc;
+  /* max(h) == min(h) (= -max(-h)), known, and every rank knows its CPUs (-max(-cpus) > 0) */
+  int one_host = most[0] == -most[1] && most[0] != 0 && most[2] < 0;
+  out->host_cores = one_host ? (int)-most[2] : 0;
+  return STRATA_OK;
+}
+
 int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, int registered,
                           strata_host_links *out) {
   if (!comm || !out) return STRATA_ERR_INVALID_ARG;
@@ -384,6 +409,7 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, i
   int any_tcp = 0; /* every rank must agree: the fused calibration is collective */
   if (!rc) rc = strata_allreduce(comm, &out->use_tcp, &any_tcp, 1, STRATA_I32, STRATA_MAX);
   out->use_tcp = any_tcp;
+  if (!rc) rc = cal_host_cores(comm, out);
   /* slowest rank's medians: α, a one-element call, then CAL_FIGURES per calibration point */
   enum { FIXED = 2, N = FIXED + STRATA_HOST_CURVE_POINTS * CAL_FIGURES };
   double s[N], worst[N];

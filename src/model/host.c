@@ -164,7 +164,8 @@ int strata_host_predict(const strata_host_links *links, strata_coll coll, strata
                               .reduce_gbps = rates.reduce_gbps,
                               .copy_gbps = rates.memcpy_gbps,
                               .one_core_per_rank = 1,
-                              .fused_reduce_gbps = rates.fused_gbps};
+                              .fused_reduce_gbps = rates.fused_gbps,
+                              .host_cores = links->host_cores};
     strata_sim_result result;
     rc = strata_sim_run(&model, scheds, &result);
     if (rc == STRATA_OK) *time_us = result.time_us + (p > 1 ? links->op_overhead_us : 0);

@@ -50,6 +50,7 @@ typedef struct strata_host_links {
   strata_host_curve link, reduce, memcpy, fused;
   uint64_t chunk_bytes; /* the engine's pipelining unit for this communicator */
   strata_algo algo;     /* the communicator's forced algorithm (STRATA_ALGO), or AUTO */
+  int host_cores;       /* every rank on this host (one kernel): its online CPUs; else 0 */
 } strata_host_links;
 
 /* The rate of `curve` at a working set of `footprint_bytes` per rank: interpolated linearly in

@@ -264,10 +264,21 @@ static double dmax(double a, double b) {
   return a > b ? a : b;
 }
 
+/* sim.h, host_cores: how much faster than its calibrated rate a step of rank `r` starting at
+ * `start` runs, given how many cores are busy then. 1 when every rank has a core. */
+static double core_share(const sim_state *s, int r, double start) {
+  int c = s->model->host_cores, p = s->model->nranks;
+  if (!s->model->one_core_per_rank || c <= 0 || c >= p) return 1;
+  int busy = 1;
+  for (int j = 0; j < p; j++) busy += j != r && s->cpu_free[j] > start;
+  return (double)p / (double)(busy > c ? busy : c);
+}
+
 static double cpu_cost_us(const sim_state *s, int r, double start, double bytes, double gbps) {
   if (gbps <= 0) return start;
   double begin = dmax(start, s->cpu_free[r]);
-  s->cpu_free[r] = begin + bytes / (gbps * 1e3);
+  double share = core_share(s, r, begin);
+  s->cpu_free[r] = begin + bytes / (gbps * share * 1e3);
   return s->cpu_free[r];
 }
 
@@ -331,9 +342,10 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
   int mover = link->pull ? q : r;
   double start = dmax(t, s->cpu_free[mover]);
   if (start > t) return heap_push(&s->heap, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
-  double end = start + (double)st->bytes / (bw * 1e3);
+  double share = core_share(s, mover, start);
+  double end = start + (double)st->bytes / (bw * share * 1e3);
   if (link->pull && s->model->fused_reduce_gbps > 0 && sim_is_recv_reduce(s, s->match[g]))
-    end += (double)st->bytes / (s->model->fused_reduce_gbps * 1e3);
+    end += (double)st->bytes / (s->model->fused_reduce_gbps * share * 1e3);
   s->cpu_free[mover] = end;
   s->fused[s->match[g]] = (uint8_t)(link->pull != 0);
   s->copy_out_gbps[s->match[g]] = link->pull ? 0 : bw;

@@ -52,6 +52,12 @@ typedef struct strata_sim_model {
   /* one_core_per_rank, pulling links: a RECV_REDUCE's fused reduction costs bytes /
    * fused_reduce_gbps on the receiver's core, interleaved with the pull (0 = free) */
   double fused_reduce_gbps;
+  /* one_core_per_rank, all ranks on one host with fewer cores than ranks (0 = a core each): the
+   * rates above were measured with every rank busy at once (a share of cores/nranks each). A
+   * step that starts while k ranks' cores are busy (itself included) runs at the rate times
+   * nranks / max(k, host_cores): a chain broadcast's lone hop gets a whole core, a ring's
+   * every-rank-at-once step the calibrated share. The share is fixed when the step starts. */
+  int host_cores;
 } strata_sim_model;
 
 typedef struct strata_sim_result {
