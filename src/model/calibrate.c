@@ -89,6 +89,37 @@ static int cal_ring_shift(strata_comm *comm, const char *out, char *in, size_t b
   return rc;
 }
 
+/* The same messages as one ring shift, but only rank 0 sends (to rank 1) and only rank 1
+ * receives: a lone pull, every other rank idle. */
+static int cal_lone_shift(strata_comm *comm, const char *out, char *in, size_t bytes,
+                          size_t message_bytes) {
+  int rank = strata_comm_rank(comm);
+  if (rank > 1) return STRATA_OK;
+  size_t count =
+      message_bytes && bytes > message_bytes ? (bytes + message_bytes - 1) / message_bytes : 1;
+  size_t each = (bytes + count - 1) / count;
+  strata_request **reqs = calloc(count, sizeof *reqs);
+  if (!reqs) return STRATA_ERR_NO_MEMORY;
+  int rc = STRATA_OK;
+  size_t posted = 0, landed = 0;
+  for (size_t i = 0; !rc && i < count; i++, posted++) {
+    while (!rc && posted - landed >= STRATA_SCHED_RING_CHUNKS_IN_FLIGHT) {
+      rc = strata_request_wait(reqs[landed]);
+      reqs[landed++] = NULL;
+    }
+    if (rc) break;
+    size_t off = i * each, len = bytes - off < each ? bytes - off : each;
+    rc = rank == 1 ? strata_irecv(comm, in + off, len, STRATA_U8, 0, &reqs[i])
+                   : strata_isend(comm, out + off, len, STRATA_U8, 1, &reqs[i]);
+  }
+  for (size_t i = 0; i < posted; i++) {
+    int wait_rc = reqs[i] ? strata_request_wait(reqs[i]) : STRATA_OK;
+    if (!rc) rc = wait_rc;
+  }
+  free(reqs);
+  return rc;
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -124,6 +155,24 @@ static int cal_shift_s(strata_comm *comm, char *out, char *in, size_t bytes, siz
     t[r] = (strata_now_s() - start_s) / shifts;
   }
   if (!rc) *seconds = median(t, CAL_REPEATS);
+  return rc;
+}
+
+/* Median seconds of one lone pull of `bytes` (rank 1's; 0 elsewhere). Ends with a barrier, so
+ * the next measurement starts with every rank. */
+static int cal_lone_s(strata_comm *comm, char *out, char *in, size_t bytes, size_t message_bytes,
+                      double *seconds) {
+  double t[CAL_REPEATS];
+  int reps = cal_reps_for(bytes);
+  int rc = cal_lone_shift(comm, out, in, bytes, message_bytes);
+  if (!rc) rc = strata_barrier(comm);
+  for (int r = 0; !rc && r < CAL_REPEATS; r++) {
+    double start_s = strata_now_s();
+    for (int i = 0; !rc && i < reps; i++) rc = cal_lone_shift(comm, out, in, bytes, message_bytes);
+    t[r] = (strata_now_s() - start_s) / reps;
+  }
+  if (!rc) rc = strata_barrier(comm);
+  if (!rc) *seconds = strata_comm_rank(comm) == 1 ? median(t, CAL_REPEATS) : 0;
   return rc;
 }
 
@@ -260,7 +309,7 @@ static void cal_transport(strata_comm *comm, strata_host_links *out) {
 }
 
 /* Per calibration point: seconds of a shift, a reduction, a memcpy, a fused shift. */
-enum { CAL_SHIFT = 0, CAL_RED, CAL_COPY, CAL_FUSED_SHIFT, CAL_FIGURES };
+enum { CAL_SHIFT = 0, CAL_RED, CAL_COPY, CAL_FUSED_SHIFT, CAL_LONE, CAL_FIGURES };
 
 /* The bytes per rank of point i's fused shift: the reduce-scatter's send buffer (p of them)
  * must fit the calibration buffer. */
@@ -290,6 +339,7 @@ static int cal_point(strata_comm *comm, const strata_host_links *links, strata_d
   } else if (!rc && links->nranks > 1) {
     rc = cal_shift_s(comm, a, b, bytes, (size_t)links->chunk_bytes, cal_reps_for(bytes),
                      &s[CAL_SHIFT]);
+    if (!rc) rc = cal_lone_s(comm, a, b, bytes, (size_t)links->chunk_bytes, &s[CAL_LONE]);
   }
   if (!rc && links->nranks > 1 && !links->use_tcp) /* only shm pulls fuse a reduction */
   {
@@ -334,6 +384,11 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
       double extra_s = step_s - plain_s;
       if (extra_s < 0.1 * plain_s) extra_s = 0.1 * plain_s;
       cal_curve_set(&out->fused, i, (uint64_t)(p + 1) * fused, (double)fused, extra_s);
+    }
+    if (p > 1 && !out->use_tcp) {
+      double lone_s = w[CAL_LONE] - alpha_s;
+      if (lone_s < 0.5 * w[CAL_LONE]) lone_s = 0.5 * w[CAL_LONE];
+      cal_curve_set(&out->link_alone, i, 2 * bytes, moved, lone_s);
     }
     if (p > 1) /* TCP: each core copies X in and X out, taking turns (see the top) */
       cal_curve_set(&out->link, i, shift_footprint, (double)shift_moved * (out->use_tcp ? 2 : 1),

@@ -48,6 +48,10 @@ typedef struct strata_host_links {
    * working set (host.c). fused: the reduction a shm pull fuses in (dst = src OP block, the
    * block just pulled and still in L2), an extra pass on the receiver's core. */
   strata_host_curve link, reduce, memcpy, fused;
+  /* shm, 2+ ranks: one pull while every other rank idles (rank 1 from rank 0). `link` is measured
+   * with every rank pulling at once; on this host two pulls at once each ran at about half of a
+   * lone one (2 ranks, 16 MiB: allgather 6.0 GB/s, broadcast 11.3). Empty over TCP. */
+  strata_host_curve link_alone;
   uint64_t chunk_bytes; /* the engine's pipelining unit for this communicator */
   strata_algo algo;     /* the communicator's forced algorithm (STRATA_ALGO), or AUTO */
   int host_cores;       /* every rank on this host (one kernel): its online CPUs; else 0 */

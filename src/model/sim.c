@@ -108,6 +108,7 @@ typedef struct sim_state {
   uint32_t *succ_begin;  /* total + 1 */
   uint32_t *succ;
   double *tx_free, *rx_free, *cpu_free, *shared_free;
+  double *xfer_free; /* one_core_per_rank: when the transfer this rank's core moves ends */
   sim_heap heap;
   strata_sim_result result;
 } sim_state;
@@ -128,6 +129,7 @@ static void sim_free(sim_state *s) {
   free(s->rx_free);
   free(s->cpu_free);
   free(s->shared_free);
+  free(s->xfer_free);
   free(s->heap.ev);
 }
 
@@ -146,7 +148,8 @@ static int sim_alloc(sim_state *s) {
   s->rx_free = calloc(p, sizeof(double));
   s->cpu_free = calloc(p, sizeof(double));
   s->shared_free = calloc((size_t)s->model->nshared + 1, sizeof(double));
-  if (!s->pending || !s->ready || !s->arrival || !s->waiting || !s->done || !s->fused ||
+  s->xfer_free = calloc(p, sizeof(double));
+  if (!s->xfer_free ||!s->pending || !s->ready || !s->arrival || !s->waiting || !s->done || !s->fused ||
       !s->copy_out_gbps || !s->match || !s->succ_begin || !s->tx_free || !s->rx_free ||
       !s->cpu_free || !s->shared_free)
     return STRATA_ERR_NO_MEMORY;
@@ -343,10 +346,16 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
   double start = dmax(t, s->cpu_free[mover]);
   if (start > t) return heap_push(&s->heap, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
   double share = core_share(s, mover, start);
+  if (link->pull && link->alone_gbps > 0) { /* sim.h: pulls share what the host moves */
+    int running = 1;
+    for (int j = 0; j < s->nranks; j++) running += j != mover && s->xfer_free[j] > start;
+    double rate = bw * (double)s->nranks / running;
+    share = (rate < link->alone_gbps ? rate : link->alone_gbps) / bw;
+  }
   double end = start + (double)st->bytes / (bw * share * 1e3);
   if (link->pull && s->model->fused_reduce_gbps > 0 && sim_is_recv_reduce(s, s->match[g]))
     end += (double)st->bytes / (s->model->fused_reduce_gbps * share * 1e3);
-  s->cpu_free[mover] = end;
+  s->cpu_free[mover] = s->xfer_free[mover] = end;
   s->fused[s->match[g]] = (uint8_t)(link->pull != 0);
   s->copy_out_gbps[s->match[g]] = link->pull ? 0 : bw;
   return sim_delivered(s, st, g, end, link->alpha_us);
