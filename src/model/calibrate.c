@@ -176,6 +176,25 @@ static int cal_lone_s(strata_comm *comm, char *out, char *in, size_t bytes, size
   return rc;
 }
 
+/* Median seconds of one ring shift of `bytes` whose source every rank has just rewritten (so it
+ * sits dirty in the writer's cache when the neighbour pulls it). Each shift is timed alone,
+ * between a rewrite and a barrier. */
+#define CAL_DIRTY_SHIFTS 9
+static int cal_dirty_s(strata_comm *comm, char *out, char *in, size_t bytes, size_t message_bytes,
+                       double *seconds) {
+  double t[CAL_DIRTY_SHIFTS];
+  int rc = cal_ring_shift(comm, out, in, bytes, message_bytes); /* warm-up */
+  for (int k = 0; !rc && k < CAL_DIRTY_SHIFTS; k++) {
+    memset(out, k, bytes); /* zeros and small bytes: the content does not matter to a shift */
+    rc = strata_barrier(comm);
+    double start_s = strata_now_s();
+    if (!rc) rc = cal_ring_shift(comm, out, in, bytes, message_bytes);
+    t[k] = strata_now_s() - start_s;
+  }
+  if (!rc) *seconds = median(t, CAL_DIRTY_SHIFTS);
+  return rc;
+}
+
 /* Median seconds of one collective call (each repetition enough calls to move `bytes` at
  * least CAL_REP_MIN_BYTES). */
 static int cal_coll_s(strata_comm *comm, const strata_coll_args *args, size_t bytes,
@@ -309,7 +328,7 @@ static void cal_transport(strata_comm *comm, strata_host_links *out) {
 }
 
 /* Per calibration point: seconds of a shift, a reduction, a memcpy, a fused shift. */
-enum { CAL_SHIFT = 0, CAL_RED, CAL_COPY, CAL_FUSED_SHIFT, CAL_LONE, CAL_FIGURES };
+enum { CAL_SHIFT = 0, CAL_RED, CAL_COPY, CAL_FUSED_SHIFT, CAL_LONE, CAL_DIRTY, CAL_FIGURES };
 
 /* The bytes per rank of point i's fused shift: the reduce-scatter's send buffer (p of them)
  * must fit the calibration buffer. */
@@ -340,6 +359,7 @@ static int cal_point(strata_comm *comm, const strata_host_links *links, strata_d
     rc = cal_shift_s(comm, a, b, bytes, (size_t)links->chunk_bytes, cal_reps_for(bytes),
                      &s[CAL_SHIFT]);
     if (!rc) rc = cal_lone_s(comm, a, b, bytes, (size_t)links->chunk_bytes, &s[CAL_LONE]);
+    if (!rc) rc = cal_dirty_s(comm, a, b, bytes, (size_t)links->chunk_bytes, &s[CAL_DIRTY]);
   }
   if (!rc && links->nranks > 1 && !links->use_tcp) /* only shm pulls fuse a reduction */
   {
@@ -389,6 +409,10 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
       double lone_s = w[CAL_LONE] - alpha_s;
       if (lone_s < 0.5 * w[CAL_LONE]) lone_s = 0.5 * w[CAL_LONE];
       cal_curve_set(&out->link_alone, i, 2 * bytes, moved, lone_s);
+      double dirty_s = w[CAL_DIRTY] - alpha_s;
+      if (dirty_s < 0.5 * w[CAL_DIRTY]) dirty_s = 0.5 * w[CAL_DIRTY];
+      if (dirty_s < shift_s) dirty_s = shift_s; /* never faster than a clean source */
+      cal_curve_set(&out->link_dirty, i, 2 * bytes, moved, dirty_s);
     }
     if (p > 1) /* TCP: each core copies X in and X out, taking turns (see the top) */
       cal_curve_set(&out->link, i, shift_footprint, (double)shift_moved * (out->use_tcp ? 2 : 1),

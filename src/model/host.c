@@ -24,7 +24,7 @@
 /* The rates of one prediction, read off the calibration curves at the call's working set. */
 typedef struct host_rates {
   const strata_host_links *links;
-  double link_gbps, reduce_gbps, memcpy_gbps, fused_gbps, alone_gbps;
+  double link_gbps, reduce_gbps, memcpy_gbps, fused_gbps, alone_gbps, dirty_gbps;
 } host_rates;
 
 double strata_host_curve_gbps(const strata_host_curve *curve, uint64_t footprint_bytes) {
@@ -49,6 +49,7 @@ static void host_link(void *ctx, int src, int dst, strata_sim_link *out) {
   out->shared = -1;
   out->pull = !rates->links->use_tcp;
   out->alone_gbps = out->pull ? rates->alone_gbps : 0;
+  out->dirty_gbps = out->pull ? rates->dirty_gbps : 0;
 }
 
 /* Bytes of one buffer a schedule touches: the extent of its references into `buf`. */
@@ -121,6 +122,7 @@ static void host_rates_at(const strata_host_links *links, uint64_t footprint_byt
   out->memcpy_gbps = strata_host_curve_gbps(&links->memcpy, footprint_bytes);
   out->fused_gbps = strata_host_curve_gbps(&links->fused, footprint_bytes);
   out->alone_gbps = strata_host_curve_gbps(&links->link_alone, link_at);
+  out->dirty_gbps = strata_host_curve_gbps(&links->link_dirty, link_at);
   /* links filled by hand (tests, older callers): the single figures */
   if (out->link_gbps <= 0) out->link_gbps = links->link_gbps;
   if (out->reduce_gbps <= 0) out->reduce_gbps = links->reduce_gbps;

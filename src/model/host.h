@@ -52,6 +52,11 @@ typedef struct strata_host_links {
    * with every rank pulling at once; on this host two pulls at once each ran at about half of a
    * lone one (2 ranks, 16 MiB: allgather 6.0 GB/s, broadcast 11.3). Empty over TCP. */
   strata_host_curve link_alone;
+  /* shm: ring shifts whose source its owner has just written (still in that core's cache, so
+   * every line crosses from the other core): 512 KiB measured 9.4 GB/s against 28.6 from a
+   * buffer not written since (session 4). Used for pulls from the sender's receive or scratch
+   * buffer, which the call itself wrote. Empty over TCP (the sender's own core copies). */
+  strata_host_curve link_dirty;
   uint64_t chunk_bytes; /* the engine's pipelining unit for this communicator */
   strata_algo algo;     /* the communicator's forced algorithm (STRATA_ALGO), or AUTO */
   int host_cores;       /* every rank on this host (one kernel): its online CPUs; else 0 */

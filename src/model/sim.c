@@ -341,16 +341,20 @@ static int sim_is_recv_reduce(const sim_state *s, uint32_t g) {
 static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g, double t,
                          const strata_sim_link *link) {
   int q = st->peer;
-  double bw = link->gbps > 0 ? link->gbps : 1e-9;
+  double bw = link->gbps > 0 ? link->gbps : 1e-9, alone = link->alone_gbps;
+  if (link->pull && link->dirty_gbps > 0 && st->src.buf != STRATA_BUF_SEND) {
+    alone *= link->dirty_gbps / bw; /* the lone pull slows alike */
+    bw = link->dirty_gbps;
+  }
   int mover = link->pull ? q : r;
   double start = dmax(t, s->cpu_free[mover]);
   if (start > t) return heap_push(&s->heap, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
   double share = core_share(s, mover, start);
-  if (link->pull && link->alone_gbps > 0) { /* sim.h: pulls share what the host moves */
+  if (link->pull && alone > 0) { /* sim.h: pulls share what the host moves */
     int running = 1;
     for (int j = 0; j < s->nranks; j++) running += j != mover && s->xfer_free[j] > start;
     double rate = bw * (double)s->nranks / running;
-    share = (rate < link->alone_gbps ? rate : link->alone_gbps) / bw;
+    share = (rate < alone ? rate : alone) / bw;
   }
   double end = start + (double)st->bytes / (bw * share * 1e3);
   if (link->pull && s->model->fused_reduce_gbps > 0 && sim_is_recv_reduce(s, s->match[g]))

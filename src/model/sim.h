@@ -31,6 +31,8 @@ typedef struct strata_sim_link {
   int pull;   /* one_core_per_rank only: the receiver's core moves the bytes (a single-copy
                  pull, as shm's CMA); the sender's core stays free, and a RECV_REDUCE's
                  reduction is fused into the pull (no separate γ pass) */
+  double dirty_gbps; /* one_core_per_rank, pulls: the rate (every rank at once) of a pull from
+                        the sender's receive or scratch buffer, which the call wrote; 0 = gbps */
   double alone_gbps; /* one_core_per_rank, pulls: the rate of a pull with no other transfer
                         under way; gbps is then the rate with every rank pulling at once, and a
                         pull that starts while k transfers run (itself included) moves at
