@@ -59,13 +59,15 @@ static void test_chunk_bytes(void) {
   CHECK(fast == 5 * small, "100 Gbit/s x 60 us: %llu", (unsigned long long)fast);
   CHECK(fast * STRATA_SCHED_RING_CHUNKS_IN_FLIGHT >= 100e9 / 8 * 60e-6 * 1.5, "covers BDP x 1.5");
   CHECK(strata_chunk_for_path(900, 400, small) == 4u << 20, "LAN chunks capped at 4 MiB");
-  /* 1 Gbit/s (the default guess) x 50 ms x 1.5 = 9.375 MB over 4 chunks = 2.34 MB -> 3 MiB */
+  /* 1 Gbit/s (the default guess) x 50 ms = 6.25 MB -> 8 MiB */
   uint64_t c = strata_chunk_for_path(50000, 0, lan);
-  CHECK(c == 3 * mib, "1 Gbit/s 50 ms: %llu", (unsigned long long)c);
+  CHECK(c == 8 * mib, "1 Gbit/s 50 ms: %llu", (unsigned long long)c);
   CHECK(strata_chunk_for_path(50000, 1.0, lan) == c, "the default guess is 1 Gbit/s");
-  CHECK(c * STRATA_SCHED_RING_CHUNKS_IN_FLIGHT >= 1.5 * 6.25e6, "lookahead covers BDP x 1.5");
-  /* a small WAN: 200 Mbit/s x 40 ms x 1.5 / 4 = 375 KB -> never below the LAN chunk */
-  CHECK(strata_chunk_for_path(40000, 0.2, lan) == lan, "small BDP keeps the LAN chunk");
+  CHECK(c >= 6.25e6 && c < 2 * 6.25e6, "one chunk holds one BDP, less than two");
+  CHECK(strata_chunk_for_path(25000, 1.0, lan) == 4 * mib, "1 Gbit/s 25 ms: 3.1 MB -> 4 MiB");
+  /* a small WAN: 200 Mbit/s x 4 ms = 100 KB -> 1 MiB, never below the LAN chunk */
+  CHECK(strata_chunk_for_path(4000, 0.2, mib) == mib, "small BDP: 1 MiB");
+  CHECK(strata_chunk_for_path(4000, 0.2, 2 * mib) == 2 * mib, "never below the LAN chunk");
   /* a big one is capped: 10 Gbit/s x 100 ms would want 47 MB */
   CHECK(strata_chunk_for_path(100000, 10, lan) == 16 * mib, "capped at 16 MiB");
   /* monotone in RTT */
