@@ -73,7 +73,7 @@ static void test_defaults(void) {
   strata_config cfg;
   CHECK(load(&cfg) == STRATA_OK);
   CHECK(cfg.rank == -1 && cfg.world_size == -1 && cfg.local_rank == -1);
-  CHECK(cfg.shm_enabled == 1 && cfg.tcp_streams == 8 && cfg.tcp_buffer_bytes == 0);
+  CHECK(cfg.shm_enabled == 1 && cfg.tcp_streams == 4 && cfg.tcp_buffer_bytes == 0);
   CHECK(cfg.chunk_bytes == 0 && cfg.timeout_s == 30.0 && cfg.algo == STRATA_ALGO_AUTO);
   CHECK(cfg.log_level == STRATA_LOG_WARN && !strcmp(cfg.job_id, "strata"));
   CHECK(cfg.store_external == 0 && cfg.store_addr[0] == '\0' && cfg.secret[0] == '\0');

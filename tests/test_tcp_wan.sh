@@ -2,7 +2,7 @@
 # test_tcp_wan.sh BUILD_DIR — the TCP transport fills a long fat emulated link: two sites
 # (`strata netem`, 200 Mbit/s each way, 20 ms one way = 40 ms RTT), one rank per site, the sites'
 # socket-buffer sysctls left at the host's values (--tcp-mem-max host: what a user has), a 32 MiB
-# float allreduce with default settings (auto buffers, 8 streams, the host's congestion control)
+# float allreduce with default settings (auto buffers, 4 streams, the host's congestion control)
 # reaches >= 80% of the link bound; every data socket of that run measured the WAN RTT at connect
 # and got its RTT-driven tuning (notsent_lowat=262144 in the info log, tcp_tune.c; the buffer
 # arithmetic itself is unit-tested in test_tcp_sizing.c); and STRATA_TCP_CC=cubic / bbr shows on
@@ -91,7 +91,7 @@ for attempt in 1 2; do
   "$py" -c "import sys; sys.exit(0 if $pct >= 80 else 1)" && break
   [ $attempt -eq 2 ] && fail "below 80% of the link bound twice"
 done
-# RTT-driven tuning on every data socket of the last run (8 streams + 1 control, both ranks)
+# RTT-driven tuning on every data socket of the last run (4 streams + 1 control, both ranks)
 n_wan=$(grep -h "tcp tune: peer .* cc=" "$work/wan0.log" "$work/wan1.log" | grep -c "notsent_lowat=262144")
 n_all=$(grep -h "tcp tune: peer .* cc=" "$work/wan0.log" "$work/wan1.log" | grep -c .)
 rtt_us=$(grep -h -m1 -o "rtt_us=[0-9]*" "$work/wan0.log" | cut -d= -f2)
