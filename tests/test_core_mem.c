@@ -34,8 +34,7 @@ int main(void) {
   strata_mem_ref ra, rb, r;
   CHECK(strata_mem_lookup(a, bytes, &ra) == 1 && ra.offset == 0 && ra.fd >= 0, "lookup a");
   CHECK(strata_mem_lookup(b, 100, &rb) == 1 && rb.id != ra.id, "lookup b: ids differ");
-  CHECK(strata_mem_lookup(a + 4096, 10, &r) == 1 && r.offset == 4096 && r.id == ra.id,
-        "inside a");
+  CHECK(strata_mem_lookup(a + 4096, 10, &r) == 1 && r.offset == 4096 && r.id == ra.id, "inside a");
   CHECK(strata_mem_lookup(a + 1, ra.region_bytes, &r) == 0, "past a's end");
   CHECK(strata_mem_lookup(a - 1, 2, &r) == 0, "before a");
   uint8_t *heap = malloc(64);

@@ -149,13 +149,18 @@ static double host_time_us(strata_coll coll, int cores) {
   strata_schedule sch[P];
   memset(sch, 0, sizeof sch);
   for (int r = 0; r < P; r++) {
-    strata_sched_params sp = {.coll = coll, .algo = STRATA_ALGO_RING, .rank = r, .nranks = P,
-                              .count = 1000, .elem_size = 4, .in_place = 1,
+    strata_sched_params sp = {.coll = coll,
+                              .algo = STRATA_ALGO_RING,
+                              .rank = r,
+                              .nranks = P,
+                              .count = 1000,
+                              .elem_size = 4,
+                              .in_place = 1,
                               .chunk_bytes = 1u << 20};
     if (strata_schedule_build(&sp, &sch[r]) != STRATA_OK) return -1;
   }
-  strata_sim_model m = {.nranks = P, .link = pull_link, .one_core_per_rank = 1,
-                        .host_cores = cores};
+  strata_sim_model m = {
+      .nranks = P, .link = pull_link, .one_core_per_rank = 1, .host_cores = cores};
   strata_sim_result res;
   double t = strata_sim_run(&m, sch, &res) == STRATA_OK ? res.time_us : -1;
   for (int r = 0; r < P; r++) strata_schedule_free(&sch[r]);

@@ -234,8 +234,8 @@ static int check_mapped(job *j, uint64_t largest) {
   uint64_t mapped = strata_shm_mapped_bytes(j->t);
   int cma = strata_shm_uses_cma(j->t, j->rank == 0 ? 1 : 0);
   if (registered && cma)
-    CHECK(mapped >= largest * (uint64_t)(j->nranks - 1), "rank %d: only %llu bytes mapped",
-          j->rank, (unsigned long long)mapped);
+    CHECK(mapped >= largest * (uint64_t)(j->nranks - 1), "rank %d: only %llu bytes mapped", j->rank,
+          (unsigned long long)mapped);
   else
     CHECK(mapped == 0, "rank %d: %llu bytes mapped from malloc'd buffers", j->rank,
           (unsigned long long)mapped);
@@ -874,7 +874,8 @@ int main(void) {
     unsetenv("STRATA_SHM_CMA");
     run_tiny_dev_shm();
     registered = 1;
-    for (int n = 2; n <= 3; n++) run_job("exchange, registered", n, scenario_exchange, NULL, NULL, -1);
+    for (int n = 2; n <= 3; n++)
+      run_job("exchange, registered", n, scenario_exchange, NULL, NULL, -1);
     run_job("reduce, registered", 3, scenario_reduce, NULL, NULL, -1);
     registered = 0;
   }

@@ -467,8 +467,8 @@ static int bench_options_parse(int argc, char **argv, bench_options *opt) {
   optind = 0; /* glibc: restart scanning (main may have used getopt) */
   opterr = 0;
   for (;;) {
-    int letter =
-        getopt_long(argc, argv, "-t:g:b:e:i:f:n:m:w:p:c:o:d:r:z:y:T:G:C:a:J:R:h", long_options, NULL);
+    int letter = getopt_long(argc, argv, "-t:g:b:e:i:f:n:m:w:p:c:o:d:r:z:y:T:G:C:a:J:R:h",
+                             long_options, NULL);
     if (letter == -1) break;
     if (letter == 'h') return -1;
     if (letter == 1) { /* a positional argument, in order */
@@ -1224,9 +1224,8 @@ static void bench_print_wire(const bench_ctx *ctx) {
 /* Collective: every rank measures the links (src/model/calibrate.c). */
 static void bench_model_setup(bench_ctx *ctx) {
   strata_host_links *l = &ctx->links;
-  ctx->links_ok =
-      strata_host_calibrate(ctx->comm, ctx->opt->types[0], ctx->opt->ops[0],
-                            ctx->opt->registered, l) == STRATA_OK;
+  ctx->links_ok = strata_host_calibrate(ctx->comm, ctx->opt->types[0], ctx->opt->ops[0],
+                                        ctx->opt->registered, l) == STRATA_OK;
   if (ctx->rank != 0) return;
   if (!ctx->links_ok) {
     printf("#\n# Model (--predict): calibration failed, no prediction\n");

@@ -84,7 +84,7 @@ typedef struct launch_child {
   pid_t pid;  /* 0 once reaped */
   pid_t pgid; /* its process group; 0 once known to be empty */
   int rank;
-  int cpu; /* bound to this CPU, or -1 */
+  int cpu;                              /* bound to this CPU, or -1 */
   char site_env[LAUNCH_SITE_ENV_BYTES]; /* "STRATA_SITE=..." with --sites, else "" */
   char **envp;
   launch_stream out, err;

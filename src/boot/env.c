@@ -55,7 +55,8 @@ void strata_config_init(strata_config *cfg) {
   snprintf(cfg->job_id, sizeof cfg->job_id, "strata");
   cfg->shm_enabled = 1;
   cfg->shm_cma = 1;
-  cfg->tcp_streams = 4; /* 8 helps a 1 Gbit/s x 50 ms link, hurts a 50 Mbit/s x 20 ms one (docs/wan.md) */
+  /* 8 helps a 1 Gbit/s x 50 ms link, hurts a 50 Mbit/s x 20 ms one (docs/wan.md) */
+  cfg->tcp_streams = 4;
   cfg->tcp_buffer_bytes = 0; /* auto: from the measured RTT (src/net/tcp_mesh.c) */
   cfg->chunk_bytes = 0;      /* the schedule builder's default */
   cfg->timeout_s = 30.0;

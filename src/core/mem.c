@@ -52,7 +52,7 @@ int strata_mem_alloc(size_t bytes, void **out) {
   if (ftruncate(fd, (off_t)len) != 0) {
     close(fd);
     return errno == ENOMEM || errno == ENOSPC || errno == EFBIG ? STRATA_ERR_NO_MEMORY
-                                                                 : STRATA_ERR_SYSTEM;
+                                                                : STRATA_ERR_SYSTEM;
   }
   void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {

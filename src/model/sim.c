@@ -149,8 +149,8 @@ static int sim_alloc(sim_state *s) {
   s->cpu_free = calloc(p, sizeof(double));
   s->shared_free = calloc((size_t)s->model->nshared + 1, sizeof(double));
   s->xfer_free = calloc(p, sizeof(double));
-  if (!s->xfer_free ||!s->pending || !s->ready || !s->arrival || !s->waiting || !s->done || !s->fused ||
-      !s->copy_out_gbps || !s->match || !s->succ_begin || !s->tx_free || !s->rx_free ||
+  if (!s->xfer_free || !s->pending || !s->ready || !s->arrival || !s->waiting || !s->done ||
+      !s->fused || !s->copy_out_gbps || !s->match || !s->succ_begin || !s->tx_free || !s->rx_free ||
       !s->cpu_free || !s->shared_free)
     return STRATA_ERR_NO_MEMORY;
   for (size_t i = 0; i <= t; i++) s->arrival[i] = NAN;

@@ -27,10 +27,10 @@
 typedef struct strata_sim_link {
   double alpha_us;
   double gbps;
-  int shared; /* index of a shared resource both ends' traffic serializes on, or -1 */
-  int pull;   /* one_core_per_rank only: the receiver's core moves the bytes (a single-copy
-                 pull, as shm's CMA); the sender's core stays free, and a RECV_REDUCE's
-                 reduction is fused into the pull (no separate γ pass) */
+  int shared;        /* index of a shared resource both ends' traffic serializes on, or -1 */
+  int pull;          /* one_core_per_rank only: the receiver's core moves the bytes (a single-copy
+                        pull, as shm's CMA); the sender's core stays free, and a RECV_REDUCE's
+                        reduction is fused into the pull (no separate γ pass) */
   double dirty_gbps; /* one_core_per_rank, pulls: the rate (every rank at once) of a pull from
                         the sender's receive or scratch buffer, which the call wrote; 0 = gbps */
   double alone_gbps; /* one_core_per_rank, pulls: the rate of a pull with no other transfer
