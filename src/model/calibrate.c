@@ -36,10 +36,10 @@
  * and the communicator alone; whether to time the fused step is agreed by an allreduce). Must
  * never: leave a request unwaited, or print.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <stdio.h>
 
 #include "coll/schedule.h"
 #include "core/core.h"
@@ -56,10 +56,15 @@
  * with at most STRATA_SCHED_RING_CHUNKS_IN_FLIGHT of them in flight, as the ring keeps its rounds
  * (a new message is posted when the oldest has landed). Posting every chunk at once is not what a
  * collective does, and over TCP it measured a quarter slower than the ring's own streaming
- * (64 MiB per rank, 2 ranks: 2.6-2.7 against 3.3-3.8 GB/s for both directions together). */
-static int cal_ring_shift(strata_comm *comm, const char *out, char *in, size_t bytes,
-                          size_t message_bytes) {
+ * (64 MiB per rank, 2 ranks: 2.6-2.7 against 3.3-3.8 GB/s for both directions together).
+ * lone: the same messages, but only rank 0 sends (to rank 1) and only rank 1 receives: a lone
+ * pull, every other rank idle. */
+static int cal_shift(strata_comm *comm, const char *out, char *in, size_t bytes,
+                     size_t message_bytes, int lone) {
   int rank = strata_comm_rank(comm), n = strata_comm_size(comm);
+  int to = lone ? (rank == 0 ? 1 : -1) : (rank + 1) % n;
+  int from = lone ? (rank == 1 ? 0 : -1) : (rank - 1 + n) % n;
+  if (to < 0 && from < 0) return STRATA_OK;
   size_t count =
       message_bytes && bytes > message_bytes ? (bytes + message_bytes - 1) / message_bytes : 1;
   size_t each = (bytes + count - 1) / count;
@@ -70,7 +75,7 @@ static int cal_ring_shift(strata_comm *comm, const char *out, char *in, size_t b
   for (size_t i = 0; !rc && i < count; i++, posted++) {
     while (!rc && posted - landed >= STRATA_SCHED_RING_CHUNKS_IN_FLIGHT) {
       for (int k = 0; k < 2; k++) {
-        int wait_rc = strata_request_wait(reqs[2 * landed + k]);
+        int wait_rc = reqs[2 * landed + k] ? strata_request_wait(reqs[2 * landed + k]) : STRATA_OK;
         reqs[2 * landed + k] = NULL;
         if (!rc) rc = wait_rc;
       }
@@ -78,41 +83,10 @@ static int cal_ring_shift(strata_comm *comm, const char *out, char *in, size_t b
     }
     if (rc) break;
     size_t off = i * each, len = bytes - off < each ? bytes - off : each;
-    rc = strata_irecv(comm, in + off, len, STRATA_U8, (rank - 1 + n) % n, &reqs[2 * i]);
-    if (!rc) rc = strata_isend(comm, out + off, len, STRATA_U8, (rank + 1) % n, &reqs[2 * i + 1]);
+    if (from >= 0) rc = strata_irecv(comm, in + off, len, STRATA_U8, from, &reqs[2 * i]);
+    if (!rc && to >= 0) rc = strata_isend(comm, out + off, len, STRATA_U8, to, &reqs[2 * i + 1]);
   }
   for (size_t i = 0; i < 2 * posted; i++) {
-    int wait_rc = reqs[i] ? strata_request_wait(reqs[i]) : STRATA_OK;
-    if (!rc) rc = wait_rc;
-  }
-  free(reqs);
-  return rc;
-}
-
-/* The same messages as one ring shift, but only rank 0 sends (to rank 1) and only rank 1
- * receives: a lone pull, every other rank idle. */
-static int cal_lone_shift(strata_comm *comm, const char *out, char *in, size_t bytes,
-                          size_t message_bytes) {
-  int rank = strata_comm_rank(comm);
-  if (rank > 1) return STRATA_OK;
-  size_t count =
-      message_bytes && bytes > message_bytes ? (bytes + message_bytes - 1) / message_bytes : 1;
-  size_t each = (bytes + count - 1) / count;
-  strata_request **reqs = calloc(count, sizeof *reqs);
-  if (!reqs) return STRATA_ERR_NO_MEMORY;
-  int rc = STRATA_OK;
-  size_t posted = 0, landed = 0;
-  for (size_t i = 0; !rc && i < count; i++, posted++) {
-    while (!rc && posted - landed >= STRATA_SCHED_RING_CHUNKS_IN_FLIGHT) {
-      rc = strata_request_wait(reqs[landed]);
-      reqs[landed++] = NULL;
-    }
-    if (rc) break;
-    size_t off = i * each, len = bytes - off < each ? bytes - off : each;
-    rc = rank == 1 ? strata_irecv(comm, in + off, len, STRATA_U8, 0, &reqs[i])
-                   : strata_isend(comm, out + off, len, STRATA_U8, 1, &reqs[i]);
-  }
-  for (size_t i = 0; i < posted; i++) {
     int wait_rc = reqs[i] ? strata_request_wait(reqs[i]) : STRATA_OK;
     if (!rc) rc = wait_rc;
   }
@@ -142,37 +116,20 @@ static int cal_reps_for(size_t bytes) {
   return reps < 1 ? 1 : (int)reps;
 }
 
-/* Median seconds of one ring shift of `bytes` (each repetition `shifts` shifts). */
+/* Median seconds of one shift of `bytes` (each repetition `shifts` shifts; lone: cal_shift's
+ * lone pull, which ranks other than 0 and 1 time as nothing). */
 static int cal_shift_s(strata_comm *comm, char *out, char *in, size_t bytes, size_t message_bytes,
-                       int shifts, double *seconds) {
+                       int shifts, int lone, double *seconds) {
   double t[CAL_REPEATS];
-  int rc = cal_ring_shift(comm, out, in, bytes, message_bytes); /* warm-up: pages, caches */
+  int rc = cal_shift(comm, out, in, bytes, message_bytes, lone); /* warm-up: pages, caches */
   if (!rc) rc = strata_barrier(comm);
   for (int r = 0; !rc && r < CAL_REPEATS; r++) {
     double start_s = strata_now_s();
     for (int i = 0; !rc && i < shifts; i++)
-      rc = cal_ring_shift(comm, out, in, bytes, message_bytes);
+      rc = cal_shift(comm, out, in, bytes, message_bytes, lone);
     t[r] = (strata_now_s() - start_s) / shifts;
   }
   if (!rc) *seconds = median(t, CAL_REPEATS);
-  return rc;
-}
-
-/* Median seconds of one lone pull of `bytes` (rank 1's; 0 elsewhere). Ends with a barrier, so
- * the next measurement starts with every rank. */
-static int cal_lone_s(strata_comm *comm, char *out, char *in, size_t bytes, size_t message_bytes,
-                      double *seconds) {
-  double t[CAL_REPEATS];
-  int reps = cal_reps_for(bytes);
-  int rc = cal_lone_shift(comm, out, in, bytes, message_bytes);
-  if (!rc) rc = strata_barrier(comm);
-  for (int r = 0; !rc && r < CAL_REPEATS; r++) {
-    double start_s = strata_now_s();
-    for (int i = 0; !rc && i < reps; i++) rc = cal_lone_shift(comm, out, in, bytes, message_bytes);
-    t[r] = (strata_now_s() - start_s) / reps;
-  }
-  if (!rc) rc = strata_barrier(comm);
-  if (!rc) *seconds = strata_comm_rank(comm) == 1 ? median(t, CAL_REPEATS) : 0;
   return rc;
 }
 
@@ -183,12 +140,12 @@ static int cal_lone_s(strata_comm *comm, char *out, char *in, size_t bytes, size
 static int cal_dirty_s(strata_comm *comm, char *out, char *in, size_t bytes, size_t message_bytes,
                        double *seconds) {
   double t[CAL_DIRTY_SHIFTS];
-  int rc = cal_ring_shift(comm, out, in, bytes, message_bytes); /* warm-up */
+  int rc = cal_shift(comm, out, in, bytes, message_bytes, 0); /* warm-up */
   for (int k = 0; !rc && k < CAL_DIRTY_SHIFTS; k++) {
     memset(out, k, bytes); /* zeros and small bytes: the content does not matter to a shift */
     rc = strata_barrier(comm);
     double start_s = strata_now_s();
-    if (!rc) rc = cal_ring_shift(comm, out, in, bytes, message_bytes);
+    if (!rc) rc = cal_shift(comm, out, in, bytes, message_bytes, 0);
     t[k] = strata_now_s() - start_s;
   }
   if (!rc) *seconds = median(t, CAL_DIRTY_SHIFTS);
@@ -285,11 +242,11 @@ static int cal_fixed_s(strata_comm *comm, strata_dtype dtype, strata_op op, char
                        int tcp, double *shift_s, double *call_s) {
   double t_shift[CAL_SMALL_CALLS], t_call[CAL_SMALL_CALLS];
   strata_coll_args args = cal_rs_args(dtype, op, a, b, strata_dtype_size(dtype));
-  int rc = cal_ring_shift(comm, a, b, CAL_SMALL_BYTES, 0);
+  int rc = cal_shift(comm, a, b, CAL_SMALL_BYTES, 0, 0);
   if (!rc) rc = strata_collective(comm, &args, NULL);
   for (int i = 0; !rc && i < CAL_SMALL_CALLS; i++) {
     double start_s = strata_now_s();
-    rc = cal_ring_shift(comm, a, b, CAL_SMALL_BYTES, 0);
+    rc = cal_shift(comm, a, b, CAL_SMALL_BYTES, 0, 0);
     double mid_s = strata_now_s();
     if (!rc) rc = strata_collective(comm, &args, NULL);
     t_shift[i] = mid_s - start_s;
@@ -327,7 +284,8 @@ static void cal_transport(strata_comm *comm, strata_host_links *out) {
   out->algo = cfg ? cfg->algo : STRATA_ALGO_AUTO;
 }
 
-/* Per calibration point: seconds of a shift, a reduction, a memcpy, a fused shift. */
+/* Per calibration point: seconds of a shift, a reduction, a memcpy, a fused shift, a lone pull
+ * (shm), a shift from a just-written source (shm). */
 enum { CAL_SHIFT = 0, CAL_RED, CAL_COPY, CAL_FUSED_SHIFT, CAL_LONE, CAL_DIRTY, CAL_FIGURES };
 
 /* The bytes per rank of point i's fused shift: the reduce-scatter's send buffer (p of them)
@@ -356,10 +314,11 @@ static int cal_point(strata_comm *comm, const strata_host_links *links, strata_d
     rc =
         cal_engine_shift_s(comm, b, (size_t)(moved / (uint64_t)(links->nranks - 1)), &s[CAL_SHIFT]);
   } else if (!rc && links->nranks > 1) {
-    rc = cal_shift_s(comm, a, b, bytes, (size_t)links->chunk_bytes, cal_reps_for(bytes),
-                     &s[CAL_SHIFT]);
-    if (!rc) rc = cal_lone_s(comm, a, b, bytes, (size_t)links->chunk_bytes, &s[CAL_LONE]);
-    if (!rc) rc = cal_dirty_s(comm, a, b, bytes, (size_t)links->chunk_bytes, &s[CAL_DIRTY]);
+    size_t chunk = (size_t)links->chunk_bytes;
+    int reps = cal_reps_for(bytes);
+    rc = cal_shift_s(comm, a, b, bytes, chunk, reps, 0, &s[CAL_SHIFT]);
+    if (!rc) rc = cal_shift_s(comm, a, b, bytes, chunk, reps, 1, &s[CAL_LONE]);
+    if (!rc) rc = cal_dirty_s(comm, a, b, bytes, chunk, &s[CAL_DIRTY]);
   }
   if (!rc && links->nranks > 1 && !links->use_tcp) /* only shm pulls fuse a reduction */
   {
