@@ -267,13 +267,19 @@ static double dmax(double a, double b) {
   return a > b ? a : b;
 }
 
+/* Ranks other than r still busy at `at` by `until` (cpu_free, xfer_free), plus r itself. */
+static int busy_with(const sim_state *s, const double *until, int r, double at) {
+  int busy = 1;
+  for (int j = 0; j < s->nranks; j++) busy += j != r && until[j] > at;
+  return busy;
+}
+
 /* sim.h, host_cores: how much faster than its calibrated rate a step of rank `r` starting at
  * `start` runs, given how many cores are busy then. 1 when every rank has a core. */
 static double core_share(const sim_state *s, int r, double start) {
   int c = s->model->host_cores, p = s->model->nranks;
   if (!s->model->one_core_per_rank || c <= 0 || c >= p) return 1;
-  int busy = 1;
-  for (int j = 0; j < p; j++) busy += j != r && s->cpu_free[j] > start;
+  int busy = busy_with(s, s->cpu_free, r, start);
   return (double)p / (double)(busy > c ? busy : c);
 }
 
@@ -349,12 +355,12 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
   int mover = link->pull ? q : r;
   double start = dmax(t, s->cpu_free[mover]);
   if (start > t) return heap_push(&s->heap, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
-  double share = core_share(s, mover, start);
-  if (link->pull && alone > 0) { /* sim.h: pulls share what the host moves */
-    int running = 1;
-    for (int j = 0; j < s->nranks; j++) running += j != mover && s->xfer_free[j] > start;
-    double rate = bw * (double)s->nranks / running;
+  double share; /* sim.h: pulls share what the host moves, other steps its cores */
+  if (link->pull && alone > 0) {
+    double rate = bw * (double)s->nranks / busy_with(s, s->xfer_free, mover, start);
     share = (rate < alone ? rate : alone) / bw;
+  } else {
+    share = core_share(s, mover, start);
   }
   double end = start + (double)st->bytes / (bw * share * 1e3);
   if (link->pull && s->model->fused_reduce_gbps > 0 && sim_is_recv_reduce(s, s->match[g]))
