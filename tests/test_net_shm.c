@@ -215,19 +215,6 @@ typedef struct msg_slot {
   uint8_t *buf;
 } msg_slot;
 
-static void *send_alloc(size_t bytes) {
-  void *p = NULL;
-  if (!registered) return malloc(bytes);
-  return strata_mem_alloc(bytes, &p) == STRATA_OK ? p : NULL;
-}
-
-static void send_free(void *p) {
-  if (registered)
-    strata_mem_free(p);
-  else
-    free(p);
-}
-
 /* With registered send buffers and CMA on, every large message (at least `largest` bytes from
  * each peer) must have been read through the mapping; with malloc'd ones, none. */
 static int check_mapped(job *j, uint64_t largest) {
@@ -253,7 +240,7 @@ static int scenario_exchange(job *j) {
     if (q == me) continue;
     for (int k = 0; k < per_peer; k++, s++) {
       uint64_t bytes = exchange_sizes[k % NSIZES];
-      sends[s].buf = send_alloc(bytes ? bytes : 1);
+      sends[s].buf = strata_mem_buffer(bytes ? bytes : 1, registered);
       recvs[s].buf = malloc(bytes ? bytes : 1);
       CHECK(sends[s].buf && recvs[s].buf, "out of memory");
       pattern_fill(sends[s].buf, bytes, me, q, k);
@@ -289,7 +276,7 @@ static int scenario_exchange(job *j) {
       int64_t bad = pattern_check(recvs[s].buf, bytes, q, me, k);
       CHECK(bad < 0, "rank %d: message %d (%llu bytes) from %d wrong at byte %lld", me, k,
             (unsigned long long)bytes, q, (long long)bad);
-      send_free(sends[s].buf);
+      strata_mem_buffer_free(sends[s].buf, registered);
       free(recvs[s].buf);
     }
   }
@@ -360,7 +347,7 @@ static int scenario_reduce(job *j) {
     for (int c = 0; c < (int)NREDUCE; c++, s++) {
       const reduce_case *rc = &reduce_cases[c];
       uint64_t bytes = rc->count * rc->elem_size;
-      sends[s].buf = send_alloc(bytes + 4);
+      sends[s].buf = strata_mem_buffer(bytes + 4, registered);
       local[s] = malloc(bytes + 4);
       out[s] = rc->in_place ? local[s] : malloc(bytes + 4);
       CHECK(sends[s].buf && local[s] && out[s], "out of memory");
@@ -400,7 +387,7 @@ static int scenario_reduce(job *j) {
       }
       if (!rc->in_place) free(out[s]);
       free(local[s]);
-      send_free(sends[s].buf);
+      strata_mem_buffer_free(sends[s].buf, registered);
     }
   }
   free(sends);

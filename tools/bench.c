@@ -1168,16 +1168,10 @@ static int bench_run(bench_ctx *ctx, bench_report *report) {
 static int bench_buffers_alloc(bench_ctx *ctx) {
   ctx->buffer_bytes = ctx->opt->max_bytes + 64;
   size_t bytes = (ctx->buffer_bytes + 63) / 64 * 64;
-  int failed;
-  if (ctx->opt->registered) /* the expected values stay private: no peer reads them */
-    failed = strata_mem_alloc(bytes, (void **)&ctx->sendbuf) != STRATA_OK ||
-             strata_mem_alloc(bytes, (void **)&ctx->recvbuf) != STRATA_OK ||
-             posix_memalign((void **)&ctx->expected, 64, bytes);
-  else
-    failed = posix_memalign((void **)&ctx->sendbuf, 64, bytes) ||
-             posix_memalign((void **)&ctx->recvbuf, 64, bytes) ||
-             posix_memalign((void **)&ctx->expected, 64, bytes);
-  if (failed) {
+  ctx->sendbuf = strata_mem_buffer(bytes, ctx->opt->registered);
+  ctx->recvbuf = strata_mem_buffer(bytes, ctx->opt->registered);
+  ctx->expected = strata_mem_buffer(bytes, 0); /* private: no peer reads it */
+  if (!ctx->sendbuf || !ctx->recvbuf || !ctx->expected) {
     fprintf(stderr, "strata bench: rank %d: cannot allocate 3 x %zu bytes%s\n", ctx->rank, bytes,
             ctx->opt->registered ? " (-R: strata_mem_alloc)" : "");
     return -1;
@@ -1189,14 +1183,9 @@ static int bench_buffers_alloc(bench_ctx *ctx) {
 }
 
 static void bench_buffers_free(bench_ctx *ctx) {
-  if (ctx->opt->registered) {
-    strata_mem_free(ctx->sendbuf);
-    strata_mem_free(ctx->recvbuf);
-  } else {
-    free(ctx->sendbuf);
-    free(ctx->recvbuf);
-  }
-  free(ctx->expected);
+  strata_mem_buffer_free(ctx->sendbuf, ctx->opt->registered);
+  strata_mem_buffer_free(ctx->recvbuf, ctx->opt->registered);
+  strata_mem_buffer_free(ctx->expected, 0);
 }
 
 static void bench_print_footer(const bench_report *report) {

@@ -56,5 +56,9 @@ typedef struct strata_mem_ref {
 } strata_mem_ref;
 /* 1 and *out filled when [ptr, ptr+bytes) lies inside one region from strata_mem_alloc. */
 int strata_mem_lookup(const void *ptr, size_t bytes, strata_mem_ref *out);
+/* A buffer for collectives: from strata_mem_alloc when `registered`, else 64-byte aligned
+ * malloc; NULL on failure. Free it with strata_mem_buffer_free and the same flag. */
+void *strata_mem_buffer(size_t bytes, int registered);
+void strata_mem_buffer_free(void *ptr, int registered);
 
 #endif

@@ -115,3 +115,16 @@ int strata_mem_lookup(const void *ptr, size_t bytes, strata_mem_ref *out) {
   pthread_mutex_unlock(&mem_lock);
   return found;
 }
+
+void *strata_mem_buffer(size_t bytes, int registered) {
+  void *p = NULL;
+  if (registered) return strata_mem_alloc(bytes, &p) == STRATA_OK ? p : NULL;
+  return posix_memalign(&p, 64, bytes ? bytes : 1) == 0 ? p : NULL;
+}
+
+void strata_mem_buffer_free(void *ptr, int registered) {
+  if (registered)
+    strata_mem_free(ptr);
+  else
+    free(ptr);
+}

@@ -388,19 +388,6 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
   out->op_overhead_us = p > 1 && op_s > 0 ? op_s * 1e6 : 0;
 }
 
-static void *cal_alloc(size_t bytes, int registered) {
-  void *p = NULL;
-  if (!registered) return aligned_alloc(64, bytes);
-  return strata_mem_alloc(bytes, &p) == STRATA_OK ? p : NULL;
-}
-
-static void cal_free(void *p, int registered) {
-  if (registered)
-    strata_mem_free(p);
-  else
-    free(p);
-}
-
 /* Are all ranks on this kernel? (boot_id is one per boot, the same in every network namespace,
  * which the TCP benchmarks use.) Collective. Sets out->host_cores to the fewest online CPUs any
  * rank sees, or 0 when the ranks span hosts or a rank cannot tell. */
@@ -434,8 +421,8 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, i
   out->nranks = strata_comm_size(comm);
   cal_transport(comm, out);
   size_t bytes = (size_t)STRATA_HOST_CALIBRATE_BYTES;
-  char *a = cal_alloc(bytes, registered), *b = cal_alloc(bytes, registered),
-       *c = cal_alloc(bytes, registered);
+  char *a = strata_mem_buffer(bytes, registered), *b = strata_mem_buffer(bytes, registered),
+       *c = strata_mem_buffer(bytes, registered);
   int local_ok = a && b && c, all_ok = 0;
   if (local_ok) {
     memset(a, 0, bytes); /* touch every page; zeros are exact in every dtype */
@@ -457,9 +444,9 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, i
   for (int i = 0; !rc && i < STRATA_HOST_CURVE_POINTS; i++)
     rc = cal_point(comm, out, dtype, op, a, b, c, i, &s[FIXED + i * CAL_FIGURES]);
   if (!rc) rc = strata_allreduce(comm, s, worst, N, STRATA_F64, STRATA_MAX);
-  cal_free(a, registered);
-  cal_free(b, registered);
-  cal_free(c, registered);
+  strata_mem_buffer_free(a, registered);
+  strata_mem_buffer_free(b, registered);
+  strata_mem_buffer_free(c, registered);
   if (rc) return rc;
   cal_curves_fill(out, worst[0], worst[1], (double(*)[CAL_FIGURES])(void *)&worst[FIXED]);
   return out->link_gbps > 0 ? STRATA_OK : STRATA_ERR_SYSTEM;
