@@ -469,6 +469,32 @@ static int shm_discard_advance(shm_peer *p) {
   return 1;
 }
 
+/* Map the whole memfd a local peer holds as `fd` through /proc/<pid>/fd/<fd> (the path goes to
+ * name[]): read-write with MAP_POPULATE (a segment) or read-only (registered memory). Returns
+ * MAP_FAILED with errno set, *opened = 0 when even the open failed; a file smaller than
+ * min_bytes is refused (EINVAL). */
+static void *shm_map_proc_fd(int pid, int fd, int writable, size_t min_bytes, size_t *bytes,
+                             int *opened, char *name, size_t name_len) {
+  snprintf(name, name_len, "/proc/%d/fd/%d", pid, fd);
+  int own = open(name, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+  *opened = own >= 0;
+  if (own < 0) return MAP_FAILED;
+  struct stat st;
+  void *map = MAP_FAILED;
+  if (fstat(own, &st) == 0) {
+    if (st.st_size <= 0 || (size_t)st.st_size < min_bytes)
+      errno = EINVAL;
+    else
+      map = mmap(NULL, (size_t)st.st_size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                 writable ? MAP_SHARED | MAP_POPULATE : MAP_SHARED, own, 0);
+  }
+  int err = errno;
+  close(own);
+  errno = err;
+  if (map != MAP_FAILED) *bytes = (size_t)st.st_size;
+  return map;
+}
+
 /* The payload of record r read through our mapping of the peer's strata_mem_alloc region (mapped
  * on first use, the least recently used mapping dropped when all SHM_MAP_CACHE are taken), or
  * NULL: then the caller pulls it by CMA. The record's fd is open in the peer while this send is
@@ -483,24 +509,19 @@ static const uint8_t *shm_region_payload(shm_transport *t, shm_peer *p, const sh
   }
   if (!m) {
     char name[64];
-    snprintf(name, sizeof name, "/proc/%d/fd/%d", p->pid, (int)r->mem_fd);
-    int fd = open(name, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    void *map = MAP_FAILED;
-    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0)
-      map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    int err = errno;
-    if (fd >= 0) close(fd);
+    size_t bytes = 0;
+    int opened;
+    void *map = shm_map_proc_fd(p->pid, r->mem_fd, 0, 1, &bytes, &opened, name, sizeof name);
     if (map == MAP_FAILED) {
       STRATA_LOG(STRATA_LOG_INFO, t->rank,
                  "shm: cannot map peer %d's registered memory %s (%s): pulling it by CMA", p->rank,
-                 name, strerror(err));
+                 name, strerror(errno));
       p->regions_refused = 1;
       return NULL;
     }
     if (victim->id) munmap((void *)victim->base, victim->bytes);
     m = victim;
-    *m = (shm_region_map){.id = r->mem_id, .base = map, .bytes = (size_t)st.st_size};
+    *m = (shm_region_map){.id = r->mem_id, .base = map, .bytes = bytes};
   }
   m->last_use = ++p->region_uses;
   if (r->mem_offset > m->bytes || r->bytes > m->bytes - r->mem_offset) return NULL;
@@ -1043,23 +1064,20 @@ static int shm_map_peer(shm_open_ctx *c, shm_peer *p, int cma_enabled) {
   if (sscanf(text, "%d %d", &owner_pid, &owner_fd) != 2 || owner_pid <= 0 || owner_fd < 0)
     return shm_fail(c, STRATA_ERR_PROTOCOL, "shm: rank %d published a bad segment \"%s\"", p->rank,
                     text);
-  snprintf(name, sizeof name, "/proc/%d/fd/%d", owner_pid, owner_fd);
-  int fd = open(name, O_RDWR | O_CLOEXEC);
-  if (fd < 0)
+  size_t map_bytes = 0;
+  int opened;
+  void *map = shm_map_proc_fd(owner_pid, owner_fd, 1, shm_header_bytes(t->nranks), &map_bytes,
+                              &opened, name, sizeof name);
+  if (!opened)
     return shm_fail(c, STRATA_ERR_SYSTEM,
                     "shm: cannot open rank %d's segment %s: %s (a peer must run as the same "
                     "user, be dumpable and share our pid namespace; STRATA_SHM=0 uses TCP)",
                     p->rank, name, strerror(errno));
-  struct stat st;
-  void *map = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && (size_t)st.st_size >= shm_header_bytes(t->nranks))
-    map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  close(fd);
   if (map == MAP_FAILED)
     return shm_fail(c, STRATA_ERR_SYSTEM, "shm: mapping rank %d's segment %s failed", p->rank,
                     name);
   p->map = map;
-  p->map_bytes = (size_t)st.st_size;
+  p->map_bytes = map_bytes;
   const shm_header *h = map;
   uint64_t offset = h->nranks == t->nranks && t->rank < h->nranks ? h->channel_offset[t->rank] : 0;
   if (h->magic != SHM_MAGIC || h->version != SHM_VERSION || h->owner_rank != p->rank || !offset ||
