@@ -21,24 +21,16 @@ static const uint64_t CHUNK_WAN_MAX_BYTES = 16u << 20;
 static const double CHUNK_LAN_UNIT_BYTES = 64.0 * 1024.0;
 static const uint64_t CHUNK_LAN_MAX_BYTES = 4u << 20;
 
-/* Bytes per chunk so that the ring's chunks in flight cover R x 1.5 RTT, in whole `unit`s,
- * within [floor_bytes, max_bytes]. */
-static uint64_t chunk_for_bdp(double gbps, unsigned rtt_us, double unit, uint64_t floor_bytes,
-                              uint64_t max_bytes) {
-  double chunk =
-      gbps * 1e9 / 8.0 * (double)rtt_us * 1e-6 * 1.5 / STRATA_SCHED_RING_CHUNKS_IN_FLIGHT;
-  uint64_t bytes = (uint64_t)ceil(chunk / unit) * (uint64_t)unit;
-  if (bytes > max_bytes) bytes = max_bytes;
-  return bytes > floor_bytes ? bytes : floor_bytes;
-}
-
 uint64_t strata_chunk_for_path(unsigned rtt_us, double link_gbps, uint64_t lan_chunk_bytes) {
   if (rtt_us < STRATA_TCP_WAN_RTT_US) {
     /* A LAN: the small chunk unless the user gave the link rate and its bandwidth-delay product
      * needs more in flight (100 Gbit/s x 60 us x 1.5 over 4 chunks: 320 KiB). */
     if (!(link_gbps > 0)) return lan_chunk_bytes;
-    return chunk_for_bdp(link_gbps, rtt_us, CHUNK_LAN_UNIT_BYTES, lan_chunk_bytes,
-                         CHUNK_LAN_MAX_BYTES);
+    double chunk =
+        link_gbps * 1e9 / 8.0 * (double)rtt_us * 1e-6 * 1.5 / STRATA_SCHED_RING_CHUNKS_IN_FLIGHT;
+    uint64_t bytes = (uint64_t)ceil(chunk / CHUNK_LAN_UNIT_BYTES) * (uint64_t)CHUNK_LAN_UNIT_BYTES;
+    if (bytes > CHUNK_LAN_MAX_BYTES) bytes = CHUNK_LAN_MAX_BYTES;
+    return bytes > lan_chunk_bytes ? bytes : lan_chunk_bytes;
   }
   /* A WAN: one chunk holds a whole bandwidth-delay product (the next power of two), so the
    * ring's chunks in flight cover 4-8 of them. Measured on the emulated 1 Gbit/s, 50 ms link

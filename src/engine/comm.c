@@ -30,8 +30,8 @@
  * namespaces over veth, 16 MiB in place: 64K 4.6-4.8 ms, 1M 10.3-10.8 ms, 256K 42-69 ms (4
  * pieces per chunk: the veth pair dropped segments, 784 retransmissions). When some peers share
  * the host (a multi-host job), the shm part would pay for the fine cut, so the chunk stays 1 MiB.
- * WAN peers get larger chunks (RTT measured at connect) so the ring keeps a bandwidth-delay
- * product in flight (tcp_tune.c). */
+ * WAN peers get larger chunks (RTT measured at connect) so the ring keeps several
+ * bandwidth-delay products in flight (src/engine/chunk.c). */
 static uint64_t default_chunk_bytes(const strata_comm *comm) {
   enum { TCP_LAN_CHUNK_BYTES = 64 << 10, MIXED_CHUNK_BYTES = 1 << 20, SHM_CHUNK_BYTES = 16 << 20 };
   if (!comm->tcp_data_peers) return SHM_CHUNK_BYTES;
