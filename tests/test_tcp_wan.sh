@@ -7,7 +7,8 @@
 # and got its RTT-driven tuning (notsent_lowat=262144 in the info log, tcp_tune.c; the buffer
 # arithmetic itself is unit-tested in test_tcp_sizing.c); and STRATA_TCP_CC=cubic / bbr shows on
 # every data socket (the transport's info log reads TCP_CONGESTION back), a bogus name fails with
-# a clear error.
+# a clear error; and the window governor (tcp_govern.c) engaged on both ranks with a rate near the
+# link's.
 #
 # Link bound (bench/wan.sh says why): each of the 2 ranks sends N bytes over one direction, so
 # t_min = N / R = 32 MiB / 25 MB/s = 1.342 s; 80% means t <= 1.678 s. TCP goodput is at most
@@ -100,6 +101,17 @@ echo "WAN sockets: $n_wan of $n_all tuned for the WAN (first rtt_us=${rtt_us:-?}
   fail "$n_wan of $n_all sockets over the 40 ms link got the WAN low-water mark"
 [ "${rtt_us:-0}" -ge 30000 ] && [ "${rtt_us:-0}" -le 80000 ] ||
   fail "handshake RTT ${rtt_us:-?} us is not the emulated 40 ms"
+
+# The window governor (tcp_govern.c) engaged on both ranks and measured the link: the rate of its
+# last cap (it may let go later if losses go on under it: tcp_govern.c, "A lossy path") is the payload arriving, at most 96.5% of 200 Mbit/s, read over 8-RTT
+# samples (max filter) that a repaired loss can lift by ~10-15%.
+for r in 0 1; do
+  line=$(grep -h "tcp govern: peer .*rate_mbps=" "$work/wan$r.log" | tail -1)
+  rate=$(echo "$line" | grep -o "rate_mbps=[0-9.]*" | cut -d= -f2)
+  echo "rank $r governor: ${line#*tcp govern: }"
+  [ -n "$rate" ] && "$py" -c "import sys; sys.exit(0 if 150 <= $rate <= 240 else 1)" ||
+    fail "rank $r: governor rate '${rate:-none}' Mbit/s is not the 200 Mbit/s link"
+done
 
 [ "$failures" -eq 0 ] && echo "test_tcp_wan: ok" || echo "test_tcp_wan: $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -468,7 +468,20 @@ int strata_cmd_probe(int argc, char **argv) {
   probe_state p = {0};
   int rc = parse_args(argc, argv, &p.opt);
   if (rc >= 0) return rc;
-  rc = strata_comm_init_env(&p.comm);
+  /* The matrix holds what the path carries, so the window governor (src/net/tcp_govern.c) stays
+   * out unless asked for: the probe's transfers last 0.2 s, about the time the governor needs to
+   * see the rate stop growing, and a hold taken from that startup read a 100 Mbit/s link 29% low.
+   */
+  strata_config cfg;
+  char cfg_err[512];
+  strata_config_init(&cfg);
+  rc = strata_config_from_env(&cfg, cfg_err, sizeof cfg_err);
+  if (rc != STRATA_OK) {
+    fprintf(stderr, "strata probe: %s\n", cfg_err[0] ? cfg_err : strata_strerror(rc));
+    return 1;
+  }
+  if (!getenv("STRATA_TCP_GOVERN")) cfg.tcp_govern = 0;
+  rc = strata_comm_init(&cfg, &p.comm);
   if (rc != STRATA_OK) {
     fprintf(stderr, "strata probe: cannot join the job: %s (run under 'strata launch -n N')\n",
             strata_strerror(rc));

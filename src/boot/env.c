@@ -58,6 +58,7 @@ void strata_config_init(strata_config *cfg) {
   /* 8 helps a 1 Gbit/s x 50 ms link, hurts a 50 Mbit/s x 20 ms one (docs/wan.md) */
   cfg->tcp_streams = 4;
   cfg->tcp_buffer_bytes = 0; /* auto: from the measured RTT (src/net/tcp_mesh.c) */
+  cfg->tcp_govern = 1;
   cfg->chunk_bytes = 0;      /* the schedule builder's default */
   cfg->timeout_s = 30.0;
   cfg->algo = STRATA_ALGO_AUTO;
@@ -322,6 +323,7 @@ static int overlay_strata(env_reader *r, strata_config *cfg) {
   TRY(env_size(r, "STRATA_TCP_BUFFER", &cfg->tcp_buffer_bytes));
   TRY(env_word(r, "STRATA_TCP_CC", cfg->tcp_congestion, sizeof cfg->tcp_congestion));
   TRY(env_gbps(r, "STRATA_TCP_LINK_GBPS", &cfg->tcp_link_gbps));
+  TRY(env_bool(r, "STRATA_TCP_GOVERN", &cfg->tcp_govern));
   TRY(env_size(r, "STRATA_CHUNK", &cfg->chunk_bytes));
   TRY(env_timeout(r, "STRATA_TIMEOUT", &cfg->timeout_s));
   TRY(env_algo(r, "STRATA_ALGO", &cfg->algo));

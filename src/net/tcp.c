@@ -58,6 +58,7 @@
 
 #include "core/core.h"
 #include "net/tcp.h"
+#include "net/tcp_govern.h"
 #include "net/tcp_mesh.h"
 #include "net/tcp_tune.h"
 #include "net/wire.h"
@@ -148,16 +149,19 @@ typedef struct tcp_peer {
   uint64_t base_seq, next_seq; /* posted receives: [base_seq, next_seq) */
   int control_only;            /* the peer's data goes by another transport (net.c says so) */
   unsigned rtt_us;             /* the kernel's RTT of data stream 0 after the handshake */
-  int abort_status;            /* an ABORT arrived (0 = none) ... */
-  int abort_published;         /* ... and is visible in remote_abort_status */
-  uint64_t abort_seq;          /* messages the peer had posted to us before aborting */
-  uint64_t abort_op_seq;       /* the first operation its abort concerns */
+  int governed;                /* a WAN pair whose receive windows tcp_govern.c holds */
+  strata_tcp_governor gov;
+  int abort_status;      /* an ABORT arrived (0 = none) ... */
+  int abort_published;   /* ... and is visible in remote_abort_status */
+  uint64_t abort_seq;    /* messages the peer had posted to us before aborting */
+  uint64_t abort_op_seq; /* the first operation its abort concerns */
   double abort_deadline_s;
 } tcp_peer;
 
 typedef struct tcp_transport {
   strata_transport base;
   int rank, nranks, streams;
+  int govern; /* cfg->tcp_govern and buffers not fixed by STRATA_TCP_BUFFER */
   tcp_peer *peers;
   strata_xfer *done_head, *done_tail;
   double next_control_check_s;
@@ -798,6 +802,14 @@ static void abort_publish_ready(tcp_transport *t, double now) {
   }
 }
 
+/* A reading for tcp_govern.c: the pair is busy while a posted receive waits for bytes. */
+static void peer_govern(tcp_transport *t, tcp_peer *p, double now) {
+  int fds[TCP_MAX_STREAMS];
+  for (int s = 0; s < t->streams; s++) fds[s] = p->streams[s].fd;
+  strata_tcp_govern(&p->gov, now, fds, t->streams, p->base_seq < p->next_seq, p->rtt_us, t->rank,
+                    p->rank);
+}
+
 static int tcp_progress(strata_transport *base, int *failed_peer) {
   tcp_transport *t = (tcp_transport *)base;
   double now = strata_now_s();
@@ -816,6 +828,7 @@ static int tcp_progress(strata_transport *base, int *failed_peer) {
       if (p->state == PEER_UP) stream_receive(t, p, st);
     }
     if (p->pend_count) peer_feed(t, p);
+    if (p->governed && p->state == PEER_UP && now >= p->gov.next_s) peer_govern(t, p, now);
   }
   deliver_completions(t);
   /* after a mismatch the engine must see it before anything that followed on the wire (a peer
@@ -945,6 +958,7 @@ static int peers_init(tcp_transport *t, int *fds) {
     memset(&info, 0, sizeof info);
     if (getsockopt(p->streams[0].fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0)
       p->rtt_us = info.tcpi_rtt;
+    p->governed = t->govern && strata_tcp_tune_notsent_lowat_bytes(p->rtt_us) > 0;
   }
   return STRATA_OK;
 }
@@ -986,6 +1000,7 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
     t->rank = rank;
     t->nranks = nranks;
     t->streams = cfg->tcp_streams;
+    t->govern = cfg->tcp_govern && !cfg->tcp_buffer_bytes;
   }
   if (status == STRATA_OK) status = peers_init(t, fds);
   if (status != STRATA_OK) {

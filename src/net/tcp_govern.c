@@ -1,0 +1,204 @@
+/*
+ * tcp_govern.c — hold a WAN pair's bytes in flight near the path's bandwidth-delay product, from
+ * the receiving end.
+ *
+ * Why. S streams per pair, each with its own congestion controller, each free to grow its window
+ * to the socket buffers' limits (4 MiB sent, 16 MiB advertised on a stock Debian kernel), put far
+ * more in flight than a long path holds. The excess waits in the bottleneck's queue and, once the
+ * queue is full, is dropped and sent again. Measured on the emulated 1 Gbit/s, 50 ms link with a
+ * one-BDP queue (docs/wan.md), 256 MiB allreduce, 5 calls per run: the 4 bbr streams as they are
+ * retransmitted 4-11% of their segments and took 2.61-2.80 s; with each stream's receive buffer
+ * set to 2 MB after the handshake (~1.3 BDP in all) nothing was retransmitted and every run took
+ * 2.31-2.35 s. Holding the *sender* instead (SO_SNDBUF to the same share) was slower, 2.37-2.67 s:
+ * a send buffer full of bytes in flight has no room for the next bytes, so every ack waits for
+ * the application to wake up and write; a closed receive window leaves them queued in the sender's
+ * kernel, sent the moment the window opens. A fixed buffer needs the link's rate, which strata
+ * does not know; so the receiving end measures it.
+ *
+ * How. Every RTTS × the minimum RTT (at least 20 ms) the transport reads TCP_INFO of the pair's
+ * data streams: the bytes received in order (tcpi_bytes_received), the packets that arrived out
+ * of order (tcpi_rcv_ooopack) and the smallest RTT seen (tcpi_min_rtt; the handshake's RTT for a
+ * socket that has sent nothing to measure it). Between readings at which a posted receive was
+ * waiting for bytes, the bytes received over the time are one sample of the rate the path
+ * delivers to us; a sample spans two such intervals, because a repaired hole releases at once
+ * what queued behind it (one interval read 260 Mbit/s on a 200 Mbit/s link). Arrivals are paced
+ * by the bottleneck, so the receiver's count is clean where the sender's is not: acks queue
+ * behind the other direction's data and arrive in bursts (50 ms samples of the 1 Gbit/s link read
+ * up to 3.7 Gbit/s at the sender). While the samples keep growing (slow start, BBR's startup)
+ * nothing is held back; once three samples in a row are not 25% above the last step (BBR's test
+ * for leaving startup) the peer is held to TARGET × the largest of the last WINDOW samples × min
+ * RTT. The max filter, not a mean: under a cap a mean measures the cap and spirals down; its
+ * memory (WINDOW samples, 5 s at 50 ms) forgets a path that got slower, and since the cap lets 30%
+ * more through than was measured, a faster path is found sample by sample. TARGET = 1.3 leaves
+ * the queue mostly empty and the link full; 2 BDP (a fixed 3 MB per stream) already overflowed
+ * the one-BDP queue (2.4% retransmitted), 1.8 did in one run of two.
+ *
+ * The hold is each stream's TCP_WINDOW_CLAMP: the window it advertises, whatever its buffer. The
+ * kernel's receive autotuning raises the clamp when it grows the buffer, so the buffer is fixed
+ * too, at twice the clamp (room for what arrives out of order behind a loss), when
+ * net.core.rmem_max allows it; otherwise the clamp alone, set again at every reading. The kernel
+ * never takes back a window it advertised: a lower cap takes effect as the bytes already allowed
+ * arrive.
+ *
+ * A lossy path. A window near the BDP stalls a stream for a round trip at every loss (what
+ * arrives behind the hole fills the window), so on a path that loses packets at random the cap
+ * costs more than it saves: with 0.1% loss the samples, and so the cap, fell from 870 to 0.2
+ * Mbit/s. Under the cap the pair's own overshoot is gone, so losses that go on are the path's:
+ * when LOSSY of the last LOSSY_OF capped samples (after GRACE for the overshoot before the cap)
+ * saw packets out of order, the governor lets go for good (clamps opened, the buffers at
+ * net.core.rmem_max) and the pair runs as it would without it.
+ *
+ * Must never: block, fail a transfer (a failed reading is skipped), act on a LAN pair (the
+ * transport calls it only for WAN pairs).
+ */
+#include "net/tcp_govern.h"
+
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/core.h"
+
+static const double GOVERN_MIN_INTERVAL_S = 0.02;
+static const double GOVERN_RTTS = 4;     /* a sample spans this many minimum round trips */
+static const double GOVERN_STEP = 1.25;  /* growth that still counts as "not full" */
+static const int GOVERN_FULL_ROUNDS = 3; /* samples without such growth: full */
+static const double GOVERN_TARGET = 1.3; /* the cap, × the measured bandwidth-delay product */
+static const int GOVERN_MIN_CLAMP = 64 << 10;
+static const int GOVERN_GRACE = 5;    /* capped samples whose losses the overshoot before may own */
+static const int GOVERN_LOSSY_OF = 6; /* of the last this many capped samples ... */
+static const int GOVERN_LOSSY = 4;    /* ... this many with a loss: the path is lossy, release */
+static const int GOVERN_OPEN = 1 << 30; /* the clamp of a released pair: none */
+
+uint64_t strata_tcp_governor_feed(strata_tcp_governor *g, const strata_tcp_reading *r) {
+  if (r->rtt_min_s > 0 && (g->rtt_min_s <= 0 || r->rtt_min_s < g->rtt_min_s))
+    g->rtt_min_s = r->rtt_min_s;
+  double dt = r->now_s - g->last_s;
+  int busy_interval =
+      g->primed && g->last_busy && r->busy && dt > 0 && r->received >= g->last_received;
+  if (busy_interval && g->full && !g->released && ++g->capped_samples > GOVERN_GRACE) {
+    g->lossy_bits = (g->lossy_bits << 1 | (r->ooo > g->last_ooo)) & ((1u << GOVERN_LOSSY_OF) - 1);
+    if (__builtin_popcount(g->lossy_bits) >= GOVERN_LOSSY) g->released = 1;
+  }
+  if (busy_interval) {
+    /* a sample spans this interval and the one before when that was busy too: a repaired hole
+     * releases the bytes queued behind it at once, which one interval would count as its own */
+    double bytes = (double)(r->received - g->last_received), secs = dt;
+    if (g->last_interval_s > 0) bytes += g->last_interval_bytes, secs += g->last_interval_s;
+    g->last_interval_bytes = (double)(r->received - g->last_received);
+    g->last_interval_s = dt;
+    double rate = bytes / secs;
+    g->rates[g->rate_next] = rate;
+    g->rate_next = (g->rate_next + 1) % STRATA_TCP_GOVERN_WINDOW;
+    if (g->nrates < STRATA_TCP_GOVERN_WINDOW) g->nrates++;
+    g->samples++;
+    if (rate >= g->plateau_rate * GOVERN_STEP) {
+      g->plateau_rate = rate;
+      g->plateau_rounds = 0;
+    } else if (++g->plateau_rounds >= GOVERN_FULL_ROUNDS) {
+      g->full = 1;
+    }
+  } else {
+    g->last_interval_s = 0;
+  }
+  g->primed = 1;
+  g->last_busy = r->busy;
+  g->last_s = r->now_s;
+  g->last_received = r->received;
+  g->last_ooo = r->ooo;
+  double interval = GOVERN_RTTS * g->rtt_min_s;
+  g->next_s = r->now_s + (interval > GOVERN_MIN_INTERVAL_S ? interval : GOVERN_MIN_INTERVAL_S);
+  if (g->released) {
+    g->cap_bytes = 0;
+  } else if (g->full && g->rtt_min_s > 0) {
+    double best = 0;
+    for (int i = 0; i < g->nrates; i++)
+      if (g->rates[i] > best) best = g->rates[i];
+    g->cap_bytes = (uint64_t)(GOVERN_TARGET * best * g->rtt_min_s);
+  }
+  return g->cap_bytes;
+}
+
+int strata_tcp_governor_clamp(uint64_t cap_bytes, int streams) {
+  double want = (double)cap_bytes / (streams > 0 ? streams : 1);
+  if (want < GOVERN_MIN_CLAMP) want = GOVERN_MIN_CLAMP;
+  if (want > 0x3fffffff) want = 0x3fffffff;
+  return (int)want;
+}
+
+static long rmem_max(void) {
+  long value = 0;
+  FILE *f = fopen("/proc/sys/net/core/rmem_max", "r");
+  if (f) {
+    if (fscanf(f, "%ld", &value) != 1) value = 0;
+    fclose(f);
+  }
+  return value;
+}
+
+/* The kernel's receive autotuning raises a socket's window clamp whenever it grows the buffer, so a
+ * clamp alone lets bursts through between readings. A fixed buffer (autotuning off) of twice the
+ * clamp keeps it, with room for what arrives out of order behind a loss; only when
+ * net.core.rmem_max allows that much (a smaller fixed buffer would cap the window below the
+ * clamp: then the clamp alone, re-applied at every reading). */
+static void lock_buffers(strata_tcp_governor *g, const int *fds, int nfds, int clamp) {
+  long max = rmem_max();
+  if (max <= 0 || (long)clamp * 2 > max) return;
+  int value = clamp * 2;
+  for (int i = 0; i < nfds; i++) setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &value, sizeof value);
+  g->rcvbuf_locked = 1;
+}
+
+void strata_tcp_govern(strata_tcp_governor *g, double now_s, const int *fds, int nfds, int busy,
+                       unsigned handshake_rtt_us, int rank, int peer) {
+  strata_tcp_reading r = {.busy = busy, .rtt_min_s = handshake_rtt_us * 1e-6};
+  for (int i = 0; i < nfds; i++) {
+    struct tcp_info info;
+    socklen_t len = sizeof info;
+    memset(&info, 0, sizeof info);
+    if (getsockopt(fds[i], IPPROTO_TCP, TCP_INFO, &info, &len) != 0 ||
+        len < offsetof(struct tcp_info, tcpi_rcv_ooopack) + sizeof info.tcpi_rcv_ooopack) {
+      g->next_s = now_s + GOVERN_MIN_INTERVAL_S; /* skip this reading */
+      g->primed = 0;
+      return;
+    }
+    r.received += info.tcpi_bytes_received;
+    r.ooo += info.tcpi_rcv_ooopack;
+    double rtt_min = info.tcpi_min_rtt * 1e-6;
+    if (info.tcpi_min_rtt && (r.rtt_min_s <= 0 || rtt_min < r.rtt_min_s)) r.rtt_min_s = rtt_min;
+  }
+  r.now_s = strata_now_s(); /* the caller's now_s may be from before a long receive */
+  uint64_t before = g->cap_bytes;
+  int was_released = g->released;
+  uint64_t cap = strata_tcp_governor_feed(g, &r);
+  if (g->released) {
+    if (was_released) return;
+    int open = GOVERN_OPEN;
+    if (g->rcvbuf_locked) lock_buffers(g, fds, nfds, (int)(rmem_max() / 2));
+    for (int i = 0; i < nfds; i++)
+      setsockopt(fds[i], IPPROTO_TCP, TCP_WINDOW_CLAMP, &open, sizeof open);
+    STRATA_LOG(STRATA_LOG_INFO, rank,
+               "tcp govern: peer %d released: packets still arrive out of order under the cap "
+               "(a lossy path, not a full one); the windows are the kernel's again",
+               peer);
+    return;
+  }
+  if (!cap) return;
+  uint64_t diff = cap > before ? cap - before : before - cap;
+  int moved = !before || diff * 8 > before;
+  if (!moved) cap = g->cap_bytes = before; /* a small move: the clamps stay where they are */
+  /* applied at every reading: the kernel's receive autotuning moves the clamp when it grows the
+   * buffer */
+  int value = strata_tcp_governor_clamp(cap, nfds);
+  if (moved) lock_buffers(g, fds, nfds, value);
+  for (int i = 0; i < nfds; i++)
+    setsockopt(fds[i], IPPROTO_TCP, TCP_WINDOW_CLAMP, &value, sizeof value);
+  if (moved)
+    STRATA_LOG(STRATA_LOG_INFO, rank,
+               "tcp govern: peer %d rate_mbps=%.1f min_rtt_ms=%.2f cap_bytes=%llu clamp=%d "
+               "streams=%d samples=%llu",
+               peer, (double)cap / GOVERN_TARGET / g->rtt_min_s * 8e-6, g->rtt_min_s * 1e3,
+               (unsigned long long)cap, value, nfds, (unsigned long long)g->samples);
+}

@@ -1,0 +1,171 @@
+/*
+ * test_tcp_govern.c — the WAN window governor (src/net/tcp_govern.c) on synthetic readings.
+ *
+ * A pair receiving at a known rate over a known minimum RTT: no cap while the rate still grows
+ * (slow start), then 1.3 × rate × min RTT once three samples in a row are not 25% faster (a sample
+ * spans two busy intervals); readings
+ * with no receive waiting make no sample (they say nothing of the path); the max filter forgets a
+ * faster past after its window and never drops on one slow sample; the cap splits over the
+ * streams as window clamps with a floor; losses that go on under the cap (not those of the
+ * overshoot before it) release the pair for good. tests/test_tcp_wan.sh checks the governor on a
+ * real emulated link (its info log shows the rate it measured).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "helpers/check.h"
+#include "net/tcp_govern.h"
+
+static int near(double got, double want, double tol) {
+  return got > want * (1 - tol) && got < want * (1 + tol);
+}
+
+/* Feed one reading `dt` after the last, `rate` bytes/s since then. */
+typedef struct feeder {
+  strata_tcp_governor g;
+  double now;
+  uint64_t received, ooo;
+} feeder;
+
+static uint64_t feed_ooo(feeder *f, double dt, double rate, int busy, double rtt, int ooo) {
+  f->now += dt;
+  f->received += (uint64_t)(rate * dt);
+  f->ooo += (uint64_t)ooo;
+  strata_tcp_reading r = {
+      .now_s = f->now, .received = f->received, .ooo = f->ooo, .rtt_min_s = rtt, .busy = busy};
+  return strata_tcp_governor_feed(&f->g, &r);
+}
+
+static uint64_t feed(feeder *f, double dt, double rate, int busy, double rtt) {
+  return feed_ooo(f, dt, rate, busy, rtt, 0);
+}
+
+static void test_startup_then_cap(void) {
+  feeder f;
+  memset(&f, 0, sizeof f);
+  const double rtt = 0.05, R = 125e6; /* 1 Gbit/s, 50 ms: BDP 6.25 MB */
+  uint64_t cap = feed(&f, 0.2, 0, 1, rtt);
+  CHECK(cap == 0, "first reading: no sample, no cap (%llu)", (unsigned long long)cap);
+  CHECK(near(f.g.next_s - f.now, 4 * rtt, 1e-9), "next reading after 4 RTT: %.3f s",
+        f.g.next_s - f.now);
+  /* slow start: the rate doubles every sample */
+  for (double rate = R / 64; rate < R; rate *= 2) {
+    cap = feed(&f, 0.2, rate, 1, rtt);
+    CHECK(cap == 0, "rate still growing (%.0f B/s): no cap yet (%llu)", rate,
+          (unsigned long long)cap);
+  }
+  /* plateau at R: the step to R counts as growth, then 3 samples without 25% more. A sample
+   * spans two busy intervals (a repaired hole's burst is spread over both). */
+  cap = feed(&f, 0.2, R, 1, rtt);
+  CHECK(cap == 0, "the step to R still grows");
+  for (int i = 0; i < 4; i++) cap = feed(&f, 0.2, R, 1, rtt);
+  CHECK(f.g.full, "samples within 25%%: full");
+  CHECK(near((double)cap, 1.3 * R * rtt, 0.01), "cap = 1.3 x rate x min RTT: %llu",
+        (unsigned long long)cap);
+  cap = feed(&f, 0.2, 1.2 * R, 1, rtt);
+  CHECK(near((double)cap, 1.3 * 1.1 * R * rtt, 0.01),
+        "a faster interval counts with the one before it (1.1 R): %llu", (unsigned long long)cap);
+  /* the smallest RTT any reading reported is the one used */
+  cap = feed(&f, 0.2, R, 1, 0.04);
+  CHECK(near((double)cap, 1.3 * 1.1 * R * 0.04, 0.01), "a smaller RTT lowers the cap: %llu",
+        (unsigned long long)cap);
+  cap = feed(&f, 0.2, R, 1, 0.09);
+  CHECK(near((double)cap, 1.3 * 1.1 * R * 0.04, 0.01), "a larger RTT does not raise it: %llu",
+        (unsigned long long)cap);
+}
+
+static void test_idle_readings_make_no_sample(void) {
+  feeder f;
+  memset(&f, 0, sizeof f);
+  const double rtt = 0.05, R = 100e6;
+  feed(&f, 0.2, 0, 1, rtt);
+  for (int i = 0; i < 5; i++) feed(&f, 0.2, R, 1, rtt);
+  uint64_t samples = f.g.samples, cap = f.g.cap_bytes;
+  CHECK(f.g.full && cap > 0, "full after a plateau");
+  /* nothing posted: a slow interval on either side of an idle reading is not a sample */
+  feed(&f, 0.2, R / 50, 0, rtt);
+  feed(&f, 0.2, R / 50, 1, rtt);
+  CHECK(f.g.samples == samples, "readings next to an idle one: no sample (%llu -> %llu)",
+        (unsigned long long)samples, (unsigned long long)f.g.samples);
+  /* a counter that went backwards (a reset socket) is no sample either */
+  f.received = 0;
+  feed(&f, 0.2, 0, 1, rtt);
+  CHECK(f.g.samples == samples, "counter went backwards: no sample");
+  CHECK(f.g.cap_bytes == cap, "cap unchanged by idle readings (%llu vs %llu)",
+        (unsigned long long)f.g.cap_bytes, (unsigned long long)cap);
+}
+
+static void test_max_filter(void) {
+  feeder f;
+  memset(&f, 0, sizeof f);
+  const double rtt = 0.05, R = 100e6;
+  feed(&f, 0.2, 0, 1, rtt);
+  for (int i = 0; i < 5; i++) feed(&f, 0.2, R, 1, rtt);
+  uint64_t cap = feed(&f, 0.2, R / 4, 1, rtt);
+  CHECK(near((double)cap, 1.3 * R * rtt, 0.01), "one slow sample does not lower the cap: %llu",
+        (unsigned long long)cap);
+  /* a path that became slower: forgotten after the window */
+  for (int i = 0; i < STRATA_TCP_GOVERN_WINDOW; i++) cap = feed(&f, 0.2, R / 4, 1, rtt);
+  CHECK(near((double)cap, 1.3 * R / 4 * rtt, 0.01), "after %d slow samples the cap follows: %llu",
+        STRATA_TCP_GOVERN_WINDOW, (unsigned long long)cap);
+  /* a faster one: the cap rises with the first faster interval (averaged with the one before) */
+  cap = feed(&f, 0.2, R / 2, 1, rtt);
+  CHECK(near((double)cap, 1.3 * 0.375 * R * rtt, 0.01), "a faster interval raises it: %llu",
+        (unsigned long long)cap);
+  cap = feed(&f, 0.2, R / 2, 1, rtt);
+  CHECK(near((double)cap, 1.3 * R / 2 * rtt, 0.01), "and the next one to the new rate: %llu",
+        (unsigned long long)cap);
+}
+
+static void test_short_rtt_interval_and_rcvbuf(void) {
+  feeder f;
+  memset(&f, 0, sizeof f);
+  feed(&f, 0.0, 0, 1, 0.002); /* 2 ms RTT: readings every 20 ms, not 8 */
+  CHECK(near(f.g.next_s - f.now, 0.02, 1e-9), "interval floor 20 ms: %.4f", f.g.next_s - f.now);
+  CHECK(strata_tcp_governor_clamp(8000000, 4) == 2000000, "8 MB over 4 streams: %d",
+        strata_tcp_governor_clamp(8000000, 4));
+  CHECK(strata_tcp_governor_clamp(100000, 8) == 64 << 10, "floor 64 KiB: %d",
+        strata_tcp_governor_clamp(100000, 8));
+  CHECK(strata_tcp_governor_clamp(8000000, 0) == 8000000, "streams <= 0 as 1: %d",
+        strata_tcp_governor_clamp(8000000, 0));
+}
+
+/* Losses under the cap: the overshoot's own in the grace samples are forgiven; losses that go on
+ * (4 of 6 capped samples) mean a lossy path, and the governor lets go for good. */
+static void test_release_on_lossy_path(void) {
+  const double rtt = 0.05, R = 100e6;
+  feeder f;
+  memset(&f, 0, sizeof f);
+  feed(&f, 0.2, 0, 1, rtt);
+  for (int i = 0; i < 4; i++) feed_ooo(&f, 0.2, R, 1, rtt, 500); /* startup overshoot */
+  uint64_t cap = feed_ooo(&f, 0.2, R, 1, rtt, 500);
+  CHECK(cap > 0 && f.g.full, "capped despite losses before the cap");
+  for (int i = 0; i < 5; i++) cap = feed_ooo(&f, 0.2, R, 1, rtt, 300); /* grace */
+  for (int i = 0; i < 12; i++) cap = feed_ooo(&f, 0.2, R, 1, rtt, i % 4 == 1 ? 5 : 0);
+  CHECK(cap > 0 && !f.g.released, "losses in the grace and 1 of 4 later: still capped (%llu)",
+        (unsigned long long)cap);
+  cap = feed_ooo(&f, 0.2, R, 1, rtt, 3); /* the last 6: 0 0 5 0 0 3 */
+  cap = feed_ooo(&f, 0.2, R, 1, rtt, 2);
+  CHECK(cap > 0 && !f.g.released, "3 of the last 6 lossy: still capped");
+  cap = feed_ooo(&f, 0.2, R, 1, rtt, 1);
+  CHECK(cap == 0 && f.g.released, "4 of the last 6 lossy: released (%llu)",
+        (unsigned long long)cap);
+  for (int i = 0; i < 30; i++) cap = feed(&f, 0.2, R, 1, rtt);
+  CHECK(cap == 0, "released for good (%llu)", (unsigned long long)cap);
+  /* idle readings under the cap are not samples: their losses do not count */
+  memset(&f, 0, sizeof f);
+  feed(&f, 0.2, 0, 1, rtt);
+  for (int i = 0; i < 8; i++) feed(&f, 0.2, R, 1, rtt);
+  for (int i = 0; i < 6; i++) cap = feed_ooo(&f, 0.2, R, i % 2, rtt, 50);
+  CHECK(cap > 0 && !f.g.released, "losses only across idle readings: still capped");
+}
+
+int main(void) {
+  test_startup_then_cap();
+  test_idle_readings_make_no_sample();
+  test_max_filter();
+  test_short_rtt_interval_and_rcvbuf();
+  test_release_on_lossy_path();
+  if (failures) fprintf(stderr, "test_tcp_govern: %d failure(s)\n", failures);
+  return failures != 0;
+}
