@@ -35,7 +35,8 @@
 # Knobs (environment): WAN_LINKS ("clean:rate=1gbit,delay=25ms loss0.01:...,loss=0.01%
 # loss0.1:...,loss=0.1%"), WAN_SIZE (256M), WAN_STRATA_VARIANTS ("STRATA_TCP_STREAMS=8,STRATA_TCP_CC=cubic
 # STRATA_TCP_STREAMS=8,STRATA_TCP_CC=bbr"; commas separate the variables of one variant),
-# WAN_ITERS (3), WAN_PEER_ITERS (2), WAN_PEER_TIMEOUT_S (150), WAN_SKIP_PEERS=1 (strata only),
+# WAN_ITERS (3), WAN_PEER_ITERS (2), WAN_WARMUP (1: untimed calls before the timed ones, the same for
+# every program; a connection's congestion control leaves its startup in the first), WAN_PEER_TIMEOUT_S (150), WAN_SKIP_PEERS=1 (strata only),
 # WAN_TCP_MEM (host; a size such as 64m raises the sites' maxima for everyone).
 # Output: a table on stdout, raw JSON and logs in bench/results/wan-DATE/ (gitignored).
 set -u
@@ -53,6 +54,7 @@ size=${WAN_SIZE:-256M}
 variants=${WAN_STRATA_VARIANTS:-STRATA_TCP_STREAMS=8,STRATA_TCP_CC=cubic STRATA_TCP_STREAMS=8,STRATA_TCP_CC=bbr}
 iters=${WAN_ITERS:-3}
 peer_iters=${WAN_PEER_ITERS:-2}
+warmup=${WAN_WARMUP:-1}
 peer_timeout=${WAN_PEER_TIMEOUT_S:-150}
 tcp_mem=${WAN_TCP_MEM:-host}
 name=wan$$
@@ -72,7 +74,7 @@ run_strata() {
   local common=(STRATA_WORLD_SIZE=2 STRATA_ADDR=$addr0:$port STRATA_SHM=0 STRATA_TIMEOUT=200 "$@")
   for r in 0 1; do
     timeout -k 2 240 "$STRATA" netem exec --name "$name" "$r" -- env STRATA_RANK=$r "${common[@]}" \
-      "$STRATA" bench allreduce -b "$size" -e "$size" -n "$iters" -w 1 -J "$dir/$label.r$r.json" \
+      "$STRATA" bench allreduce -b "$size" -e "$size" -n "$iters" -w "$warmup" -J "$dir/$label.r$r.json" \
       >"$dir/$label.r$r.log" 2>&1 &
     rp+=($!)
   done
@@ -87,7 +89,7 @@ run_gloo() {
   for r in 0 1; do
     timeout -k 2 "$peer_timeout" "$STRATA" netem exec --name "$name" "$r" -- env RANK=$r \
       WORLD_SIZE=2 MASTER_ADDR=$addr0 MASTER_PORT=$port GLOO_SOCKET_IFNAME=netem0 \
-      "$PY" "$here/gloo_allreduce.py" -b "$size" -e "$size" -n "$peer_iters" -w 1 \
+      "$PY" "$here/gloo_allreduce.py" -b "$size" -e "$size" -n "$peer_iters" -w "$warmup" \
       -J "$dir/gloo.r$r.json" >"$dir/gloo.r$r.log" 2>&1 &
     rp+=($!)
   done
@@ -106,9 +108,9 @@ run_mpi() {
     PMIX_MCA_ptl_tcp_if_include=10.77.0.0/16 PMIX_MCA_ptl_tcp_remote_connections=1 \
     mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --mca btl tcp,self \
     --mca btl_tcp_if_include 10.77.0.0/16 --mca oob_tcp_if_include 10.77.0.0/16 \
-    -np 1 "$mpi_tool" -b "$size" -e "$size" -n "$peer_iters" -w 1 -J "$dir/mpi.json" : \
+    -np 1 "$mpi_tool" -b "$size" -e "$size" -n "$peer_iters" -w "$warmup" -J "$dir/mpi.json" : \
     -np 1 ip netns exec "$name-s1" "$mpi_tool" -b "$size" -e "$size" -n "$peer_iters" \
-    -w 1 >"$dir/mpi.log" 2>&1
+    -w "$warmup" >"$dir/mpi.log" 2>&1
 }
 
 # What the emulated link delivers both ways at once on this host: iperf3 --bidir, 8 streams,
