@@ -40,6 +40,13 @@ static uint64_t feed(feeder *f, double dt, double rate, int busy, double rtt) {
   return feed_ooo(f, dt, rate, busy, rtt, 0);
 }
 
+/* A fresh governor that has seen `samples` busy samples at rate R (5 make it full). */
+static void feeder_at(feeder *f, double R, double rtt, int samples) {
+  memset(f, 0, sizeof *f);
+  feed(f, 0.2, 0, 1, rtt);
+  for (int i = 0; i < samples; i++) feed(f, 0.2, R, 1, rtt);
+}
+
 static void test_startup_then_cap(void) {
   feeder f;
   memset(&f, 0, sizeof f);
@@ -76,10 +83,8 @@ static void test_startup_then_cap(void) {
 
 static void test_idle_readings_make_no_sample(void) {
   feeder f;
-  memset(&f, 0, sizeof f);
   const double rtt = 0.05, R = 100e6;
-  feed(&f, 0.2, 0, 1, rtt);
-  for (int i = 0; i < 5; i++) feed(&f, 0.2, R, 1, rtt);
+  feeder_at(&f, R, rtt, 5);
   uint64_t samples = f.g.samples, cap = f.g.cap_bytes;
   CHECK(f.g.full && cap > 0, "full after a plateau");
   /* nothing posted: a slow interval on either side of an idle reading is not a sample */
@@ -97,10 +102,8 @@ static void test_idle_readings_make_no_sample(void) {
 
 static void test_max_filter(void) {
   feeder f;
-  memset(&f, 0, sizeof f);
   const double rtt = 0.05, R = 100e6;
-  feed(&f, 0.2, 0, 1, rtt);
-  for (int i = 0; i < 5; i++) feed(&f, 0.2, R, 1, rtt);
+  feeder_at(&f, R, rtt, 5);
   uint64_t cap = feed(&f, 0.2, R / 4, 1, rtt);
   CHECK(near((double)cap, 1.3 * R * rtt, 0.01), "one slow sample does not lower the cap: %llu",
         (unsigned long long)cap);
@@ -153,9 +156,7 @@ static void test_release_on_lossy_path(void) {
   for (int i = 0; i < 30; i++) cap = feed(&f, 0.2, R, 1, rtt);
   CHECK(cap == 0, "released for good (%llu)", (unsigned long long)cap);
   /* idle readings under the cap are not samples: their losses do not count */
-  memset(&f, 0, sizeof f);
-  feed(&f, 0.2, 0, 1, rtt);
-  for (int i = 0; i < 8; i++) feed(&f, 0.2, R, 1, rtt);
+  feeder_at(&f, R, rtt, 8);
   for (int i = 0; i < 6; i++) cap = feed_ooo(&f, 0.2, R, i % 2, rtt, 50);
   CHECK(cap > 0 && !f.g.released, "losses only across idle readings: still capped");
 }
