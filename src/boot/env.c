@@ -59,7 +59,7 @@ void strata_config_init(strata_config *cfg) {
   cfg->tcp_streams = 4;
   cfg->tcp_buffer_bytes = 0; /* auto: from the measured RTT (src/net/tcp_mesh.c) */
   cfg->tcp_govern = 1;
-  cfg->chunk_bytes = 0;      /* the schedule builder's default */
+  cfg->chunk_bytes = 0; /* the schedule builder's default */
   cfg->timeout_s = 30.0;
   cfg->algo = STRATA_ALGO_AUTO;
   cfg->compress = STRATA_COMPRESS_NONE;
