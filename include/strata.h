@@ -192,8 +192,9 @@ typedef struct strata_config {
   char node[64];              /* STRATA_NODE: this rank's node name in the topology; "" = the
                                  hostname (also its short form, up to the first '.') */
   int tcp_govern;             /* STRATA_TCP_GOVERN (1/0): on WAN pairs, hold the bytes in flight
-                                 to 1.25 x the measured bandwidth-delay product (docs/wan.md);
-                                 1 by default, off when STRATA_TCP_BUFFER fixes the buffers */
+                                 to 1.3 x the bandwidth-delay product the receiver measures
+                                 (src/net/tcp_govern.c, docs/wan.md item 7); 0 by default, and off
+                                 whenever STRATA_TCP_BUFFER fixes the buffers */
 } strata_config;
 
 /* Fill `cfg` with defaults (rank -1, world_size -1, shm on, 4 TCP streams, 30 s timeout, ...). */

@@ -480,7 +480,7 @@ int strata_cmd_probe(int argc, char **argv) {
     fprintf(stderr, "strata probe: %s\n", cfg_err[0] ? cfg_err : strata_strerror(rc));
     return 1;
   }
-  if (!getenv("STRATA_TCP_GOVERN")) cfg.tcp_govern = 0;
+  cfg.tcp_govern = 0;
   rc = strata_comm_init(&cfg, &p.comm);
   if (rc != STRATA_OK) {
     fprintf(stderr, "strata probe: cannot join the job: %s (run under 'strata launch -n N')\n",
