@@ -58,8 +58,8 @@ void strata_config_init(strata_config *cfg) {
   /* 8 helps a 1 Gbit/s x 50 ms link, hurts a 50 Mbit/s x 20 ms one (docs/wan.md) */
   cfg->tcp_streams = 4;
   cfg->tcp_buffer_bytes = 0; /* auto: from the measured RTT (src/net/tcp_mesh.c) */
-  cfg->tcp_govern = 0; /* opt-in: docs/wan.md item 7 says where it pays and where not yet */
-  cfg->chunk_bytes = 0; /* the schedule builder's default */
+  cfg->tcp_govern = 0;       /* opt-in: docs/wan.md item 7 says where it pays and where not yet */
+  cfg->chunk_bytes = 0;      /* the schedule builder's default */
   cfg->timeout_s = 30.0;
   cfg->algo = STRATA_ALGO_AUTO;
   cfg->compress = STRATA_COMPRESS_NONE;
