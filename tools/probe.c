@@ -469,9 +469,9 @@ int strata_cmd_probe(int argc, char **argv) {
   int rc = parse_args(argc, argv, &p.opt);
   if (rc >= 0) return rc;
   /* The matrix holds what the path carries, so the window governor (src/net/tcp_govern.c) stays
-   * out unless asked for: the probe's transfers last 0.2 s, about the time the governor needs to
-   * see the rate stop growing, and a hold taken from that startup read a 100 Mbit/s link 29% low.
-   */
+   * out even when the job's environment sets STRATA_TCP_GOVERN=1 for the training run: the
+   * probe's transfers last 0.2 s, about the time the governor needs to see the rate stop growing,
+   * and a hold taken from that startup read a 100 Mbit/s link 29% low. */
   strata_config cfg;
   char cfg_err[512];
   strata_config_init(&cfg);

@@ -803,10 +803,10 @@ static void abort_publish_ready(tcp_transport *t, double now) {
 }
 
 /* A reading for tcp_govern.c: the pair is busy while a posted receive waits for bytes. */
-static void peer_govern(tcp_transport *t, tcp_peer *p, double now) {
+static void peer_govern(tcp_transport *t, tcp_peer *p) {
   int fds[TCP_MAX_STREAMS];
   for (int s = 0; s < t->streams; s++) fds[s] = p->streams[s].fd;
-  strata_tcp_govern(&p->gov, now, fds, t->streams, p->base_seq < p->next_seq, p->rtt_us, t->rank,
+  strata_tcp_govern(&p->gov, fds, t->streams, p->base_seq < p->next_seq, p->rtt_us, t->rank,
                     p->rank);
 }
 
@@ -828,7 +828,7 @@ static int tcp_progress(strata_transport *base, int *failed_peer) {
       if (p->state == PEER_UP) stream_receive(t, p, st);
     }
     if (p->pend_count) peer_feed(t, p);
-    if (p->governed && p->state == PEER_UP && now >= p->gov.next_s) peer_govern(t, p, now);
+    if (p->governed && p->state == PEER_UP && now >= p->gov.next_s) peer_govern(t, p);
   }
   deliver_completions(t);
   /* after a mismatch the engine must see it before anything that followed on the wire (a peer

@@ -60,6 +60,7 @@
 #include <sys/socket.h>
 
 #include "core/core.h"
+#include "net/tcp_tune.h"
 
 static const double GOVERN_MIN_INTERVAL_S = 0.02;
 static const double GOVERN_RTTS = 4;     /* a sample spans this many minimum round trips */
@@ -85,11 +86,11 @@ uint64_t strata_tcp_governor_feed(strata_tcp_governor *g, const strata_tcp_readi
   if (busy_interval) {
     /* a sample spans this interval and the one before when that was busy too: a repaired hole
      * releases the bytes queued behind it at once, which one interval would count as its own */
-    double bytes = (double)(r->received - g->last_received), secs = dt;
-    if (g->last_interval_s > 0) bytes += g->last_interval_bytes, secs += g->last_interval_s;
-    g->last_interval_bytes = (double)(r->received - g->last_received);
+    double interval_bytes = (double)(r->received - g->last_received);
+    double rate = (interval_bytes + (g->last_interval_s > 0 ? g->last_interval_bytes : 0)) /
+                  (dt + g->last_interval_s);
+    g->last_interval_bytes = interval_bytes;
     g->last_interval_s = dt;
-    double rate = bytes / secs;
     g->rates[g->rate_next] = rate;
     g->rate_next = (g->rate_next + 1) % STRATA_TCP_GOVERN_WINDOW;
     if (g->nrates < STRATA_TCP_GOVERN_WINDOW) g->nrates++;
@@ -129,13 +130,7 @@ int strata_tcp_governor_clamp(uint64_t cap_bytes, int streams) {
 }
 
 static long rmem_max(void) {
-  long value = 0;
-  FILE *f = fopen("/proc/sys/net/core/rmem_max", "r");
-  if (f) {
-    if (fscanf(f, "%ld", &value) != 1) value = 0;
-    fclose(f);
-  }
-  return value;
+  return strata_tcp_sysctl_long("/proc/sys/net/core/rmem_max", 0);
 }
 
 /* The kernel's receive autotuning raises a socket's window clamp whenever it grows the buffer, so a
@@ -151,7 +146,7 @@ static void lock_buffers(strata_tcp_governor *g, const int *fds, int nfds, int c
   g->rcvbuf_locked = 1;
 }
 
-void strata_tcp_govern(strata_tcp_governor *g, double now_s, const int *fds, int nfds, int busy,
+void strata_tcp_govern(strata_tcp_governor *g, const int *fds, int nfds, int busy,
                        unsigned handshake_rtt_us, int rank, int peer) {
   strata_tcp_reading r = {.busy = busy, .rtt_min_s = handshake_rtt_us * 1e-6};
   for (int i = 0; i < nfds; i++) {
@@ -160,7 +155,7 @@ void strata_tcp_govern(strata_tcp_governor *g, double now_s, const int *fds, int
     memset(&info, 0, sizeof info);
     if (getsockopt(fds[i], IPPROTO_TCP, TCP_INFO, &info, &len) != 0 ||
         len < offsetof(struct tcp_info, tcpi_rcv_ooopack) + sizeof info.tcpi_rcv_ooopack) {
-      g->next_s = now_s + GOVERN_MIN_INTERVAL_S; /* skip this reading */
+      g->next_s = strata_now_s() + GOVERN_MIN_INTERVAL_S; /* skip this reading */
       g->primed = 0;
       return;
     }
@@ -169,7 +164,7 @@ void strata_tcp_govern(strata_tcp_governor *g, double now_s, const int *fds, int
     double rtt_min = info.tcpi_min_rtt * 1e-6;
     if (info.tcpi_min_rtt && (r.rtt_min_s <= 0 || rtt_min < r.rtt_min_s)) r.rtt_min_s = rtt_min;
   }
-  r.now_s = strata_now_s(); /* the caller's now_s may be from before a long receive */
+  r.now_s = strata_now_s(); /* the time of the readings, not of the progress pass */
   uint64_t before = g->cap_bytes;
   int was_released = g->released;
   uint64_t cap = strata_tcp_governor_feed(g, &r);

@@ -57,10 +57,10 @@ int strata_tcp_governor_clamp(uint64_t cap_bytes, int streams);
 
 /* I/O: read TCP_INFO of the pair's `nfds` data streams, feed the governor, set every stream's
  * TCP_WINDOW_CLAMP to its share of the cap (an info log line when it moved by more than 1/8; a
- * release lifts the clamps and says so). Called by the
- * transport when now_s >= g->next_s; handshake_rtt_us stands in for a minimum RTT the sockets have
- * not measured (a rank that only receives). A failed reading is skipped. */
-void strata_tcp_govern(strata_tcp_governor *g, double now_s, const int *fds, int nfds, int busy,
+ * release lifts the clamps and says so). The transport calls it once the clock passes
+ * g->next_s; handshake_rtt_us stands in for a minimum RTT the sockets have not measured (a rank
+ * that only receives). A failed reading is skipped. */
+void strata_tcp_govern(strata_tcp_governor *g, const int *fds, int nfds, int busy,
                        unsigned handshake_rtt_us, int rank, int peer);
 
 #endif

@@ -56,8 +56,7 @@ static const double TUNE_HEADROOM = 2.0;
 static const int TUNE_NOTSENT_LOWAT_BYTES = 256 * 1024;
 /* ---- /proc/sys ---- */
 
-/* The `field`-th (0-based) integer of a /proc/sys file, or 0 when unreadable. */
-static long sysctl_field(const char *path, int field) {
+long strata_tcp_sysctl_long(const char *path, int field) {
   FILE *f = fopen(path, "r");
   if (!f) return 0;
   long value = 0;
@@ -143,10 +142,10 @@ int strata_tcp_tune_notsent_lowat_bytes(unsigned rtt_us) {
 static void size_one(int fd, int option, size_t want, const char *what, int hinted, int rank,
                      int peer, int stream) {
   int is_rcv = option == SO_RCVBUF;
-  long autotune_max =
-      sysctl_field(is_rcv ? "/proc/sys/net/ipv4/tcp_rmem" : "/proc/sys/net/ipv4/tcp_wmem", 2);
-  long core_max =
-      sysctl_field(is_rcv ? "/proc/sys/net/core/rmem_max" : "/proc/sys/net/core/wmem_max", 0);
+  long autotune_max = strata_tcp_sysctl_long(
+      is_rcv ? "/proc/sys/net/ipv4/tcp_rmem" : "/proc/sys/net/ipv4/tcp_wmem", 2);
+  long core_max = strata_tcp_sysctl_long(
+      is_rcv ? "/proc/sys/net/core/rmem_max" : "/proc/sys/net/core/wmem_max", 0);
   static int warned; /* once per process, not once per stream */
   const strata_log_level level = hinted ? STRATA_LOG_WARN : STRATA_LOG_INFO;
   if (autotune_max > 0 && want <= (size_t)autotune_max) return; /* autotuning gets there */

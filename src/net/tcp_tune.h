@@ -37,6 +37,10 @@ size_t strata_tcp_tune_want_bytes(double link_gbps, unsigned rtt_us, int streams
  * set on a LAN or loopback. */
 int strata_tcp_tune_notsent_lowat_bytes(unsigned rtt_us);
 
+/* The `field`-th (0-based) integer of a /proc/sys file ("/proc/sys/net/core/rmem_max", 0), or 0
+ * when unreadable. */
+long strata_tcp_sysctl_long(const char *path, int field);
+
 /* Test hook: the congestion control of `fd` into out (""), STRATA_OK or STRATA_ERR_SYSTEM. */
 int strata_tcp_congestion_get(int fd, char *out, size_t cap);
 
