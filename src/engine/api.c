@@ -381,7 +381,10 @@ int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_re
   strata_operation *op;
   int status = operation_create(comm, args, &op);
   if (status != STRATA_OK) return status;
-  if (!req) atomic_fetch_add(&comm->waiters, 1);
+  /* Counted while it takes the lock too, not only while it waits: the progress thread hands the
+   * lock to anyone counted here (engine.c) instead of re-taking it pass after pass, so a
+   * nonblocking post does not queue behind a busy progress thread. */
+  atomic_fetch_add(&comm->waiters, 1);
   pthread_mutex_lock(&comm->lock);
   op->tag = operation_tag(comm, op);
   STRATA_LOG(STRATA_LOG_INFO, comm->rank, "%s count %zu %s %s root %d: algorithm %s, %u steps%s%s",
@@ -391,6 +394,8 @@ int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_re
              op->codec != STRATA_COMPRESS_NONE ? strata_compress_name(op->codec) : "");
   status = strata_engine_submit(comm, op);
   if (req) {
+    /* uncounted before the signal: a thread woken while we are still counted waits again */
+    atomic_fetch_sub(&comm->waiters, 1);
     pthread_cond_signal(&comm->cond); /* the progress thread drives it while nobody waits */
     pthread_mutex_unlock(&comm->lock);
     if (status != STRATA_OK) {

@@ -296,6 +296,17 @@ static size_t cal_fused_bytes(int i, int nranks) {
   return bytes < most ? bytes : most;
 }
 
+/* How many ranks time the local kernels at once: all of them, or one per core when more ranks
+ * than cores share the host. A kernel shorter than a scheduler slice runs on a whole core even
+ * when ranks outnumber cores, a longer one on a share: timing every rank at once made the 4-rank
+ * curves of this 2-core host whole-core rates up to 5 MiB and half-core rates beyond (memcpy
+ * 14 GB/s at 5 MiB, 4.3 at 21 MiB; 2 ranks: 14 and 14). One rank per core measures the same thing
+ * at every size, and cal_curves_fill scales it to the p-ranks-busy rate the simulator expects. */
+static int cal_local_ranks(const strata_host_links *links) {
+  int c = links->host_cores, p = links->nranks;
+  return c > 0 && c < p ? c : p;
+}
+
 /* Every rank, at the same time, measures point `i` into s[]. The shifts are collective; the
  * local kernels run between barriers so all ranks load the host together. */
 static int cal_point(strata_comm *comm, const strata_host_links *links, strata_dtype dtype,
@@ -304,7 +315,7 @@ static int cal_point(strata_comm *comm, const strata_host_links *links, strata_d
   size_t elem = strata_dtype_size(dtype),
          bytes = (size_t)(STRATA_HOST_CALIBRATE_MIN_BYTES << (2 * i));
   int rc = strata_barrier(comm);
-  if (!rc) {
+  if (!rc && strata_comm_rank(comm) < cal_local_ranks(links)) {
     s[CAL_RED] = cal_local_s(CAL_REDUCE, kernel, elem, c, a, b, bytes);
     s[CAL_COPY] = cal_local_s(CAL_MEMCPY, kernel, elem, c, a, NULL, bytes);
   }
@@ -354,8 +365,10 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
      * the allgather is one call, its messages' α overlap) */
     double shift_s = w[CAL_SHIFT] - (out->use_tcp ? call_s : alpha_s);
     if (shift_s < 0.5 * w[CAL_SHIFT]) shift_s = 0.5 * w[CAL_SHIFT];
-    cal_curve_set(&out->reduce, i, 3 * bytes, moved, w[CAL_RED]);
-    cal_curve_set(&out->memcpy, i, 2 * bytes, moved, w[CAL_COPY]);
+    /* one rank per core measured them: with all p busy each gets local/p of the cores */
+    double local_share = (double)cal_local_ranks(out) / p;
+    cal_curve_set(&out->reduce, i, 3 * bytes, moved * local_share, w[CAL_RED]);
+    cal_curve_set(&out->memcpy, i, 2 * bytes, moved * local_share, w[CAL_COPY]);
     if (p > 1 && !out->use_tcp) {
       uint64_t fused = cal_fused_bytes(i, p);
       double plain_s = shift_s * (double)fused / moved; /* a plain shift of the same size */
