@@ -1231,10 +1231,15 @@ static void bench_model_setup(bench_ctx *ctx) {
       bench_type_names[ctx->opt->types[0]], l->memcpy_gbps);
   printf("# Model curves (GB/s at the working set per rank), per-call overhead %.1f us:",
          l->op_overhead_us);
-  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++)
-    printf(" %lluK link %.2f reduce %.2f memcpy %.2f%s",
+  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
+    printf(" %lluK link %.2f reduce %.2f memcpy %.2f",
            (unsigned long long)(l->link.footprint_bytes[i] >> 10), l->link.gbps[i],
-           l->reduce.gbps[i], l->memcpy.gbps[i], i + 1 < STRATA_HOST_CURVE_POINTS ? ";" : "\n");
+           l->reduce.gbps[i], l->memcpy.gbps[i]);
+    if (l->link_alone.gbps[i] > 0) /* shm only */
+      printf(" lone %.2f dirty %.2f fused %.2f", l->link_alone.gbps[i], l->link_dirty.gbps[i],
+             l->fused.gbps[i]);
+    printf("%s", i + 1 < STRATA_HOST_CURVE_POINTS ? ";" : "\n");
+  }
 }
 
 /* Runs the benchmark on an initialized communicator. Returns the exit status. */

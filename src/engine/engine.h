@@ -63,8 +63,8 @@ struct strata_operation {
   uint32_t *dependents; /* CSR: dependents of step i are dependents[dep_index[i]..dep_index[i+1]) */
   uint32_t *dep_index;
   uint8_t *state;             /* per step: STRATA_STEP_* */
-  strata_xfer *xfers;         /* per step (used by transfer steps) */
-  strata_post_entry *entries; /* per step (used by transfer steps) */
+  strata_xfer *xfers;         /* per step (transfer steps; a sliced local step's offset) */
+  strata_post_entry *entries; /* per step (transfer steps, sliced local steps) */
   uint32_t *ready;            /* per op stack: steps whose dependencies just completed */
   uint32_t *completed;        /* per op stack: transfer steps whose done() ran, not yet processed */
   uint32_t ncompleted;
@@ -102,6 +102,7 @@ struct strata_comm {
   uint64_t coll_seq;
   uint64_t *p2p_send_seq, *p2p_recv_seq;        /* per peer */
   strata_post_queue *send_queues, *recv_queues; /* per peer */
+  strata_post_queue local_queue; /* long COPY/REDUCE steps, run a slice per progress pass */
   double last_progress_s;
   atomic_int error;        /* sticky first error */
   strata_comm_stats stats; /* under lock */

@@ -158,10 +158,16 @@ int strata_host_predict(const strata_host_links *links, strata_coll coll, strata
     rc = strata_schedule_build(&sp, &scheds[r]);
   }
   if (rc == STRATA_OK) {
-    uint64_t footprint_sum = 0;
-    for (int r = 0; r < p; r++) footprint_sum += host_footprint_bytes(&scheds[r], !links->use_tcp);
+    /* the largest rank's: a transfer's rate depends on both ends' buffers, and a rooted call
+     * (broadcast: the root touches its send and receive buffers, the others one) is paced by
+     * the pulls from the root's side */
+    uint64_t footprint = 0;
+    for (int r = 0; r < p; r++) {
+      uint64_t f = host_footprint_bytes(&scheds[r], !links->use_tcp);
+      if (f > footprint) footprint = f;
+    }
     host_rates rates;
-    host_rates_at(links, footprint_sum / (uint64_t)p / host_phases(coll), &rates);
+    host_rates_at(links, footprint / host_phases(coll), &rates);
     strata_sim_model model = {.nranks = p,
                               .link = host_link,
                               .ctx = &rates,
