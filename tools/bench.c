@@ -1240,6 +1240,11 @@ static void bench_model_setup(bench_ctx *ctx) {
              l->fused.gbps[i]);
     printf("%s", i + 1 < STRATA_HOST_CURVE_POINTS ? ";" : "\n");
   }
+  if (l->host_cores > 0 && l->nranks > l->host_cores)
+    printf(
+        "# Model: more ranks than cores. The model gives each rank's engine thread a core and\n"
+        "# shares them by how many ranks are busy when a step starts; which rank the scheduler\n"
+        "# runs is not modelled: expect wider errors than with a core per rank (docs/model.md).\n");
 }
 
 /* Runs the benchmark on an initialized communicator. Returns the exit status. */

@@ -12,8 +12,8 @@
  *
  * Why curves: a copy over buffers a core's L2 holds runs at tens of GB/s, one that streams from
  * DRAM at a few (docs/model.md has this host's figures). Each rate is measured at
- * STRATA_HOST_CURVE_POINTS sizes, 256 KiB to 64 MiB per rank, each repeated over the same
- * buffers as a benchmark repeats a call, and host.c reads the curve at the call's own working
+ * STRATA_HOST_CURVE_POINTS sizes, 256 KiB to 64 MiB per rank (x4), each repeated over the
+ * same buffers as a benchmark repeats a call, and host.c reads the curve at the call's own working
  * set. Nothing here is fitted to the benchmark rows it will predict: the points are fixed sizes,
  * measured by microbenchmarks before any row runs.
  *
@@ -92,6 +92,15 @@ static int cal_shift(strata_comm *comm, const char *out, char *in, size_t bytes,
   }
   free(reqs);
   return rc;
+}
+
+/* Bytes per rank of calibration point i: STRATA_HOST_CALIBRATE_MIN_BYTES quadrupling up to
+ * STRATA_HOST_CALIBRATE_BYTES. Doubling (9 points) was tried: it read the 1 MiB rows at the
+ * L2 rates of a 1 MiB point, which calls between two cores do not reach (2 ranks, predicted /
+ * measured: reduce-scatter over TCP 1.50-1.75, allgather over shm 1.39-1.53; quadrupling
+ * 1.23-1.33 and 1.03-1.24 the same hour). */
+static uint64_t cal_point_bytes(int i) {
+  return STRATA_HOST_CALIBRATE_MIN_BYTES << (2 * i);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -190,7 +199,7 @@ static int cal_engine_shift_s(strata_comm *comm, char *buf, size_t block, double
  * a ring shift of X from one buffer into another. TCP: the allgather above, whose p blocks must
  * fit one calibration buffer. */
 static void cal_shift_geometry(int i, int nranks, int tcp, uint64_t *moved, uint64_t *footprint) {
-  uint64_t bytes = STRATA_HOST_CALIBRATE_MIN_BYTES << (2 * i);
+  uint64_t bytes = cal_point_bytes(i);
   if (!tcp || nranks < 2) {
     *moved = bytes;
     *footprint = 2 * bytes;
@@ -200,7 +209,9 @@ static void cal_shift_geometry(int i, int nranks, int tcp, uint64_t *moved, uint
            most = STRATA_HOST_CALIBRATE_BYTES / (uint64_t)nranks;
   if (block > most) block = most;
   *moved = block * (uint64_t)(nranks - 1);
-  *footprint = block * (uint64_t)nranks;
+  /* the buffer, and what crosses the kernel's socket buffers both ways (host.c counts a call's
+   * transfers alike: 2 ranks, 1 MiB reduce-scatter 1.13 -> 1.01, allreduce 1.26 -> 1.21) */
+  *footprint = block * (uint64_t)nranks + 2 * *moved;
 }
 
 typedef enum cal_local_kind { CAL_MEMCPY, CAL_REDUCE } cal_local_kind;
@@ -291,7 +302,7 @@ enum { CAL_SHIFT = 0, CAL_RED, CAL_COPY, CAL_FUSED_SHIFT, CAL_LONE, CAL_DIRTY, C
 /* The bytes per rank of point i's fused shift: the reduce-scatter's send buffer (p of them)
  * must fit the calibration buffer. */
 static size_t cal_fused_bytes(int i, int nranks) {
-  size_t bytes = (size_t)(STRATA_HOST_CALIBRATE_MIN_BYTES << (2 * i));
+  size_t bytes = (size_t)cal_point_bytes(i);
   size_t most = (size_t)STRATA_HOST_CALIBRATE_BYTES / (size_t)nranks / 64 * 64;
   return bytes < most ? bytes : most;
 }
@@ -312,8 +323,7 @@ static int cal_local_ranks(const strata_host_links *links) {
 static int cal_point(strata_comm *comm, const strata_host_links *links, strata_dtype dtype,
                      strata_op op, char *a, char *b, char *c, int i, double s[CAL_FIGURES]) {
   strata_reduce_fn kernel = strata_reduce_kernel(dtype, op);
-  size_t elem = strata_dtype_size(dtype),
-         bytes = (size_t)(STRATA_HOST_CALIBRATE_MIN_BYTES << (2 * i));
+  size_t elem = strata_dtype_size(dtype), bytes = (size_t)cal_point_bytes(i);
   int rc = strata_barrier(comm);
   if (!rc && strata_comm_rank(comm) < cal_local_ranks(links)) {
     s[CAL_RED] = cal_local_s(CAL_REDUCE, kernel, elem, c, a, b, bytes);
@@ -357,7 +367,7 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
                             double worst[][CAL_FIGURES]) {
   int p = out->nranks;
   for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
-    uint64_t bytes = STRATA_HOST_CALIBRATE_MIN_BYTES << (2 * i);
+    uint64_t bytes = cal_point_bytes(i);
     double moved = (double)bytes, *w = worst[i];
     uint64_t shift_moved, shift_footprint;
     cal_shift_geometry(i, p, out->use_tcp, &shift_moved, &shift_footprint);

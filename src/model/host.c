@@ -61,24 +61,29 @@ static void extent_add(uint64_t lo_hi[3][2], strata_bufref ref, uint64_t bytes) 
 }
 
 /* The working set of one rank's call: the bytes of its send, receive and scratch buffers its
- * steps read or write (a fused shm pull never touches the staging scratch). Repeated calls over
- * the same buffers, as a benchmark makes them, keep that much hot: whether it fits a cache
- * decides the rates (docs/model.md). */
-static uint64_t host_footprint_bytes(const strata_schedule *sched, int fused) {
-  uint64_t lo_hi[3][2] = {{0, 0}, {0, 0}, {0, 0}};
+ * steps read or write (a fused shm pull never touches the staging scratch), and over TCP
+ * (tcp != 0) also every byte it sends or receives, which passes through the kernel's socket
+ * buffers on the same core (calibrate.c counts its shifts alike). Repeated calls over the same
+ * buffers, as a benchmark makes them, keep that much hot: whether it fits a cache decides the
+ * rates (docs/model.md). */
+static uint64_t host_footprint_bytes(const strata_schedule *sched, int tcp) {
+  uint64_t lo_hi[3][2] = {{0, 0}, {0, 0}, {0, 0}}, kernel = 0;
   for (uint32_t i = 0; i < sched->nsteps; i++) {
     const strata_step *st = &sched->steps[i];
     switch (st->kind) {
       case STRATA_STEP_SEND:
         extent_add(lo_hi, st->src, st->bytes);
+        kernel += st->bytes;
         break;
       case STRATA_STEP_RECV:
         extent_add(lo_hi, st->dst, st->bytes);
+        kernel += st->bytes;
         break;
       case STRATA_STEP_RECV_REDUCE:
         extent_add(lo_hi, st->src, st->bytes);
         extent_add(lo_hi, st->dst, st->bytes);
-        if (!fused) extent_add(lo_hi, st->staging, st->bytes);
+        if (tcp) extent_add(lo_hi, st->staging, st->bytes);
+        kernel += st->bytes;
         break;
       case STRATA_STEP_REDUCE:
         extent_add(lo_hi, st->src2, st->bytes);
@@ -91,7 +96,8 @@ static uint64_t host_footprint_bytes(const strata_schedule *sched, int fused) {
         break;
     }
   }
-  return (lo_hi[0][1] - lo_hi[0][0]) + (lo_hi[1][1] - lo_hi[1][0]) + (lo_hi[2][1] - lo_hi[2][0]);
+  return (tcp ? kernel : 0) + (lo_hi[0][1] - lo_hi[0][0]) + (lo_hi[1][1] - lo_hi[1][0]) +
+         (lo_hi[2][1] - lo_hi[2][0]);
 }
 
 /* An allreduce's two phases touch its buffers in turn: the reduce-scatter reads the send buffer
@@ -163,7 +169,7 @@ int strata_host_predict(const strata_host_links *links, strata_coll coll, strata
      * the pulls from the root's side */
     uint64_t footprint = 0;
     for (int r = 0; r < p; r++) {
-      uint64_t f = host_footprint_bytes(&scheds[r], !links->use_tcp);
+      uint64_t f = host_footprint_bytes(&scheds[r], links->use_tcp);
       if (f > footprint) footprint = f;
     }
     host_rates rates;

@@ -69,11 +69,11 @@ double strata_host_curve_gbps(const strata_host_curve *curve, uint64_t footprint
 /* Measure `out` on `comm` (collective: every rank calls it). The reduction kernel is timed on
  * `dtype` and `op`. α: ring shifts of 8 bytes (each rank sends to rank+1 and receives from
  * rank-1 at once); link: ring shifts at each calibration size, converted to the rate of one
- * transfer on the core(s) it holds (shm: the puller's; TCP: both ends'); γ, memcpy and the fused
- * reduction: local, on every rank at once, so ranks that share a core see it. Sizes run from
- * STRATA_HOST_CALIBRATE_MIN_BYTES up by 4x to STRATA_HOST_CALIBRATE_BYTES. Each figure is the
- * median of a few repetitions, the slowest rank's. Returns STRATA_OK or the error of a failed
- * collective. Never uses the collectives it will predict to measure a rate. */
+ * transfer on the core(s) it holds (shm: the puller's; TCP: both ends'); γ and memcpy: local, one
+ * rank per core at once (calibrate.c); the fused reduction: through the engine, every rank at
+ * once. Sizes run from STRATA_HOST_CALIBRATE_MIN_BYTES up by 4x to STRATA_HOST_CALIBRATE_BYTES.
+ * Each figure is the median of a few repetitions, the slowest rank's. Returns STRATA_OK or the
+ * error of a failed collective. Never uses the collectives it will predict to measure a rate. */
 #define STRATA_HOST_CALIBRATE_MIN_BYTES ((uint64_t)256 << 10)
 #define STRATA_HOST_CALIBRATE_BYTES ((uint64_t)64 << 20)
 /* registered: measure with buffers from strata_mem_alloc (peers of one host read them
