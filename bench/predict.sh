@@ -9,16 +9,18 @@
 # whose every run lies inside [1-T, 1+T] (T = 0.25) and the count whose median does. Ranks run under `nice -n -20` when allowed (root), which takes the
 # cores back from other work on a shared host but not the caches or the memory bus.
 #
+# `bench/predict.sh --rescore DIR` measures nothing: it re-scores the runs saved in DIR with the
+# model of this build (BUILD/strata-repredict, bench/repredict.c), against the same measured rows,
+# so a model change is judged on the rows the previous model was judged on.
+#
 # Environment: BUILD (default build), RUNS (default 2), ITERS (default 5), T (default 0.25),
 # COLLS (default "allreduce reduce_scatter allgather broadcast"), RANKS (default "2 4"),
 # TRANSPORTS (default "shm tcp"), MAXBYTES (default 256M). Output: a table on stdout, the raw
 # JSON under bench/results/predict-<date>/.
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(dirname "$here")
-BUILD=${BUILD:-$root/build}
-[[ $BUILD = /* ]] || BUILD=$root/$BUILD
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+case ${BUILD:=build} in /*) ;; *) BUILD=$root/$BUILD ;; esac # relative: to the project root
 STRATA=$BUILD/strata
 RUNS=${RUNS:-2}
 ITERS=${ITERS:-5}
@@ -29,13 +31,25 @@ TRANSPORTS=${TRANSPORTS:-shm tcp}
 MAXBYTES=${MAXBYTES:-256M}
 
 [ -x "$STRATA" ] || { echo "bench/predict.sh: $STRATA not built (make build)" >&2; exit 1; }
-out=$root/bench/results/predict-$(date -u +%Y%m%d-%H%M%S)
-mkdir -p "$out"
+rescore=""
+if [ "${1:-}" = --rescore ]; then
+  out=${2:?usage: bench/predict.sh --rescore DIR}
+  rescore=$BUILD/strata-repredict
+  [ -d "$out" ] || { echo "bench/predict.sh: $out is not a directory" >&2; exit 2; }
+  [ -x "$rescore" ] || { echo "bench/predict.sh: $rescore not built" >&2; exit 1; }
+  RUNS=$(find "$out" -name '*.txt' | sed 's/.*-\([0-9]*\)\.txt$/\1/' | sort -n | tail -1)
+  [ -n "$RUNS" ] || { echo "bench/predict.sh: no runs in $out" >&2; exit 2; }
+  echo "# bench/predict.sh --rescore $out with the model of $BUILD"
+else
+  out=$root/bench/results/predict-$(date -u +%Y%m%d-%H%M%S)
+  mkdir -p "$out"
+fi
 nice_cmd=()
 if nice -n -20 true 2>/dev/null; then nice_cmd=(nice -n -20); fi
 
-echo "# bench/predict.sh $(date -u +%FT%TZ) host $(hostname) cores $(nproc) load $(cut -d' ' -f1-3 /proc/loadavg)"
+[ -n "$rescore" ] || echo "# bench/predict.sh $(date -u +%FT%TZ) host $(hostname) cores $(nproc) load $(cut -d' ' -f1-3 /proc/loadavg)"
 for run in $(seq 1 "$RUNS"); do
+  [ -z "$rescore" ] || break
   for coll in $COLLS; do
     for n in $RANKS; do
       for tr in $TRANSPORTS; do
@@ -54,22 +68,29 @@ for run in $(seq 1 "$RUNS"); do
 done
 
 # The table: one row per configuration, one cell per size, every run's ratio.
-python3 - "$out" "$T" "$RUNS" <<'EOF'
-import json, os, sys, statistics
-out, t, runs = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+python3 - "$out" "$T" "$RUNS" "$rescore" <<'EOF'
+import json, os, subprocess, sys, statistics
+out, t, runs, rescore = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 cells = {}  # (coll, n, tr) -> size -> [ratio per run]
+def add(coll, n, tr, size, meas, pred):
+    if pred and meas > 0:
+        cells.setdefault((coll, int(n), tr), {}).setdefault(size, []).append(pred / meas)
 for name in sorted(os.listdir(out)):
-    if not name.endswith(".json"):
-        continue
-    coll, n, tr, _run = name[:-5].rsplit("-", 3)
-    with open(os.path.join(out, name)) as fh:
-        doc = json.load(fh)
-    for row in doc["results"]:
-        meas = row["out_of_place"]["busbw_gbps"]
-        pred = row.get("predicted_busbw_gbps")
-        if not pred or meas <= 0:
-            continue
-        cells.setdefault((coll, int(n), tr), {}).setdefault(row["size_bytes"], []).append(pred / meas)
+    if rescore and name.endswith(".txt"):  # the rows this run measured, this build's model
+        coll, n, tr, _run = name[:-4].rsplit("-", 3)
+        got = subprocess.run([rescore, os.path.join(out, name), coll], capture_output=True, text=True)
+        if got.returncode != 0:
+            sys.exit(f"bench/predict.sh: {name}: {got.stderr.strip()}")
+        for line in got.stdout.splitlines():
+            size, meas, _printed, pred = line.split()
+            add(coll, n, tr, int(size), float(meas), float(pred))
+    elif not rescore and name.endswith(".json"):
+        coll, n, tr, _run = name[:-5].rsplit("-", 3)
+        with open(os.path.join(out, name)) as fh:
+            doc = json.load(fh)
+        for row in doc["results"]:
+            add(coll, n, tr, row["size_bytes"], row["out_of_place"]["busbw_gbps"],
+                row.get("predicted_busbw_gbps"))
 sizes = sorted({s for c in cells.values() for s in c})
 def mib(s):
     return f"{s >> 20} MiB" if s >= 1 << 20 else f"{s >> 10} KiB"
@@ -92,5 +113,8 @@ for key in sorted(cells, key=lambda k: (["allreduce", "reduce_scatter", "allgath
         row.append(txt if all(inside) else f"**{txt}**")
     print(f"| {key[0]}, {key[1]}, {key[2]} | " + " | ".join(row) + " |")
 print(f"\n{all_in} of {total} cells inside in every run; {med_in} of {total} by their median")
+for ranks in sorted({k[1] for k in cells}):
+    sub = [statistics.median(r) for k, c in cells.items() if k[1] == ranks for r in c.values()]
+    print(f"{ranks} ranks: {sum(1 - t <= m <= 1 + t for m in sub)} of {len(sub)} by their median")
 print(f"raw: {out}")
 EOF

@@ -15,6 +15,10 @@
 # 1-4 MiB on this kind of host, and the negative control below re-scores the very same rows
 # with the prediction scaled by 2.5 and requires the band to reject them.
 #
+# The first run's printed calibration is also fed to build/strata-repredict, which must give the
+# printed prediction back (within the 2 decimals the curves are printed with): the header holds
+# every figure the model used, so saved runs can be re-scored (bench/predict.sh --rescore).
+#
 # A loaded host gets one rerun per transport; a host whose load average exceeds twice its cores
 # skips the accuracy check (still checks the column). Runs are time-bounded, stay on loopback.
 set -uo pipefail
@@ -80,6 +84,15 @@ for shm in 1 0; do
       ok=2
       break
     }
+    # the printed calibration is the whole model input: this build's model re-run on the printed
+    # curves (bench/repredict.c) gives the printed column back (curves print 2 decimals: 3%)
+    if [ "$attempt" = 1 ] && ! "$build/strata-repredict" "$tmp/$name.1" allreduce >"$tmp/$name.re" 2>&1; then
+      fail "$name: strata-repredict: $(tail -1 "$tmp/$name.re")"
+    elif [ "$attempt" = 1 ] && ! awk '{ r = $4 / $3; if (r < 0.97 || r > 1.03 || NF != 4) bad = 1; n++ }
+                                     END { exit bad || n != 4 }' "$tmp/$name.re"; then
+      fail "$name: the printed curves do not give the printed prediction back:"
+      cat "$tmp/$name.re"
+    fi
     verdict=$(judge 1 <<<"$rows")
     good=$?
     echo "$name attempt $attempt (load $(cut -d' ' -f1 /proc/loadavg)): predicted/measured $verdict"

@@ -99,7 +99,7 @@ static int cal_shift(strata_comm *comm, const char *out, char *in, size_t bytes,
  * L2 rates of a 1 MiB point, which calls between two cores do not reach (2 ranks, predicted /
  * measured: reduce-scatter over TCP 1.50-1.75, allgather over shm 1.39-1.53; quadrupling
  * 1.23-1.33 and 1.03-1.24 the same hour). */
-static uint64_t cal_point_bytes(int i) {
+uint64_t strata_host_point_bytes(int i) {
   return STRATA_HOST_CALIBRATE_MIN_BYTES << (2 * i);
 }
 
@@ -199,7 +199,7 @@ static int cal_engine_shift_s(strata_comm *comm, char *buf, size_t block, double
  * a ring shift of X from one buffer into another. TCP: the allgather above, whose p blocks must
  * fit one calibration buffer. */
 static void cal_shift_geometry(int i, int nranks, int tcp, uint64_t *moved, uint64_t *footprint) {
-  uint64_t bytes = cal_point_bytes(i);
+  uint64_t bytes = strata_host_point_bytes(i);
   if (!tcp || nranks < 2) {
     *moved = bytes;
     *footprint = 2 * bytes;
@@ -302,7 +302,7 @@ enum { CAL_SHIFT = 0, CAL_RED, CAL_COPY, CAL_FUSED_SHIFT, CAL_LONE, CAL_DIRTY, C
 /* The bytes per rank of point i's fused shift: the reduce-scatter's send buffer (p of them)
  * must fit the calibration buffer. */
 static size_t cal_fused_bytes(int i, int nranks) {
-  size_t bytes = (size_t)cal_point_bytes(i);
+  size_t bytes = (size_t)strata_host_point_bytes(i);
   size_t most = (size_t)STRATA_HOST_CALIBRATE_BYTES / (size_t)nranks / 64 * 64;
   return bytes < most ? bytes : most;
 }
@@ -323,7 +323,7 @@ static int cal_local_ranks(const strata_host_links *links) {
 static int cal_point(strata_comm *comm, const strata_host_links *links, strata_dtype dtype,
                      strata_op op, char *a, char *b, char *c, int i, double s[CAL_FIGURES]) {
   strata_reduce_fn kernel = strata_reduce_kernel(dtype, op);
-  size_t elem = strata_dtype_size(dtype), bytes = (size_t)cal_point_bytes(i);
+  size_t elem = strata_dtype_size(dtype), bytes = (size_t)strata_host_point_bytes(i);
   int rc = strata_barrier(comm);
   if (!rc && strata_comm_rank(comm) < cal_local_ranks(links)) {
     s[CAL_RED] = cal_local_s(CAL_REDUCE, kernel, elem, c, a, b, bytes);
@@ -367,7 +367,7 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
                             double worst[][CAL_FIGURES]) {
   int p = out->nranks;
   for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
-    uint64_t bytes = cal_point_bytes(i);
+    uint64_t bytes = strata_host_point_bytes(i);
     double moved = (double)bytes, *w = worst[i];
     uint64_t shift_moved, shift_footprint;
     cal_shift_geometry(i, p, out->use_tcp, &shift_moved, &shift_footprint);

@@ -348,7 +348,9 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
                          const strata_sim_link *link) {
   int q = st->peer;
   double bw = link->gbps > 0 ? link->gbps : 1e-9, alone = link->alone_gbps;
-  if (link->pull && link->dirty_gbps > 0 && st->src.buf != STRATA_BUF_SEND) {
+  int hot = st->src.buf != STRATA_BUF_SEND ||
+            (st->src.offset < link->send_hot_hi && st->src.offset + st->bytes > link->send_hot_lo);
+  if (link->pull && link->dirty_gbps > 0 && hot) {
     alone *= link->dirty_gbps / bw; /* the lone pull slows alike */
     bw = link->dirty_gbps;
   }

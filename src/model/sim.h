@@ -37,6 +37,11 @@ typedef struct strata_sim_link {
                         under way; gbps is then the rate with every rank pulling at once, and a
                         pull that starts while k transfers run (itself included) moves at
                         min(alone_gbps, gbps * nranks / k). 0 = gbps whatever runs. */
+  /* one_core_per_rank, pulls: bytes [send_hot_lo, send_hot_hi) of the sender's send buffer are
+   * read by its own local steps (a COPY or REDUCE: an out-of-place allgather's own block, a
+   * broadcast root's buffer), so they sit in the sender's core's cache; a pull of them is costed
+   * at dirty_gbps too. Empty when lo >= hi. */
+  uint64_t send_hot_lo, send_hot_hi;
 } strata_sim_link;
 
 typedef void (*strata_sim_link_fn)(void *ctx, int src, int dst, strata_sim_link *out);

@@ -1,0 +1,155 @@
+/*
+ * repredict.c — score the host model of this build against rows an earlier `strata bench
+ * --predict` run measured (bench/predict.sh --rescore DIR uses it).
+ *
+ * Usage: strata-repredict FILE COLL
+ *   FILE  the text output of `strata bench COLL ... --predict` (rank 0's stdout)
+ *   COLL  allreduce, reduce_scatter, allgather or broadcast (float32 rows)
+ * Prints one line per row: size, measured out-of-place busbw, the busbw that run printed, and
+ * the busbw this build's strata_host_predict gives for the links that run calibrated (its
+ * `# Model` and `# Model curves` lines). The calibration is per point as calibrate.c defines it:
+ * the printed footprint belongs to the link curve, the others follow from the point's size.
+ *
+ * Why: a model change can then be judged on the very rows the last one was judged on, instead
+ * of on a new sweep whose measurement moved (docs/model.md, "Agreement": a cell's measurement
+ * spans more than 25% over three runs in 5-8 of 40 two-rank cells). Exit status 2 on a file it
+ * cannot read (no model lines, a malformed curve).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/host.h"
+
+#define LINE_BYTES 8192
+
+static int parse_coll(const char *name, strata_coll *out) {
+  static const struct {
+    const char *name;
+    strata_coll coll;
+  } known[] = {{"allreduce", STRATA_COLL_ALLREDUCE},
+               {"reduce_scatter", STRATA_COLL_REDUCE_SCATTER},
+               {"allgather", STRATA_COLL_ALLGATHER},
+               {"broadcast", STRATA_COLL_BROADCAST}};
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+    if (!strcmp(name, known[i].name)) {
+      *out = known[i].coll;
+      return 0;
+    }
+  return -1;
+}
+
+/* "# Model (--predict): one host, N ranks on C cores, tcp|shm ..., chunk B B; ... alpha A us" */
+static int parse_model_line(const char *line, strata_host_links *l) {
+  const char *host = strstr(line, "one host, "), *chunk = strstr(line, "chunk "),
+             *alpha = strstr(line, "alpha ");
+  unsigned long long chunk_bytes = 0;
+  if (!host || !chunk || !alpha ||
+      sscanf(host, "one host, %d ranks on %d cores", &l->nranks, &l->host_cores) != 2 ||
+      sscanf(chunk, "chunk %llu", &chunk_bytes) != 1 ||
+      sscanf(alpha, "alpha %lf", &l->alpha_us) != 1)
+    return -1;
+  l->chunk_bytes = chunk_bytes;
+  l->use_tcp = strstr(line, ", tcp,") != NULL;
+  return l->nranks >= 2 ? 0 : -1;
+}
+
+/* "# Model curves ..., per-call overhead O us: 512K link L reduce R memcpy M [lone . dirty .
+ * fused .]; ..." — point i moved strata_host_point_bytes(i) per rank. */
+static int parse_curves_line(const char *line, strata_host_links *l) {
+  const char *over = strstr(line, "overhead "), *q = strstr(line, "us:");
+  if (!over || !q || sscanf(over, "overhead %lf", &l->op_overhead_us) != 1) return -1;
+  q += 3;
+  int p = l->nranks;
+  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
+    unsigned long long kib;
+    double link, reduce, memcpy_gbps, lone = 0, dirty = 0, fused = 0;
+    int used = 0;
+    if (sscanf(q, " %lluK link %lf reduce %lf memcpy %lf%n", &kib, &link, &reduce, &memcpy_gbps,
+               &used) != 4)
+      return -1;
+    q += used;
+    if (sscanf(q, " lone %lf dirty %lf fused %lf%n", &lone, &dirty, &fused, &used) == 3) q += used;
+    const char *next = strchr(q, ';');
+    if (next) q = next + 1;
+    uint64_t bytes = strata_host_point_bytes(i);
+    l->link.footprint_bytes[i] = (uint64_t)kib << 10;
+    l->link.gbps[i] = link;
+    l->reduce.footprint_bytes[i] = 3 * bytes;
+    l->reduce.gbps[i] = reduce;
+    l->memcpy.footprint_bytes[i] = 2 * bytes;
+    l->memcpy.gbps[i] = memcpy_gbps;
+    if (lone > 0) { /* shm: calibrate.c's lone, dirty and fused points */
+      uint64_t most = STRATA_HOST_CALIBRATE_BYTES / (uint64_t)p / 64 * 64;
+      uint64_t fused_bytes = bytes < most ? bytes : most;
+      l->link_alone.footprint_bytes[i] = l->link_dirty.footprint_bytes[i] = 2 * bytes;
+      l->link_alone.gbps[i] = lone;
+      l->link_dirty.gbps[i] = dirty;
+      l->fused.footprint_bytes[i] = (uint64_t)(p + 1) * fused_bytes;
+      l->fused.gbps[i] = fused;
+    }
+  }
+  int last = STRATA_HOST_CURVE_POINTS - 1;
+  l->link_gbps = l->link.gbps[last];
+  l->reduce_gbps = l->reduce.gbps[last];
+  l->memcpy_gbps = l->memcpy.gbps[last];
+  return l->link_gbps > 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+  strata_coll coll;
+  if (argc != 3 || parse_coll(argv[2], &coll) != 0) {
+    fprintf(stderr, "usage: strata-repredict FILE allreduce|reduce_scatter|allgather|broadcast\n");
+    return 2;
+  }
+  FILE *f = fopen(argv[1], "r");
+  if (!f) {
+    perror(argv[1]);
+    return 2;
+  }
+  strata_host_links links;
+  memset(&links, 0, sizeof links);
+  char line[LINE_BYTES];
+  int have_model = 0, have_curves = 0, rows = 0, status = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (!strncmp(line, "# Model (--predict):", 20)) {
+      have_model = parse_model_line(line, &links) == 0;
+      continue;
+    }
+    if (!strncmp(line, "# Model curves", 14)) {
+      have_curves = have_model && parse_curves_line(line, &links) == 0;
+      continue;
+    }
+    if (line[0] == '#' || !have_curves) continue;
+    unsigned long long size, count;
+    char type[32], op[32], wrong_oop[32], wrong_ip[32];
+    int root;
+    double t_oop, alg_oop, bus_oop, t_ip, alg_ip, bus_ip, printed;
+    if (sscanf(line, "%llu %llu %31s %31s %d %lf %lf %lf %31s %lf %lf %lf %31s %lf", &size, &count,
+               type, op, &root, &t_oop, &alg_oop, &bus_oop, wrong_oop, &t_ip, &alg_ip, &bus_ip,
+               wrong_ip, &printed) != 14 ||
+        strcmp(type, "float"))
+      continue;
+    double us = 0;
+    int p = links.nranks;
+    if (strata_host_predict(&links, coll, STRATA_ALGO_AUTO, count, 4, root < 0 ? 0 : root, &us) !=
+            STRATA_OK ||
+        us <= 0) {
+      fprintf(stderr, "%s: no prediction for the %llu-byte row\n", argv[1], size);
+      status = 2;
+      continue;
+    }
+    /* nccl-tests' bus bandwidth factors (docs/bench.md) */
+    double factor = coll == STRATA_COLL_ALLREDUCE   ? 2.0 * (p - 1) / p
+                    : coll == STRATA_COLL_BROADCAST ? 1.0
+                                                    : (double)(p - 1) / p;
+    printf("%llu %.4f %.4f %.4f\n", size, bus_oop, printed, (double)size / us / 1e3 * factor);
+    rows++;
+  }
+  fclose(f);
+  if (!have_curves || rows == 0) {
+    fprintf(stderr, "%s: no `# Model` lines or no float rows with a model column\n", argv[1]);
+    return 2;
+  }
+  return status;
+}
