@@ -79,7 +79,10 @@ static int parse_curves_line(const char *line, strata_host_links *l) {
     l->reduce.gbps[i] = reduce;
     l->memcpy.footprint_bytes[i] = 2 * bytes;
     l->memcpy.gbps[i] = memcpy_gbps;
-    if (lone > 0) { /* shm: calibrate.c's lone, dirty and fused points */
+    if (lone > 0 && l->use_tcp) { /* TCP: the one-way stream, at the link's footprints */
+      l->link_alone.footprint_bytes[i] = l->link.footprint_bytes[i];
+      l->link_alone.gbps[i] = lone;
+    } else if (lone > 0) { /* shm: calibrate.c's lone, dirty and fused points */
       uint64_t most = STRATA_HOST_CALIBRATE_BYTES / (uint64_t)p / 64 * 64;
       uint64_t fused_bytes = bytes < most ? bytes : most;
       l->link_alone.footprint_bytes[i] = l->link_dirty.footprint_bytes[i] = 2 * bytes;

@@ -1235,7 +1235,7 @@ static void bench_model_setup(bench_ctx *ctx) {
     printf(" %lluK link %.2f reduce %.2f memcpy %.2f",
            (unsigned long long)(l->link.footprint_bytes[i] >> 10), l->link.gbps[i],
            l->reduce.gbps[i], l->memcpy.gbps[i]);
-    if (l->link_alone.gbps[i] > 0) /* shm only */
+    if (l->link_alone.gbps[i] > 0) /* TCP: a one-way stream; shm: a lone pull, and the rest */
       printf(" lone %.2f dirty %.2f fused %.2f", l->link_alone.gbps[i], l->link_dirty.gbps[i],
              l->fused.gbps[i]);
     printf("%s", i + 1 < STRATA_HOST_CURVE_POINTS ? ";" : "\n");

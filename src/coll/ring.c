@@ -283,9 +283,8 @@ int strata_build_broadcast_ring(const strata_sched_params *p, strata_schedule *s
     const uint64_t off = first * p->elem_size, bytes = len * p->elem_size;
     if (vr == 0) {
       root_sent[rd] = chain_head_send(s, next, off, bytes, root_sent, rd);
-      /* The root's own copy goes a chunk at a time behind its sends, not as one step up
-       * front: a local step holds the engine thread, and over TCP that thread also feeds the
-       * socket (a 256 MiB copy is ~40 ms at this host's 7 GB/s, the stream unfed meanwhile). */
+      /* The root's own copy goes a chunk at a time, each chunk once it has left: the first
+       * sends never wait behind a copy of the whole buffer on the thread that feeds them. */
       if (!p->in_place && strata_schedule_status(s) == STRATA_OK) {
         uint32_t left = (uint32_t)root_sent[rd];
         strata_sched_copy(s, strata_ref(STRATA_BUF_SEND, off), strata_ref(STRATA_BUF_RECV, off),

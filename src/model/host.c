@@ -25,6 +25,7 @@
 typedef struct host_rates {
   const strata_host_links *links;
   double link_gbps, reduce_gbps, memcpy_gbps, fused_gbps, alone_gbps, dirty_gbps;
+  double tx_gbps, rx_gbps; /* TCP: the sender's and the receiver's copy (sim.h); 0 = link */
   uint64_t (*send_hot)[2]; /* per rank: the send-buffer bytes its own local steps read */
 } host_rates;
 
@@ -51,6 +52,8 @@ static void host_link(void *ctx, int src, int dst, strata_sim_link *out) {
   out->pull = !rates->links->use_tcp;
   out->alone_gbps = out->pull ? rates->alone_gbps : 0;
   out->dirty_gbps = out->pull ? rates->dirty_gbps : 0;
+  out->tx_gbps = out->pull ? 0 : rates->tx_gbps;
+  out->rx_gbps = out->pull ? 0 : rates->rx_gbps;
   out->send_hot_lo = rates->send_hot ? rates->send_hot[src][0] : 0;
   out->send_hot_hi = rates->send_hot ? rates->send_hot[src][1] : 0;
 }
@@ -150,6 +153,16 @@ static void host_rates_at(const strata_host_links *links, uint64_t footprint_byt
   out->fused_gbps = strata_host_curve_gbps(&links->fused, footprint_bytes);
   out->alone_gbps = strata_host_curve_gbps(&links->link_alone, link_at);
   out->dirty_gbps = strata_host_curve_gbps(&links->link_dirty, link_at);
+  /* TCP: the two-way link rate is the mean of a sender's and a receiver's copy (2X per core in
+   * T); the one-way (lone) rate is the sender's, so the receiver's copy takes the rest of the
+   * time: 1/rx = 2/link - 1/tx, at most 10x faster than the sender's. */
+  out->tx_gbps = out->rx_gbps = 0;
+  if (links->use_tcp && out->alone_gbps > 0 && out->link_gbps > 0) {
+    double tx = out->alone_gbps < out->link_gbps ? out->alone_gbps : out->link_gbps;
+    double rx_per_gb = 2 / out->link_gbps - 1 / tx, floor_per_gb = 0.1 / tx;
+    out->tx_gbps = tx;
+    out->rx_gbps = 1 / (rx_per_gb > floor_per_gb ? rx_per_gb : floor_per_gb);
+  }
   /* links filled by hand (tests, older callers): the single figures */
   if (out->link_gbps <= 0) out->link_gbps = links->link_gbps;
   if (out->reduce_gbps <= 0) out->reduce_gbps = links->reduce_gbps;

@@ -49,8 +49,10 @@ typedef struct strata_host_links {
    * block just pulled and still in L2), an extra pass on the receiver's core. */
   strata_host_curve link, reduce, memcpy, fused;
   /* shm, 2+ ranks: one pull while every other rank idles (rank 1 from rank 0). `link` is measured
-   * with every rank pulling at once; on this host two pulls at once each ran at about half of a
-   * lone one (2 ranks, 16 MiB: allgather 6.0 GB/s, broadcast 11.3). Empty over TCP. */
+   * with every rank pulling at once; on this host two pulls at once each ran somewhat slower
+   * than a lone one (2 ranks, 16 MiB: 6.6 against 10.2 GB/s, session 6). TCP: the sending core's
+   * rate in a one-way stream from rank 0 to rank 1 (host.c splits the two-way link rate into a
+   * sender's and a receiver's copy with it), at the link curve's footprints. */
   strata_host_curve link_alone;
   /* shm: ring shifts whose source its owner has just written (still in that core's cache, so
    * every line crosses from the other core): 512 KiB measured 9.4 GB/s against 28.6 from a

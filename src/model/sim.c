@@ -364,12 +364,13 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
   } else {
     share = core_share(s, mover, start);
   }
-  double end = start + (double)st->bytes / (bw * share * 1e3);
+  double tx = !link->pull && link->tx_gbps > 0 ? link->tx_gbps : bw;
+  double end = start + (double)st->bytes / (tx * share * 1e3);
   if (link->pull && s->model->fused_reduce_gbps > 0 && sim_is_recv_reduce(s, s->match[g]))
     end += (double)st->bytes / (s->model->fused_reduce_gbps * share * 1e3);
   s->cpu_free[mover] = s->xfer_free[mover] = end;
   s->fused[s->match[g]] = (uint8_t)(link->pull != 0);
-  s->copy_out_gbps[s->match[g]] = link->pull ? 0 : bw;
+  s->copy_out_gbps[s->match[g]] = link->pull ? 0 : link->rx_gbps > 0 ? link->rx_gbps : bw;
   return sim_delivered(s, st, g, end, link->alpha_us);
 }
 

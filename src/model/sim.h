@@ -42,6 +42,10 @@ typedef struct strata_sim_link {
    * broadcast root's buffer), so they sit in the sender's core's cache; a pull of them is costed
    * at dirty_gbps too. Empty when lo >= hi. */
   uint64_t send_hot_lo, send_hot_hi;
+  /* one_core_per_rank, not pulls (TCP): the sender's core copies a message in at tx_gbps, the
+   * receiver's copies it out at rx_gbps (loopback's sending core also runs the receive side's
+   * protocol work, so tx < rx). 0 = gbps. */
+  double tx_gbps, rx_gbps;
 } strata_sim_link;
 
 typedef void (*strata_sim_link_fn)(void *ctx, int src, int dst, strata_sim_link *out);
