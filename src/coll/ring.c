@@ -28,8 +28,7 @@
  *    here, so a large allgather keeps a bounded number of chunks in flight.
  *  - broadcast (chain root → root+1 → ...): root sends from SEND, others receive into RECV and
  *    forward it; in place at the root means SEND == RECV. The root (and the reduce's tail) hands
- *    the transport a chunk when the one STRATA_COLL_SEND_AHEAD before it has left; out of place
- *    the root copies each chunk into its RECV once that chunk has left.
+ *    the transport a chunk when the one STRATA_COLL_SEND_AHEAD before it has left.
  *  - reduce (chain root+n-1 → ... → root): non-roots have no RECV, partial sums use scratch
  *    slots; in place at the root means SEND == RECV.
  * Builders never write SEND.
@@ -269,10 +268,8 @@ static int32_t chain_head_send(strata_schedule *s, int peer, uint64_t off, uint6
 int strata_build_broadcast_ring(const strata_sched_params *p, strata_schedule *s) {
   const int n = p->nranks, r = p->rank, vr = strata_mod(r - p->root, n);
   const uint64_t bytes_total = p->count * p->elem_size;
-  if (n == 1) {
-    copy_unless_in_place(p, s, 0, 0, bytes_total);
-    return strata_schedule_status(s);
-  }
+  if (vr == 0) copy_unless_in_place(p, s, 0, 0, bytes_total);
+  if (n == 1) return strata_schedule_status(s);
   const uint64_t rounds = strata_coll_rounds(p, p->count, 1);
   const int next = strata_mod(r + 1, n), prev = strata_mod(r - 1, n);
   int32_t *root_sent = vr == 0 ? malloc(rounds * sizeof *root_sent) : NULL;
@@ -283,13 +280,6 @@ int strata_build_broadcast_ring(const strata_sched_params *p, strata_schedule *s
     const uint64_t off = first * p->elem_size, bytes = len * p->elem_size;
     if (vr == 0) {
       root_sent[rd] = chain_head_send(s, next, off, bytes, root_sent, rd);
-      /* The root's own copy goes a chunk at a time, each chunk once it has left: the first
-       * sends never wait behind a copy of the whole buffer on the thread that feeds them. */
-      if (!p->in_place && strata_schedule_status(s) == STRATA_OK) {
-        uint32_t left = (uint32_t)root_sent[rd];
-        strata_sched_copy(s, strata_ref(STRATA_BUF_SEND, off), strata_ref(STRATA_BUF_RECV, off),
-                          bytes, &left, 1);
-      }
       continue;
     }
     uint32_t got =
