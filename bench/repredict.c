@@ -7,8 +7,8 @@
  *   COLL  allreduce, reduce_scatter, allgather or broadcast (float32 rows)
  * Prints one line per row: size, measured out-of-place busbw, the busbw that run printed, and
  * the busbw this build's strata_host_predict gives for the links that run calibrated (its
- * `# Model` and `# Model curves` lines). The calibration is per point as calibrate.c defines it:
- * the printed footprint belongs to the link curve, the others follow from the point's size.
+ * `# Model` and `# Model curves` lines): the printed rates at the working sets calibrate.c
+ * gives each point (strata_host_point_footprints).
  *
  * Why: a model change can then be judged on the very rows the last one was judged on, instead
  * of on a new sweep whose measurement moved (docs/model.md, "Agreement": a cell's measurement
@@ -55,42 +55,29 @@ static int parse_model_line(const char *line, strata_host_links *l) {
 }
 
 /* "# Model curves ..., per-call overhead O us: 512K link L reduce R memcpy M [lone . dirty .
- * fused .]; ..." — point i moved strata_host_point_bytes(i) per rank. */
+ * fused .]; ..." */
 static int parse_curves_line(const char *line, strata_host_links *l) {
   const char *over = strstr(line, "overhead "), *q = strstr(line, "us:");
   if (!over || !q || sscanf(over, "overhead %lf", &l->op_overhead_us) != 1) return -1;
   q += 3;
-  int p = l->nranks;
   for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
-    unsigned long long kib;
     double link, reduce, memcpy_gbps, lone = 0, dirty = 0, fused = 0;
     int used = 0;
-    if (sscanf(q, " %lluK link %lf reduce %lf memcpy %lf%n", &kib, &link, &reduce, &memcpy_gbps,
-               &used) != 4)
+    /* the printed link footprint is the one strata_host_point_footprints gives: skipped */
+    if (sscanf(q, " %*[0-9]K link %lf reduce %lf memcpy %lf%n", &link, &reduce, &memcpy_gbps,
+               &used) != 3)
       return -1;
     q += used;
     if (sscanf(q, " lone %lf dirty %lf fused %lf%n", &lone, &dirty, &fused, &used) == 3) q += used;
     const char *next = strchr(q, ';');
     if (next) q = next + 1;
-    uint64_t bytes = strata_host_point_bytes(i);
-    l->link.footprint_bytes[i] = (uint64_t)kib << 10;
+    strata_host_point_footprints(l, i); /* calibrate.c's working sets; the rates printed */
     l->link.gbps[i] = link;
-    l->reduce.footprint_bytes[i] = 3 * bytes;
     l->reduce.gbps[i] = reduce;
-    l->memcpy.footprint_bytes[i] = 2 * bytes;
     l->memcpy.gbps[i] = memcpy_gbps;
-    if (lone > 0 && l->use_tcp) { /* TCP: the one-way stream, at the link's footprints */
-      l->link_alone.footprint_bytes[i] = l->link.footprint_bytes[i];
-      l->link_alone.gbps[i] = lone;
-    } else if (lone > 0) { /* shm: calibrate.c's lone, dirty and fused points */
-      uint64_t most = STRATA_HOST_CALIBRATE_BYTES / (uint64_t)p / 64 * 64;
-      uint64_t fused_bytes = bytes < most ? bytes : most;
-      l->link_alone.footprint_bytes[i] = l->link_dirty.footprint_bytes[i] = 2 * bytes;
-      l->link_alone.gbps[i] = lone;
-      l->link_dirty.gbps[i] = dirty;
-      l->fused.footprint_bytes[i] = (uint64_t)(p + 1) * fused_bytes;
-      l->fused.gbps[i] = fused;
-    }
+    l->link_alone.gbps[i] = lone; /* 0 where the run printed none (one rank) */
+    l->link_dirty.gbps[i] = dirty;
+    l->fused.gbps[i] = fused;
   }
   int last = STRATA_HOST_CURVE_POINTS - 1;
   l->link_gbps = l->link.gbps[last];

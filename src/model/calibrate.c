@@ -353,51 +353,70 @@ static int cal_point(strata_comm *comm, const strata_host_links *links, strata_d
   return rc;
 }
 
-static void cal_curve_set(strata_host_curve *curve, int i, uint64_t footprint_bytes, double bytes,
-                          double seconds) {
-  curve->footprint_bytes[i] = footprint_bytes;
+/* The working set per rank of calibration point i for every curve that applies to `l`'s ranks and
+ * transport (l->nranks, l->use_tcp): what one rank touches per pass. A shift sends from one
+ * buffer and lands in another (2x; over TCP the allgather's buffer plus the socket bytes, see
+ * cal_shift_geometry), memcpy reads one and writes one (2x), a reduction reads two and writes one
+ * (3x), a fused shift of the reduce-scatter reads p blocks and writes one; shm's lone and dirty
+ * pulls are shifts, TCP's one-way stream sits at the link's points. Rates are set separately, so
+ * bench/repredict.c rebuilds the curves from printed rates with these same footprints. */
+void strata_host_point_footprints(strata_host_links *l, int i) {
+  int p = l->nranks;
+  uint64_t bytes = strata_host_point_bytes(i), moved, shift_footprint;
+  cal_shift_geometry(i, p, l->use_tcp, &moved, &shift_footprint);
+  l->reduce.footprint_bytes[i] = 3 * bytes;
+  l->memcpy.footprint_bytes[i] = 2 * bytes;
+  l->link.footprint_bytes[i] = p > 1 ? shift_footprint : 2 * bytes;
+  if (p > 1 && l->use_tcp) l->link_alone.footprint_bytes[i] = shift_footprint;
+  if (p > 1 && !l->use_tcp) {
+    l->fused.footprint_bytes[i] = (uint64_t)(p + 1) * cal_fused_bytes(i, p);
+    l->link_alone.footprint_bytes[i] = l->link_dirty.footprint_bytes[i] = 2 * bytes;
+  }
+}
+
+/* Point i of `curve`: `bytes` moved in `seconds`. */
+static void cal_rate_set(strata_host_curve *curve, int i, double bytes, double seconds) {
   curve->gbps[i] = seconds > 0 ? bytes / 1e9 / seconds : 0;
 }
 
-/* Turn the slowest rank's seconds into the curves. Footprints are what one rank touches per
- * pass: a shift sends from one buffer and lands in another (2x), memcpy reads one and writes one
- * (2x), a reduction reads two and writes one (3x), a fused shift of the reduce-scatter reads
- * p blocks and writes one. Transfer rates exclude the fixed costs (α per message, the engine's
- * per-operation cost), which the prediction adds once per message and per call. The fused curve
- * is the rate of what the fusion adds to a plain pull (a reduce-scatter step minus a plain shift
- * of the same size); never below a tenth of the pull's time. */
+/* A transfer's own time: the measured `total` minus the fixed cost the prediction adds itself
+ * (α per message, or a call's), never below half the total. */
+static double cal_minus_fixed(double total, double fixed) {
+  return total - fixed < 0.5 * total ? 0.5 * total : total - fixed;
+}
+
+/* Turn the slowest rank's seconds into the curves (footprints: strata_host_point_footprints).
+ * Transfer rates exclude the fixed costs (α per message, the engine's per-operation cost), which
+ * the prediction adds once per message and per call. The fused curve is the rate of what the
+ * fusion adds to a plain pull (a reduce-scatter step minus a plain shift of the same size); never
+ * below a tenth of the pull's time. */
 static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_s,
                             double worst[][CAL_FIGURES]) {
   int p = out->nranks;
   for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
-    uint64_t bytes = strata_host_point_bytes(i);
-    double moved = (double)bytes, *w = worst[i];
+    strata_host_point_footprints(out, i);
+    double moved = (double)strata_host_point_bytes(i), *w = worst[i];
     uint64_t shift_moved, shift_footprint;
     cal_shift_geometry(i, p, out->use_tcp, &shift_moved, &shift_footprint);
     /* the bytes' share of a shift: minus α (shm: one message), or minus a call's fixed cost (TCP:
      * the allgather is one call, its messages' α overlap) */
-    double shift_s = w[CAL_SHIFT] - (out->use_tcp ? call_s : alpha_s);
-    if (shift_s < 0.5 * w[CAL_SHIFT]) shift_s = 0.5 * w[CAL_SHIFT];
+    double shift_s = cal_minus_fixed(w[CAL_SHIFT], out->use_tcp ? call_s : alpha_s);
+    double lone_s = cal_minus_fixed(w[CAL_LONE], alpha_s);
     /* one rank per core measured them: with all p busy each gets local/p of the cores */
     double local_share = (double)cal_local_ranks(out) / p;
-    cal_curve_set(&out->reduce, i, 3 * bytes, moved * local_share, w[CAL_RED]);
-    cal_curve_set(&out->memcpy, i, 2 * bytes, moved * local_share, w[CAL_COPY]);
+    cal_rate_set(&out->reduce, i, moved * local_share, w[CAL_RED]);
+    cal_rate_set(&out->memcpy, i, moved * local_share, w[CAL_COPY]);
     if (p > 1 && !out->use_tcp) {
-      uint64_t fused = cal_fused_bytes(i, p);
-      double plain_s = shift_s * (double)fused / moved; /* a plain shift of the same size */
+      double fused = (double)cal_fused_bytes(i, p);
+      double plain_s = shift_s * fused / moved; /* a plain shift of the same size */
       double step_s = (w[CAL_FUSED_SHIFT] - call_s) / (p - 1);
       double extra_s = step_s - plain_s;
       if (extra_s < 0.1 * plain_s) extra_s = 0.1 * plain_s;
-      cal_curve_set(&out->fused, i, (uint64_t)(p + 1) * fused, (double)fused, extra_s);
-    }
-    if (p > 1 && !out->use_tcp) {
-      double lone_s = w[CAL_LONE] - alpha_s;
-      if (lone_s < 0.5 * w[CAL_LONE]) lone_s = 0.5 * w[CAL_LONE];
-      cal_curve_set(&out->link_alone, i, 2 * bytes, moved, lone_s);
-      double dirty_s = w[CAL_DIRTY] - alpha_s;
-      if (dirty_s < 0.5 * w[CAL_DIRTY]) dirty_s = 0.5 * w[CAL_DIRTY];
+      cal_rate_set(&out->fused, i, fused, extra_s);
+      cal_rate_set(&out->link_alone, i, moved, lone_s);
+      double dirty_s = cal_minus_fixed(w[CAL_DIRTY], alpha_s);
       if (dirty_s < shift_s) dirty_s = shift_s; /* never faster than a clean source */
-      cal_curve_set(&out->link_dirty, i, 2 * bytes, moved, dirty_s);
+      cal_rate_set(&out->link_dirty, i, moved, dirty_s);
     }
     if (p > 1 && out->use_tcp) {
       /* the sender's core's rate in a one-way stream. Over loopback the sending core also runs
@@ -405,17 +424,14 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
        * two-way shift gives: 2 ranks, 64 MiB, a broadcast in place ran 3.4-4.8 GB/s where the
        * shift's copies ran 5.4-6. Measured with 2 ranks busy: scaled like the local kernels to
        * the all-busy rate when ranks outnumber cores. */
-      double lone_s = w[CAL_LONE] - alpha_s;
-      if (lone_s < 0.5 * w[CAL_LONE]) lone_s = 0.5 * w[CAL_LONE];
       int c = out->host_cores, busy = c > 2 ? c : 2;
       double scale = c > 0 && c < p ? (double)busy / p : 1;
-      cal_curve_set(&out->link_alone, i, shift_footprint, (double)shift_moved * scale, lone_s);
+      cal_rate_set(&out->link_alone, i, (double)shift_moved * scale, lone_s);
     }
     if (p > 1) /* TCP: each core copies X in and X out, taking turns (see the top) */
-      cal_curve_set(&out->link, i, shift_footprint, (double)shift_moved * (out->use_tcp ? 2 : 1),
-                    shift_s);
+      cal_rate_set(&out->link, i, (double)shift_moved * (out->use_tcp ? 2 : 1), shift_s);
     else
-      cal_curve_set(&out->link, i, 2 * bytes, moved, w[CAL_COPY]);
+      cal_rate_set(&out->link, i, moved, w[CAL_COPY]);
   }
   int last = STRATA_HOST_CURVE_POINTS - 1;
   out->link_gbps = out->link.gbps[last];

@@ -78,9 +78,11 @@ double strata_host_curve_gbps(const strata_host_curve *curve, uint64_t footprint
  * error of a failed collective. Never uses the collectives it will predict to measure a rate. */
 #define STRATA_HOST_CALIBRATE_MIN_BYTES ((uint64_t)256 << 10)
 #define STRATA_HOST_CALIBRATE_BYTES ((uint64_t)64 << 20)
-/* Bytes per rank that calibration point i (0 .. STRATA_HOST_CURVE_POINTS-1) moves. Its
- * footprints: 2x for a shift, memcpy, lone or dirty pull; 3x for the reduction. */
+/* Bytes per rank that calibration point i (0 .. STRATA_HOST_CURVE_POINTS-1) moves. */
 uint64_t strata_host_point_bytes(int i);
+/* Set point i's working set (footprint_bytes[i]) of every curve that applies to l->nranks and
+ * l->use_tcp, as calibration measures it; the rates are left alone. */
+void strata_host_point_footprints(strata_host_links *l, int i);
 /* registered: measure with buffers from strata_mem_alloc (peers of one host read them
  * directly), as the calls to be predicted will use; 0: malloc'd buffers. */
 int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, int registered,
