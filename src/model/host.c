@@ -58,30 +58,16 @@ static void host_link(void *ctx, int src, int dst, strata_sim_link *out) {
   out->send_hot_hi = rates->send_hot ? rates->send_hot[src][1] : 0;
 }
 
-/* The extent of the send buffer that a rank's own COPY and REDUCE steps read. Those bytes sit in
- * its core's cache when a peer pulls them, in this call or the next, and the pull crosses cores
- * as a pull of just-written bytes does: 2 ranks, shm, 512 KiB blocks, allgather in place 19-25
- * us, out of place (the own block copied from SEND) 60-86 us, a lone 512 KiB memcpy 10 us. */
-static void host_send_hot(const strata_schedule *sched, uint64_t out[2]) {
-  out[0] = out[1] = 0;
-  for (uint32_t i = 0; i < sched->nsteps; i++) {
-    const strata_step *st = &sched->steps[i];
-    if (st->kind != STRATA_STEP_COPY && st->kind != STRATA_STEP_REDUCE) continue;
-    const strata_bufref *reads[2] = {&st->src, st->kind == STRATA_STEP_REDUCE ? &st->src2 : NULL};
-    for (int k = 0; k < 2; k++) {
-      if (!reads[k] || reads[k]->buf != STRATA_BUF_SEND || st->bytes == 0) continue;
-      if (out[1] == 0 || reads[k]->offset < out[0]) out[0] = reads[k]->offset;
-      if (reads[k]->offset + st->bytes > out[1]) out[1] = reads[k]->offset + st->bytes;
-    }
-  }
+/* Widen the byte range e = [lo, hi) (empty while hi == 0) to cover [offset, offset + bytes). */
+static void extent_add(uint64_t e[2], uint64_t offset, uint64_t bytes) {
+  if (bytes == 0) return;
+  if (e[1] == 0 || offset < e[0]) e[0] = offset;
+  if (offset + bytes > e[1]) e[1] = offset + bytes;
 }
 
-/* Bytes of one buffer a schedule touches: the extent of its references into `buf`. */
-static void extent_add(uint64_t lo_hi[3][2], strata_bufref ref, uint64_t bytes) {
-  if (ref.buf > STRATA_BUF_SCRATCH || bytes == 0) return;
-  uint64_t *e = lo_hi[ref.buf];
-  if (e[1] == 0 || ref.offset < e[0]) e[0] = ref.offset;
-  if (ref.offset + bytes > e[1]) e[1] = ref.offset + bytes;
+/* The bytes of one of the call's buffers that `ref` names. */
+static void buffer_add(uint64_t lo_hi[3][2], strata_bufref ref, uint64_t bytes) {
+  if (ref.buf <= STRATA_BUF_SCRATCH) extent_add(lo_hi[ref.buf], ref.offset, bytes);
 }
 
 /* The working set of one rank's call: the bytes of its send, receive and scratch buffers its
@@ -89,32 +75,39 @@ static void extent_add(uint64_t lo_hi[3][2], strata_bufref ref, uint64_t bytes) 
  * (tcp != 0) also every byte it sends or receives, which passes through the kernel's socket
  * buffers on the same core (calibrate.c counts its shifts alike). Repeated calls over the same
  * buffers, as a benchmark makes them, keep that much hot: whether it fits a cache decides the
- * rates (docs/model.md). */
-static uint64_t host_footprint_bytes(const strata_schedule *sched, int tcp) {
+ * rates (docs/model.md).
+ * send_hot: the range of the send buffer its own COPY and REDUCE steps read. Those bytes sit in
+ * its core's cache when a peer pulls them, in this call or the next, and the pull crosses cores
+ * as a pull of just-written bytes does: 2 ranks, shm, 512 KiB blocks, allgather in place 19-25
+ * us, out of place (the own block copied from SEND) 60-86 us, a lone 512 KiB memcpy 10 us. */
+static uint64_t host_footprint_bytes(const strata_schedule *sched, int tcp, uint64_t send_hot[2]) {
   uint64_t lo_hi[3][2] = {{0, 0}, {0, 0}, {0, 0}}, kernel = 0;
+  send_hot[0] = send_hot[1] = 0;
   for (uint32_t i = 0; i < sched->nsteps; i++) {
     const strata_step *st = &sched->steps[i];
     switch (st->kind) {
       case STRATA_STEP_SEND:
-        extent_add(lo_hi, st->src, st->bytes);
+        buffer_add(lo_hi, st->src, st->bytes);
         kernel += st->bytes;
         break;
       case STRATA_STEP_RECV:
-        extent_add(lo_hi, st->dst, st->bytes);
+        buffer_add(lo_hi, st->dst, st->bytes);
         kernel += st->bytes;
         break;
       case STRATA_STEP_RECV_REDUCE:
-        extent_add(lo_hi, st->src, st->bytes);
-        extent_add(lo_hi, st->dst, st->bytes);
-        if (tcp) extent_add(lo_hi, st->staging, st->bytes);
+        buffer_add(lo_hi, st->src, st->bytes);
+        buffer_add(lo_hi, st->dst, st->bytes);
+        if (tcp) buffer_add(lo_hi, st->staging, st->bytes);
         kernel += st->bytes;
         break;
       case STRATA_STEP_REDUCE:
-        extent_add(lo_hi, st->src2, st->bytes);
+        buffer_add(lo_hi, st->src2, st->bytes);
+        if (st->src2.buf == STRATA_BUF_SEND) extent_add(send_hot, st->src2.offset, st->bytes);
         /* fall through */
       case STRATA_STEP_COPY:
-        extent_add(lo_hi, st->src, st->bytes);
-        extent_add(lo_hi, st->dst, st->bytes);
+        buffer_add(lo_hi, st->src, st->bytes);
+        buffer_add(lo_hi, st->dst, st->bytes);
+        if (st->src.buf == STRATA_BUF_SEND) extent_add(send_hot, st->src.offset, st->bytes);
         break;
       default:
         break;
@@ -201,16 +194,15 @@ int strata_host_predict(const strata_host_links *links, strata_coll coll, strata
     /* the largest rank's: a transfer's rate depends on both ends' buffers, and a rooted call
      * (broadcast: the root touches its send and receive buffers, the others one) is paced by
      * the pulls from the root's side */
-    uint64_t footprint = 0;
-    for (int r = 0; r < p; r++) {
-      uint64_t f = host_footprint_bytes(&scheds[r], links->use_tcp);
+    uint64_t footprint = 0, (*send_hot)[2] = calloc((size_t)p, sizeof *send_hot);
+    if (!send_hot) rc = STRATA_ERR_NO_MEMORY;
+    for (int r = 0; send_hot && r < p; r++) {
+      uint64_t f = host_footprint_bytes(&scheds[r], links->use_tcp, send_hot[r]);
       if (f > footprint) footprint = f;
     }
     host_rates rates;
     host_rates_at(links, footprint / host_phases(coll), &rates);
-    rates.send_hot = calloc((size_t)p, sizeof *rates.send_hot);
-    if (!rates.send_hot) rc = STRATA_ERR_NO_MEMORY;
-    for (int r = 0; rates.send_hot && r < p; r++) host_send_hot(&scheds[r], rates.send_hot[r]);
+    rates.send_hot = send_hot;
     strata_sim_model model = {.nranks = p,
                               .link = host_link,
                               .ctx = &rates,
@@ -222,7 +214,7 @@ int strata_host_predict(const strata_host_links *links, strata_coll coll, strata
     strata_sim_result result;
     if (rc == STRATA_OK) rc = strata_sim_run(&model, scheds, &result);
     if (rc == STRATA_OK) *time_us = result.time_us + (p > 1 ? links->op_overhead_us : 0);
-    free(rates.send_hot);
+    free(send_hot);
   }
   for (int r = 0; r < p; r++) strata_schedule_free(&scheds[r]);
   free(scheds);
