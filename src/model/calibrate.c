@@ -318,6 +318,15 @@ static int cal_local_ranks(const strata_host_links *links) {
   return c > 0 && c < p ? c : p;
 }
 
+/* A rate measured while `busy` ranks ran, as the rate each of the p ranks gets when all are busy
+ * (what the simulator's core shares start from, sim.h host_cores): with more ranks than cores,
+ * busy ranks had max(busy, cores) cores' worth between them; otherwise every rank has a core. */
+static double cal_all_busy_scale(const strata_host_links *links, int busy) {
+  int c = links->host_cores, p = links->nranks;
+  if (c <= 0 || c >= p) return 1;
+  return (double)(busy > c ? busy : c) / p;
+}
+
 /* Every rank, at the same time, measures point `i` into s[]. The shifts are collective; the
  * local kernels run between barriers so all ranks load the host together. */
 static int cal_point(strata_comm *comm, const strata_host_links *links, strata_dtype dtype,
@@ -402,8 +411,7 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
      * the allgather is one call, its messages' α overlap) */
     double shift_s = cal_minus_fixed(w[CAL_SHIFT], out->use_tcp ? call_s : alpha_s);
     double lone_s = cal_minus_fixed(w[CAL_LONE], alpha_s);
-    /* one rank per core measured them: with all p busy each gets local/p of the cores */
-    double local_share = (double)cal_local_ranks(out) / p;
+    double local_share = cal_all_busy_scale(out, cal_local_ranks(out));
     cal_rate_set(&out->reduce, i, moved * local_share, w[CAL_RED]);
     cal_rate_set(&out->memcpy, i, moved * local_share, w[CAL_COPY]);
     if (p > 1 && !out->use_tcp) {
@@ -424,9 +432,7 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
        * two-way shift gives: 2 ranks, 64 MiB, a broadcast in place ran 3.4-4.8 GB/s where the
        * shift's copies ran 5.4-6. Measured with 2 ranks busy: scaled like the local kernels to
        * the all-busy rate when ranks outnumber cores. */
-      int c = out->host_cores, busy = c > 2 ? c : 2;
-      double scale = c > 0 && c < p ? (double)busy / p : 1;
-      cal_rate_set(&out->link_alone, i, (double)shift_moved * scale, lone_s);
+      cal_rate_set(&out->link_alone, i, (double)shift_moved * cal_all_busy_scale(out, 2), lone_s);
     }
     if (p > 1) /* TCP: each core copies X in and X out, taking turns (see the top) */
       cal_rate_set(&out->link, i, (double)shift_moved * (out->use_tcp ? 2 : 1), shift_s);
