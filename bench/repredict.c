@@ -55,13 +55,13 @@ static int parse_model_line(const char *line, strata_host_links *l) {
 }
 
 /* "# Model curves ..., per-call overhead O us: 512K link L reduce R memcpy M [lone . dirty .
- * fused .]; ..." */
+ * fused . [warm .]]; ..." */
 static int parse_curves_line(const char *line, strata_host_links *l) {
   const char *over = strstr(line, "overhead "), *q = strstr(line, "us:");
   if (!over || !q || sscanf(over, "overhead %lf", &l->op_overhead_us) != 1) return -1;
   q += 3;
   for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
-    double link, reduce, memcpy_gbps, lone = 0, dirty = 0, fused = 0;
+    double link, reduce, memcpy_gbps, lone = 0, dirty = 0, fused = 0, warm = 0;
     int used = 0;
     /* the printed link footprint is the one strata_host_point_footprints gives: skipped */
     if (sscanf(q, " %*[0-9]K link %lf reduce %lf memcpy %lf%n", &link, &reduce, &memcpy_gbps,
@@ -69,6 +69,7 @@ static int parse_curves_line(const char *line, strata_host_links *l) {
       return -1;
     q += used;
     if (sscanf(q, " lone %lf dirty %lf fused %lf%n", &lone, &dirty, &fused, &used) == 3) q += used;
+    if (sscanf(q, " warm %lf%n", &warm, &used) == 1) q += used; /* printed from session 7 on */
     const char *next = strchr(q, ';');
     if (next) q = next + 1;
     strata_host_point_footprints(l, i); /* calibrate.c's working sets; the rates printed */
@@ -78,6 +79,7 @@ static int parse_curves_line(const char *line, strata_host_links *l) {
     l->link_alone.gbps[i] = lone; /* 0 where the run printed none (one rank) */
     l->link_dirty.gbps[i] = dirty;
     l->fused.gbps[i] = fused;
+    l->link_warm.gbps[i] = warm; /* 0: the dirty rate stands in (sim.h) */
   }
   int last = STRATA_HOST_CURVE_POINTS - 1;
   l->link_gbps = l->link.gbps[last];

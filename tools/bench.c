@@ -1236,8 +1236,8 @@ static void bench_model_setup(bench_ctx *ctx) {
            (unsigned long long)(l->link.footprint_bytes[i] >> 10), l->link.gbps[i],
            l->reduce.gbps[i], l->memcpy.gbps[i]);
     if (l->link_alone.gbps[i] > 0) /* TCP: a one-way stream; shm: a lone pull, and the rest */
-      printf(" lone %.2f dirty %.2f fused %.2f", l->link_alone.gbps[i], l->link_dirty.gbps[i],
-             l->fused.gbps[i]);
+      printf(" lone %.2f dirty %.2f fused %.2f warm %.2f", l->link_alone.gbps[i],
+             l->link_dirty.gbps[i], l->fused.gbps[i], l->link_warm.gbps[i]);
     printf("%s", i + 1 < STRATA_HOST_CURVE_POINTS ? ";" : "\n");
   }
   if (l->host_cores > 0 && l->nranks > l->host_cores)

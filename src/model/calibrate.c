@@ -143,15 +143,20 @@ static int cal_shift_s(strata_comm *comm, char *out, char *in, size_t bytes, siz
 }
 
 /* Median seconds of one ring shift of `bytes` whose source every rank has just rewritten (so it
- * sits dirty in the writer's cache when the neighbour pulls it). Each shift is timed alone,
- * between a rewrite and a barrier. */
+ * sits dirty in the writer's cache when the neighbour pulls it), or, given `copy_to`, has just
+ * read by copying it there (clean, but in the reader's cache: what a call's own COPY or REDUCE
+ * of its send buffer leaves for the peers that pull it). Each shift is timed alone, between the
+ * touch and a barrier. */
 #define CAL_DIRTY_SHIFTS 9
-static int cal_dirty_s(strata_comm *comm, char *out, char *in, size_t bytes, size_t message_bytes,
-                       double *seconds) {
+static int cal_touched_s(strata_comm *comm, char *out, char *in, char *copy_to, size_t bytes,
+                         size_t message_bytes, double *seconds) {
   double t[CAL_DIRTY_SHIFTS];
   int rc = cal_shift(comm, out, in, bytes, message_bytes, 0); /* warm-up */
   for (int k = 0; !rc && k < CAL_DIRTY_SHIFTS; k++) {
-    memset(out, k, bytes); /* zeros and small bytes: the content does not matter to a shift */
+    if (copy_to)
+      memcpy(copy_to, out, bytes);
+    else
+      memset(out, k, bytes); /* zeros and small bytes: the content does not matter to a shift */
     rc = strata_barrier(comm);
     double start_s = strata_now_s();
     if (!rc) rc = cal_shift(comm, out, in, bytes, message_bytes, 0);
@@ -297,7 +302,16 @@ static void cal_transport(strata_comm *comm, strata_host_links *out) {
 
 /* Per calibration point: seconds of a shift, a reduction, a memcpy, a fused shift, a lone pull
  * (shm), a shift from a just-written source (shm). */
-enum { CAL_SHIFT = 0, CAL_RED, CAL_COPY, CAL_FUSED_SHIFT, CAL_LONE, CAL_DIRTY, CAL_FIGURES };
+enum {
+  CAL_SHIFT = 0,
+  CAL_RED,
+  CAL_COPY,
+  CAL_FUSED_SHIFT,
+  CAL_LONE,
+  CAL_DIRTY,
+  CAL_WARM,
+  CAL_FIGURES
+};
 
 /* The bytes per rank of point i's fused shift: the reduce-scatter's send buffer (p of them)
  * must fit the calibration buffer. */
@@ -351,7 +365,8 @@ static int cal_point(strata_comm *comm, const strata_host_links *links, strata_d
     int reps = cal_reps_for(bytes);
     rc = cal_shift_s(comm, a, b, bytes, chunk, reps, 0, &s[CAL_SHIFT]);
     if (!rc) rc = cal_shift_s(comm, a, b, bytes, chunk, reps, 1, &s[CAL_LONE]);
-    if (!rc) rc = cal_dirty_s(comm, a, b, bytes, chunk, &s[CAL_DIRTY]);
+    if (!rc) rc = cal_touched_s(comm, a, b, NULL, bytes, chunk, &s[CAL_DIRTY]);
+    if (!rc) rc = cal_touched_s(comm, a, b, c, bytes, chunk, &s[CAL_WARM]);
   }
   if (!rc && links->nranks > 1 && !links->use_tcp) /* only shm pulls fuse a reduction */
   {
@@ -380,6 +395,7 @@ void strata_host_point_footprints(strata_host_links *l, int i) {
   if (p > 1 && !l->use_tcp) {
     l->fused.footprint_bytes[i] = (uint64_t)(p + 1) * cal_fused_bytes(i, p);
     l->link_alone.footprint_bytes[i] = l->link_dirty.footprint_bytes[i] = 2 * bytes;
+    l->link_warm.footprint_bytes[i] = 2 * bytes;
   }
 }
 
@@ -425,6 +441,9 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
       double dirty_s = cal_minus_fixed(w[CAL_DIRTY], alpha_s);
       if (dirty_s < shift_s) dirty_s = shift_s; /* never faster than a clean source */
       cal_rate_set(&out->link_dirty, i, moved, dirty_s);
+      double warm_s = cal_minus_fixed(w[CAL_WARM], alpha_s);
+      if (warm_s < shift_s) warm_s = shift_s;
+      cal_rate_set(&out->link_warm, i, moved, warm_s);
     }
     if (p > 1 && out->use_tcp) {
       /* the sender's core's rate in a one-way stream. Over loopback the sending core also runs

@@ -24,7 +24,7 @@
 /* The rates of one prediction, read off the calibration curves at the call's working set. */
 typedef struct host_rates {
   const strata_host_links *links;
-  double link_gbps, reduce_gbps, memcpy_gbps, fused_gbps, alone_gbps, dirty_gbps;
+  double link_gbps, reduce_gbps, memcpy_gbps, fused_gbps, alone_gbps, dirty_gbps, warm_gbps;
   double tx_gbps, rx_gbps; /* TCP: the sender's and the receiver's copy (sim.h); 0 = link */
   uint64_t (*send_hot)[2]; /* per rank: the send-buffer bytes its own local steps read */
 } host_rates;
@@ -52,6 +52,7 @@ static void host_link(void *ctx, int src, int dst, strata_sim_link *out) {
   out->pull = !rates->links->use_tcp;
   out->alone_gbps = out->pull ? rates->alone_gbps : 0;
   out->dirty_gbps = out->pull ? rates->dirty_gbps : 0;
+  out->warm_gbps = out->pull ? rates->warm_gbps : 0;
   out->tx_gbps = out->pull ? 0 : rates->tx_gbps;
   out->rx_gbps = out->pull ? 0 : rates->rx_gbps;
   out->send_hot_lo = rates->send_hot ? rates->send_hot[src][0] : 0;
@@ -77,9 +78,12 @@ static void buffer_add(uint64_t lo_hi[3][2], strata_bufref ref, uint64_t bytes) 
  * buffers, as a benchmark makes them, keep that much hot: whether it fits a cache decides the
  * rates (docs/model.md).
  * send_hot: the range of the send buffer its own COPY and REDUCE steps read. Those bytes sit in
- * its core's cache when a peer pulls them, in this call or the next, and the pull crosses cores
- * as a pull of just-written bytes does: 2 ranks, shm, 512 KiB blocks, allgather in place 19-25
- * us, out of place (the own block copied from SEND) 60-86 us, a lone 512 KiB memcpy 10 us. */
+ * its core's cache when a peer pulls them, in this call or the next, and the pull crosses cores:
+ * 2 ranks, shm, 512 KiB blocks, allgather in place 19-25 us, out of place (the own block copied
+ * from SEND) 60-86 us, a lone 512 KiB memcpy 10 us. The lines are clean, so such a pull is costed
+ * at the warm curve (a shift after the owner copied its source), not the dirty one (after the
+ * owner rewrote it): 2-rank shm allgather at 1 MiB, 3 runs, 0.77-0.81 with the dirty rate,
+ * 0.90-1.00 with the warm one, 1.13-1.22 with none (session 7). */
 static uint64_t host_footprint_bytes(const strata_schedule *sched, int tcp, uint64_t send_hot[2]) {
   uint64_t lo_hi[3][2] = {{0, 0}, {0, 0}, {0, 0}}, kernel = 0;
   send_hot[0] = send_hot[1] = 0;
@@ -146,6 +150,7 @@ static void host_rates_at(const strata_host_links *links, uint64_t footprint_byt
   out->fused_gbps = strata_host_curve_gbps(&links->fused, footprint_bytes);
   out->alone_gbps = strata_host_curve_gbps(&links->link_alone, link_at);
   out->dirty_gbps = strata_host_curve_gbps(&links->link_dirty, link_at);
+  out->warm_gbps = strata_host_curve_gbps(&links->link_warm, link_at);
   /* TCP: the two-way link rate is the mean of a sender's and a receiver's copy (2X per core in
    * T); the one-way (lone) rate is the sender's, so the receiver's copy takes the rest of the
    * time: 1/rx = 2/link - 1/tx, at most 10x faster than the sender's. */

@@ -59,6 +59,12 @@ typedef struct strata_host_links {
    * buffer not written since (session 4). Used for pulls from the sender's receive or scratch
    * buffer, which the call itself wrote. Empty over TCP (the sender's own core copies). */
   strata_host_curve link_dirty;
+  /* shm: ring shifts whose source its owner has just read (copied into another buffer), as a
+   * call's own COPY or REDUCE reads its send buffer before or while a peer pulls it: the lines
+   * are clean but sit in that core's cache. Between a clean and a dirty source: 2 ranks, 512 KiB
+   * (session 7). Empty over TCP, and in runs printed before session 7 (the dirty rate then
+   * stands in). */
+  strata_host_curve link_warm;
   uint64_t chunk_bytes; /* the engine's pipelining unit for this communicator */
   strata_algo algo;     /* the communicator's forced algorithm (STRATA_ALGO), or AUTO */
   int host_cores;       /* every rank on this host (one kernel): its online CPUs; else 0 */

@@ -348,11 +348,15 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
                          const strata_sim_link *link) {
   int q = st->peer;
   double bw = link->gbps > 0 ? link->gbps : 1e-9, alone = link->alone_gbps;
-  int hot = st->src.buf != STRATA_BUF_SEND ||
-            (st->src.offset < link->send_hot_hi && st->src.offset + st->bytes > link->send_hot_lo);
-  if (link->pull && link->dirty_gbps > 0 && hot) {
-    alone *= link->dirty_gbps / bw; /* the lone pull slows alike */
-    bw = link->dirty_gbps;
+  int written = st->src.buf != STRATA_BUF_SEND; /* the call wrote it: dirty in its core */
+  int read = !written && st->src.offset < link->send_hot_hi &&
+             st->src.offset + st->bytes > link->send_hot_lo; /* the sender's own steps read it */
+  double slow = written ? link->dirty_gbps
+                : read  ? (link->warm_gbps > 0 ? link->warm_gbps : link->dirty_gbps)
+                        : 0;
+  if (link->pull && slow > 0) {
+    alone *= slow / bw; /* the lone pull slows alike */
+    bw = slow;
   }
   int mover = link->pull ? q : r;
   double start = dmax(t, s->cpu_free[mover]);

@@ -39,9 +39,10 @@ typedef struct strata_sim_link {
                         min(alone_gbps, gbps * nranks / k). 0 = gbps whatever runs. */
   /* one_core_per_rank, pulls: bytes [send_hot_lo, send_hot_hi) of the sender's send buffer are
    * read by its own local steps (a COPY or REDUCE: an out-of-place allgather's own block, a
-   * broadcast root's buffer), so they sit in the sender's core's cache; a pull of them is costed
-   * at dirty_gbps too. Empty when lo >= hi. */
+   * broadcast root's buffer), so they sit in the sender's core's cache, clean; a pull of them is
+   * costed at warm_gbps (0: dirty_gbps). Empty when lo >= hi. */
   uint64_t send_hot_lo, send_hot_hi;
+  double warm_gbps;
   /* one_core_per_rank, not pulls (TCP): the sender's core copies a message in at tx_gbps, the
    * receiver's copies it out at rx_gbps (loopback's sending core also runs the receive side's
    * protocol work, so tx < rx). 0 = gbps. */
