@@ -343,7 +343,7 @@ static int operation_create(strata_comm *comm, const strata_coll_args *args,
   strata_sched_params params = sched_params_for(comm, &resolved, (uint32_t)elem, in_place);
   status = strata_schedule_build(&params, &op->sched);
   if (status == STRATA_OK && op->sched.scratch_bytes) {
-    op->scratch = aligned_alloc(64, (op->sched.scratch_bytes + 63) & ~(uint64_t)63);
+    op->scratch = strata_scratch_take(comm, op->sched.scratch_bytes, &op->scratch_cap);
     if (!op->scratch) status = STRATA_ERR_NO_MEMORY;
   }
   if (status == STRATA_OK) {

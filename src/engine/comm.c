@@ -120,6 +120,7 @@ int strata_comm_init(const strata_config *cfg, strata_comm **out) {
   comm->rank = cfg->rank;
   comm->nranks = cfg->world_size;
   pthread_mutex_init(&comm->lock, NULL);
+  pthread_mutex_init(&comm->scratch_lock, NULL);
   pthread_cond_init(&comm->cond, NULL);
   size_t n = (size_t)comm->nranks;
   comm->p2p_send_seq = calloc(n, sizeof(uint64_t));
@@ -174,6 +175,8 @@ int strata_comm_destroy(strata_comm *comm) {
   if (comm->store_server) strata_store_server_stop(comm->store_server);
   pthread_cond_destroy(&comm->cond);
   pthread_mutex_destroy(&comm->lock);
+  strata_scratch_release(comm);
+  pthread_mutex_destroy(&comm->scratch_lock);
   free(comm->site_of_rank);
   free(comm->p2p_send_seq);
   free(comm->p2p_recv_seq);

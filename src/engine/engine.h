@@ -49,6 +49,9 @@ enum {
   STRATA_STEP_DONE = 3
 };
 
+/* Scratch buffers a communicator keeps for reuse (engine.c, "scratch"). */
+enum { STRATA_SCRATCH_CACHE = 2 };
+
 struct strata_operation {
   strata_comm *comm;
   strata_coll_args args;
@@ -58,7 +61,8 @@ struct strata_operation {
   strata_schedule sched;
   uint8_t *bufs[3];      /* send, recv, scratch (indexed by strata_buf_id) */
   uint64_t buf_bytes[3]; /* bounds of each buffer, checked once per operation */
-  void *scratch;         /* owned */
+  void *scratch;         /* owned: from strata_scratch_take, back by strata_operation_free */
+  uint64_t scratch_cap;  /* its size */
   uint32_t *deps_left;   /* per step */
   uint32_t *dependents; /* CSR: dependents of step i are dependents[dep_index[i]..dep_index[i+1]) */
   uint32_t *dep_index;
@@ -108,6 +112,10 @@ struct strata_comm {
   strata_comm_stats stats; /* under lock */
   atomic_int doomed;       /* a peer aborted from a later operation on: earlier ones still finish
                               here, new calls fail with this status */
+  /* scratch buffers given back by finished operations (engine.c, strata_scratch_take) */
+  pthread_mutex_t scratch_lock;
+  void *scratch_cache[STRATA_SCRATCH_CACHE];
+  uint64_t scratch_cache_bytes[STRATA_SCRATCH_CACHE];
 };
 
 /* engine.c */
@@ -120,5 +128,11 @@ void *strata_engine_thread_main(void *arg);
 /* Publish cfg.site, read every rank's, set comm->site_of_rank (sites.c). */
 int strata_comm_sites_exchange(strata_comm *comm);
 void strata_operation_free(strata_operation *op);
+/* A 64-byte aligned buffer of at least `bytes` (its size in *cap), from the cache or new; NULL
+ * when out of memory. strata_scratch_give returns it (thread safe, no other lock needed);
+ * strata_scratch_release frees the cache (strata_comm_destroy). */
+void *strata_scratch_take(strata_comm *comm, uint64_t bytes, uint64_t *cap);
+void strata_scratch_give(strata_comm *comm, void *buf, uint64_t cap);
+void strata_scratch_release(strata_comm *comm);
 
 #endif
