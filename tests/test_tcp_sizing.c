@@ -80,6 +80,17 @@ static void test_chunk_bytes(void) {
   }
 }
 
+static void test_lan_congestion(void) {
+  CHECK(strata_tcp_tune_lan_congestion("bbr", 60) != NULL &&
+            strcmp(strata_tcp_tune_lan_congestion("bbr", 60), "cubic") == 0,
+        "loopback bbr -> cubic");
+  CHECK(strata_tcp_tune_lan_congestion("bbr", 999) != NULL, "LAN bbr -> cubic");
+  CHECK(strata_tcp_tune_lan_congestion("bbr", 1000) == NULL, "WAN: the system's bbr stays");
+  CHECK(strata_tcp_tune_lan_congestion("bbr", 0) == NULL, "no RTT: stays");
+  CHECK(strata_tcp_tune_lan_congestion("cubic", 60) == NULL, "cubic stays");
+  CHECK(strata_tcp_tune_lan_congestion("reno", 60) == NULL, "reno stays");
+}
+
 static void test_lowat(void) {
   CHECK(strata_tcp_tune_notsent_lowat_bytes(0) == 0, "no RTT: unset");
   CHECK(strata_tcp_tune_notsent_lowat_bytes(60) == 0, "loopback: unset");
@@ -107,7 +118,21 @@ static void test_loopback_socket(void) {
   unsigned before = 0;
   socklen_t blen = sizeof before;
   getsockopt(cfd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &before, &blen);
+  /* the LAN default: a loopback socket running bbr leaves tuning with cubic, when this kernel has
+   * both (it is the system default here, or set below for the check) */
+  char cc_before[32] = "", cc_after[32] = "";
+  int have_bbr = setsockopt(cfd, IPPROTO_TCP, TCP_CONGESTION, "bbr", 3) == 0;
+  strata_tcp_congestion_get(cfd, cc_before, sizeof cc_before);
   strata_tcp_tune_established(&cfg, cfd, 0, 1, 0);
+  strata_tcp_congestion_get(cfd, cc_after, sizeof cc_after);
+  int probe = socket(AF_INET, SOCK_STREAM, 0);
+  int have_cubic = probe >= 0 && setsockopt(probe, IPPROTO_TCP, TCP_CONGESTION, "cubic", 5) == 0;
+  if (probe >= 0) close(probe);
+  if (have_bbr && have_cubic)
+    CHECK(strcmp(cc_after, "cubic") == 0, "loopback socket with %s left tuning with %s", cc_before,
+          cc_after);
+  else
+    printf("skip LAN congestion check: bbr %d cubic %d\n", have_bbr, have_cubic);
   unsigned after = 0;
   socklen_t alen = sizeof after;
   CHECK(getsockopt(cfd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &after, &alen) == 0, "getsockopt");
@@ -120,6 +145,7 @@ int main(void) {
   test_want_bytes();
   test_chunk_bytes();
   test_lowat();
+  test_lan_congestion();
   test_loopback_socket();
   if (failures)
     fprintf(stderr, "test_tcp_sizing: %d failure(s)\n", failures);
