@@ -80,15 +80,19 @@ static void test_chunk_bytes(void) {
   }
 }
 
-static void test_lan_congestion(void) {
-  CHECK(strata_tcp_tune_lan_congestion("bbr", 60) != NULL &&
-            strcmp(strata_tcp_tune_lan_congestion("bbr", 60), "cubic") == 0,
-        "loopback bbr -> cubic");
-  CHECK(strata_tcp_tune_lan_congestion("bbr", 999) != NULL, "LAN bbr -> cubic");
-  CHECK(strata_tcp_tune_lan_congestion("bbr", 1000) == NULL, "WAN: the system's bbr stays");
-  CHECK(strata_tcp_tune_lan_congestion("bbr", 0) == NULL, "no RTT: stays");
-  CHECK(strata_tcp_tune_lan_congestion("cubic", 60) == NULL, "cubic stays");
-  CHECK(strata_tcp_tune_lan_congestion("reno", 60) == NULL, "reno stays");
+static int is(const char *got, const char *want) {
+  return got && strcmp(got, want) == 0;
+}
+
+static void test_auto_congestion(void) {
+  CHECK(is(strata_tcp_tune_auto_congestion("bbr", 0, 0), "cubic"), "bbr default: start cubic");
+  CHECK(is(strata_tcp_tune_auto_congestion("bbr", 1, 60), "cubic"), "loopback: stays cubic");
+  CHECK(is(strata_tcp_tune_auto_congestion("bbr", 1, 999), "cubic"), "LAN: stays cubic");
+  CHECK(is(strata_tcp_tune_auto_congestion("bbr", 1, 0), "cubic"), "no RTT: stays cubic");
+  CHECK(is(strata_tcp_tune_auto_congestion("bbr", 1, 1000), "bbr"), "WAN: bbr again");
+  CHECK(strata_tcp_tune_auto_congestion("cubic", 0, 0) == NULL, "cubic default: the system's");
+  CHECK(strata_tcp_tune_auto_congestion("reno", 1, 50000) == NULL, "reno default: the system's");
+  CHECK(strata_tcp_tune_auto_congestion(NULL, 0, 0) == NULL, "unknown default: the system's");
 }
 
 static void test_lowat(void) {
@@ -118,21 +122,33 @@ static void test_loopback_socket(void) {
   unsigned before = 0;
   socklen_t blen = sizeof before;
   getsockopt(cfd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &before, &blen);
-  /* the LAN default: a loopback socket running bbr leaves tuning with cubic, when this kernel has
-   * both (it is the system default here, or set below for the check) */
-  char cc_before[32] = "", cc_after[32] = "";
-  int have_bbr = setsockopt(cfd, IPPROTO_TCP, TCP_CONGESTION, "bbr", 3) == 0;
-  strata_tcp_congestion_get(cfd, cc_before, sizeof cc_before);
+  /* the LAN default: with the system's bbr, a loopback socket is cubic from before it connects
+   * (the sockets here were made without strata_tcp_tune_before_connect: check that one on a
+   * fresh socket) and stays cubic after tuning */
+  char system_default[32] = "", cc_fresh[32] = "", cc_after[32] = "";
+  FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+  if (f) {
+    if (fscanf(f, "%31s", system_default) != 1) system_default[0] = '\0';
+    fclose(f);
+  }
+  int fresh = socket(AF_INET, SOCK_STREAM, 0);
+  int have_cubic = fresh >= 0 && setsockopt(fresh, IPPROTO_TCP, TCP_CONGESTION, "bbr", 3) == 0 &&
+                   setsockopt(fresh, IPPROTO_TCP, TCP_CONGESTION, "cubic", 5) == 0;
+  if (fresh >= 0) close(fresh);
+  fresh = socket(AF_INET, SOCK_STREAM, 0);
+  if (fresh >= 0) {
+    strata_tcp_tune_before_connect(&cfg, fresh);
+    strata_tcp_congestion_get(fresh, cc_fresh, sizeof cc_fresh);
+    close(fresh);
+  }
   strata_tcp_tune_established(&cfg, cfd, 0, 1, 0);
   strata_tcp_congestion_get(cfd, cc_after, sizeof cc_after);
-  int probe = socket(AF_INET, SOCK_STREAM, 0);
-  int have_cubic = probe >= 0 && setsockopt(probe, IPPROTO_TCP, TCP_CONGESTION, "cubic", 5) == 0;
-  if (probe >= 0) close(probe);
-  if (have_bbr && have_cubic)
-    CHECK(strcmp(cc_after, "cubic") == 0, "loopback socket with %s left tuning with %s", cc_before,
+  if (!strcmp(system_default, "bbr") && have_cubic) {
+    CHECK(!strcmp(cc_fresh, "cubic"), "system bbr: a socket starts with %s", cc_fresh);
+    CHECK(!strcmp(cc_after, "cubic"), "system bbr: a loopback socket left tuning with %s",
           cc_after);
-  else
-    printf("skip LAN congestion check: bbr %d cubic %d\n", have_bbr, have_cubic);
+  } else
+    printf("skip LAN congestion check: system default %s, cubic %d\n", system_default, have_cubic);
   unsigned after = 0;
   socklen_t alen = sizeof after;
   CHECK(getsockopt(cfd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &after, &alen) == 0, "getsockopt");
@@ -145,7 +161,7 @@ int main(void) {
   test_want_bytes();
   test_chunk_bytes();
   test_lowat();
-  test_lan_congestion();
+  test_auto_congestion();
   test_loopback_socket();
   if (failures)
     fprintf(stderr, "test_tcp_sizing: %d failure(s)\n", failures);

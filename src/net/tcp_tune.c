@@ -28,14 +28,18 @@
  *    raise. Window scaling is fixed at the SYN from the larger of tcp_rmem[2] and rmem_max, not
  *    from SO_RCVBUF, so sizing after connect loses nothing.
  *
- * LAN default (STRATA_TCP_CC unset). A connection whose handshake RTT says LAN (< 1 ms) and whose
- * congestion control is the system's bbr is switched to cubic (when the kernel allows it; else it
- * stays). BBR on a short path left the pair slow for seconds after every bulk transfer and cut it
+ * LAN default (STRATA_TCP_CC unset, the system's default bbr). Every socket starts with cubic
+ * (set before connect, as STRATA_TCP_CC is; the listener's choice passes to the sockets it
+ * accepts), and one whose handshake RTT says WAN (>= 1 ms) goes back to bbr before any data
+ * flows. BBR on a short path left the pair slow for seconds after every bulk transfer and cut it
  * again at each 10 s ProbeRTT: 2 ranks, a 1 MiB allgather took 128 us, then after one 64 MiB
  * message 240-330 us for 1-3 s (5 of 5 runs; cubic: 124-128; across two network namespaces over
  * veth alike, 231-284 against 132-137), and a 2-rank broadcast over loopback ran 1.4-4.5 GB/s
  * against cubic's 3.7-5.6 (session 7). Nothing to gain there: the path has no queue for BBR to
- * keep short. WAN connections keep the system's choice (docs/wan.md measured both).
+ * keep short. Switching bbr to cubic only after the handshake is not the same: the socket keeps
+ * the kernel's internal pacing bbr asked for (4 ranks on 2 cores, allreduce 0.64-0.84 GB/s
+ * against 1.06-1.27 with cubic from the start). WAN connections keep bbr (docs/wan.md measured
+ * both there).
  *
  * Pacing pieces (WAN only). On a connection whose handshake RTT is >= 1 ms, TCP_NOTSENT_LOWAT
  * (256 KiB) keeps each socket's unsent backlog small, so tcp.c's pieces go to the streams that
@@ -102,6 +106,21 @@ int strata_tcp_congestion_get(int fd, char *out, size_t cap) {
   return STRATA_OK;
 }
 
+const char *strata_tcp_tune_auto_congestion(const char *system_default, int connected,
+                                            unsigned rtt_us) {
+  if (!system_default || strcmp(system_default, "bbr") != 0) return NULL;
+  return connected && rtt_us >= STRATA_TCP_WAN_RTT_US ? "bbr" : "cubic";
+}
+
+/* STRATA_TCP_CC, else the LAN default's choice (see the top), else "" (the system's). */
+static const char *congestion_for(const strata_config *cfg, int connected, unsigned rtt_us) {
+  if (cfg->tcp_congestion[0]) return cfg->tcp_congestion;
+  char system_default[32];
+  sysctl_text("/proc/sys/net/ipv4/tcp_congestion_control", system_default, sizeof system_default);
+  const char *cc = strata_tcp_tune_auto_congestion(system_default, connected, rtt_us);
+  return cc ? cc : "";
+}
+
 int strata_tcp_tune_check(const strata_config *cfg, char *err, size_t err_len) {
   if (!cfg->tcp_congestion[0]) return STRATA_OK;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -132,7 +151,9 @@ void strata_tcp_tune_before_connect(const strata_config *cfg, int fd) {
     set_buffer(fd, SO_SNDBUF, cfg->tcp_buffer_bytes);
     set_buffer(fd, SO_RCVBUF, cfg->tcp_buffer_bytes);
   }
-  set_congestion(fd, cfg->tcp_congestion); /* checked by strata_tcp_tune_check */
+  /* STRATA_TCP_CC is checked by strata_tcp_tune_check; the LAN default may be refused (not in
+   * net.ipv4.tcp_allowed_congestion_control): the socket then keeps the system's */
+  set_congestion(fd, congestion_for(cfg, 0, 0));
 }
 
 size_t strata_tcp_tune_want_bytes(double link_gbps, unsigned rtt_us, int streams) {
@@ -184,11 +205,6 @@ static int get_int(int fd, int level, int option) {
   return getsockopt(fd, level, option, &value, &len) == 0 ? value : -1;
 }
 
-const char *strata_tcp_tune_lan_congestion(const char *current, unsigned rtt_us) {
-  if (rtt_us == 0 || rtt_us >= STRATA_TCP_WAN_RTT_US || !current) return NULL;
-  return strcmp(current, "bbr") == 0 ? "cubic" : NULL;
-}
-
 void strata_tcp_tune_established(const strata_config *cfg, int fd, int rank, int peer, int stream) {
   int e = set_congestion(fd, cfg->tcp_congestion);
   if (e)
@@ -199,12 +215,11 @@ void strata_tcp_tune_established(const strata_config *cfg, int fd, int rank, int
   memset(&info, 0, sizeof info);
   unsigned rtt_us = getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 ? info.tcpi_rtt : 0;
   char current[32];
-  const char *lan_cc = NULL;
-  if (!cfg->tcp_congestion[0] && strata_tcp_congestion_get(fd, current, sizeof current) == 0)
-    lan_cc = strata_tcp_tune_lan_congestion(current, rtt_us);
-  if (lan_cc && (e = set_congestion(fd, lan_cc)) != 0)
+  const char *cc_want = cfg->tcp_congestion[0] ? "" : congestion_for(cfg, 1, rtt_us);
+  if (cc_want[0] && strata_tcp_congestion_get(fd, current, sizeof current) == 0 &&
+      strcmp(current, cc_want) != 0 && (e = set_congestion(fd, cc_want)) != 0)
     STRATA_LOG(STRATA_LOG_DEBUG, rank, "tcp tune: peer %d stream %d: %s kept (%s: %s)", peer,
-               stream, current, lan_cc, strerror(e));
+               stream, current, cc_want, strerror(e));
   size_t want = 0;
   int lowat = strata_tcp_tune_notsent_lowat_bytes(rtt_us);
   if (lowat > 0) setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);

@@ -35,10 +35,12 @@ size_t strata_tcp_tune_want_bytes(double link_gbps, unsigned rtt_us, int streams
 
 /* TCP_NOTSENT_LOWAT for a connection of this RTT: 256 KiB on a WAN (rtt_us >= 1000), 0 = not
  * set on a LAN or loopback. */
-/* The congestion control a connection with RTT `rtt_us` should switch to when STRATA_TCP_CC is
- * unset and the socket runs `current`: "cubic" for bbr on a LAN (rtt_us in (0, 1 ms)); NULL =
- * keep it (tcp_tune.c, "LAN default"). */
-const char *strata_tcp_tune_lan_congestion(const char *current, unsigned rtt_us);
+/* With STRATA_TCP_CC unset and the system default `system_default`: the congestion control a
+ * socket gets before it connects (connected = 0) and after its handshake measured `rtt_us`
+ * (connected = 1). For bbr: cubic, and bbr again once connected over a WAN (rtt_us >= 1 ms);
+ * NULL = the system's (tcp_tune.c, "LAN default"). */
+const char *strata_tcp_tune_auto_congestion(const char *system_default, int connected,
+                                            unsigned rtt_us);
 int strata_tcp_tune_notsent_lowat_bytes(unsigned rtt_us);
 
 /* The `field`-th (0-based) integer of a /proc/sys file ("/proc/sys/net/core/rmem_max", 0), or 0
