@@ -274,6 +274,14 @@ static int busy_with(const sim_state *s, const double *until, int r, double at) 
   return busy;
 }
 
+/* Ranks other than r streaming memory at `at` (a transfer or a local step under way), plus r. */
+static int busy_any(const sim_state *s, int r, double at) {
+  int busy = 1;
+  for (int j = 0; j < s->nranks; j++)
+    busy += j != r && (s->xfer_free[j] > at || s->cpu_free[j] > at);
+  return busy;
+}
+
 /* sim.h, host_cores: how much faster than its calibrated rate a step of rank `r` starting at
  * `start` runs, given how many cores are busy then. 1 when every rank has a core. */
 static double core_share(const sim_state *s, int r, double start) {
@@ -363,7 +371,7 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
   if (start > t) return heap_push(&s->heap, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
   double share; /* sim.h: pulls share what the host moves, other steps its cores */
   if (link->pull && alone > 0) {
-    double rate = bw * (double)s->nranks / busy_with(s, s->xfer_free, mover, start);
+    double rate = bw * (double)s->nranks / busy_any(s, mover, start);
     share = (rate < alone ? rate : alone) / bw;
   } else {
     share = core_share(s, mover, start);

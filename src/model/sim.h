@@ -35,8 +35,10 @@ typedef struct strata_sim_link {
                         the sender's receive or scratch buffer, which the call wrote; 0 = gbps */
   double alone_gbps; /* one_core_per_rank, pulls: the rate of a pull with no other transfer
                         under way; gbps is then the rate with every rank pulling at once, and a
-                        pull that starts while k transfers run (itself included) moves at
-                        min(alone_gbps, gbps * nranks / k). 0 = gbps whatever runs. */
+                        pull that starts while k ranks stream memory (itself included; a
+                        transfer or a local step under way: a broadcast root's copy shares the
+                        memory bus with its peer's pull) moves at min(alone_gbps, gbps * nranks /
+                        k). 0 = gbps whatever runs. */
   /* one_core_per_rank, pulls: bytes [send_hot_lo, send_hot_hi) of the sender's send buffer are
    * read by its own local steps (a COPY or REDUCE: an out-of-place allgather's own block, a
    * broadcast root's buffer), so they sit in the sender's core's cache, clean; a pull of them is
