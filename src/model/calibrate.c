@@ -301,7 +301,7 @@ static void cal_transport(strata_comm *comm, strata_host_links *out) {
 }
 
 /* Per calibration point: seconds of a shift, a reduction, a memcpy, a fused shift, a lone pull
- * (shm), a shift from a just-written source (shm). */
+ * (shm), a shift from a just-written source and one from a just-read source (shm). */
 enum {
   CAL_SHIFT = 0,
   CAL_RED,
