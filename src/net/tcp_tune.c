@@ -206,20 +206,21 @@ static int get_int(int fd, int level, int option) {
 }
 
 void strata_tcp_tune_established(const strata_config *cfg, int fd, int rank, int peer, int stream) {
-  int e = set_congestion(fd, cfg->tcp_congestion);
-  if (e)
-    STRATA_LOG(STRATA_LOG_WARN, rank, "tcp tune: peer %d stream %d: TCP_CONGESTION %s: %s", peer,
-               stream, cfg->tcp_congestion, strerror(e));
   struct tcp_info info;
   socklen_t len = sizeof info;
   memset(&info, 0, sizeof info);
   unsigned rtt_us = getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 ? info.tcpi_rtt : 0;
+  /* STRATA_TCP_CC again (a listener's choice may not have reached an accepted socket), or the
+   * LAN default's choice now that the RTT is known */
   char current[32];
-  const char *cc_want = cfg->tcp_congestion[0] ? "" : congestion_for(cfg, 1, rtt_us);
-  if (cc_want[0] && strata_tcp_congestion_get(fd, current, sizeof current) == 0 &&
-      strcmp(current, cc_want) != 0 && (e = set_congestion(fd, cc_want)) != 0)
-    STRATA_LOG(STRATA_LOG_DEBUG, rank, "tcp tune: peer %d stream %d: %s kept (%s: %s)", peer,
-               stream, current, cc_want, strerror(e));
+  const char *cc = congestion_for(cfg, 1, rtt_us);
+  int e = 0;
+  if (cc[0] && (strata_tcp_congestion_get(fd, current, sizeof current) != STRATA_OK ||
+                strcmp(current, cc) != 0))
+    e = set_congestion(fd, cc);
+  if (e)
+    STRATA_LOG(cfg->tcp_congestion[0] ? STRATA_LOG_WARN : STRATA_LOG_DEBUG, rank,
+               "tcp tune: peer %d stream %d: TCP_CONGESTION %s: %s", peer, stream, cc, strerror(e));
   size_t want = 0;
   int lowat = strata_tcp_tune_notsent_lowat_bytes(rtt_us);
   if (lowat > 0) setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
