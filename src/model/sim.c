@@ -108,7 +108,6 @@ typedef struct sim_state {
   uint32_t *succ_begin;  /* total + 1 */
   uint32_t *succ;
   double *tx_free, *rx_free, *cpu_free, *shared_free;
-  double *xfer_free; /* one_core_per_rank: when the transfer this rank's core moves ends */
   sim_heap heap;
   strata_sim_result result;
 } sim_state;
@@ -129,7 +128,6 @@ static void sim_free(sim_state *s) {
   free(s->rx_free);
   free(s->cpu_free);
   free(s->shared_free);
-  free(s->xfer_free);
   free(s->heap.ev);
 }
 
@@ -148,9 +146,8 @@ static int sim_alloc(sim_state *s) {
   s->rx_free = calloc(p, sizeof(double));
   s->cpu_free = calloc(p, sizeof(double));
   s->shared_free = calloc((size_t)s->model->nshared + 1, sizeof(double));
-  s->xfer_free = calloc(p, sizeof(double));
-  if (!s->xfer_free || !s->pending || !s->ready || !s->arrival || !s->waiting || !s->done ||
-      !s->fused || !s->copy_out_gbps || !s->match || !s->succ_begin || !s->tx_free || !s->rx_free ||
+  if (!s->pending || !s->ready || !s->arrival || !s->waiting || !s->done || !s->fused ||
+      !s->copy_out_gbps || !s->match || !s->succ_begin || !s->tx_free || !s->rx_free ||
       !s->cpu_free || !s->shared_free)
     return STRATA_ERR_NO_MEMORY;
   for (size_t i = 0; i <= t; i++) s->arrival[i] = NAN;
@@ -267,18 +264,11 @@ static double dmax(double a, double b) {
   return a > b ? a : b;
 }
 
-/* Ranks other than r still busy at `at` by `until` (cpu_free, xfer_free), plus r itself. */
-static int busy_with(const sim_state *s, const double *until, int r, double at) {
+/* Ranks other than r whose core is busy at `at` (a local step or a transfer it moves: both
+ * book cpu_free), plus r itself. */
+static int busy_with(const sim_state *s, int r, double at) {
   int busy = 1;
-  for (int j = 0; j < s->nranks; j++) busy += j != r && until[j] > at;
-  return busy;
-}
-
-/* Ranks other than r streaming memory at `at` (a transfer or a local step under way), plus r. */
-static int busy_any(const sim_state *s, int r, double at) {
-  int busy = 1;
-  for (int j = 0; j < s->nranks; j++)
-    busy += j != r && (s->xfer_free[j] > at || s->cpu_free[j] > at);
+  for (int j = 0; j < s->nranks; j++) busy += j != r && s->cpu_free[j] > at;
   return busy;
 }
 
@@ -287,7 +277,7 @@ static int busy_any(const sim_state *s, int r, double at) {
 static double core_share(const sim_state *s, int r, double start) {
   int c = s->model->host_cores, p = s->model->nranks;
   if (!s->model->one_core_per_rank || c <= 0 || c >= p) return 1;
-  int busy = busy_with(s, s->cpu_free, r, start);
+  int busy = busy_with(s, r, start);
   return (double)p / (double)(busy > c ? busy : c);
 }
 
@@ -371,7 +361,7 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
   if (start > t) return heap_push(&s->heap, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
   double share; /* sim.h: pulls share what the host moves, other steps its cores */
   if (link->pull && alone > 0) {
-    double rate = bw * (double)s->nranks / busy_any(s, mover, start);
+    double rate = bw * (double)s->nranks / busy_with(s, mover, start);
     share = (rate < alone ? rate : alone) / bw;
   } else {
     share = core_share(s, mover, start);
@@ -380,7 +370,7 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
   double end = start + (double)st->bytes / (tx * share * 1e3);
   if (link->pull && s->model->fused_reduce_gbps > 0 && sim_is_recv_reduce(s, s->match[g]))
     end += (double)st->bytes / (s->model->fused_reduce_gbps * share * 1e3);
-  s->cpu_free[mover] = s->xfer_free[mover] = end;
+  s->cpu_free[mover] = end;
   s->fused[s->match[g]] = (uint8_t)(link->pull != 0);
   s->copy_out_gbps[s->match[g]] = link->pull ? 0 : link->rx_gbps > 0 ? link->rx_gbps : bw;
   return sim_delivered(s, st, g, end, link->alpha_us);
