@@ -36,6 +36,7 @@
  * and the communicator alone; whether to time the fused step is agreed by an allreduce). Must
  * never: leave a request unwaited, or print.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -394,8 +395,8 @@ void strata_host_point_footprints(strata_host_links *l, int i) {
   if (p > 1 && l->use_tcp) l->link_alone.footprint_bytes[i] = shift_footprint;
   if (p > 1 && !l->use_tcp) {
     l->fused.footprint_bytes[i] = (uint64_t)(p + 1) * cal_fused_bytes(i, p);
-    l->link_alone.footprint_bytes[i] = l->link_dirty.footprint_bytes[i] = 2 * bytes;
-    l->link_warm.footprint_bytes[i] = 2 * bytes;
+    l->link_alone.footprint_bytes[i] = l->link_dirty.footprint_bytes[i] =
+        l->link_warm.footprint_bytes[i] = 2 * bytes;
   }
 }
 
@@ -438,12 +439,10 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
       if (extra_s < 0.1 * plain_s) extra_s = 0.1 * plain_s;
       cal_rate_set(&out->fused, i, fused, extra_s);
       cal_rate_set(&out->link_alone, i, moved, lone_s);
-      double dirty_s = cal_minus_fixed(w[CAL_DIRTY], alpha_s);
-      if (dirty_s < shift_s) dirty_s = shift_s; /* never faster than a clean source */
-      cal_rate_set(&out->link_dirty, i, moved, dirty_s);
-      double warm_s = cal_minus_fixed(w[CAL_WARM], alpha_s);
-      if (warm_s < shift_s) warm_s = shift_s;
-      cal_rate_set(&out->link_warm, i, moved, warm_s);
+      /* a source its owner just touched: never faster than a clean one */
+      cal_rate_set(&out->link_dirty, i, moved,
+                   fmax(cal_minus_fixed(w[CAL_DIRTY], alpha_s), shift_s));
+      cal_rate_set(&out->link_warm, i, moved, fmax(cal_minus_fixed(w[CAL_WARM], alpha_s), shift_s));
     }
     if (p > 1 && out->use_tcp) {
       /* the sender's core's rate in a one-way stream. Over loopback the sending core also runs
