@@ -311,6 +311,35 @@ strata_algo strata_comm_algorithm(const strata_comm *comm, const strata_coll_arg
   return params.algo != STRATA_ALGO_AUTO ? params.algo : strata_schedule_choose(&params);
 }
 
+/* Give `op` (its args and schedule set) its buffers, scratch and per-step state, after checking
+ * that every step stays inside them. */
+static int operation_attach(strata_comm *comm, strata_operation *op, const void *sendbuf,
+                            uint64_t send_bytes, void *recvbuf, uint64_t recv_bytes) {
+  op->elem_size = (uint32_t)strata_dtype_size(op->args.dtype);
+  op->codec = call_codec(comm, &op->args);
+  if (is_reduction(op->args.coll)) {
+    op->reduce = strata_reduce_kernel(op->args.dtype, op->args.op);
+    op->avg_finish = op->args.op == STRATA_AVG;
+  }
+  int status = STRATA_OK;
+  if (op->sched.scratch_bytes) {
+    op->scratch = strata_scratch_take(comm, op->sched.scratch_bytes, &op->scratch_cap);
+    if (!op->scratch) status = STRATA_ERR_NO_MEMORY;
+  }
+  if (status == STRATA_OK) {
+    op->bufs[STRATA_BUF_SEND] = sendbuf ? (uint8_t *)sendbuf : empty_buffer;
+    op->bufs[STRATA_BUF_RECV] = recvbuf ? (uint8_t *)recvbuf : empty_buffer;
+    op->bufs[STRATA_BUF_SCRATCH] = op->scratch ? (uint8_t *)op->scratch : empty_buffer;
+    op->buf_bytes[STRATA_BUF_SEND] = sendbuf ? send_bytes : 0;
+    op->buf_bytes[STRATA_BUF_RECV] = recvbuf ? recv_bytes : 0;
+    op->buf_bytes[STRATA_BUF_SCRATCH] = op->sched.scratch_bytes;
+    if (!schedule_fits(comm, op)) status = STRATA_ERR_PROTOCOL;
+  }
+  if (status == STRATA_OK && op->codec != STRATA_COMPRESS_NONE) status = operation_alloc_wire(op);
+  if (status == STRATA_OK) status = operation_alloc_steps(op);
+  return status;
+}
+
 static int operation_create(strata_comm *comm, const strata_coll_args *args,
                             strata_operation **out) {
   int status = check_args(comm, args);
@@ -334,29 +363,10 @@ static int operation_create(strata_comm *comm, const strata_coll_args *args,
   if (!op) return STRATA_ERR_NO_MEMORY;
   op->comm = comm;
   op->args = resolved;
-  op->elem_size = (uint32_t)elem;
-  op->codec = call_codec(comm, &resolved);
-  if (is_reduction(resolved.coll)) {
-    op->reduce = strata_reduce_kernel(resolved.dtype, resolved.op);
-    op->avg_finish = resolved.op == STRATA_AVG;
-  }
   strata_sched_params params = sched_params_for(comm, &resolved, (uint32_t)elem, in_place);
   status = strata_schedule_build(&params, &op->sched);
-  if (status == STRATA_OK && op->sched.scratch_bytes) {
-    op->scratch = strata_scratch_take(comm, op->sched.scratch_bytes, &op->scratch_cap);
-    if (!op->scratch) status = STRATA_ERR_NO_MEMORY;
-  }
-  if (status == STRATA_OK) {
-    op->bufs[STRATA_BUF_SEND] = sendbuf ? (uint8_t *)sendbuf : empty_buffer;
-    op->bufs[STRATA_BUF_RECV] = recvbuf ? (uint8_t *)recvbuf : empty_buffer;
-    op->bufs[STRATA_BUF_SCRATCH] = op->scratch ? (uint8_t *)op->scratch : empty_buffer;
-    op->buf_bytes[STRATA_BUF_SEND] = sendbuf ? send_bytes : 0;
-    op->buf_bytes[STRATA_BUF_RECV] = recvbuf ? recv_bytes : 0;
-    op->buf_bytes[STRATA_BUF_SCRATCH] = op->sched.scratch_bytes;
-    if (!schedule_fits(comm, op)) status = STRATA_ERR_PROTOCOL;
-  }
-  if (status == STRATA_OK && op->codec != STRATA_COMPRESS_NONE) status = operation_alloc_wire(op);
-  if (status == STRATA_OK) status = operation_alloc_steps(op);
+  if (status == STRATA_OK)
+    status = operation_attach(comm, op, sendbuf, send_bytes, recvbuf, recv_bytes);
   if (status != STRATA_OK) {
     strata_operation_free(op);
     return status;
@@ -365,22 +375,8 @@ static int operation_create(strata_comm *comm, const strata_coll_args *args,
   return STRATA_OK;
 }
 
-int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_request **req) {
-  if (!comm || !args) return STRATA_ERR_INVALID_ARG;
-  if (req) *req = NULL;
-  int error = atomic_load(&comm->error);
-  if (!error && atomic_load(&comm->doomed)) {
-    /* a peer aborted: new work is refused, and the failure is made final (and passed on) now,
-     * so that our exit is never taken for a loss by a rank that has not heard of it yet */
-    pthread_mutex_lock(&comm->lock);
-    strata_engine_fail(comm, atomic_load(&comm->doomed), 1);
-    pthread_mutex_unlock(&comm->lock);
-    error = atomic_load(&comm->error);
-  }
-  if (error) return error;
-  strata_operation *op;
-  int status = operation_create(comm, args, &op);
-  if (status != STRATA_OK) return status;
+/* Hand `op` to the engine; without `req`, drive it to the end here and free it. */
+static int operation_run(strata_comm *comm, strata_operation *op, strata_request **req) {
   /* Counted while it takes the lock too, not only while it waits: the progress thread hands the
    * lock to anyone counted here (engine.c) instead of re-taking it pass after pass, so a
    * nonblocking post does not queue behind a busy progress thread. */
@@ -392,7 +388,7 @@ int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_re
              strata_op_name(op->args.op), op->args.root, strata_algo_name(op->sched.algo),
              op->sched.nsteps, op->codec != STRATA_COMPRESS_NONE ? ", wire " : "",
              op->codec != STRATA_COMPRESS_NONE ? strata_compress_name(op->codec) : "");
-  status = strata_engine_submit(comm, op);
+  int status = strata_engine_submit(comm, op);
   if (req) {
     /* uncounted before the signal: a thread woken while we are still counted waits again */
     atomic_fetch_sub(&comm->waiters, 1);
@@ -410,6 +406,63 @@ int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_re
   atomic_fetch_sub(&comm->waiters, 1);
   strata_operation_free(op);
   return status;
+}
+
+/* A refused call after a peer's abort: the failure is made final (and passed on) now, so that
+ * our exit is never taken for a loss by a rank that has not heard of it yet. */
+static int comm_refuses(strata_comm *comm) {
+  int error = atomic_load(&comm->error);
+  if (!error && atomic_load(&comm->doomed)) {
+    pthread_mutex_lock(&comm->lock);
+    strata_engine_fail(comm, atomic_load(&comm->doomed), 1);
+    pthread_mutex_unlock(&comm->lock);
+    error = atomic_load(&comm->error);
+  }
+  return error;
+}
+
+int strata_engine_run_schedule(strata_comm *comm, const strata_coll_args *name,
+                               strata_schedule *sched, void *send, uint64_t send_bytes, void *recv,
+                               uint64_t recv_bytes) {
+  int status = !comm || !name || !sched ? STRATA_ERR_INVALID_ARG : STRATA_OK;
+  if (status == STRATA_OK) status = check_args(comm, name);
+  if (status == STRATA_OK && (name->coll == STRATA_COLL_SEND || name->coll == STRATA_COLL_RECV))
+    status = STRATA_ERR_INVALID_ARG; /* a collective's sequence, not a point-to-point one */
+  if (status == STRATA_OK &&
+      (sched->status != STRATA_OK || sched->rank != comm->rank || sched->nranks != comm->nranks))
+    status = sched->status != STRATA_OK ? sched->status : STRATA_ERR_INVALID_ARG;
+  if (status == STRATA_OK) status = comm_refuses(comm);
+  strata_operation *op = status == STRATA_OK ? calloc(1, sizeof *op) : NULL;
+  if (status == STRATA_OK && !op) status = STRATA_ERR_NO_MEMORY;
+  if (status != STRATA_OK) {
+    if (sched) strata_schedule_free(sched);
+    return status;
+  }
+  op->comm = comm;
+  op->args = *name;
+  op->args.compress = STRATA_COMPRESS_NONE;
+  op->args.sendbuf = send;
+  op->args.recvbuf = recv;
+  op->sched = *sched; /* taken over */
+  memset(sched, 0, sizeof *sched);
+  status = operation_attach(comm, op, send_bytes ? send : NULL, send_bytes,
+                            recv_bytes ? recv : NULL, recv_bytes);
+  if (status != STRATA_OK) {
+    strata_operation_free(op);
+    return status;
+  }
+  return operation_run(comm, op, NULL);
+}
+
+int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_request **req) {
+  if (!comm || !args) return STRATA_ERR_INVALID_ARG;
+  if (req) *req = NULL;
+  int error = comm_refuses(comm);
+  if (error) return error;
+  strata_operation *op;
+  int status = operation_create(comm, args, &op);
+  if (status != STRATA_OK) return status;
+  return operation_run(comm, op, req);
 }
 
 int strata_request_wait(strata_request *req) {

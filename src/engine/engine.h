@@ -135,4 +135,17 @@ void *strata_scratch_take(strata_comm *comm, uint64_t bytes, uint64_t *cap);
 void strata_scratch_give(strata_comm *comm, void *buf, uint64_t cap);
 void strata_scratch_release(strata_comm *comm);
 
+/* api.c. Run `sched`, one rank's schedule built by the caller rather than by src/coll, as one
+ * blocking collective operation over `send` and `recv` (their sizes bound every step; 0 = not
+ * used): every rank calls it at the same point of its sequence of collectives with the same
+ * `name` (a collective's arguments, whose coll, count, dtype, op, root and algo tag the
+ * messages; its buffers are ignored). The operation takes the schedule over, whatever the
+ * outcome. The host model's calibration (src/model/calibrate.c) times ring shifts and lone pulls
+ * this way: driven by the waiting caller, as a collective is, whereas point-to-point posts wake
+ * the progress thread one by one (2 ranks over shm: an 8-byte shift 17 us through
+ * strata_irecv/strata_isend, 1.5 us as a collective). */
+int strata_engine_run_schedule(strata_comm *comm, const strata_coll_args *name,
+                               strata_schedule *sched, void *send, uint64_t send_bytes, void *recv,
+                               uint64_t recv_bytes);
+
 #endif

@@ -44,6 +44,7 @@
 
 #include "coll/schedule.h"
 #include "core/core.h"
+#include "engine/engine.h"
 #include "model/host.h"
 
 #define CAL_REPEATS 5
@@ -55,44 +56,59 @@
 
 /* One ring shift of `bytes` cut into messages of at most `message_bytes` (the engine's chunk),
  * with at most STRATA_SCHED_RING_CHUNKS_IN_FLIGHT of them in flight, as the ring keeps its rounds
- * (a new message is posted when the oldest has landed). Posting every chunk at once is not what a
- * collective does, and over TCP it measured a quarter slower than the ring's own streaming
- * (64 MiB per rank, 2 ranks: 2.6-2.7 against 3.3-3.8 GB/s for both directions together).
- * lone: the same messages, but only rank 0 sends (to rank 1) and only rank 1 receives: a lone
- * pull, every other rank idle. */
+ * (message i is posted once message i - window has landed). Posting every chunk at once is not
+ * what a collective does, and over TCP it measured a quarter slower than the ring's own
+ * streaming (64 MiB per rank, 2 ranks: 2.6-2.7 against 3.3-3.8 GB/s for both directions
+ * together). lone: the same messages, but only rank 0 sends (to rank 1) and only rank 1
+ * receives: a lone pull, every other rank idle (it runs an empty schedule).
+ *
+ * The shift is one engine operation, driven by the waiting caller as a collective is
+ * (strata_engine_run_schedule), so its messages are handed over by engine threads that are
+ * already running. Timed through strata_irecv + strata_isend, as until session 8, every post
+ * woke the progress thread: on this host an 8-byte shift took 17 us that way against 1.5 us for
+ * a one-element collective, and the fixed cost taken off each point (alpha) came out anywhere
+ * in 1-24 us from run to run (2 ranks over shm), which moved the 1 MiB rows' predictions by a
+ * third. */
 static int cal_shift(strata_comm *comm, const char *out, char *in, size_t bytes,
                      size_t message_bytes, int lone) {
   int rank = strata_comm_rank(comm), n = strata_comm_size(comm);
   int to = lone ? (rank == 0 ? 1 : -1) : (rank + 1) % n;
   int from = lone ? (rank == 1 ? 0 : -1) : (rank - 1 + n) % n;
-  if (to < 0 && from < 0) return STRATA_OK;
   size_t count =
       message_bytes && bytes > message_bytes ? (bytes + message_bytes - 1) / message_bytes : 1;
   size_t each = (bytes + count - 1) / count;
-  strata_request **reqs = calloc(2 * count, sizeof *reqs);
-  if (!reqs) return STRATA_ERR_NO_MEMORY;
-  int rc = STRATA_OK;
-  size_t posted = 0, landed = 0;
-  for (size_t i = 0; !rc && i < count; i++, posted++) {
-    while (!rc && posted - landed >= STRATA_SCHED_RING_CHUNKS_IN_FLIGHT) {
-      for (int k = 0; k < 2; k++) {
-        int wait_rc = reqs[2 * landed + k] ? strata_request_wait(reqs[2 * landed + k]) : STRATA_OK;
-        reqs[2 * landed + k] = NULL;
-        if (!rc) rc = wait_rc;
-      }
-      landed++;
-    }
-    if (rc) break;
+  const size_t window = STRATA_SCHED_RING_CHUNKS_IN_FLIGHT;
+  strata_schedule s = {
+      .rank = rank, .nranks = n, .coll = STRATA_COLL_ALLGATHER, .algo = STRATA_ALGO_RING};
+  int *recv_step = calloc(count, sizeof *recv_step), *send_step = calloc(count, sizeof *send_step);
+  if (!recv_step || !send_step) {
+    free(recv_step);
+    free(send_step);
+    return STRATA_ERR_NO_MEMORY;
+  }
+  for (size_t i = 0; i < count; i++) {
     size_t off = i * each, len = bytes - off < each ? bytes - off : each;
-    if (from >= 0) rc = strata_irecv(comm, in + off, len, STRATA_U8, from, &reqs[2 * i]);
-    if (!rc && to >= 0) rc = strata_isend(comm, out + off, len, STRATA_U8, to, &reqs[2 * i + 1]);
+    uint32_t dep;
+    if (from >= 0) {
+      dep = i >= window ? (uint32_t)recv_step[i - window] : 0;
+      recv_step[i] =
+          strata_sched_recv(&s, from, strata_ref(STRATA_BUF_RECV, off), len, &dep, i >= window);
+    }
+    if (to >= 0) {
+      dep = i >= window ? (uint32_t)send_step[i - window] : 0;
+      send_step[i] =
+          strata_sched_send(&s, to, strata_ref(STRATA_BUF_SEND, off), len, &dep, i >= window);
+    }
   }
-  for (size_t i = 0; i < 2 * posted; i++) {
-    int wait_rc = reqs[i] ? strata_request_wait(reqs[i]) : STRATA_OK;
-    if (!rc) rc = wait_rc;
-  }
-  free(reqs);
-  return rc;
+  free(recv_step);
+  free(send_step);
+  strata_coll_args name = {.coll = STRATA_COLL_ALLGATHER,
+                           .count = bytes,
+                           .dtype = STRATA_U8,
+                           .algo = STRATA_ALGO_RING,
+                           .compress = STRATA_COMPRESS_NONE};
+  return strata_engine_run_schedule(comm, &name, &s, (void *)out, to >= 0 ? bytes : 0, in,
+                                    from >= 0 ? bytes : 0);
 }
 
 /* Bytes per rank of calibration point i: STRATA_HOST_CALIBRATE_MIN_BYTES quadrupling up to
@@ -247,31 +263,47 @@ static strata_coll_args cal_rs_args(strata_dtype dtype, strata_op op, char *a, c
   return args;
 }
 
-/* Fixed costs, from calls with one element: CAL_SMALL_CALLS individually timed ring shifts (α:
- * one message, ring neighbour to neighbour) and reduce-scatters (the engine's cost of starting
- * and finishing one operation, plus its p-1 messages). Over shm the fastest sample: during a
- * large collective both ranks' engine threads are running and hand messages over hot, while a
- * lone 8-byte ping on a loaded host often waits for a sleeping thread to be scheduled (30-100 µs
- * medians measured here, against ~1-5 µs quiet), which would wrongly charge every message of a
- * large call. Over TCP the median: an idle TCP engine blocks in poll() (engine.c engine_idle),
- * so a message that finds its receiver idle does pay that wake-up. */
+/* Fixed costs, from calls with one element (8-byte ring shifts and one-element ring
+ * reduce-scatters):
+ *  - alpha, the latency of one message inside a stream of calls: shifts back to back, the median
+ *    repetition of CAL_SMALL_CALLS. A benchmark's calls and a collective's messages follow each
+ *    other while the engine threads are still running (engine.c spins 30 us before it sleeps),
+ *    so neither pays a sleeping thread's wake-up;
+ *  - the per-call overhead: reduce-scatters back to back, likewise, minus their p-1 messages;
+ *  - the fixed cost of a shift timed alone, between barriers, as the dirty and warm points are:
+ *    CAL_SMALL_CALLS individually timed shifts, the fastest over shm (on a loaded host most of
+ *    them wait for a thread to be scheduled, 30-100 us, which a timed point does not always pay)
+ *    and the median over TCP (an idle TCP engine blocks in poll(), engine.c engine_idle).
+ * Until session 8 alpha was that last figure, measured through point-to-point calls. */
+typedef struct cal_fixed {
+  double alpha_s, call_s, alone_s;
+} cal_fixed;
+
 static int cal_fixed_s(strata_comm *comm, strata_dtype dtype, strata_op op, char *a, char *b,
-                       int tcp, double *shift_s, double *call_s) {
-  double t_shift[CAL_SMALL_CALLS], t_call[CAL_SMALL_CALLS];
+                       int tcp, cal_fixed *out) {
+  double t_alone[CAL_SMALL_CALLS], t_shift[CAL_REPEATS], t_call[CAL_REPEATS];
   strata_coll_args args = cal_rs_args(dtype, op, a, b, strata_dtype_size(dtype));
   int rc = cal_shift(comm, a, b, CAL_SMALL_BYTES, 0, 0);
   if (!rc) rc = strata_collective(comm, &args, NULL);
   for (int i = 0; !rc && i < CAL_SMALL_CALLS; i++) {
+    rc = strata_barrier(comm);
     double start_s = strata_now_s();
-    rc = cal_shift(comm, a, b, CAL_SMALL_BYTES, 0, 0);
+    if (!rc) rc = cal_shift(comm, a, b, CAL_SMALL_BYTES, 0, 0);
+    t_alone[i] = strata_now_s() - start_s;
+  }
+  for (int r = 0; !rc && r < CAL_REPEATS; r++) {
+    double start_s = strata_now_s();
+    for (int i = 0; !rc && i < CAL_SMALL_CALLS; i++)
+      rc = cal_shift(comm, a, b, CAL_SMALL_BYTES, 0, 0);
     double mid_s = strata_now_s();
-    if (!rc) rc = strata_collective(comm, &args, NULL);
-    t_shift[i] = mid_s - start_s;
-    t_call[i] = strata_now_s() - mid_s;
+    for (int i = 0; !rc && i < CAL_SMALL_CALLS; i++) rc = strata_collective(comm, &args, NULL);
+    t_shift[r] = (mid_s - start_s) / CAL_SMALL_CALLS;
+    t_call[r] = (strata_now_s() - mid_s) / CAL_SMALL_CALLS;
   }
   if (rc) return rc;
-  *shift_s = tcp ? median(t_shift, CAL_SMALL_CALLS) : fastest(t_shift, CAL_SMALL_CALLS);
-  *call_s = tcp ? median(t_call, CAL_SMALL_CALLS) : fastest(t_call, CAL_SMALL_CALLS);
+  out->alone_s = tcp ? median(t_alone, CAL_SMALL_CALLS) : fastest(t_alone, CAL_SMALL_CALLS);
+  out->alpha_s = median(t_shift, CAL_REPEATS);
+  out->call_s = median(t_call, CAL_REPEATS);
   return STRATA_OK;
 }
 
@@ -416,8 +448,9 @@ static double cal_minus_fixed(double total, double fixed) {
  * the prediction adds once per message and per call. The fused curve is the rate of what the
  * fusion adds to a plain pull (a reduce-scatter step minus a plain shift of the same size); never
  * below a tenth of the pull's time. */
-static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_s,
+static void cal_curves_fill(strata_host_links *out, const cal_fixed *fixed,
                             double worst[][CAL_FIGURES]) {
+  double alpha_s = fixed->alpha_s, call_s = fixed->call_s, alone_s = fixed->alone_s;
   int p = out->nranks;
   for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
     strata_host_point_footprints(out, i);
@@ -441,8 +474,8 @@ static void cal_curves_fill(strata_host_links *out, double alpha_s, double call_
       cal_rate_set(&out->link_alone, i, moved, lone_s);
       /* a source its owner just touched: never faster than a clean one */
       cal_rate_set(&out->link_dirty, i, moved,
-                   fmax(cal_minus_fixed(w[CAL_DIRTY], alpha_s), shift_s));
-      cal_rate_set(&out->link_warm, i, moved, fmax(cal_minus_fixed(w[CAL_WARM], alpha_s), shift_s));
+                   fmax(cal_minus_fixed(w[CAL_DIRTY], alone_s), shift_s));
+      cal_rate_set(&out->link_warm, i, moved, fmax(cal_minus_fixed(w[CAL_WARM], alone_s), shift_s));
     }
     if (p > 1 && out->use_tcp) {
       /* the sender's core's rate in a one-way stream. Over loopback the sending core also runs
@@ -513,12 +546,17 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, i
   if (!rc) rc = strata_allreduce(comm, &out->use_tcp, &any_tcp, 1, STRATA_I32, STRATA_MAX);
   out->use_tcp = any_tcp;
   if (!rc) rc = cal_host_cores(comm, out);
-  /* slowest rank's medians: α, a one-element call, then CAL_FIGURES per calibration point */
-  enum { FIXED = 2, N = FIXED + STRATA_HOST_CURVE_POINTS * CAL_FIGURES };
+  /* slowest rank's figures: α, a one-element call, a shift alone (cal_fixed_s), then CAL_FIGURES
+   * per calibration point */
+  enum { FIXED = 3, N = FIXED + STRATA_HOST_CURVE_POINTS * CAL_FIGURES };
   double s[N], worst[N];
   memset(s, 0, sizeof s);
   memset(worst, 0, sizeof worst);
-  if (!rc && out->nranks > 1) rc = cal_fixed_s(comm, dtype, op, a, b, out->use_tcp, &s[0], &s[1]);
+  if (!rc && out->nranks > 1) {
+    cal_fixed mine = {0, 0, 0};
+    rc = cal_fixed_s(comm, dtype, op, a, b, out->use_tcp, &mine);
+    s[0] = mine.alpha_s, s[1] = mine.call_s, s[2] = mine.alone_s;
+  }
   for (int i = 0; !rc && i < STRATA_HOST_CURVE_POINTS; i++)
     rc = cal_point(comm, out, dtype, op, a, b, c, i, &s[FIXED + i * CAL_FIGURES]);
   if (!rc) rc = strata_allreduce(comm, s, worst, N, STRATA_F64, STRATA_MAX);
@@ -526,6 +564,7 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, i
   strata_mem_buffer_free(b, registered);
   strata_mem_buffer_free(c, registered);
   if (rc) return rc;
-  cal_curves_fill(out, worst[0], worst[1], (double(*)[CAL_FIGURES])(void *)&worst[FIXED]);
+  cal_fixed fixed = {.alpha_s = worst[0], .call_s = worst[1], .alone_s = worst[2]};
+  cal_curves_fill(out, &fixed, (double(*)[CAL_FIGURES])(void *)&worst[FIXED]);
   return out->link_gbps > 0 ? STRATA_OK : STRATA_ERR_SYSTEM;
 }
