@@ -31,7 +31,8 @@
  * pieces per chunk: the veth pair dropped segments, 784 retransmissions). When some peers share
  * the host (a multi-host job), the shm part would pay for the fine cut, so the chunk stays 1 MiB.
  * WAN peers get larger chunks (RTT measured at connect) so the ring keeps several
- * bandwidth-delay products in flight (src/engine/chunk.c). */
+ * bandwidth-delay products in flight (src/engine/chunk.c). This is one rank's proposal: the
+ * communicator takes the largest of all ranks' (strata_comm_agree, sites.c). */
 static uint64_t default_chunk_bytes(const strata_comm *comm) {
   enum { TCP_LAN_CHUNK_BYTES = 64 << 10, MIXED_CHUNK_BYTES = 1 << 20, SHM_CHUNK_BYTES = 16 << 20 };
   if (!comm->tcp_data_peers) return SHM_CHUNK_BYTES;
@@ -129,12 +130,11 @@ int strata_comm_init(const strata_config *cfg, strata_comm **out) {
   comm->recv_queues = calloc(n, sizeof(strata_post_queue));
   if (!comm->p2p_send_seq || !comm->p2p_recv_seq || !comm->send_queues || !comm->recv_queues)
     return fail_init(comm, STRATA_ERR_NO_MEMORY);
-  if (comm->nranks > 1) {
-    status = connect_world(comm);
-    if (status == STRATA_OK) status = strata_comm_sites_exchange(comm);
-    if (status != STRATA_OK) return fail_init(comm, status);
-  }
-  if (!comm->cfg.chunk_bytes) comm->cfg.chunk_bytes = default_chunk_bytes(comm);
+  if (comm->nranks > 1) status = connect_world(comm);
+  if (status == STRATA_OK && !comm->cfg.chunk_bytes)
+    comm->cfg.chunk_bytes = default_chunk_bytes(comm);
+  if (status == STRATA_OK) status = strata_comm_agree(comm); /* the chunk too: sites.c */
+  if (status != STRATA_OK) return fail_init(comm, status);
   if (pthread_create(&comm->progress_thread, NULL, strata_engine_thread_main, comm) != 0)
     return fail_init(comm, STRATA_ERR_SYSTEM);
   comm->thread_started = 1;

@@ -125,8 +125,9 @@ int strata_engine_wait(strata_comm *comm, strata_operation *op);
 int strata_engine_poll(strata_comm *comm);
 void strata_engine_fail(strata_comm *comm, int status, int tell_peers);
 void *strata_engine_thread_main(void *arg);
-/* Publish cfg.site, read every rank's, set comm->site_of_rank (sites.c). */
-int strata_comm_sites_exchange(strata_comm *comm);
+/* Publish cfg.site and cfg.chunk_bytes, read every rank's: set comm->site_of_rank, and
+ * cfg.chunk_bytes to the largest proposed, the same on every rank (sites.c). */
+int strata_comm_agree(strata_comm *comm);
 void strata_operation_free(strata_operation *op);
 /* A 64-byte aligned buffer of at least `bytes` (its size in *cap), from the cache or new; NULL
  * when out of memory. strata_scratch_give returns it (thread safe, no other lock needed);

@@ -1,5 +1,6 @@
 /*
- * sites.c — which site every rank of a communicator is in, for the hierarchical collectives.
+ * sites.c — what the ranks of a communicator agree on at init: which site every rank is in (for
+ * the hierarchical collectives) and the pipelining chunk.
  *
  * Where a rank's site comes from (docs/hier.md), first that applies:
  *  1. cfg.site (STRATA_SITE; `strata launch --sites MATRIX` sets it from a probed link matrix);
@@ -9,7 +10,16 @@
  *     flat run;
  *  3. nothing: the rank names no site ("").
  *
- * At init every rank publishes its site in the rendezvous store and reads everyone's. Keys live
+ * The chunk. Every schedule is cut by cfg.chunk_bytes, so ranks that disagree on it build
+ * different schedules and fail the first large collective with STRATA_ERR_MISMATCH. A rank's own
+ * choice (comm.c) depends on what it measured and saw: the largest RTT to its peers (>= 1 ms
+ * makes it a WAN chunk; one loaded rank on a busy host measured that over loopback, CI
+ * 2026-12-01, 5 and 8 ranks), and whether all its peers are over TCP (in a multi-host job the
+ * ranks that share a host see fewer). So every rank publishes its proposal with its site and the
+ * communicator takes the largest: the WAN or mixed choice wins, as it must for the path that
+ * needs it. A proposal another rank changed is logged at INFO.
+ *
+ * At init every rank publishes "<chunk> <site>" in the rendezvous store and reads everyone's. Keys live
  * under "<job>/site/<k>/<rank>", k = how many communicators this rank opened in the job so far (a
  * store counter, as src/net/net.c does for its keys), so two communicators of one job never read
  * each other's answers. Names become indices in order of first appearance (rank 0's site is 0),
@@ -47,17 +57,30 @@ static int site_prefix(strata_comm *comm, char *prefix, size_t len) {
   return status;
 }
 
-static int site_read(strata_comm *comm, const char *prefix, int rank, char *name) {
+/* Reads rank `rank`'s "<chunk> <site>"; a value without the chunk is a protocol error. */
+static int site_read(strata_comm *comm, const char *prefix, int rank, char *name,
+                     uint64_t *chunk) {
   char key[224];
   snprintf(key, sizeof key, "%s/%d", prefix, rank);
   void *value = NULL;
   size_t len = 0;
   int status = strata_store_get(comm->store, key, &value, &len, comm->cfg.timeout_s);
   if (status != STRATA_OK) return status;
-  snprintf(name, SITE_NAME_BYTES, "%.*s", (int)(len < SITE_NAME_BYTES ? len : SITE_NAME_BYTES - 1),
-           (const char *)value);
+  const char *text = value, *space = memchr(text, ' ', len);
+  char digits[24] = "";
+  size_t ndigits = space ? (size_t)(space - text) : 0;
+  if (ndigits == 0 || ndigits >= sizeof digits) {
+    free(value);
+    return STRATA_ERR_PROTOCOL;
+  }
+  memcpy(digits, text, ndigits);
+  char *end = NULL;
+  *chunk = strtoull(digits, &end, 10);
+  size_t rest = len - ndigits - 1;
+  snprintf(name, SITE_NAME_BYTES, "%.*s",
+           (int)(rest < SITE_NAME_BYTES ? rest : SITE_NAME_BYTES - 1), space + 1);
   free(value);
-  return STRATA_OK;
+  return *end == '\0' && *chunk > 0 ? STRATA_OK : STRATA_ERR_PROTOCOL;
 }
 
 static void site_log(const strata_comm *comm, char (*names)[SITE_NAME_BYTES], int nsites) {
@@ -138,16 +161,19 @@ static void site_failure_sync(strata_comm *comm, const char *prefix) {
   }
 }
 
-/* Reads every rank's site into site_of_rank / names; *failed_rank = the first rank that could
- * not find its site, -1 none. */
+/* Reads every rank's site into site_of_rank / names and the largest chunk proposed into *chunk;
+ * *failed_rank = the first rank that could not find its site, -1 none. */
 static int site_read_all(strata_comm *comm, const char *prefix, char (*names)[SITE_NAME_BYTES],
-                         int *site_of_rank, int *nsites, int *failed_rank) {
+                         int *site_of_rank, int *nsites, int *failed_rank, uint64_t *chunk) {
   char name[SITE_NAME_BYTES];
   *nsites = 0;
   *failed_rank = -1;
+  *chunk = 0;
   for (int r = 0; r < comm->nranks; r++) {
-    int status = site_read(comm, prefix, r, name);
+    uint64_t proposed = 0;
+    int status = site_read(comm, prefix, r, name, &proposed);
     if (status != STRATA_OK) return status;
+    if (proposed > *chunk) *chunk = proposed;
     if (!strcmp(name, SITE_FAILED)) {
       if (*failed_rank < 0) *failed_rank = r;
       continue;
@@ -160,24 +186,33 @@ static int site_read_all(strata_comm *comm, const char *prefix, char (*names)[SI
   return STRATA_OK;
 }
 
-int strata_comm_sites_exchange(strata_comm *comm) {
+int strata_comm_agree(strata_comm *comm) {
   if (comm->nranks < 2 || !comm->store) return STRATA_OK;
   int mine = STRATA_OK;
   if (!comm->cfg.site[0] && comm->cfg.topology[0]) mine = site_from_topology(comm);
-  char prefix[160], key[224];
+  char prefix[160], key[224], published[24 + sizeof comm->cfg.site];
   int status = site_prefix(comm, prefix, sizeof prefix);
   snprintf(key, sizeof key, "%s/%d", prefix, comm->rank);
-  const char *published = mine == STRATA_OK ? comm->cfg.site : SITE_FAILED;
-  if (status == STRATA_OK)
-    status = strata_store_set(comm->store, key, published, strlen(published));
+  int n = snprintf(published, sizeof published, "%llu %s",
+                   (unsigned long long)comm->cfg.chunk_bytes,
+                   mine == STRATA_OK ? comm->cfg.site : SITE_FAILED);
+  if (status == STRATA_OK) status = strata_store_set(comm->store, key, published, (size_t)n);
   char(*names)[SITE_NAME_BYTES] = calloc((size_t)comm->nranks, sizeof *names);
   int *site_of_rank = calloc((size_t)comm->nranks, sizeof *site_of_rank);
   if (!names || !site_of_rank) status = STRATA_ERR_NO_MEMORY;
   int nsites = 0, failed_rank = -1;
+  uint64_t chunk = 0;
   if (status == STRATA_OK)
-    status = site_read_all(comm, prefix, names, site_of_rank, &nsites, &failed_rank);
+    status = site_read_all(comm, prefix, names, site_of_rank, &nsites, &failed_rank, &chunk);
+  if (status == STRATA_OK && chunk != comm->cfg.chunk_bytes) {
+    STRATA_LOG(STRATA_LOG_INFO, comm->rank,
+               "chunk %llu B (another rank proposed it; this rank's own choice was %llu B)",
+               (unsigned long long)chunk, (unsigned long long)comm->cfg.chunk_bytes);
+    comm->cfg.chunk_bytes = chunk;
+  }
   if (status != STRATA_OK) {
-    STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "cannot exchange sites: %s", strata_strerror(status));
+    STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "cannot exchange sites and chunks: %s",
+               strata_strerror(status));
     if (mine != STRATA_OK) status = mine;
   } else if (failed_rank >= 0) {
     if (mine == STRATA_OK)
