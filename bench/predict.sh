@@ -7,9 +7,11 @@
 # (TCP: STRATA_SHM=0) RUNS times, interleaved (run 1 of every configuration, then run 2, ...),
 # and prints predicted / measured out-of-place busbw per cell and run, then the count of cells
 # whose every run lies inside [1-T, 1+T] (T = 0.25) and the count whose median does (in all and
-# per rank count). Ranks run under `nice -n -20` when allowed (root), which takes the cores back
-# from other work on a shared host but not the caches or the memory bus. A cell's own
-# measurement can span more than 25% over three runs here (docs/model.md), hence the median.
+# per rank count), and how many cells' own runs stay within the band around their median
+# measurement (the measurement's reproducibility, which bounds any model's). Ranks run under
+# `nice -n -20` when allowed (root), which takes the cores back from other work on a shared host
+# but not the caches or the memory bus. A cell's own measurement can span more than 25% over
+# three runs here (docs/model.md), hence the median.
 #
 # `bench/predict.sh --rescore DIR` measures nothing: it re-scores the runs saved in DIR with the
 # model of this build (BUILD/strata-repredict, bench/repredict.c), against the same measured rows,
@@ -74,9 +76,11 @@ python3 - "$out" "$T" "$RUNS" "$rescore" <<'EOF'
 import json, os, subprocess, sys, statistics
 out, t, runs, rescore = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 cells = {}  # (coll, n, tr) -> size -> [ratio per run]
+measured = {}  # (coll, n, tr, size) -> [measured busbw per run]
 def add(coll, n, tr, size, meas, pred):
     if pred and meas > 0:
         cells.setdefault((coll, int(n), tr), {}).setdefault(size, []).append(pred / meas)
+        measured.setdefault((coll, int(n), tr, size), []).append(meas)
 for name in sorted(os.listdir(out)):
     if rescore and name.endswith(".txt"):  # the rows this run measured, this build's model
         coll, n, tr, _run = name[:-4].rsplit("-", 3)
@@ -118,5 +122,12 @@ print(f"\n{all_in} of {total} cells inside in every run; {med_in} of {total} by 
 for ranks in sorted({k[1] for k in cells}):
     sub = [statistics.median(r) for k, c in cells.items() if k[1] == ranks for r in c.values()]
     print(f"{ranks} ranks: {sum(1 - t <= m <= 1 + t for m in sub)} of {len(sub)} by their median")
+# How well the measurement agrees with itself: cells whose every run lies within the band
+# around the cell's median measurement. No model can be held closer than that.
+for ranks in sorted({k[1] for k in cells}):
+    own = [all(1 - t <= v / statistics.median(m) <= 1 + t for v in m)
+           for k, m in measured.items() if k[1] == ranks and len(m) == runs]
+    print(f"{ranks} ranks: the measurement itself: {sum(own)} of {len(own)} cells with every run "
+          f"within [{1 - t:.2f}, {1 + t:.2f}] of the cell's median")
 print(f"raw: {out}")
 EOF
