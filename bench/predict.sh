@@ -17,7 +17,11 @@
 # model of this build (BUILD/strata-repredict, bench/repredict.c), against the same measured rows,
 # so a model change is judged on the rows the previous model was judged on.
 #
-# Environment: BUILD (default build), RUNS (default 3), ITERS (default 5), T (default 0.25),
+# ITERS is nccl-tests' own default, 20 timed calls per row: with 5, a 1 MiB row is a window of
+# ~0.3 ms that one preemption or one slow call decides (2 ranks, one AMD EPYC host, within the
+# hour: 24 of 40 cells inside by median with 5, 29 with 20, every-run 26 -> 40 of 80).
+#
+# Environment: BUILD (default build), RUNS (default 3), ITERS (default 20), T (default 0.25),
 # COLLS (default "allreduce reduce_scatter allgather broadcast"), RANKS (default "2 4"),
 # TRANSPORTS (default "shm tcp"), MAXBYTES (default 256M). Output: a table on stdout, the raw
 # JSON under bench/results/predict-<date>/.
@@ -27,7 +31,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 case ${BUILD:=build} in /*) ;; *) BUILD=$root/$BUILD ;; esac # relative: to the project root
 STRATA=$BUILD/strata
 RUNS=${RUNS:-3}
-ITERS=${ITERS:-5}
+ITERS=${ITERS:-20}
 T=${T:-0.25}
 COLLS=${COLLS:-allreduce reduce_scatter allgather broadcast}
 RANKS=${RANKS:-2 4}
