@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_netem_rtt.sh BUILD_DIR — `strata netem`: round-trip times between emulated sites within
+# test_netem_rtt.sh BUILD_DIR — `strata netem`: round-trip times between emulated sites (median) within
 # 5% of the configured one-way delays (20 ms and 50 ms RTT), an asymmetric pair (10 ms one way,
 # 30 ms back, each direction measured on its own with `netem owd`), jitter visible in the spread but not in the mean, and the status report.
 # Needs root, /dev/net/tun and `ip netns`; only namespaces it creates are touched.
@@ -22,16 +22,22 @@ bounded "$strata" netem up --name "$name" --sites 4 --lifetime 60 \
   --link 0-1:delay=10ms --link 0-2:delay=25ms --link '1>2:delay=10ms' --link '2>1:delay=30ms' \
   --link 0-3:delay=20ms,jitter=2ms >/dev/null || { echo "FAIL: netem up"; exit 1; }
 
-# A check that misses is run once more before it fails: one stall of a busy host (tens of ms)
-# moves an average of 20 samples by several percent; a real error misses twice.
+# Delays are judged by their median: one stall of a busy host (tens of ms) moves an average of
+# 20 samples by several percent (CI, 2026-12-01: one way 1->2 min 10.13, avg 10.70, max 14.07 ms
+# twice in a row, a load of other tests on the 2 cores), the median not; the average must still
+# stay within 15%, so a delay that is right only half the time fails. A check that misses is run
+# once more before it fails; a real error misses twice.
+# median_avg_ok MEDIAN AVG WANT: the median within 5% of WANT and the average within 15%.
+median_avg_ok() { [ -n "$1" ] && [ -n "$2" ] && within "$1" "$3" 5 && within "$2" "$3" 15; }
 check_rtt() { # FROM TO WANT_MS
-  local out avg attempt
+  local out avg med attempt
   for attempt in 1 2; do
     out=$(bounded "$strata" netem ping --name "$name" "$1" "$2" -c 20 -i 0.05 -q)
     avg=$(echo "$out" | field avg)
+    med=$(echo "$out" | field median)
     echo "$out"
-    [ -n "$avg" ] && within "$avg" "$3" 5 && break
-    [ "$attempt" = 2 ] && fail "rtt $1->$2 avg ${avg:-none} ms, want $3 ms ± 5%"
+    median_avg_ok "$med" "$avg" "$3" && break
+    [ "$attempt" = 2 ] && fail "rtt $1->$2 median ${med:-none} avg ${avg:-none} ms, want $3 ms ± 5% (avg ± 15%)"
   done
   echo "$out" | grep -q " loss=0.000%" || fail "rtt $1->$2: lost packets on a lossless link"
 }
@@ -44,13 +50,14 @@ check_rtt 0 3 40
 
 # One-way delays of the asymmetric pair, each within 5%.
 check_owd() { # FROM TO WANT_MS
-  local out avg attempt
+  local out avg med attempt
   for attempt in 1 2; do
     out=$(bounded "$strata" netem owd --name "$name" "$1" "$2" -c 50 -i 0.02 -q)
     avg=$(echo "$out" | field avg)
+    med=$(echo "$out" | field median)
     echo "$out"
-    [ -n "$avg" ] && within "$avg" "$3" 5 && break
-    [ "$attempt" = 2 ] && fail "one-way $1->$2 avg ${avg:-none} ms, want $3 ms ± 5%"
+    median_avg_ok "$med" "$avg" "$3" && break
+    [ "$attempt" = 2 ] && fail "one-way $1->$2 median ${med:-none} avg ${avg:-none} ms, want $3 ms ± 5% (avg ± 15%)"
   done
 }
 check_owd 1 2 10

@@ -632,7 +632,30 @@ typedef struct ping_tally {
   long received;
   double min_ms, max_ms, sum_ms, sum_sq_ms;
   unsigned char *seen;
+  double *ms; /* every sample, for the median: one stall of a busy host (tens of ms) moves the
+               * average of 50 samples by several percent, the median not at all */
 } ping_tally;
+
+static void tally_add(ping_tally *t, double ms) {
+  if (!t->received || ms < t->min_ms) t->min_ms = ms;
+  if (ms > t->max_ms) t->max_ms = ms;
+  t->sum_ms += ms;
+  t->sum_sq_ms += ms * ms;
+  t->ms[t->received++] = ms;
+}
+
+static int tally_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The median sample (the mean of the middle two for an even count); 0 with none. */
+static double tally_median(ping_tally *t) {
+  if (t->received == 0) return 0;
+  qsort(t->ms, (size_t)t->received, sizeof *t->ms, tally_cmp);
+  long h = t->received / 2;
+  return t->received % 2 ? t->ms[h] : (t->ms[h - 1] + t->ms[h]) / 2;
+}
 
 static uint64_t real_ns(void) {
   struct timespec ts;
@@ -677,11 +700,7 @@ static void ping_receive(int fd, uint16_t id, const ping_options *o, ping_tally 
     if (index >= (uint64_t)o->count || (uint16_t)index != seq || t->seen[index]) continue;
     t->seen[index] = 1;
     double rtt_ms = (double)(now - sent_ns) / 1e6;
-    if (!t->received || rtt_ms < t->min_ms) t->min_ms = rtt_ms;
-    if (rtt_ms > t->max_ms) t->max_ms = rtt_ms;
-    t->sum_ms += rtt_ms;
-    t->sum_sq_ms += rtt_ms * rtt_ms;
-    t->received++;
+    tally_add(t, rtt_ms);
     if (!o->quiet) printf("reply seq=%u rtt=%.3f ms\n", seq, rtt_ms);
   }
 }
@@ -733,8 +752,9 @@ static int netem_ping(int argc, char **argv, const char *name) {
   struct sockaddr_in to = {.sin_family = AF_INET};
   inet_pton(AF_INET, addr, &to.sin_addr);
   uint16_t id = (uint16_t)(getpid() ^ (mono_ns() >> 10));
-  ping_tally t = {.seen = calloc((size_t)o.count, 1)};
-  if (!t.seen) return 1;
+  ping_tally t = {.seen = calloc((size_t)o.count, 1),
+                  .ms = calloc((size_t)o.count, sizeof(double))};
+  if (!t.seen || !t.ms) return free(t.seen), free(t.ms), close(fd), 1;
   uint64_t interval_ns = (uint64_t)(o.interval_s * 1e9), next = mono_ns(), last_sent = next;
   long sent = 0;
   for (; sent < o.count; sent++) {
@@ -761,10 +781,10 @@ static int netem_ping(int argc, char **argv, const char *name) {
   double var = t.received ? t.sum_sq_ms / (double)t.received - avg * avg : 0;
   printf(
       "ping site %d -> %s: sent=%ld received=%ld loss=%.3f%% rtt_ms min=%.3f avg=%.3f "
-      "max=%.3f mdev=%.3f\n",
+      "max=%.3f mdev=%.3f median=%.3f\n",
       o.from, addr, sent, t.received, sent ? 100.0 * (double)(sent - t.received) / (double)sent : 0,
-      t.min_ms, avg, t.max_ms, sqrt(var > 0 ? var : 0));
-  free(t.seen);
+      t.min_ms, avg, t.max_ms, sqrt(var > 0 ? var : 0), tally_median(&t));
+  free(t.seen), free(t.ms);
   return t.received ? 0 : 1;
 }
 
@@ -809,11 +829,7 @@ static void owd_receive(int fd, const ping_options *o, ping_tally *t) {
     if (index >= (uint64_t)o->count || t->seen[index]) continue;
     t->seen[index] = 1;
     double ms = (double)(now - sent_ns) / 1e6;
-    if (!t->received || ms < t->min_ms) t->min_ms = ms;
-    if (ms > t->max_ms) t->max_ms = ms;
-    t->sum_ms += ms;
-    t->sum_sq_ms += ms * ms;
-    t->received++;
+    tally_add(t, ms);
     if (!o->quiet) printf("datagram %llu delay=%.3f ms\n", (unsigned long long)index, ms);
   }
 }
@@ -835,9 +851,10 @@ static int netem_owd(int argc, char **argv, const char *name) {
   setsockopt(rx, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
   struct sched_param sp = {.sched_priority = 5};
   sched_setscheduler(0, SCHED_FIFO, &sp);
-  ping_tally t = {.seen = calloc((size_t)o.count, 1)};
+  ping_tally t = {.seen = calloc((size_t)o.count, 1),
+                  .ms = calloc((size_t)o.count, sizeof(double))};
   unsigned char payload[8000] = {0};
-  if (!t.seen) return 1;
+  if (!t.seen || !t.ms) return free(t.seen), free(t.ms), close(rx), close(tx), 1;
   uint64_t interval_ns = (uint64_t)(o.interval_s * 1e9), next = mono_ns(), last_sent = next;
   long sent = 0;
   for (; sent < o.count; sent++) {
@@ -867,10 +884,10 @@ static int netem_owd(int argc, char **argv, const char *name) {
   double var = t.received ? t.sum_sq_ms / (double)t.received - avg * avg : 0;
   printf(
       "owd site %d -> site %d: sent=%ld received=%ld loss=%.3f%% delay_ms min=%.3f avg=%.3f "
-      "max=%.3f mdev=%.3f\n",
+      "max=%.3f mdev=%.3f median=%.3f\n",
       o.from, o.to, sent, t.received, sent ? 100.0 * (double)(sent - t.received) / (double)sent : 0,
-      t.min_ms, avg, t.max_ms, sqrt(var > 0 ? var : 0));
-  free(t.seen);
+      t.min_ms, avg, t.max_ms, sqrt(var > 0 ? var : 0), tally_median(&t));
+  free(t.seen), free(t.ms);
   return t.received ? 0 : 1;
 }
 
