@@ -40,11 +40,6 @@ static const char *const cp_names[CP_VARIANTS] = {
     "in place",       "out of place", "copy only", "own copy + in place", "other copy + in place",
     "spin + in place"};
 
-static int cp_cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 typedef struct cp_bufs {
   char *send, *recv, *x, *y;
   size_t block;
@@ -107,13 +102,12 @@ int main(int argc, char **argv) {
   for (int v = 0; !rc && v < CP_VARIANTS; v++) {
     for (int w = 0; !rc && w < 3; w++) rc = cp_call(comm, &b, v); /* warm-up */
     for (int r = 0; !rc && r < reps; r++) {
-      if (!rc) rc = strata_barrier(comm);
+      rc = strata_barrier(comm);
       double start = strata_now_s();
       for (int i = 0; !rc && i < calls; i++) rc = cp_call(comm, &b, v);
       t[r] = (strata_now_s() - start) / calls;
     }
-    qsort(t, (size_t)reps, sizeof *t, cp_cmp);
-    med[v] = t[reps / 2];
+    med[v] = strata_median(t, (size_t)reps);
     if (v == CP_COPY_ONLY) b.spin_s = med[v];
   }
   if (!rc) rc = strata_allreduce(comm, med, worst, CP_VARIANTS, STRATA_F64, STRATA_MAX);

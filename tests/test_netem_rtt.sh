@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# test_netem_rtt.sh BUILD_DIR — `strata netem`: round-trip times between emulated sites (median) within
-# 5% of the configured one-way delays (20 ms and 50 ms RTT), an asymmetric pair (10 ms one way,
-# 30 ms back, each direction measured on its own with `netem owd`), jitter visible in the spread but not in the mean, and the status report.
+# test_netem_rtt.sh BUILD_DIR — `strata netem`: round-trip times between emulated sites (their
+# median) within 5% of the configured one-way delays (20 ms and 50 ms RTT), an asymmetric pair
+# (10 ms one way, 30 ms back, each direction measured on its own with `netem owd`), jitter
+# visible in the spread but not in the mean, and the status report.
 # Needs root, /dev/net/tun and `ip netns`; only namespaces it creates are touched.
 set -u
 build=${1:?usage: test_netem_rtt.sh BUILD_DIR}

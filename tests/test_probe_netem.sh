@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test_probe_netem.sh BUILD_DIR — `strata probe` on emulated sites (`strata netem`, one rank per
 # site, a standalone store in site 0) recovers every configured one-way delay within 10% (above
-# it, 10% or 0.6 ms, whichever is more: see check_matrix) and every configured rate within 15%, and `strata place` reads the matrix. Goodput over TCP is at
-# most 1448/1500 = 96.5% of the IP rate the emulator enforces, inside the 15%.
+# it, 10% or 0.6 ms, whichever is more: see check_matrix) and every configured rate within 15%,
+# and `strata place` reads the matrix. Goodput over TCP is at most 1448/1500 = 96.5% of the IP
+# rate the emulator enforces, inside the 15%.
 # Needs root, /dev/net/tun and `ip netns`; only namespaces it creates are touched.
 set -u
 build=${1:?usage: test_probe_netem.sh BUILD_DIR}

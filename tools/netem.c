@@ -51,6 +51,7 @@
 #include <dirent.h>
 
 #include "commands.h"
+#include "core/core.h"
 #include "emu/forwarder.h"
 #include "emu/link.h"
 #include "emu/site.h"
@@ -644,17 +645,15 @@ static void tally_add(ping_tally *t, double ms) {
   t->ms[t->received++] = ms;
 }
 
-static int tally_cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* The median sample (the mean of the middle two for an even count); 0 with none. */
-static double tally_median(ping_tally *t) {
-  if (t->received == 0) return 0;
-  qsort(t->ms, (size_t)t->received, sizeof *t->ms, tally_cmp);
-  long h = t->received / 2;
-  return t->received % 2 ? t->ms[h] : (t->ms[h - 1] + t->ms[h]) / 2;
+/* The line's tail that ping and owd share: "sent=S received=R loss=L% KIND min=.. avg=.. max=..
+ * mdev=.. median=.." (ms). Sorts t->ms. */
+static void tally_print(ping_tally *t, long sent, const char *kind) {
+  double avg = t->received ? t->sum_ms / (double)t->received : 0;
+  double var = t->received ? t->sum_sq_ms / (double)t->received - avg * avg : 0;
+  printf("sent=%ld received=%ld loss=%.3f%% %s min=%.3f avg=%.3f max=%.3f mdev=%.3f median=%.3f\n",
+         sent, t->received, sent ? 100.0 * (double)(sent - t->received) / (double)sent : 0, kind,
+         t->min_ms, avg, t->max_ms, sqrt(var > 0 ? var : 0),
+         strata_median(t->ms, (size_t)t->received));
 }
 
 static uint64_t real_ns(void) {
@@ -777,13 +776,8 @@ static int netem_ping(int argc, char **argv, const char *name) {
     ping_receive(fd, id, &o, &t);
   }
   close(fd);
-  double avg = t.received ? t.sum_ms / (double)t.received : 0;
-  double var = t.received ? t.sum_sq_ms / (double)t.received - avg * avg : 0;
-  printf(
-      "ping site %d -> %s: sent=%ld received=%ld loss=%.3f%% rtt_ms min=%.3f avg=%.3f "
-      "max=%.3f mdev=%.3f median=%.3f\n",
-      o.from, addr, sent, t.received, sent ? 100.0 * (double)(sent - t.received) / (double)sent : 0,
-      t.min_ms, avg, t.max_ms, sqrt(var > 0 ? var : 0), tally_median(&t));
+  printf("ping site %d -> %s: ", o.from, addr);
+  tally_print(&t, sent, "rtt_ms");
   free(t.seen), free(t.ms);
   return t.received ? 0 : 1;
 }
@@ -880,13 +874,8 @@ static int netem_owd(int argc, char **argv, const char *name) {
   }
   close(rx);
   close(tx);
-  double avg = t.received ? t.sum_ms / (double)t.received : 0;
-  double var = t.received ? t.sum_sq_ms / (double)t.received - avg * avg : 0;
-  printf(
-      "owd site %d -> site %d: sent=%ld received=%ld loss=%.3f%% delay_ms min=%.3f avg=%.3f "
-      "max=%.3f mdev=%.3f median=%.3f\n",
-      o.from, o.to, sent, t.received, sent ? 100.0 * (double)(sent - t.received) / (double)sent : 0,
-      t.min_ms, avg, t.max_ms, sqrt(var > 0 ? var : 0), tally_median(&t));
+  printf("owd site %d -> site %d: ", o.from, o.to);
+  tally_print(&t, sent, "delay_ms");
   free(t.seen), free(t.ms);
   return t.received ? 0 : 1;
 }

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "core/core.h"
 #include "strata.h"
 #include "topo/linkmatrix.h"
 
@@ -159,11 +160,6 @@ static int parse_args(int argc, char **argv, probe_options *o) {
 
 /* ---- one pair ---- */
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* Ping-pongs; the leader returns the median round trip in *rtt_s. The leader decides when to
  * stop (after --pings timed ones, or at least PROBE_MIN_PINGS once the time budget is spent, so
  * a 100 ms link does not take 20 s) and says so in the first byte: 1 = echo me, 0 = done. */
@@ -192,8 +188,7 @@ static int measure_latency(probe_state *p, int peer, int leader, double *rtt_s) 
   msg[0] = 0;
   if (rc == STRATA_OK) rc = strata_send(p->comm, msg, 8, STRATA_U8, peer);
   if (rc == STRATA_OK) {
-    qsort(rtt, (size_t)timed, sizeof *rtt, cmp_double);
-    *rtt_s = timed % 2 ? rtt[timed / 2] : 0.5 * (rtt[timed / 2 - 1] + rtt[timed / 2]);
+    *rtt_s = strata_median(rtt, (size_t)timed);
   }
   free(rtt);
   return rc;

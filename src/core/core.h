@@ -25,6 +25,12 @@ void strata_log_write(strata_log_level level, int rank, const char *fmt, ...)
 /* ---- time ---- */
 double strata_now_s(void); /* CLOCK_MONOTONIC seconds */
 
+/* ---- samples (stats.c) ---- */
+int strata_cmp_double(const void *a, const void *b); /* qsort order of doubles, ascending */
+/* The median of v[0..n): the middle one, or the mean of the middle two for an even n; 0 for
+ * n == 0. Sorts v. */
+double strata_median(double *v, size_t n);
+
 /* ---- half-precision conversion; f32 -> f16/bf16 rounds to nearest even, NaN stays NaN ---- */
 float strata_f16_to_f32(uint16_t h);
 uint16_t strata_f32_to_f16(float f);

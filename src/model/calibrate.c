@@ -120,16 +120,6 @@ uint64_t strata_host_point_bytes(int i) {
   return STRATA_HOST_CALIBRATE_MIN_BYTES << (2 * i);
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return v[n / 2];
-}
-
 static double fastest(const double *v, int n) {
   double best = v[0];
   for (int i = 1; i < n; i++)
@@ -155,7 +145,7 @@ static int cal_shift_s(strata_comm *comm, char *out, char *in, size_t bytes, siz
       rc = cal_shift(comm, out, in, bytes, message_bytes, lone);
     t[r] = (strata_now_s() - start_s) / shifts;
   }
-  if (!rc) *seconds = median(t, CAL_REPEATS);
+  if (!rc) *seconds = strata_median(t, CAL_REPEATS);
   return rc;
 }
 
@@ -179,7 +169,7 @@ static int cal_touched_s(strata_comm *comm, char *out, char *in, char *copy_to, 
     if (!rc) rc = cal_shift(comm, out, in, bytes, message_bytes, 0);
     t[k] = strata_now_s() - start_s;
   }
-  if (!rc) *seconds = median(t, CAL_DIRTY_SHIFTS);
+  if (!rc) *seconds = strata_median(t, CAL_DIRTY_SHIFTS);
   return rc;
 }
 
@@ -196,7 +186,7 @@ static int cal_coll_s(strata_comm *comm, const strata_coll_args *args, size_t by
     for (int i = 0; !rc && i < calls; i++) rc = strata_collective(comm, args, NULL);
     t[r] = (strata_now_s() - start_s) / calls;
   }
-  if (!rc) *seconds = median(t, CAL_REPEATS);
+  if (!rc) *seconds = strata_median(t, CAL_REPEATS);
   return rc;
 }
 
@@ -301,9 +291,9 @@ static int cal_fixed_s(strata_comm *comm, strata_dtype dtype, strata_op op, char
     t_call[r] = (strata_now_s() - mid_s) / CAL_SMALL_CALLS;
   }
   if (rc) return rc;
-  out->alone_s = tcp ? median(t_alone, CAL_SMALL_CALLS) : fastest(t_alone, CAL_SMALL_CALLS);
-  out->alpha_s = median(t_shift, CAL_REPEATS);
-  out->call_s = median(t_call, CAL_REPEATS);
+  out->alone_s = tcp ? strata_median(t_alone, CAL_SMALL_CALLS) : fastest(t_alone, CAL_SMALL_CALLS);
+  out->alpha_s = strata_median(t_shift, CAL_REPEATS);
+  out->call_s = strata_median(t_call, CAL_REPEATS);
   return STRATA_OK;
 }
 
@@ -318,7 +308,7 @@ static double cal_local_s(cal_local_kind kind, strata_reduce_fn op_fn, size_t el
     for (int i = 0; i < passes; i++) cal_local_pass(kind, op_fn, elem_size, dst, a, b, bytes);
     t[r] = (strata_now_s() - start_s) / passes;
   }
-  return median(t, CAL_REPEATS);
+  return strata_median(t, CAL_REPEATS);
 }
 
 static void cal_transport(strata_comm *comm, strata_host_links *out) {

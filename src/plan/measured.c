@@ -23,19 +23,9 @@
 #include <string.h>
 
 #include "plan/place.h"
+#include "core/core.h"
 #include "core/text.h"
 #include "plan/plan.h"
-
-static int compare_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Median of v[0..n) (n >= 1); sorts v. */
-static double median(double *v, size_t n) {
-  qsort(v, n, sizeof *v, compare_double);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 void strata_plan_measured_free(strata_plan_measured *measured) {
   if (!measured) return;
@@ -196,8 +186,8 @@ static int pairs_median(const strata_link_matrix *m, const members *mb, int grou
       collect_pairs(m, mb, a, b, lat, bw, &k);
     else
       for (int s = 0; s < groups; s++) collect_pairs(m, mb, s, s, lat, bw, &k);
-    *latency_us = median(lat, k);
-    *gbps = median(bw, k);
+    *latency_us = strata_median(lat, k);
+    *gbps = strata_median(bw, k);
     *pairs = clamp_pairs(k);
   }
   free(lat);

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "strata.h"
 
 /* ---- helpers ---- */
@@ -98,11 +99,6 @@ void strata_place_launch_order(int n, const int *seq, int *order) {
 }
 
 /* ---- exact ---- */
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 /* Is there a Hamiltonian cycle using only edges with cost <= t? reach has 2^n entries. */
 static int has_cycle(int n, const double *w, double t, uint32_t *reach) {
@@ -195,7 +191,7 @@ int strata_place_ring_exact(int n, const double *w, int *seq) {
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++)
       if (i != j) edges[e++] = W(i, j);
-  qsort(edges, nedges, sizeof *edges, cmp_double);
+  qsort(edges, nedges, sizeof *edges, strata_cmp_double);
   size_t lo = 0, hi = nedges - 1; /* the complete graph always has a cycle at edges[hi] */
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -481,7 +477,7 @@ static double cluster_threshold(const strata_link_matrix *m) {
   if (!v) return -1;
   for (int i = 0; i < n; i++)
     for (int j = i + 1; j < n; j++) v[count++] = fmax(sym_latency(m, i, j), 1e-3);
-  qsort(v, count, sizeof *v, cmp_double);
+  qsort(v, count, sizeof *v, strata_cmp_double);
   double best_ratio = 4.0, threshold = -1;
   for (size_t k = 0; k + 1 < count; k++)
     if (v[k + 1] / v[k] >= best_ratio && v[k + 1] >= STRATA_PLACE_SITE_MIN_LATENCY_US) {
