@@ -515,6 +515,21 @@ static int cal_host_cores(strata_comm *comm, strata_host_links *out) {
 int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, int registered,
                           strata_host_links *out) {
   if (!comm || !out) return STRATA_ERR_INVALID_ARG;
+  size_t bytes = (size_t)STRATA_HOST_CALIBRATE_BYTES;
+  char *a = strata_mem_buffer(bytes, registered), *b = strata_mem_buffer(bytes, registered),
+       *c = strata_mem_buffer(bytes, registered);
+  /* a rank without its buffers still takes part (the NULLs fail it collectively) */
+  int rc = strata_host_calibrate_on(comm, dtype, op, registered, a, b, c, out);
+  strata_mem_buffer_free(a, registered);
+  strata_mem_buffer_free(b, registered);
+  strata_mem_buffer_free(c, registered);
+  return rc;
+}
+
+int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op, int registered,
+                             void *buf_a, void *buf_b, void *buf_c, strata_host_links *out) {
+  if (!comm || !out) return STRATA_ERR_INVALID_ARG;
+  (void)registered; /* the buffers are what they are; peers read either kind */
   strata_reduce_fn kernel = strata_reduce_kernel(dtype, op);
   size_t elem = strata_dtype_size(dtype);
   if (!kernel || elem == 0) return STRATA_ERR_INVALID_ARG;
@@ -522,8 +537,7 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, i
   out->nranks = strata_comm_size(comm);
   cal_transport(comm, out);
   size_t bytes = (size_t)STRATA_HOST_CALIBRATE_BYTES;
-  char *a = strata_mem_buffer(bytes, registered), *b = strata_mem_buffer(bytes, registered),
-       *c = strata_mem_buffer(bytes, registered);
+  char *a = buf_a, *b = buf_b, *c = buf_c;
   int local_ok = a && b && c, all_ok = 0;
   if (local_ok) {
     memset(a, 0, bytes); /* touch every page; zeros are exact in every dtype */
@@ -550,9 +564,6 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, i
   for (int i = 0; !rc && i < STRATA_HOST_CURVE_POINTS; i++)
     rc = cal_point(comm, out, dtype, op, a, b, c, i, &s[FIXED + i * CAL_FIGURES]);
   if (!rc) rc = strata_allreduce(comm, s, worst, N, STRATA_F64, STRATA_MAX);
-  strata_mem_buffer_free(a, registered);
-  strata_mem_buffer_free(b, registered);
-  strata_mem_buffer_free(c, registered);
   if (rc) return rc;
   cal_fixed fixed = {.alpha_s = worst[0], .call_s = worst[1], .alone_s = worst[2]};
   cal_curves_fill(out, &fixed, (double(*)[CAL_FIGURES])(void *)&worst[FIXED]);

@@ -94,6 +94,18 @@ void strata_host_point_footprints(strata_host_links *l, int i);
 int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, int registered,
                           strata_host_links *out);
 
+/* The same, measured on the caller's own buffers: the ones the calls to be predicted will use.
+ * Which physical pages a buffer got decides a good part of its rates on a host whose caches and
+ * memory are shared (session 10, bench/buffer_sets.c: 2 ranks, shm, one allgather of 8 MiB
+ * blocks over four buffer sets of one process, each set steady from round to round, the sets up
+ * to 1.6x apart), so rates measured on buffers of their own told the prediction about other
+ * pages than the benchmark's (docs/model.md). a, b and c must each hold
+ * STRATA_HOST_CALIBRATE_BYTES and not overlap; `registered` says what they are (peers read them
+ * either way). Their contents are overwritten. A rank passing NULL fails the calibration on
+ * every rank (STRATA_ERR_NO_MEMORY). */
+int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op, int registered,
+                             void *a, void *b, void *c, strata_host_links *out);
+
 /* Predicted time (µs) of one out-of-place call of `coll` with `count` elements of `elem_size`
  * bytes (count as the public API means it), `root` for rooted collectives, over `links`.
  * The algorithm is what the engine would build: `algo` if it applies to `coll` (else

@@ -1,0 +1,128 @@
+/*
+ * test_host_calibrate_on.c — `strata bench --predict` calibrates on the benchmark's own buffers
+ * (src/model/calibrate.c, strata_host_calibrate_on): the pages a buffer got decide much of its
+ * rates on a shared host, so the model must be measured on the pages the calls will use.
+ *  - 2 ranks over shm and 2 over TCP: calibration on three caller buffers succeeds, fills every
+ *    curve the transport has with positive rates, gives a prediction, and has written the
+ *    caller's buffers (a sentinel over their last calibration point's bytes is gone: a
+ *    calibration that measured on buffers of its own would leave it);
+ *  - a rank that brings no buffer (NULL) fails the calibration on every rank, with
+ *    STRATA_ERR_NO_MEMORY, instead of hanging its peers; the communicator works afterwards.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers/ranks.h"
+#include "model/host.h"
+#include "strata.h"
+
+enum { SENTINEL = 0x5a };
+
+typedef struct want {
+  int tcp;
+  int null_rank; /* -1: every rank brings its buffers */
+} want;
+
+/* Bytes of `buf` (STRATA_HOST_CALIBRATE_BYTES) still holding the sentinel. */
+static size_t sentinel_left(const unsigned char *buf) {
+  size_t left = 0;
+  for (size_t i = 0; i < (size_t)STRATA_HOST_CALIBRATE_BYTES; i += 4096) left += buf[i] == SENTINEL;
+  return left;
+}
+
+static int curve_ok(const strata_host_curve *c, const char *name, int rank) {
+  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++)
+    if (!(c->gbps[i] > 0) || c->footprint_bytes[i] == 0) {
+      fprintf(stderr, "rank %d: %s point %d: %g GB/s at %llu B\n", rank, name, i, c->gbps[i],
+              (unsigned long long)c->footprint_bytes[i]);
+      return 0;
+    }
+  return 1;
+}
+
+static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  const want *w = arg;
+  if (!comm) {
+    fprintf(stderr, "rank %d: init: %s\n", rank, strata_strerror(init_status));
+    return 1;
+  }
+  size_t bytes = (size_t)STRATA_HOST_CALIBRATE_BYTES;
+  unsigned char *buf[3];
+  for (int k = 0; k < 3; k++) {
+    buf[k] = malloc(bytes);
+    if (!buf[k]) return 1;
+    memset(buf[k], SENTINEL, bytes);
+  }
+  strata_host_links links;
+  int bad = 0;
+  int rc = strata_host_calibrate_on(comm, STRATA_F32, STRATA_SUM, 0, buf[0], buf[1],
+                                    rank == w->null_rank ? NULL : buf[2], &links);
+  if (w->null_rank >= 0) {
+    if (rc != STRATA_ERR_NO_MEMORY) {
+      fprintf(stderr, "rank %d: rank %d had no buffer, calibration returned %s\n", rank,
+              w->null_rank, strata_strerror(rc));
+      bad++;
+    }
+  } else if (rc != STRATA_OK) {
+    fprintf(stderr, "rank %d: calibration: %s\n", rank, strata_strerror(rc));
+    bad++;
+  } else {
+    if (links.nranks != n || links.use_tcp != w->tcp) {
+      fprintf(stderr, "rank %d: nranks %d use_tcp %d, want %d and %d\n", rank, links.nranks,
+              links.use_tcp, n, w->tcp);
+      bad++;
+    }
+    bad += !curve_ok(&links.link, "link", rank) + !curve_ok(&links.memcpy, "memcpy", rank) +
+           !curve_ok(&links.reduce, "reduce", rank) + !curve_ok(&links.link_alone, "lone", rank);
+    if (!w->tcp)
+      bad += !curve_ok(&links.fused, "fused", rank) + !curve_ok(&links.link_warm, "warm", rank) +
+             !curve_ok(&links.link_dirty, "dirty", rank);
+    double us = 0;
+    rc = strata_host_predict(&links, STRATA_COLL_ALLGATHER, STRATA_ALGO_AUTO, 1u << 20, 4, 0, &us);
+    if (rc != STRATA_OK || !(us > 0)) {
+      fprintf(stderr, "rank %d: prediction: %s, %g us\n", rank, strata_strerror(rc), us);
+      bad++;
+    }
+    /* a and b carry every point's shift (the last point: the whole buffer) */
+    for (int k = 0; k < 2; k++) {
+      size_t left = sentinel_left(buf[k]);
+      if (left > bytes / 4096 / 2) {
+        fprintf(stderr, "rank %d: buffer %d: %zu of %zu pages untouched by calibration\n", rank, k,
+                left, bytes / 4096);
+        bad++;
+      }
+    }
+  }
+  /* the communicator still works, with the same buffers */
+  int one = 1, sum = 0;
+  rc = strata_allreduce(comm, &one, &sum, 1, STRATA_I32, STRATA_SUM);
+  if (rc != STRATA_OK || sum != n) {
+    fprintf(stderr, "rank %d: allreduce after calibration: %s, %d\n", rank, strata_strerror(rc),
+            sum);
+    bad++;
+  }
+  for (int k = 0; k < 3; k++) free(buf[k]);
+  return bad != 0;
+}
+
+int main(void) {
+  int failed = 0;
+  const struct {
+    const char *name;
+    int shm;
+    want w;
+  } cases[] = {
+      {"shm, 2 ranks, own buffers", 1, {.tcp = 0, .null_rank = -1}},
+      {"tcp, 2 ranks, own buffers", 0, {.tcp = 1, .null_rank = -1}},
+      {"shm, 2 ranks, rank 1 without a buffer", 1, {.tcp = 0, .null_rank = 1}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    strata_test_ranks_opts o = {.shm = cases[i].shm, .timeout_s = 30, .deadline_s = 120};
+    int bad = strata_test_run_ranks(2, &o, body, (void *)&cases[i].w);
+    printf("%s: %s\n", cases[i].name, bad ? "FAILED" : "ok");
+    failed += bad != 0;
+  }
+  printf("%s\n", failed ? "FAIL" : "PASS");
+  return failed != 0;
+}
