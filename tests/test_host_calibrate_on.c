@@ -56,7 +56,7 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
   }
   strata_host_links links;
   int bad = 0;
-  int rc = strata_host_calibrate_on(comm, STRATA_F32, STRATA_SUM, 0, buf[0], buf[1],
+  int rc = strata_host_calibrate_on(comm, STRATA_F32, STRATA_SUM, buf[0], buf[1],
                                     rank == w->null_rank ? NULL : buf[2], &links);
   if (w->null_rank >= 0) {
     if (rc != STRATA_ERR_NO_MEMORY) {

@@ -1220,9 +1220,9 @@ static void bench_print_wire(const bench_ctx *ctx) {
  * allgather, reduce-scatter and broadcast out of place (docs/model.md, session 10). */
 static void bench_model_setup(bench_ctx *ctx) {
   strata_host_links *l = &ctx->links;
-  ctx->links_ok = strata_host_calibrate_on(ctx->comm, ctx->opt->types[0], ctx->opt->ops[0],
-                                           ctx->opt->registered, ctx->sendbuf, ctx->recvbuf,
-                                           ctx->expected, l) == STRATA_OK;
+  ctx->links_ok =
+      strata_host_calibrate_on(ctx->comm, ctx->opt->types[0], ctx->opt->ops[0], ctx->sendbuf,
+                               ctx->recvbuf, ctx->expected, l) == STRATA_OK;
   if (ctx->rank != 0) return;
   if (!ctx->links_ok) {
     printf("#\n# Model (--predict): calibration failed, no prediction\n");

@@ -519,17 +519,16 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, i
   char *a = strata_mem_buffer(bytes, registered), *b = strata_mem_buffer(bytes, registered),
        *c = strata_mem_buffer(bytes, registered);
   /* a rank without its buffers still takes part (the NULLs fail it collectively) */
-  int rc = strata_host_calibrate_on(comm, dtype, op, registered, a, b, c, out);
+  int rc = strata_host_calibrate_on(comm, dtype, op, a, b, c, out);
   strata_mem_buffer_free(a, registered);
   strata_mem_buffer_free(b, registered);
   strata_mem_buffer_free(c, registered);
   return rc;
 }
 
-int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op, int registered,
-                             void *buf_a, void *buf_b, void *buf_c, strata_host_links *out) {
+int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op, void *buf_a,
+                             void *buf_b, void *buf_c, strata_host_links *out) {
   if (!comm || !out) return STRATA_ERR_INVALID_ARG;
-  (void)registered; /* the buffers are what they are; peers read either kind */
   strata_reduce_fn kernel = strata_reduce_kernel(dtype, op);
   size_t elem = strata_dtype_size(dtype);
   if (!kernel || elem == 0) return STRATA_ERR_INVALID_ARG;
