@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll/schedule.h"
 #include "helpers/coll_check.h"
 #include "helpers/ranks.h"
 
@@ -85,6 +86,21 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
       failures += rc;
       cases++;
     }
+  /* reduce-scatter's second in-place form (recvbuf == sendbuf: the ring's final reduction must
+   * wait for the reads of block 0) under every algorithm that builds it */
+  for (int algo = STRATA_ALGO_AUTO; algo < STRATA_ALGO_COUNT; algo++) {
+    if (algo != STRATA_ALGO_AUTO &&
+        !strata_schedule_algo_applies(STRATA_COLL_REDUCE_SCATTER, (strata_algo)algo))
+      continue;
+    for (int which = 0; which < 5; which++) {
+      strata_check_case c = {.coll = STRATA_COLL_REDUCE_SCATTER, .dtype = STRATA_F32,
+                             .op = STRATA_SUM, .in_place = 2, .nonblocking = which % 2,
+                             .count = case_count(STRATA_COLL_REDUCE_SCATTER, which, n, 4),
+                             .algo = (strata_algo)algo};
+      failures += strata_check_collective(comm, &c);
+      cases++;
+    }
+  }
   for (int dt = 0; dt < STRATA_DTYPE_COUNT; dt++)
     for (int which = 0; which < 5; which++) {
       failures += strata_check_sendrecv_ring(comm, (strata_dtype)dt,

@@ -227,7 +227,9 @@ static void run_case(strata_coll c, strata_algo algo, int n, uint64_t count, int
   memset(sched, 0, sizeof sched);
   int built = 0, ok = 1;
   for (int r = 0; r < n; r++, built++) {
-    strata_sched_params p = {c, algo, r, n, root, count, 4, in_place != 0, chunk_bytes, NULL};
+    /* as api.c: reduce-scatter's alias form (in_place 2) is the NCCL one on rank 0 */
+    int form = in_place == 2 && r != 0 ? STRATA_IN_PLACE_ALIAS : in_place ? STRATA_IN_PLACE : 0;
+    strata_sched_params p = {c, algo, r, n, root, count, 4, form, chunk_bytes, NULL};
     int status = strata_schedule_build(&p, &sched[r]);
     if (status != STRATA_OK) {
       CHECK(0, "%s rank %d: build returned %d", what, r, status);

@@ -79,6 +79,9 @@ typedef struct strata_schedule {
   int status; /* first failure of a builder helper (e.g. STRATA_ERR_NO_MEMORY), else STRATA_OK */
 } strata_schedule;
 
+/* strata_sched_params.in_place */
+enum { STRATA_IN_PLACE = 1, STRATA_IN_PLACE_ALIAS = 2 };
+
 /* What a builder needs to know. Sizes are in bytes; elem_size lets builders cut on element
  * boundaries (a chunk never splits an element). */
 typedef struct strata_sched_params {
@@ -89,7 +92,9 @@ typedef struct strata_sched_params {
   int root;             /* rooted collectives; the peer for SEND/RECV */
   uint64_t count;       /* elements, with the meaning of the public API for `coll` */
   uint32_t elem_size;   /* bytes per element */
-  int in_place;         /* sendbuf and recvbuf are the same memory (per the public API rules) */
+  int in_place;         /* 0, or the in-place layout the public API documents for `coll`;
+                           reduce-scatter has two: STRATA_IN_PLACE (RECV == SEND + rank*B, as
+                           NCCL) and STRATA_IN_PLACE_ALIAS (RECV == SEND) */
   uint64_t chunk_bytes; /* pipelining granularity; 0 = builder default */
   /* Site (a number in [0, nranks)) of every rank, nranks entries, or NULL = no sites. The
    * hierarchical builder (hier.c) works inside sites, then across them; AUTO picks it for large

@@ -86,7 +86,8 @@ static int in_place_form(const strata_comm *comm, const strata_coll_args *a, uin
     case STRATA_COLL_ALLTOALL:
       return send == recv;
     case STRATA_COLL_REDUCE_SCATTER:
-      return recv == send + (uint64_t)comm->rank * block || recv == send;
+      if (recv == send + (uint64_t)comm->rank * block) return STRATA_IN_PLACE; /* rank 0: both */
+      return recv == send ? STRATA_IN_PLACE_ALIAS : 0;
     case STRATA_COLL_ALLGATHER:
       return send == recv + (uint64_t)comm->rank * block;
     case STRATA_COLL_BROADCAST:

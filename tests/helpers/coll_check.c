@@ -78,7 +78,9 @@ int strata_check_collective(strata_comm *comm, const strata_check_case *c) {
       case STRATA_COLL_ALLTOALL:
       case STRATA_COLL_BROADCAST:
       case STRATA_COLL_REDUCE: r = sendbuf; break;
-      case STRATA_COLL_REDUCE_SCATTER: r = sendbuf + (size_t)rank * count * elem; break;
+      case STRATA_COLL_REDUCE_SCATTER:
+        r = c->in_place == 2 ? sendbuf : sendbuf + (size_t)rank * count * elem;
+        break;
       case STRATA_COLL_ALLGATHER:
         /* own block already sits at its place in the output */
         memcpy(recvbuf + (size_t)rank * count * elem, sendbuf, count * elem);

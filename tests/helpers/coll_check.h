@@ -12,7 +12,7 @@ typedef struct strata_check_case {
   strata_op op;
   size_t count;
   int root;
-  int in_place;
+  int in_place; /* 1: the documented in-place layout; 2 (reduce-scatter): recvbuf == sendbuf */
   int nonblocking;
   strata_algo algo;
 } strata_check_case;
