@@ -185,6 +185,36 @@ static void test_host_cores(void) {
   }
 }
 
+/* A pull that starts while the sender's core runs a local step shares the host only until that
+ * step ends (sim.c, pull_end): rank 0 copies 4000 bytes at 2 bytes/ns (2 us) while rank 1 pulls
+ * 8000 bytes from it at 1 byte/ns (the rate with both cores streaming), then alone at
+ * min(lone rate 4, 1 x 2 ranks / 1 busy) = 2 bytes/ns: 2000 bytes in the first 2 us, the other
+ * 6000 in 3 us, 5 us in all; 8 us if the copy's share lasted the whole pull (until session 11). */
+static void pull_link_alone(void *ctx, int src, int dst, strata_sim_link *out) {
+  pull_link(ctx, src, dst, out);
+  out->alone_gbps = 4;
+}
+
+static void test_pull_after_local(void) {
+  strata_schedule sch[2];
+  memset(sch, 0, sizeof sch);
+  for (int r = 0; r < 2; r++) sch[r].rank = r, sch[r].nranks = 2;
+  strata_sched_copy(&sch[0], strata_ref(STRATA_BUF_SEND, 0), strata_ref(STRATA_BUF_RECV, 0), 4000,
+                    NULL, 0);
+  strata_sched_send(&sch[0], 1, strata_ref(STRATA_BUF_SEND, 0), 8000, NULL, 0);
+  strata_sched_recv(&sch[1], 0, strata_ref(STRATA_BUF_RECV, 0), 8000, NULL, 0);
+  strata_sim_model m = {
+      .nranks = 2, .link = pull_link_alone, .one_core_per_rank = 1, .copy_gbps = 2};
+  strata_sim_result res;
+  double t = strata_sim_run(&m, sch, &res) == STRATA_OK ? res.time_us : -1;
+  for (int r = 0; r < 2; r++) strata_schedule_free(&sch[r]);
+  checked++;
+  if (!(fabs(t - 5.0) < 1e-6)) {
+    printf("FAIL pull beside a copy: %g us (want 5)\n", t);
+    failures++;
+  }
+}
+
 int main(void) {
   const int ranks[] = {2, 3, 4, 6, 8, 16};
   const double sizes[] = {4096, 1 << 20, 64.0 * (1 << 20)};
@@ -211,6 +241,7 @@ int main(void) {
   test_textbook_ring();
   test_mismatch();
   test_host_cores();
+  test_pull_after_local();
   if (failures) {
     printf("%d of %d comparisons failed\n", failures, checked);
     return 1;

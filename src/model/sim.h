@@ -38,7 +38,8 @@ typedef struct strata_sim_link {
                         pull that starts while k ranks stream memory (itself included; a
                         transfer or a local step under way: a broadcast root's copy shares the
                         memory bus with its peer's pull) moves at min(alone_gbps, gbps * nranks /
-                        k). 0 = gbps whatever runs. */
+                        k); a local step counts until its end, a transfer for the whole pull.
+                        0 = gbps whatever runs. */
   /* one_core_per_rank, pulls: bytes [send_hot_lo, send_hot_hi) of the sender's send buffer are
    * read by its own local steps (a COPY or REDUCE: an out-of-place allgather's own block, a
    * broadcast root's buffer), so they sit in the sender's core's cache, clean; a pull of them is
