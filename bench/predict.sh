@@ -133,5 +133,13 @@ for ranks in sorted({k[1] for k in cells}):
            for k, m in measured.items() if k[1] == ranks and len(m) == runs]
     print(f"{ranks} ranks: the measurement itself: {sum(own)} of {len(own)} cells with every run "
           f"within [{1 - t:.2f}, {1 + t:.2f}] of the cell's median")
+    # The model judged where the measurement holds still: of the cells whose runs agree with
+    # each other, how many the model's median lies inside.
+    steady = [k for k, m in measured.items() if k[1] == ranks and len(m) == runs and
+              all(1 - t <= v / statistics.median(m) <= 1 + t for v in m)]
+    inside = [k for k in steady if 1 - t <= statistics.median(cells[k[:3]][k[3]]) <= 1 + t]
+    out_of = ", ".join(f"{k[0]} {k[2]} {mib(k[3])}" for k in steady if k not in inside)
+    print(f"{ranks} ranks: of those {len(steady)} steady cells, {len(inside)} inside by their "
+          f"median" + (f" (outside: {out_of})" if out_of else ""))
 print(f"raw: {out}")
 EOF
