@@ -7,7 +7,10 @@
  *    caller's buffers (a sentinel over their last calibration point's bytes is gone: a
  *    calibration that measured on buffers of its own would leave it);
  *  - a rank that brings no buffer (NULL) fails the calibration on every rank, with
- *    STRATA_ERR_NO_MEMORY, instead of hanging its peers; the communicator works afterwards.
+ *    STRATA_ERR_NO_MEMORY, instead of hanging its peers, and one whose buffers are shorter than
+ *    the largest point likewise with STRATA_ERR_INVALID_ARG; the communicator works afterwards.
+ *  - buffers of two largest points (the largest is then measured on each: calibrate.c,
+ *    cal_point) calibrate alike.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,13 +24,15 @@ enum { SENTINEL = 0x5a };
 
 typedef struct want {
   int tcp;
-  int null_rank; /* -1: every rank brings its buffers */
+  int null_rank;  /* -1: every rank brings its buffers */
+  int short_rank; /* -1: every rank's buffers hold the largest point */
+  int windows;    /* the buffers hold this many largest points */
 } want;
 
-/* Bytes of `buf` (STRATA_HOST_CALIBRATE_BYTES) still holding the sentinel. */
-static size_t sentinel_left(const unsigned char *buf) {
+/* Pages of `buf` (`bytes`) still holding the sentinel. */
+static size_t sentinel_left(const unsigned char *buf, size_t bytes) {
   size_t left = 0;
-  for (size_t i = 0; i < (size_t)STRATA_HOST_CALIBRATE_BYTES; i += 4096) left += buf[i] == SENTINEL;
+  for (size_t i = 0; i < bytes; i += 4096) left += buf[i] == SENTINEL;
   return left;
 }
 
@@ -47,7 +52,7 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
     fprintf(stderr, "rank %d: init: %s\n", rank, strata_strerror(init_status));
     return 1;
   }
-  size_t bytes = (size_t)STRATA_HOST_CALIBRATE_BYTES;
+  size_t bytes = (size_t)STRATA_HOST_CALIBRATE_BYTES * (size_t)w->windows;
   unsigned char *buf[3];
   for (int k = 0; k < 3; k++) {
     buf[k] = malloc(bytes);
@@ -57,11 +62,14 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
   strata_host_links links;
   int bad = 0;
   int rc = strata_host_calibrate_on(comm, STRATA_F32, STRATA_SUM, buf[0], buf[1],
-                                    rank == w->null_rank ? NULL : buf[2], &links);
-  if (w->null_rank >= 0) {
-    if (rc != STRATA_ERR_NO_MEMORY) {
-      fprintf(stderr, "rank %d: rank %d had no buffer, calibration returned %s\n", rank,
-              w->null_rank, strata_strerror(rc));
+                                    rank == w->null_rank ? NULL : buf[2],
+                                    rank == w->short_rank ? bytes / 2 : bytes, &links);
+  if (w->null_rank >= 0 || w->short_rank >= 0) {
+    int want_rc = w->null_rank >= 0 ? STRATA_ERR_NO_MEMORY : STRATA_ERR_INVALID_ARG;
+    if (rc != want_rc) {
+      fprintf(stderr, "rank %d: rank %d had %s, calibration returned %s\n", rank,
+              w->null_rank >= 0 ? w->null_rank : w->short_rank,
+              w->null_rank >= 0 ? "no buffer" : "a short one", strata_strerror(rc));
       bad++;
     }
   } else if (rc != STRATA_OK) {
@@ -84,9 +92,9 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
       fprintf(stderr, "rank %d: prediction: %s, %g us\n", rank, strata_strerror(rc), us);
       bad++;
     }
-    /* a and b carry every point's shift (the last point: the whole buffer) */
+    /* a and b carry every point's shift (the last point: every window of the buffer) */
     for (int k = 0; k < 2; k++) {
-      size_t left = sentinel_left(buf[k]);
+      size_t left = sentinel_left(buf[k], bytes);
       if (left > bytes / 4096 / 2) {
         fprintf(stderr, "rank %d: buffer %d: %zu of %zu pages untouched by calibration\n", rank, k,
                 left, bytes / 4096);
@@ -113,9 +121,10 @@ int main(void) {
     int shm;
     want w;
   } cases[] = {
-      {"shm, 2 ranks, own buffers", 1, {.tcp = 0, .null_rank = -1}},
-      {"tcp, 2 ranks, own buffers", 0, {.tcp = 1, .null_rank = -1}},
-      {"shm, 2 ranks, rank 1 without a buffer", 1, {.tcp = 0, .null_rank = 1}},
+      {"shm, 2 ranks, own buffers of two windows", 1, {0, -1, -1, 2}},
+      {"tcp, 2 ranks, own buffers", 0, {1, -1, -1, 1}},
+      {"shm, 2 ranks, rank 1 without a buffer", 1, {0, 1, -1, 1}},
+      {"shm, 2 ranks, rank 0 with buffers below the largest point", 1, {0, -1, 0, 1}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     strata_test_ranks_opts o = {.shm = cases[i].shm, .timeout_s = 30, .deadline_s = 120};

@@ -677,6 +677,7 @@ typedef struct bench_ctx {
   const bench_options *opt;
   char *sendbuf, *recvbuf, *expected;
   size_t buffer_bytes;
+  size_t alloc_bytes; /* each of sendbuf, recvbuf, expected */
   int rep;
   strata_host_links links; /* --predict: measured by every rank at start */
   int links_ok;
@@ -1172,6 +1173,7 @@ static int bench_buffers_alloc(bench_ctx *ctx) {
    * point */
   if (ctx->opt->predict && bytes < (size_t)STRATA_HOST_CALIBRATE_BYTES)
     bytes = (size_t)STRATA_HOST_CALIBRATE_BYTES;
+  ctx->alloc_bytes = bytes;
   ctx->sendbuf = strata_mem_buffer(bytes, ctx->opt->registered);
   ctx->recvbuf = strata_mem_buffer(bytes, ctx->opt->registered);
   ctx->expected = strata_mem_buffer(bytes, 0); /* private: no peer reads it */
@@ -1222,7 +1224,7 @@ static void bench_model_setup(bench_ctx *ctx) {
   strata_host_links *l = &ctx->links;
   ctx->links_ok =
       strata_host_calibrate_on(ctx->comm, ctx->opt->types[0], ctx->opt->ops[0], ctx->sendbuf,
-                               ctx->recvbuf, ctx->expected, l) == STRATA_OK;
+                               ctx->recvbuf, ctx->expected, ctx->alloc_bytes, l) == STRATA_OK;
   if (ctx->rank != 0) return;
   if (!ctx->links_ok) {
     printf("#\n# Model (--predict): calibration failed, no prediction\n");

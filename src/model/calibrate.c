@@ -364,18 +364,14 @@ static double cal_all_busy_scale(const strata_host_links *links, int busy) {
   return (double)(busy > c ? busy : c) / p;
 }
 
-/* Every rank, at the same time, measures point `i` into s[]. The shifts are collective; the
- * local kernels run between barriers so all ranks load the host together. */
-static int cal_point(strata_comm *comm, const strata_host_links *links, strata_dtype dtype,
-                     strata_op op, char *a, char *b, char *c, int i, double s[CAL_FIGURES]) {
-  strata_reduce_fn kernel = strata_reduce_kernel(dtype, op);
-  size_t elem = strata_dtype_size(dtype), bytes = (size_t)strata_host_point_bytes(i);
-  int rc = strata_barrier(comm);
-  if (!rc && strata_comm_rank(comm) < cal_local_ranks(links)) {
-    s[CAL_RED] = cal_local_s(CAL_REDUCE, kernel, elem, c, a, b, bytes);
-    s[CAL_COPY] = cal_local_s(CAL_MEMCPY, kernel, elem, c, a, NULL, bytes);
-  }
-  if (!rc && links->nranks > 1 && links->use_tcp) {
+/* The transfers of point `i` on buffers a, b, c, into s[] (the slots it measures; the others are
+ * left alone). */
+static int cal_point_transfers(strata_comm *comm, const strata_host_links *links,
+                               strata_dtype dtype, strata_op op, char *a, char *b, char *c, int i,
+                               double s[CAL_FIGURES]) {
+  size_t bytes = (size_t)strata_host_point_bytes(i);
+  int rc = STRATA_OK;
+  if (links->nranks > 1 && links->use_tcp) {
     uint64_t moved, footprint;
     cal_shift_geometry(i, links->nranks, 1, &moved, &footprint);
     rc =
@@ -383,7 +379,7 @@ static int cal_point(strata_comm *comm, const strata_host_links *links, strata_d
     /* one way, rank 0 to rank 1, the others idle: the same bytes as one message, which the
      * transport streams (one wake-up of the caller, not one per chunk) */
     if (!rc) rc = cal_shift_s(comm, a, b, (size_t)moved, 0, cal_reps_for(moved), 1, &s[CAL_LONE]);
-  } else if (!rc && links->nranks > 1) {
+  } else if (links->nranks > 1) {
     size_t chunk = (size_t)links->chunk_bytes;
     int reps = cal_reps_for(bytes);
     rc = cal_shift_s(comm, a, b, bytes, chunk, reps, 0, &s[CAL_SHIFT]);
@@ -396,6 +392,39 @@ static int cal_point(strata_comm *comm, const strata_host_links *links, strata_d
     size_t fused = cal_fused_bytes(i, links->nranks);
     strata_coll_args args = cal_rs_args(dtype, op, a, b, fused);
     rc = cal_coll_s(comm, &args, fused, &s[CAL_FUSED_SHIFT]);
+  }
+  return rc;
+}
+
+/* Every rank, at the same time, measures point `i` into s[]. The shifts are collective; the
+ * local kernels run between barriers so all ranks load the host together.
+ * The largest point's transfers are measured on up to CAL_WINDOWS windows spread over the
+ * caller's buffers (`span` bytes each) and averaged: past the caches a transfer's rate depends
+ * on which pages it crosses, a row larger than the point crosses all of them, and the windows
+ * of one process differ steadily (2 ranks, shm, a 64 MiB shift on the four 64 MiB windows of
+ * 256 MiB buffers, eight passes: 7.0-7.3, 7.7-8.2, 8.4-8.8 and 9.0-9.6 GB/s in one process,
+ * 5.1-5.4 against 6.4-7.2 in another), so one window told the 256 MiB rows about a quarter of
+ * their pages. Smaller points stay on the first window, where the rows of their size run. */
+#define CAL_WINDOWS 4
+static int cal_point(strata_comm *comm, const strata_host_links *links, strata_dtype dtype,
+                     strata_op op, char *a, char *b, char *c, size_t span, int i,
+                     double s[CAL_FIGURES]) {
+  strata_reduce_fn kernel = strata_reduce_kernel(dtype, op);
+  size_t elem = strata_dtype_size(dtype), bytes = (size_t)strata_host_point_bytes(i);
+  int rc = strata_barrier(comm);
+  if (!rc && strata_comm_rank(comm) < cal_local_ranks(links)) {
+    s[CAL_RED] = cal_local_s(CAL_REDUCE, kernel, elem, c, a, b, bytes);
+    s[CAL_COPY] = cal_local_s(CAL_MEMCPY, kernel, elem, c, a, NULL, bytes);
+  }
+  size_t windows = i == STRATA_HOST_CURVE_POINTS - 1 ? span / bytes : 1;
+  if (windows > CAL_WINDOWS) windows = CAL_WINDOWS;
+  if (windows < 1) windows = 1;
+  for (size_t w = 0; !rc && w < windows; w++) {
+    size_t off = windows > 1 ? (span - bytes) / (windows - 1) * w / 64 * 64 : 0;
+    double t[CAL_FIGURES] = {0};
+    rc = cal_point_transfers(comm, links, dtype, op, a + off, b + off, c + off, i, t);
+    for (int f = 0; f < CAL_FIGURES; f++)
+      if (f != CAL_RED && f != CAL_COPY) s[f] += t[f] / (double)windows;
   }
   return rc;
 }
@@ -519,7 +548,7 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, i
   char *a = strata_mem_buffer(bytes, registered), *b = strata_mem_buffer(bytes, registered),
        *c = strata_mem_buffer(bytes, registered);
   /* a rank without its buffers still takes part (the NULLs fail it collectively) */
-  int rc = strata_host_calibrate_on(comm, dtype, op, a, b, c, out);
+  int rc = strata_host_calibrate_on(comm, dtype, op, a, b, c, bytes, out);
   strata_mem_buffer_free(a, registered);
   strata_mem_buffer_free(b, registered);
   strata_mem_buffer_free(c, registered);
@@ -527,7 +556,7 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, i
 }
 
 int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op, void *buf_a,
-                             void *buf_b, void *buf_c, strata_host_links *out) {
+                             void *buf_b, void *buf_c, size_t span, strata_host_links *out) {
   if (!comm || !out) return STRATA_ERR_INVALID_ARG;
   strata_reduce_fn kernel = strata_reduce_kernel(dtype, op);
   size_t elem = strata_dtype_size(dtype);
@@ -537,14 +566,15 @@ int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op
   cal_transport(comm, out);
   size_t bytes = (size_t)STRATA_HOST_CALIBRATE_BYTES;
   char *a = buf_a, *b = buf_b, *c = buf_c;
-  int local_ok = a && b && c, all_ok = 0;
-  if (local_ok) {
-    memset(a, 0, bytes); /* touch every page; zeros are exact in every dtype */
-    memset(b, 0, bytes);
-    memset(c, 0, bytes);
+  /* 2: usable, 1: too small, 0: missing (agreed, so every rank fails alike) */
+  int local_ok = !(a && b && c) ? 0 : span < bytes ? 1 : 2, all_ok = 0;
+  if (local_ok == 2) {
+    memset(a, 0, span); /* touch every page; zeros are exact in every dtype */
+    memset(b, 0, span);
+    memset(c, 0, span);
   }
   int rc = strata_allreduce(comm, &local_ok, &all_ok, 1, STRATA_I32, STRATA_MIN);
-  if (!rc && !all_ok) rc = STRATA_ERR_NO_MEMORY;
+  if (!rc && all_ok < 2) rc = all_ok == 1 ? STRATA_ERR_INVALID_ARG : STRATA_ERR_NO_MEMORY;
   int any_tcp = 0; /* every rank must agree: the fused calibration is collective */
   if (!rc) rc = strata_allreduce(comm, &out->use_tcp, &any_tcp, 1, STRATA_I32, STRATA_MAX);
   out->use_tcp = any_tcp;
@@ -561,7 +591,7 @@ int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op
     s[0] = mine.alpha_s, s[1] = mine.call_s, s[2] = mine.alone_s;
   }
   for (int i = 0; !rc && i < STRATA_HOST_CURVE_POINTS; i++)
-    rc = cal_point(comm, out, dtype, op, a, b, c, i, &s[FIXED + i * CAL_FIGURES]);
+    rc = cal_point(comm, out, dtype, op, a, b, c, span, i, &s[FIXED + i * CAL_FIGURES]);
   if (!rc) rc = strata_allreduce(comm, s, worst, N, STRATA_F64, STRATA_MAX);
   if (rc) return rc;
   cal_fixed fixed = {.alpha_s = worst[0], .call_s = worst[1], .alone_s = worst[2]};

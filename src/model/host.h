@@ -99,12 +99,13 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, i
  * memory are shared (session 10, bench/buffer_sets.c: 2 ranks, shm, one allgather of 8 MiB
  * blocks over four buffer sets of one process, each set steady from round to round, the sets up
  * to 1.6x apart), so rates measured on buffers of their own told the prediction about other
- * pages than the benchmark's (docs/model.md). a, b and c must each hold
- * STRATA_HOST_CALIBRATE_BYTES and not overlap; malloc'd or from strata_mem_alloc, peers read
- * either kind. Their contents are overwritten. A rank passing NULL fails the calibration on
- * every rank (STRATA_ERR_NO_MEMORY). */
+ * pages than the benchmark's (docs/model.md). a, b and c each hold `span` bytes, at least
+ * STRATA_HOST_CALIBRATE_BYTES, and do not overlap; malloc'd or from strata_mem_alloc, peers read
+ * either kind. The largest point is measured across all of them (calibrate.c, cal_point). Their
+ * contents are overwritten. A rank passing NULL fails the calibration on every rank
+ * (STRATA_ERR_NO_MEMORY), one passing a smaller span likewise (STRATA_ERR_INVALID_ARG). */
 int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op, void *a, void *b,
-                             void *c, strata_host_links *out);
+                             void *c, size_t span, strata_host_links *out);
 
 /* Predicted time (µs) of one out-of-place call of `coll` with `count` elements of `elem_size`
  * bytes (count as the public API means it), `root` for rooted collectives, over `links`.
