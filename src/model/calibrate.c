@@ -48,10 +48,12 @@
 #include "model/host.h"
 
 #define CAL_REPEATS 5
-/* Passes over all the points (strata_host_calibrate_on). The host's slow spells last tens of
- * milliseconds, a point's repetitions as long: in one run of a 2-rank shm broadcast the whole
- * 16 MiB point measured 2.95 GB/s for a shift and for a warm pull, where the next run's measured
- * 6.45 and 8.72 and both runs' rows pulled at 9.5-11 GB/s. */
+/* Passes over all the points (strata_host_calibrate_on), each figure the mean over them. The
+ * host's slow spells last tens of milliseconds, a point's repetitions as long: in one run of a
+ * 2-rank shm broadcast the whole 16 MiB point measured 2.95 GB/s for a shift and for a warm pull,
+ * where the next run's measured 6.45 and 8.72 and both runs' rows pulled at 9.5-11 GB/s. The
+ * median over passes was tried (the rows then ran slower than predicted: they average the spells
+ * in; 2 ranks, 32 of 40 cells inside by median against 37 with the mean, one sweep each). */
 #define CAL_PASSES 3
 #define CAL_SMALL_CALLS 51
 #define CAL_SMALL_BYTES 8
@@ -595,18 +597,15 @@ int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op
     rc = cal_fixed_s(comm, dtype, op, a, b, out->use_tcp, &mine);
     s[0] = mine.alpha_s, s[1] = mine.call_s, s[2] = mine.alone_s;
   }
-  /* every point once per pass, the figure the median over passes: a slow spell of the host
-   * lands in one pass of a point, not in all of its repetitions */
+  /* every point once per pass, the figure the mean over passes: the host's slow spells then
+   * weigh in a point as they do in a row's mean time, not all or nothing */
   double passes[CAL_PASSES][N];
   memset(passes, 0, sizeof passes);
   for (int k = 0; !rc && k < CAL_PASSES; k++)
     for (int i = 0; !rc && i < STRATA_HOST_CURVE_POINTS; i++)
       rc = cal_point(comm, out, dtype, op, a, b, c, span, i, &passes[k][FIXED + i * CAL_FIGURES]);
-  for (int f = FIXED; !rc && f < N; f++) {
-    double v[CAL_PASSES];
-    for (int k = 0; k < CAL_PASSES; k++) v[k] = passes[k][f];
-    s[f] = strata_median(v, CAL_PASSES);
-  }
+  for (int f = FIXED; !rc && f < N; f++)
+    for (int k = 0; k < CAL_PASSES; k++) s[f] += passes[k][f] / CAL_PASSES;
   if (!rc) rc = strata_allreduce(comm, s, worst, N, STRATA_F64, STRATA_MAX);
   if (rc) return rc;
   cal_fixed fixed = {.alpha_s = worst[0], .call_s = worst[1], .alone_s = worst[2]};
