@@ -10,7 +10,8 @@
  *    STRATA_ERR_NO_MEMORY, instead of hanging its peers, and one whose buffers are shorter than
  *    the largest point likewise with STRATA_ERR_INVALID_ARG; the communicator works afterwards.
  *  - buffers of two largest points (the largest is then measured on each: calibrate.c,
- *    cal_point) calibrate alike.
+ *    cal_point) calibrate alike, also when one rank offers fewer (every rank then takes the
+ *    smallest span instead of waiting on shifts its peer never posts).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ typedef struct want {
   int null_rank;  /* -1: every rank brings its buffers */
   int short_rank; /* -1: every rank's buffers hold the largest point */
   int windows;    /* the buffers hold this many largest points */
+  int one_window; /* this rank says its buffers hold one (-1: none) */
 } want;
 
 /* Pages of `buf` (`bytes`) still holding the sentinel. */
@@ -63,7 +65,10 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
   int bad = 0;
   int rc = strata_host_calibrate_on(comm, STRATA_F32, STRATA_SUM, buf[0], buf[1],
                                     rank == w->null_rank ? NULL : buf[2],
-                                    rank == w->short_rank ? bytes / 2 : bytes, &links);
+                                    rank == w->short_rank    ? bytes / 2
+                                    : rank == w->one_window ? (size_t)STRATA_HOST_CALIBRATE_BYTES
+                                                            : bytes,
+                                    &links);
   if (w->null_rank >= 0 || w->short_rank >= 0) {
     int want_rc = w->null_rank >= 0 ? STRATA_ERR_NO_MEMORY : STRATA_ERR_INVALID_ARG;
     if (rc != want_rc) {
@@ -121,10 +126,11 @@ int main(void) {
     int shm;
     want w;
   } cases[] = {
-      {"shm, 2 ranks, own buffers of two windows", 1, {0, -1, -1, 2}},
-      {"tcp, 2 ranks, own buffers", 0, {1, -1, -1, 1}},
-      {"shm, 2 ranks, rank 1 without a buffer", 1, {0, 1, -1, 1}},
-      {"shm, 2 ranks, rank 0 with buffers below the largest point", 1, {0, -1, 0, 1}},
+      {"shm, 2 ranks, own buffers of two windows", 1, {0, -1, -1, 2, -1}},
+      {"shm, 2 ranks, two windows but rank 1 offers one", 1, {0, -1, -1, 2, 1}},
+      {"tcp, 2 ranks, own buffers", 0, {1, -1, -1, 1, -1}},
+      {"shm, 2 ranks, rank 1 without a buffer", 1, {0, 1, -1, 1, -1}},
+      {"shm, 2 ranks, rank 0 with buffers below the largest point", 1, {0, -1, 0, 1, -1}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     strata_test_ranks_opts o = {.shm = cases[i].shm, .timeout_s = 30, .deadline_s = 120};

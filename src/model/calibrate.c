@@ -582,6 +582,10 @@ int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op
   }
   int rc = strata_allreduce(comm, &local_ok, &all_ok, 1, STRATA_I32, STRATA_MIN);
   if (!rc && all_ok < 2) rc = all_ok == 1 ? STRATA_ERR_INVALID_ARG : STRATA_ERR_NO_MEMORY;
+  /* the windows of the largest point are collective shifts: every rank takes the smallest span */
+  uint64_t my_span = span, least = 0;
+  if (!rc) rc = strata_allreduce(comm, &my_span, &least, 1, STRATA_U64, STRATA_MIN);
+  if (!rc) span = (size_t)least;
   int any_tcp = 0; /* every rank must agree: the fused calibration is collective */
   if (!rc) rc = strata_allreduce(comm, &out->use_tcp, &any_tcp, 1, STRATA_I32, STRATA_MAX);
   out->use_tcp = any_tcp;
