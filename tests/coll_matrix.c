@@ -14,9 +14,8 @@
 #include "helpers/ranks.h"
 
 static const strata_coll colls[] = {
-    STRATA_COLL_ALLREDUCE, STRATA_COLL_REDUCE_SCATTER, STRATA_COLL_ALLGATHER,
-    STRATA_COLL_BROADCAST, STRATA_COLL_REDUCE,         STRATA_COLL_GATHER,
-    STRATA_COLL_SCATTER,   STRATA_COLL_ALLTOALL,
+    STRATA_COLL_ALLREDUCE, STRATA_COLL_REDUCE_SCATTER, STRATA_COLL_ALLGATHER, STRATA_COLL_BROADCAST,
+    STRATA_COLL_REDUCE,    STRATA_COLL_GATHER,         STRATA_COLL_SCATTER,   STRATA_COLL_ALLTOALL,
 };
 
 static int is_reduction(strata_coll c) {
@@ -25,16 +24,21 @@ static int is_reduction(strata_coll c) {
 
 /* counts per rank-block; the large one makes the largest buffer of the call >= 4 MiB */
 static size_t case_count(strata_coll coll, int which, int n, size_t elem) {
-  int blocks = coll == STRATA_COLL_ALLREDUCE || coll == STRATA_COLL_BROADCAST ||
-                       coll == STRATA_COLL_REDUCE
-                   ? 1
-                   : n;
+  int blocks =
+      coll == STRATA_COLL_ALLREDUCE || coll == STRATA_COLL_BROADCAST || coll == STRATA_COLL_REDUCE
+          ? 1
+          : n;
   switch (which) {
-    case 0: return 0;
-    case 1: return 1;
-    case 2: return 7;
-    case 3: return (size_t)(3 * n + 1);
-    default: return (4u << 20) / elem / (size_t)blocks + 3;
+    case 0:
+      return 0;
+    case 1:
+      return 1;
+    case 2:
+      return 7;
+    case 3:
+      return (size_t)(3 * n + 1);
+    default:
+      return (4u << 20) / elem / (size_t)blocks + 3;
   }
 }
 
@@ -64,9 +68,13 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
           if (which == 4 && quick && !(op == STRATA_SUM && dt == STRATA_F32)) continue;
           size_t count = case_count(coll, which, n, strata_dtype_size((strata_dtype)dt));
           for (int in_place = 0; in_place < 2; in_place++) {
-            strata_check_case c = {.coll = coll, .dtype = (strata_dtype)dt, .op = (strata_op)op,
-                                   .count = count, .root = (int)((ci + (size_t)which) % (size_t)n),
-                                   .in_place = in_place, .nonblocking = (which + in_place) % 2,
+            strata_check_case c = {.coll = coll,
+                                   .dtype = (strata_dtype)dt,
+                                   .op = (strata_op)op,
+                                   .count = count,
+                                   .root = (int)((ci + (size_t)which) % (size_t)n),
+                                   .in_place = in_place,
+                                   .nonblocking = (which + in_place) % 2,
                                    .algo = STRATA_ALGO_AUTO};
             failures += strata_check_collective(comm, &c);
             cases++;
@@ -79,7 +87,9 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
   /* every algorithm that applies to allreduce, forced through the API */
   for (int algo = STRATA_ALGO_RING; algo < STRATA_ALGO_COUNT; algo++)
     for (int which = 0; which < 5; which++) {
-      strata_check_case c = {.coll = STRATA_COLL_ALLREDUCE, .dtype = STRATA_F32, .op = STRATA_SUM,
+      strata_check_case c = {.coll = STRATA_COLL_ALLREDUCE,
+                             .dtype = STRATA_F32,
+                             .op = STRATA_SUM,
                              .count = case_count(STRATA_COLL_ALLREDUCE, which, n, 4),
                              .algo = (strata_algo)algo};
       int rc = strata_check_collective(comm, &c);
@@ -93,8 +103,11 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
         !strata_schedule_algo_applies(STRATA_COLL_REDUCE_SCATTER, (strata_algo)algo))
       continue;
     for (int which = 0; which < 5; which++) {
-      strata_check_case c = {.coll = STRATA_COLL_REDUCE_SCATTER, .dtype = STRATA_F32,
-                             .op = STRATA_SUM, .in_place = 2, .nonblocking = which % 2,
+      strata_check_case c = {.coll = STRATA_COLL_REDUCE_SCATTER,
+                             .dtype = STRATA_F32,
+                             .op = STRATA_SUM,
+                             .in_place = 2,
+                             .nonblocking = which % 2,
                              .count = case_count(STRATA_COLL_REDUCE_SCATTER, which, n, 4),
                              .algo = (strata_algo)algo};
       failures += strata_check_collective(comm, &c);
@@ -103,9 +116,9 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
   }
   for (int dt = 0; dt < STRATA_DTYPE_COUNT; dt++)
     for (int which = 0; which < 5; which++) {
-      failures += strata_check_sendrecv_ring(comm, (strata_dtype)dt,
-                                             case_count(STRATA_COLL_ALLREDUCE, which, n,
-                                                        strata_dtype_size((strata_dtype)dt)));
+      failures += strata_check_sendrecv_ring(
+          comm, (strata_dtype)dt,
+          case_count(STRATA_COLL_ALLREDUCE, which, n, strata_dtype_size((strata_dtype)dt)));
       cases++;
     }
   /* several non-blocking operations in flight at once */
@@ -117,7 +130,8 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
     for (int k = 0; k < K; k++) {
       bufs[k] = malloc(count * sizeof(float));
       for (size_t i = 0; i < count; i++) bufs[k][i] = (float)(k + rank + (i % 5));
-      if (strata_iallreduce(comm, bufs[k], bufs[k], count, STRATA_F32, STRATA_SUM, &reqs[k])) failures++;
+      if (strata_iallreduce(comm, bufs[k], bufs[k], count, STRATA_F32, STRATA_SUM, &reqs[k]))
+        failures++;
     }
     for (int k = K - 1; k >= 0; k--) {
       if (strata_request_wait(reqs[k])) failures++;

@@ -65,7 +65,7 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
   int bad = 0;
   int rc = strata_host_calibrate_on(comm, STRATA_F32, STRATA_SUM, buf[0], buf[1],
                                     rank == w->null_rank ? NULL : buf[2],
-                                    rank == w->short_rank    ? bytes / 2
+                                    rank == w->short_rank   ? bytes / 2
                                     : rank == w->one_window ? (size_t)STRATA_HOST_CALIBRATE_BYTES
                                                             : bytes,
                                     &links);

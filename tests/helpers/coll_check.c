@@ -17,15 +17,30 @@ typedef struct layout {
 static layout layout_of(strata_coll coll, int n, size_t count) {
   layout l = {0, 0};
   switch (coll) {
-    case STRATA_COLL_ALLREDUCE: l.send_elems = l.recv_elems = count; break;
-    case STRATA_COLL_REDUCE_SCATTER: l.send_elems = n * count, l.recv_elems = count; break;
-    case STRATA_COLL_ALLGATHER: l.send_elems = count, l.recv_elems = n * count; break;
+    case STRATA_COLL_ALLREDUCE:
+      l.send_elems = l.recv_elems = count;
+      break;
+    case STRATA_COLL_REDUCE_SCATTER:
+      l.send_elems = n * count, l.recv_elems = count;
+      break;
+    case STRATA_COLL_ALLGATHER:
+      l.send_elems = count, l.recv_elems = n * count;
+      break;
     case STRATA_COLL_BROADCAST:
-    case STRATA_COLL_REDUCE: l.send_elems = l.recv_elems = count; break;
-    case STRATA_COLL_GATHER: l.send_elems = count, l.recv_elems = n * count; break;
-    case STRATA_COLL_SCATTER: l.send_elems = n * count, l.recv_elems = count; break;
-    case STRATA_COLL_ALLTOALL: l.send_elems = l.recv_elems = n * count; break;
-    default: break;
+    case STRATA_COLL_REDUCE:
+      l.send_elems = l.recv_elems = count;
+      break;
+    case STRATA_COLL_GATHER:
+      l.send_elems = count, l.recv_elems = n * count;
+      break;
+    case STRATA_COLL_SCATTER:
+      l.send_elems = n * count, l.recv_elems = count;
+      break;
+    case STRATA_COLL_ALLTOALL:
+      l.send_elems = l.recv_elems = n * count;
+      break;
+    default:
+      break;
   }
   return l;
 }
@@ -36,10 +51,10 @@ static double alltoall_value(int from, int to, size_t idx) {
 
 static int report(const strata_check_case *c, int rank, size_t idx, double got, double want) {
   fprintf(stderr,
-          "rank %d: %s %s %s count %zu root %d %s algo %s: element %zu is %g, expected %g\n",
-          rank, strata_coll_name(c->coll), strata_dtype_name(c->dtype), strata_op_name(c->op),
-          c->count, c->root, c->in_place ? "in-place" : "out-of-place", strata_algo_name(c->algo),
-          idx, got, want);
+          "rank %d: %s %s %s count %zu root %d %s algo %s: element %zu is %g, expected %g\n", rank,
+          strata_coll_name(c->coll), strata_dtype_name(c->dtype), strata_op_name(c->op), c->count,
+          c->root, c->in_place ? "in-place" : "out-of-place", strata_algo_name(c->algo), idx, got,
+          want);
   return 1;
 }
 
@@ -62,11 +77,21 @@ int strata_check_collective(strata_comm *comm, const strata_check_case *c) {
     switch (c->coll) {
       case STRATA_COLL_ALLREDUCE:
       case STRATA_COLL_REDUCE:
-      case STRATA_COLL_REDUCE_SCATTER: v = strata_test_reduce_value(c->op, rank, i); break;
-      case STRATA_COLL_SCATTER: v = strata_test_move_value((int)(i / (count ? count : 1)), i % (count ? count : 1)); break;
-      case STRATA_COLL_ALLTOALL: v = alltoall_value(rank, (int)(i / count), i % count); break;
-      case STRATA_COLL_BROADCAST: v = strata_test_move_value(c->root, i); break;
-      default: v = strata_test_move_value(rank, i); break;
+      case STRATA_COLL_REDUCE_SCATTER:
+        v = strata_test_reduce_value(c->op, rank, i);
+        break;
+      case STRATA_COLL_SCATTER:
+        v = strata_test_move_value((int)(i / (count ? count : 1)), i % (count ? count : 1));
+        break;
+      case STRATA_COLL_ALLTOALL:
+        v = alltoall_value(rank, (int)(i / count), i % count);
+        break;
+      case STRATA_COLL_BROADCAST:
+        v = strata_test_move_value(c->root, i);
+        break;
+      default:
+        v = strata_test_move_value(rank, i);
+        break;
     }
     strata_test_put(c->dtype, sendbuf, i, v);
   }
@@ -77,7 +102,9 @@ int strata_check_collective(strata_comm *comm, const strata_check_case *c) {
       case STRATA_COLL_ALLREDUCE:
       case STRATA_COLL_ALLTOALL:
       case STRATA_COLL_BROADCAST:
-      case STRATA_COLL_REDUCE: r = sendbuf; break;
+      case STRATA_COLL_REDUCE:
+        r = sendbuf;
+        break;
       case STRATA_COLL_REDUCE_SCATTER:
         r = c->in_place == 2 ? sendbuf : sendbuf + (size_t)rank * count * elem;
         break;
@@ -95,11 +122,18 @@ int strata_check_collective(strata_comm *comm, const strata_check_case *c) {
       case STRATA_COLL_SCATTER:
         if (is_root) r = sendbuf + (size_t)c->root * count * elem;
         break;
-      default: break;
+      default:
+        break;
     }
   }
-  strata_coll_args args = {.coll = c->coll, .sendbuf = s, .recvbuf = r, .count = count,
-                           .dtype = c->dtype, .op = c->op, .root = c->root, .algo = c->algo};
+  strata_coll_args args = {.coll = c->coll,
+                           .sendbuf = s,
+                           .recvbuf = r,
+                           .count = count,
+                           .dtype = c->dtype,
+                           .op = c->op,
+                           .root = c->root,
+                           .algo = c->algo};
   int status;
   if (c->nonblocking) {
     strata_request *req = NULL;
@@ -122,7 +156,9 @@ int strata_check_collective(strata_comm *comm, const strata_check_case *c) {
     double want;
     int check = 1;
     switch (c->coll) {
-      case STRATA_COLL_ALLREDUCE: want = strata_test_reduce_expected(c->dtype, c->op, n, i); break;
+      case STRATA_COLL_ALLREDUCE:
+        want = strata_test_reduce_expected(c->dtype, c->op, n, i);
+        break;
       case STRATA_COLL_REDUCE:
         check = is_root;
         want = strata_test_reduce_expected(c->dtype, c->op, n, i);
@@ -130,15 +166,25 @@ int strata_check_collective(strata_comm *comm, const strata_check_case *c) {
       case STRATA_COLL_REDUCE_SCATTER:
         want = strata_test_reduce_expected(c->dtype, c->op, n, (size_t)rank * count + i);
         break;
-      case STRATA_COLL_ALLGATHER: want = strata_test_move_value((int)(i / count), i % count); break;
+      case STRATA_COLL_ALLGATHER:
+        want = strata_test_move_value((int)(i / count), i % count);
+        break;
       case STRATA_COLL_GATHER:
         check = is_root;
         want = strata_test_move_value((int)(i / count), i % count);
         break;
-      case STRATA_COLL_BROADCAST: want = strata_test_move_value(c->root, i); break;
-      case STRATA_COLL_SCATTER: want = strata_test_move_value(rank, i); break;
-      case STRATA_COLL_ALLTOALL: want = alltoall_value((int)(i / count), rank, i % count); break;
-      default: check = 0, want = 0; break;
+      case STRATA_COLL_BROADCAST:
+        want = strata_test_move_value(c->root, i);
+        break;
+      case STRATA_COLL_SCATTER:
+        want = strata_test_move_value(rank, i);
+        break;
+      case STRATA_COLL_ALLTOALL:
+        want = alltoall_value((int)(i / count), rank, i % count);
+        break;
+      default:
+        check = 0, want = 0;
+        break;
     }
     if (!check) break;
     double got = strata_test_get(c->dtype, out, i);
@@ -155,7 +201,8 @@ int strata_check_sendrecv_ring(strata_comm *comm, strata_dtype dtype, size_t cou
   if (n < 2) return 0;
   size_t elem = strata_dtype_size(dtype);
   uint8_t *out = malloc(count * elem + 1), *in = malloc(count * elem + 1);
-  for (size_t i = 0; i < count; i++) strata_test_put(dtype, out, i, strata_test_move_value(rank, i));
+  for (size_t i = 0; i < count; i++)
+    strata_test_put(dtype, out, i, strata_test_move_value(rank, i));
   strata_request *rs = NULL, *rr = NULL;
   int to = (rank + 1) % n, from = (rank + n - 1) % n;
   int status = strata_irecv(comm, in, count, dtype, from, &rr);
