@@ -55,24 +55,26 @@ static int parse_model_line(const char *line, strata_host_links *l) {
 }
 
 /* "# Model curves ..., per-call overhead O us: 512K link L reduce R memcpy M [lone . dirty .
- * fused . [warm .]]; ..." */
+ * fused . [warm .]]; ..." Runs printed before session 12 have one point fewer (no span point: it
+ * then repeats the largest, span_scale 1); from session 12 on, the span point's printed link
+ * working set over the largest point's is span_scale. */
 static int parse_curves_line(const char *line, strata_host_links *l) {
   const char *over = strstr(line, "overhead "), *q = strstr(line, "us:");
   if (!over || !q || sscanf(over, "overhead %lf", &l->op_overhead_us) != 1) return -1;
   q += 3;
+  unsigned long long printed_k[STRATA_HOST_CURVE_POINTS] = {0};
+  int points = 0;
   for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
     double link, reduce, memcpy_gbps, lone = 0, dirty = 0, fused = 0, warm = 0;
     int used = 0;
-    /* the printed link footprint is the one strata_host_point_footprints gives: skipped */
-    if (sscanf(q, " %*[0-9]K link %lf reduce %lf memcpy %lf%n", &link, &reduce, &memcpy_gbps,
-               &used) != 3)
-      return -1;
+    if (sscanf(q, " %lluK link %lf reduce %lf memcpy %lf%n", &printed_k[i], &link, &reduce,
+               &memcpy_gbps, &used) != 4)
+      break;
     q += used;
     if (sscanf(q, " lone %lf dirty %lf fused %lf%n", &lone, &dirty, &fused, &used) == 3) q += used;
     if (sscanf(q, " warm %lf%n", &warm, &used) == 1) q += used; /* printed from session 7 on */
     const char *next = strchr(q, ';');
     if (next) q = next + 1;
-    strata_host_point_footprints(l, i); /* calibrate.c's working sets; the rates printed */
     l->link.gbps[i] = link;
     l->reduce.gbps[i] = reduce;
     l->memcpy.gbps[i] = memcpy_gbps;
@@ -80,8 +82,21 @@ static int parse_curves_line(const char *line, strata_host_links *l) {
     l->link_dirty.gbps[i] = dirty;
     l->fused.gbps[i] = fused;
     l->link_warm.gbps[i] = warm; /* 0: the dirty rate stands in (sim.h) */
+    points++;
   }
-  int last = STRATA_HOST_CURVE_POINTS - 1;
+  const int last = STRATA_HOST_CURVE_POINTS - 1;
+  if (points < last) return -1;
+  if (points == last) { /* an older run: the span point repeats the largest */
+    strata_host_curve *curves[] = {&l->link,       &l->reduce, &l->memcpy,   &l->link_alone,
+                                   &l->link_dirty, &l->fused,  &l->link_warm};
+    for (size_t k = 0; k < sizeof curves / sizeof curves[0]; k++)
+      curves[k]->gbps[last] = curves[k]->gbps[last - 1];
+    l->span_scale = 1;
+  } else {
+    l->span_scale = printed_k[last - 1] ? (uint32_t)(printed_k[last] / printed_k[last - 1]) : 1;
+  }
+  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++)
+    strata_host_point_footprints(l, i); /* calibrate.c's working sets; the rates printed */
   l->link_gbps = l->link.gbps[last];
   l->reduce_gbps = l->reduce.gbps[last];
   l->memcpy_gbps = l->memcpy.gbps[last];

@@ -91,6 +91,19 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
     if (!w->tcp)
       bad += !curve_ok(&links.fused, "fused", rank) + !curve_ok(&links.link_warm, "warm", rank) +
              !curve_ok(&links.link_dirty, "dirty", rank);
+    /* the span point reaches over the buffers every rank offered; the point before it, over
+     * the first window only */
+    const int last = STRATA_HOST_CURVE_POINTS - 1;
+    uint32_t want_scale = w->one_window >= 0 ? 1 : (uint32_t)w->windows;
+    if (links.span_scale != want_scale ||
+        links.link.footprint_bytes[last] != want_scale * links.link.footprint_bytes[last - 1] ||
+        links.link.footprint_bytes[last - 1] != 2 * STRATA_HOST_CALIBRATE_BYTES) {
+      fprintf(stderr, "rank %d: span scale %u (want %u), link working sets %llu then %llu B\n",
+              rank, links.span_scale, want_scale,
+              (unsigned long long)links.link.footprint_bytes[last - 1],
+              (unsigned long long)links.link.footprint_bytes[last]);
+      bad++;
+    }
     double us = 0;
     rc = strata_host_predict(&links, STRATA_COLL_ALLGATHER, STRATA_ALGO_AUTO, 1u << 20, 4, 0, &us);
     if (rc != STRATA_OK || !(us > 0)) {

@@ -124,7 +124,8 @@ static int cal_shift(strata_comm *comm, const char *out, char *in, size_t bytes,
  * measured: reduce-scatter over TCP 1.50-1.75, allgather over shm 1.39-1.53; quadrupling
  * 1.23-1.33 and 1.03-1.24 the same hour). */
 uint64_t strata_host_point_bytes(int i) {
-  return STRATA_HOST_CALIBRATE_MIN_BYTES << (2 * i);
+  const int largest = STRATA_HOST_CURVE_POINTS - 2; /* the span point moves its bytes */
+  return STRATA_HOST_CALIBRATE_MIN_BYTES << (2 * (i < largest ? i : largest));
 }
 
 static double fastest(const double *v, int n) {
@@ -404,35 +405,54 @@ static int cal_point_transfers(strata_comm *comm, const strata_host_links *links
 }
 
 /* Every rank, at the same time, measures point `i` into s[]. The shifts are collective; the
- * local kernels run between barriers so all ranks load the host together.
- * The largest point's transfers are measured on up to CAL_WINDOWS windows spread over the
- * caller's buffers (`span` bytes each) and averaged: past the caches a transfer's rate depends
- * on which pages it crosses, a row larger than the point crosses all of them, and the windows
- * of one process differ steadily (2 ranks, shm, a 64 MiB shift on the four 64 MiB windows of
- * 256 MiB buffers, eight passes: 7.0-7.3, 7.7-8.2, 8.4-8.8 and 9.0-9.6 GB/s in one process,
- * 5.1-5.4 against 6.4-7.2 in another), so one window told the 256 MiB rows about a quarter of
- * their pages. Smaller points stay on the first window, where the rows of their size run. */
+ * local kernels run between barriers so all ranks load the host together. Every point but the
+ * span point runs on the first bytes of the caller's buffers, where the rows of its size run.
+ *
+ * The span point (the last): the largest point's transfers on up to CAL_WINDOWS windows spread
+ * over the caller's buffers (`span` bytes each), averaged, window 0 being the largest point's
+ * own measurement (`largest`, its local kernels taken over too). Past the caches a transfer's
+ * rate depends on which pages it crosses, and the windows of one process differ steadily (2
+ * ranks, shm, a 64 MiB shift on the four 64 MiB windows of 256 MiB buffers, eight passes:
+ * 7.0-7.3, 7.7-8.2, 8.4-8.8 and 9.0-9.6 GB/s in one process, 5.1-5.4 against 6.4-7.2 in
+ * another): a row that crosses all the pages runs at their mean, a row inside the first window
+ * at that window's rate. Session 11 put the mean at the largest point itself; the 64 MiB rows,
+ * which run in window 0, then came out optimistic (2 ranks, shm, out of place, 64 MiB: allgather
+ * 0.93-1.26 before, 1.25-1.86 after; reduce-scatter 0.86-1.23 before, 1.13-1.42 after, five
+ * sweeps). */
 #define CAL_WINDOWS 4
+static size_t cal_windows(size_t span) {
+  size_t windows = span / (size_t)STRATA_HOST_CALIBRATE_BYTES;
+  return windows > CAL_WINDOWS ? CAL_WINDOWS : windows < 1 ? 1 : windows;
+}
+
 static int cal_point(strata_comm *comm, const strata_host_links *links, strata_dtype dtype,
                      strata_op op, char *a, char *b, char *c, size_t span, int i,
-                     double s[CAL_FIGURES]) {
+                     const double largest[CAL_FIGURES], double s[CAL_FIGURES]) {
+  size_t bytes = (size_t)strata_host_point_bytes(i);
+  if (i == STRATA_HOST_CURVE_POINTS - 1) {
+    const size_t windows = cal_windows(span);
+    memcpy(s, largest, CAL_FIGURES * sizeof *s);
+    int rc = STRATA_OK;
+    for (size_t w = 1; !rc && w < windows; w++) {
+      size_t off = (span - bytes) / (windows - 1) * w / 64 * 64;
+      double t[CAL_FIGURES] = {0};
+      rc = strata_barrier(comm);
+      if (!rc) rc = cal_point_transfers(comm, links, dtype, op, a + off, b + off, c + off, i, t);
+      for (int f = 0; f < CAL_FIGURES; f++)
+        if (f != CAL_RED && f != CAL_COPY) s[f] += t[f];
+    }
+    for (int f = 0; f < CAL_FIGURES; f++)
+      if (f != CAL_RED && f != CAL_COPY) s[f] /= (double)windows;
+    return rc;
+  }
   strata_reduce_fn kernel = strata_reduce_kernel(dtype, op);
-  size_t elem = strata_dtype_size(dtype), bytes = (size_t)strata_host_point_bytes(i);
+  size_t elem = strata_dtype_size(dtype);
   int rc = strata_barrier(comm);
   if (!rc && strata_comm_rank(comm) < cal_local_ranks(links)) {
     s[CAL_RED] = cal_local_s(CAL_REDUCE, kernel, elem, c, a, b, bytes);
     s[CAL_COPY] = cal_local_s(CAL_MEMCPY, kernel, elem, c, a, NULL, bytes);
   }
-  size_t windows = i == STRATA_HOST_CURVE_POINTS - 1 ? span / bytes : 1;
-  if (windows > CAL_WINDOWS) windows = CAL_WINDOWS;
-  if (windows < 1) windows = 1;
-  for (size_t w = 0; !rc && w < windows; w++) {
-    size_t off = windows > 1 ? (span - bytes) / (windows - 1) * w / 64 * 64 : 0;
-    double t[CAL_FIGURES] = {0};
-    rc = cal_point_transfers(comm, links, dtype, op, a + off, b + off, c + off, i, t);
-    for (int f = 0; f < CAL_FIGURES; f++)
-      if (f != CAL_RED && f != CAL_COPY) s[f] += t[f] / (double)windows;
-  }
+  if (!rc) rc = cal_point_transfers(comm, links, dtype, op, a, b, c, i, s);
   return rc;
 }
 
@@ -445,16 +465,18 @@ static int cal_point(strata_comm *comm, const strata_host_links *links, strata_d
  * bench/repredict.c rebuilds the curves from printed rates with these same footprints. */
 void strata_host_point_footprints(strata_host_links *l, int i) {
   int p = l->nranks;
+  /* the span point: the largest point's working set, times the windows' reach */
+  uint64_t scale = i == STRATA_HOST_CURVE_POINTS - 1 && l->span_scale > 1 ? l->span_scale : 1;
   uint64_t bytes = strata_host_point_bytes(i), moved, shift_footprint;
   cal_shift_geometry(i, p, l->use_tcp, &moved, &shift_footprint);
-  l->reduce.footprint_bytes[i] = 3 * bytes;
-  l->memcpy.footprint_bytes[i] = 2 * bytes;
-  l->link.footprint_bytes[i] = p > 1 ? shift_footprint : 2 * bytes;
-  if (p > 1 && l->use_tcp) l->link_alone.footprint_bytes[i] = shift_footprint;
+  l->reduce.footprint_bytes[i] = 3 * bytes * scale;
+  l->memcpy.footprint_bytes[i] = 2 * bytes * scale;
+  l->link.footprint_bytes[i] = (p > 1 ? shift_footprint : 2 * bytes) * scale;
+  if (p > 1 && l->use_tcp) l->link_alone.footprint_bytes[i] = shift_footprint * scale;
   if (p > 1 && !l->use_tcp) {
-    l->fused.footprint_bytes[i] = (uint64_t)(p + 1) * cal_fused_bytes(i, p);
+    l->fused.footprint_bytes[i] = (uint64_t)(p + 1) * cal_fused_bytes(i, p) * scale;
     l->link_alone.footprint_bytes[i] = l->link_dirty.footprint_bytes[i] =
-        l->link_warm.footprint_bytes[i] = 2 * bytes;
+        l->link_warm.footprint_bytes[i] = 2 * bytes * scale;
   }
 }
 
@@ -586,6 +608,9 @@ int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op
   uint64_t my_span = span, least = 0;
   if (!rc) rc = strata_allreduce(comm, &my_span, &least, 1, STRATA_U64, STRATA_MIN);
   if (!rc) span = (size_t)least;
+  /* the span point reaches over the windows' buffers: (windows - 1) strides plus one point */
+  out->span_scale = (uint32_t)(span / bytes);
+  if (out->span_scale < 1 || cal_windows(span) < 2) out->span_scale = 1;
   int any_tcp = 0; /* every rank must agree: the fused calibration is collective */
   if (!rc) rc = strata_allreduce(comm, &out->use_tcp, &any_tcp, 1, STRATA_I32, STRATA_MAX);
   out->use_tcp = any_tcp;
@@ -607,7 +632,9 @@ int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op
   memset(passes, 0, sizeof passes);
   for (int k = 0; !rc && k < CAL_PASSES; k++)
     for (int i = 0; !rc && i < STRATA_HOST_CURVE_POINTS; i++)
-      rc = cal_point(comm, out, dtype, op, a, b, c, span, i, &passes[k][FIXED + i * CAL_FIGURES]);
+      rc = cal_point(comm, out, dtype, op, a, b, c, span, i,
+                     &passes[k][FIXED + (i > 0 ? i - 1 : 0) * CAL_FIGURES],
+                     &passes[k][FIXED + i * CAL_FIGURES]);
   for (int f = FIXED; !rc && f < N; f++)
     for (int k = 0; k < CAL_PASSES; k++) s[f] += passes[k][f] / CAL_PASSES;
   if (!rc) rc = strata_allreduce(comm, s, worst, N, STRATA_F64, STRATA_MAX);

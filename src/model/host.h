@@ -27,7 +27,10 @@
  * touches per repetition), from one that fits a core's L2 to one that only DRAM holds, because
  * on a real host a copy or a reduction over buffers that stay in cache runs several times faster
  * than one that streams from memory (docs/model.md has this host's figures). */
-#define STRATA_HOST_CURVE_POINTS 5
+/* The last point is the *span point*: the largest point's transfers again, averaged over windows
+ * spread across the caller's whole buffers (strata_host_calibrate_on), at the working set of
+ * those buffers (span_scale below); the points before it run on the buffers' first bytes. */
+#define STRATA_HOST_CURVE_POINTS 6
 
 typedef struct strata_host_curve {
   uint64_t footprint_bytes[STRATA_HOST_CURVE_POINTS]; /* per rank, ascending */
@@ -68,6 +71,9 @@ typedef struct strata_host_links {
   uint64_t chunk_bytes; /* the engine's pipelining unit for this communicator */
   strata_algo algo;     /* the communicator's forced algorithm (STRATA_ALGO), or AUTO */
   int host_cores;       /* every rank on this host (one kernel): its online CPUs; else 0 */
+  /* the span point's working set over the largest point's: how many of the largest point's
+   * shifts the calibrated buffers hold (1: the span point repeats the largest point) */
+  uint32_t span_scale;
 } strata_host_links;
 
 /* The rate of `curve` at a working set of `footprint_bytes` per rank: interpolated linearly in
@@ -84,7 +90,8 @@ double strata_host_curve_gbps(const strata_host_curve *curve, uint64_t footprint
  * error of a failed collective. Never uses the collectives it will predict to measure a rate. */
 #define STRATA_HOST_CALIBRATE_MIN_BYTES ((uint64_t)256 << 10)
 #define STRATA_HOST_CALIBRATE_BYTES ((uint64_t)64 << 20)
-/* Bytes per rank that calibration point i (0 .. STRATA_HOST_CURVE_POINTS-1) moves. */
+/* Bytes per rank that calibration point i (0 .. STRATA_HOST_CURVE_POINTS-1) moves in one
+ * transfer (the span point: the largest point's, once per window). */
 uint64_t strata_host_point_bytes(int i);
 /* Set point i's working set (footprint_bytes[i]) of every curve that applies to l->nranks and
  * l->use_tcp, as calibration measures it; the rates are left alone. */
