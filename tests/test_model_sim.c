@@ -185,6 +185,46 @@ static void test_host_cores(void) {
   }
 }
 
+/* host_cores, with latency: 4 ranks on 2 cores, links that do not pull at 1 byte/ns, α 10 us.
+ * Ranks 0 and 1 swap 1000 bytes (each send 0.5 us at 2x on a half-idle host), then fly 10 us;
+ * ranks 2 and 3 copy 1000 bytes, then 40000. The second copies start while the swapped messages
+ * fly: their receivers count as busy (sim.c, cores_busy), so 4 ranks share 2 cores and the
+ * copies run at the calibrated 1 byte/ns: rank 2 from 0.75 us (its first copy at 4/3x with three
+ * cores busy), to 40.75; rank 3 from 1 us (its first copy at 1x, all four busy) to 41. Counted as
+ * idle, the flying ranks would leave the copies 2x: 21 us. */
+static void tcp_link_alpha(void *ctx, int src, int dst, strata_sim_link *out) {
+  pull_link(ctx, src, dst, out);
+  out->pull = 0;
+  out->alpha_us = 10;
+}
+
+static void test_host_cores_latency(void) {
+  enum { P = 4 };
+  strata_schedule sch[P];
+  memset(sch, 0, sizeof sch);
+  for (int r = 0; r < P; r++) sch[r].rank = r, sch[r].nranks = P;
+  for (int r = 0; r < 2; r++) {
+    strata_sched_send(&sch[r], 1 - r, strata_ref(STRATA_BUF_SEND, 0), 1000, NULL, 0);
+    strata_sched_recv(&sch[r], 1 - r, strata_ref(STRATA_BUF_RECV, 0), 1000, NULL, 0);
+  }
+  for (int r = 2; r < P; r++) {
+    uint32_t first = (uint32_t)strata_sched_copy(&sch[r], strata_ref(STRATA_BUF_SEND, 0),
+                                                 strata_ref(STRATA_BUF_RECV, 0), 1000, NULL, 0);
+    strata_sched_copy(&sch[r], strata_ref(STRATA_BUF_SEND, 0), strata_ref(STRATA_BUF_RECV, 0),
+                      40000, &first, 1);
+  }
+  strata_sim_model m = {
+      .nranks = P, .link = tcp_link_alpha, .one_core_per_rank = 1, .host_cores = 2, .copy_gbps = 1};
+  strata_sim_result res;
+  double t = strata_sim_run(&m, sch, &res) == STRATA_OK ? res.time_us : -1;
+  for (int r = 0; r < P; r++) strata_schedule_free(&sch[r]);
+  checked++;
+  if (!(fabs(t - 41.0) < 1e-6)) {
+    printf("FAIL host_cores with latency: %g us (want 41; 21 counts flying ranks idle)\n", t);
+    failures++;
+  }
+}
+
 /* A pull that starts while the sender's core runs a local step shares the host only until that
  * step ends (sim.c, pull_end): rank 0 copies 4000 bytes at 2 bytes/ns (2 us) while rank 1 pulls
  * 8000 bytes from it at 1 byte/ns (the rate with both cores streaming), then alone at
@@ -241,6 +281,7 @@ int main(void) {
   test_textbook_ring();
   test_mismatch();
   test_host_cores();
+  test_host_cores_latency();
   test_pull_after_local();
   if (failures) {
     printf("%d of %d comparisons failed\n", failures, checked);

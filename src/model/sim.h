@@ -75,7 +75,9 @@ typedef struct strata_sim_model {
    * rates above were measured with every rank busy at once (a share of cores/nranks each). A
    * step that starts while k ranks' cores are busy (itself included) runs at the rate times
    * nranks / max(k, host_cores): a chain broadcast's lone hop gets a whole core, a ring's
-   * every-rank-at-once step the calibrated share. The share is fixed when the step starts. */
+   * every-rank-at-once step the calibrated share. The share is fixed when the step starts. A
+   * rank a message is flying to counts as busy until it lands (α, measured with every rank
+   * running, is mostly the receiver waiting for a core others hold). */
   int host_cores;
 } strata_sim_model;
 
