@@ -11,11 +11,11 @@
  * in messages of the engine's chunk), and the local kernels run on every rank at the same time.
  *
  * Why curves: a copy over buffers a core's L2 holds runs at tens of GB/s, one that streams from
- * DRAM at a few (docs/model.md has this host's figures). Each rate is measured at
- * STRATA_HOST_CURVE_POINTS sizes, 256 KiB to 64 MiB per rank (x4), each repeated over the
- * same buffers as a benchmark repeats a call, and host.c reads the curve at the call's own working
- * set. Nothing here is fitted to the benchmark rows it will predict: the points are fixed sizes,
- * measured by microbenchmarks before any row runs.
+ * DRAM at a few (docs/model.md has this host's figures). Each rate is measured at sizes of
+ * 256 KiB to 64 MiB per rank (x4), each repeated over the same buffers as a benchmark repeats a
+ * call, then once more over the whole buffers (the span point, cal_point), and host.c reads the
+ * curve at the call's own working set. Nothing here is fitted to the benchmark rows it will
+ * predict: the points are fixed sizes, measured by microbenchmarks before any row runs.
  *
  * Converting a ring shift of X bytes that took T to a link rate: over shm each rank's core pulls
  * X (the sender's core is free), so one pull runs at X/(T-α); over TCP each rank's core copies X
