@@ -284,7 +284,7 @@ static int busy_with(const sim_state *s, int r, double at) {
 }
 /* Ranks that hold a core at `at` for the sharing of cores (core_share): busy_with's, and also a
  * rank a message is flying to (its α not yet over). With more ranks than cores, calibration
- * measured α with every rank running (4 ranks on 2 cores, TCP: 65 us against ~15 for 2 ranks),
+ * measured α with every rank running (4 ranks on 2 cores, TCP: 65-180 us against 8-18 for 2),
  * so most of a message's α is the receiver waiting for a core that other ranks hold; counted as
  * idle, those ranks sped up into time α had already charged them for (4 ranks, TCP, ring
  * allgather 1.4-1.7x optimistic from 16 MiB; re-scored on three saved sweeps, 4 ranks 21/23/22
