@@ -404,16 +404,28 @@ static int cal_point_transfers(strata_comm *comm, const strata_host_links *links
   return rc;
 }
 
-/* Every rank, at the same time, measures point `i` into s[]. The shifts are collective; the
- * local kernels run between barriers so all ranks load the host together. Every point but the
- * span point runs on the first bytes of the caller's buffers, where the rows of its size run.
- *
- * The span point (the last): the largest point's transfers on up to CAL_WINDOWS windows spread
- * over the caller's buffers (`span` bytes each), averaged, window 0 being the largest point's
- * own measurement (`largest`, its local kernels taken over too). Past the caches a transfer's
- * rate depends on which pages it crosses, and the windows of one process differ steadily (2
- * ranks, shm, a 64 MiB shift on the four 64 MiB windows of 256 MiB buffers, eight passes:
- * 7.0-7.3, 7.7-8.2, 8.4-8.8 and 9.0-9.6 GB/s in one process, 5.1-5.4 against 6.4-7.2 in
+/* Every rank, at the same time, measures point `i` (not the span point) into s[], on the first
+ * bytes of the caller's buffers, where the rows of its size run. The shifts are collective; the
+ * local kernels run between barriers so all ranks load the host together. */
+static int cal_point(strata_comm *comm, const strata_host_links *links, strata_dtype dtype,
+                     strata_op op, char *a, char *b, char *c, int i, double s[CAL_FIGURES]) {
+  strata_reduce_fn kernel = strata_reduce_kernel(dtype, op);
+  size_t elem = strata_dtype_size(dtype), bytes = (size_t)strata_host_point_bytes(i);
+  int rc = strata_barrier(comm);
+  if (!rc && strata_comm_rank(comm) < cal_local_ranks(links)) {
+    s[CAL_RED] = cal_local_s(CAL_REDUCE, kernel, elem, c, a, b, bytes);
+    s[CAL_COPY] = cal_local_s(CAL_MEMCPY, kernel, elem, c, a, NULL, bytes);
+  }
+  if (!rc) rc = cal_point_transfers(comm, links, dtype, op, a, b, c, i, s);
+  return rc;
+}
+
+/* The span point (the last) into s[]: the largest point's transfers on up to CAL_WINDOWS windows
+ * spread over the caller's buffers (`span` bytes each), averaged, window 0 being the largest
+ * point's own measurement (`largest`, whose local kernels it takes over). Past the caches a
+ * transfer's rate depends on which pages it crosses, and the windows of one process differ
+ * steadily (2 ranks, shm, a 64 MiB shift on the four 64 MiB windows of 256 MiB buffers, eight
+ * passes: 7.0-7.3, 7.7-8.2, 8.4-8.8 and 9.0-9.6 GB/s in one process, 5.1-5.4 against 6.4-7.2 in
  * another): a row that crosses all the pages runs at their mean, a row inside the first window
  * at that window's rate. Session 11 put the mean at the largest point itself; the 64 MiB rows,
  * which run in window 0, then came out optimistic (2 ranks, shm, out of place, 64 MiB: allgather
@@ -425,34 +437,22 @@ static size_t cal_windows(size_t span) {
   return windows > CAL_WINDOWS ? CAL_WINDOWS : windows < 1 ? 1 : windows;
 }
 
-static int cal_point(strata_comm *comm, const strata_host_links *links, strata_dtype dtype,
-                     strata_op op, char *a, char *b, char *c, size_t span, int i,
-                     const double largest[CAL_FIGURES], double s[CAL_FIGURES]) {
-  size_t bytes = (size_t)strata_host_point_bytes(i);
-  if (i == STRATA_HOST_CURVE_POINTS - 1) {
-    const size_t windows = cal_windows(span);
-    memcpy(s, largest, CAL_FIGURES * sizeof *s);
-    int rc = STRATA_OK;
-    for (size_t w = 1; !rc && w < windows; w++) {
-      size_t off = (span - bytes) / (windows - 1) * w / 64 * 64;
-      double t[CAL_FIGURES] = {0};
-      rc = strata_barrier(comm);
-      if (!rc) rc = cal_point_transfers(comm, links, dtype, op, a + off, b + off, c + off, i, t);
-      for (int f = 0; f < CAL_FIGURES; f++)
-        if (f != CAL_RED && f != CAL_COPY) s[f] += t[f];
-    }
-    for (int f = 0; f < CAL_FIGURES; f++)
-      if (f != CAL_RED && f != CAL_COPY) s[f] /= (double)windows;
-    return rc;
+static int cal_span_point(strata_comm *comm, const strata_host_links *links, strata_dtype dtype,
+                          strata_op op, char *a, char *b, char *c, size_t span,
+                          const double largest[CAL_FIGURES], double s[CAL_FIGURES]) {
+  const int i = STRATA_HOST_CURVE_POINTS - 1;
+  const size_t bytes = (size_t)strata_host_point_bytes(i), windows = cal_windows(span);
+  memcpy(s, largest, CAL_FIGURES * sizeof *s);
+  int rc = STRATA_OK;
+  for (size_t w = 1; !rc && w < windows; w++) {
+    size_t off = (span - bytes) / (windows - 1) * w / 64 * 64;
+    double t[CAL_FIGURES] = {0};
+    rc = strata_barrier(comm);
+    if (!rc) rc = cal_point_transfers(comm, links, dtype, op, a + off, b + off, c + off, i, t);
+    for (int f = 0; f < CAL_FIGURES; f++) s[f] += t[f]; /* t's local kernels stay 0 */
   }
-  strata_reduce_fn kernel = strata_reduce_kernel(dtype, op);
-  size_t elem = strata_dtype_size(dtype);
-  int rc = strata_barrier(comm);
-  if (!rc && strata_comm_rank(comm) < cal_local_ranks(links)) {
-    s[CAL_RED] = cal_local_s(CAL_REDUCE, kernel, elem, c, a, b, bytes);
-    s[CAL_COPY] = cal_local_s(CAL_MEMCPY, kernel, elem, c, a, NULL, bytes);
-  }
-  if (!rc) rc = cal_point_transfers(comm, links, dtype, op, a, b, c, i, s);
+  for (int f = 0; f < CAL_FIGURES; f++)
+    if (f != CAL_RED && f != CAL_COPY) s[f] /= (double)windows;
   return rc;
 }
 
@@ -608,9 +608,8 @@ int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op
   uint64_t my_span = span, least = 0;
   if (!rc) rc = strata_allreduce(comm, &my_span, &least, 1, STRATA_U64, STRATA_MIN);
   if (!rc) span = (size_t)least;
-  /* the span point reaches over the windows' buffers: (windows - 1) strides plus one point */
-  out->span_scale = (uint32_t)(span / bytes);
-  if (out->span_scale < 1 || cal_windows(span) < 2) out->span_scale = 1;
+  /* the span point reaches over the whole buffers */
+  out->span_scale = span / bytes > 1 ? (uint32_t)(span / bytes) : 1;
   int any_tcp = 0; /* every rank must agree: the fused calibration is collective */
   if (!rc) rc = strata_allreduce(comm, &out->use_tcp, &any_tcp, 1, STRATA_I32, STRATA_MAX);
   out->use_tcp = any_tcp;
@@ -630,11 +629,15 @@ int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op
    * weigh in a point as they do in a row's mean time, not all or nothing */
   double passes[CAL_PASSES][N];
   memset(passes, 0, sizeof passes);
-  for (int k = 0; !rc && k < CAL_PASSES; k++)
-    for (int i = 0; !rc && i < STRATA_HOST_CURVE_POINTS; i++)
-      rc = cal_point(comm, out, dtype, op, a, b, c, span, i,
-                     &passes[k][FIXED + (i > 0 ? i - 1 : 0) * CAL_FIGURES],
-                     &passes[k][FIXED + i * CAL_FIGURES]);
+  enum { SPAN = STRATA_HOST_CURVE_POINTS - 1 };
+  for (int k = 0; !rc && k < CAL_PASSES; k++) {
+    for (int i = 0; !rc && i < SPAN; i++)
+      rc = cal_point(comm, out, dtype, op, a, b, c, i, &passes[k][FIXED + i * CAL_FIGURES]);
+    if (!rc)
+      rc = cal_span_point(comm, out, dtype, op, a, b, c, span,
+                          &passes[k][FIXED + (SPAN - 1) * CAL_FIGURES],
+                          &passes[k][FIXED + SPAN * CAL_FIGURES]);
+  }
   for (int f = FIXED; !rc && f < N; f++)
     for (int k = 0; k < CAL_PASSES; k++) s[f] += passes[k][f] / CAL_PASSES;
   if (!rc) rc = strata_allreduce(comm, s, worst, N, STRATA_F64, STRATA_MAX);

@@ -111,7 +111,7 @@ typedef struct sim_state {
   uint32_t *succ;
   double *tx_free, *rx_free, *cpu_free, *shared_free;
   double *local_end; /* per rank: the end of the last local step (COPY, REDUCE) it booked */
-  double *latent;    /* per rank: until when a message to it is in flight (its α; cores_busy) */
+  double *latent;    /* per rank: until when a message to it is in flight (its α; core_share) */
   double *ends;      /* per rank, scratch of pull_end */
   sim_heap heap;
   strata_sim_result result;
@@ -276,22 +276,17 @@ static double dmax(double a, double b) {
 }
 
 /* Ranks other than r whose core is busy at `at` (a local step or a transfer it moves: both
- * book cpu_free), plus r itself. */
-static int busy_with(const sim_state *s, int r, double at) {
+ * book cpu_free), plus r itself. flying: also a rank a message is flying to (its α not yet
+ * over), for the sharing of cores (core_share). With more ranks than cores, calibration measured
+ * α with every rank running (4 ranks on 2 cores, TCP: 65-180 us against 8-18 for 2), so most of
+ * a message's α is the receiver waiting for a core that other ranks hold; counted as idle, those
+ * ranks sped up into time α had already charged them for (4 ranks, TCP, ring allgather 1.4-1.7x
+ * optimistic from 16 MiB; re-scored on three saved sweeps, 4 ranks 21/23/22 -> 23/25/26 of 40 by
+ * median, 2 ranks unchanged). */
+static int busy_with(const sim_state *s, int r, double at, int flying) {
   int busy = 1;
-  for (int j = 0; j < s->nranks; j++) busy += j != r && s->cpu_free[j] > at;
-  return busy;
-}
-/* Ranks that hold a core at `at` for the sharing of cores (core_share): busy_with's, and also a
- * rank a message is flying to (its α not yet over). With more ranks than cores, calibration
- * measured α with every rank running (4 ranks on 2 cores, TCP: 65-180 us against 8-18 for 2),
- * so most of a message's α is the receiver waiting for a core that other ranks hold; counted as
- * idle, those ranks sped up into time α had already charged them for (4 ranks, TCP, ring
- * allgather 1.4-1.7x optimistic from 16 MiB; re-scored on three saved sweeps, 4 ranks 21/23/22
- * -> 23/25/26 of 40 by median, 2 ranks unchanged). */
-static int cores_busy(const sim_state *s, int r, double at) {
-  int busy = 1;
-  for (int j = 0; j < s->nranks; j++) busy += j != r && (s->cpu_free[j] > at || s->latent[j] > at);
+  for (int j = 0; j < s->nranks; j++)
+    busy += j != r && (s->cpu_free[j] > at || (flying && s->latent[j] > at));
   return busy;
 }
 
@@ -300,7 +295,7 @@ static int cores_busy(const sim_state *s, int r, double at) {
 static double core_share(const sim_state *s, int r, double start) {
   int c = s->model->host_cores, p = s->model->nranks;
   if (!s->model->one_core_per_rank || c <= 0 || c >= p) return 1;
-  int busy = cores_busy(s, r, start);
+  int busy = busy_with(s, r, start, 1);
   return (double)p / (double)(busy > c ? busy : c);
 }
 
@@ -412,7 +407,7 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
   if (start > t) return heap_push(&s->heap, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
   double share; /* sim.h: pulls share what the host moves, other steps its cores */
   if (link->pull && alone > 0) {
-    double rate = bw * (double)s->nranks / busy_with(s, mover, start);
+    double rate = bw * (double)s->nranks / busy_with(s, mover, start, 0);
     share = (rate < alone ? rate : alone) / bw;
   } else {
     share = core_share(s, mover, start);
