@@ -154,17 +154,25 @@ int main(void) {
     CHECK(avg_us < 5000 + 1000, "0>1 average delay %.1f us, want 5 ms + < 1 ms", avg_us);
   }
 
-  /* Rate: a burst of 40 packets 0 -> 2 at 10 Mbit/s leaves 1 ms apart. */
-  for (int i = 0; i < 40; i++) {
-    packet_make(pkt, 2, (uint32_t)i);
-    CHECK(write(test_end[0], pkt, sizeof pkt) == (ssize_t)sizeof pkt, "write");
-  }
-  got = receive(test_end[2], 40, 2000, NULL, NULL, arrivals);
-  CHECK(got == 40, "0>2 delivered %d of 40", got);
-  if (got == 40) {
+  /* Rate: a burst of 40 packets 0 -> 2 at 10 Mbit/s leaves 1 ms apart. A burst that misses is
+   * sent once more before the check fails, as the jitter check above does: one host stall of the
+   * forwarder stretches a 39 ms burst by milliseconds (CI, 2026-12-02: 43.87 ms once, the same
+   * build 39 ms in ten local runs); a wrong rate misses twice. */
+  for (int attempt = 1; attempt <= 2; attempt++) {
+    for (int i = 0; i < 40; i++) {
+      packet_make(pkt, 2, (uint32_t)i);
+      CHECK(write(test_end[0], pkt, sizeof pkt) == (ssize_t)sizeof pkt, "write");
+    }
+    got = receive(test_end[2], 40, 2000, NULL, NULL, arrivals);
+    CHECK(got == 40, "0>2 delivered %d of 40", got);
+    if (got != 40) break;
     double span_ms = (double)(arrivals[39] - arrivals[0]) / 1e6;
     printf("0>2 rate=10mbit: 40 packets over %.2f ms (want 39)\n", span_ms);
-    CHECK(span_ms > 39 * 0.95 && span_ms < 39 * 1.10, "0>2 span %.2f ms, want 39 ms", span_ms);
+    int ok = span_ms > 39 * 0.95 && span_ms < 39 * 1.10;
+    if (ok || attempt == 2) {
+      CHECK(ok, "0>2 span %.2f ms, want 39 ms", span_ms);
+      break;
+    }
   }
 
   /* Loss 100% on 1>0 but not on 0>1 (checked above); unroutable packets are dropped. */
