@@ -188,10 +188,10 @@ static void test_host_cores(void) {
 /* host_cores, with latency: 4 ranks on 2 cores, links that do not pull at 1 byte/ns, α 10 us.
  * Ranks 0 and 1 swap 1000 bytes (each send 0.5 us at 2x on a half-idle host), then fly 10 us;
  * ranks 2 and 3 copy 1000 bytes, then 40000. The second copies start while the swapped messages
- * fly: their receivers count as busy (sim.c, busy_with for core_share), so 4 ranks share 2 cores and the
- * copies run at the calibrated 1 byte/ns: rank 2 from 0.75 us (its first copy at 4/3x with three
- * cores busy), to 40.75; rank 3 from 1 us (its first copy at 1x, all four busy) to 41. Counted as
- * idle, the flying ranks would leave the copies 2x: 21 us. */
+ * fly: their receivers count as busy (sim.c, busy_with for core_share), so 4 ranks share 2 cores
+ * and the copies run at the calibrated 1 byte/ns: rank 2 from 0.75 us (its first copy at 4/3x with
+ * three cores busy), to 40.75; rank 3 from 1 us (its first copy at 1x, all four busy) to 41.
+ * Counted as idle, the flying ranks would leave the copies 2x: 21 us. */
 static void tcp_link_alpha(void *ctx, int src, int dst, strata_sim_link *out) {
   pull_link(ctx, src, dst, out);
   out->pull = 0;
