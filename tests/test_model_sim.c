@@ -186,12 +186,12 @@ static void test_host_cores(void) {
 }
 
 /* host_cores, with latency: 4 ranks on 2 cores, links that do not pull at 1 byte/ns, α 10 us.
- * Ranks 0 and 1 swap 1000 bytes (each send 0.5 us at 2x on a half-idle host), then fly 10 us;
- * ranks 2 and 3 copy 1000 bytes, then 40000. The second copies start while the swapped messages
- * fly: their receivers count as busy (sim.c, busy_with for core_share), so 4 ranks share 2 cores
- * and the copies run at the calibrated 1 byte/ns: rank 2 from 0.75 us (its first copy at 4/3x with
- * three cores busy), to 40.75; rank 3 from 1 us (its first copy at 1x, all four busy) to 41.
- * Counted as idle, the flying ranks would leave the copies 2x: 21 us. */
+ * Ranks 2 and 3 copy 4000 bytes, then 40000; ranks 0 and 1 swap 1000 bytes, then fly 10 us. At
+ * time 0 the local steps go first (sim.c, sim_event): the first copies run at 2x (two ranks
+ * busy, two cores) to 2 us, the sends at 4/3x and 1x (three, then four busy) to 0.75 and 1 us.
+ * The second copies start at 2 us, while the swapped messages fly: their receivers count as busy
+ * (sim.c, busy_with for core_share), so rank 2's copy runs at 4/3x (three busy) to 32 us and rank
+ * 3's at 1x (four) to 42. Counted as idle, the flying ranks would leave both copies 2x: 22 us. */
 static void tcp_link_alpha(void *ctx, int src, int dst, strata_sim_link *out) {
   pull_link(ctx, src, dst, out);
   out->pull = 0;
@@ -209,7 +209,7 @@ static void test_host_cores_latency(void) {
   }
   for (int r = 2; r < P; r++) {
     uint32_t first = (uint32_t)strata_sched_copy(&sch[r], strata_ref(STRATA_BUF_SEND, 0),
-                                                 strata_ref(STRATA_BUF_RECV, 0), 1000, NULL, 0);
+                                                 strata_ref(STRATA_BUF_RECV, 0), 4000, NULL, 0);
     strata_sched_copy(&sch[r], strata_ref(STRATA_BUF_SEND, 0), strata_ref(STRATA_BUF_RECV, 0),
                       40000, &first, 1);
   }
@@ -219,8 +219,8 @@ static void test_host_cores_latency(void) {
   double t = strata_sim_run(&m, sch, &res) == STRATA_OK ? res.time_us : -1;
   for (int r = 0; r < P; r++) strata_schedule_free(&sch[r]);
   checked++;
-  if (!(fabs(t - 41.0) < 1e-6)) {
-    printf("FAIL host_cores with latency: %g us (want 41; 21 counts flying ranks idle)\n", t);
+  if (!(fabs(t - 42.0) < 1e-6)) {
+    printf("FAIL host_cores with latency: %g us (want 42; 22 counts flying ranks idle)\n", t);
     failures++;
   }
 }
@@ -255,6 +255,34 @@ static void test_pull_after_local(void) {
   }
 }
 
+/* At one instant a rank runs its own local step before a transfer (sim.c, sim_event), as the
+ * engine runs a small copy inline when it becomes ready: two ranks each copy 4000 bytes at 2
+ * bytes/ns (0-2 us), then pull 8000 bytes from each other. The first pull booked at 2 us runs at
+ * the 2 bytes/ns of one rank streaming (to 6 us), the second beside it at 1 byte/ns (to 10). Taken
+ * in step order, rank 1's pull was booked before rank 1's copy and ran beside rank 0's copy: 8.5
+ * us. */
+static void test_local_first(void) {
+  strata_schedule sch[2];
+  memset(sch, 0, sizeof sch);
+  for (int r = 0; r < 2; r++) {
+    sch[r].rank = r, sch[r].nranks = 2;
+    strata_sched_copy(&sch[r], strata_ref(STRATA_BUF_SEND, 0), strata_ref(STRATA_BUF_RECV, 0),
+                      4000, NULL, 0);
+    strata_sched_send(&sch[r], 1 - r, strata_ref(STRATA_BUF_SEND, 0), 8000, NULL, 0);
+    strata_sched_recv(&sch[r], 1 - r, strata_ref(STRATA_BUF_RECV, 4000), 8000, NULL, 0);
+  }
+  strata_sim_model m = {
+      .nranks = 2, .link = pull_link_alone, .one_core_per_rank = 1, .copy_gbps = 2};
+  strata_sim_result res;
+  double t = strata_sim_run(&m, sch, &res) == STRATA_OK ? res.time_us : -1;
+  for (int r = 0; r < 2; r++) strata_schedule_free(&sch[r]);
+  checked++;
+  if (!(fabs(t - 10.0) < 1e-6)) {
+    printf("FAIL local steps first: %g us (want 10; 8.5 in step order)\n", t);
+    failures++;
+  }
+}
+
 int main(void) {
   const int ranks[] = {2, 3, 4, 6, 8, 16};
   const double sizes[] = {4096, 1 << 20, 64.0 * (1 << 20)};
@@ -283,6 +311,7 @@ int main(void) {
   test_host_cores();
   test_host_cores_latency();
   test_pull_after_local();
+  test_local_first();
   if (failures) {
     printf("%d of %d comparisons failed\n", failures, checked);
     return 1;

@@ -19,17 +19,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Events pop by time; at one instant a rank's local steps (COPY, REDUCE) before any transfer,
+ * then by global step. The engine runs a local step of up to 1 MiB inline the moment it is
+ * ready (engine.c step_start), before it starts a pull or serves one: an out-of-place allgather
+ * copies its own block, then pulls. Taken in step order instead, rank 1's pull from rank 0 (rank
+ * 0's step) was booked before rank 1's own copy, and ran beside rank 0's copy at nearly the lone
+ * rate (2 ranks, shm, 1 MiB: 41 us against the engine's 46-60). */
 typedef struct sim_event {
   double time;
-  uint32_t step; /* global */
+  uint32_t step;     /* global */
+  uint32_t transfer; /* 1: a SEND or a receive, 0: a local step */
 } sim_event;
+
+static int ev_before(const sim_event *a, const sim_event *b) {
+  if (a->time != b->time) return a->time < b->time;
+  if (a->transfer != b->transfer) return a->transfer < b->transfer;
+  return a->step <= b->step;
+}
 
 typedef struct sim_heap {
   sim_event *ev;
   size_t n, cap;
 } sim_heap;
 
-static int heap_push(sim_heap *h, double time, uint32_t step) {
+static int heap_add(sim_heap *h, sim_event e) {
   if (h->n == h->cap) {
     size_t cap = h->cap ? h->cap * 2 : 1024;
     sim_event *ev = realloc(h->ev, cap * sizeof *ev);
@@ -40,13 +53,11 @@ static int heap_push(sim_heap *h, double time, uint32_t step) {
   size_t i = h->n++;
   while (i > 0) {
     size_t parent = (i - 1) / 2;
-    if (h->ev[parent].time < time || (h->ev[parent].time == time && h->ev[parent].step <= step))
-      break;
+    if (ev_before(&h->ev[parent], &e)) break;
     h->ev[i] = h->ev[parent];
     i = parent;
   }
-  h->ev[i].time = time;
-  h->ev[i].step = step;
+  h->ev[i] = e;
   return 0;
 }
 
@@ -56,11 +67,8 @@ static sim_event heap_pop(sim_heap *h) {
   for (;;) {
     size_t c = 2 * i + 1;
     if (c >= h->n) break;
-    if (c + 1 < h->n && (h->ev[c + 1].time < h->ev[c].time ||
-                         (h->ev[c + 1].time == h->ev[c].time && h->ev[c + 1].step < h->ev[c].step)))
-      c++;
-    if (last.time < h->ev[c].time || (last.time == h->ev[c].time && last.step <= h->ev[c].step))
-      break;
+    if (c + 1 < h->n && !ev_before(&h->ev[c], &h->ev[c + 1])) c++;
+    if (ev_before(&last, &h->ev[c])) break;
     h->ev[i] = h->ev[c];
     i = c;
   }
@@ -275,6 +283,16 @@ static double dmax(double a, double b) {
   return a > b ? a : b;
 }
 
+/* Schedule global step g at `time` (sim_event: local steps first at one instant). */
+static int heap_push(sim_state *s, double time, uint32_t g) {
+  int r = rank_of(s, g);
+  uint8_t kind = s->scheds[r].steps[g - s->base[r]].kind;
+  sim_event e = {.time = time,
+                 .step = g,
+                 .transfer = kind != STRATA_STEP_COPY && kind != STRATA_STEP_REDUCE};
+  return heap_add(&s->heap, e);
+}
+
 /* Ranks other than r whose core is busy at `at` (a local step or a transfer it moves: both
  * book cpu_free), plus r itself. flying: also a rank a message is flying to (its α not yet
  * over), for the sharing of cores (core_share). With more ranks than cores, calibration measured
@@ -313,7 +331,7 @@ static int sim_complete(sim_state *s, uint32_t g, double time) {
   for (uint32_t k = s->succ_begin[g]; k < s->succ_begin[g + 1]; k++) {
     uint32_t d = s->succ[k];
     s->ready[d] = dmax(s->ready[d], time);
-    if (--s->pending[d] == 0 && heap_push(&s->heap, s->ready[d], d) != 0)
+    if (--s->pending[d] == 0 && heap_push(s, s->ready[d], d) != 0)
       return STRATA_ERR_NO_MEMORY;
   }
   return STRATA_OK;
@@ -343,7 +361,7 @@ static int sim_delivered(sim_state *s, const strata_step *st, uint32_t g, double
     /* one core per rank: the receiver's core takes the bytes when they are there, not now —
      * booking its future here would block every step it could run until then */
     if (s->model->one_core_per_rank && s->arrival[peer_step] > s->ready[peer_step])
-      rc = heap_push(&s->heap, s->arrival[peer_step], peer_step) == 0 ? STRATA_OK
+      rc = heap_push(s, s->arrival[peer_step], peer_step) == 0 ? STRATA_OK
                                                                       : STRATA_ERR_NO_MEMORY;
     else
       rc = sim_finish_recv(s, peer_step, s->ready[peer_step]);
@@ -404,7 +422,7 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
   }
   int mover = link->pull ? q : r;
   double start = dmax(t, s->cpu_free[mover]);
-  if (start > t) return heap_push(&s->heap, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  if (start > t) return heap_push(s, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
   double share; /* sim.h: pulls share what the host moves, other steps its cores */
   if (link->pull && alone > 0) {
     double rate = bw * (double)s->nranks / busy_with(s, mover, start, 0);
@@ -438,7 +456,7 @@ static int sim_send(sim_state *s, int r, const strata_step *st, uint32_t g, doub
   }
   /* a busy port defers the send instead of booking the future: whoever is ready when the port
    * frees competes again, in step order, so no rank monopolizes a receiver */
-  if (start > t) return heap_push(&s->heap, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  if (start > t) return heap_push(s, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
   double end = start + (double)st->bytes / (bw * 1e3);
   s->tx_free[r] = s->rx_free[q] = end;
   if (shared >= 0) s->shared_free[shared] = end;
@@ -459,7 +477,7 @@ static int sim_step(sim_state *s, uint32_t g, double t) {
         return STRATA_OK;
       }
       if (s->model->one_core_per_rank && s->arrival[g] > t) /* see sim_delivered */
-        return heap_push(&s->heap, s->arrival[g], g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+        return heap_push(s, s->arrival[g], g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
       return sim_finish_recv(s, g, t);
     case STRATA_STEP_COPY:
     case STRATA_STEP_REDUCE: {
@@ -497,7 +515,7 @@ int strata_sim_run(const strata_sim_model *model, const strata_schedule *scheds,
   if (rc == STRATA_OK) rc = sim_build_succ(&s);
   if (rc == STRATA_OK) rc = sim_match(&s);
   for (uint32_t g = 0; rc == STRATA_OK && g < s.total; g++)
-    if (s.pending[g] == 0 && heap_push(&s.heap, 0.0, g) != 0) rc = STRATA_ERR_NO_MEMORY;
+    if (s.pending[g] == 0 && heap_push(&s, 0.0, g) != 0) rc = STRATA_ERR_NO_MEMORY;
   while (rc == STRATA_OK && s.heap.n > 0) {
     sim_event ev = heap_pop(&s.heap);
     rc = sim_step(&s, ev.step, ev.time);
