@@ -6,7 +6,9 @@
  *  - 4 ranks over TCP, each given another chunk (64, 192, 320, 128 KiB): every rank ends with
  *    320 KiB, and a ring allreduce of 1 MiB + 3 floats, cut into pieces by it, sums right;
  *  - 3 ranks over shm, rank 1 given 1 MiB and the others the default: every rank ends with the
- *    largest proposal (the shm default) and a 4 MiB ring allreduce sums right.
+ *    largest proposal (the shm default) and a 4 MiB ring allreduce sums right;
+ *  - 2 ranks of this host over TCP, no chunk given: 1 MiB, loopback's (comm.c,
+ *    default_chunk_bytes; a LAN peer in another host or namespace would get 64 KiB).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +95,11 @@ int main(void) {
   o = (strata_test_ranks_opts){.shm = 1, .timeout_s = 20, .deadline_s = 60, .tweak = shm_tweak};
   bad = strata_test_run_ranks(3, &o, body, &shm);
   printf("shm 3 ranks, rank 1 chunk 1 MiB, the others the default: %s\n", bad ? "FAILED" : "ok");
+  failed += bad != 0;
+  expect loopback = {.chunk = 1024 * KIB, .count = (1u << 20) + 5};
+  o = (strata_test_ranks_opts){.shm = 0, .timeout_s = 20, .deadline_s = 60};
+  bad = strata_test_run_ranks(2, &o, body, &loopback);
+  printf("tcp 2 ranks of one host, the default chunk: %s\n", bad ? "FAILED" : "ok");
   failed += bad != 0;
   printf("%s\n", failed ? "FAIL" : "PASS");
   return failed != 0;

@@ -30,13 +30,29 @@
  * namespaces over veth, 16 MiB in place: 64K 4.6-4.8 ms, 1M 10.3-10.8 ms, 256K 42-69 ms (4
  * pieces per chunk: the veth pair dropped segments, 784 retransmissions). When some peers share
  * the host (a multi-host job), the shm part would pay for the fine cut, so the chunk stays 1 MiB.
+ *
+ * TCP between ranks of one host (STRATA_SHM=0, or shm refused) is loopback, not a wire: nothing
+ * overlaps a transfer but the kernel's copies on the same cores, and each chunk costs a wake-up
+ * and a syscall per side, which with ranks sharing cores is a context switch. There 1 MiB wins
+ * at every size. Measured 2026-12-02 on the 2-core AMD EPYC host, out-of-place time at 1 / 16 /
+ * 256 MiB, two interleaved runs each: 2 ranks, allreduce 64K 424-504 us / 8.8-9.2 ms / 129-165
+ * ms, 1M 300-398 us / 4.2-6.5 ms / 75-104 ms (512K and 4M no better); 4 ranks, allgather 64K
+ * 1.1-1.6 / 18.7-24.5 / 368-473 ms, 1M 0.98-1.16 / 9.5-11.6 / 153-198 ms; broadcast 256 MiB 64K
+ * 200-257 ms, 1M 138-181. Ranks in other network namespaces are other hosts here (net.c, the
+ * identity), so the veth measurement above keeps its 64 KiB.
+ *
  * WAN peers get larger chunks (RTT measured at connect) so the ring keeps several
  * bandwidth-delay products in flight (src/engine/chunk.c). This is one rank's proposal: the
  * communicator takes the largest of all ranks' (strata_comm_agree, sites.c). */
 static uint64_t default_chunk_bytes(const strata_comm *comm) {
   enum { TCP_LAN_CHUNK_BYTES = 64 << 10, MIXED_CHUNK_BYTES = 1 << 20, SHM_CHUNK_BYTES = 16 << 20 };
   if (!comm->tcp_data_peers) return SHM_CHUNK_BYTES;
-  uint64_t lan = comm->tcp_data_peers == comm->nranks - 1 ? TCP_LAN_CHUNK_BYTES : MIXED_CHUNK_BYTES;
+  int remote_tcp = 0; /* TCP data peers on another host */
+  for (int peer = 0; peer < comm->nranks; peer++)
+    remote_tcp += peer != comm->rank && comm->net.peer[peer] == comm->net.tcp &&
+                  !(comm->net.is_local && comm->net.is_local[peer]);
+  uint64_t lan = comm->tcp_data_peers == comm->nranks - 1 && remote_tcp > 0 ? TCP_LAN_CHUNK_BYTES
+                                                                            : MIXED_CHUNK_BYTES;
   return strata_chunk_for_path(strata_tcp_data_rtt_us(comm->net.tcp), comm->cfg.tcp_link_gbps, lan);
 }
 
