@@ -283,6 +283,27 @@ static void test_local_first(void) {
   }
 }
 
+/* A TCP message streams (sim.c, sim_delivered): the receiver's core copies the bytes out as they
+ * land, from α after the sender's copy began, and the receive completes no earlier than α after
+ * the sender's copy ended. One message of 8000 bytes, both copies at 1 byte/ns, α 10 us: 18 us;
+ * taken whole, copy in, fly, copy out: 26. */
+static void test_tcp_stream(void) {
+  strata_schedule sch[2];
+  memset(sch, 0, sizeof sch);
+  for (int r = 0; r < 2; r++) sch[r].rank = r, sch[r].nranks = 2;
+  strata_sched_send(&sch[0], 1, strata_ref(STRATA_BUF_SEND, 0), 8000, NULL, 0);
+  strata_sched_recv(&sch[1], 0, strata_ref(STRATA_BUF_RECV, 0), 8000, NULL, 0);
+  strata_sim_model m = {.nranks = 2, .link = tcp_link_alpha, .one_core_per_rank = 1};
+  strata_sim_result res;
+  double t = strata_sim_run(&m, sch, &res) == STRATA_OK ? res.time_us : -1;
+  for (int r = 0; r < 2; r++) strata_schedule_free(&sch[r]);
+  checked++;
+  if (!(fabs(t - 18.0) < 1e-6)) {
+    printf("FAIL a TCP message streams: %g us (want 18; 26 taken whole)\n", t);
+    failures++;
+  }
+}
+
 int main(void) {
   const int ranks[] = {2, 3, 4, 6, 8, 16};
   const double sizes[] = {4096, 1 << 20, 64.0 * (1 << 20)};
@@ -312,6 +333,7 @@ int main(void) {
   test_host_cores_latency();
   test_pull_after_local();
   test_local_first();
+  test_tcp_stream();
   if (failures) {
     printf("%d of %d comparisons failed\n", failures, checked);
     return 1;

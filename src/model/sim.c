@@ -108,7 +108,8 @@ typedef struct sim_state {
   uint32_t *base;    /* nranks + 1 */
   uint32_t *pending; /* unfinished deps per step */
   double *ready;     /* max completion of deps */
-  double *arrival;   /* receives: arrival time, NAN until the send ran */
+  double *arrival;   /* receives: when the first bytes land, NAN until the send ran */
+  double *last_byte; /* receives: when the last bytes land */
   uint8_t *waiting;  /* receives: ready but no data yet */
   uint8_t *done;
   uint8_t *fused;        /* receives: the reduction was fused into a pull (one_core_per_rank) */
@@ -130,6 +131,7 @@ static void sim_free(sim_state *s) {
   free(s->pending);
   free(s->ready);
   free(s->arrival);
+  free(s->last_byte);
   free(s->waiting);
   free(s->done);
   free(s->fused);
@@ -152,6 +154,7 @@ static int sim_alloc(sim_state *s) {
   s->pending = calloc(t + 1, sizeof *s->pending);
   s->ready = calloc(t + 1, sizeof *s->ready);
   s->arrival = calloc(t + 1, sizeof *s->arrival);
+  s->last_byte = calloc(t + 1, sizeof *s->last_byte);
   s->waiting = calloc(t + 1, 1);
   s->done = calloc(t + 1, 1);
   s->fused = calloc(t + 1, 1);
@@ -165,7 +168,7 @@ static int sim_alloc(sim_state *s) {
   s->local_end = calloc(p, sizeof(double));
   s->latent = calloc(p, sizeof(double));
   s->ends = calloc(p, sizeof(double));
-  if (!s->pending || !s->ready || !s->arrival || !s->waiting || !s->done || !s->fused ||
+  if (!s->pending || !s->ready || !s->arrival || !s->last_byte || !s->waiting || !s->done || !s->fused ||
       !s->copy_out_gbps || !s->match || !s->succ_begin || !s->tx_free || !s->rx_free ||
       !s->cpu_free || !s->shared_free || !s->local_end || !s->latent || !s->ends)
     return STRATA_ERR_NO_MEMORY;
@@ -342,16 +345,19 @@ static int sim_finish_recv(sim_state *s, uint32_t g, double ready_time) {
   const strata_step *st = &s->scheds[r].steps[g - s->base[r]];
   double t = dmax(ready_time, s->arrival[g]);
   if (s->copy_out_gbps[g] > 0) t = cpu_cost_us(s, r, t, (double)st->bytes, s->copy_out_gbps[g]);
+  t = dmax(t, s->last_byte[g]);
   if (st->kind == STRATA_STEP_RECV_REDUCE && !s->fused[g])
     t = cpu_cost_us(s, r, t, (double)st->bytes, s->model->reduce_gbps);
   return sim_complete(s, g, t);
 }
 
-/* The send has left (end) and arrives α later: complete it and wake a waiting receive. */
-static int sim_delivered(sim_state *s, const strata_step *st, uint32_t g, double end,
+/* The send has left (end) and arrives α later: complete it and wake a waiting receive, which can
+ * take the bytes from α after `first` (a stream: TCP) and completes no earlier than α after end. */
+static int sim_delivered(sim_state *s, const strata_step *st, uint32_t g, double first, double end,
                          double alpha_us) {
   uint32_t peer_step = s->match[g];
-  s->arrival[peer_step] = end + alpha_us;
+  s->arrival[peer_step] = first + alpha_us;
+  s->last_byte[peer_step] = end + alpha_us;
   if (s->latent[st->peer] < end + alpha_us) s->latent[st->peer] = end + alpha_us;
   s->result.bytes_sent += (double)st->bytes;
   s->result.messages++;
@@ -438,7 +444,7 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
   s->cpu_free[mover] = end;
   s->fused[s->match[g]] = (uint8_t)(link->pull != 0);
   s->copy_out_gbps[s->match[g]] = link->pull ? 0 : link->rx_gbps > 0 ? link->rx_gbps : bw;
-  return sim_delivered(s, st, g, end, link->alpha_us);
+  return sim_delivered(s, st, g, link->pull ? end : start, end, link->alpha_us);
 }
 
 static int sim_send(sim_state *s, int r, const strata_step *st, uint32_t g, double t) {
@@ -460,7 +466,7 @@ static int sim_send(sim_state *s, int r, const strata_step *st, uint32_t g, doub
   double end = start + (double)st->bytes / (bw * 1e3);
   s->tx_free[r] = s->rx_free[q] = end;
   if (shared >= 0) s->shared_free[shared] = end;
-  return sim_delivered(s, st, g, end, link.alpha_us);
+  return sim_delivered(s, st, g, end, end, link.alpha_us);
 }
 
 static int sim_step(sim_state *s, uint32_t g, double t) {
