@@ -266,8 +266,8 @@ static void test_local_first(void) {
   memset(sch, 0, sizeof sch);
   for (int r = 0; r < 2; r++) {
     sch[r].rank = r, sch[r].nranks = 2;
-    strata_sched_copy(&sch[r], strata_ref(STRATA_BUF_SEND, 0), strata_ref(STRATA_BUF_RECV, 0),
-                      4000, NULL, 0);
+    strata_sched_copy(&sch[r], strata_ref(STRATA_BUF_SEND, 0), strata_ref(STRATA_BUF_RECV, 0), 4000,
+                      NULL, 0);
     strata_sched_send(&sch[r], 1 - r, strata_ref(STRATA_BUF_SEND, 0), 8000, NULL, 0);
     strata_sched_recv(&sch[r], 1 - r, strata_ref(STRATA_BUF_RECV, 4000), 8000, NULL, 0);
   }

@@ -168,8 +168,8 @@ static int sim_alloc(sim_state *s) {
   s->local_end = calloc(p, sizeof(double));
   s->latent = calloc(p, sizeof(double));
   s->ends = calloc(p, sizeof(double));
-  if (!s->pending || !s->ready || !s->arrival || !s->last_byte || !s->waiting || !s->done || !s->fused ||
-      !s->copy_out_gbps || !s->match || !s->succ_begin || !s->tx_free || !s->rx_free ||
+  if (!s->pending || !s->ready || !s->arrival || !s->last_byte || !s->waiting || !s->done ||
+      !s->fused || !s->copy_out_gbps || !s->match || !s->succ_begin || !s->tx_free || !s->rx_free ||
       !s->cpu_free || !s->shared_free || !s->local_end || !s->latent || !s->ends)
     return STRATA_ERR_NO_MEMORY;
   for (size_t i = 0; i <= t; i++) s->arrival[i] = NAN;
@@ -290,9 +290,8 @@ static double dmax(double a, double b) {
 static int heap_push(sim_state *s, double time, uint32_t g) {
   int r = rank_of(s, g);
   uint8_t kind = s->scheds[r].steps[g - s->base[r]].kind;
-  sim_event e = {.time = time,
-                 .step = g,
-                 .transfer = kind != STRATA_STEP_COPY && kind != STRATA_STEP_REDUCE};
+  sim_event e = {
+      .time = time, .step = g, .transfer = kind != STRATA_STEP_COPY && kind != STRATA_STEP_REDUCE};
   return heap_add(&s->heap, e);
 }
 
@@ -334,8 +333,7 @@ static int sim_complete(sim_state *s, uint32_t g, double time) {
   for (uint32_t k = s->succ_begin[g]; k < s->succ_begin[g + 1]; k++) {
     uint32_t d = s->succ[k];
     s->ready[d] = dmax(s->ready[d], time);
-    if (--s->pending[d] == 0 && heap_push(s, s->ready[d], d) != 0)
-      return STRATA_ERR_NO_MEMORY;
+    if (--s->pending[d] == 0 && heap_push(s, s->ready[d], d) != 0) return STRATA_ERR_NO_MEMORY;
   }
   return STRATA_OK;
 }
@@ -367,8 +365,7 @@ static int sim_delivered(sim_state *s, const strata_step *st, uint32_t g, double
     /* one core per rank: the receiver's core takes the bytes when they are there, not now —
      * booking its future here would block every step it could run until then */
     if (s->model->one_core_per_rank && s->arrival[peer_step] > s->ready[peer_step])
-      rc = heap_push(s, s->arrival[peer_step], peer_step) == 0 ? STRATA_OK
-                                                                      : STRATA_ERR_NO_MEMORY;
+      rc = heap_push(s, s->arrival[peer_step], peer_step) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
     else
       rc = sim_finish_recv(s, peer_step, s->ready[peer_step]);
   }
