@@ -198,6 +198,20 @@ static void tcp_link_alpha(void *ctx, int src, int dst, strata_sim_link *out) {
   out->alpha_us = 10;
 }
 
+/* Runs `p` hand-built schedules on `m`, frees them, and checks the simulated time against `want`
+ * (`label` and `note` name the case when it fails). */
+static void expect_time(const char *label, strata_sim_model *m, strata_schedule *sch, int p,
+                        double want, const char *note) {
+  strata_sim_result res;
+  double t = strata_sim_run(m, sch, &res) == STRATA_OK ? res.time_us : -1;
+  for (int r = 0; r < p; r++) strata_schedule_free(&sch[r]);
+  checked++;
+  if (!(fabs(t - want) < 1e-6)) {
+    printf("FAIL %s: %g us (want %g%s)\n", label, t, want, note);
+    failures++;
+  }
+}
+
 static void test_host_cores_latency(void) {
   enum { P = 4 };
   strata_schedule sch[P];
@@ -215,14 +229,7 @@ static void test_host_cores_latency(void) {
   }
   strata_sim_model m = {
       .nranks = P, .link = tcp_link_alpha, .one_core_per_rank = 1, .host_cores = 2, .copy_gbps = 1};
-  strata_sim_result res;
-  double t = strata_sim_run(&m, sch, &res) == STRATA_OK ? res.time_us : -1;
-  for (int r = 0; r < P; r++) strata_schedule_free(&sch[r]);
-  checked++;
-  if (!(fabs(t - 42.0) < 1e-6)) {
-    printf("FAIL host_cores with latency: %g us (want 42; 22 counts flying ranks idle)\n", t);
-    failures++;
-  }
+  expect_time("host_cores with latency", &m, sch, P, 42.0, "; 22 counts flying ranks idle");
 }
 
 /* A pull that starts while the sender's core runs a local step shares the host only until that
@@ -245,14 +252,7 @@ static void test_pull_after_local(void) {
   strata_sched_recv(&sch[1], 0, strata_ref(STRATA_BUF_RECV, 0), 8000, NULL, 0);
   strata_sim_model m = {
       .nranks = 2, .link = pull_link_alone, .one_core_per_rank = 1, .copy_gbps = 2};
-  strata_sim_result res;
-  double t = strata_sim_run(&m, sch, &res) == STRATA_OK ? res.time_us : -1;
-  for (int r = 0; r < 2; r++) strata_schedule_free(&sch[r]);
-  checked++;
-  if (!(fabs(t - 5.0) < 1e-6)) {
-    printf("FAIL pull beside a copy: %g us (want 5)\n", t);
-    failures++;
-  }
+  expect_time("pull beside a copy", &m, sch, 2, 5.0, "");
 }
 
 /* At one instant a rank runs its own local step before a transfer (sim.c, sim_event), as the
@@ -273,14 +273,7 @@ static void test_local_first(void) {
   }
   strata_sim_model m = {
       .nranks = 2, .link = pull_link_alone, .one_core_per_rank = 1, .copy_gbps = 2};
-  strata_sim_result res;
-  double t = strata_sim_run(&m, sch, &res) == STRATA_OK ? res.time_us : -1;
-  for (int r = 0; r < 2; r++) strata_schedule_free(&sch[r]);
-  checked++;
-  if (!(fabs(t - 10.0) < 1e-6)) {
-    printf("FAIL local steps first: %g us (want 10; 8.5 in step order)\n", t);
-    failures++;
-  }
+  expect_time("local steps first", &m, sch, 2, 10.0, "; 8.5 in step order");
 }
 
 /* A TCP message streams (sim.c, sim_delivered): the receiver's core copies the bytes out as they
@@ -294,14 +287,7 @@ static void test_tcp_stream(void) {
   strata_sched_send(&sch[0], 1, strata_ref(STRATA_BUF_SEND, 0), 8000, NULL, 0);
   strata_sched_recv(&sch[1], 0, strata_ref(STRATA_BUF_RECV, 0), 8000, NULL, 0);
   strata_sim_model m = {.nranks = 2, .link = tcp_link_alpha, .one_core_per_rank = 1};
-  strata_sim_result res;
-  double t = strata_sim_run(&m, sch, &res) == STRATA_OK ? res.time_us : -1;
-  for (int r = 0; r < 2; r++) strata_schedule_free(&sch[r]);
-  checked++;
-  if (!(fabs(t - 18.0) < 1e-6)) {
-    printf("FAIL a TCP message streams: %g us (want 18; 26 taken whole)\n", t);
-    failures++;
-  }
+  expect_time("a TCP message streams", &m, sch, 2, 18.0, "; 26 taken whole");
 }
 
 int main(void) {
