@@ -47,12 +47,9 @@
 static uint64_t default_chunk_bytes(const strata_comm *comm) {
   enum { TCP_LAN_CHUNK_BYTES = 64 << 10, MIXED_CHUNK_BYTES = 1 << 20, SHM_CHUNK_BYTES = 16 << 20 };
   if (!comm->tcp_data_peers) return SHM_CHUNK_BYTES;
-  int remote_tcp = 0; /* TCP data peers on another host */
-  for (int peer = 0; peer < comm->nranks; peer++)
-    remote_tcp += peer != comm->rank && comm->net.peer[peer] == comm->net.tcp &&
-                  !(comm->net.is_local && comm->net.is_local[peer]);
-  uint64_t lan = comm->tcp_data_peers == comm->nranks - 1 && remote_tcp > 0 ? TCP_LAN_CHUNK_BYTES
-                                                                            : MIXED_CHUNK_BYTES;
+  uint64_t lan = comm->tcp_data_peers == comm->nranks - 1 && comm->tcp_remote_peers > 0
+                     ? TCP_LAN_CHUNK_BYTES
+                     : MIXED_CHUNK_BYTES;
   return strata_chunk_for_path(strata_tcp_data_rtt_us(comm->net.tcp), comm->cfg.tcp_link_gbps, lan);
 }
 
@@ -117,8 +114,12 @@ static int connect_world(strata_comm *comm) {
   int local_ranks = 1;
   for (int peer = 0; peer < comm->nranks; peer++) {
     if (peer == comm->rank) continue;
-    if (comm->net.peer[peer] == comm->net.tcp) comm->tcp_data_peers++;
-    if (comm->net.is_local && comm->net.is_local[peer]) local_ranks++;
+    int local = comm->net.is_local && comm->net.is_local[peer];
+    if (comm->net.peer[peer] == comm->net.tcp) {
+      comm->tcp_data_peers++;
+      comm->tcp_remote_peers += !local;
+    }
+    local_ranks += local;
   }
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   comm->oversubscribed = cores > 0 && local_ranks > cores;

@@ -310,11 +310,16 @@ static int busy_with(const sim_state *s, int r, double at, int flying) {
   return busy;
 }
 
+/* sim.h, host_cores: more ranks than cores, so ranks take turns on them */
+static int cores_shared(const sim_state *s) {
+  return s->model->host_cores > 0 && s->model->host_cores < s->model->nranks;
+}
+
 /* sim.h, host_cores: how much faster than its calibrated rate a step of rank `r` starting at
  * `start` runs, given how many cores are busy then. 1 when every rank has a core. */
 static double core_share(const sim_state *s, int r, double start) {
   int c = s->model->host_cores, p = s->model->nranks;
-  if (!s->model->one_core_per_rank || c <= 0 || c >= p) return 1;
+  if (!s->model->one_core_per_rank || !cores_shared(s)) return 1;
   int busy = busy_with(s, r, start, 1);
   return (double)p / (double)(busy > c ? busy : c);
 }
@@ -445,7 +450,7 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
    * sleeps in poll() (no spinning, engine.c) and the receiver copies out once it is scheduled
    * (4 ranks on 2 cores, re-scored on the 07:47 sweep: 29 of 40 cells inside taken whole, 24
    * streaming; the TCP rings 1.3-1.8x optimistic at 1 MiB) */
-  int stream = !link->pull && (s->model->host_cores <= 0 || s->model->host_cores >= s->nranks);
+  int stream = !link->pull && !cores_shared(s);
   return sim_delivered(s, st, g, stream ? start : end, end, link->alpha_us);
 }
 

@@ -50,9 +50,8 @@ typedef struct strata_sim_link {
    * receiver's copies it out at rx_gbps (loopback's sending core also runs the receive side's
    * protocol work, so tx < rx). 0 = gbps. With a core per rank the message streams: the
    * receiver's copy may start α after the sender's, and the receive ends no earlier than α after
-   * the sender's copy (2 ranks,
-   * 1 MiB chunks, a 1 MiB broadcast is one message: 195 us measured, 341 predicted taken whole,
-   * 0.50-0.57 of the measured busbw; streaming 0.90-1.03). */
+   * the sender's copy (2 ranks, 1 MiB chunks, a 1 MiB broadcast is one message: 195 us
+   * measured, 341 predicted taken whole, 0.50-0.57 of the measured busbw; streaming 0.90-1.03). */
   double tx_gbps, rx_gbps;
 } strata_sim_link;
 
