@@ -299,6 +299,32 @@ static void test_tcp_stream(void) {
   expect_time("a TCP message on a shared core", &m, sch, 2, 18.0, "; 14 streamed");
 }
 
+/* Three ranks on two cores (sim.c, both_ends_have_cores): a message from rank 0 to rank 1 streams
+ * while rank 2 is idle, as a chain broadcast's hop does, and is taken whole while rank 2 copies,
+ * the two ends and rank 2 outnumbering the cores. 8000 bytes at 1 byte/ns times the share 3/2
+ * (3 ranks, 2 cores), α 10 us: streamed, the copy-out runs from 10 to 10 + 5.33 us = 15.33; taken
+ * whole, copy in to 5.33, fly to 15.33, copy out to 20.67. Rank 2's copy, 4000 bytes at 1.5
+ * bytes/ns, ends at 2.67 us. */
+static void three_ranks_one_message(strata_schedule sch[3], int rank2_copies) {
+  memset(sch, 0, 3 * sizeof *sch);
+  for (int r = 0; r < 3; r++) sch[r].rank = r, sch[r].nranks = 3;
+  strata_sched_send(&sch[0], 1, strata_ref(STRATA_BUF_SEND, 0), 8000, NULL, 0);
+  strata_sched_recv(&sch[1], 0, strata_ref(STRATA_BUF_RECV, 0), 8000, NULL, 0);
+  if (rank2_copies)
+    strata_sched_copy(&sch[2], strata_ref(STRATA_BUF_SEND, 0), strata_ref(STRATA_BUF_RECV, 0), 4000,
+                      NULL, 0);
+}
+
+static void test_tcp_stream_idle_ranks(void) {
+  strata_schedule sch[3];
+  strata_sim_model m = {
+      .nranks = 3, .link = tcp_link_alpha, .one_core_per_rank = 1, .host_cores = 2, .copy_gbps = 1};
+  three_ranks_one_message(sch, 0);
+  expect_time("a TCP message with a rank idle", &m, sch, 3, 46.0 / 3, "; 62/3 taken whole");
+  three_ranks_one_message(sch, 1);
+  expect_time("a TCP message with every rank busy", &m, sch, 3, 62.0 / 3, "; 46/3 streamed");
+}
+
 int main(void) {
   const int ranks[] = {2, 3, 4, 6, 8, 16};
   const double sizes[] = {4096, 1 << 20, 64.0 * (1 << 20)};
@@ -329,6 +355,7 @@ int main(void) {
   test_pull_after_local();
   test_local_first();
   test_tcp_stream();
+  test_tcp_stream_idle_ranks();
   if (failures) {
     printf("%d of %d comparisons failed\n", failures, checked);
     return 1;

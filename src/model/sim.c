@@ -315,6 +315,20 @@ static int cores_shared(const sim_state *s) {
   return s->model->host_cores > 0 && s->model->host_cores < s->model->nranks;
 }
 
+/* Whether a TCP message from r to q starting at `at` streams (the receiver copies out while the
+ * sender copies in): only when both ends have a core. With ranks sharing cores the engine sleeps
+ * in poll() (no spinning, engine.c) and a receiver copies out once it is scheduled, which it is at
+ * once only if the ranks busy then, sender and receiver among them, leave it a core (4 ranks on 2
+ * cores: taken whole, the TCP rings with every rank busy were 1.3-1.8x optimistic at 1 MiB
+ * streamed, session 13; the chain broadcast, whose ranks downstream wait idle, 2-3x pessimistic at
+ * 1 MiB taken whole, session 14). */
+static int both_ends_have_cores(const sim_state *s, int r, int q, double at) {
+  if (!cores_shared(s)) return 1;
+  int busy = busy_with(s, r, at, 1);
+  if (!(s->cpu_free[q] > at || s->latent[q] > at)) busy++; /* the receiver, if not yet counted */
+  return busy <= s->model->host_cores;
+}
+
 /* sim.h, host_cores: how much faster than its calibrated rate a step of rank `r` starting at
  * `start` runs, given how many cores are busy then. 1 when every rank has a core. */
 static double core_share(const sim_state *s, int r, double start) {
@@ -446,11 +460,7 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
   s->cpu_free[mover] = end;
   s->fused[s->match[g]] = (uint8_t)(link->pull != 0);
   s->copy_out_gbps[s->match[g]] = link->pull ? 0 : link->rx_gbps > 0 ? link->rx_gbps : bw;
-  /* a TCP message streams only when both ends have a core: with ranks sharing cores the engine
-   * sleeps in poll() (no spinning, engine.c) and the receiver copies out once it is scheduled
-   * (4 ranks on 2 cores, re-scored on the 07:47 sweep: 29 of 40 cells inside taken whole, 24
-   * streaming; the TCP rings 1.3-1.8x optimistic at 1 MiB) */
-  int stream = !link->pull && !cores_shared(s);
+  int stream = !link->pull && both_ends_have_cores(s, r, q, start);
   return sim_delivered(s, st, g, stream ? start : end, end, link->alpha_us);
 }
 

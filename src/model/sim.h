@@ -48,7 +48,8 @@ typedef struct strata_sim_link {
   double warm_gbps;
   /* one_core_per_rank, not pulls (TCP): the sender's core copies a message in at tx_gbps, the
    * receiver's copies it out at rx_gbps (loopback's sending core also runs the receive side's
-   * protocol work, so tx < rx). 0 = gbps. With a core per rank the message streams: the
+   * protocol work, so tx < rx). 0 = gbps. When both ends have a core (host_cores: the ranks busy
+   * as it starts, the two ends among them, are no more than the cores) the message streams: the
    * receiver's copy may start α after the sender's, and the receive ends no earlier than α after
    * the sender's copy (2 ranks, 1 MiB chunks, a 1 MiB broadcast is one message: 195 us
    * measured, 341 predicted taken whole, 0.50-0.57 of the measured busbw; streaming 0.90-1.03). */
