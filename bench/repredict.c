@@ -39,7 +39,8 @@ static int parse_coll(const char *name, strata_coll *out) {
   return -1;
 }
 
-/* "# Model (--predict): one host, N ranks on C cores, tcp|shm ..., chunk B B; ... alpha A us" */
+/* "# Model (--predict): one host, N ranks on C cores, tcp|shm ..., chunk B B; ... alpha A us
+ * [(E us down a chain)]" (the chain's α from session 14 on; 0 before: alpha_us stands in) */
 static int parse_model_line(const char *line, strata_host_links *l) {
   const char *host = strstr(line, "one host, "), *chunk = strstr(line, "chunk "),
              *alpha = strstr(line, "alpha ");
@@ -49,6 +50,8 @@ static int parse_model_line(const char *line, strata_host_links *l) {
       sscanf(chunk, "chunk %llu", &chunk_bytes) != 1 ||
       sscanf(alpha, "alpha %lf", &l->alpha_us) != 1)
     return -1;
+  if (sscanf(alpha, "alpha %*f us (%lf us down a chain)", &l->alpha_ends_us) != 1)
+    l->alpha_ends_us = 0;
   l->chunk_bytes = chunk_bytes;
   l->use_tcp = strstr(line, ", tcp,") != NULL;
   return l->nranks >= 2 ? 0 : -1;

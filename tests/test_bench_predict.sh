@@ -116,5 +116,24 @@ for shm in 1 0; do
   fi
 done
 
+# More ranks than cores over TCP (4 ranks where the host has fewer cores): the header then also
+# prints the α calibrated down a chain, which the chain broadcast's hops use; its round trip
+# through strata-repredict must hold as well (the 1 MiB row moves ~10% without it).
+if STRATA_SHM=0 timeout 120 "$strata" launch -n 4 -- "$strata" bench broadcast -b 1M -e 4M -f 4 \
+    -n 5 -w 2 --predict >"$tmp/chain" 2>"$tmp/chain.err"; then
+  if ! "$build/strata-repredict" "$tmp/chain" broadcast >"$tmp/chain.re" 2>&1; then
+    fail "4-rank tcp broadcast: strata-repredict: $(tail -1 "$tmp/chain.re")"
+  elif ! awk '{ r = $4 / $3; if (r < 0.97 || r > 1.03 || NF != 4) bad = 1; n++ }
+              END { exit bad || n != 2 }' "$tmp/chain.re"; then
+    fail "4-rank tcp broadcast: the printed header does not give the printed prediction back:"
+    cat "$tmp/chain.re"
+  fi
+  if [ "$(nproc)" -lt 4 ] && ! grep -q 'us down a chain)' "$tmp/chain"; then
+    fail "4-rank tcp broadcast on $(nproc) cores: no chain alpha in the header"
+  fi
+else
+  fail "4-rank tcp broadcast --predict failed: $(tail -3 "$tmp/chain.err")"
+fi
+
 [ "$failures" = 0 ] && echo "ok: bench --predict within ${tolerance} of the measurement (median of 1-64 MiB)${skipped:+ (accuracy skipped on a loaded host:$skipped)}"
 exit $((failures > 0))

@@ -304,7 +304,9 @@ static void test_tcp_stream(void) {
  * the two ends and rank 2 outnumbering the cores. 8000 bytes at 1 byte/ns times the share 3/2
  * (3 ranks, 2 cores), α 10 us: streamed, the copy-out runs from 10 to 10 + 5.33 us = 15.33; taken
  * whole, copy in to 5.33, fly to 15.33, copy out to 20.67. Rank 2's copy, 4000 bytes at 1.5
- * bytes/ns, ends at 2.67 us. */
+ * bytes/ns, ends at 2.67 us. With α 4 us for a message whose ends have a core (alpha_ends_us,
+ * calibrated down a chain), the streamed message takes 4 + 5.33 = 9.33 us; the one taken whole
+ * keeps the all-busy α. */
 static void three_ranks_one_message(strata_schedule sch[3], int rank2_copies) {
   memset(sch, 0, 3 * sizeof *sch);
   for (int r = 0; r < 3; r++) sch[r].rank = r, sch[r].nranks = 3;
@@ -315,6 +317,11 @@ static void three_ranks_one_message(strata_schedule sch[3], int rank2_copies) {
                       NULL, 0);
 }
 
+static void tcp_link_alpha_ends(void *ctx, int src, int dst, strata_sim_link *out) {
+  tcp_link_alpha(ctx, src, dst, out);
+  out->alpha_ends_us = 4;
+}
+
 static void test_tcp_stream_idle_ranks(void) {
   strata_schedule sch[3];
   strata_sim_model m = {
@@ -323,6 +330,11 @@ static void test_tcp_stream_idle_ranks(void) {
   expect_time("a TCP message with a rank idle", &m, sch, 3, 46.0 / 3, "; 62/3 taken whole");
   three_ranks_one_message(sch, 1);
   expect_time("a TCP message with every rank busy", &m, sch, 3, 62.0 / 3, "; 46/3 streamed");
+  m.link = tcp_link_alpha_ends;
+  three_ranks_one_message(sch, 0);
+  expect_time("a streamed TCP message's α down a chain", &m, sch, 3, 28.0 / 3, "; 46/3 all-busy α");
+  three_ranks_one_message(sch, 1);
+  expect_time("a whole TCP message's α", &m, sch, 3, 62.0 / 3, "; 50/3 with the chain's α");
 }
 
 int main(void) {

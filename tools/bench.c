@@ -1233,11 +1233,14 @@ static void bench_model_setup(bench_ctx *ctx) {
   char cores[64] = "ranks on several hosts";
   if (l->host_cores > 0)
     snprintf(cores, sizeof cores, "one host, %d ranks on %d cores", l->nranks, l->host_cores);
+  char chain[64] = ""; /* α down a chain, where ranks outnumber cores (docs/model.md) */
+  if (l->alpha_ends_us > 0 && l->host_cores > 0 && l->nranks > l->host_cores)
+    snprintf(chain, sizeof chain, " (%.1f us down a chain)", l->alpha_ends_us);
   printf(
       "#\n# Model (--predict): %s, %s, algorithm %s, chunk %llu B; measured now: "
-      "alpha %.1f us, link %.2f GB/s per transfer, reduce %.2f GB/s (%s), memcpy %.2f GB/s\n",
+      "alpha %.1f us%s, link %.2f GB/s per transfer, reduce %.2f GB/s (%s), memcpy %.2f GB/s\n",
       cores, l->use_tcp ? "tcp" : "shm single-copy pulls", strata_algo_name(l->algo),
-      (unsigned long long)l->chunk_bytes, l->alpha_us, l->link_gbps, l->reduce_gbps,
+      (unsigned long long)l->chunk_bytes, l->alpha_us, chain, l->link_gbps, l->reduce_gbps,
       bench_type_names[ctx->opt->types[0]], l->memcpy_gbps);
   printf("# Model curves (GB/s at the working set per rank), per-call overhead %.1f us:",
          l->op_overhead_us);

@@ -274,8 +274,32 @@ static strata_coll_args cal_rs_args(strata_dtype dtype, strata_op op, char *a, c
  *    and the median over TCP (an idle TCP engine blocks in poll(), engine.c engine_idle).
  * Until session 8 alpha was that last figure, measured through point-to-point calls. */
 typedef struct cal_fixed {
-  double alpha_s, call_s, alone_s;
+  double alpha_s, call_s, alone_s, chain_s;
 } cal_fixed;
+
+/* One round trip down a chain and back: a one-element chain broadcast from rank 0 (0 -> 1 -> ...
+ * -> p-1), then a one-element chain reduce to rank 0 (p-1 -> ... -> 0), 2(p-1) messages one after
+ * another, each with its two ends running and the other ranks waiting for theirs. With more
+ * ranks than cores that is the α of a message whose ends have a core (sim.c, stream), which the
+ * all-busy shifts above do not see: there most of α is a receiver waiting for a core (4 ranks on
+ * 2 cores, TCP: 60-75 us a shift; a 1 MiB chain broadcast's hops measured ~185 us each against
+ * 162 us of copying). */
+static int cal_chain_pair(strata_comm *comm, char *a, char *b) {
+  strata_coll_args bcast = {.coll = STRATA_COLL_BROADCAST,
+                            .sendbuf = a,
+                            .recvbuf = a,
+                            .count = CAL_SMALL_BYTES,
+                            .dtype = STRATA_U8,
+                            .root = 0,
+                            .algo = STRATA_ALGO_RING,
+                            .compress = STRATA_COMPRESS_NONE};
+  strata_coll_args reduce = bcast;
+  reduce.coll = STRATA_COLL_REDUCE;
+  reduce.recvbuf = b;
+  reduce.op = STRATA_MAX;
+  int rc = strata_collective(comm, &bcast, NULL);
+  return rc ? rc : strata_collective(comm, &reduce, NULL);
+}
 
 static int cal_fixed_s(strata_comm *comm, strata_dtype dtype, strata_op op, char *a, char *b,
                        int tcp, cal_fixed *out) {
@@ -302,7 +326,18 @@ static int cal_fixed_s(strata_comm *comm, strata_dtype dtype, strata_op op, char
   out->alone_s = tcp ? strata_median(t_alone, CAL_SMALL_CALLS) : fastest(t_alone, CAL_SMALL_CALLS);
   out->alpha_s = strata_median(t_shift, CAL_REPEATS);
   out->call_s = strata_median(t_call, CAL_REPEATS);
-  return STRATA_OK;
+  out->chain_s = 0;
+  /* 2 ranks: the shifts' own regime; shm: a pull is not a stream, its α is the shifts' */
+  if (strata_comm_size(comm) < 3 || !tcp) return STRATA_OK;
+  double t_chain[CAL_REPEATS];
+  rc = cal_chain_pair(comm, a, b); /* warm-up */
+  for (int r = 0; !rc && r < CAL_REPEATS; r++) {
+    double start_s = strata_now_s();
+    for (int i = 0; !rc && i < CAL_SMALL_CALLS; i++) rc = cal_chain_pair(comm, a, b);
+    t_chain[r] = (strata_now_s() - start_s) / CAL_SMALL_CALLS;
+  }
+  if (!rc) out->chain_s = strata_median(t_chain, CAL_REPEATS);
+  return rc;
 }
 
 /* Median seconds of one pass (each repetition enough passes to move CAL_REP_MIN_BYTES). */
@@ -545,6 +580,11 @@ static void cal_curves_fill(strata_host_links *out, const cal_fixed *fixed,
   out->alpha_us = alpha_s * 1e6;
   double op_s = call_s - (p - 1) * alpha_s;
   out->op_overhead_us = p > 1 && op_s > 0 ? op_s * 1e6 : 0;
+  /* the chain's round trip: two calls, 2(p-1) messages; never above the all-busy α */
+  double hop_s = p > 2 && fixed->chain_s > 0
+                     ? (fixed->chain_s - 2 * out->op_overhead_us * 1e-6) / (2.0 * (p - 1))
+                     : 0;
+  out->alpha_ends_us = hop_s > 0 ? fmin(hop_s, alpha_s) * 1e6 : 0;
 }
 
 /* Are all ranks on this kernel? (boot_id is one per boot, the same in every network namespace,
@@ -616,14 +656,14 @@ int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op
   if (!rc) rc = cal_host_cores(comm, out);
   /* slowest rank's figures: α, a one-element call, a shift alone (cal_fixed_s), then CAL_FIGURES
    * per calibration point */
-  enum { FIXED = 3, N = FIXED + STRATA_HOST_CURVE_POINTS * CAL_FIGURES };
+  enum { FIXED = 4, N = FIXED + STRATA_HOST_CURVE_POINTS * CAL_FIGURES };
   double s[N], worst[N];
   memset(s, 0, sizeof s);
   memset(worst, 0, sizeof worst);
   if (!rc && out->nranks > 1) {
-    cal_fixed mine = {0, 0, 0};
+    cal_fixed mine = {0, 0, 0, 0};
     rc = cal_fixed_s(comm, dtype, op, a, b, out->use_tcp, &mine);
-    s[0] = mine.alpha_s, s[1] = mine.call_s, s[2] = mine.alone_s;
+    s[0] = mine.alpha_s, s[1] = mine.call_s, s[2] = mine.alone_s, s[3] = mine.chain_s;
   }
   /* every point once per pass, the figure the mean over passes: the host's slow spells then
    * weigh in a point as they do in a row's mean time, not all or nothing */
@@ -642,7 +682,8 @@ int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op
     for (int k = 0; k < CAL_PASSES; k++) s[f] += passes[k][f] / CAL_PASSES;
   if (!rc) rc = strata_allreduce(comm, s, worst, N, STRATA_F64, STRATA_MAX);
   if (rc) return rc;
-  cal_fixed fixed = {.alpha_s = worst[0], .call_s = worst[1], .alone_s = worst[2]};
+  cal_fixed fixed = {
+      .alpha_s = worst[0], .call_s = worst[1], .alone_s = worst[2], .chain_s = worst[3]};
   cal_curves_fill(out, &fixed, (double(*)[CAL_FIGURES])(void *)&worst[FIXED]);
   return out->link_gbps > 0 ? STRATA_OK : STRATA_ERR_SYSTEM;
 }

@@ -47,6 +47,7 @@ static void host_link(void *ctx, int src, int dst, strata_sim_link *out) {
   const host_rates *rates = ctx;
   (void)src, (void)dst;
   out->alpha_us = rates->links->alpha_us;
+  out->alpha_ends_us = rates->links->alpha_ends_us;
   out->gbps = rates->link_gbps;
   out->shared = -1;
   out->pull = !rates->links->use_tcp;

@@ -41,6 +41,8 @@ typedef struct strata_host_links {
   int nranks;
   int use_tcp;           /* 1: some peer is reached over TCP; 0: all by shared memory */
   double alpha_us;       /* latency of one small message, ring neighbour to neighbour */
+  double alpha_ends_us;  /* 3+ ranks: the same down a chain, each message's two ends running and
+                            the others waiting (calibrate.c, cal_chain_pair); 0 = alpha_us */
   double op_overhead_us; /* the engine's fixed cost of one collective call beyond its messages'
                             α (posting, waking the progress thread, completing): once per call */
   /* The figures at the largest calibrated working set (DRAM-bound), for printing: */

@@ -461,7 +461,9 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
   s->fused[s->match[g]] = (uint8_t)(link->pull != 0);
   s->copy_out_gbps[s->match[g]] = link->pull ? 0 : link->rx_gbps > 0 ? link->rx_gbps : bw;
   int stream = !link->pull && both_ends_have_cores(s, r, q, start);
-  return sim_delivered(s, st, g, stream ? start : end, end, link->alpha_us);
+  double alpha =
+      stream && cores_shared(s) && link->alpha_ends_us > 0 ? link->alpha_ends_us : link->alpha_us;
+  return sim_delivered(s, st, g, stream ? start : end, end, alpha);
 }
 
 static int sim_send(sim_state *s, int r, const strata_step *st, uint32_t g, double t) {
