@@ -280,10 +280,10 @@ typedef struct cal_fixed {
 /* One round trip down a chain and back: a one-element chain broadcast from rank 0 (0 -> 1 -> ...
  * -> p-1), then a one-element chain reduce to rank 0 (p-1 -> ... -> 0), 2(p-1) messages one after
  * another, each with its two ends running and the other ranks waiting for theirs. With more
- * ranks than cores that is the α of a message whose ends have a core (sim.c, stream), which the
- * all-busy shifts above do not see: there most of α is a receiver waiting for a core (4 ranks on
- * 2 cores, TCP: 60-75 us a shift; a 1 MiB chain broadcast's hops measured ~185 us each against
- * 162 us of copying). */
+ * ranks than cores that is the α of a message whose ends have a core (sim.c, both_ends_have_cores),
+ * which the all-busy shifts above do not see: there most of α is a receiver waiting for a core (4
+ * ranks on 2 cores, TCP: 60-75 us a shift; a 1 MiB chain broadcast's hops measured ~185 us each
+ * against 162 us of copying). */
 static int cal_chain_pair(strata_comm *comm, char *a, char *b) {
   strata_coll_args bcast = {.coll = STRATA_COLL_BROADCAST,
                             .sendbuf = a,
@@ -302,7 +302,8 @@ static int cal_chain_pair(strata_comm *comm, char *a, char *b) {
 }
 
 static int cal_fixed_s(strata_comm *comm, strata_dtype dtype, strata_op op, char *a, char *b,
-                       int tcp, cal_fixed *out) {
+                       const strata_host_links *links, cal_fixed *out) {
+  int tcp = links->use_tcp;
   double t_alone[CAL_SMALL_CALLS], t_shift[CAL_REPEATS], t_call[CAL_REPEATS];
   strata_coll_args args = cal_rs_args(dtype, op, a, b, strata_dtype_size(dtype));
   int rc = cal_shift(comm, a, b, CAL_SMALL_BYTES, 0, 0);
@@ -327,8 +328,9 @@ static int cal_fixed_s(strata_comm *comm, strata_dtype dtype, strata_op op, char
   out->alpha_s = strata_median(t_shift, CAL_REPEATS);
   out->call_s = strata_median(t_call, CAL_REPEATS);
   out->chain_s = 0;
-  /* 2 ranks: the shifts' own regime; shm: a pull is not a stream, its α is the shifts' */
-  if (strata_comm_size(comm) < 3 || !tcp) return STRATA_OK;
+  /* only TCP with ranks outnumbering cores uses it (sim.c): a pull is not a stream, and with a
+   * core per rank the shifts' α is the chain's */
+  if (!tcp || links->host_cores <= 0 || links->nranks <= links->host_cores) return STRATA_OK;
   double t_chain[CAL_REPEATS];
   rc = cal_chain_pair(comm, a, b); /* warm-up */
   for (int r = 0; !rc && r < CAL_REPEATS; r++) {
@@ -654,15 +656,15 @@ int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op
   if (!rc) rc = strata_allreduce(comm, &out->use_tcp, &any_tcp, 1, STRATA_I32, STRATA_MAX);
   out->use_tcp = any_tcp;
   if (!rc) rc = cal_host_cores(comm, out);
-  /* slowest rank's figures: α, a one-element call, a shift alone (cal_fixed_s), then CAL_FIGURES
-   * per calibration point */
+  /* slowest rank's figures: α, a one-element call, a shift alone, a chain's round trip
+   * (cal_fixed_s), then CAL_FIGURES per calibration point */
   enum { FIXED = 4, N = FIXED + STRATA_HOST_CURVE_POINTS * CAL_FIGURES };
   double s[N], worst[N];
   memset(s, 0, sizeof s);
   memset(worst, 0, sizeof worst);
   if (!rc && out->nranks > 1) {
     cal_fixed mine = {0, 0, 0, 0};
-    rc = cal_fixed_s(comm, dtype, op, a, b, out->use_tcp, &mine);
+    rc = cal_fixed_s(comm, dtype, op, a, b, out, &mine);
     s[0] = mine.alpha_s, s[1] = mine.call_s, s[2] = mine.alone_s, s[3] = mine.chain_s;
   }
   /* every point once per pass, the figure the mean over passes: the host's slow spells then

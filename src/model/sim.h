@@ -26,8 +26,9 @@
 
 typedef struct strata_sim_link {
   double alpha_us;
-  /* host_cores: α of a message both of whose ends have a core (sim.c, stream); alpha_us was
-   * measured with every rank busy, mostly a receiver waiting for a core. 0 = alpha_us */
+  /* host_cores: α of a message both of whose ends have a core (sim.c, both_ends_have_cores);
+   * alpha_us was measured with every rank busy, mostly a receiver waiting for a core. 0 = alpha_us
+   */
   double alpha_ends_us;
   double gbps;
   int shared;        /* index of a shared resource both ends' traffic serializes on, or -1 */
