@@ -582,10 +582,15 @@ static void cal_curves_fill(strata_host_links *out, const cal_fixed *fixed,
   out->alpha_us = alpha_s * 1e6;
   double op_s = call_s - (p - 1) * alpha_s;
   out->op_overhead_us = p > 1 && op_s > 0 ? op_s * 1e6 : 0;
-  /* the chain's round trip: two calls, 2(p-1) messages; never above the all-busy α */
-  double hop_s = p > 2 && fixed->chain_s > 0
-                     ? (fixed->chain_s - 2 * out->op_overhead_us * 1e-6) / (2.0 * (p - 1))
-                     : 0;
+  /* the chain's round trip: two calls, 2(p-1) messages; never above the all-busy α. On a loaded
+   * host the per-call estimate (slowest rank's call minus its α) can exceed the round trip
+   * itself: the hop is then the round trip's share alone (CI, load 5 on 2 cores: the figure was
+   * dropped and the all-busy α stood in) */
+  double hop_s = 0;
+  if (p > 2 && fixed->chain_s > 0) {
+    hop_s = (fixed->chain_s - 2 * out->op_overhead_us * 1e-6) / (2.0 * (p - 1));
+    if (hop_s <= 0) hop_s = fixed->chain_s / (2.0 * (p - 1));
+  }
   out->alpha_ends_us = hop_s > 0 ? fmin(hop_s, alpha_s) * 1e6 : 0;
 }
 
