@@ -1233,8 +1233,8 @@ static void bench_model_setup(bench_ctx *ctx) {
   char cores[64] = "ranks on several hosts";
   if (l->host_cores > 0)
     snprintf(cores, sizeof cores, "one host, %d ranks on %d cores", l->nranks, l->host_cores);
-  char chain[64] = ""; /* α down a chain, where ranks outnumber cores (docs/model.md) */
-  if (l->alpha_ends_us > 0 && l->host_cores > 0 && l->nranks > l->host_cores)
+  char chain[64] = ""; /* α down a chain: calibrated only where ranks outnumber cores */
+  if (l->alpha_ends_us > 0)
     snprintf(chain, sizeof chain, " (%.1f us down a chain)", l->alpha_ends_us);
   printf(
       "#\n# Model (--predict): %s, %s, algorithm %s, chunk %llu B; measured now: "
@@ -1253,7 +1253,7 @@ static void bench_model_setup(bench_ctx *ctx) {
              l->link_dirty.gbps[i], l->fused.gbps[i], l->link_warm.gbps[i]);
     printf("%s", i + 1 < STRATA_HOST_CURVE_POINTS ? ";" : "\n");
   }
-  if (l->host_cores > 0 && l->nranks > l->host_cores)
+  if (strata_host_cores_shared(l))
     printf(
         "# Model: more ranks than cores. The model gives each rank's engine thread a core and\n"
         "# shares them by how many ranks are busy when a step starts; which rank the scheduler\n"

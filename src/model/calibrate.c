@@ -330,7 +330,7 @@ static int cal_fixed_s(strata_comm *comm, strata_dtype dtype, strata_op op, char
   out->chain_s = 0;
   /* only TCP with ranks outnumbering cores uses it (sim.c): a pull is not a stream, and with a
    * core per rank the shifts' α is the chain's */
-  if (!tcp || links->host_cores <= 0 || links->nranks <= links->host_cores) return STRATA_OK;
+  if (!tcp || !strata_host_cores_shared(links)) return STRATA_OK;
   double t_chain[CAL_REPEATS];
   rc = cal_chain_pair(comm, a, b); /* warm-up */
   for (int r = 0; !rc && r < CAL_REPEATS; r++) {
@@ -396,17 +396,16 @@ static size_t cal_fused_bytes(int i, int nranks) {
  * 14 GB/s at 5 MiB, 4.3 at 21 MiB; 2 ranks: 14 and 14). One rank per core measures the same thing
  * at every size, and cal_curves_fill scales it to the p-ranks-busy rate the simulator expects. */
 static int cal_local_ranks(const strata_host_links *links) {
-  int c = links->host_cores, p = links->nranks;
-  return c > 0 && c < p ? c : p;
+  return strata_host_cores_shared(links) ? links->host_cores : links->nranks;
 }
 
 /* A rate measured while `busy` ranks ran, as the rate each of the p ranks gets when all are busy
  * (what the simulator's core shares start from, sim.h host_cores): with more ranks than cores,
  * busy ranks had max(busy, cores) cores' worth between them; otherwise every rank has a core. */
 static double cal_all_busy_scale(const strata_host_links *links, int busy) {
-  int c = links->host_cores, p = links->nranks;
-  if (c <= 0 || c >= p) return 1;
-  return (double)(busy > c ? busy : c) / p;
+  if (!strata_host_cores_shared(links)) return 1;
+  int c = links->host_cores;
+  return (double)(busy > c ? busy : c) / links->nranks;
 }
 
 /* The transfers of point `i` on buffers a, b, c, into s[] (the slots it measures; the others are

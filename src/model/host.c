@@ -29,6 +29,10 @@ typedef struct host_rates {
   uint64_t (*send_hot)[2]; /* per rank: the send-buffer bytes its own local steps read */
 } host_rates;
 
+int strata_host_cores_shared(const strata_host_links *links) {
+  return links->host_cores > 0 && links->host_cores < links->nranks;
+}
+
 double strata_host_curve_gbps(const strata_host_curve *curve, uint64_t footprint_bytes) {
   const int n = STRATA_HOST_CURVE_POINTS;
   if (!curve || curve->footprint_bytes[0] == 0) return 0;

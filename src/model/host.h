@@ -78,6 +78,10 @@ typedef struct strata_host_links {
   uint32_t span_scale;
 } strata_host_links;
 
+/* All ranks on one host with fewer cores than ranks (host_cores set and below nranks): the ranks
+ * take turns on the cores, which calibration and the simulator both account for. */
+int strata_host_cores_shared(const strata_host_links *links);
+
 /* The rate of `curve` at a working set of `footprint_bytes` per rank: interpolated linearly in
  * log(footprint) between calibration points, flat beyond the ends. 0 if the curve is empty. */
 double strata_host_curve_gbps(const strata_host_curve *curve, uint64_t footprint_bytes);
