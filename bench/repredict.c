@@ -10,6 +10,9 @@
  * `# Model` and `# Model curves` lines): the printed rates at the working sets calibrate.c
  * gives each point (strata_host_point_footprints).
  *
+ * With STRATA_REPREDICT_WITHOUT=shared_write in the environment the printed shared-write curve
+ * is ignored (the model as before session 15), to judge that term on the same rows.
+ *
  * Why: a model change can then be judged on the very rows the last one was judged on, instead
  * of on a new sweep whose measurement moved (docs/model.md, "Agreement": a cell's measurement
  * spans more than 25% over three runs in 5-8 of 40 two-rank cells). Exit status 2 on a file it
@@ -68,14 +71,15 @@ static int parse_curves_line(const char *line, strata_host_links *l) {
   unsigned long long printed_k[STRATA_HOST_CURVE_POINTS] = {0};
   int points = 0;
   for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
-    double link, reduce, memcpy_gbps, lone = 0, dirty = 0, fused = 0, warm = 0;
+    double link, reduce, memcpy_gbps, lone = 0, dirty = 0, fused = 0, warm = 0, shared = 0;
     int used = 0;
     if (sscanf(q, " %lluK link %lf reduce %lf memcpy %lf%n", &printed_k[i], &link, &reduce,
                &memcpy_gbps, &used) != 4)
       break;
     q += used;
     if (sscanf(q, " lone %lf dirty %lf fused %lf%n", &lone, &dirty, &fused, &used) == 3) q += used;
-    if (sscanf(q, " warm %lf%n", &warm, &used) == 1) q += used; /* printed from session 7 on */
+    if (sscanf(q, " warm %lf%n", &warm, &used) == 1) q += used;     /* printed from session 7 on */
+    if (sscanf(q, " shared %lf%n", &shared, &used) == 1) q += used; /* from session 15 on */
     const char *next = strchr(q, ';');
     if (next) q = next + 1;
     l->link.gbps[i] = link;
@@ -84,14 +88,15 @@ static int parse_curves_line(const char *line, strata_host_links *l) {
     l->link_alone.gbps[i] = lone; /* 0 where the run printed none (one rank) */
     l->link_dirty.gbps[i] = dirty;
     l->fused.gbps[i] = fused;
-    l->link_warm.gbps[i] = warm; /* 0: the dirty rate stands in (sim.h) */
+    l->link_warm.gbps[i] = warm;      /* 0: the dirty rate stands in (sim.h) */
+    l->shared_write.gbps[i] = shared; /* 0: free */
     points++;
   }
   const int last = STRATA_HOST_CURVE_POINTS - 1;
   if (points < last) return -1;
   if (points == last) { /* an older run: the span point repeats the largest */
-    strata_host_curve *curves[] = {&l->link,       &l->reduce, &l->memcpy,   &l->link_alone,
-                                   &l->link_dirty, &l->fused,  &l->link_warm};
+    strata_host_curve *curves[] = {&l->link,       &l->reduce, &l->memcpy,    &l->link_alone,
+                                   &l->link_dirty, &l->fused,  &l->link_warm, &l->shared_write};
     for (size_t k = 0; k < sizeof curves / sizeof curves[0]; k++)
       curves[k]->gbps[last] = curves[k]->gbps[last - 1];
     l->span_scale = 1;
@@ -104,6 +109,29 @@ static int parse_curves_line(const char *line, strata_host_links *l) {
   l->reduce_gbps = l->reduce.gbps[last];
   l->memcpy_gbps = l->memcpy.gbps[last];
   return l->link_gbps > 0 ? 0 : -1;
+}
+
+/* "# Model: shared writes now (GB/s at the working set per rank): 512K X 2048K Y ...": the
+ * shared-write curve measured again just before the next row, point by point (matched by the
+ * printed working set). Honours STRATA_REPREDICT_WITHOUT=shared_write. */
+static int parse_shared_now(const char *line, strata_host_links *l) {
+  const char *q = strstr(line, "):");
+  if (!q) return -1;
+  q += 2;
+  const char *without = getenv("STRATA_REPREDICT_WITHOUT");
+  int ignore = without && !strcmp(without, "shared_write"), points = 0;
+  unsigned long long k;
+  double gbps;
+  int used = 0;
+  while (sscanf(q, " %lluK %lf%n", &k, &gbps, &used) == 2) {
+    q += used;
+    int i = 0;
+    while (i < STRATA_HOST_CURVE_POINTS && l->shared_write.footprint_bytes[i] >> 10 != k) i++;
+    if (i == STRATA_HOST_CURVE_POINTS || gbps < 0) return -1;
+    if (!ignore) l->shared_write.gbps[i] = gbps;
+    points++;
+  }
+  return points > 0 ? 0 : -1;
 }
 
 int main(int argc, char **argv) {
@@ -128,6 +156,17 @@ int main(int argc, char **argv) {
     }
     if (!strncmp(line, "# Model curves", 14)) {
       have_curves = have_model && parse_curves_line(line, &links) == 0;
+      const char *without = getenv("STRATA_REPREDICT_WITHOUT");
+      if (without && !strcmp(without, "shared_write"))
+        memset(links.shared_write.gbps, 0, sizeof links.shared_write.gbps);
+      continue;
+    }
+    if (!strncmp(line, "# Model: shared writes now", 26) && have_curves) {
+      /* printed before each shm row from session 15 on: the row's figures (bench.c) */
+      if (parse_shared_now(line, &links) != 0) {
+        fprintf(stderr, "%s: malformed line: %s", argv[1], line);
+        status = 2;
+      }
       continue;
     }
     if (line[0] == '#' || !have_curves) continue;

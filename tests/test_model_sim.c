@@ -15,6 +15,7 @@
 
 #include "coll/schedule.h"
 #include "model/cost.h"
+#include "model/host.h"
 #include "model/sim.h"
 
 static int failures, checked;
@@ -337,6 +338,89 @@ static void test_tcp_stream_idle_ranks(void) {
   expect_time("a whole TCP message's α", &m, sch, 3, 62.0 / 3, "; 50/3 with the chain's α");
 }
 
+/* sim.h, shared_write_bytes: bytes a step writes over lines a peer holds cost bytes /
+ * shared_write_gbps more on the writer's core. Rank 1 pulls 8000 bytes from rank 0 into its
+ * receive buffer (1 byte/ns: 8 us), 4000 of which rank 0 then pulls back from it (4 us): 12 us.
+ * Marked as landing on lines rank 0 holds, rank 1's pull takes 4000 / 2 = 2 us more: 14 us; a
+ * COPY's marked bytes likewise (a 4000-byte copy at 1 byte/ns, half of it marked: 5 us). */
+static void pull_back(strata_schedule sch[2]) {
+  memset(sch, 0, 2 * sizeof *sch);
+  for (int r = 0; r < 2; r++) sch[r].rank = r, sch[r].nranks = 2;
+  strata_sched_send(&sch[0], 1, strata_ref(STRATA_BUF_SEND, 0), 8000, NULL, 0);
+  uint32_t got =
+      (uint32_t)strata_sched_recv(&sch[1], 0, strata_ref(STRATA_BUF_RECV, 0), 8000, NULL, 0);
+  strata_sched_send(&sch[1], 0, strata_ref(STRATA_BUF_RECV, 0), 4000, &got, 1);
+  strata_sched_recv(&sch[0], 1, strata_ref(STRATA_BUF_RECV, 0), 4000, NULL, 0);
+}
+
+static void test_shared_write(void) {
+  strata_schedule sch[2];
+  const uint64_t none[2] = {0, 0}, rank1[2] = {4000, 0};
+  const uint64_t *marked[2] = {none, rank1};
+  strata_sim_model m = {.nranks = 2, .link = pull_link, .one_core_per_rank = 1};
+  pull_back(sch);
+  expect_time("a pull with no shared writes", &m, sch, 2, 12.0, "");
+  m.shared_write_gbps = 2;
+  m.shared_write_bytes = marked;
+  pull_back(sch);
+  expect_time("a pull over lines a peer holds", &m, sch, 2, 14.0, "; 12 unmarked");
+  m.shared_write_gbps = 0; /* 0 GB/s: free */
+  pull_back(sch);
+  expect_time("shared writes at 0 GB/s", &m, sch, 2, 12.0, "; 0 must mean free");
+  memset(sch, 0, sizeof sch);
+  for (int r = 0; r < 2; r++) sch[r].rank = r, sch[r].nranks = 2;
+  strata_sched_copy(&sch[0], strata_ref(STRATA_BUF_SEND, 0), strata_ref(STRATA_BUF_RECV, 0), 4000,
+                    NULL, 0);
+  const uint64_t copy_marked[1] = {2000};
+  const uint64_t *marked_copy[2] = {copy_marked, none};
+  strata_sim_model mc = {.nranks = 2,
+                         .link = pull_link,
+                         .one_core_per_rank = 1,
+                         .copy_gbps = 1,
+                         .shared_write_gbps = 2,
+                         .shared_write_bytes = marked_copy};
+  expect_time("a copy over lines a peer holds", &mc, sch, 2, 5.0, "; 4 unmarked");
+}
+
+/* host.c marks the bytes a step writes where a peer pulls from this rank (host.h, shared_write):
+ * a 2-rank shm allreduce writes its reduced half (S/2), which the peer pulls, so its prediction
+ * grows by exactly (S/2) / rate on each rank at once; a 2-rank allgather and broadcast pull only
+ * from send buffers the call never writes, and over TCP no peer reads a rank's memory: their
+ * predictions do not move. */
+static double host_us(const strata_host_links *l, strata_coll coll, uint64_t bytes) {
+  double us = -1;
+  return strata_host_predict(l, coll, STRATA_ALGO_AUTO, bytes / 4, 4, 0, &us) == STRATA_OK ? us
+                                                                                           : -1;
+}
+
+static void test_host_shared_write(void) {
+  strata_host_links l;
+  memset(&l, 0, sizeof l);
+  l.nranks = 2;
+  l.link_gbps = 8, l.reduce_gbps = 16, l.memcpy_gbps = 16, l.alpha_us = 2;
+  l.chunk_bytes = 1u << 20;
+  const uint64_t S = 1u << 20;
+  const strata_coll colls[] = {STRATA_COLL_ALLREDUCE, STRATA_COLL_ALLGATHER, STRATA_COLL_BROADCAST};
+  for (int tcp = 0; tcp < 2; tcp++)
+    for (size_t c = 0; c < sizeof colls / sizeof colls[0]; c++) {
+      l.use_tcp = tcp;
+      memset(&l.shared_write, 0, sizeof l.shared_write);
+      double before = host_us(&l, colls[c], S);
+      for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
+        l.shared_write.footprint_bytes[i] = (uint64_t)256 << (10 + 2 * i);
+        l.shared_write.gbps[i] = 4;
+      }
+      double after = host_us(&l, colls[c], S);
+      double want = before + (!tcp && colls[c] == STRATA_COLL_ALLREDUCE ? S / 2 / 4e3 : 0);
+      checked++;
+      if (!(before > 0 && fabs(after - want) < 1e-6)) {
+        printf("FAIL host shared writes, %s, %s: %g us, then %g (want %g)\n", tcp ? "tcp" : "shm",
+               strata_coll_name(colls[c]), before, after, want);
+        failures++;
+      }
+    }
+}
+
 int main(void) {
   const int ranks[] = {2, 3, 4, 6, 8, 16};
   const double sizes[] = {4096, 1 << 20, 64.0 * (1 << 20)};
@@ -368,6 +452,8 @@ int main(void) {
   test_local_first();
   test_tcp_stream();
   test_tcp_stream_idle_ranks();
+  test_shared_write();
+  test_host_shared_write();
   if (failures) {
     printf("%d of %d comparisons failed\n", failures, checked);
     return 1;

@@ -1101,6 +1101,28 @@ static double bench_predict_busbw(const bench_ctx *ctx, const bench_case *c) {
   return busbw;
 }
 
+/* Collective: measure the shared-write curve again just before a row (model/host.h,
+ * strata_host_probe_shared_write), on the buffers calibration used, and print it (rank 0) so
+ * bench/repredict.c predicts the row from the same figures. Over shm only; a failed probe keeps
+ * the calibrated curve and says so. */
+static void bench_probe_shared_write(bench_ctx *ctx) {
+  strata_host_links *l = &ctx->links;
+  if (!ctx->links_ok || l->use_tcp || l->nranks < 2) return;
+  int rc = strata_host_probe_shared_write(ctx->comm, ctx->sendbuf, ctx->recvbuf, ctx->expected, l);
+  if (ctx->rank != 0) return;
+  if (rc) {
+    printf("# Model: shared writes not measured again (%s): the calibrated curve stands\n",
+           strata_strerror(rc));
+    return;
+  }
+  printf("# Model: shared writes now (GB/s at the working set per rank):");
+  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++)
+    if (strata_host_point_bytes(i) <= STRATA_HOST_SHARED_WRITE_MAX_BYTES)
+      printf(" %lluK %.2f", (unsigned long long)(l->shared_write.footprint_bytes[i] >> 10),
+             l->shared_write.gbps[i]);
+  printf("\n");
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The run: for each type, op and size, out-of-place then in-place.
  * ------------------------------------------------------------------------------------------- */
@@ -1132,6 +1154,7 @@ static int bench_one_size(bench_ctx *ctx, bench_report *report, strata_dtype dty
   size_t send = c.layout.send_count, recv = c.layout.recv_count;
   row.bytes = (send > recv ? send : recv) * c.type_bytes;
   row.redop = bench_kinds[c.kind].is_reduction ? strata_op_name(op) : "none";
+  if (ctx->opt->predict) bench_probe_shared_write(ctx);
   row.predicted_busbw_gbps = ctx->opt->predict ? bench_predict_busbw(ctx, &c) : NAN;
   int status = bench_time(ctx, &c, &row.out_of_place);
   c.in_place = 1;
@@ -1249,8 +1272,9 @@ static void bench_model_setup(bench_ctx *ctx) {
            (unsigned long long)(l->link.footprint_bytes[i] >> 10), l->link.gbps[i],
            l->reduce.gbps[i], l->memcpy.gbps[i]);
     if (l->link_alone.gbps[i] > 0) /* TCP: a one-way stream; shm: a lone pull, and the rest */
-      printf(" lone %.2f dirty %.2f fused %.2f warm %.2f", l->link_alone.gbps[i],
-             l->link_dirty.gbps[i], l->fused.gbps[i], l->link_warm.gbps[i]);
+      printf(" lone %.2f dirty %.2f fused %.2f warm %.2f shared %.2f", l->link_alone.gbps[i],
+             l->link_dirty.gbps[i], l->fused.gbps[i], l->link_warm.gbps[i],
+             l->shared_write.gbps[i]);
     printf("%s", i + 1 < STRATA_HOST_CURVE_POINTS ? ";" : "\n");
   }
   if (strata_host_cores_shared(l))

@@ -181,6 +181,34 @@ static int cal_touched_s(strata_comm *comm, char *out, char *in, char *copy_to, 
   return rc;
 }
 
+/* Median extra seconds of a ring shift whose destination the neighbour has just pulled, over
+ * the same shift again at once (its destination then held by this rank's core alone). The
+ * neighbour's pull (a shift back, out of `in` into `spare`) leaves the lines in its core's cache,
+ * so the next pull into them takes every line back first: what a repeated call pays where it
+ * writes bytes a peer pulls (a 2-rank allreduce's reduced half, a ring's forwarded blocks;
+ * host.c). Each shift is timed alone, between barriers. */
+static int cal_shared_write_s(strata_comm *comm, char *out, char *in, char *spare, size_t bytes,
+                              size_t message_bytes, double *seconds) {
+  double t[CAL_DIRTY_SHIFTS];
+  int rc = cal_shift(comm, in, spare, bytes, message_bytes, 0); /* the neighbour pulls `in` */
+  for (int k = 0; !rc && k < CAL_DIRTY_SHIFTS; k++) {
+    double s[2] = {0, 0};
+    for (int j = 0; !rc && j < 2; j++) {
+      rc = strata_barrier(comm);
+      double start_s = strata_now_s();
+      if (!rc) rc = cal_shift(comm, out, in, bytes, message_bytes, 0);
+      s[j] = strata_now_s() - start_s;
+    }
+    t[k] = s[0] - s[1];
+    if (!rc) rc = cal_shift(comm, in, spare, bytes, message_bytes, 0);
+  }
+  if (!rc) {
+    double m = strata_median(t, CAL_DIRTY_SHIFTS);
+    *seconds = m > 0 ? m : 0;
+  }
+  return rc;
+}
+
 /* Median seconds of one collective call (each repetition enough calls to move `bytes` at
  * least CAL_REP_MIN_BYTES). */
 static int cal_coll_s(strata_comm *comm, const strata_coll_args *args, size_t bytes,
@@ -369,7 +397,8 @@ static void cal_transport(strata_comm *comm, strata_host_links *out) {
 }
 
 /* Per calibration point: seconds of a shift, a reduction, a memcpy, a fused shift, a lone pull
- * (shm), a shift from a just-written source and one from a just-read source (shm). */
+ * (shm), a shift from a just-written source and one from a just-read source (shm), and what
+ * rewriting a source a neighbour has pulled costs beyond a private rewrite (shm). */
 enum {
   CAL_SHIFT = 0,
   CAL_RED,
@@ -378,6 +407,7 @@ enum {
   CAL_LONE,
   CAL_DIRTY,
   CAL_WARM,
+  CAL_SHARED_WRITE,
   CAL_FIGURES
 };
 
@@ -429,6 +459,8 @@ static int cal_point_transfers(strata_comm *comm, const strata_host_links *links
     rc = cal_shift_s(comm, a, b, bytes, chunk, reps, 0, &s[CAL_SHIFT]);
     if (!rc) rc = cal_shift_s(comm, a, b, bytes, chunk, reps, 1, &s[CAL_LONE]);
     if (!rc) rc = cal_touched_s(comm, a, b, NULL, bytes, chunk, &s[CAL_DIRTY]);
+    if (!rc && bytes <= STRATA_HOST_SHARED_WRITE_MAX_BYTES) /* past that the peer's cache lets go */
+      rc = cal_shared_write_s(comm, a, b, c, bytes, chunk, &s[CAL_SHARED_WRITE]);
     if (!rc) rc = cal_touched_s(comm, a, b, c, bytes, chunk, &s[CAL_WARM]);
   }
   if (!rc && links->nranks > 1 && !links->use_tcp) /* only shm pulls fuse a reduction */
@@ -512,7 +544,7 @@ void strata_host_point_footprints(strata_host_links *l, int i) {
   if (p > 1 && !l->use_tcp) {
     l->fused.footprint_bytes[i] = (uint64_t)(p + 1) * cal_fused_bytes(i, p) * scale;
     l->link_alone.footprint_bytes[i] = l->link_dirty.footprint_bytes[i] =
-        l->link_warm.footprint_bytes[i] = 2 * bytes * scale;
+        l->link_warm.footprint_bytes[i] = l->shared_write.footprint_bytes[i] = 2 * bytes * scale;
   }
 }
 
@@ -560,6 +592,7 @@ static void cal_curves_fill(strata_host_links *out, const cal_fixed *fixed,
       cal_rate_set(&out->link_dirty, i, moved,
                    fmax(cal_minus_fixed(w[CAL_DIRTY], alone_s), shift_s));
       cal_rate_set(&out->link_warm, i, moved, fmax(cal_minus_fixed(w[CAL_WARM], alone_s), shift_s));
+      cal_rate_set(&out->shared_write, i, moved, w[CAL_SHARED_WRITE]); /* 0 s: free (0 GB/s) */
     }
     if (p > 1 && out->use_tcp) {
       /* the sender's core's rate in a one-way stream. Over loopback the sending core also runs
@@ -627,6 +660,24 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, i
   strata_mem_buffer_free(a, registered);
   strata_mem_buffer_free(b, registered);
   strata_mem_buffer_free(c, registered);
+  return rc;
+}
+
+int strata_host_probe_shared_write(strata_comm *comm, void *a, void *b, void *c,
+                                   strata_host_links *links) {
+  if (!comm || !links || !a || !b || !c) return STRATA_ERR_INVALID_ARG;
+  if (links->nranks < 2 || links->use_tcp) return STRATA_OK;
+  double s[STRATA_HOST_CURVE_POINTS] = {0}, worst[STRATA_HOST_CURVE_POINTS] = {0};
+  int rc = STRATA_OK, n = 0;
+  for (int i = 0; !rc && i < STRATA_HOST_CURVE_POINTS; i++) {
+    size_t bytes = (size_t)strata_host_point_bytes(i);
+    if (bytes > STRATA_HOST_SHARED_WRITE_MAX_BYTES) break;
+    rc = cal_shared_write_s(comm, a, b, c, bytes, (size_t)links->chunk_bytes, &s[i]);
+    n = i + 1;
+  }
+  if (!rc) rc = strata_allreduce(comm, s, worst, (uint64_t)n, STRATA_F64, STRATA_MAX);
+  for (int i = 0; !rc && i < n; i++)
+    cal_rate_set(&links->shared_write, i, (double)strata_host_point_bytes(i), worst[i]);
   return rc;
 }
 

@@ -25,8 +25,9 @@
 typedef struct host_rates {
   const strata_host_links *links;
   double link_gbps, reduce_gbps, memcpy_gbps, fused_gbps, alone_gbps, dirty_gbps, warm_gbps;
-  double tx_gbps, rx_gbps; /* TCP: the sender's and the receiver's copy (sim.h); 0 = link */
-  uint64_t (*send_hot)[2]; /* per rank: the send-buffer bytes its own local steps read */
+  double shared_write_gbps; /* 0 = free */
+  double tx_gbps, rx_gbps;  /* TCP: the sender's and the receiver's copy (sim.h); 0 = link */
+  uint64_t (*send_hot)[2];  /* per rank: the send-buffer bytes its own local steps read */
 } host_rates;
 
 int strata_host_cores_shared(const strata_host_links *links) {
@@ -126,6 +127,91 @@ static uint64_t host_footprint_bytes(const strata_schedule *sched, int tcp, uint
          (lo_hi[2][1] - lo_hi[2][0]);
 }
 
+/* Byte range [lo, hi) of one of a rank's buffers. */
+typedef struct host_range {
+  uint8_t buf;
+  uint64_t lo, hi;
+} host_range;
+
+static int host_range_cmp(const void *a, const void *b) {
+  const host_range *x = a, *y = b;
+  if (x->buf != y->buf) return x->buf < y->buf ? -1 : 1;
+  return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The bytes of [ref, ref + bytes) inside the sorted, disjoint ranges r[0..n). */
+static uint64_t host_overlap(const host_range *r, size_t n, strata_bufref ref, uint64_t bytes) {
+  uint64_t lo = ref.offset, hi = ref.offset + bytes, inside = 0;
+  size_t a = 0, b = n; /* the first range of ref.buf ending after lo */
+  while (a < b) {
+    size_t m = a + (b - a) / 2;
+    if (r[m].buf < ref.buf || (r[m].buf == ref.buf && r[m].hi <= lo))
+      a = m + 1;
+    else
+      b = m;
+  }
+  for (size_t i = a; i < n && r[i].buf == ref.buf && r[i].lo < hi; i++)
+    inside += (r[i].hi < hi ? r[i].hi : hi) - (r[i].lo > lo ? r[i].lo : lo);
+  return inside;
+}
+
+/* Per step of `sched`, the bytes it writes that a peer pulls from this rank (shm): the sources of
+ * its SENDs, which the receivers' pulls leave in their cores' caches, so a repeated call's write
+ * there takes every line back first (host.h, shared_write). The steps that write: a receive's
+ * destination (the pull runs on this rank's core) and a local COPY's or REDUCE's. Measured,
+ * 2 ranks, shm, 1 MiB allreduce (its reduced half is pulled by the peer; pure process_vm_readv
+ * and memset, no strata): 0.12 ms a call beside a 1 MiB rewrite of pulled lines at 0.13 ms,
+ * 0.36-0.47 ms beside 0.41-0.64 ms in a spell where the cores shared no cache (session 15).
+ * out[i] is 0 for every step over TCP (no peer reads this rank's memory). */
+static int host_shared_writes(const strata_schedule *sched, uint64_t *out) {
+  size_t n = 0;
+  for (uint32_t i = 0; i < sched->nsteps; i++) n += sched->steps[i].kind == STRATA_STEP_SEND;
+  host_range *r = malloc((n ? n : 1) * sizeof *r);
+  if (!r) return STRATA_ERR_NO_MEMORY;
+  n = 0;
+  for (uint32_t i = 0; i < sched->nsteps; i++) {
+    const strata_step *st = &sched->steps[i];
+    if (st->kind == STRATA_STEP_SEND && st->bytes > 0)
+      r[n++] = (host_range){st->src.buf, st->src.offset, st->src.offset + st->bytes};
+  }
+  qsort(r, n, sizeof *r, host_range_cmp);
+  size_t m = 0; /* merge overlapping and touching ranges of one buffer */
+  for (size_t i = 0; i < n; i++) {
+    if (m > 0 && r[m - 1].buf == r[i].buf && r[i].lo <= r[m - 1].hi) {
+      if (r[i].hi > r[m - 1].hi) r[m - 1].hi = r[i].hi;
+    } else {
+      r[m++] = r[i];
+    }
+  }
+  for (uint32_t i = 0; i < sched->nsteps; i++) {
+    const strata_step *st = &sched->steps[i];
+    int writes = st->kind == STRATA_STEP_RECV || st->kind == STRATA_STEP_RECV_REDUCE ||
+                 st->kind == STRATA_STEP_COPY || st->kind == STRATA_STEP_REDUCE;
+    out[i] = writes ? host_overlap(r, m, st->dst, st->bytes) : 0;
+  }
+  free(r);
+  return STRATA_OK;
+}
+
+/* A curve read as a cost: seconds per GB, interpolated as host_curve_gbps interpolates rates, a
+ * point at 0 GB/s costing nothing (so a free point next to a dear one does not read as slower
+ * than both). */
+static double host_curve_s_per_gb(const strata_host_curve *curve, uint64_t footprint_bytes) {
+  const int n = STRATA_HOST_CURVE_POINTS;
+  if (!curve || curve->footprint_bytes[0] == 0) return 0;
+#define COST(i) (curve->gbps[i] > 0 ? 1.0 / curve->gbps[i] : 0.0)
+  if (footprint_bytes <= curve->footprint_bytes[0]) return COST(0);
+  for (int i = 1; i < n; i++) {
+    if (footprint_bytes > curve->footprint_bytes[i]) continue;
+    double x0 = log((double)curve->footprint_bytes[i - 1]);
+    double x1 = log((double)curve->footprint_bytes[i]);
+    double w = x1 > x0 ? (log((double)footprint_bytes) - x0) / (x1 - x0) : 1;
+    return COST(i - 1) + w * (COST(i) - COST(i - 1));
+  }
+  return COST(n - 1);
+#undef COST
+}
+
 /* An allreduce's two phases touch its buffers in turn: the reduce-scatter reads the send buffer
  * and lands partial sums, the allgather fills the receive buffer, and what the first writes the
  * second reads while it is still hot. So an allreduce's curves are read at the working set of one
@@ -156,6 +242,8 @@ static void host_rates_at(const strata_host_links *links, uint64_t footprint_byt
   out->alone_gbps = strata_host_curve_gbps(&links->link_alone, link_at);
   out->dirty_gbps = strata_host_curve_gbps(&links->link_dirty, link_at);
   out->warm_gbps = strata_host_curve_gbps(&links->link_warm, link_at);
+  double s_per_gb = links->use_tcp ? 0 : host_curve_s_per_gb(&links->shared_write, link_at);
+  out->shared_write_gbps = s_per_gb > 0 ? 1 / s_per_gb : 0;
   /* TCP: the two-way link rate is the mean of a sender's and a receiver's copy (2X per core in
    * T); the one-way (lone) rate is the sender's, so the receiver's copy takes the rest of the
    * time: 1/rx = 2/link - 1/tx, at most 10x faster than the sender's. */
@@ -213,6 +301,15 @@ int strata_host_predict(const strata_host_links *links, strata_coll coll, strata
     host_rates rates;
     host_rates_at(links, footprint / host_phases(coll), &rates);
     rates.send_hot = send_hot;
+    uint64_t **shared = NULL;
+    if (rc == STRATA_OK && rates.shared_write_gbps > 0) {
+      shared = calloc((size_t)p, sizeof *shared);
+      if (!shared) rc = STRATA_ERR_NO_MEMORY;
+      for (int r = 0; rc == STRATA_OK && r < p; r++) {
+        shared[r] = calloc(scheds[r].nsteps ? scheds[r].nsteps : 1, sizeof *shared[r]);
+        rc = shared[r] ? host_shared_writes(&scheds[r], shared[r]) : STRATA_ERR_NO_MEMORY;
+      }
+    }
     strata_sim_model model = {.nranks = p,
                               .link = host_link,
                               .ctx = &rates,
@@ -220,11 +317,15 @@ int strata_host_predict(const strata_host_links *links, strata_coll coll, strata
                               .copy_gbps = rates.memcpy_gbps,
                               .one_core_per_rank = 1,
                               .fused_reduce_gbps = rates.fused_gbps,
-                              .host_cores = links->host_cores};
+                              .host_cores = links->host_cores,
+                              .shared_write_gbps = shared ? rates.shared_write_gbps : 0,
+                              .shared_write_bytes = (const uint64_t *const *)shared};
     strata_sim_result result;
     if (rc == STRATA_OK) rc = strata_sim_run(&model, scheds, &result);
     if (rc == STRATA_OK) *time_us = result.time_us + (p > 1 ? links->op_overhead_us : 0);
     free(send_hot);
+    for (int r = 0; shared && r < p; r++) free(shared[r]);
+    free(shared);
   }
   for (int r = 0; r < p; r++) strata_schedule_free(&scheds[r]);
   free(scheds);

@@ -70,6 +70,13 @@ typedef struct strata_host_links {
    * (session 7). Empty over TCP, and in runs printed before session 7 (the dirty rate then
    * stands in). */
   strata_host_curve link_warm;
+  /* shm: bytes per second of the extra a core pays to write lines a peer's pull left in that
+   * peer's cache (each line is taken back first), beyond a write to lines it holds alone. A
+   * repeated call pays it wherever it writes bytes a peer pulls: a 2-rank allreduce's reduced
+   * half, a ring's forwarded blocks (host.c). On this host, 1 MiB: ~100 us per MiB when the two
+   * vCPUs share a cache, ~400 in spells when they do not (docs/model.md, session 15). 0 = free
+   * (over TCP, in runs printed before session 15, and where calibration saw no difference). */
+  strata_host_curve shared_write;
   uint64_t chunk_bytes; /* the engine's pipelining unit for this communicator */
   strata_algo algo;     /* the communicator's forced algorithm (STRATA_ALGO), or AUTO */
   int host_cores;       /* every rank on this host (one kernel): its online CPUs; else 0 */
@@ -102,6 +109,16 @@ uint64_t strata_host_point_bytes(int i);
 /* Set point i's working set (footprint_bytes[i]) of every curve that applies to l->nranks and
  * l->use_tcp, as calibration measures it; the rates are left alone. */
 void strata_host_point_footprints(strata_host_links *l, int i);
+/* Measure `links`' shared-write curve again, now (collective), on the caller's buffers a, b, c
+ * (each at least the points' bytes; the same buffers as calibration's; b and c are written): the
+ * points up to 16 MiB, the slowest rank's, the rest left alone. Why: that cost moves with the
+ * host by 4x in spells of seconds (two vCPUs sharing a cache or not, docs/model.md session 15),
+ * so a row is predicted with the figure measured just before it rather than at calibration.
+ * No-op over TCP or with one rank. Returns STRATA_OK or a failed collective's error. */
+#define STRATA_HOST_SHARED_WRITE_MAX_BYTES ((uint64_t)16 << 20) /* the points measured */
+int strata_host_probe_shared_write(strata_comm *comm, void *a, void *b, void *c,
+                                   strata_host_links *links);
+
 /* registered: measure with buffers from strata_mem_alloc (peers of one host read them
  * directly), as the calls to be predicted will use; 0: malloc'd buffers. */
 int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, int registered,

@@ -346,6 +346,14 @@ static double cpu_cost_us(const sim_state *s, int r, double start, double bytes,
   return s->cpu_free[r];
 }
 
+/* sim.h, shared_write_bytes: the bytes of global step g written over lines a peer holds. */
+static double shared_write_bytes(const sim_state *s, uint32_t g) {
+  if (!s->model->shared_write_bytes || !(s->model->shared_write_gbps > 0)) return 0;
+  int r = rank_of(s, g);
+  return s->model->shared_write_bytes[r] ? (double)s->model->shared_write_bytes[r][g - s->base[r]]
+                                         : 0;
+}
+
 static int sim_complete(sim_state *s, uint32_t g, double time) {
   s->done[g] = 1;
   if (time > s->result.time_us) s->result.time_us = time;
@@ -361,7 +369,10 @@ static int sim_finish_recv(sim_state *s, uint32_t g, double ready_time) {
   int r = rank_of(s, g);
   const strata_step *st = &s->scheds[r].steps[g - s->base[r]];
   double t = dmax(ready_time, s->arrival[g]);
-  if (s->copy_out_gbps[g] > 0) t = cpu_cost_us(s, r, t, (double)st->bytes, s->copy_out_gbps[g]);
+  if (s->copy_out_gbps[g] > 0) {
+    t = cpu_cost_us(s, r, t, (double)st->bytes, s->copy_out_gbps[g]);
+    t = cpu_cost_us(s, r, t, shared_write_bytes(s, g), s->model->shared_write_gbps);
+  }
   t = dmax(t, s->last_byte[g]);
   if (st->kind == STRATA_STEP_RECV_REDUCE && !s->fused[g])
     t = cpu_cost_us(s, r, t, (double)st->bytes, s->model->reduce_gbps);
@@ -457,6 +468,8 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
                                        : start + (double)st->bytes / (tx * share * 1e3);
   if (link->pull && s->model->fused_reduce_gbps > 0 && sim_is_recv_reduce(s, s->match[g]))
     end += (double)st->bytes / (s->model->fused_reduce_gbps * share * 1e3);
+  if (link->pull && shared_write_bytes(s, s->match[g]) > 0) /* the pull writes the receiver's */
+    end += shared_write_bytes(s, s->match[g]) / (s->model->shared_write_gbps * share * 1e3);
   s->cpu_free[mover] = end;
   s->fused[s->match[g]] = (uint8_t)(link->pull != 0);
   s->copy_out_gbps[s->match[g]] = link->pull ? 0 : link->rx_gbps > 0 ? link->rx_gbps : bw;
@@ -508,6 +521,7 @@ static int sim_step(sim_state *s, uint32_t g, double t) {
     case STRATA_STEP_REDUCE: {
       double gbps = st->kind == STRATA_STEP_COPY ? s->model->copy_gbps : s->model->reduce_gbps;
       double end = cpu_cost_us(s, r, t, (double)st->bytes, gbps);
+      end = cpu_cost_us(s, r, end, shared_write_bytes(s, g), s->model->shared_write_gbps);
       s->local_end[r] = end;
       return sim_complete(s, g, end);
     }

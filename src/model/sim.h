@@ -87,6 +87,11 @@ typedef struct strata_sim_model {
    * rank a message is flying to counts as busy until it lands (α, measured with every rank
    * running, is mostly the receiver waiting for a core others hold). */
   int host_cores;
+  /* one_core_per_rank: shared_write_bytes[r][i] of rank r's step i (a receive, COPY or REDUCE)
+   * land on lines a peer's core holds, each taken back first at bytes / shared_write_gbps more
+   * on the writer's core (host.h, shared_write; host.c computes which). NULL or 0 GB/s: free. */
+  double shared_write_gbps;
+  const uint64_t *const *shared_write_bytes;
 } strata_sim_model;
 
 typedef struct strata_sim_result {
