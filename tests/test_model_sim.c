@@ -386,7 +386,7 @@ static void test_shared_write(void) {
  * a 2-rank shm allreduce writes its reduced half (S/2), which the peer pulls, so its prediction
  * grows by exactly (S/2) / rate on each rank at once; a 2-rank allgather and broadcast pull only
  * from send buffers the call never writes, and over TCP no peer reads a rank's memory: their
- * predictions do not move. */
+ * predictions do not move; nor does any with ranks outnumbering cores. */
 static double host_us(const strata_host_links *l, strata_coll coll, uint64_t bytes) {
   double us = -1;
   return strata_host_predict(l, coll, STRATA_ALGO_AUTO, bytes / 4, 4, 0, &us) == STRATA_OK ? us
@@ -419,6 +419,18 @@ static void test_host_shared_write(void) {
         failures++;
       }
     }
+  /* ranks outnumbering cores: a peer may share the writer's core; the term is not used */
+  l.use_tcp = 0;
+  l.host_cores = 1;
+  double shared_core = host_us(&l, STRATA_COLL_ALLREDUCE, S);
+  memset(&l.shared_write, 0, sizeof l.shared_write);
+  double none = host_us(&l, STRATA_COLL_ALLREDUCE, S);
+  checked++;
+  if (!(none > 0 && fabs(shared_core - none) < 1e-6)) {
+    printf("FAIL host shared writes on a shared core: %g us, %g without the curve\n", shared_core,
+           none);
+    failures++;
+  }
 }
 
 int main(void) {

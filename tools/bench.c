@@ -1107,7 +1107,7 @@ static double bench_predict_busbw(const bench_ctx *ctx, const bench_case *c) {
  * the calibrated curve and says so. */
 static void bench_probe_shared_write(bench_ctx *ctx) {
   strata_host_links *l = &ctx->links;
-  if (!ctx->links_ok || l->use_tcp || l->nranks < 2) return;
+  if (!ctx->links_ok || l->use_tcp || l->nranks < 2 || strata_host_cores_shared(l)) return;
   int rc = strata_host_probe_shared_write(ctx->comm, ctx->sendbuf, ctx->recvbuf, ctx->expected, l);
   if (ctx->rank != 0) return;
   if (rc) {

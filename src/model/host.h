@@ -114,7 +114,8 @@ void strata_host_point_footprints(strata_host_links *l, int i);
  * points up to 16 MiB, the slowest rank's, the rest left alone. Why: that cost moves with the
  * host by 4x in spells of seconds (two vCPUs sharing a cache or not, docs/model.md session 15),
  * so a row is predicted with the figure measured just before it rather than at calibration.
- * No-op over TCP or with one rank. Returns STRATA_OK or a failed collective's error. */
+ * No-op over TCP, with one rank, or with ranks outnumbering cores (host.c does not use it
+ * there). Returns STRATA_OK or a failed collective's error. */
 #define STRATA_HOST_SHARED_WRITE_MAX_BYTES ((uint64_t)16 << 20) /* the points measured */
 int strata_host_probe_shared_write(strata_comm *comm, void *a, void *b, void *c,
                                    strata_host_links *links);
