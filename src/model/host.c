@@ -34,18 +34,27 @@ int strata_host_cores_shared(const strata_host_links *links) {
   return links->host_cores > 0 && links->host_cores < links->nranks;
 }
 
-double strata_host_curve_gbps(const strata_host_curve *curve, uint64_t footprint_bytes) {
+/* A curve's value at `footprint_bytes`: its rate, or (cost) seconds per GB with a point at 0 GB/s
+ * costing nothing. Linear in log(footprint) between points, flat beyond the ends. */
+static double host_curve_read(const strata_host_curve *curve, uint64_t footprint_bytes, int cost) {
   const int n = STRATA_HOST_CURVE_POINTS;
   if (!curve || curve->footprint_bytes[0] == 0) return 0;
-  if (footprint_bytes <= curve->footprint_bytes[0]) return curve->gbps[0];
+  double v[STRATA_HOST_CURVE_POINTS];
+  for (int i = 0; i < n; i++)
+    v[i] = !cost ? curve->gbps[i] : curve->gbps[i] > 0 ? 1.0 / curve->gbps[i] : 0.0;
+  if (footprint_bytes <= curve->footprint_bytes[0]) return v[0];
   for (int i = 1; i < n; i++) {
     if (footprint_bytes > curve->footprint_bytes[i]) continue;
     double x0 = log((double)curve->footprint_bytes[i - 1]);
     double x1 = log((double)curve->footprint_bytes[i]);
     double w = x1 > x0 ? (log((double)footprint_bytes) - x0) / (x1 - x0) : 1;
-    return curve->gbps[i - 1] + w * (curve->gbps[i] - curve->gbps[i - 1]);
+    return v[i - 1] + w * (v[i] - v[i - 1]);
   }
-  return curve->gbps[n - 1];
+  return v[n - 1];
+}
+
+double strata_host_curve_gbps(const strata_host_curve *curve, uint64_t footprint_bytes) {
+  return host_curve_read(curve, footprint_bytes, 0);
 }
 
 static void host_link(void *ctx, int src, int dst, strata_sim_link *out) {
@@ -158,11 +167,12 @@ static uint64_t host_overlap(const host_range *r, size_t n, strata_bufref ref, u
 /* Per step of `sched`, the bytes it writes that a peer pulls from this rank (shm): the sources of
  * its SENDs, which the receivers' pulls leave in their cores' caches, so a repeated call's write
  * there takes every line back first (host.h, shared_write). The steps that write: a receive's
- * destination (the pull runs on this rank's core) and a local COPY's or REDUCE's. Measured,
- * 2 ranks, shm, 1 MiB allreduce (its reduced half is pulled by the peer; pure process_vm_readv
- * and memset, no strata): 0.12 ms a call beside a 1 MiB rewrite of pulled lines at 0.13 ms,
- * 0.36-0.47 ms beside 0.41-0.64 ms in a spell where the cores shared no cache (session 15).
- * out[i] is 0 for every step over TCP (no peer reads this rank's memory). */
+ * destination (the pull runs on this rank's core) and a local COPY's or REDUCE's. Measured
+ * without strata (bench/shared_write.c, 2 processes, a 1 MiB allreduce's traffic by hand, whose
+ * reduced half the peer pulls): 113-157 us a call while rewriting 1 MiB of lines the other core
+ * read took 85-143 us, 343-476 while it took 405-665, in the host's slow spells (session 15).
+ * Used over shm with a core per rank only (host_rates_at); over TCP no peer reads a rank's
+ * memory. */
 static int host_shared_writes(const strata_schedule *sched, uint64_t *out) {
   size_t n = 0;
   for (uint32_t i = 0; i < sched->nsteps; i++) n += sched->steps[i].kind == STRATA_STEP_SEND;
@@ -191,25 +201,6 @@ static int host_shared_writes(const strata_schedule *sched, uint64_t *out) {
   }
   free(r);
   return STRATA_OK;
-}
-
-/* A curve read as a cost: seconds per GB, interpolated as host_curve_gbps interpolates rates, a
- * point at 0 GB/s costing nothing (so a free point next to a dear one does not read as slower
- * than both). */
-static double host_curve_s_per_gb(const strata_host_curve *curve, uint64_t footprint_bytes) {
-  const int n = STRATA_HOST_CURVE_POINTS;
-  if (!curve || curve->footprint_bytes[0] == 0) return 0;
-#define COST(i) (curve->gbps[i] > 0 ? 1.0 / curve->gbps[i] : 0.0)
-  if (footprint_bytes <= curve->footprint_bytes[0]) return COST(0);
-  for (int i = 1; i < n; i++) {
-    if (footprint_bytes > curve->footprint_bytes[i]) continue;
-    double x0 = log((double)curve->footprint_bytes[i - 1]);
-    double x1 = log((double)curve->footprint_bytes[i]);
-    double w = x1 > x0 ? (log((double)footprint_bytes) - x0) / (x1 - x0) : 1;
-    return COST(i - 1) + w * (COST(i) - COST(i - 1));
-  }
-  return COST(n - 1);
-#undef COST
 }
 
 /* An allreduce's two phases touch its buffers in turn: the reduce-scatter reads the send buffer
@@ -248,7 +239,7 @@ static void host_rates_at(const strata_host_links *links, uint64_t footprint_byt
    * the 4-rank shm rows 0.25-0.69 of the measurement at 1-4 MiB (session 15, the 14:52 sweep). */
   double s_per_gb = links->use_tcp || strata_host_cores_shared(links)
                         ? 0
-                        : host_curve_s_per_gb(&links->shared_write, link_at);
+                        : host_curve_read(&links->shared_write, link_at, 1);
   out->shared_write_gbps = s_per_gb > 0 ? 1 / s_per_gb : 0;
   /* TCP: the two-way link rate is the mean of a sender's and a receiver's copy (2X per core in
    * T); the one-way (lone) rate is the sender's, so the receiver's copy takes the rest of the
