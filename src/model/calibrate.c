@@ -1,8 +1,10 @@
 /*
  * calibrate.c — measure, inside a running job, the host links strata_host_predict needs
  * (host.h): the fixed costs (α per message, the engine's cost per call) and, as functions of the
- * working set, the rate of one transfer, of the reduction kernel, of memcpy and of what a fused
- * shm pull adds to a plain one.
+ * working set, the rate of one transfer, of the reduction kernel, of memcpy, of what a fused
+ * shm pull adds to a plain one, and of what writing lines a peer's pull left in its cache adds
+ * (shm; measured again before each row by strata_host_probe_shared_write, since that cost moves
+ * with the host in spells).
  *
  * Why inside the job: the prediction must be about the links this job actually uses (shm with
  * single-copy pulls, or TCP when STRATA_SHM=0), under the load the host has right now, with as
