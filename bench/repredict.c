@@ -113,13 +113,12 @@ static int parse_curves_line(const char *line, strata_host_links *l) {
 
 /* "# Model: shared writes now (GB/s at the working set per rank): 512K X 2048K Y ...": the
  * shared-write curve measured again just before the next row, point by point (matched by the
- * printed working set). Honours STRATA_REPREDICT_WITHOUT=shared_write. */
-static int parse_shared_now(const char *line, strata_host_links *l) {
+ * printed working set). ignore: parse, but keep the curve (STRATA_REPREDICT_WITHOUT). */
+static int parse_shared_now(const char *line, int ignore, strata_host_links *l) {
   const char *q = strstr(line, "):");
   if (!q) return -1;
   q += 2;
-  const char *without = getenv("STRATA_REPREDICT_WITHOUT");
-  int ignore = without && !strcmp(without, "shared_write"), points = 0;
+  int points = 0;
   unsigned long long k;
   double gbps;
   int used = 0;
@@ -145,6 +144,8 @@ int main(int argc, char **argv) {
     perror(argv[1]);
     return 2;
   }
+  const char *without = getenv("STRATA_REPREDICT_WITHOUT");
+  const int without_shared = without && !strcmp(without, "shared_write");
   strata_host_links links;
   memset(&links, 0, sizeof links);
   char line[LINE_BYTES];
@@ -156,14 +157,12 @@ int main(int argc, char **argv) {
     }
     if (!strncmp(line, "# Model curves", 14)) {
       have_curves = have_model && parse_curves_line(line, &links) == 0;
-      const char *without = getenv("STRATA_REPREDICT_WITHOUT");
-      if (without && !strcmp(without, "shared_write"))
-        memset(links.shared_write.gbps, 0, sizeof links.shared_write.gbps);
+      if (without_shared) memset(links.shared_write.gbps, 0, sizeof links.shared_write.gbps);
       continue;
     }
     if (!strncmp(line, "# Model: shared writes now", 26) && have_curves) {
       /* printed before each shm row from session 15 on: the row's figures (bench.c) */
-      if (parse_shared_now(line, &links) != 0) {
+      if (parse_shared_now(line, without_shared, &links) != 0) {
         fprintf(stderr, "%s: malformed line: %s", argv[1], line);
         status = 2;
       }

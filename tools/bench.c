@@ -1103,11 +1103,11 @@ static double bench_predict_busbw(const bench_ctx *ctx, const bench_case *c) {
 
 /* Collective: measure the shared-write curve again just before a row (model/host.h,
  * strata_host_probe_shared_write), on the buffers calibration used, and print it (rank 0) so
- * bench/repredict.c predicts the row from the same figures. Over shm only; a failed probe keeps
- * the calibrated curve and says so. */
+ * bench/repredict.c predicts the row from the same figures; nothing where the figure does not
+ * apply. A failed probe keeps the calibrated curve and says so. */
 static void bench_probe_shared_write(bench_ctx *ctx) {
   strata_host_links *l = &ctx->links;
-  if (!ctx->links_ok || l->use_tcp || l->nranks < 2 || strata_host_cores_shared(l)) return;
+  if (!ctx->links_ok || !strata_host_shared_writes_apply(l)) return;
   int rc = strata_host_probe_shared_write(ctx->comm, ctx->sendbuf, ctx->recvbuf, ctx->expected, l);
   if (ctx->rank != 0) return;
   if (rc) {

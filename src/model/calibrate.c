@@ -461,9 +461,9 @@ static int cal_point_transfers(strata_comm *comm, const strata_host_links *links
     rc = cal_shift_s(comm, a, b, bytes, chunk, reps, 0, &s[CAL_SHIFT]);
     if (!rc) rc = cal_shift_s(comm, a, b, bytes, chunk, reps, 1, &s[CAL_LONE]);
     if (!rc) rc = cal_touched_s(comm, a, b, NULL, bytes, chunk, &s[CAL_DIRTY]);
-    /* past 16 MiB the peer's cache lets go; with ranks outnumbering cores it is not used (host.c)
-     */
-    if (!rc && bytes <= STRATA_HOST_SHARED_WRITE_MAX_BYTES && !strata_host_cores_shared(links))
+    /* past 16 MiB the peer's cache lets go */
+    if (!rc && bytes <= STRATA_HOST_SHARED_WRITE_MAX_BYTES &&
+        strata_host_shared_writes_apply(links))
       rc = cal_shared_write_s(comm, a, b, c, bytes, chunk, &s[CAL_SHARED_WRITE]);
     if (!rc) rc = cal_touched_s(comm, a, b, c, bytes, chunk, &s[CAL_WARM]);
   }
@@ -670,7 +670,7 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, i
 int strata_host_probe_shared_write(strata_comm *comm, void *a, void *b, void *c,
                                    strata_host_links *links) {
   if (!comm || !links || !a || !b || !c) return STRATA_ERR_INVALID_ARG;
-  if (links->nranks < 2 || links->use_tcp || strata_host_cores_shared(links)) return STRATA_OK;
+  if (!strata_host_shared_writes_apply(links)) return STRATA_OK;
   double s[STRATA_HOST_CURVE_POINTS] = {0}, worst[STRATA_HOST_CURVE_POINTS] = {0};
   int rc = STRATA_OK, n = 0;
   for (int i = 0; !rc && i < STRATA_HOST_CURVE_POINTS; i++) {

@@ -53,6 +53,10 @@ static double host_curve_read(const strata_host_curve *curve, uint64_t footprint
   return v[n - 1];
 }
 
+int strata_host_shared_writes_apply(const strata_host_links *links) {
+  return links->nranks > 1 && !links->use_tcp && !strata_host_cores_shared(links);
+}
+
 double strata_host_curve_gbps(const strata_host_curve *curve, uint64_t footprint_bytes) {
   return host_curve_read(curve, footprint_bytes, 0);
 }
@@ -233,13 +237,13 @@ static void host_rates_at(const strata_host_links *links, uint64_t footprint_byt
   out->alone_gbps = strata_host_curve_gbps(&links->link_alone, link_at);
   out->dirty_gbps = strata_host_curve_gbps(&links->link_dirty, link_at);
   out->warm_gbps = strata_host_curve_gbps(&links->link_warm, link_at);
-  /* shared writes: only with a core per rank. With ranks outnumbering cores a peer may run on
-   * the writer's own core (no line to take back), and the calibrated difference is mostly ranks
-   * waiting for a core: 4 ranks on 2 cores, 1.0-1.3 GB/s at 512 KiB in a slow spell, which made
-   * the 4-rank shm rows 0.25-0.69 of the measurement at 1-4 MiB (session 15, the 14:52 sweep). */
-  double s_per_gb = links->use_tcp || strata_host_cores_shared(links)
-                        ? 0
-                        : host_curve_read(&links->shared_write, link_at, 1);
+  /* shared writes: only with a core per rank (strata_host_shared_writes_apply). With ranks
+   * outnumbering cores the calibrated difference is mostly ranks waiting for a core: 4 ranks on
+   * 2 cores, 1.0-1.3 GB/s at 512 KiB in a slow spell, which made the 4-rank shm rows 0.25-0.69 of
+   * the measurement at 1-4 MiB (session 15, the 14:52 sweep). */
+  double s_per_gb = strata_host_shared_writes_apply(links)
+                        ? host_curve_read(&links->shared_write, link_at, 1)
+                        : 0;
   out->shared_write_gbps = s_per_gb > 0 ? 1 / s_per_gb : 0;
   /* TCP: the two-way link rate is the mean of a sender's and a receiver's copy (2X per core in
    * T); the one-way (lone) rate is the sender's, so the receiver's copy takes the rest of the

@@ -89,6 +89,12 @@ typedef struct strata_host_links {
  * take turns on the cores, which calibration and the simulator both account for. */
 int strata_host_cores_shared(const strata_host_links *links);
 
+/* Whether the shared-write cost applies to `links` (shm, 2+ ranks, a core per rank): where
+ * calibration and strata_host_probe_shared_write measure it and the prediction charges it. With
+ * ranks outnumbering cores a peer may run on the writer's own core, and over TCP no peer reads a
+ * rank's memory. */
+int strata_host_shared_writes_apply(const strata_host_links *links);
+
 /* The rate of `curve` at a working set of `footprint_bytes` per rank: interpolated linearly in
  * log(footprint) between calibration points, flat beyond the ends. 0 if the curve is empty. */
 double strata_host_curve_gbps(const strata_host_curve *curve, uint64_t footprint_bytes);
@@ -114,8 +120,8 @@ void strata_host_point_footprints(strata_host_links *l, int i);
  * points up to 16 MiB, the slowest rank's, the rest left alone. Why: that cost moves with the
  * host by 4x in spells of seconds (two vCPUs sharing a cache or not, docs/model.md session 15),
  * so a row is predicted with the figure measured just before it rather than at calibration.
- * No-op over TCP, with one rank, or with ranks outnumbering cores (host.c does not use it
- * there). Returns STRATA_OK or a failed collective's error. */
+ * No-op where it does not apply (strata_host_shared_writes_apply). Returns STRATA_OK or a failed
+ * collective's error. */
 #define STRATA_HOST_SHARED_WRITE_MAX_BYTES ((uint64_t)16 << 20) /* the points measured */
 int strata_host_probe_shared_write(strata_comm *comm, void *a, void *b, void *c,
                                    strata_host_links *links);

@@ -468,8 +468,8 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
                                        : start + (double)st->bytes / (tx * share * 1e3);
   if (link->pull && s->model->fused_reduce_gbps > 0 && sim_is_recv_reduce(s, s->match[g]))
     end += (double)st->bytes / (s->model->fused_reduce_gbps * share * 1e3);
-  if (link->pull && shared_write_bytes(s, s->match[g]) > 0) /* the pull writes the receiver's */
-    end += shared_write_bytes(s, s->match[g]) / (s->model->shared_write_gbps * share * 1e3);
+  double marked = link->pull ? shared_write_bytes(s, s->match[g]) : 0; /* the receiver's */
+  if (marked > 0) end += marked / (s->model->shared_write_gbps * share * 1e3);
   s->cpu_free[mover] = end;
   s->fused[s->match[g]] = (uint8_t)(link->pull != 0);
   s->copy_out_gbps[s->match[g]] = link->pull ? 0 : link->rx_gbps > 0 ? link->rx_gbps : bw;
