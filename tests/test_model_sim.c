@@ -433,6 +433,36 @@ static void test_host_shared_write(void) {
   }
 }
 
+/* The working set each calibration point is labelled with is what one rank touches there
+ * (calibrate.c): a shift 2X (source and destination), a warm shift 3X (the owner also copies its
+ * source into a third buffer before each), a memcpy 2X, a reduction 3X. Labelled 2X, the warm
+ * curve put a 2-rank shm allgather's 4 MiB row (6 MiB per rank) most of the way to the 4 MiB
+ * point's rate (3 buffers of 4 MiB): 0.70-0.79 of the measurement in one sweep's rows. */
+static void test_point_footprints(void) {
+  for (int tcp = 0; tcp < 2; tcp++) {
+    strata_host_links l;
+    memset(&l, 0, sizeof l);
+    l.nranks = 2, l.use_tcp = tcp, l.span_scale = 1;
+    for (int i = 0; i < STRATA_HOST_CURVE_POINTS - 1; i++) {
+      strata_host_point_footprints(&l, i);
+      uint64_t x = strata_host_point_bytes(i);
+      int ok =
+          l.memcpy.footprint_bytes[i] == 2 * x && l.reduce.footprint_bytes[i] == 3 * x &&
+          (tcp ? l.link_warm.footprint_bytes[i] == 0 && l.link_dirty.footprint_bytes[i] == 0
+               : l.link.footprint_bytes[i] == 2 * x && l.link_dirty.footprint_bytes[i] == 2 * x &&
+                     l.link_warm.footprint_bytes[i] == 3 * x);
+      checked++;
+      if (!ok) {
+        printf("FAIL point %d footprints (%s): link %llu dirty %llu warm %llu for %llu bytes\n", i,
+               tcp ? "tcp" : "shm", (unsigned long long)l.link.footprint_bytes[i],
+               (unsigned long long)l.link_dirty.footprint_bytes[i],
+               (unsigned long long)l.link_warm.footprint_bytes[i], (unsigned long long)x);
+        failures++;
+      }
+    }
+  }
+}
+
 int main(void) {
   const int ranks[] = {2, 3, 4, 6, 8, 16};
   const double sizes[] = {4096, 1 << 20, 64.0 * (1 << 20)};
@@ -466,6 +496,7 @@ int main(void) {
   test_tcp_stream_idle_ranks();
   test_shared_write();
   test_host_shared_write();
+  test_point_footprints();
   if (failures) {
     printf("%d of %d comparisons failed\n", failures, checked);
     return 1;

@@ -32,7 +32,8 @@
  * The fused pull (shm.c: the receiver lands 256 KiB blocks of the peer's bytes with
  * process_vm_readv and reduces each while it is in L2) costs far more than a plain pull on this
  * kind of host (about twice, measured) and no local emulation reproduced that, so it is timed
- * through the engine itself: a ring reduce-scatter of p blocks is p-1 fused ring steps.
+ * through the engine itself: a ring reduce-scatter of p blocks is p-1 fused ring steps, each
+ * paired with a plain shift of the same block timed right after it (cal_fused_s).
  *
  * Invariants: every rank makes the same sequence of calls (sizes and counts come from constants
  * and the communicator alone; whether to time the fused step is agreed by an allreduce). Must
@@ -228,6 +229,32 @@ static int cal_coll_s(strata_comm *comm, const strata_coll_args *args, size_t by
   return rc;
 }
 
+/* What a fused pull adds, measured in pairs: each repetition times reduce-scatter calls (`args`,
+ * p-1 fused steps of `bytes`) and then as many plain shifts of `bytes` out of the same send
+ * buffer into the same receive buffer, and keeps rs - (p-1) * shift per call; the figure is the
+ * median over repetitions. The difference is a small share of either time at the small points
+ * (2 ranks, 256 KiB: ~10 us of ~37), so each repetition's pair sees the same moment of the host:
+ * timed apart (the shift first, with the other points' figures between), the difference came out
+ * anywhere in 0-10 us from run to run and the 1 MiB reduce-scatter rows 1.2-1.7x optimistic. */
+static int cal_fused_s(strata_comm *comm, const strata_coll_args *args, char *out, char *in,
+                       size_t bytes, size_t message_bytes, double *seconds) {
+  int calls = cal_reps_for(bytes), steps = strata_comm_size(comm) - 1;
+  double d[CAL_REPEATS];
+  int rc = strata_collective(comm, args, NULL); /* warm-up */
+  if (!rc) rc = cal_shift(comm, out, in, bytes, message_bytes, 0);
+  if (!rc) rc = strata_barrier(comm);
+  for (int r = 0; !rc && r < CAL_REPEATS; r++) {
+    double start_s = strata_now_s();
+    for (int i = 0; !rc && i < calls; i++) rc = strata_collective(comm, args, NULL);
+    double mid_s = strata_now_s();
+    for (int i = 0; !rc && i < calls; i++) rc = cal_shift(comm, out, in, bytes, message_bytes, 0);
+    double end_s = strata_now_s();
+    d[r] = ((mid_s - start_s) - steps * (end_s - mid_s)) / calls;
+  }
+  if (!rc) *seconds = strata_median(d, CAL_REPEATS);
+  return rc;
+}
+
 /* Over TCP a shift is timed through the engine: a ring allgather in place, each rank's block
  * `block` bytes, so every rank sends and receives (p-1) blocks, chunked and windowed by the ring
  * builder as a collective's messages are, with the engine thread posting each next message
@@ -405,7 +432,7 @@ enum {
   CAL_SHIFT = 0,
   CAL_RED,
   CAL_COPY,
-  CAL_FUSED_SHIFT,
+  CAL_FUSED_EXTRA, /* cal_fused_s: a reduce-scatter call minus its p-1 steps as plain shifts */
   CAL_LONE,
   CAL_DIRTY,
   CAL_WARM,
@@ -471,7 +498,7 @@ static int cal_point_transfers(strata_comm *comm, const strata_host_links *links
   {
     size_t fused = cal_fused_bytes(i, links->nranks);
     strata_coll_args args = cal_rs_args(dtype, op, a, b, fused);
-    rc = cal_coll_s(comm, &args, fused, &s[CAL_FUSED_SHIFT]);
+    rc = cal_fused_s(comm, &args, a, b, fused, (size_t)links->chunk_bytes, &s[CAL_FUSED_EXTRA]);
   }
   return rc;
 }
@@ -548,7 +575,9 @@ void strata_host_point_footprints(strata_host_links *l, int i) {
   if (p > 1 && !l->use_tcp) {
     l->fused.footprint_bytes[i] = (uint64_t)(p + 1) * cal_fused_bytes(i, p) * scale;
     l->link_alone.footprint_bytes[i] = l->link_dirty.footprint_bytes[i] =
-        l->link_warm.footprint_bytes[i] = l->shared_write.footprint_bytes[i] = 2 * bytes * scale;
+        l->shared_write.footprint_bytes[i] = 2 * bytes * scale;
+    /* a warm shift's owner also copies its source into a third buffer (cal_touched_s) */
+    l->link_warm.footprint_bytes[i] = 3 * bytes * scale;
   }
 }
 
@@ -587,8 +616,9 @@ static void cal_curves_fill(strata_host_links *out, const cal_fixed *fixed,
     if (p > 1 && !out->use_tcp) {
       double fused = (double)cal_fused_bytes(i, p);
       double plain_s = shift_s * fused / moved; /* a plain shift of the same size */
-      double step_s = (w[CAL_FUSED_SHIFT] - call_s) / (p - 1);
-      double extra_s = step_s - plain_s;
+      /* the call's p-1 fused steps and one call overhead, minus p-1 shifts with theirs */
+      double op_s = fmax(call_s - (p - 1) * alpha_s, 0);
+      double extra_s = (w[CAL_FUSED_EXTRA] + (p - 2) * op_s) / (p - 1);
       if (extra_s < 0.1 * plain_s) extra_s = 0.1 * plain_s;
       cal_rate_set(&out->fused, i, fused, extra_s);
       cal_rate_set(&out->link_alone, i, moved, lone_s);
