@@ -10,8 +10,10 @@
  * `# Model` and `# Model curves` lines): the printed rates at the working sets calibrate.c
  * gives each point (strata_host_point_footprints).
  *
- * With STRATA_REPREDICT_WITHOUT=shared_write in the environment the printed shared-write curve
- * is ignored (the model as before session 15), to judge that term on the same rows.
+ * STRATA_REPREDICT_WITHOUT in the environment names figures to ignore, to judge them on the same
+ * rows: shared_write (the printed shared-write curve: the model as before session 15), tcp_now
+ * (the TCP curves measured again before each row: calibration's, as before session 16), or both
+ * ("shared_write,tcp_now").
  *
  * Why: a model change can then be judged on the very rows the last one was judged on, instead
  * of on a new sweep whose measurement moved (docs/model.md, "Agreement": a cell's measurement
@@ -133,6 +135,28 @@ static int parse_shared_now(const char *line, int ignore, strata_host_links *l) 
   return points > 0 ? 0 : -1;
 }
 
+/* "# Model: TCP links now (GB/s at the working set per rank): 1024K link X lone Y ...": the TCP
+ * link and one-way curves measured again just before the next row (session 16), point by point.
+ * ignore: parse, but keep the curves. */
+static int parse_tcp_now(const char *line, int ignore, strata_host_links *l) {
+  const char *q = strstr(line, "):");
+  if (!q) return -1;
+  q += 2;
+  int points = 0;
+  unsigned long long k;
+  double link, lone;
+  int used = 0;
+  while (sscanf(q, " %lluK link %lf lone %lf%n", &k, &link, &lone, &used) == 3) {
+    q += used;
+    int i = 0;
+    while (i < STRATA_HOST_CURVE_POINTS && l->link.footprint_bytes[i] >> 10 != k) i++;
+    if (i == STRATA_HOST_CURVE_POINTS || !(link > 0) || !(lone > 0)) return -1;
+    if (!ignore) l->link.gbps[i] = link, l->link_alone.gbps[i] = lone;
+    points++;
+  }
+  return points > 0 && q[strspn(q, " \n")] == '\0' ? 0 : -1;
+}
+
 int main(int argc, char **argv) {
   strata_coll coll;
   if (argc != 3 || parse_coll(argv[2], &coll) != 0) {
@@ -145,7 +169,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *without = getenv("STRATA_REPREDICT_WITHOUT");
-  const int without_shared = without && !strcmp(without, "shared_write");
+  const int without_shared = without && strstr(without, "shared_write");
+  const int without_tcp = without && strstr(without, "tcp_now");
   strata_host_links links;
   memset(&links, 0, sizeof links);
   char line[LINE_BYTES];
@@ -163,6 +188,14 @@ int main(int argc, char **argv) {
     if (!strncmp(line, "# Model: shared writes now", 26) && have_curves) {
       /* printed before each shm row from session 15 on: the row's figures (bench.c) */
       if (parse_shared_now(line, without_shared, &links) != 0) {
+        fprintf(stderr, "%s: malformed line: %s", argv[1], line);
+        status = 2;
+      }
+      continue;
+    }
+    if (!strncmp(line, "# Model: TCP links now", 22) && have_curves) {
+      /* printed before each TCP row from session 16 on (bench.c) */
+      if (parse_tcp_now(line, without_tcp, &links) != 0) {
         fprintf(stderr, "%s: malformed line: %s", argv[1], line);
         status = 2;
       }

@@ -135,5 +135,19 @@ else
   fail "4-rank tcp broadcast --predict failed: $(tail -3 "$tmp/chain.err")"
 fi
 
+# The figures measured again before each row (tools/bench.c): shared writes over shm (2 ranks on
+# at least 2 cores), the TCP links over TCP, one line per row, never the other transport's.
+# A malformed TCP line is refused by strata-repredict with status 2, not read as zeros.
+tcp_lines=$(grep -c '^# Model: TCP links now (GB/s at the working set per rank): [0-9]*K link [0-9.]* lone [0-9.]*' "$tmp/tcp.1")
+[ "$tcp_lines" = 4 ] || fail "tcp: $tcp_lines '# Model: TCP links now' lines for 4 rows"
+! grep -q '^# Model: TCP links' "$tmp/shm.1" || fail "shm: a TCP probe line"
+if [ "$(nproc)" -ge 2 ] && [ "$(grep -c '^# Model: shared writes now' "$tmp/shm.1")" != 4 ]; then
+  fail "shm: not one '# Model: shared writes now' line per row"
+fi
+sed '0,/^# Model: TCP links now/s/ link \([0-9.]*\) lone/ link x lone/' "$tmp/tcp.1" >"$tmp/tcp.bad"
+"$build/strata-repredict" "$tmp/tcp.bad" allreduce >/dev/null 2>&1
+rc=$?
+[ "$rc" = 2 ] || fail "strata-repredict read a malformed TCP probe line (status $rc, want 2)"
+
 [ "$failures" = 0 ] && echo "ok: bench --predict within ${tolerance} of the measurement (median of 1-64 MiB)${skipped:+ (accuracy skipped on a loaded host:$skipped)}"
 exit $((failures > 0))

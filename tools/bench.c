@@ -1123,6 +1123,26 @@ static void bench_probe_shared_write(bench_ctx *ctx) {
   printf("\n");
 }
 
+/* Collective: measure the TCP link and one-way curves again just before a row (model/host.h,
+ * strata_host_probe_tcp), likewise printed for bench/repredict.c; nothing without TCP peers. */
+static void bench_probe_tcp(bench_ctx *ctx) {
+  strata_host_links *l = &ctx->links;
+  if (!ctx->links_ok || !strata_host_probe_tcp_applies(l)) return;
+  int rc = strata_host_probe_tcp(ctx->comm, ctx->sendbuf, ctx->recvbuf, ctx->expected, l);
+  if (ctx->rank != 0) return;
+  if (rc) {
+    printf("# Model: TCP links not measured again (%s): the calibrated curves stand\n",
+           strata_strerror(rc));
+    return;
+  }
+  printf("# Model: TCP links now (GB/s at the working set per rank):");
+  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++)
+    if (strata_host_point_bytes(i) <= STRATA_HOST_PROBE_TCP_MAX_BYTES)
+      printf(" %lluK link %.3f lone %.3f", (unsigned long long)(l->link.footprint_bytes[i] >> 10),
+             l->link.gbps[i], l->link_alone.gbps[i]);
+  printf("\n");
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The run: for each type, op and size, out-of-place then in-place.
  * ------------------------------------------------------------------------------------------- */
@@ -1154,7 +1174,10 @@ static int bench_one_size(bench_ctx *ctx, bench_report *report, strata_dtype dty
   size_t send = c.layout.send_count, recv = c.layout.recv_count;
   row.bytes = (send > recv ? send : recv) * c.type_bytes;
   row.redop = bench_kinds[c.kind].is_reduction ? strata_op_name(op) : "none";
-  if (ctx->opt->predict) bench_probe_shared_write(ctx);
+  if (ctx->opt->predict) {
+    bench_probe_shared_write(ctx);
+    bench_probe_tcp(ctx);
+  }
   row.predicted_busbw_gbps = ctx->opt->predict ? bench_predict_busbw(ctx, &c) : NAN;
   int status = bench_time(ctx, &c, &row.out_of_place);
   c.in_place = 1;

@@ -592,6 +592,22 @@ static double cal_minus_fixed(double total, double fixed) {
   return total - fixed < 0.5 * total ? 0.5 * total : total - fixed;
 }
 
+/* TCP, point i: the link rate (each core copies X in and X out, taking turns: see the top) from
+ * the two-way shift's seconds minus a call's fixed cost (the allgather is one call, its
+ * messages' α overlap), and the sending core's rate in a one-way stream from its seconds minus
+ * α. Over loopback the sending core also runs the receive side's protocol work (softirq), so it
+ * is slower than the average copy the two-way shift gives: 2 ranks, 64 MiB, a broadcast in place
+ * ran 3.4-4.8 GB/s where the shift's copies ran 5.4-6. Measured with 2 ranks busy: scaled like
+ * the local kernels to the all-busy rate when ranks outnumber cores. */
+static void cal_tcp_rates(strata_host_links *out, int i, double shift_total_s, double lone_total_s,
+                          double alpha_s, double call_s) {
+  uint64_t shift_moved, shift_footprint;
+  cal_shift_geometry(i, out->nranks, 1, &shift_moved, &shift_footprint);
+  cal_rate_set(&out->link, i, (double)shift_moved * 2, cal_minus_fixed(shift_total_s, call_s));
+  cal_rate_set(&out->link_alone, i, (double)shift_moved * cal_all_busy_scale(out, 2),
+               cal_minus_fixed(lone_total_s, alpha_s));
+}
+
 /* Turn the slowest rank's seconds into the curves (footprints: strata_host_point_footprints).
  * Transfer rates exclude the fixed costs (α per message, the engine's per-operation cost), which
  * the prediction adds once per message and per call. The fused curve is the rate of what the
@@ -628,16 +644,10 @@ static void cal_curves_fill(strata_host_links *out, const cal_fixed *fixed,
       cal_rate_set(&out->link_warm, i, moved, fmax(cal_minus_fixed(w[CAL_WARM], alone_s), shift_s));
       cal_rate_set(&out->shared_write, i, moved, w[CAL_SHARED_WRITE]); /* 0 s: free (0 GB/s) */
     }
-    if (p > 1 && out->use_tcp) {
-      /* the sender's core's rate in a one-way stream. Over loopback the sending core also runs
-       * the receive side's protocol work (softirq), so it is slower than the average copy the
-       * two-way shift gives: 2 ranks, 64 MiB, a broadcast in place ran 3.4-4.8 GB/s where the
-       * shift's copies ran 5.4-6. Measured with 2 ranks busy: scaled like the local kernels to
-       * the all-busy rate when ranks outnumber cores. */
-      cal_rate_set(&out->link_alone, i, (double)shift_moved * cal_all_busy_scale(out, 2), lone_s);
-    }
-    if (p > 1) /* TCP: each core copies X in and X out, taking turns (see the top) */
-      cal_rate_set(&out->link, i, (double)shift_moved * (out->use_tcp ? 2 : 1), shift_s);
+    if (p > 1 && out->use_tcp)
+      cal_tcp_rates(out, i, w[CAL_SHIFT], w[CAL_LONE], alpha_s, call_s);
+    else if (p > 1)
+      cal_rate_set(&out->link, i, (double)shift_moved, shift_s);
     else
       cal_rate_set(&out->link, i, moved, w[CAL_COPY]);
   }
@@ -646,6 +656,7 @@ static void cal_curves_fill(strata_host_links *out, const cal_fixed *fixed,
   out->reduce_gbps = out->reduce.gbps[last];
   out->memcpy_gbps = out->memcpy.gbps[last];
   out->alpha_us = alpha_s * 1e6;
+  out->call_us = call_s * 1e6;
   double op_s = call_s - (p - 1) * alpha_s;
   out->op_overhead_us = p > 1 && op_s > 0 ? op_s * 1e6 : 0;
   /* the chain's round trip: two calls, 2(p-1) messages; never above the all-busy α. On a loaded
@@ -712,6 +723,34 @@ int strata_host_probe_shared_write(strata_comm *comm, void *a, void *b, void *c,
   if (!rc) rc = strata_allreduce(comm, s, worst, (uint64_t)n, STRATA_F64, STRATA_MAX);
   for (int i = 0; !rc && i < n; i++)
     cal_rate_set(&links->shared_write, i, (double)strata_host_point_bytes(i), worst[i]);
+  return rc;
+}
+
+int strata_host_probe_tcp_applies(const strata_host_links *links) {
+  return links && links->nranks > 1 && links->use_tcp;
+}
+
+int strata_host_probe_tcp(strata_comm *comm, void *a, void *b, void *c, strata_host_links *links) {
+  if (!comm || !links || !a || !b || !c) return STRATA_ERR_INVALID_ARG;
+  if (!strata_host_probe_tcp_applies(links)) return STRATA_OK;
+  enum { MOST = STRATA_HOST_CURVE_POINTS };
+  double s[2 * MOST] = {0}, worst[2 * MOST] = {0};
+  int rc = STRATA_OK, n = 0;
+  for (int i = 0; !rc && i < MOST && strata_host_point_bytes(i) <= STRATA_HOST_PROBE_TCP_MAX_BYTES;
+       i++) {
+    double t[CAL_FIGURES] = {0};
+    rc = strata_barrier(comm);
+    /* TCP points measure only transfers: no reduction is fused, dtype and op go unused */
+    if (!rc)
+      rc = cal_point_transfers(comm, links, STRATA_F32, STRATA_SUM, (char *)a, (char *)b, (char *)c,
+                               i, t);
+    s[2 * i] = t[CAL_SHIFT], s[2 * i + 1] = t[CAL_LONE];
+    n = i + 1;
+  }
+  if (!rc) rc = strata_allreduce(comm, s, worst, (uint64_t)(2 * n), STRATA_F64, STRATA_MAX);
+  for (int i = 0; !rc && i < n; i++)
+    cal_tcp_rates(links, i, worst[2 * i], worst[2 * i + 1], links->alpha_us * 1e-6,
+                  links->call_us * 1e-6);
   return rc;
 }
 

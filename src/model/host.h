@@ -43,6 +43,8 @@ typedef struct strata_host_links {
   double alpha_us;       /* latency of one small message, ring neighbour to neighbour */
   double alpha_ends_us;  /* 3+ ranks: the same down a chain, each message's two ends running and
                             the others waiting (calibrate.c, cal_chain_pair); 0 = alpha_us */
+  double call_us;        /* calibration's one-element call (its α's and the overhead): the fixed
+                            cost taken off TCP points (strata_host_probe_tcp takes it off too) */
   double op_overhead_us; /* the engine's fixed cost of one collective call beyond its messages'
                             α (posting, waking the progress thread, completing): once per call */
   /* The figures at the largest calibrated working set (DRAM-bound), for printing: */
@@ -125,6 +127,19 @@ void strata_host_point_footprints(strata_host_links *l, int i);
 #define STRATA_HOST_SHARED_WRITE_MAX_BYTES ((uint64_t)16 << 20) /* the points measured */
 int strata_host_probe_shared_write(strata_comm *comm, void *a, void *b, void *c,
                                    strata_host_links *links);
+
+/* Measure `links`' TCP link and one-way (lone) curves again, now (collective), on the caller's
+ * buffers a, b, c (as strata_host_probe_shared_write): the points moving up to 4 MiB per rank,
+ * each once (calibration averages three passes), the slowest rank's, the rest left alone. Why:
+ * over loopback the same small transfers run in states that last seconds and differ up to 3x
+ * (2 ranks, 256 KiB per rank: a link rate of 1.9 GB/s in one calibration and 6.1 in another, while
+ * the 1 MiB allreduce rows after both ran 3.1-3.4 GB/s; or calibration at 6 and the rows 3x slower
+ * than their neighbours'), so a row is predicted with the figures measured just before it.
+ * No-op unless some peer is reached over TCP (strata_host_probe_tcp_applies). Returns STRATA_OK or
+ * a failed collective's error. */
+#define STRATA_HOST_PROBE_TCP_MAX_BYTES ((uint64_t)4 << 20) /* the points measured */
+int strata_host_probe_tcp_applies(const strata_host_links *links);
+int strata_host_probe_tcp(strata_comm *comm, void *a, void *b, void *c, strata_host_links *links);
 
 /* registered: measure with buffers from strata_mem_alloc (peers of one host read them
  * directly), as the calls to be predicted will use; 0: malloc'd buffers. */
