@@ -113,45 +113,27 @@ static int parse_curves_line(const char *line, strata_host_links *l) {
   return l->link_gbps > 0 ? 0 : -1;
 }
 
-/* "# Model: shared writes now (GB/s at the working set per rank): 512K X 2048K Y ...": the
- * shared-write curve measured again just before the next row, point by point (matched by the
- * printed working set). ignore: parse, but keep the curve (STRATA_REPREDICT_WITHOUT). */
-static int parse_shared_now(const char *line, int ignore, strata_host_links *l) {
+/* The curves measured again just before the next row, point by point (matched by the printed
+ * working set): "# Model: shared writes now (GB/s at the working set per rank): 512K X 2048K Y
+ * ..." (shm, session 15 on) or, tcp, "# Model: TCP links now (...): 1024K link X lone Y ..."
+ * (session 16 on). ignore: parse, but keep the curves (STRATA_REPREDICT_WITHOUT). */
+static int parse_now(const char *line, int tcp, int ignore, strata_host_links *l) {
   const char *q = strstr(line, "):");
   if (!q) return -1;
   q += 2;
-  int points = 0;
+  const strata_host_curve *labels = tcp ? &l->link : &l->shared_write;
+  int points = 0, used = 0;
   unsigned long long k;
-  double gbps;
-  int used = 0;
-  while (sscanf(q, " %lluK %lf%n", &k, &gbps, &used) == 2) {
+  double v, lone = 1;
+  while ((tcp ? sscanf(q, " %lluK link %lf lone %lf%n", &k, &v, &lone, &used) == 3
+              : sscanf(q, " %lluK %lf%n", &k, &v, &used) == 2)) {
     q += used;
     int i = 0;
-    while (i < STRATA_HOST_CURVE_POINTS && l->shared_write.footprint_bytes[i] >> 10 != k) i++;
-    if (i == STRATA_HOST_CURVE_POINTS || gbps < 0) return -1;
-    if (!ignore) l->shared_write.gbps[i] = gbps;
-    points++;
-  }
-  return points > 0 ? 0 : -1;
-}
-
-/* "# Model: TCP links now (GB/s at the working set per rank): 1024K link X lone Y ...": the TCP
- * link and one-way curves measured again just before the next row (session 16), point by point.
- * ignore: parse, but keep the curves. */
-static int parse_tcp_now(const char *line, int ignore, strata_host_links *l) {
-  const char *q = strstr(line, "):");
-  if (!q) return -1;
-  q += 2;
-  int points = 0;
-  unsigned long long k;
-  double link, lone;
-  int used = 0;
-  while (sscanf(q, " %lluK link %lf lone %lf%n", &k, &link, &lone, &used) == 3) {
-    q += used;
-    int i = 0;
-    while (i < STRATA_HOST_CURVE_POINTS && l->link.footprint_bytes[i] >> 10 != k) i++;
-    if (i == STRATA_HOST_CURVE_POINTS || !(link > 0) || !(lone > 0)) return -1;
-    if (!ignore) l->link.gbps[i] = link, l->link_alone.gbps[i] = lone;
+    while (i < STRATA_HOST_CURVE_POINTS && labels->footprint_bytes[i] >> 10 != k) i++;
+    /* a TCP rate of 0 would make the transfer take forever; a shared-write 0 means free */
+    if (i == STRATA_HOST_CURVE_POINTS || v < 0 || (tcp && !(v > 0 && lone > 0))) return -1;
+    if (!ignore && tcp) l->link.gbps[i] = v, l->link_alone.gbps[i] = lone;
+    if (!ignore && !tcp) l->shared_write.gbps[i] = v;
     points++;
   }
   return points > 0 && q[strspn(q, " \n")] == '\0' ? 0 : -1;
@@ -187,7 +169,7 @@ int main(int argc, char **argv) {
     }
     if (!strncmp(line, "# Model: shared writes now", 26) && have_curves) {
       /* printed before each shm row from session 15 on: the row's figures (bench.c) */
-      if (parse_shared_now(line, without_shared, &links) != 0) {
+      if (parse_now(line, 0, without_shared, &links) != 0) {
         fprintf(stderr, "%s: malformed line: %s", argv[1], line);
         status = 2;
       }
@@ -195,7 +177,7 @@ int main(int argc, char **argv) {
     }
     if (!strncmp(line, "# Model: TCP links now", 22) && have_curves) {
       /* printed before each TCP row from session 16 on (bench.c) */
-      if (parse_tcp_now(line, without_tcp, &links) != 0) {
+      if (parse_now(line, 1, without_tcp, &links) != 0) {
         fprintf(stderr, "%s: malformed line: %s", argv[1], line);
         status = 2;
       }

@@ -1101,45 +1101,37 @@ static double bench_predict_busbw(const bench_ctx *ctx, const bench_case *c) {
   return busbw;
 }
 
-/* Collective: measure the shared-write curve again just before a row (model/host.h,
- * strata_host_probe_shared_write), on the buffers calibration used, and print it (rank 0) so
- * bench/repredict.c predicts the row from the same figures; nothing where the figure does not
- * apply. A failed probe keeps the calibrated curve and says so. */
-static void bench_probe_shared_write(bench_ctx *ctx) {
+/* Collective: measure again just before a row the figures that move with the host's state
+ * (model/host.h): over shm with a core per rank the shared-write curve
+ * (strata_host_probe_shared_write: 4x in spells of seconds), over TCP the link and one-way curves
+ * up to 4 MiB per rank (strata_host_probe_tcp: loopback's 3x states), on the buffers calibration
+ * used, and print them (rank 0) so bench/repredict.c predicts the row from the same figures;
+ * nothing where neither applies (at most one does). A failed probe keeps the calibrated curves
+ * and says so. */
+static void bench_probe(bench_ctx *ctx) {
   strata_host_links *l = &ctx->links;
-  if (!ctx->links_ok || !strata_host_shared_writes_apply(l)) return;
-  int rc = strata_host_probe_shared_write(ctx->comm, ctx->sendbuf, ctx->recvbuf, ctx->expected, l);
+  int shared = strata_host_shared_writes_apply(l), tcp = strata_host_probe_tcp_applies(l);
+  if (!ctx->links_ok || !(shared || tcp)) return;
+  int rc = shared ? strata_host_probe_shared_write(ctx->comm, ctx->sendbuf, ctx->recvbuf,
+                                                   ctx->expected, l)
+                  : strata_host_probe_tcp(ctx->comm, ctx->sendbuf, ctx->recvbuf, ctx->expected, l);
   if (ctx->rank != 0) return;
+  const char *what = shared ? "shared writes" : "TCP links";
   if (rc) {
-    printf("# Model: shared writes not measured again (%s): the calibrated curve stands\n",
+    printf("# Model: %s not measured again (%s): the calibrated curves stand\n", what,
            strata_strerror(rc));
     return;
   }
-  printf("# Model: shared writes now (GB/s at the working set per rank):");
-  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++)
-    if (strata_host_point_bytes(i) <= STRATA_HOST_SHARED_WRITE_MAX_BYTES)
+  printf("# Model: %s now (GB/s at the working set per rank):", what);
+  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
+    uint64_t bytes = strata_host_point_bytes(i);
+    if (shared && bytes <= STRATA_HOST_SHARED_WRITE_MAX_BYTES)
       printf(" %lluK %.3f", (unsigned long long)(l->shared_write.footprint_bytes[i] >> 10),
              l->shared_write.gbps[i]);
-  printf("\n");
-}
-
-/* Collective: measure the TCP link and one-way curves again just before a row (model/host.h,
- * strata_host_probe_tcp), likewise printed for bench/repredict.c; nothing without TCP peers. */
-static void bench_probe_tcp(bench_ctx *ctx) {
-  strata_host_links *l = &ctx->links;
-  if (!ctx->links_ok || !strata_host_probe_tcp_applies(l)) return;
-  int rc = strata_host_probe_tcp(ctx->comm, ctx->sendbuf, ctx->recvbuf, ctx->expected, l);
-  if (ctx->rank != 0) return;
-  if (rc) {
-    printf("# Model: TCP links not measured again (%s): the calibrated curves stand\n",
-           strata_strerror(rc));
-    return;
-  }
-  printf("# Model: TCP links now (GB/s at the working set per rank):");
-  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++)
-    if (strata_host_point_bytes(i) <= STRATA_HOST_PROBE_TCP_MAX_BYTES)
+    else if (tcp && bytes <= STRATA_HOST_PROBE_TCP_MAX_BYTES)
       printf(" %lluK link %.3f lone %.3f", (unsigned long long)(l->link.footprint_bytes[i] >> 10),
              l->link.gbps[i], l->link_alone.gbps[i]);
+  }
   printf("\n");
 }
 
@@ -1174,10 +1166,7 @@ static int bench_one_size(bench_ctx *ctx, bench_report *report, strata_dtype dty
   size_t send = c.layout.send_count, recv = c.layout.recv_count;
   row.bytes = (send > recv ? send : recv) * c.type_bytes;
   row.redop = bench_kinds[c.kind].is_reduction ? strata_op_name(op) : "none";
-  if (ctx->opt->predict) {
-    bench_probe_shared_write(ctx);
-    bench_probe_tcp(ctx);
-  }
+  if (ctx->opt->predict) bench_probe(ctx);
   row.predicted_busbw_gbps = ctx->opt->predict ? bench_predict_busbw(ctx, &c) : NAN;
   int status = bench_time(ctx, &c, &row.out_of_place);
   c.in_place = 1;
