@@ -1102,36 +1102,31 @@ static double bench_predict_busbw(const bench_ctx *ctx, const bench_case *c) {
 }
 
 /* Collective: measure again just before a row the figures that move with the host's state
- * (model/host.h): over shm with a core per rank the shared-write curve
- * (strata_host_probe_shared_write: 4x in spells of seconds), over TCP the link and one-way curves
- * up to 4 MiB per rank (strata_host_probe_tcp: loopback's 3x states), on the buffers calibration
- * used, and print them (rank 0) so bench/repredict.c predicts the row from the same figures;
- * nothing where neither applies (at most one does). A failed probe keeps the calibrated curves
- * and says so. */
+ * (model/host.h, strata_host_probe: shared writes over shm, TCP's link rates over TCP), on the
+ * buffers calibration used, and print them (rank 0) so bench/repredict.c predicts the row from
+ * the same figures. A failed probe keeps the calibrated curves and says so. */
 static void bench_probe(bench_ctx *ctx) {
   strata_host_links *l = &ctx->links;
-  int shared = strata_host_shared_writes_apply(l), tcp = strata_host_probe_tcp_applies(l);
-  if (!ctx->links_ok || !(shared || tcp)) return;
-  int rc = shared ? strata_host_probe_shared_write(ctx->comm, ctx->sendbuf, ctx->recvbuf,
-                                                   ctx->expected, l)
-                  : strata_host_probe_tcp(ctx->comm, ctx->sendbuf, ctx->recvbuf, ctx->expected, l);
+  int points = 0;
+  strata_host_probe_kind kind = strata_host_probe_plan(l, &points);
+  if (!ctx->links_ok || kind == STRATA_HOST_PROBE_NONE) return;
+  int rc = strata_host_probe(ctx->comm, ctx->sendbuf, ctx->recvbuf, ctx->expected, l);
   if (ctx->rank != 0) return;
-  const char *what = shared ? "shared writes" : "TCP links";
+  int tcp = kind == STRATA_HOST_PROBE_TCP;
+  const char *what = tcp ? "TCP links" : "shared writes";
   if (rc) {
     printf("# Model: %s not measured again (%s): the calibrated curves stand\n", what,
            strata_strerror(rc));
     return;
   }
   printf("# Model: %s now (GB/s at the working set per rank):", what);
-  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
-    uint64_t bytes = strata_host_point_bytes(i);
-    if (shared && bytes <= STRATA_HOST_SHARED_WRITE_MAX_BYTES)
-      printf(" %lluK %.3f", (unsigned long long)(l->shared_write.footprint_bytes[i] >> 10),
-             l->shared_write.gbps[i]);
-    else if (tcp && bytes <= STRATA_HOST_PROBE_TCP_MAX_BYTES)
+  for (int i = 0; i < points; i++)
+    if (tcp)
       printf(" %lluK link %.3f lone %.3f", (unsigned long long)(l->link.footprint_bytes[i] >> 10),
              l->link.gbps[i], l->link_alone.gbps[i]);
-  }
+    else
+      printf(" %lluK %.3f", (unsigned long long)(l->shared_write.footprint_bytes[i] >> 10),
+             l->shared_write.gbps[i]);
   printf("\n");
 }
 

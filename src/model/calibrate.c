@@ -3,8 +3,8 @@
  * (host.h): the fixed costs (α per message, the engine's cost per call) and, as functions of the
  * working set, the rate of one transfer, of the reduction kernel, of memcpy, of what a fused
  * shm pull adds to a plain one, and of what writing lines a peer's pull left in its cache adds
- * (shm; measured again before each row by strata_host_probe_shared_write, since that cost moves
- * with the host in spells).
+ * (shm; measured again before each row by strata_host_probe, since that cost moves with the
+ * host in spells, as TCP's link rates do).
  *
  * Why inside the job: the prediction must be about the links this job actually uses (shm with
  * single-copy pulls, or TCP when STRATA_SHM=0), under the load the host has right now, with as
@@ -708,36 +708,35 @@ int strata_host_calibrate(strata_comm *comm, strata_dtype dtype, strata_op op, i
   return rc;
 }
 
-int strata_host_probe_shared_write(strata_comm *comm, void *a, void *b, void *c,
-                                   strata_host_links *links) {
+strata_host_probe_kind strata_host_probe_plan(const strata_host_links *links, int *points) {
+  strata_host_probe_kind kind = !links ? STRATA_HOST_PROBE_NONE
+                                : strata_host_shared_writes_apply(links)
+                                    ? STRATA_HOST_PROBE_SHARED_WRITE
+                                : links->nranks > 1 && links->use_tcp ? STRATA_HOST_PROBE_TCP
+                                                                      : STRATA_HOST_PROBE_NONE;
+  uint64_t most = kind == STRATA_HOST_PROBE_SHARED_WRITE ? STRATA_HOST_SHARED_WRITE_MAX_BYTES
+                  : kind == STRATA_HOST_PROBE_TCP        ? STRATA_HOST_PROBE_TCP_MAX_BYTES
+                                                         : 0;
+  int n = 0;
+  while (n < STRATA_HOST_CURVE_POINTS && strata_host_point_bytes(n) <= most) n++;
+  if (points) *points = n;
+  return n > 0 ? kind : STRATA_HOST_PROBE_NONE;
+}
+
+int strata_host_probe(strata_comm *comm, void *a, void *b, void *c, strata_host_links *links) {
   if (!comm || !links || !a || !b || !c) return STRATA_ERR_INVALID_ARG;
-  if (!strata_host_shared_writes_apply(links)) return STRATA_OK;
-  double s[STRATA_HOST_CURVE_POINTS] = {0}, worst[STRATA_HOST_CURVE_POINTS] = {0};
-  int rc = STRATA_OK, n = 0;
-  for (int i = 0; !rc && i < STRATA_HOST_CURVE_POINTS; i++) {
+  int n = 0;
+  strata_host_probe_kind kind = strata_host_probe_plan(links, &n);
+  if (kind == STRATA_HOST_PROBE_NONE) return STRATA_OK;
+  /* per point: shared writes' extra seconds, or TCP's two-way shift and one-way stream */
+  double s[2 * STRATA_HOST_CURVE_POINTS] = {0}, worst[2 * STRATA_HOST_CURVE_POINTS] = {0};
+  int rc = STRATA_OK;
+  for (int i = 0; !rc && i < n; i++) {
     size_t bytes = (size_t)strata_host_point_bytes(i);
-    if (bytes > STRATA_HOST_SHARED_WRITE_MAX_BYTES) break;
-    rc = cal_shared_write_s(comm, a, b, c, bytes, (size_t)links->chunk_bytes, &s[i]);
-    n = i + 1;
-  }
-  if (!rc) rc = strata_allreduce(comm, s, worst, (uint64_t)n, STRATA_F64, STRATA_MAX);
-  for (int i = 0; !rc && i < n; i++)
-    cal_rate_set(&links->shared_write, i, (double)strata_host_point_bytes(i), worst[i]);
-  return rc;
-}
-
-int strata_host_probe_tcp_applies(const strata_host_links *links) {
-  return links && links->nranks > 1 && links->use_tcp;
-}
-
-int strata_host_probe_tcp(strata_comm *comm, void *a, void *b, void *c, strata_host_links *links) {
-  if (!comm || !links || !a || !b || !c) return STRATA_ERR_INVALID_ARG;
-  if (!strata_host_probe_tcp_applies(links)) return STRATA_OK;
-  enum { MOST = STRATA_HOST_CURVE_POINTS };
-  double s[2 * MOST] = {0}, worst[2 * MOST] = {0};
-  int rc = STRATA_OK, n = 0;
-  for (int i = 0; !rc && i < MOST && strata_host_point_bytes(i) <= STRATA_HOST_PROBE_TCP_MAX_BYTES;
-       i++) {
+    if (kind == STRATA_HOST_PROBE_SHARED_WRITE) {
+      rc = cal_shared_write_s(comm, a, b, c, bytes, (size_t)links->chunk_bytes, &s[2 * i]);
+      continue;
+    }
     double t[CAL_FIGURES] = {0};
     rc = strata_barrier(comm);
     /* TCP points measure only transfers: no reduction is fused, dtype and op go unused */
@@ -745,12 +744,15 @@ int strata_host_probe_tcp(strata_comm *comm, void *a, void *b, void *c, strata_h
       rc = cal_point_transfers(comm, links, STRATA_F32, STRATA_SUM, (char *)a, (char *)b, (char *)c,
                                i, t);
     s[2 * i] = t[CAL_SHIFT], s[2 * i + 1] = t[CAL_LONE];
-    n = i + 1;
   }
   if (!rc) rc = strata_allreduce(comm, s, worst, (uint64_t)(2 * n), STRATA_F64, STRATA_MAX);
-  for (int i = 0; !rc && i < n; i++)
-    cal_tcp_rates(links, i, worst[2 * i], worst[2 * i + 1], links->alpha_us * 1e-6,
-                  links->call_us * 1e-6);
+  for (int i = 0; !rc && i < n; i++) {
+    if (kind == STRATA_HOST_PROBE_SHARED_WRITE)
+      cal_rate_set(&links->shared_write, i, (double)strata_host_point_bytes(i), worst[2 * i]);
+    else
+      cal_tcp_rates(links, i, worst[2 * i], worst[2 * i + 1], links->alpha_us * 1e-6,
+                    links->call_us * 1e-6);
+  }
   return rc;
 }
 

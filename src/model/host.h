@@ -44,7 +44,7 @@ typedef struct strata_host_links {
   double alpha_ends_us;  /* 3+ ranks: the same down a chain, each message's two ends running and
                             the others waiting (calibrate.c, cal_chain_pair); 0 = alpha_us */
   double call_us;        /* calibration's one-element call (its α's and the overhead): the fixed
-                            cost taken off TCP points (strata_host_probe_tcp takes it off too) */
+                            cost taken off TCP points (strata_host_probe takes it off too) */
   double op_overhead_us; /* the engine's fixed cost of one collective call beyond its messages'
                             α (posting, waking the progress thread, completing): once per call */
   /* The figures at the largest calibrated working set (DRAM-bound), for printing: */
@@ -92,7 +92,7 @@ typedef struct strata_host_links {
 int strata_host_cores_shared(const strata_host_links *links);
 
 /* Whether the shared-write cost applies to `links` (shm, 2+ ranks, a core per rank): where
- * calibration and strata_host_probe_shared_write measure it and the prediction charges it. With
+ * calibration and strata_host_probe measure it and the prediction charges it. With
  * ranks outnumbering cores a peer may run on the writer's own core, and over TCP no peer reads a
  * rank's memory. */
 int strata_host_shared_writes_apply(const strata_host_links *links);
@@ -117,29 +117,32 @@ uint64_t strata_host_point_bytes(int i);
 /* Set point i's working set (footprint_bytes[i]) of every curve that applies to l->nranks and
  * l->use_tcp, as calibration measures it; the rates are left alone. */
 void strata_host_point_footprints(strata_host_links *l, int i);
-/* Measure `links`' shared-write curve again, now (collective), on the caller's buffers a, b, c
- * (each at least the points' bytes; the same buffers as calibration's; b and c are written): the
- * points up to 16 MiB, the slowest rank's, the rest left alone. Why: that cost moves with the
- * host by 4x in spells of seconds (two vCPUs sharing a cache or not, docs/model.md session 15),
- * so a row is predicted with the figure measured just before it rather than at calibration.
- * No-op where it does not apply (strata_host_shared_writes_apply). Returns STRATA_OK or a failed
- * collective's error. */
-#define STRATA_HOST_SHARED_WRITE_MAX_BYTES ((uint64_t)16 << 20) /* the points measured */
-int strata_host_probe_shared_write(strata_comm *comm, void *a, void *b, void *c,
-                                   strata_host_links *links);
-
-/* Measure `links`' TCP link and one-way (lone) curves again, now (collective), on the caller's
- * buffers a, b, c (as strata_host_probe_shared_write): the points moving up to 4 MiB per rank,
- * each once (calibration averages three passes), the slowest rank's, the rest left alone. Why:
- * over loopback the same small transfers run in states that last seconds and differ up to 3x
- * (2 ranks, 256 KiB per rank: a link rate of 1.9 GB/s in one calibration and 6.1 in another, while
- * the 1 MiB allreduce rows after both ran 3.1-3.4 GB/s; or calibration at 6 and the rows 3x slower
- * than their neighbours'), so a row is predicted with the figures measured just before it.
- * No-op unless some peer is reached over TCP (strata_host_probe_tcp_applies). Returns STRATA_OK or
- * a failed collective's error. */
-#define STRATA_HOST_PROBE_TCP_MAX_BYTES ((uint64_t)4 << 20) /* the points measured */
-int strata_host_probe_tcp_applies(const strata_host_links *links);
-int strata_host_probe_tcp(strata_comm *comm, void *a, void *b, void *c, strata_host_links *links);
+/* The figures that move with the host's state, measured again before each row of
+ * `strata bench --predict` (strata_host_probe), because a row predicted with calibration's
+ * figures was predicted for another state of the host:
+ *  - shared writes (shm, where strata_host_shared_writes_apply), the points up to 16 MiB per
+ *    rank: 4x in spells of seconds (two vCPUs sharing a cache or not, docs/model.md session 15);
+ *  - TCP's link and one-way (lone) curves (some peer over TCP), the points up to 4 MiB per rank:
+ *    over loopback the same small transfers run in states of seconds ~3x apart (2 ranks, 256 KiB
+ *    per rank: a link rate of 1.9 GB/s in one calibration and 6.1 in another while the 1 MiB
+ *    allreduce rows after both ran 3.1-3.4 GB/s busbw; session 16).
+ * At most one applies to a communicator. */
+#define STRATA_HOST_SHARED_WRITE_MAX_BYTES ((uint64_t)16 << 20)
+#define STRATA_HOST_PROBE_TCP_MAX_BYTES ((uint64_t)4 << 20)
+typedef enum strata_host_probe_kind {
+  STRATA_HOST_PROBE_NONE = 0,
+  STRATA_HOST_PROBE_SHARED_WRITE, /* links->shared_write */
+  STRATA_HOST_PROBE_TCP           /* links->link and links->link_alone */
+} strata_host_probe_kind;
+/* Which figures strata_host_probe measures for `links`, and at how many points (*points: 0 ..
+ * n-1, every curve's first points). */
+strata_host_probe_kind strata_host_probe_plan(const strata_host_links *links, int *points);
+/* Measure them again, now (collective: every rank calls it), on the caller's buffers a, b, c (each
+ * at least the points' bytes; the same buffers as calibration's; b and c are written): each
+ * point once (calibration averages three passes), the slowest rank's, the other points and
+ * curves left alone. No-op where nothing applies. Returns STRATA_OK or a failed collective's
+ * error, the curves then as they were. */
+int strata_host_probe(strata_comm *comm, void *a, void *b, void *c, strata_host_links *links);
 
 /* registered: measure with buffers from strata_mem_alloc (peers of one host read them
  * directly), as the calls to be predicted will use; 0: malloc'd buffers. */
