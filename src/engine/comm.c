@@ -192,6 +192,7 @@ int strata_comm_destroy(strata_comm *comm) {
   if (comm->store_server) strata_store_server_stop(comm->store_server);
   pthread_cond_destroy(&comm->cond);
   pthread_mutex_destroy(&comm->lock);
+  strata_spare_release(comm);
   strata_scratch_release(comm);
   pthread_mutex_destroy(&comm->scratch_lock);
   free(comm->site_of_rank);

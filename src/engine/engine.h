@@ -81,6 +81,14 @@ struct strata_operation {
   uint8_t *wire;         /* owned, codec only: one encoded slot per transfer step */
   uint64_t *wire_off;    /* owned, codec only: per step, its slot's offset in `wire` */
   strata_operation *next_active;
+  /* Built by strata_collective from these (api.c): a finished operation is kept as the
+   * communicator's spare and taken again, schedule and per-step arrays as they are, by the next
+   * call with the same key. */
+  int reusable;
+  strata_sched_params key;
+  strata_dtype key_dtype;
+  strata_op key_op;
+  uint64_t key_send_bytes, key_recv_bytes;
 };
 
 struct strata_comm {
@@ -117,6 +125,9 @@ struct strata_comm {
   pthread_mutex_t scratch_lock;
   void *scratch_cache[STRATA_SCRATCH_CACHE];
   uint64_t scratch_cache_bytes[STRATA_SCRATCH_CACHE];
+  /* the last finished operation strata_collective built, kept for the next call with its key
+   * (api.c, operation_retire): repeated calls skip building the schedule and allocating */
+  _Atomic(strata_operation *) spare_op;
 };
 
 /* engine.c */
@@ -136,6 +147,8 @@ void strata_operation_free(strata_operation *op);
 void *strata_scratch_take(strata_comm *comm, uint64_t bytes, uint64_t *cap);
 void strata_scratch_give(strata_comm *comm, void *buf, uint64_t cap);
 void strata_scratch_release(strata_comm *comm);
+/* Free the spare operation (strata_comm_destroy). */
+void strata_spare_release(strata_comm *comm);
 
 /* api.c. Run `sched`, one rank's schedule built by the caller rather than by src/coll, as one
  * blocking collective operation over `send` and `recv` (their sizes bound every step; 0 = not
