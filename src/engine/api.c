@@ -211,6 +211,19 @@ static size_t align16(size_t n) {
   return (n + 15) & ~(size_t)15;
 }
 
+/* The per-step state a call starts from: every step waiting on all its dependencies, nothing
+ * posted, ready or completed. A new operation's arrays and a spare's taken again alike. */
+static void operation_reset_steps(strata_operation *op) {
+  const strata_schedule *s = &op->sched;
+  uint32_t n = s->nsteps;
+  for (uint32_t i = 0; i < n; i++) op->deps_left[i] = s->steps[i].dep_count;
+  memset(op->xfers, 0, n * sizeof *op->xfers);
+  memset(op->entries, 0, n * sizeof *op->entries);
+  memset(op->ready, 0, n * sizeof *op->ready);
+  memset(op->completed, 0, n * sizeof *op->completed);
+  memset(op->state, 0, n ? n : 1);
+}
+
 /* One allocation for every per-step array (deps_left first: it owns the block); dependents
  * laid out as CSR. */
 static int operation_alloc_steps(strata_operation *op) {
@@ -238,7 +251,6 @@ static int operation_alloc_steps(strata_operation *op) {
 
   for (uint32_t i = 0; i < n; i++) {
     const strata_step *st = &s->steps[i];
-    op->deps_left[i] = st->dep_count;
     for (uint32_t k = 0; k < st->dep_count; k++) op->dep_index[s->deps[st->dep_begin + k] + 1]++;
   }
   for (uint32_t i = 0; i < n; i++) op->dep_index[i + 1] += op->dep_index[i];
@@ -249,7 +261,7 @@ static int operation_alloc_steps(strata_operation *op) {
     for (uint32_t k = 0; k < st->dep_count; k++)
       op->dependents[fill[s->deps[st->dep_begin + k]]++] = i;
   }
-  memset(op->ready, 0, n * sizeof(uint32_t));
+  operation_reset_steps(op);
   return STRATA_OK;
 }
 
@@ -349,7 +361,7 @@ static int operation_attach(strata_comm *comm, strata_operation *op, const void 
  * an 8-byte call a large share of its time (perf, 2 ranks over shm: the build and free alone 112
  * ns of a ~500 ns call, malloc and free ~10% of the cycles), so a finished operation from
  * strata_collective is kept as the communicator's spare, and the next call with the same key
- * (schedule parameters, datatype, reduction, buffer sizes, plain wire) takes it back with its
+ * (schedule parameters, and args' datatype, reduction and compress field) takes it back with its
  * schedule and dependency arrays as they are, resetting only the per-call state. One spare: a
  * call with another key builds anew and its operation replaces the spare when it finishes. */
 static int params_equal(const strata_sched_params *a, const strata_sched_params *b) {
@@ -361,26 +373,19 @@ static int params_equal(const strata_sched_params *a, const strata_sched_params 
 
 /* The spare, if its key is this call's; NULL otherwise (the spare stays). */
 static strata_operation *spare_take(strata_comm *comm, const strata_sched_params *params,
-                                    const strata_coll_args *args, uint64_t send_bytes,
-                                    uint64_t recv_bytes) {
+                                    const strata_coll_args *args) {
   strata_operation *op = atomic_exchange(&comm->spare_op, NULL);
   if (!op) return NULL;
-  if (!params_equal(&op->key, params) || op->key_dtype != args->dtype || op->key_op != args->op ||
-      op->key_send_bytes != send_bytes || op->key_recv_bytes != recv_bytes ||
-      call_codec(comm, args) != STRATA_COMPRESS_NONE) {
+  /* the buffer sizes follow from the parameters (buffer_bytes); a spare's wire was plain, and
+   * with the same dtype and compress field this call's is too (call_codec) */
+  if (!params_equal(&op->key, params) || op->args.dtype != args->dtype || op->args.op != args->op ||
+      op->args.compress != args->compress) {
     strata_operation *other = NULL; /* put it back, unless another thread retired one meanwhile */
     if (!atomic_compare_exchange_strong(&comm->spare_op, &other, op)) strata_operation_free(op);
     return NULL;
   }
   /* the per-call state, as calloc and operation_alloc_steps leave it */
-  const strata_schedule *sc = &op->sched;
-  uint32_t n = sc->nsteps;
-  for (uint32_t i = 0; i < n; i++) op->deps_left[i] = sc->steps[i].dep_count;
-  memset(op->xfers, 0, n * sizeof *op->xfers);
-  memset(op->entries, 0, n * sizeof *op->entries);
-  memset(op->ready, 0, n * sizeof *op->ready);
-  memset(op->completed, 0, n * sizeof *op->completed);
-  memset(op->state, 0, n ? n : 1);
+  operation_reset_steps(op);
   op->tag = op->coll_seq = 0;
   op->scratch = NULL;
   op->scratch_cap = 0;
@@ -431,7 +436,7 @@ static int operation_create(strata_comm *comm, const strata_coll_args *args,
     return STRATA_ERR_INVALID_ARG;
 
   strata_sched_params params = sched_params_for(comm, &resolved, (uint32_t)elem, in_place);
-  strata_operation *op = spare_take(comm, &params, &resolved, send_bytes, recv_bytes);
+  strata_operation *op = spare_take(comm, &params, &resolved);
   int reused = op != NULL;
   if (!op && !(op = calloc(1, sizeof *op))) return STRATA_ERR_NO_MEMORY;
   op->comm = comm;
@@ -440,10 +445,6 @@ static int operation_create(strata_comm *comm, const strata_coll_args *args,
     status = strata_schedule_build(&params, &op->sched);
     op->reusable = 1;
     op->key = params;
-    op->key_dtype = resolved.dtype;
-    op->key_op = resolved.op;
-    op->key_send_bytes = send_bytes;
-    op->key_recv_bytes = recv_bytes;
   }
   if (status == STRATA_OK)
     status = operation_attach(comm, op, sendbuf, send_bytes, recvbuf, recv_bytes, reused);

@@ -81,14 +81,11 @@ struct strata_operation {
   uint8_t *wire;         /* owned, codec only: one encoded slot per transfer step */
   uint64_t *wire_off;    /* owned, codec only: per step, its slot's offset in `wire` */
   strata_operation *next_active;
-  /* Built by strata_collective from these (api.c): a finished operation is kept as the
+  /* Built by strata_collective from `key` (api.c): a finished operation is kept as the
    * communicator's spare and taken again, schedule and per-step arrays as they are, by the next
-   * call with the same key. */
+   * call with the same key and the same args.dtype, args.op and args.compress. */
   int reusable;
   strata_sched_params key;
-  strata_dtype key_dtype;
-  strata_op key_op;
-  uint64_t key_send_bytes, key_recv_bytes;
 };
 
 struct strata_comm {
