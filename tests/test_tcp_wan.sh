@@ -107,17 +107,28 @@ echo "WAN sockets: $n_wan of $n_all tuned for the WAN (first rtt_us=${rtt_us:-?}
 # last cap (it may let go later if losses go on under it: tcp_govern.c, "A lossy path") is the
 # payload arriving, at most 96.5% of 200 Mbit/s, read over 8-RTT samples (max filter) that a
 # repaired loss, or the emulator catching up after the loaded host delayed it, lifts: 188-230
-# measured alone, 264.5 once in a full CI run (session 6). The band, 140-300, still refuses a
-# rate from another link or from ack compression (3.7 Gbit/s on a 1 Gbit/s link: docs/wan.md).
+# measured alone, 264.5 once in a full CI run (session 6), 302.1 once at load 3.6 (session 17;
+# 3 of 3 inside when run again). The band, 140-300, still refuses a rate from another link or
+# from ack compression (3.7 Gbit/s on a 1 Gbit/s link: docs/wan.md); a rate outside it gets one
+# rerun, as the throughput check does, and fails only if the rerun is outside too.
 grep -q "tcp govern:" "$work/wan0.log" "$work/wan1.log" && fail "the governor ran without STRATA_TCP_GOVERN=1"
-t=$(wan_run STRATA_TCP_GOVERN=1) || fail "allreduce with STRATA_TCP_GOVERN=1 failed"
-echo "with STRATA_TCP_GOVERN=1: ${t:-?} s"
-for r in 0 1; do
-  line=$(grep -h "tcp govern: peer .*rate_mbps=" "$work/wan$r.log" | tail -1)
-  rate=$(echo "$line" | grep -o "rate_mbps=[0-9.]*" | cut -d= -f2)
-  echo "rank $r governor: ${line#*tcp govern: }"
-  [ -n "$rate" ] && "$py" -c "import sys; sys.exit(0 if 140 <= $rate <= 300 else 1)" ||
-    fail "rank $r: governor rate '${rate:-none}' Mbit/s is not the 200 Mbit/s link"
+for attempt in 1 2; do
+  t=$(wan_run STRATA_TCP_GOVERN=1) || { fail "allreduce with STRATA_TCP_GOVERN=1 failed"; break; }
+  echo "with STRATA_TCP_GOVERN=1: ${t:-?} s (attempt $attempt, load $(cut -d' ' -f1 /proc/loadavg))"
+  outside=0
+  for r in 0 1; do
+    line=$(grep -h "tcp govern: peer .*rate_mbps=" "$work/wan$r.log" | tail -1)
+    rate=$(echo "$line" | grep -o "rate_mbps=[0-9.]*" | cut -d= -f2)
+    echo "rank $r governor: ${line#*tcp govern: }"
+    if [ -z "$rate" ]; then
+      fail "rank $r: the governor did not engage with STRATA_TCP_GOVERN=1"; outside=2
+    elif ! "$py" -c "import sys; sys.exit(0 if 140 <= $rate <= 300 else 1)"; then
+      echo "rank $r: governor rate $rate Mbit/s is outside 140-300"; outside=1
+    fi
+  done
+  [ $outside -eq 1 ] && [ $attempt -eq 2 ] &&
+    fail "the governor's rate was not the 200 Mbit/s link's twice"
+  [ $outside -eq 1 ] || break
 done
 
 [ "$failures" -eq 0 ] && echo "test_tcp_wan: ok" || echo "test_tcp_wan: $failures failure(s)"

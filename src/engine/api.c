@@ -384,17 +384,25 @@ static strata_operation *spare_take(strata_comm *comm, const strata_sched_params
     if (!atomic_compare_exchange_strong(&comm->spare_op, &other, op)) strata_operation_free(op);
     return NULL;
   }
-  /* the per-call state, as calloc and operation_alloc_steps leave it */
+  /* What a spare keeps: its communicator, schedule, key and per-step arrays (one block, owned by
+   * deps_left). Everything else is the call's and starts from zero, as calloc leaves a new
+   * operation, so a per-call field added later needs no reset of its own here. */
+  strata_operation kept = *op;
+  memset(op, 0, sizeof *op);
+  atomic_init(&op->done, 0);
+  op->comm = kept.comm;
+  op->sched = kept.sched;
+  op->reusable = kept.reusable;
+  op->key = kept.key;
+  op->deps_left = kept.deps_left;
+  op->dependents = kept.dependents;
+  op->dep_index = kept.dep_index;
+  op->state = kept.state;
+  op->xfers = kept.xfers;
+  op->entries = kept.entries;
+  op->ready = kept.ready;
+  op->completed = kept.completed;
   operation_reset_steps(op);
-  op->tag = op->coll_seq = 0;
-  op->scratch = NULL;
-  op->scratch_cap = 0;
-  op->ncompleted = op->steps_left = 0;
-  op->reduce = NULL;
-  op->status = STRATA_OK;
-  atomic_store(&op->done, 0);
-  op->avg_finish = 0;
-  op->next_active = NULL;
   return op;
 }
 
