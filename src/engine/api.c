@@ -224,9 +224,9 @@ static void operation_reset_steps(strata_operation *op) {
   memset(op->state, 0, n ? n : 1);
 }
 
-/* One allocation for every per-step array (deps_left first: it owns the block); dependents
- * laid out as CSR. */
-static int operation_alloc_steps(strata_operation *op) {
+/* Every per-step array in one block (deps_left first: it owns the block). Returns the block's
+ * size; given the block, points the arrays into it (a new operation's, and a spare's again). */
+static size_t operation_lay_out_steps(strata_operation *op, uint8_t *block) {
   const strata_schedule *s = &op->sched;
   size_t n = s->nsteps, nd = s->ndeps;
   size_t sizes[8] = {n * sizeof(uint32_t),          n * sizeof(strata_xfer),
@@ -238,16 +238,26 @@ static int operation_alloc_steps(strata_operation *op) {
     offsets[i] = total;
     total += align16(sizes[i]);
   }
-  uint8_t *block = calloc(1, total);
+  if (block) {
+    op->deps_left = (uint32_t *)(block + offsets[0]);
+    op->xfers = (strata_xfer *)(block + offsets[1]);
+    op->entries = (strata_post_entry *)(block + offsets[2]);
+    op->dep_index = (uint32_t *)(block + offsets[3]);
+    op->dependents = (uint32_t *)(block + offsets[4]);
+    op->ready = (uint32_t *)(block + offsets[5]);
+    op->completed = (uint32_t *)(block + offsets[6]);
+    op->state = block + offsets[7];
+  }
+  return total;
+}
+
+/* The per-step arrays of a new operation; dependents laid out as CSR. */
+static int operation_alloc_steps(strata_operation *op) {
+  const strata_schedule *s = &op->sched;
+  size_t n = s->nsteps;
+  uint8_t *block = calloc(1, operation_lay_out_steps(op, NULL));
   if (!block) return STRATA_ERR_NO_MEMORY;
-  op->deps_left = (uint32_t *)(block + offsets[0]);
-  op->xfers = (strata_xfer *)(block + offsets[1]);
-  op->entries = (strata_post_entry *)(block + offsets[2]);
-  op->dep_index = (uint32_t *)(block + offsets[3]);
-  op->dependents = (uint32_t *)(block + offsets[4]);
-  op->ready = (uint32_t *)(block + offsets[5]);
-  op->completed = (uint32_t *)(block + offsets[6]);
-  op->state = block + offsets[7];
+  operation_lay_out_steps(op, block);
 
   for (uint32_t i = 0; i < n; i++) {
     const strata_step *st = &s->steps[i];
@@ -384,24 +394,19 @@ static strata_operation *spare_take(strata_comm *comm, const strata_sched_params
     if (!atomic_compare_exchange_strong(&comm->spare_op, &other, op)) strata_operation_free(op);
     return NULL;
   }
-  /* What a spare keeps: its communicator, schedule, key and per-step arrays (one block, owned by
-   * deps_left). Everything else is the call's and starts from zero, as calloc leaves a new
-   * operation, so a per-call field added later needs no reset of its own here. */
-  strata_operation kept = *op;
+  /* What a spare keeps: its schedule, key and per-step arrays (one block, owned by deps_left;
+   * their dependency layout stays). Everything else is the call's and starts from zero, as calloc
+   * leaves a new operation, so a per-call field added later needs no reset of its own here. */
+  strata_schedule sched = op->sched;
+  strata_sched_params key = op->key;
+  uint8_t *block = (uint8_t *)op->deps_left;
   memset(op, 0, sizeof *op);
   atomic_init(&op->done, 0);
-  op->comm = kept.comm;
-  op->sched = kept.sched;
-  op->reusable = kept.reusable;
-  op->key = kept.key;
-  op->deps_left = kept.deps_left;
-  op->dependents = kept.dependents;
-  op->dep_index = kept.dep_index;
-  op->state = kept.state;
-  op->xfers = kept.xfers;
-  op->entries = kept.entries;
-  op->ready = kept.ready;
-  op->completed = kept.completed;
+  op->comm = comm;
+  op->sched = sched;
+  op->reusable = 1; /* only reusable operations become spares (operation_retire) */
+  op->key = key;
+  operation_lay_out_steps(op, block);
   operation_reset_steps(op);
   return op;
 }
