@@ -433,6 +433,37 @@ static void test_host_shared_write(void) {
   }
 }
 
+/* host.c reads the memcpy curve in seconds per byte between points: a 2-rank shm allgather out
+ * of place at 16 MiB (its 8 MiB own block copied, 24 MiB touched per rank) between a 16 MiB point
+ * at 40 GB/s and a 64 MiB point at 8 GB/s is predicted as with a flat copy rate of
+ * 1 / (1/40 + w (1/8 - 1/40)) = 18.4 GB/s, w = log(24/16) / log(64/16); read in GB/s the rate
+ * would be 40 - w 32 = 30.6 (the two flat predictions differ by ~400 us). */
+static void test_host_copy_between_points(void) {
+  strata_host_links l;
+  memset(&l, 0, sizeof l);
+  l.nranks = 2;
+  l.link_gbps = 8, l.reduce_gbps = 16, l.alpha_us = 2;
+  l.chunk_bytes = 1u << 20;
+  const uint64_t S = 8u << 20; /* per rank: an allgather's count is its send count */
+  double w = log(24.0 / 16) / log(4.0);
+  l.memcpy_gbps = 1 / (1 / 40.0 + w * (1 / 8.0 - 1 / 40.0));
+  double by_time = host_us(&l, STRATA_COLL_ALLGATHER, S);
+  l.memcpy_gbps = 40 - w * 32;
+  double by_rate = host_us(&l, STRATA_COLL_ALLGATHER, S);
+  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
+    l.memcpy.footprint_bytes[i] = (uint64_t)256 << (10 + 2 * i); /* 256K, 1M, 4M, 16M, 64M, ... */
+    l.memcpy.gbps[i] = l.memcpy.footprint_bytes[i] <= (16u << 20) ? 40 : 8;
+  }
+  double curve = host_us(&l, STRATA_COLL_ALLGATHER, S);
+  checked++;
+  if (!(by_time > by_rate + 100 && fabs(curve - by_time) < 1e-6 * by_time)) {
+    printf("FAIL host copy between points: %g us with the curve, %g at the flat rate read in time, "
+           "%g read in GB/s\n",
+           curve, by_time, by_rate);
+    failures++;
+  }
+}
+
 /* The working set each calibration point is labelled with is what one rank touches there
  * (calibrate.c): a shift 2X (source and destination), a warm shift 3X (the owner also copies its
  * source into a third buffer before each), a memcpy 2X, a reduction 3X. Labelled 2X, the warm
@@ -497,6 +528,7 @@ int main(void) {
   test_shared_write();
   test_host_shared_write();
   test_point_footprints();
+  test_host_copy_between_points();
   if (failures) {
     printf("%d of %d comparisons failed\n", failures, checked);
     return 1;

@@ -232,7 +232,15 @@ static void host_rates_at(const strata_host_links *links, uint64_t footprint_byt
   uint64_t link_at = footprint_bytes;
   out->link_gbps = strata_host_curve_gbps(&links->link, link_at);
   out->reduce_gbps = strata_host_curve_gbps(&links->reduce, footprint_bytes);
-  out->memcpy_gbps = strata_host_curve_gbps(&links->memcpy, footprint_bytes);
+  /* A copy's rate is read in seconds per byte between points (the others in GB/s): past a
+   * cache a copy's time grows with the share of its lines that miss, and memcpy falls furthest
+   * across this host's shared L3 (4 MiB point 35-45 GB/s, 16 MiB point 7-12). Read in GB/s, a
+   * working set between them (the 2-rank shm allgather at 16 MiB, out of place: 24 MiB per rank)
+   * was costed most of the way to the cache's rate. Re-scored on four sweeps' rows (session 19),
+   * 2 ranks by median 37/36/38/38 -> 38/38/39/38 of 40, 4 ranks 35/36/33/35 -> 35/36/33/34; every
+   * other curve read this way too (session 16) lost cells in every run. docs/model.md. */
+  double copy_s_per_gb = host_curve_read(&links->memcpy, footprint_bytes, 1);
+  out->memcpy_gbps = copy_s_per_gb > 0 ? 1 / copy_s_per_gb : 0;
   out->fused_gbps = strata_host_curve_gbps(&links->fused, footprint_bytes);
   out->alone_gbps = strata_host_curve_gbps(&links->link_alone, link_at);
   out->dirty_gbps = strata_host_curve_gbps(&links->link_dirty, link_at);
