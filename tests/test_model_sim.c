@@ -457,9 +457,10 @@ static void test_host_copy_between_points(void) {
   double curve = host_us(&l, STRATA_COLL_ALLGATHER, S);
   checked++;
   if (!(by_time > by_rate + 100 && fabs(curve - by_time) < 1e-6 * by_time)) {
-    printf("FAIL host copy between points: %g us with the curve, %g at the flat rate read in time, "
-           "%g read in GB/s\n",
-           curve, by_time, by_rate);
+    printf(
+        "FAIL host copy between points: %g us with the curve, %g at the flat rate read in time, "
+        "%g read in GB/s\n",
+        curve, by_time, by_rate);
     failures++;
   }
 }
