@@ -236,9 +236,10 @@ static void host_rates_at(const strata_host_links *links, uint64_t footprint_byt
    * cache a copy's time grows with the share of its lines that miss, and memcpy falls furthest
    * across this host's shared L3 (4 MiB point 35-45 GB/s, 16 MiB point 7-12). Read in GB/s, a
    * working set between them (the 2-rank shm allgather at 16 MiB, out of place: 24 MiB per rank)
-   * was costed most of the way to the cache's rate. Re-scored on four sweeps' rows (session 19),
-   * 2 ranks by median 37/36/38/38 -> 38/38/39/38 of 40, 4 ranks 35/36/33/35 -> 35/36/33/34; every
-   * other curve read this way too (session 16) lost cells in every run. docs/model.md. */
+   * was costed most of the way to the cache's rate. Re-scored on six sweeps' rows (session 19,
+   * two of them measured after the choice), cells inside by median 2 ranks 223 -> 228 of 240,
+   * 4 ranks 208 -> 206; every curve read this way (session 16) lost cells in every run.
+   * docs/model.md, Agreement. */
   double copy_s_per_gb = host_curve_read(&links->memcpy, footprint_bytes, 1);
   out->memcpy_gbps = copy_s_per_gb > 0 ? 1 / copy_s_per_gb : 0;
   out->fused_gbps = strata_host_curve_gbps(&links->fused, footprint_bytes);
