@@ -16,6 +16,8 @@
 # `bench/predict.sh --rescore DIR` measures nothing: it re-scores the runs saved in DIR with the
 # model of this build (BUILD/strata-repredict, bench/repredict.c), against the same measured rows,
 # so a model change is judged on the rows the previous model was judged on.
+# With several DIRs it scores each, then pools them: per cell, in how many sweeps its median lies
+# outside the band, and the count inside per sweep.
 #
 # ITERS is nccl-tests' own default, 20 timed calls per row: with 5, a 1 MiB row is a window of
 # ~0.3 ms that one preemption or one slow call decides (2 ranks, one AMD EPYC host, within the
@@ -40,6 +42,49 @@ MAXBYTES=${MAXBYTES:-256M}
 
 [ -x "$STRATA" ] || { echo "bench/predict.sh: $STRATA not built (make build)" >&2; exit 1; }
 rescore=""
+if [ "${1:-}" = --rescore ] && [ $# -gt 2 ]; then
+  # Several sweeps: each scored alone, then per cell in how many of them its median lies outside
+  # the band (a cell outside in one sweep of several is as likely the host as the model).
+  shift
+  for dir in "$@"; do
+    [ -d "$dir" ] || { echo "bench/predict.sh: $dir is not a directory" >&2; exit 2; }
+  done
+  medians=$(mktemp)
+  trap 'rm -f "$medians"' EXIT
+  for dir in "$@"; do
+    PREDICT_MEDIANS=$medians bash "${BASH_SOURCE[0]}" --rescore "$dir" || exit $?
+  done
+  python3 - "$medians" "$T" <<'EOF'
+import collections, json, sys
+medians, t = sys.argv[1], float(sys.argv[2])
+cells = collections.defaultdict(dict)  # (coll, ranks, transport, size) -> sweep -> median
+for line in open(medians):
+    d = json.loads(line)
+    cells[tuple(d["cell"])][d["sweep"]] = d["median"]
+sweeps = sorted({s for c in cells.values() for s in c})
+def inside(m):
+    return 1 - t <= m <= 1 + t
+print(f"\npooled over {len(sweeps)} sweeps: cells whose median lies outside "
+      f"[{1 - t:.2f}, {1 + t:.2f}] in any\n")
+print("| collective, ranks, transport, size | outside in | medians, sweep by sweep |")
+print("|---|---|---|")
+order = ["allreduce", "reduce_scatter", "allgather", "broadcast"]
+for k in sorted(cells, key=lambda k: (k[1], order.index(k[0]) if k[0] in order else 9, k[2], k[3])):
+    ms = [cells[k].get(s) for s in sweeps]
+    out = sum(m is not None and not inside(m) for m in ms)
+    if out:
+        txt = ", ".join("-" if m is None else f"{m:.2f}" for m in ms)
+        print(f"| {k[0]}, {k[1]}, {k[2]}, {k[3] >> 20} MiB | {out} of "
+              f"{sum(m is not None for m in ms)} | {txt} |")
+print()
+for ranks in sorted({k[1] for k in cells}):
+    per = [sum(inside(c[s]) for k, c in cells.items() if k[1] == ranks and s in c) for s in sweeps]
+    n = [sum(s in c for k, c in cells.items() if k[1] == ranks) for s in sweeps]
+    print(f"{ranks} ranks: inside by median per sweep " +
+          ", ".join(f"{a}/{b}" for a, b in zip(per, n)) + f"; {sum(per)} of {sum(n)} in all")
+EOF
+  exit 0
+fi
 if [ "${1:-}" = --rescore ]; then
   out=${2:?usage: bench/predict.sh --rescore DIR}
   rescore=$BUILD/strata-repredict
@@ -119,6 +164,10 @@ for key in sorted(cells, key=lambda k: (["allreduce", "reduce_scatter", "allgath
         inside = [1 - t <= x <= 1 + t for x in r]
         all_in += all(inside) and len(r) == runs
         med_in += 1 - t <= statistics.median(r) <= 1 + t
+        if os.environ.get("PREDICT_MEDIANS"):  # several sweeps re-scored: pooled at the end
+            with open(os.environ["PREDICT_MEDIANS"], "a") as fh:
+                fh.write(json.dumps({"sweep": out, "cell": [*key, s],
+                                     "median": statistics.median(r)}) + "\n")
         txt = ", ".join(f"{x:.2f}" for x in r)
         row.append(txt if all(inside) else f"**{txt}**")
     print(f"| {key[0]}, {key[1]}, {key[2]} | " + " | ".join(row) + " |")
