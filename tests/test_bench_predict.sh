@@ -149,5 +149,30 @@ sed '0,/^# Model: TCP links now/s/ link \([0-9.]*\) lone/ link x lone/' "$tmp/tc
 rc=$?
 [ "$rc" = 2 ] || fail "strata-repredict read a malformed TCP probe line (status $rc, want 2)"
 
+# bench/predict.sh --rescore with two sweep directories (here the same two runs twice) scores each
+# and pools them: 8 cells a sweep (allreduce, 2 ranks, shm and tcp, 4 sizes), the same count
+# inside in both, and every cell listed outside is outside in both or neither.
+if [ -f "$tmp/shm.1" ] && [ -f "$tmp/tcp.1" ]; then
+  for d in a b; do
+    mkdir -p "$tmp/sweep-$d"
+    cp "$tmp/shm.1" "$tmp/sweep-$d/allreduce-2-shm-1.txt"
+    cp "$tmp/tcp.1" "$tmp/sweep-$d/allreduce-2-tcp-1.txt"
+  done
+  BUILD=$build bash "$(dirname "$0")/../bench/predict.sh" --rescore "$tmp/sweep-a" "$tmp/sweep-b" \
+    >"$tmp/pooled" 2>&1
+  rc=$?
+  if [ "$rc" != 0 ]; then
+    fail "predict.sh --rescore of two sweeps: status $rc: $(tail -2 "$tmp/pooled")"
+  elif ! grep -Eq '^2 ranks: inside by median per sweep ([0-8])/8, \1/8; [0-9]+ of 16 in all$' "$tmp/pooled" ||
+    sed -n '/^pooled/,$p' "$tmp/pooled" | grep -E '^\| allreduce, 2, ' | grep -vq '| 2 of 2 |'; then
+    fail "predict.sh --rescore of two equal sweeps does not pool them as equal:"
+    sed -n '/pooled/,$p' "$tmp/pooled"
+  fi
+  BUILD=$build bash "$(dirname "$0")/../bench/predict.sh" --rescore "$tmp/sweep-a" "$tmp/none" \
+    >/dev/null 2>&1
+  rc=$?
+  [ "$rc" = 2 ] || fail "predict.sh --rescore with a missing directory: status $rc, want 2"
+fi
+
 [ "$failures" = 0 ] && echo "ok: bench --predict within ${tolerance} of the measurement (median of 1-64 MiB)${skipped:+ (accuracy skipped on a loaded host:$skipped)}"
 exit $((failures > 0))
