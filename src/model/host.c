@@ -61,6 +61,13 @@ double strata_host_curve_gbps(const strata_host_curve *curve, uint64_t footprint
   return host_curve_read(curve, footprint_bytes, 0);
 }
 
+/* The rate of `curve` at `footprint_bytes` read in time per byte between points (a point at 0 GB/s
+ * costs nothing); 0 if nothing costs anything there. */
+static double host_curve_gbps_by_time(const strata_host_curve *curve, uint64_t footprint_bytes) {
+  double s_per_gb = host_curve_read(curve, footprint_bytes, 1);
+  return s_per_gb > 0 ? 1 / s_per_gb : 0;
+}
+
 static void host_link(void *ctx, int src, int dst, strata_sim_link *out) {
   const host_rates *rates = ctx;
   (void)src, (void)dst;
@@ -240,8 +247,7 @@ static void host_rates_at(const strata_host_links *links, uint64_t footprint_byt
    * two of them measured after the choice), cells inside by median 2 ranks 223 -> 228 of 240,
    * 4 ranks 208 -> 206; every curve read this way (session 16) lost cells in every run.
    * docs/model.md, Agreement. */
-  double copy_s_per_gb = host_curve_read(&links->memcpy, footprint_bytes, 1);
-  out->memcpy_gbps = copy_s_per_gb > 0 ? 1 / copy_s_per_gb : 0;
+  out->memcpy_gbps = host_curve_gbps_by_time(&links->memcpy, footprint_bytes);
   out->fused_gbps = strata_host_curve_gbps(&links->fused, footprint_bytes);
   out->alone_gbps = strata_host_curve_gbps(&links->link_alone, link_at);
   out->dirty_gbps = strata_host_curve_gbps(&links->link_dirty, link_at);
@@ -250,10 +256,9 @@ static void host_rates_at(const strata_host_links *links, uint64_t footprint_byt
    * outnumbering cores the calibrated difference is mostly ranks waiting for a core: 4 ranks on
    * 2 cores, 1.0-1.3 GB/s at 512 KiB in a slow spell, which made the 4-rank shm rows 0.25-0.69 of
    * the measurement at 1-4 MiB (session 15, the 14:52 sweep). */
-  double s_per_gb = strata_host_shared_writes_apply(links)
-                        ? host_curve_read(&links->shared_write, link_at, 1)
-                        : 0;
-  out->shared_write_gbps = s_per_gb > 0 ? 1 / s_per_gb : 0;
+  out->shared_write_gbps = strata_host_shared_writes_apply(links)
+                               ? host_curve_gbps_by_time(&links->shared_write, link_at)
+                               : 0;
   /* TCP: the two-way link rate is the mean of a sender's and a receiver's copy (2X per core in
    * T); the one-way (lone) rate is the sender's, so the receiver's copy takes the rest of the
    * time: 1/rx = 2/link - 1/tx, at most 10x faster than the sender's. */
