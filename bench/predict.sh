@@ -17,7 +17,8 @@
 # model of this build (BUILD/strata-repredict, bench/repredict.c), against the same measured rows,
 # so a model change is judged on the rows the previous model was judged on.
 # With several DIRs it scores each, then pools them: per cell, in how many sweeps its median lies
-# outside the band, and the count inside per sweep.
+# outside the band, the count inside per sweep, and per rank count the cells whose median over every
+# run of every sweep lies inside.
 #
 # ITERS is nccl-tests' own default, 20 timed calls per row: with 5, a 1 MiB row is a window of
 # ~0.3 ms that one preemption or one slow call decides (2 ranks, one AMD EPYC host, within the
@@ -57,10 +58,13 @@ if [ "${1:-}" = --rescore ] && [ $# -gt 2 ]; then
   python3 - "$medians" "$T" <<'EOF'
 import collections, json, sys
 medians, t = sys.argv[1], float(sys.argv[2])
+import statistics
 cells = collections.defaultdict(dict)  # (coll, ranks, transport, size) -> sweep -> median
+runs = collections.defaultdict(list)  # (coll, ranks, transport, size) -> every run's ratio
 for line in open(medians):
     d = json.loads(line)
     cells[tuple(d["cell"])][d["sweep"]] = d["median"]
+    runs[tuple(d["cell"])] += d["ratios"]
 sweeps = sorted({s for c in cells.values() for s in c})
 def inside(m):
     return 1 - t <= m <= 1 + t
@@ -82,6 +86,15 @@ for ranks in sorted({k[1] for k in cells}):
     n = [sum(s in c for k, c in cells.items() if k[1] == ranks) for s in sweeps]
     print(f"{ranks} ranks: inside by median per sweep " +
           ", ".join(f"{a}/{b}" for a, b in zip(per, n)) + f"; {sum(per)} of {sum(n)} in all")
+# Every run of every sweep together: a cell's median over all of them, the figure that a sweep's
+# three runs estimate (one sweep's median of three moves with the host's spells: docs/model.md).
+for ranks in sorted({k[1] for k in cells}):
+    keys = [k for k in runs if k[1] == ranks]
+    off = [k for k in keys if not inside(statistics.median(runs[k]))]
+    print(f"{ranks} ranks: inside by the median of every run pooled: {len(keys) - len(off)} of "
+          f"{len(keys)}" + (" (outside: " + ", ".join(
+              f"{k[0]} {k[2]} {k[3] >> 20} MiB {statistics.median(runs[k]):.2f} of "
+              f"{len(runs[k])} runs" for k in off) + ")" if off else ""))
 EOF
   exit 0
 fi
@@ -167,7 +180,7 @@ for key in sorted(cells, key=lambda k: (["allreduce", "reduce_scatter", "allgath
         if os.environ.get("PREDICT_MEDIANS"):  # several sweeps re-scored: pooled at the end
             with open(os.environ["PREDICT_MEDIANS"], "a") as fh:
                 fh.write(json.dumps({"sweep": out, "cell": [*key, s],
-                                     "median": statistics.median(r)}) + "\n")
+                                     "median": statistics.median(r), "ratios": r}) + "\n")
         txt = ", ".join(f"{x:.2f}" for x in r)
         row.append(txt if all(inside) else f"**{txt}**")
     print(f"| {key[0]}, {key[1]}, {key[2]} | " + " | ".join(row) + " |")

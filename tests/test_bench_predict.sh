@@ -167,6 +167,12 @@ if [ -f "$tmp/shm.1" ] && [ -f "$tmp/tcp.1" ]; then
     sed -n '/^pooled/,$p' "$tmp/pooled" | grep -E '^\| allreduce, 2, ' | grep -vq '| 2 of 2 |'; then
     fail "predict.sh --rescore of two equal sweeps does not pool them as equal:"
     sed -n '/pooled/,$p' "$tmp/pooled"
+  else
+    # every run pooled: two equal runs of a cell have that run's ratio as their median
+    per=$(sed -n 's|^2 ranks: inside by median per sweep \([0-8]\)/8, .*|\1|p' "$tmp/pooled")
+    grep -Eq "^2 ranks: inside by the median of every run pooled: $per of 8( \(outside: .*\))?\$" \
+      "$tmp/pooled" || fail "predict.sh --rescore: the runs pooled do not give the sweeps' count ($per of 8):
+$(grep 'every run pooled' "$tmp/pooled")"
   fi
   BUILD=$build bash "$(dirname "$0")/../bench/predict.sh" --rescore "$tmp/sweep-a" "$tmp/none" \
     >/dev/null 2>&1

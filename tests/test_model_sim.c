@@ -465,6 +465,39 @@ static void test_host_copy_between_points(void) {
   }
 }
 
+/* A transfer is read at the working set of whichever of its two ends touches more, not at the
+ * call's largest: a 4-rank chain broadcast of 16 MiB in one round, whose root touches its send and
+ * receive buffers (32 MiB) and the others their receive buffer (16 MiB), costs its first hop at
+ * the link curve's 32 MiB rate and the two after it at the 16 MiB rate. The curve: 8 GB/s up to
+ * 8 MiB, 2 GB/s from 32 MiB, so 5 GB/s at 16 MiB (linear in log footprint). The same call on flat
+ * links of 2 and of 5 GB/s gives each hop's time at either rate. Read at the root's working set
+ * for every hop, as before session 20, the call takes the 2 GB/s time for all three. */
+static void test_host_chain_hop_footprints(void) {
+  strata_host_links l;
+  memset(&l, 0, sizeof l);
+  l.nranks = 4;
+  l.reduce_gbps = 1000, l.memcpy_gbps = 1000, l.alpha_us = 2;
+  const uint64_t S = 16u << 20;
+  l.chunk_bytes = S;
+  l.link_gbps = 2;
+  double slow = host_us(&l, STRATA_COLL_BROADCAST, S);
+  l.link_gbps = 5;
+  double fast = host_us(&l, STRATA_COLL_BROADCAST, S);
+  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
+    l.link.footprint_bytes[i] = (uint64_t)512 << (10 + 2 * i); /* 512K, 2M, 8M, 32M, ... */
+    l.link.gbps[i] = l.link.footprint_bytes[i] <= (8u << 20) ? 8 : 2;
+  }
+  double curve = host_us(&l, STRATA_COLL_BROADCAST, S);
+  double want = slow / 3 + 2 * fast / 3;
+  checked++;
+  if (!(slow > 0 && fast > 0 && fabs(curve - want) < 1e-3 * want)) {
+    printf("FAIL host chain hops at their own working sets: %g us with the curve, want %g (one hop "
+           "at 2 GB/s, two at 5: %g and %g us for all three)\n",
+           curve, want, slow, fast);
+    failures++;
+  }
+}
+
 /* The working set each calibration point is labelled with is what one rank touches there
  * (calibrate.c): a shift 2X (source and destination), a warm shift 3X (the owner also copies its
  * source into a third buffer before each), a memcpy 2X, a reduction 3X. Labelled 2X, the warm
@@ -530,6 +563,7 @@ int main(void) {
   test_host_shared_write();
   test_point_footprints();
   test_host_copy_between_points();
+  test_host_chain_hop_footprints();
   if (failures) {
     printf("%d of %d comparisons failed\n", failures, checked);
     return 1;

@@ -28,6 +28,11 @@ typedef struct host_rates {
   double shared_write_gbps; /* 0 = free */
   double tx_gbps, rx_gbps;  /* TCP: the sender's and the receiver's copy (sim.h); 0 = link */
   uint64_t (*send_hot)[2];  /* per rank: the send-buffer bytes its own local steps read */
+  /* per rank: the transfer rates at that rank's own working set, and that working set; a
+   * transfer takes those of whichever of its two ends touches more (host_link). NULL: the
+   * call's rates above for every transfer (links filled by hand, one rank). */
+  const struct host_rates *rank_rates;
+  const uint64_t *rank_footprint;
 } host_rates;
 
 int strata_host_cores_shared(const strata_host_links *links) {
@@ -69,8 +74,9 @@ static double host_curve_gbps_by_time(const strata_host_curve *curve, uint64_t f
 }
 
 static void host_link(void *ctx, int src, int dst, strata_sim_link *out) {
-  const host_rates *rates = ctx;
-  (void)src, (void)dst;
+  const host_rates *call = ctx, *rates = call;
+  if (call->rank_rates)
+    rates = &call->rank_rates[call->rank_footprint[src] >= call->rank_footprint[dst] ? src : dst];
   out->alpha_us = rates->links->alpha_us;
   out->alpha_ends_us = rates->links->alpha_ends_us;
   out->gbps = rates->link_gbps;
@@ -81,8 +87,8 @@ static void host_link(void *ctx, int src, int dst, strata_sim_link *out) {
   out->warm_gbps = out->pull ? rates->warm_gbps : 0;
   out->tx_gbps = out->pull ? 0 : rates->tx_gbps;
   out->rx_gbps = out->pull ? 0 : rates->rx_gbps;
-  out->send_hot_lo = rates->send_hot ? rates->send_hot[src][0] : 0;
-  out->send_hot_hi = rates->send_hot ? rates->send_hot[src][1] : 0;
+  out->send_hot_lo = call->send_hot ? call->send_hot[src][0] : 0;
+  out->send_hot_hi = call->send_hot ? call->send_hot[src][1] : 0;
 }
 
 /* Widen the byte range e = [lo, hi) (empty while hi == 0) to cover [offset, offset + bytes). */
@@ -304,18 +310,27 @@ int strata_host_predict(const strata_host_links *links, strata_coll coll, strata
     rc = strata_schedule_build(&sp, &scheds[r]);
   }
   if (rc == STRATA_OK) {
-    /* the largest rank's: a transfer's rate depends on both ends' buffers, and a rooted call
-     * (broadcast: the root touches its send and receive buffers, the others one) is paced by
-     * the pulls from the root's side */
+    /* Local steps and the shared-write cost: at the largest rank's working set. A transfer: at
+     * the larger of its two ends' (its rate depends on both ends' buffers), so in a rooted call
+     * (a broadcast root touches its send and receive buffers, the others one) the pulls from the
+     * root are read at the root's and a chain's later hops at their own ranks'. Read at the
+     * root's for every hop, the 4-rank shm chain broadcast at 16 MiB (one round, three hops in
+     * turn) was 0.68 and 0.64 of the measurement by median on two sweeps; at each hop's own, 0.81
+     * and 0.73, no other cell moving (session 20, docs/model.md). */
     uint64_t footprint = 0, (*send_hot)[2] = calloc((size_t)p, sizeof *send_hot);
-    if (!send_hot) rc = STRATA_ERR_NO_MEMORY;
-    for (int r = 0; send_hot && r < p; r++) {
-      uint64_t f = host_footprint_bytes(&scheds[r], links->use_tcp, send_hot[r]);
-      if (f > footprint) footprint = f;
+    uint64_t *rank_footprint = calloc((size_t)p, sizeof *rank_footprint);
+    host_rates *rank_rates = calloc((size_t)p, sizeof *rank_rates);
+    if (!send_hot || !rank_footprint || !rank_rates) rc = STRATA_ERR_NO_MEMORY;
+    for (int r = 0; rc == STRATA_OK && r < p; r++) {
+      rank_footprint[r] = host_footprint_bytes(&scheds[r], links->use_tcp, send_hot[r]);
+      if (rank_footprint[r] > footprint) footprint = rank_footprint[r];
+      host_rates_at(links, rank_footprint[r] / host_phases(coll), &rank_rates[r]);
     }
     host_rates rates;
     host_rates_at(links, footprint / host_phases(coll), &rates);
     rates.send_hot = send_hot;
+    rates.rank_rates = rank_rates;
+    rates.rank_footprint = rank_footprint;
     uint64_t **shared = NULL;
     if (rc == STRATA_OK && rates.shared_write_gbps > 0) {
       shared = calloc((size_t)p, sizeof *shared);
@@ -339,6 +354,8 @@ int strata_host_predict(const strata_host_links *links, strata_coll coll, strata
     if (rc == STRATA_OK) rc = strata_sim_run(&model, scheds, &result);
     if (rc == STRATA_OK) *time_us = result.time_us + (p > 1 ? links->op_overhead_us : 0);
     free(send_hot);
+    free(rank_footprint);
+    free(rank_rates);
     for (int r = 0; shared && r < p; r++) free(shared[r]);
     free(shared);
   }
