@@ -491,9 +491,10 @@ static void test_host_chain_hop_footprints(void) {
   double want = slow / 3 + 2 * fast / 3;
   checked++;
   if (!(slow > 0 && fast > 0 && fabs(curve - want) < 1e-3 * want)) {
-    printf("FAIL host chain hops at their own working sets: %g us with the curve, want %g (one hop "
-           "at 2 GB/s, two at 5: %g and %g us for all three)\n",
-           curve, want, slow, fast);
+    printf(
+        "FAIL host chain hops at their own working sets: %g us with the curve, want %g (one hop "
+        "at 2 GB/s, two at 5: %g and %g us for all three)\n",
+        curve, want, slow, fast);
     failures++;
   }
 }
