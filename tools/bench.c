@@ -1122,10 +1122,10 @@ static void bench_probe(bench_ctx *ctx) {
   printf("# Model: %s now (GB/s at the working set per rank):", what);
   for (int i = 0; i < points; i++)
     if (tcp)
-      printf(" %lluK link %.3f lone %.3f", (unsigned long long)(l->link.footprint_bytes[i] >> 10),
+      printf(" %lluK link %.17g lone %.17g", (unsigned long long)(l->link.footprint_bytes[i] >> 10),
              l->link.gbps[i], l->link_alone.gbps[i]);
     else
-      printf(" %lluK %.3f", (unsigned long long)(l->shared_write.footprint_bytes[i] >> 10),
+      printf(" %lluK %.17g", (unsigned long long)(l->shared_write.footprint_bytes[i] >> 10),
              l->shared_write.gbps[i]);
   printf("\n");
 }
@@ -1265,24 +1265,28 @@ static void bench_model_setup(bench_ctx *ctx) {
     snprintf(cores, sizeof cores, "one host, %d ranks on %d cores", l->nranks, l->host_cores);
   char chain[64] = ""; /* α down a chain: calibrated only where ranks outnumber cores */
   if (l->alpha_ends_us > 0)
-    snprintf(chain, sizeof chain, " (%.1f us down a chain)", l->alpha_ends_us);
+    snprintf(chain, sizeof chain, " (%.17g us down a chain)", l->alpha_ends_us);
   printf(
       "#\n# Model (--predict): %s, %s, algorithm %s, chunk %llu B; measured now: "
-      "alpha %.1f us%s, link %.2f GB/s per transfer, reduce %.2f GB/s (%s), memcpy %.2f GB/s\n",
+      "alpha %.17g us%s, link %.2f GB/s per transfer, reduce %.2f GB/s (%s), memcpy %.2f GB/s\n",
       cores, l->use_tcp ? "tcp" : "shm single-copy pulls", strata_algo_name(l->algo),
       (unsigned long long)l->chunk_bytes, l->alpha_us, chain, l->link_gbps, l->reduce_gbps,
       bench_type_names[ctx->opt->types[0]], l->memcpy_gbps);
-  /* three decimals: bench/repredict.c rebuilds the prediction from these, and the TCP split of a
-   * rate into a sender's and a receiver's copy (1/rx = 2/link - 1/tx, host.c) magnifies rounding
-   * (a 4-rank TCP round trip once fell outside the 3% tests/test_bench_predict.sh allows) */
-  printf("# Model curves (GB/s at the working set per rank), per-call overhead %.1f us:",
+  /* Every figure the model reads, here, above and in bench_probe's lines, exactly (%.17g gives
+   * the double back): bench/repredict.c rebuilds the prediction from them, and with ranks sharing
+   * cores the simulated time is not continuous in them (which rank a shared core serves first can
+   * flip with the last digit). A 4-rank TCP broadcast's 4 MiB row printed 1.08 GB/s where the
+   * same figures rounded to six decimals re-predicted 1.18, and the unrounded ones 1.08 (session
+   * 20); with three decimals, then six, about one round trip in eight fell outside the 3%
+   * tests/test_bench_predict.sh allows. */
+  printf("# Model curves (GB/s at the working set per rank), per-call overhead %.17g us:",
          l->op_overhead_us);
   for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
-    printf(" %lluK link %.3f reduce %.3f memcpy %.3f",
+    printf(" %lluK link %.17g reduce %.17g memcpy %.17g",
            (unsigned long long)(l->link.footprint_bytes[i] >> 10), l->link.gbps[i],
            l->reduce.gbps[i], l->memcpy.gbps[i]);
     if (l->link_alone.gbps[i] > 0) /* TCP: a one-way stream; shm: a lone pull, and the rest */
-      printf(" lone %.3f dirty %.3f fused %.3f warm %.3f shared %.3f", l->link_alone.gbps[i],
+      printf(" lone %.17g dirty %.17g fused %.17g warm %.17g shared %.17g", l->link_alone.gbps[i],
              l->link_dirty.gbps[i], l->fused.gbps[i], l->link_warm.gbps[i],
              l->shared_write.gbps[i]);
     printf("%s", i + 1 < STRATA_HOST_CURVE_POINTS ? ";" : "\n");
