@@ -117,41 +117,52 @@ int main(void) {
   for (int k = 0; k < 3; k++) close(config.tun_fds[k]);
 
   unsigned char pkt[PACKET_BYTES];
-  /* Delay and order: 50 packets 0 -> 1, 1 ms apart. */
+  /* Delay and order: 50 packets 0 -> 1, 1 ms apart. Order and the 5 ms floor hold in every
+   * attempt; an average that misses is measured once more before the check fails, as the rate
+   * check below does: a host stall holds the forwarder and the test alike (CI, 2026-12-03, just
+   * after the suite's build: average 11.4 ms, worst 30.2 ms, where local runs give ~5.1 ms); a
+   * wrong delay misses twice. */
   enum { N = 50 };
   uint64_t delays[N], arrivals[N];
   uint32_t seqs[N];
-  /* Send and receive interleaved, so a packet is timed when it comes out, not when read late. */
   int got = 0;
-  uint64_t next = now_ns();
-  for (int i = 0; i < N || got < N;) {
-    if (i < N && now_ns() >= next) {
-      packet_make(pkt, 1, (uint32_t)i++);
-      CHECK(write(test_end[0], pkt, sizeof pkt) == (ssize_t)sizeof pkt, "write");
-      next += 1000000;
+  for (int attempt = 1; attempt <= 2; attempt++) {
+    /* Send and receive interleaved, so a packet is timed when it comes out, not when read late. */
+    got = 0;
+    uint64_t next = now_ns();
+    for (int i = 0; i < N || got < N;) {
+      if (i < N && now_ns() >= next) {
+        packet_make(pkt, 1, (uint32_t)i++);
+        CHECK(write(test_end[0], pkt, sizeof pkt) == (ssize_t)sizeof pkt, "write");
+        next += 1000000;
+      }
+      /* Sleep (never spin: a spinning real-time process gets every real-time task throttled)
+       * until a packet comes or the next send is due. */
+      uint64_t now = now_ns(), until = i < N ? next : now + 10000000;
+      struct timespec ts = {.tv_sec = 0, .tv_nsec = until > now ? (long)(until - now) : 0};
+      struct pollfd pfd = {.fd = test_end[1], .events = POLLIN};
+      if (ppoll(&pfd, 1, &ts, NULL) == 1 &&
+          receive(test_end[1], 1, 0, delays + got, seqs + got, NULL) == 1)
+        got++;
+      if (now_ns() > next + 2000000000ull) break; /* 2 s after the last send: give up */
     }
-    /* Sleep (never spin: a spinning real-time process gets every real-time task throttled)
-     * until a packet comes or the next send is due. */
-    uint64_t now = now_ns(), until = i < N ? next : now + 10000000;
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = until > now ? (long)(until - now) : 0};
-    struct pollfd pfd = {.fd = test_end[1], .events = POLLIN};
-    if (ppoll(&pfd, 1, &ts, NULL) == 1 &&
-        receive(test_end[1], 1, 0, delays + got, seqs + got, NULL) == 1)
-      got++;
-    if (now_ns() > next + 2000000000ull) break; /* 2 s after the last send: give up */
-  }
-  CHECK(got == N, "0>1 delivered %d of %d", got, N);
-  uint64_t sum = 0, worst = 0;
-  for (int i = 0; i < got; i++) {
-    CHECK(seqs[i] == (uint32_t)i, "0>1 order: position %d holds %u", i, seqs[i]);
-    CHECK(delays[i] >= 5000000, "0>1 packet %d early: %llu ns", i, (unsigned long long)delays[i]);
-    sum += delays[i];
-    if (delays[i] > worst) worst = delays[i];
-  }
-  if (got) {
+    CHECK(got == N, "0>1 delivered %d of %d", got, N);
+    uint64_t sum = 0, worst = 0;
+    for (int i = 0; i < got; i++) {
+      CHECK(seqs[i] == (uint32_t)i, "0>1 order: position %d holds %u", i, seqs[i]);
+      CHECK(delays[i] >= 5000000, "0>1 packet %d early: %llu ns", i, (unsigned long long)delays[i]);
+      sum += delays[i];
+      if (delays[i] > worst) worst = delays[i];
+    }
+    if (got != N) break;
     double avg_us = (double)sum / got / 1e3;
-    printf("0>1 delay=5ms: average %.1f us, worst %.1f us\n", avg_us, (double)worst / 1e3);
-    CHECK(avg_us < 5000 + 1000, "0>1 average delay %.1f us, want 5 ms + < 1 ms", avg_us);
+    printf("0>1 delay=5ms: average %.1f us, worst %.1f us (attempt %d)\n", avg_us,
+           (double)worst / 1e3, attempt);
+    int ok = avg_us < 5000 + 1000;
+    if (ok || attempt == 2) {
+      CHECK(ok, "0>1 average delay %.1f us twice, want 5 ms + < 1 ms", avg_us);
+      break;
+    }
   }
 
   /* Rate: a burst of 40 packets 0 -> 2 at 10 Mbit/s leaves 1 ms apart. A burst that misses is
