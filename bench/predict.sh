@@ -56,9 +56,8 @@ if [ "${1:-}" = --rescore ] && [ $# -gt 2 ]; then
     PREDICT_MEDIANS=$medians bash "${BASH_SOURCE[0]}" --rescore "$dir" || exit $?
   done
   python3 - "$medians" "$T" <<'EOF'
-import collections, json, sys
+import collections, json, statistics, sys
 medians, t = sys.argv[1], float(sys.argv[2])
-import statistics
 cells = collections.defaultdict(dict)  # (coll, ranks, transport, size) -> sweep -> median
 runs = collections.defaultdict(list)  # (coll, ranks, transport, size) -> every run's ratio
 for line in open(medians):

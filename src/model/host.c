@@ -29,8 +29,8 @@ typedef struct host_rates {
   double tx_gbps, rx_gbps;  /* TCP: the sender's and the receiver's copy (sim.h); 0 = link */
   uint64_t (*send_hot)[2];  /* per rank: the send-buffer bytes its own local steps read */
   /* per rank: the transfer rates at that rank's own working set, and that working set; a
-   * transfer takes those of whichever of its two ends touches more (host_link). NULL: the
-   * call's rates above for every transfer (links filled by hand, one rank). */
+   * transfer takes those of whichever of its two ends touches more (host_link). NULL (the
+   * per-rank entries themselves): the rates above for every transfer. */
   const struct host_rates *rank_rates;
   const uint64_t *rank_footprint;
 } host_rates;
@@ -316,7 +316,7 @@ int strata_host_predict(const strata_host_links *links, strata_coll coll, strata
      * root are read at the root's and a chain's later hops at their own ranks'. Read at the
      * root's for every hop, the 4-rank shm chain broadcast at 16 MiB (one round, three hops in
      * turn) was 0.68 and 0.64 of the measurement by median on two sweeps; at each hop's own, 0.81
-     * and 0.73, no other cell moving (session 20, docs/model.md). */
+     * and 0.73, no other row of the table moving (session 20, docs/model.md). */
     uint64_t footprint = 0, (*send_hot)[2] = calloc((size_t)p, sizeof *send_hot);
     uint64_t *rank_footprint = calloc((size_t)p, sizeof *rank_footprint);
     host_rates *rank_rates = calloc((size_t)p, sizeof *rank_rates);
