@@ -19,7 +19,7 @@ bounded() { timeout -k 2 40 "$@"; }
 within() { awk -v v="$1" -v w="$2" -v p="$3" 'BEGIN { d = v - w; if (d < 0) d = -d; exit !(d <= w * p / 100) }'; }
 field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
 
-bounded "$strata" netem up --name "$name" --sites 4 --lifetime 60 \
+bounded "$strata" netem up --name "$name" --sites 4 --lifetime 90 \
   --link 0-1:delay=10ms --link 0-2:delay=25ms --link '1>2:delay=10ms' --link '2>1:delay=30ms' \
   --link 0-3:delay=20ms,jitter=2ms >/dev/null || { echo "FAIL: netem up"; exit 1; }
 
@@ -27,7 +27,9 @@ bounded "$strata" netem up --name "$name" --sites 4 --lifetime 60 \
 # 20 samples by several percent (CI, 2026-12-01: one way 1->2 min 10.13, avg 10.70, max 14.07 ms
 # twice in a row, a load of other tests on the 2 cores), the median not; the average must still
 # stay within 15%, so a delay that is right only half the time fails. A check that misses is run
-# once more before it fails; a real error misses twice.
+# up to twice more before it fails; a real error misses every time. (Once more was not enough:
+# CI, 2026-12-03, in one run on a noisy host: the round trip 0->3 median 42.67 then 42.25 ms
+# against 40 + 2, and one way 0->1 10.77 then 10.87 against 10 + 0.6.)
 # The median may also run up to 0.6 ms over: every packet crosses the emulator's user-space
 # forwarder on the same 2 cores as the tests, which adds its own scheduling delay whatever the
 # configured one (CI, 2026-12-02: one way 0->1 median 10.50 ms twice against 10 configured, +5.0%;
@@ -40,13 +42,13 @@ median_ok() { awk -v v="$1" -v w="$2" 'BEGIN { up = w * 0.05; if (up < 0.6) up =
 median_avg_ok() { [ -n "$1" ] && [ -n "$2" ] && median_ok "$1" "$3" && within "$2" "$3" 15; }
 check_rtt() { # FROM TO WANT_MS
   local out avg med attempt
-  for attempt in 1 2; do
+  for attempt in 1 2 3; do
     out=$(bounded "$strata" netem ping --name "$name" "$1" "$2" -c 20 -i 0.05 -q)
     avg=$(echo "$out" | field avg)
     med=$(echo "$out" | field median)
     echo "$out"
     median_avg_ok "$med" "$avg" "$3" && break
-    [ "$attempt" = 2 ] && fail "rtt $1->$2 median ${med:-none} avg ${avg:-none} ms, want $3 ms -5%/+max(5%, 0.6 ms) (avg ± 15%)"
+    [ "$attempt" = 3 ] && fail "rtt $1->$2 median ${med:-none} avg ${avg:-none} ms, want $3 ms -5%/+max(5%, 0.6 ms) (avg ± 15%)"
   done
   echo "$out" | grep -q " loss=0.000%" || fail "rtt $1->$2: lost packets on a lossless link"
 }
@@ -60,13 +62,13 @@ check_rtt 0 3 40
 # One-way delays of the asymmetric pair, each within 5%.
 check_owd() { # FROM TO WANT_MS
   local out avg med attempt
-  for attempt in 1 2; do
+  for attempt in 1 2 3; do
     out=$(bounded "$strata" netem owd --name "$name" "$1" "$2" -c 50 -i 0.02 -q)
     avg=$(echo "$out" | field avg)
     med=$(echo "$out" | field median)
     echo "$out"
     median_avg_ok "$med" "$avg" "$3" && break
-    [ "$attempt" = 2 ] && fail "one-way $1->$2 median ${med:-none} avg ${avg:-none} ms, want $3 ms -5%/+max(5%, 0.6 ms) (avg ± 15%)"
+    [ "$attempt" = 3 ] && fail "one-way $1->$2 median ${med:-none} avg ${avg:-none} ms, want $3 ms -5%/+max(5%, 0.6 ms) (avg ± 15%)"
   done
 }
 check_owd 1 2 10
@@ -74,12 +76,12 @@ check_owd 2 1 30
 check_owd 0 1 10
 
 # Jitter of σ = 2 ms each way: the round trip spreads by about 2.8 ms.
-for attempt in 1 2; do
+for attempt in 1 2 3; do
   out=$(bounded "$strata" netem ping --name "$name" 0 3 -c 60 -i 0.05 -q)
   echo "$out"
   mdev=$(echo "$out" | field mdev)
   awk -v m="${mdev:-0}" 'BEGIN { exit !(m > 1.5 && m < 4.5) }' && break
-  [ "$attempt" = 2 ] && fail "jitter: mdev ${mdev:-none} ms twice, want about 2.8"
+  [ "$attempt" = 3 ] && fail "jitter: mdev ${mdev:-none} ms three times, want about 2.8"
 done
 
 status=$("$strata" netem status --name "$name") || fail "status says the forwarder is not running"

@@ -100,13 +100,14 @@ PY
   done
 }
 
-# A loaded host (other jobs on its 2 cores) slows some runs and not others; one retry separates
-# that from a wrong model.
-for attempt in 1 2; do
+# A loaded host (other jobs on its 2 cores) slows some runs and not others; up to two retries
+# separate that from a wrong model, which is off every time (one retry was not always enough for
+# the other netem tests on CI's noisy host: tests/test_netem_rtt.sh, 2026-12-03).
+for attempt in 1 2 3; do
   echo "comparison attempt $attempt (load $(cut -d' ' -f1 /proc/loadavg))"
   compare_all
   [ "$off" -eq 0 ] && break
-  [ $attempt -eq 2 ] && fail "$off margin(s) off the model twice"
+  [ $attempt -eq 3 ] && fail "$off margin(s) off the model three times"
 done
 
 [ "$failures" -eq 0 ] && echo "test_probe_place_netem: ok" || echo "test_probe_place_netem: $failures failure(s)"
