@@ -118,15 +118,17 @@ int main(void) {
 
   unsigned char pkt[PACKET_BYTES];
   /* Delay and order: 50 packets 0 -> 1, 1 ms apart. Order and the 5 ms floor hold in every
-   * attempt; an average that misses is measured once more before the check fails, as the rate
-   * check below does: a host stall holds the forwarder and the test alike (CI, 2026-12-03, just
-   * after the suite's build: average 11.4 ms, worst 30.2 ms, where local runs give ~5.1 ms); a
-   * wrong delay misses twice. */
+   * attempt; an average that misses is measured again, up to three times, a quarter second
+   * apart, before the check fails: a stall of the virtual machine holds the forwarder and the
+   * test alike, real-time class or not (CI, 2026-12-03: average 11.4 ms, worst 30.2 ms once;
+   * under ASan 8.8 ms then, at once, 17.4 ms; local runs give ~5.15 ms; the host's steal time
+   * was ~7% of the CPUs then). A wrong delay misses every time. */
   enum { N = 50 };
   uint64_t delays[N], arrivals[N];
   uint32_t seqs[N];
   int got = 0, sent01 = 0;
-  for (int attempt = 1; attempt <= 2; attempt++) {
+  for (int attempt = 1; attempt <= 3; attempt++) {
+    if (attempt > 1) nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 250000000}, NULL);
     /* Send and receive interleaved, so a packet is timed when it comes out, not when read late. */
     got = 0;
     uint64_t next = now_ns();
@@ -160,17 +162,18 @@ int main(void) {
     printf("0>1 delay=5ms: average %.1f us, worst %.1f us (attempt %d)\n", avg_us,
            (double)worst / 1e3, attempt);
     int ok = avg_us < 5000 + 1000;
-    if (ok || attempt == 2) {
-      CHECK(ok, "0>1 average delay %.1f us twice, want 5 ms + < 1 ms", avg_us);
+    if (ok || attempt == 3) {
+      CHECK(ok, "0>1 average delay %.1f us three times, want 5 ms + < 1 ms", avg_us);
       break;
     }
   }
 
   /* Rate: a burst of 40 packets 0 -> 2 at 10 Mbit/s leaves 1 ms apart. A burst that misses is
-   * sent once more before the check fails, as the jitter check above does: one host stall of the
-   * forwarder stretches a 39 ms burst by milliseconds (CI, 2026-12-02: 43.87 ms once, the same
-   * build 39 ms in ten local runs); a wrong rate misses twice. */
-  for (int attempt = 1; attempt <= 2; attempt++) {
+   * sent again, up to three times, as the delay check above is: one host stall of the forwarder
+   * stretches a 39 ms burst by milliseconds (CI, 2026-12-02: 43.87 ms once, the same build 39 ms
+   * in ten local runs); a wrong rate misses every time. */
+  for (int attempt = 1; attempt <= 3; attempt++) {
+    if (attempt > 1) nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 250000000}, NULL);
     for (int i = 0; i < 40; i++) {
       packet_make(pkt, 2, (uint32_t)i);
       CHECK(write(test_end[0], pkt, sizeof pkt) == (ssize_t)sizeof pkt, "write");
@@ -181,8 +184,8 @@ int main(void) {
     double span_ms = (double)(arrivals[39] - arrivals[0]) / 1e6;
     printf("0>2 rate=10mbit: 40 packets over %.2f ms (want 39)\n", span_ms);
     int ok = span_ms > 39 * 0.95 && span_ms < 39 * 1.10;
-    if (ok || attempt == 2) {
-      CHECK(ok, "0>2 span %.2f ms, want 39 ms", span_ms);
+    if (ok || attempt == 3) {
+      CHECK(ok, "0>2 span %.2f ms three times, want 39 ms", span_ms);
       break;
     }
   }
