@@ -62,7 +62,7 @@ cells = collections.defaultdict(dict)  # (coll, ranks, transport, size) -> sweep
 runs = collections.defaultdict(list)  # (coll, ranks, transport, size) -> every run's ratio
 for line in open(medians):
     d = json.loads(line)
-    cells[tuple(d["cell"])][d["sweep"]] = d["median"]
+    cells[tuple(d["cell"])][d["sweep"]] = statistics.median(d["ratios"])
     runs[tuple(d["cell"])] += d["ratios"]
 sweeps = sorted({s for c in cells.values() for s in c})
 def inside(m):
@@ -178,8 +178,7 @@ for key in sorted(cells, key=lambda k: (["allreduce", "reduce_scatter", "allgath
         med_in += 1 - t <= statistics.median(r) <= 1 + t
         if os.environ.get("PREDICT_MEDIANS"):  # several sweeps re-scored: pooled at the end
             with open(os.environ["PREDICT_MEDIANS"], "a") as fh:
-                fh.write(json.dumps({"sweep": out, "cell": [*key, s],
-                                     "median": statistics.median(r), "ratios": r}) + "\n")
+                fh.write(json.dumps({"sweep": out, "cell": [*key, s], "ratios": r}) + "\n")
         txt = ", ".join(f"{x:.2f}" for x in r)
         row.append(txt if all(inside) else f"**{txt}**")
     print(f"| {key[0]}, {key[1]}, {key[2]} | " + " | ".join(row) + " |")

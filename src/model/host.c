@@ -28,11 +28,11 @@ typedef struct host_rates {
   double shared_write_gbps; /* 0 = free */
   double tx_gbps, rx_gbps;  /* TCP: the sender's and the receiver's copy (sim.h); 0 = link */
   uint64_t (*send_hot)[2];  /* per rank: the send-buffer bytes its own local steps read */
-  /* per rank: the transfer rates at that rank's own working set, and that working set; a
-   * transfer takes those of whichever of its two ends touches more (host_link). NULL (the
-   * per-rank entries themselves): the rates above for every transfer. */
+  uint64_t footprint_bytes; /* the working set these rates were read at */
+  /* per rank: the rates at that rank's own working set; a transfer takes those of whichever of
+   * its two ends touches more (host_link). NULL (the per-rank entries themselves): the rates
+   * above for every transfer. */
   const struct host_rates *rank_rates;
-  const uint64_t *rank_footprint;
 } host_rates;
 
 int strata_host_cores_shared(const strata_host_links *links) {
@@ -75,8 +75,10 @@ static double host_curve_gbps_by_time(const strata_host_curve *curve, uint64_t f
 
 static void host_link(void *ctx, int src, int dst, strata_sim_link *out) {
   const host_rates *call = ctx, *rates = call;
-  if (call->rank_rates)
-    rates = &call->rank_rates[call->rank_footprint[src] >= call->rank_footprint[dst] ? src : dst];
+  if (call->rank_rates) {
+    const host_rates *a = &call->rank_rates[src], *b = &call->rank_rates[dst];
+    rates = a->footprint_bytes >= b->footprint_bytes ? a : b;
+  }
   out->alpha_us = rates->links->alpha_us;
   out->alpha_ends_us = rates->links->alpha_ends_us;
   out->gbps = rates->link_gbps;
@@ -236,6 +238,7 @@ static uint64_t host_phases(strata_coll coll) {
 static void host_rates_at(const strata_host_links *links, uint64_t footprint_bytes,
                           host_rates *out) {
   out->links = links;
+  out->footprint_bytes = footprint_bytes;
   /* Both transports at the working set. (TCP was read flat at the largest point while its
    * calibration posted point-to-point messages from the caller's thread: those shifts had a cache
    * credit the collectives did not show. Timed through the engine's own allgather, the TCP curve
@@ -317,20 +320,19 @@ int strata_host_predict(const strata_host_links *links, strata_coll coll, strata
      * root's for every hop, the 4-rank shm chain broadcast at 16 MiB (one round, three hops in
      * turn) was 0.68 and 0.64 of the measurement by median on two sweeps; at each hop's own, 0.81
      * and 0.73, no other row of the table moving (session 20, docs/model.md). */
-    uint64_t footprint = 0, (*send_hot)[2] = calloc((size_t)p, sizeof *send_hot);
-    uint64_t *rank_footprint = calloc((size_t)p, sizeof *rank_footprint);
+    uint64_t(*send_hot)[2] = calloc((size_t)p, sizeof *send_hot);
     host_rates *rank_rates = calloc((size_t)p, sizeof *rank_rates);
-    if (!send_hot || !rank_footprint || !rank_rates) rc = STRATA_ERR_NO_MEMORY;
+    if (!send_hot || !rank_rates) rc = STRATA_ERR_NO_MEMORY;
+    int largest = 0;
     for (int r = 0; rc == STRATA_OK && r < p; r++) {
-      rank_footprint[r] = host_footprint_bytes(&scheds[r], links->use_tcp, send_hot[r]);
-      if (rank_footprint[r] > footprint) footprint = rank_footprint[r];
-      host_rates_at(links, rank_footprint[r] / host_phases(coll), &rank_rates[r]);
+      uint64_t f = host_footprint_bytes(&scheds[r], links->use_tcp, send_hot[r]);
+      host_rates_at(links, f / host_phases(coll), &rank_rates[r]);
+      if (rank_rates[r].footprint_bytes > rank_rates[largest].footprint_bytes) largest = r;
     }
-    host_rates rates;
-    host_rates_at(links, footprint / host_phases(coll), &rates);
+    host_rates rates = {0};
+    if (rc == STRATA_OK) rates = rank_rates[largest];
     rates.send_hot = send_hot;
     rates.rank_rates = rank_rates;
-    rates.rank_footprint = rank_footprint;
     uint64_t **shared = NULL;
     if (rc == STRATA_OK && rates.shared_write_gbps > 0) {
       shared = calloc((size_t)p, sizeof *shared);
@@ -354,7 +356,6 @@ int strata_host_predict(const strata_host_links *links, strata_coll coll, strata
     if (rc == STRATA_OK) rc = strata_sim_run(&model, scheds, &result);
     if (rc == STRATA_OK) *time_us = result.time_us + (p > 1 ? links->op_overhead_us : 0);
     free(send_hot);
-    free(rank_footprint);
     free(rank_rates);
     for (int r = 0; shared && r < p; r++) free(shared[r]);
     free(shared);
