@@ -63,9 +63,9 @@ static int parse_model_line(const char *line, strata_host_links *l) {
 }
 
 /* "# Model curves ..., per-call overhead O us: 512K link L reduce R memcpy M [lone . dirty .
- * fused . [warm . [shared . [lonedirty .]]]]; ..." Runs printed before session 12 have one point
- * fewer (no span point: it then repeats the largest, span_scale 1); from session 12 on, the span
- * point's printed link working set over the largest point's is span_scale. */
+ * fused . [warm .]]; ..." Runs printed before session 12 have one point fewer (no span point: it
+ * then repeats the largest, span_scale 1); from session 12 on, the span point's printed link
+ * working set over the largest point's is span_scale. */
 static int parse_curves_line(const char *line, strata_host_links *l) {
   const char *over = strstr(line, "overhead "), *q = strstr(line, "us:");
   if (!over || !q || sscanf(over, "overhead %lf", &l->op_overhead_us) != 1) return -1;
@@ -73,8 +73,7 @@ static int parse_curves_line(const char *line, strata_host_links *l) {
   unsigned long long printed_k[STRATA_HOST_CURVE_POINTS] = {0};
   int points = 0;
   for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
-    double link, reduce, memcpy_gbps, lone = 0, dirty = 0, fused = 0, warm = 0, shared = 0,
-                                      lone_dirty = 0;
+    double link, reduce, memcpy_gbps, lone = 0, dirty = 0, fused = 0, warm = 0, shared = 0;
     int used = 0;
     if (sscanf(q, " %lluK link %lf reduce %lf memcpy %lf%n", &printed_k[i], &link, &reduce,
                &memcpy_gbps, &used) != 4)
@@ -83,7 +82,6 @@ static int parse_curves_line(const char *line, strata_host_links *l) {
     if (sscanf(q, " lone %lf dirty %lf fused %lf%n", &lone, &dirty, &fused, &used) == 3) q += used;
     if (sscanf(q, " warm %lf%n", &warm, &used) == 1) q += used;     /* printed from session 7 on */
     if (sscanf(q, " shared %lf%n", &shared, &used) == 1) q += used; /* from session 15 on */
-    if (sscanf(q, " lonedirty %lf%n", &lone_dirty, &used) == 1) q += used; /* session 21 on */
     const char *next = strchr(q, ';');
     if (next) q = next + 1;
     l->link.gbps[i] = link;
@@ -92,17 +90,15 @@ static int parse_curves_line(const char *line, strata_host_links *l) {
     l->link_alone.gbps[i] = lone; /* 0 where the run printed none (one rank) */
     l->link_dirty.gbps[i] = dirty;
     l->fused.gbps[i] = fused;
-    l->link_warm.gbps[i] = warm;             /* 0: the dirty rate stands in (sim.h) */
-    l->shared_write.gbps[i] = shared;        /* 0: free */
-    l->link_lone_dirty.gbps[i] = lone_dirty; /* 0: the lone rate slowed by the dirty ratio */
+    l->link_warm.gbps[i] = warm;      /* 0: the dirty rate stands in (sim.h) */
+    l->shared_write.gbps[i] = shared; /* 0: free */
     points++;
   }
   const int last = STRATA_HOST_CURVE_POINTS - 1;
   if (points < last) return -1;
   if (points == last) { /* an older run: the span point repeats the largest */
-    strata_host_curve *curves[] = {&l->link,       &l->reduce,       &l->memcpy,
-                                   &l->link_alone, &l->link_dirty,   &l->fused,
-                                   &l->link_warm,  &l->shared_write, &l->link_lone_dirty};
+    strata_host_curve *curves[] = {&l->link,       &l->reduce, &l->memcpy,    &l->link_alone,
+                                   &l->link_dirty, &l->fused,  &l->link_warm, &l->shared_write};
     for (size_t k = 0; k < sizeof curves / sizeof curves[0]; k++)
       curves[k]->gbps[last] = curves[k]->gbps[last - 1];
     l->span_scale = 1;

@@ -90,8 +90,7 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
            !curve_ok(&links.reduce, "reduce", rank) + !curve_ok(&links.link_alone, "lone", rank);
     if (!w->tcp)
       bad += !curve_ok(&links.fused, "fused", rank) + !curve_ok(&links.link_warm, "warm", rank) +
-             !curve_ok(&links.link_dirty, "dirty", rank) +
-             !curve_ok(&links.link_lone_dirty, "lone dirty", rank);
+             !curve_ok(&links.link_dirty, "dirty", rank);
     /* the span point reaches over the buffers every rank offered; the point before it, over
      * the first window only */
     const int last = STRATA_HOST_CURVE_POINTS - 1;

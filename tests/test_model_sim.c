@@ -256,41 +256,6 @@ static void test_pull_after_local(void) {
   expect_time("pull beside a copy", &m, sch, 2, 5.0, "");
 }
 
-/* A lone pull from a source the call wrote (the sender's receive buffer: a chain's forwarded
- * hop) moves at the measured lone rate of a just-written source where calibration has one
- * (sim.c, sim_send_core); without it, at the lone rate slowed by the dirty ratio. 2 ranks,
- * 8000 bytes, every-rank rate 1 byte/ns, dirty 0.5, lone 4: the dirty pull alone runs at
- * min(0.5 x 2 ranks / 1 busy, 4 x 0.5) = 1 (8 us); with a lone dirty rate of 0.8 at 0.8 (10 us).
- * A pull of the send buffer (not written) ignores it: min(1 x 2 / 1, 4) = 2 (4 us). */
-static double lone_dirty_rate;
-static void pull_link_lone_dirty(void *ctx, int src, int dst, strata_sim_link *out) {
-  pull_link_alone(ctx, src, dst, out);
-  out->dirty_gbps = 0.5;
-  out->lone_dirty_gbps = lone_dirty_rate;
-}
-
-static void test_lone_dirty_pull(void) {
-  const struct {
-    double lone_dirty;
-    uint8_t buf;
-    double want;
-  } cases[] = {{0, STRATA_BUF_RECV, 8}, {0.8, STRATA_BUF_RECV, 10}, {0.8, STRATA_BUF_SEND, 4}};
-  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    strata_schedule sch[2];
-    memset(sch, 0, sizeof sch);
-    for (int r = 0; r < 2; r++) sch[r].rank = r, sch[r].nranks = 2;
-    strata_sched_send(&sch[0], 1, strata_ref(cases[c].buf, 0), 8000, NULL, 0);
-    strata_sched_recv(&sch[1], 0, strata_ref(STRATA_BUF_RECV, 0), 8000, NULL, 0);
-    lone_dirty_rate = cases[c].lone_dirty;
-    strata_sim_model m = {.nranks = 2, .link = pull_link_lone_dirty, .one_core_per_rank = 1};
-    char label[96];
-    snprintf(label, sizeof label, "lone pull from %s, lone dirty rate %g",
-             cases[c].buf == STRATA_BUF_RECV ? "a written buffer" : "the send buffer",
-             cases[c].lone_dirty);
-    expect_time(label, &m, sch, 2, cases[c].want, "");
-  }
-}
-
 /* At one instant a rank runs its own local step before a transfer (sim.c, sim_event), as the
  * engine runs a small copy inline when it becomes ready: two ranks each copy 4000 bytes at 2
  * bytes/ns (0-2 us), then pull 8000 bytes from each other. The first pull booked at 2 us runs at
@@ -549,20 +514,15 @@ static void test_point_footprints(void) {
       uint64_t x = strata_host_point_bytes(i);
       int ok =
           l.memcpy.footprint_bytes[i] == 2 * x && l.reduce.footprint_bytes[i] == 3 * x &&
-          (tcp ? l.link_warm.footprint_bytes[i] == 0 && l.link_dirty.footprint_bytes[i] == 0 &&
-                     l.link_lone_dirty.footprint_bytes[i] == 0
+          (tcp ? l.link_warm.footprint_bytes[i] == 0 && l.link_dirty.footprint_bytes[i] == 0
                : l.link.footprint_bytes[i] == 2 * x && l.link_dirty.footprint_bytes[i] == 2 * x &&
-                     l.link_lone_dirty.footprint_bytes[i] == 2 * x &&
                      l.link_warm.footprint_bytes[i] == 3 * x);
       checked++;
       if (!ok) {
-        printf(
-            "FAIL point %d footprints (%s): link %llu dirty %llu lone dirty %llu warm %llu for "
-            "%llu bytes\n",
-            i, tcp ? "tcp" : "shm", (unsigned long long)l.link.footprint_bytes[i],
-            (unsigned long long)l.link_dirty.footprint_bytes[i],
-            (unsigned long long)l.link_lone_dirty.footprint_bytes[i],
-            (unsigned long long)l.link_warm.footprint_bytes[i], (unsigned long long)x);
+        printf("FAIL point %d footprints (%s): link %llu dirty %llu warm %llu for %llu bytes\n", i,
+               tcp ? "tcp" : "shm", (unsigned long long)l.link.footprint_bytes[i],
+               (unsigned long long)l.link_dirty.footprint_bytes[i],
+               (unsigned long long)l.link_warm.footprint_bytes[i], (unsigned long long)x);
         failures++;
       }
     }
@@ -597,7 +557,6 @@ int main(void) {
   test_host_cores();
   test_host_cores_latency();
   test_pull_after_local();
-  test_lone_dirty_pull();
   test_local_first();
   test_tcp_stream();
   test_tcp_stream_idle_ranks();

@@ -1286,9 +1286,9 @@ static void bench_model_setup(bench_ctx *ctx) {
            (unsigned long long)(l->link.footprint_bytes[i] >> 10), l->link.gbps[i],
            l->reduce.gbps[i], l->memcpy.gbps[i]);
     if (l->link_alone.gbps[i] > 0) /* TCP: a one-way stream; shm: a lone pull, and the rest */
-      printf(" lone %.17g dirty %.17g fused %.17g warm %.17g shared %.17g lonedirty %.17g",
-             l->link_alone.gbps[i], l->link_dirty.gbps[i], l->fused.gbps[i], l->link_warm.gbps[i],
-             l->shared_write.gbps[i], l->link_lone_dirty.gbps[i]);
+      printf(" lone %.17g dirty %.17g fused %.17g warm %.17g shared %.17g", l->link_alone.gbps[i],
+             l->link_dirty.gbps[i], l->fused.gbps[i], l->link_warm.gbps[i],
+             l->shared_write.gbps[i]);
     printf("%s", i + 1 < STRATA_HOST_CURVE_POINTS ? ";" : "\n");
   }
   if (strata_host_cores_shared(l))

@@ -163,23 +163,21 @@ static int cal_shift_s(strata_comm *comm, char *out, char *in, size_t bytes, siz
 /* Median seconds of one ring shift of `bytes` whose source every rank has just rewritten (so it
  * sits dirty in the writer's cache when the neighbour pulls it), or, given `copy_to`, has just
  * read by copying it there (clean, but in the reader's cache: what a call's own COPY or REDUCE
- * of its send buffer leaves for the peers that pull it). lone: cal_shift's lone pull, of a
- * source only rank 0 has just rewritten (a chain's forwarded hop). Each shift is timed alone,
- * between the touch and a barrier. */
+ * of its send buffer leaves for the peers that pull it). Each shift is timed alone, between the
+ * touch and a barrier. */
 #define CAL_DIRTY_SHIFTS 9
 static int cal_touched_s(strata_comm *comm, char *out, char *in, char *copy_to, size_t bytes,
-                         size_t message_bytes, int lone, double *seconds) {
+                         size_t message_bytes, double *seconds) {
   double t[CAL_DIRTY_SHIFTS];
-  int sender = !lone || strata_comm_rank(comm) == 0;
-  int rc = cal_shift(comm, out, in, bytes, message_bytes, lone); /* warm-up */
+  int rc = cal_shift(comm, out, in, bytes, message_bytes, 0); /* warm-up */
   for (int k = 0; !rc && k < CAL_DIRTY_SHIFTS; k++) {
     if (copy_to)
       memcpy(copy_to, out, bytes);
-    else if (sender)
+    else
       memset(out, k, bytes); /* zeros and small bytes: the content does not matter to a shift */
     rc = strata_barrier(comm);
     double start_s = strata_now_s();
-    if (!rc) rc = cal_shift(comm, out, in, bytes, message_bytes, lone);
+    if (!rc) rc = cal_shift(comm, out, in, bytes, message_bytes, 0);
     t[k] = strata_now_s() - start_s;
   }
   if (!rc) *seconds = strata_median(t, CAL_DIRTY_SHIFTS);
@@ -428,9 +426,8 @@ static void cal_transport(strata_comm *comm, strata_host_links *out) {
 }
 
 /* Per calibration point: seconds of a shift, a reduction, a memcpy, a fused shift, a lone pull
- * (shm), a shift and a lone pull from a just-written source and a shift from a just-read source
- * (shm), and what rewriting a source a neighbour has pulled costs beyond a private rewrite
- * (shm). */
+ * (shm), a shift from a just-written source and one from a just-read source (shm), and what
+ * rewriting a source a neighbour has pulled costs beyond a private rewrite (shm). */
 enum {
   CAL_SHIFT = 0,
   CAL_RED,
@@ -438,7 +435,6 @@ enum {
   CAL_FUSED_EXTRA, /* cal_fused_s: a reduce-scatter call minus its p-1 steps as plain shifts */
   CAL_LONE,
   CAL_DIRTY,
-  CAL_LONE_DIRTY,
   CAL_WARM,
   CAL_SHARED_WRITE,
   CAL_FIGURES
@@ -491,13 +487,12 @@ static int cal_point_transfers(strata_comm *comm, const strata_host_links *links
     int reps = cal_reps_for(bytes);
     rc = cal_shift_s(comm, a, b, bytes, chunk, reps, 0, &s[CAL_SHIFT]);
     if (!rc) rc = cal_shift_s(comm, a, b, bytes, chunk, reps, 1, &s[CAL_LONE]);
-    if (!rc) rc = cal_touched_s(comm, a, b, NULL, bytes, chunk, 0, &s[CAL_DIRTY]);
-    if (!rc) rc = cal_touched_s(comm, a, b, NULL, bytes, chunk, 1, &s[CAL_LONE_DIRTY]);
+    if (!rc) rc = cal_touched_s(comm, a, b, NULL, bytes, chunk, &s[CAL_DIRTY]);
     /* past 16 MiB the peer's cache lets go */
     if (!rc && bytes <= STRATA_HOST_SHARED_WRITE_MAX_BYTES &&
         strata_host_shared_writes_apply(links))
       rc = cal_shared_write_s(comm, a, b, c, bytes, chunk, &s[CAL_SHARED_WRITE]);
-    if (!rc) rc = cal_touched_s(comm, a, b, c, bytes, chunk, 0, &s[CAL_WARM]);
+    if (!rc) rc = cal_touched_s(comm, a, b, c, bytes, chunk, &s[CAL_WARM]);
   }
   if (!rc && links->nranks > 1 && !links->use_tcp) /* only shm pulls fuse a reduction */
   {
@@ -580,8 +575,7 @@ void strata_host_point_footprints(strata_host_links *l, int i) {
   if (p > 1 && !l->use_tcp) {
     l->fused.footprint_bytes[i] = (uint64_t)(p + 1) * cal_fused_bytes(i, p) * scale;
     l->link_alone.footprint_bytes[i] = l->link_dirty.footprint_bytes[i] =
-        l->link_lone_dirty.footprint_bytes[i] = l->shared_write.footprint_bytes[i] =
-            2 * bytes * scale;
+        l->shared_write.footprint_bytes[i] = 2 * bytes * scale;
     /* a warm shift's owner also copies its source into a third buffer (cal_touched_s) */
     l->link_warm.footprint_bytes[i] = 3 * bytes * scale;
   }
@@ -647,8 +641,6 @@ static void cal_curves_fill(strata_host_links *out, const cal_fixed *fixed,
       /* a source its owner just touched: never faster than a clean one */
       cal_rate_set(&out->link_dirty, i, moved,
                    fmax(cal_minus_fixed(w[CAL_DIRTY], alone_s), shift_s));
-      /* alone, a just-written source may sit in the shared cache: no clean floor */
-      cal_rate_set(&out->link_lone_dirty, i, moved, cal_minus_fixed(w[CAL_LONE_DIRTY], alone_s));
       cal_rate_set(&out->link_warm, i, moved, fmax(cal_minus_fixed(w[CAL_WARM], alone_s), shift_s));
       cal_rate_set(&out->shared_write, i, moved, w[CAL_SHARED_WRITE]); /* 0 s: free (0 GB/s) */
     }

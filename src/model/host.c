@@ -25,7 +25,6 @@
 typedef struct host_rates {
   const strata_host_links *links;
   double link_gbps, reduce_gbps, memcpy_gbps, fused_gbps, alone_gbps, dirty_gbps, warm_gbps;
-  double lone_dirty_gbps;   /* 0: the lone rate slowed by the dirty ratio (sim.h) */
   double shared_write_gbps; /* 0 = free */
   double tx_gbps, rx_gbps;  /* TCP: the sender's and the receiver's copy (sim.h); 0 = link */
   uint64_t (*send_hot)[2];  /* per rank: the send-buffer bytes its own local steps read */
@@ -87,7 +86,6 @@ static void host_link(void *ctx, int src, int dst, strata_sim_link *out) {
   out->pull = !rates->links->use_tcp;
   out->alone_gbps = out->pull ? rates->alone_gbps : 0;
   out->dirty_gbps = out->pull ? rates->dirty_gbps : 0;
-  out->lone_dirty_gbps = out->pull ? rates->lone_dirty_gbps : 0;
   out->warm_gbps = out->pull ? rates->warm_gbps : 0;
   out->tx_gbps = out->pull ? 0 : rates->tx_gbps;
   out->rx_gbps = out->pull ? 0 : rates->rx_gbps;
@@ -262,7 +260,6 @@ static void host_rates_at(const strata_host_links *links, uint64_t footprint_byt
   out->fused_gbps = strata_host_curve_gbps(&links->fused, footprint_bytes);
   out->alone_gbps = strata_host_curve_gbps(&links->link_alone, link_at);
   out->dirty_gbps = strata_host_curve_gbps(&links->link_dirty, link_at);
-  out->lone_dirty_gbps = strata_host_curve_gbps(&links->link_lone_dirty, link_at);
   out->warm_gbps = strata_host_curve_gbps(&links->link_warm, link_at);
   /* shared writes: only with a core per rank (strata_host_shared_writes_apply). With ranks
    * outnumbering cores the calibrated difference is mostly ranks waiting for a core: 4 ranks on

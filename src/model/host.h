@@ -66,13 +66,6 @@ typedef struct strata_host_links {
    * buffer not written since (session 4). Used for pulls from the sender's receive or scratch
    * buffer, which the call itself wrote. Empty over TCP (the sender's own core copies). */
   strata_host_curve link_dirty;
-  /* shm: a lone pull (rank 1 from rank 0, every other rank idle) of a source its owner has just
-   * rewritten, as a chain's forwarded hop pulls what the forwarder's own pull just wrote. With
-   * the source hot in the shared cache such a pull can outrun a lone pull of a clean one: 4 ranks
-   * on 2 cores, the broadcast's 16 MiB hops ran ~2.3 ms where the clean lone rate (5 GB/s) and
-   * the every-rank dirty ratio gave 3.5-4.5 (session 20). Empty over TCP and in runs printed
-   * before session 21 (the lone rate slowed by the dirty ratio then stands in). */
-  strata_host_curve link_lone_dirty;
   /* shm: ring shifts whose source its owner has just read (copied into another buffer), as a
    * call's own COPY or REDUCE reads its send buffer before or while a peer pulls it: the lines
    * are clean but sit in that core's cache. Between a clean and a dirty source: 2 ranks, 512 KiB

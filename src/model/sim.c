@@ -450,9 +450,7 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
                 : read  ? (link->warm_gbps > 0 ? link->warm_gbps : link->dirty_gbps)
                         : 0;
   if (link->pull && slow > 0) {
-    /* the lone pull slows alike, unless a lone pull of a written source was measured */
-    alone = written && alone > 0 && link->lone_dirty_gbps > 0 ? link->lone_dirty_gbps
-                                                              : alone * slow / bw;
+    alone *= slow / bw; /* the lone pull slows alike */
     bw = slow;
   }
   int mover = link->pull ? q : r;

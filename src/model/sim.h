@@ -49,9 +49,6 @@ typedef struct strata_sim_link {
    * broadcast root's buffer), so they sit in the sender's core's cache, clean; a pull of them is
    * costed at warm_gbps (0: dirty_gbps). Empty when lo >= hi. */
   uint64_t send_hot_lo, send_hot_hi;
-  /* one_core_per_rank, pulls: the alone rate of a pull from a source the call wrote (a chain's
-   * forwarded hop); 0: alone_gbps * dirty_gbps / gbps */
-  double lone_dirty_gbps;
   double warm_gbps;
   /* one_core_per_rank, not pulls (TCP): the sender's core copies a message in at tx_gbps, the
    * receiver's copies it out at rx_gbps (loopback's sending core also runs the receive side's
