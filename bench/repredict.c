@@ -6,9 +6,10 @@
  *   FILE  the text output of `strata bench COLL ... --predict` (rank 0's stdout)
  *   COLL  allreduce, reduce_scatter, allgather or broadcast (float32 rows)
  * Prints one line per row: size, measured out-of-place busbw, the busbw that run printed, and
- * the busbw this build's strata_host_predict gives for the links that run calibrated (its
+ * the busbw this build's strata_host_predict_calls gives for the links that run calibrated (its
  * `# Model` and `# Model curves` lines): the printed rates at the working sets calibrate.c
- * gives each point (strata_host_point_footprints).
+ * gives each point (strata_host_point_footprints), per call of the run's timed loop (iters x
+ * agg iters calls in a row, from its first line).
  *
  * STRATA_REPREDICT_WITHOUT in the environment names figures to ignore, to judge them on the same
  * rows: shared_write (the printed shared-write curve: the model as before session 15), tcp_now
@@ -157,7 +158,14 @@ int main(int argc, char **argv) {
   memset(&links, 0, sizeof links);
   char line[LINE_BYTES];
   int have_model = 0, have_curves = 0, rows = 0, status = 0;
+  unsigned long long iters = 1, agg_iters = 1; /* the timed loop's calls in a row */
   while (fgets(line, sizeof line, f)) {
+    const char *loop = strstr(line, "warmup iters: ");
+    if (!strncmp(line, "# nThread", 9) && loop &&
+        sscanf(loop, "warmup iters: %*d iters: %llu agg iters: %llu", &iters, &agg_iters) != 2) {
+      fprintf(stderr, "%s: malformed line: %s", argv[1], line);
+      return 2;
+    }
     if (!strncmp(line, "# Model (--predict):", 20)) {
       have_model = parse_model_line(line, &links) == 0;
       continue;
@@ -195,8 +203,9 @@ int main(int argc, char **argv) {
       continue;
     double us = 0;
     int p = links.nranks;
-    if (strata_host_predict(&links, coll, STRATA_ALGO_AUTO, count, 4, root < 0 ? 0 : root, &us) !=
-            STRATA_OK ||
+    uint64_t calls = iters * agg_iters > 0 ? iters * agg_iters : 1;
+    if (strata_host_predict_calls(&links, coll, STRATA_ALGO_AUTO, count, 4, root < 0 ? 0 : root,
+                                  calls, &us) != STRATA_OK ||
         us <= 0) {
       fprintf(stderr, "%s: no prediction for the %llu-byte row\n", argv[1], size);
       status = 2;

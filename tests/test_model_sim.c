@@ -499,6 +499,70 @@ static void test_host_chain_hop_footprints(void) {
   }
 }
 
+/* A pull starts once the receiver has posted its receive (sim.c, sim_send_core): rank 0's send
+ * is ready at once, but rank 1 posts the receive for it only after a message from rank 2, which
+ * first copies 8000 bytes (8 us at 1 byte/ns). Pulls at 1 byte/ns, no latency: rank 1 pulls
+ * rank 2's 8000 bytes over 8-16 us, then rank 0's over 16-24 us. Booked when the send was
+ * ready (until session 21), rank 0's pull ran over 0-8 us, before rank 1 had asked for it: 16. */
+static void test_pull_waits_for_receive(void) {
+  strata_schedule sch[3];
+  memset(sch, 0, sizeof sch);
+  for (int r = 0; r < 3; r++) sch[r].rank = r, sch[r].nranks = 3;
+  strata_sched_send(&sch[0], 1, strata_ref(STRATA_BUF_SEND, 0), 8000, NULL, 0);
+  uint32_t copied = (uint32_t)strata_sched_copy(&sch[2], strata_ref(STRATA_BUF_SEND, 0),
+                                                strata_ref(STRATA_BUF_RECV, 0), 8000, NULL, 0);
+  strata_sched_send(&sch[2], 1, strata_ref(STRATA_BUF_RECV, 0), 8000, &copied, 1);
+  uint32_t first =
+      (uint32_t)strata_sched_recv(&sch[1], 2, strata_ref(STRATA_BUF_RECV, 0), 8000, NULL, 0);
+  strata_sched_recv(&sch[1], 0, strata_ref(STRATA_BUF_RECV, 8000), 8000, &first, 1);
+  strata_sim_model m = {.nranks = 3, .link = pull_link, .one_core_per_rank = 1, .copy_gbps = 1};
+  expect_time("a pull waits for its receive", &m, sch, 3, 24.0, "; 16 if pulled before posted");
+}
+
+/* Calls in a row (host.c, strata_host_predict_calls): each rank starts its next call when its
+ * own part of the last is done. A 4-rank chain broadcast of one chunk is three hops in turn, and
+ * rank 1 takes part in two of them (it pulls, then rank 2 pulls from it), so in a long row of
+ * calls the root's next first hop runs beside the last hop: a period of two hops, 2/3 of one
+ * call alone. A ring allreduce keeps every rank in every step: its period is the call's own. One
+ * call in a row is strata_host_predict. */
+static void test_host_calls_in_a_row(void) {
+  strata_host_links l;
+  memset(&l, 0, sizeof l);
+  l.nranks = 4;
+  l.reduce_gbps = 1000, l.memcpy_gbps = 1000, l.alpha_us = 2, l.link_gbps = 2;
+  const uint64_t S = 16u << 20;
+  l.chunk_bytes = S;
+  const struct {
+    strata_coll coll;
+    double want; /* per call of 1000 in a row, over one call alone */
+  } cases[] = {{STRATA_COLL_BROADCAST, 2.0 / 3}, {STRATA_COLL_ALLREDUCE, 1.0}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    double one = -1, in_row_1 = -1, in_row = -1;
+    int rc = strata_host_predict(&l, cases[c].coll, STRATA_ALGO_AUTO, S / 4, 4, 0, &one);
+    if (!rc)
+      rc = strata_host_predict_calls(&l, cases[c].coll, STRATA_ALGO_AUTO, S / 4, 4, 0, 1,
+                                     &in_row_1);
+    if (!rc)
+      rc = strata_host_predict_calls(&l, cases[c].coll, STRATA_ALGO_AUTO, S / 4, 4, 0, 1000,
+                                     &in_row);
+    checked++;
+    if (rc || !(one > 0) || in_row_1 != one || fabs(in_row / one - cases[c].want) > 0.01) {
+      printf("FAIL %s calls in a row: %g us a call of 1000 (%.3f of one alone, want %.3f), one "
+             "alone %g us, one in a row %g (%s)\n",
+             strata_coll_name(cases[c].coll), in_row, in_row / one, cases[c].want, one, in_row_1,
+             strata_strerror(rc));
+      failures++;
+    }
+  }
+  double us = 0;
+  checked++;
+  if (strata_host_predict_calls(&l, STRATA_COLL_BROADCAST, STRATA_ALGO_AUTO, S / 4, 4, 0, 0, &us) !=
+      STRATA_ERR_INVALID_ARG) {
+    printf("FAIL zero calls in a row accepted\n");
+    failures++;
+  }
+}
+
 /* The working set each calibration point is labelled with is what one rank touches there
  * (calibrate.c): a shift 2X (source and destination), a warm shift 3X (the owner also copies its
  * source into a third buffer before each), a memcpy 2X, a reduction 3X. Labelled 2X, the warm
@@ -565,6 +629,8 @@ int main(void) {
   test_point_footprints();
   test_host_copy_between_points();
   test_host_chain_hop_footprints();
+  test_pull_waits_for_receive();
+  test_host_calls_in_a_row();
   if (failures) {
     printf("%d of %d comparisons failed\n", failures, checked);
     return 1;

@@ -17,6 +17,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "coll/schedule.h"
 #include "model/sim.h"
@@ -292,9 +293,82 @@ static strata_algo host_algo(const strata_host_links *links, strata_coll coll, s
   return STRATA_ALGO_AUTO;
 }
 
-int strata_host_predict(const strata_host_links *links, strata_coll coll, strata_algo algo,
-                        uint64_t count, uint32_t elem_size, int root, double *time_us) {
-  if (!links || !time_us || links->nranks < 1 || elem_size == 0 || links->link_gbps <= 0)
+/* `calls` copies of one rank's schedule back to back, as a rank runs blocking calls in a row:
+ * each copy's first steps (those with no dependency) wait for every last step of the copy before
+ * (the steps no other depends on), so a rank starts its next call once its own part of the last
+ * is done, whatever its peers still do. */
+static int host_repeat(const strata_schedule *one, int calls, strata_schedule *out) {
+  memset(out, 0, sizeof *out);
+  out->rank = one->rank, out->nranks = one->nranks, out->coll = one->coll, out->algo = one->algo;
+  out->scratch_bytes = one->scratch_bytes;
+  uint32_t n = one->nsteps, nsinks = 0, most_deps = 0;
+  uint8_t *depended = calloc(n ? n : 1, 1);
+  uint32_t *sinks = malloc((n ? n : 1) * sizeof *sinks), *deps = NULL;
+  if (!depended || !sinks) out->status = STRATA_ERR_NO_MEMORY;
+  for (uint32_t i = 0; out->status == STRATA_OK && i < n; i++) {
+    const strata_step *st = &one->steps[i];
+    for (uint32_t d = 0; d < st->dep_count; d++) depended[one->deps[st->dep_begin + d]] = 1;
+    if (st->dep_count > most_deps) most_deps = st->dep_count;
+  }
+  for (uint32_t i = 0; out->status == STRATA_OK && i < n; i++)
+    if (!depended[i]) sinks[nsinks++] = i;
+  if (out->status == STRATA_OK) {
+    deps = malloc(((size_t)most_deps + nsinks + 1) * sizeof *deps);
+    if (!deps) out->status = STRATA_ERR_NO_MEMORY;
+  }
+  for (int c = 0; out->status == STRATA_OK && c < calls; c++) {
+    uint32_t base = out->nsteps;
+    for (uint32_t i = 0; out->status == STRATA_OK && i < n; i++) {
+      const strata_step *st = &one->steps[i];
+      uint32_t k = 0;
+      for (uint32_t d = 0; d < st->dep_count; d++) deps[k++] = base + one->deps[st->dep_begin + d];
+      if (c > 0 && st->dep_count == 0)
+        for (uint32_t j = 0; j < nsinks; j++) deps[k++] = base - n + sinks[j];
+      strata_sched_add(out, st, deps, k);
+    }
+  }
+  free(depended);
+  free(sinks);
+  free(deps);
+  int status = out->status;
+  if (status != STRATA_OK) strata_schedule_free(out);
+  return status;
+}
+
+/* Simulate `scheds` (one per rank) with `model` (its shared-write bytes are filled here, per
+ * step of these schedules, when rates->shared_write_gbps applies): the time the last rank ends. */
+static int host_sim(strata_sim_model model, const host_rates *rates, const strata_schedule *scheds,
+                    double *time_us) {
+  int p = model.nranks, rc = STRATA_OK;
+  uint64_t **shared = NULL;
+  if (rates->shared_write_gbps > 0) {
+    shared = calloc((size_t)p, sizeof *shared);
+    if (!shared) rc = STRATA_ERR_NO_MEMORY;
+    for (int r = 0; rc == STRATA_OK && r < p; r++) {
+      shared[r] = calloc(scheds[r].nsteps ? scheds[r].nsteps : 1, sizeof *shared[r]);
+      rc = shared[r] ? host_shared_writes(&scheds[r], shared[r]) : STRATA_ERR_NO_MEMORY;
+    }
+  }
+  model.shared_write_gbps = shared ? rates->shared_write_gbps : 0;
+  model.shared_write_bytes = (const uint64_t *const *)shared;
+  strata_sim_result result;
+  if (rc == STRATA_OK) rc = strata_sim_run(&model, scheds, &result);
+  if (rc == STRATA_OK) *time_us = result.time_us;
+  for (int r = 0; shared && r < p; r++) free(shared[r]);
+  free(shared);
+  return rc;
+}
+
+/* How many calls the period of back-to-back calls is simulated over (host.h,
+ * strata_host_predict_calls): the period is (T(HOST_PERIOD_CALLS) - T(1)) / (HOST_PERIOD_CALLS -
+ * 1), past the first call, which also fills the pipeline. */
+#define HOST_PERIOD_CALLS 3
+
+int strata_host_predict_calls(const strata_host_links *links, strata_coll coll, strata_algo algo,
+                              uint64_t count, uint32_t elem_size, int root, uint64_t calls,
+                              double *time_us) {
+  if (!links || !time_us || links->nranks < 1 || elem_size == 0 || links->link_gbps <= 0 ||
+      calls < 1)
     return STRATA_ERR_INVALID_ARG;
   int p = links->nranks;
   strata_schedule *scheds = calloc((size_t)p, sizeof *scheds);
@@ -333,15 +407,6 @@ int strata_host_predict(const strata_host_links *links, strata_coll coll, strata
     if (rc == STRATA_OK) rates = rank_rates[largest];
     rates.send_hot = send_hot;
     rates.rank_rates = rank_rates;
-    uint64_t **shared = NULL;
-    if (rc == STRATA_OK && rates.shared_write_gbps > 0) {
-      shared = calloc((size_t)p, sizeof *shared);
-      if (!shared) rc = STRATA_ERR_NO_MEMORY;
-      for (int r = 0; rc == STRATA_OK && r < p; r++) {
-        shared[r] = calloc(scheds[r].nsteps ? scheds[r].nsteps : 1, sizeof *shared[r]);
-        rc = shared[r] ? host_shared_writes(&scheds[r], shared[r]) : STRATA_ERR_NO_MEMORY;
-      }
-    }
     strata_sim_model model = {.nranks = p,
                               .link = host_link,
                               .ctx = &rates,
@@ -349,18 +414,35 @@ int strata_host_predict(const strata_host_links *links, strata_coll coll, strata
                               .copy_gbps = rates.memcpy_gbps,
                               .one_core_per_rank = 1,
                               .fused_reduce_gbps = rates.fused_gbps,
-                              .host_cores = links->host_cores,
-                              .shared_write_gbps = shared ? rates.shared_write_gbps : 0,
-                              .shared_write_bytes = (const uint64_t *const *)shared};
-    strata_sim_result result;
-    if (rc == STRATA_OK) rc = strata_sim_run(&model, scheds, &result);
-    if (rc == STRATA_OK) *time_us = result.time_us + (p > 1 ? links->op_overhead_us : 0);
+                              .host_cores = links->host_cores};
+    double one_us = 0, many_us = 0;
+    if (rc == STRATA_OK) rc = host_sim(model, &rates, scheds, &one_us);
+    double per_call_us = one_us;
+    /* Calls in a row: a rank starts its next call when its own part of the last is done, so a
+     * rooted chain's root and first hops run the next call while the last hops finish this one
+     * (a benchmark's loop; docs/model.md, session 21). Per call: the first call's time plus
+     * calls - 1 periods, over calls. */
+    if (rc == STRATA_OK && calls > 1 && p > 1) {
+      strata_schedule *rep = calloc((size_t)p, sizeof *rep);
+      if (!rep) rc = STRATA_ERR_NO_MEMORY;
+      for (int r = 0; rc == STRATA_OK && r < p; r++)
+        rc = host_repeat(&scheds[r], HOST_PERIOD_CALLS, &rep[r]);
+      if (rc == STRATA_OK) rc = host_sim(model, &rates, rep, &many_us);
+      double period_us = (many_us - one_us) / (HOST_PERIOD_CALLS - 1);
+      if (rc == STRATA_OK) per_call_us = (one_us + (double)(calls - 1) * period_us) / (double)calls;
+      for (int r = 0; rep && r < p; r++) strata_schedule_free(&rep[r]);
+      free(rep);
+    }
+    if (rc == STRATA_OK) *time_us = per_call_us + (p > 1 ? links->op_overhead_us : 0);
     free(send_hot);
     free(rank_rates);
-    for (int r = 0; shared && r < p; r++) free(shared[r]);
-    free(shared);
   }
   for (int r = 0; r < p; r++) strata_schedule_free(&scheds[r]);
   free(scheds);
   return rc;
+}
+
+int strata_host_predict(const strata_host_links *links, strata_coll coll, strata_algo algo,
+                        uint64_t count, uint32_t elem_size, int root, double *time_us) {
+  return strata_host_predict_calls(links, coll, algo, count, elem_size, root, 1, time_us);
 }

@@ -169,4 +169,13 @@ int strata_host_calibrate_on(strata_comm *comm, strata_dtype dtype, strata_op op
 int strata_host_predict(const strata_host_links *links, strata_coll coll, strata_algo algo,
                         uint64_t count, uint32_t elem_size, int root, double *time_us);
 
+/* The same, as the time per call of `calls` (>= 1) calls in a row, as a benchmark's timed loop
+ * makes them: each rank starts its next call when its own part of the last is done, so calls
+ * overlap where a rank's part ends early (a chain's root and first hops). The first call is
+ * simulated alone, and calls - 1 periods of the calls after it (over three calls in a row) are
+ * added: (T(1) + (calls - 1) (T(3) - T(1)) / 2) / calls. calls = 1 is strata_host_predict. */
+int strata_host_predict_calls(const strata_host_links *links, strata_coll coll, strata_algo algo,
+                              uint64_t count, uint32_t elem_size, int root, uint64_t calls,
+                              double *time_us);
+
 #endif

@@ -111,6 +111,8 @@ typedef struct sim_state {
   double *arrival;   /* receives: when the first bytes land, NAN until the send ran */
   double *last_byte; /* receives: when the last bytes land */
   uint8_t *waiting;  /* receives: ready but no data yet */
+  uint8_t *posted;   /* receives: ready (the receiver has posted them) */
+  uint32_t *held;    /* receives: 1 + the pull's send that waits for this receive to be posted */
   uint8_t *done;
   uint8_t *fused;        /* receives: the reduction was fused into a pull (one_core_per_rank) */
   double *copy_out_gbps; /* receives: the receiver's core copies the bytes out at this rate
@@ -133,6 +135,8 @@ static void sim_free(sim_state *s) {
   free(s->arrival);
   free(s->last_byte);
   free(s->waiting);
+  free(s->posted);
+  free(s->held);
   free(s->done);
   free(s->fused);
   free(s->copy_out_gbps);
@@ -156,6 +160,8 @@ static int sim_alloc(sim_state *s) {
   s->arrival = calloc(t + 1, sizeof *s->arrival);
   s->last_byte = calloc(t + 1, sizeof *s->last_byte);
   s->waiting = calloc(t + 1, 1);
+  s->posted = calloc(t + 1, 1);
+  s->held = calloc(t + 1, sizeof *s->held);
   s->done = calloc(t + 1, 1);
   s->fused = calloc(t + 1, 1);
   s->copy_out_gbps = calloc(t + 1, sizeof *s->copy_out_gbps);
@@ -168,9 +174,10 @@ static int sim_alloc(sim_state *s) {
   s->local_end = calloc(p, sizeof(double));
   s->latent = calloc(p, sizeof(double));
   s->ends = calloc(p, sizeof(double));
-  if (!s->pending || !s->ready || !s->arrival || !s->last_byte || !s->waiting || !s->done ||
-      !s->fused || !s->copy_out_gbps || !s->match || !s->succ_begin || !s->tx_free || !s->rx_free ||
-      !s->cpu_free || !s->shared_free || !s->local_end || !s->latent || !s->ends)
+  if (!s->pending || !s->ready || !s->arrival || !s->last_byte || !s->waiting || !s->posted ||
+      !s->held || !s->done || !s->fused || !s->copy_out_gbps || !s->match || !s->succ_begin ||
+      !s->tx_free || !s->rx_free || !s->cpu_free || !s->shared_free || !s->local_end ||
+      !s->latent || !s->ends)
     return STRATA_ERR_NO_MEMORY;
   for (size_t i = 0; i <= t; i++) s->arrival[i] = NAN;
   return STRATA_OK;
@@ -435,6 +442,10 @@ static double pull_end(sim_state *s, int mover, double start, double bytes, doub
 }
 
 /* one_core_per_rank. A pull holds the receiver's core for bytes / gbps; the sender's is free.
+ * It starts once the receiver has posted the receive (the receiver's core runs it): until then
+ * the send waits, held by the receive, which releases it when it becomes ready (sim_step). A
+ * single call rarely has a send ready before its receive; back-to-back calls do, where the
+ * sender's next call starts while the receiver still works on the last (host.c, calls).
  * Otherwise (TCP) the sender's core copies the bytes in for bytes / gbps, eagerly (the kernel
  * buffers them), and the receiver's core copies them out at the same rate when the receive
  * completes. A fused pull's reduction (fused_reduce_gbps) extends the pull on the receiver's core.
@@ -442,6 +453,10 @@ static double pull_end(sim_state *s, int mover, double start, double bytes, doub
 static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g, double t,
                          const strata_sim_link *link) {
   int q = st->peer;
+  if (link->pull && !s->posted[s->match[g]]) {
+    s->held[s->match[g]] = g + 1;
+    return STRATA_OK;
+  }
   double bw = link->gbps > 0 ? link->gbps : 1e-9, alone = link->alone_gbps;
   int written = st->src.buf != STRATA_BUF_SEND; /* the call wrote it: dirty in its core */
   int read = !written && st->src.offset < link->send_hot_hi &&
@@ -510,6 +525,12 @@ static int sim_step(sim_state *s, uint32_t g, double t) {
       return sim_send(s, r, st, g, t);
     case STRATA_STEP_RECV:
     case STRATA_STEP_RECV_REDUCE:
+      s->posted[g] = 1;
+      if (s->held[g]) { /* a pull's send waited for this receive: it starts now */
+        uint32_t send = s->held[g] - 1;
+        s->held[g] = 0;
+        if (heap_push(s, t, send) != 0) return STRATA_ERR_NO_MEMORY;
+      }
       if (isnan(s->arrival[g])) {
         s->waiting[g] = 1;
         return STRATA_OK;
