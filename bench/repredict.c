@@ -9,7 +9,8 @@
  * the busbw this build's strata_host_predict_calls gives for the links that run calibrated (its
  * `# Model` and `# Model curves` lines): the printed rates at the working sets calibrate.c
  * gives each point (strata_host_point_footprints), per call of the run's timed loop (iters x
- * agg iters calls in a row, from its first line).
+ * agg iters calls in a row, from its first line; a run with a barrier after every call, -z 1,
+ * which that line does not say, is not re-predicted as such).
  *
  * STRATA_REPREDICT_WITHOUT in the environment names figures to ignore, to judge them on the same
  * rows: shared_write (the printed shared-write curve: the model as before session 15), tcp_now

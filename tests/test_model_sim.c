@@ -540,17 +540,18 @@ static void test_host_calls_in_a_row(void) {
     double one = -1, in_row_1 = -1, in_row = -1;
     int rc = strata_host_predict(&l, cases[c].coll, STRATA_ALGO_AUTO, S / 4, 4, 0, &one);
     if (!rc)
-      rc = strata_host_predict_calls(&l, cases[c].coll, STRATA_ALGO_AUTO, S / 4, 4, 0, 1,
-                                     &in_row_1);
+      rc =
+          strata_host_predict_calls(&l, cases[c].coll, STRATA_ALGO_AUTO, S / 4, 4, 0, 1, &in_row_1);
     if (!rc)
       rc = strata_host_predict_calls(&l, cases[c].coll, STRATA_ALGO_AUTO, S / 4, 4, 0, 1000,
                                      &in_row);
     checked++;
     if (rc || !(one > 0) || in_row_1 != one || fabs(in_row / one - cases[c].want) > 0.01) {
-      printf("FAIL %s calls in a row: %g us a call of 1000 (%.3f of one alone, want %.3f), one "
-             "alone %g us, one in a row %g (%s)\n",
-             strata_coll_name(cases[c].coll), in_row, in_row / one, cases[c].want, one, in_row_1,
-             strata_strerror(rc));
+      printf(
+          "FAIL %s calls in a row: %g us a call of 1000 (%.3f of one alone, want %.3f), one "
+          "alone %g us, one in a row %g (%s)\n",
+          strata_coll_name(cases[c].coll), in_row, in_row / one, cases[c].want, one, in_row_1,
+          strata_strerror(rc));
       failures++;
     }
   }

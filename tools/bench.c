@@ -1093,8 +1093,9 @@ static double bench_predict_busbw(const bench_ctx *ctx, const bench_case *c) {
   if (!ctx->links_ok || count == 0 || c->kind == BENCH_SENDRECV) return NAN;
   double time_us = 0;
   /* per call of the timed loop's calls in a row (bench_time), which overlap where a rank's own
-   * part of a call ends early (host.h) */
-  uint64_t calls = (uint64_t)ctx->opt->iters * (uint64_t)ctx->opt->agg_iters;
+   * part of a call ends early (host.h); with a barrier after each (-z 1) one call alone */
+  uint64_t calls =
+      ctx->opt->blocking ? 1 : (uint64_t)ctx->opt->iters * (uint64_t)ctx->opt->agg_iters;
   if (strata_host_predict_calls(&ctx->links, bench_kind_colls[c->kind], STRATA_ALGO_AUTO, count,
                                 (uint32_t)c->type_bytes, c->root < 0 ? 0 : c->root,
                                 calls > 0 ? calls : 1, &time_us) ||
