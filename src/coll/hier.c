@@ -138,7 +138,8 @@ static int hier_map_ref(const hier_buf_map *m, strata_bufref ref, uint64_t bytes
   return 0;
 }
 
-static int hier_map_step(const hier_phase *ph, const strata_step *in, strata_step *out) {
+static int hier_map_step(const void *ctx, const strata_step *in, strata_step *out) {
+  const hier_phase *ph = ctx;
   *out = *in;
   if (in->kind <= STRATA_STEP_RECV_REDUCE) out->peer = ph->peers[in->peer];
   strata_bufref *refs[4] = {&out->src, &out->src2, &out->dst, &out->staging};
@@ -162,19 +163,11 @@ static void hier_phase_add(hier_build *b, const hier_phase *ph) {
   const uint32_t base = b->s->nsteps;
   uint64_t scratch_end = ph->map[STRATA_BUF_SCRATCH].base.offset + sub.scratch_bytes;
   if (scratch_end > b->s->scratch_bytes) b->s->scratch_bytes = scratch_end;
-  uint32_t *deps = malloc(((size_t)sub.ndeps + sub.nsteps + 1) * sizeof *deps);
-  for (uint32_t i = 0; deps && i < sub.nsteps && b->status == STRATA_OK; i++) {
-    strata_step st;
-    if (hier_map_step(ph, &sub.steps[i], &st)) {
-      b->status = STRATA_ERR_INVALID_ARG; /* a builder crossed a mapped block: our bug */
-      break;
-    }
-    uint32_t nd = sub.steps[i].dep_count;
-    for (uint32_t k = 0; k < nd; k++) deps[k] = base + sub.deps[sub.steps[i].dep_begin + k];
-    if (nd == 0 && b->join >= 0) deps[nd++] = (uint32_t)b->join;
-    if (strata_sched_add(b->s, &st, deps, nd) < 0) b->status = strata_schedule_status(b->s);
-  }
-  if (!deps) b->status = STRATA_ERR_NO_MEMORY;
+  /* a step the map refuses crossed a mapped block: our bug (STRATA_ERR_INVALID_ARG) */
+  const uint32_t join = b->join >= 0 ? (uint32_t)b->join : 0;
+  b->status = strata_sched_append(b->s, &sub, &join, b->join >= 0, hier_map_step, ph);
+  uint32_t *deps = malloc(((size_t)sub.nsteps + 1) * sizeof *deps);
+  if (!deps && b->status == STRATA_OK) b->status = STRATA_ERR_NO_MEMORY;
   if (b->status == STRATA_OK && b->s->nsteps > base) {
     uint32_t nd = 0;
     for (uint32_t i = base; i < b->s->nsteps; i++) deps[nd++] = i;

@@ -145,6 +145,35 @@ int strata_schedule_status(const strata_schedule *s) {
   return s->status;
 }
 
+int strata_sched_append(strata_schedule *s, const strata_schedule *sub, const uint32_t *after,
+                        uint32_t nafter,
+                        int (*map)(const void *ctx, const strata_step *in, strata_step *out),
+                        const void *ctx) {
+  if (s->status != STRATA_OK) return s->status;
+  const uint32_t base = s->nsteps;
+  uint32_t most = 0;
+  for (uint32_t i = 0; i < sub->nsteps; i++)
+    if (sub->steps[i].dep_count > most) most = sub->steps[i].dep_count;
+  uint32_t *deps = malloc(((size_t)(most > nafter ? most : nafter) + 1) * sizeof *deps);
+  if (!deps) return STRATA_ERR_NO_MEMORY;
+  int status = STRATA_OK;
+  for (uint32_t i = 0; i < sub->nsteps && status == STRATA_OK; i++) {
+    const strata_step *in = &sub->steps[i];
+    strata_step st = *in;
+    if (map && map(ctx, in, &st)) {
+      status = STRATA_ERR_INVALID_ARG;
+      break;
+    }
+    uint32_t nd = in->dep_count;
+    for (uint32_t k = 0; k < nd; k++) deps[k] = base + sub->deps[in->dep_begin + k];
+    if (nd == 0)
+      for (uint32_t k = 0; k < nafter; k++) deps[nd++] = after[k];
+    if (strata_sched_add(s, &st, deps, nd) < 0) status = s->status;
+  }
+  free(deps);
+  return status;
+}
+
 void strata_schedule_free(strata_schedule *sched) {
   if (!sched) return;
   free(sched->steps);

@@ -129,6 +129,15 @@ int strata_sched_copy(strata_schedule *s, strata_bufref src, strata_bufref dst, 
 int strata_sched_reduce(strata_schedule *s, strata_bufref src, strata_bufref src2,
                         strata_bufref dst, uint64_t bytes, const uint32_t *deps, uint32_t ndeps);
 int strata_schedule_status(const strata_schedule *s);
+/* Append every step of `sub` to `s` in order, its dependencies moved to where they land; the steps
+ * of `sub` that depend on nothing also wait for the `nafter` steps `after` of `s` (a phase after
+ * the last one, a call after the last call). `map`, if given, rewrites each step first (peers,
+ * buffer offsets) and returns non-zero where it cannot. Returns STRATA_OK, the schedule's failure,
+ * STRATA_ERR_NO_MEMORY, or STRATA_ERR_INVALID_ARG for a step `map` refused. */
+int strata_sched_append(strata_schedule *s, const strata_schedule *sub, const uint32_t *after,
+                        uint32_t nafter,
+                        int (*map)(const void *ctx, const strata_step *in, strata_step *out),
+                        const void *ctx);
 
 static inline strata_bufref strata_ref(strata_buf_id buf, uint64_t offset) {
   strata_bufref r = {(uint8_t)buf, offset};

@@ -301,36 +301,20 @@ static int host_repeat(const strata_schedule *one, int calls, strata_schedule *o
   memset(out, 0, sizeof *out);
   out->rank = one->rank, out->nranks = one->nranks, out->coll = one->coll, out->algo = one->algo;
   out->scratch_bytes = one->scratch_bytes;
-  uint32_t n = one->nsteps, nsinks = 0, most_deps = 0;
+  uint32_t n = one->nsteps, nsinks = 0;
   uint8_t *depended = calloc(n ? n : 1, 1);
-  uint32_t *sinks = malloc((n ? n : 1) * sizeof *sinks), *deps = NULL;
-  if (!depended || !sinks) out->status = STRATA_ERR_NO_MEMORY;
-  for (uint32_t i = 0; out->status == STRATA_OK && i < n; i++) {
-    const strata_step *st = &one->steps[i];
-    for (uint32_t d = 0; d < st->dep_count; d++) depended[one->deps[st->dep_begin + d]] = 1;
-    if (st->dep_count > most_deps) most_deps = st->dep_count;
-  }
-  for (uint32_t i = 0; out->status == STRATA_OK && i < n; i++)
-    if (!depended[i]) sinks[nsinks++] = i;
-  if (out->status == STRATA_OK) {
-    deps = malloc(((size_t)most_deps + nsinks + 1) * sizeof *deps);
-    if (!deps) out->status = STRATA_ERR_NO_MEMORY;
-  }
-  for (int c = 0; out->status == STRATA_OK && c < calls; c++) {
-    uint32_t base = out->nsteps;
-    for (uint32_t i = 0; out->status == STRATA_OK && i < n; i++) {
-      const strata_step *st = &one->steps[i];
-      uint32_t k = 0;
-      for (uint32_t d = 0; d < st->dep_count; d++) deps[k++] = base + one->deps[st->dep_begin + d];
-      if (c > 0 && st->dep_count == 0)
-        for (uint32_t j = 0; j < nsinks; j++) deps[k++] = base - n + sinks[j];
-      strata_sched_add(out, st, deps, k);
-    }
+  uint32_t *after = malloc((n ? n : 1) * sizeof *after);
+  int status = depended && after ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  for (uint32_t i = 0; status == STRATA_OK && i < one->ndeps; i++) depended[one->deps[i]] = 1;
+  for (int c = 0; status == STRATA_OK && c < calls; c++) {
+    uint32_t base = out->nsteps; /* the last call's last steps, where this one lands */
+    status = strata_sched_append(out, one, after, nsinks, NULL, NULL);
+    nsinks = 0;
+    for (uint32_t i = 0; i < n; i++)
+      if (!depended[i]) after[nsinks++] = base + i;
   }
   free(depended);
-  free(sinks);
-  free(deps);
-  int status = out->status;
+  free(after);
   if (status != STRATA_OK) strata_schedule_free(out);
   return status;
 }
