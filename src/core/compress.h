@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "net/transport.h" /* strata_reduce_fn */
+#include "core/core.h" /* strata_reduce_fn */
 #include "strata.h"
 
 enum { STRATA_COMPRESS_BLOCK = 256 };

@@ -8,7 +8,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "net/transport.h" /* strata_reduce_fn */
 #include "strata.h"
 
 /* ---- logging: one process-wide level, set from the first communicator's config ---- */
@@ -43,6 +42,8 @@ void strata_bf16_to_f32_array(float *dst, const uint16_t *src, size_t count);
 void strata_f32_to_bf16_array(uint16_t *dst, const float *src, size_t count);
 
 /* ---- reductions ---- */
+/* dst[i] = a[i] OP b[i] for `count` elements; a or b may equal dst. */
+typedef void (*strata_reduce_fn)(void *dst, const void *a, const void *b, size_t count);
 /* The kernel for (dtype, op); AVG maps to SUM (the engine divides at the end). NULL if invalid.
  * Kernels vectorize (the compiler auto-vectorizes plain loops at -O3; f16/bf16 convert through
  * f32 and round to nearest even). */

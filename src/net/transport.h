@@ -18,30 +18,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/core.h" /* strata_reduce_fn */
 #include "strata.h"
 
 typedef struct strata_xfer strata_xfer;
 typedef struct strata_transport strata_transport;
-
-/* dst[i] = a[i] OP b[i] for `count` elements; a or b may equal dst. */
-typedef void (*strata_reduce_fn)(void *dst, const void *a, const void *b, size_t count);
 
 struct strata_xfer {
   /* set by the engine before posting */
   int peer;
   uint64_t tag;
   uint64_t bytes;
-  void *buf;                  /* send: source; receive: destination */
-  strata_reduce_fn reduce;    /* receive only, optional: if set and the transport has
-                                 `fuses_reduce`, compute reduce_dst = reduce_src OP incoming
-                                 instead of writing `buf` (buf is then unused) */
+  void *buf;               /* send: source; receive: destination */
+  strata_reduce_fn reduce; /* receive only, optional: if set and the transport has
+                              `fuses_reduce`, compute reduce_dst = reduce_src OP incoming
+                              instead of writing `buf` (buf is then unused) */
   const void *reduce_src;
   void *reduce_dst;
-  uint32_t elem_size;         /* for fused reductions: never split an element */
+  uint32_t elem_size;           /* for fused reductions: never split an element */
   void (*done)(strata_xfer *x); /* called once, from progress(), when complete */
   void *user;
   /* set by the transport */
-  int status;                 /* STRATA_OK or an error, valid when done() runs */
+  int status; /* STRATA_OK or an error, valid when done() runs */
   /* transport-private */
   strata_xfer *next;
   uint64_t offset;
