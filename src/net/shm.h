@@ -1,5 +1,8 @@
 /*
- * shm.h — the shared-memory transport between ranks of one host (see shm.c for the design).
+ * shm.h — the shared-memory transport between ranks of one host. The design is told in its files:
+ * shm_wire.h (the layout of segments and records), shm_ring.c (messages through the rings),
+ * shm_pull.c (single-copy pulls of large messages) and shm_setup.c (segments, rendezvous,
+ * liveness and aborts).
  */
 #ifndef STRATA_NET_SHM_H
 #define STRATA_NET_SHM_H
@@ -19,8 +22,9 @@
 int strata_shm_open(const strata_config *cfg, int rank, int nranks, strata_store *store,
                     const int *is_local, strata_transport **out, char *err, size_t err_len);
 
-/* 1 if messages of at least 32 KiB to `peer` go by cross-memory attach (process_vm_readv), 0 if
- * everything streams through the ring (CMA forbidden, or STRATA_SHM_CMA=0), or t is not shm. */
+/* 1 if large messages to `peer` (32 KiB and more) go by cross-memory attach (process_vm_readv), 0
+ * if everything streams through the ring (CMA forbidden, or STRATA_SHM_CMA=0), or t is not shm.
+ * The same as ops->query(STRATA_TRANSPORT_SINGLE_COPY). */
 int strata_shm_uses_cma(const strata_transport *t, int peer);
 
 /* Bytes this transport received by reading a peer's strata_mem_alloc memory through a mapping

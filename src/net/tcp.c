@@ -885,6 +885,19 @@ void strata_tcp_set_control_only(strata_transport *base, int peer) {
   if (t && base->ops == &tcp_ops && peer >= 0 && peer < t->nranks) t->peers[peer].control_only = 1;
 }
 
+static int tcp_query(const strata_transport *base, strata_transport_query what, int peer,
+                     uint64_t *value) {
+  (void)peer;
+  *value = 0;
+  if (what == STRATA_TRANSPORT_DATA_RTT_US) {
+    *value = strata_tcp_data_rtt_us(base);
+    return STRATA_OK;
+  }
+  if (what == STRATA_TRANSPORT_SINGLE_COPY || what == STRATA_TRANSPORT_MAPPED_BYTES)
+    return STRATA_OK; /* every byte crosses the socket: never single-copy, never mapped */
+  return STRATA_ERR_INVALID_ARG;
+}
+
 /* ---- open and destroy ---- */
 
 static void tcp_destroy(strata_transport *base) {
@@ -928,6 +941,7 @@ static const strata_transport_ops tcp_ops = {
     .send_abort = tcp_send_abort,
     .wait = tcp_wait,
     .destroy = tcp_destroy,
+    .query = tcp_query,
 };
 
 static int stream_init(tcp_stream *st, int fd, int index) {

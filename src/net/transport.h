@@ -47,6 +47,20 @@ struct strata_xfer {
   int state;
 };
 
+/* What a transport can be asked through ops->query: figures the layers above size or report
+ * things by, without naming the transport. */
+typedef enum strata_transport_query {
+  /* The largest round-trip time, in microseconds, to the peers whose data this transport
+   * carries; 0 when none or unknown. `peer` is ignored. */
+  STRATA_TRANSPORT_DATA_RTT_US = 1,
+  /* 1 if large messages to `peer` travel in a single copy (the receiver reads the sender's
+   * memory), 0 if they are copied through a buffer or a socket. */
+  STRATA_TRANSPORT_SINGLE_COPY,
+  /* Bytes received by reading a peer's strata_mem_alloc memory through a mapping. `peer` is
+   * ignored. */
+  STRATA_TRANSPORT_MAPPED_BYTES,
+} strata_transport_query;
+
 typedef struct strata_transport_ops {
   const char *name;
   /* Queue a send or receive; it completes later through x->done. Returns an error only for
@@ -64,6 +78,10 @@ typedef struct strata_transport_ops {
    * early. Transports that cannot wait return at once. */
   void (*wait)(strata_transport *t, int timeout_ms);
   void (*destroy)(strata_transport *t);
+  /* Optional (NULL answers nothing): *value = the figure `what` names (about `peer` where it
+   * says so). Returns STRATA_OK, or STRATA_ERR_INVALID_ARG when this transport does not know
+   * `what` or `peer` (then *value is 0). */
+  int (*query)(const strata_transport *t, strata_transport_query what, int peer, uint64_t *value);
 } strata_transport_ops;
 
 struct strata_transport {
@@ -74,5 +92,13 @@ struct strata_transport {
   int remote_abort_peer;
   uint64_t remote_abort_op_seq; /* the op_seq that peer sent with its abort */
 };
+
+/* The answer of t->ops->query, or 0 when t is NULL or does not know `what`. */
+static inline uint64_t strata_transport_ask(const strata_transport *t, strata_transport_query what,
+                                            int peer) {
+  uint64_t value = 0;
+  if (!t || !t->ops->query || t->ops->query(t, what, peer, &value) != STRATA_OK) return 0;
+  return value;
+}
 
 #endif
