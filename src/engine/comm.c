@@ -14,43 +14,38 @@
 #include "core/core.h"
 #include "engine/chunk.h"
 #include "engine/engine.h"
-#include "net/tcp.h"
+#include "net/net.h"
 
 /* Pipelining pays where a transfer keeps the wire busy while the CPU reduces (TCP). Between
  * ranks of one host every transfer is a memory copy by a rank's own core (single-copy pulls
- * with the reduction fused in), so cutting a message finer only adds per-message costs: measured
- * 2 ranks, 16 MiB out of place, 1 MiB chunks 2.3 GB/s busbw against 5.0 GB/s in one round.
+ * with the reduction fused in), so cutting a message finer only adds per-message costs: there
+ * the chunk is large enough that most messages go in one round.
  *
- * Over TCP on a LAN the chunk is small: 64 KiB, one piece on one stream (tcp.c stripes only from
- * 256 KiB), so the ring's window of chunks spreads over the streams, and every chunk's staging
- * and partial sums stay in L2 from the socket copy to the reduction. Measured 2026-11-30 on the
- * 2-core build box, allreduce busbw out of place / in place, 2 ranks over loopback (2 runs each,
- * 4 streams): 64K 2.2-3.1 / 2.4-3.5 GB/s at 1-256 MiB, 1M 1.7-2.6 / 1.8-2.8, 32K 1.9-2.9, 128K
- * 0.9-2.0; 4 ranks 64K 0.9-1.1 / 1.0-1.2, 1M 0.6-1.2 / 0.9-1.2; 2 ranks across two network
- * namespaces over veth, 16 MiB in place: 64K 4.6-4.8 ms, 1M 10.3-10.8 ms, 256K 42-69 ms (4
- * pieces per chunk: the veth pair dropped segments, 784 retransmissions). When some peers share
- * the host (a multi-host job), the shm part would pay for the fine cut, so the chunk stays 1 MiB.
+ * Over sockets to other hosts the chunk is small: 64 KiB, one piece on one stream (tcp.c stripes
+ * only from STRATA_TCP_STRIPE_MIN_BYTES), so the ring's window of chunks spreads over the
+ * streams, and every chunk's staging and partial sums stay in L2 from the socket copy to the
+ * reduction; a larger chunk is cut into stripes, one per stream, and loses both. When some peers
+ * share the host (a multi-host job), the shared-memory part would pay for the fine cut, so the
+ * chunk stays 1 MiB.
  *
- * TCP between ranks of one host (STRATA_SHM=0, or shm refused) is loopback, not a wire: nothing
- * overlaps a transfer but the kernel's copies on the same cores, and each chunk costs a wake-up
- * and a syscall per side, which with ranks sharing cores is a context switch. There 1 MiB wins
- * at every size. Measured 2026-12-02 on the 2-core AMD EPYC host, out-of-place time at 1 / 16 /
- * 256 MiB, two interleaved runs each: 2 ranks, allreduce 64K 424-504 us / 8.8-9.2 ms / 129-165
- * ms, 1M 300-398 us / 4.2-6.5 ms / 75-104 ms (512K and 4M no better); 4 ranks, allgather 64K
- * 1.1-1.6 / 18.7-24.5 / 368-473 ms, 1M 0.98-1.16 / 9.5-11.6 / 153-198 ms; broadcast 256 MiB 64K
- * 200-257 ms, 1M 138-181. Ranks in other network namespaces are other hosts here (net.c, the
- * identity), so the veth measurement above keeps its 64 KiB.
+ * Sockets between ranks of one host (STRATA_SHM=0, or shared memory refused) are loopback, not
+ * a wire: nothing overlaps a transfer but the kernel's copies on the same cores, and each chunk
+ * costs a wake-up and a syscall per side, which with ranks sharing cores is a context switch.
+ * There 1 MiB chunks keep those costs small against the copies. Ranks in other network
+ * namespaces are other hosts here (net.c, the identity), so they keep the 64 KiB of a wire.
  *
  * WAN peers get larger chunks (RTT measured at connect) so the ring keeps several
  * bandwidth-delay products in flight (src/engine/chunk.c). This is one rank's proposal: the
- * communicator takes the largest of all ranks' (strata_comm_agree, sites.c). */
+ * communicator takes the largest of all ranks' (strata_comm_agree, sites.c). `strata bench`
+ * with STRATA_CHUNK set to each candidate measures the choice on a given cluster. */
 static uint64_t default_chunk_bytes(const strata_comm *comm) {
   enum { TCP_LAN_CHUNK_BYTES = 64 << 10, MIXED_CHUNK_BYTES = 1 << 20, SHM_CHUNK_BYTES = 16 << 20 };
-  if (!comm->tcp_data_peers) return SHM_CHUNK_BYTES;
-  uint64_t lan = comm->tcp_data_peers == comm->nranks - 1 && comm->tcp_remote_peers > 0
+  const strata_net *net = &comm->net;
+  if (!net->socket_data_peers) return SHM_CHUNK_BYTES;
+  uint64_t lan = net->socket_data_peers == comm->nranks - 1 && net->socket_remote_peers > 0
                      ? TCP_LAN_CHUNK_BYTES
                      : MIXED_CHUNK_BYTES;
-  return strata_chunk_for_path(strata_tcp_data_rtt_us(comm->net.tcp), comm->cfg.tcp_link_gbps, lan);
+  return strata_chunk_for_path(strata_net_data_rtt_us(net), comm->cfg.tcp_link_gbps, lan);
 }
 
 static int fail_init(strata_comm *comm, int status) {
@@ -112,15 +107,8 @@ static int connect_world(strata_comm *comm) {
   }
   comm->have_net = 1;
   int local_ranks = 1;
-  for (int peer = 0; peer < comm->nranks; peer++) {
-    if (peer == comm->rank) continue;
-    int local = comm->net.is_local && comm->net.is_local[peer];
-    if (comm->net.peer[peer] == comm->net.tcp) {
-      comm->tcp_data_peers++;
-      comm->tcp_remote_peers += !local;
-    }
-    local_ranks += local;
-  }
+  for (int peer = 0; peer < comm->nranks; peer++)
+    if (peer != comm->rank) local_ranks += comm->net.is_local && comm->net.is_local[peer];
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   comm->oversubscribed = cores > 0 && local_ranks > cores;
   return STRATA_OK;

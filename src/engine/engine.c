@@ -27,11 +27,11 @@ static uint8_t *ref_ptr(const strata_operation *op, strata_bufref ref) {
   return op->bufs[ref.buf] + ref.offset;
 }
 
-/* The communicator's transports (tcp, shm; either may be NULL). Returns how many slots. */
-static int transports(strata_comm *comm, strata_transport *out[2]) {
-  out[0] = comm->have_net ? comm->net.tcp : NULL;
-  out[1] = comm->have_net ? comm->net.shm : NULL;
-  return 2;
+/* The communicator's transports, the one that watches every peer first. Returns how many. */
+static int transports(strata_comm *comm, strata_transport *out[STRATA_NET_MAX_TRANSPORTS]) {
+  int count = comm->have_net ? comm->net.ntransports : 0;
+  for (int i = 0; i < count; i++) out[i] = comm->net.all[i];
+  return count;
 }
 
 /* May the engine write where `ref` points? The receive buffer and scratch are ours for the
@@ -283,7 +283,7 @@ static uint64_t first_unfinished_collective(const strata_comm *comm) {
  * data is on its way: let them finish here too, refuse new calls, and fail once they are done
  * (the timeout still bounds the wait). */
 static void check_remote_abort(strata_comm *comm) {
-  strata_transport *ts[2];
+  strata_transport *ts[STRATA_NET_MAX_TRANSPORTS];
   int count = transports(comm, ts);
   for (int i = 0; i < count; i++) {
     strata_transport *t = ts[i];
@@ -307,7 +307,7 @@ static void check_remote_abort(strata_comm *comm) {
  * Returns 1 if anything completed. */
 static int engine_progress(strata_comm *comm) {
   if (atomic_load(&comm->error)) return 0;
-  strata_transport *ts[2];
+  strata_transport *ts[STRATA_NET_MAX_TRANSPORTS];
   int count = transports(comm, ts);
   for (int i = 0; i < count; i++) {
     strata_transport *t = ts[i];
@@ -343,9 +343,9 @@ static int engine_progress(strata_comm *comm) {
 
 /* Waiting without wasting the cores other ranks need. Tiers, by time without any completion:
  * spin on progress (lowest latency when every rank has a core; after the first microsecond each
- * poll also yields, so a peer that the scheduler put on our core runs at once: 2 ranks on one
- * core, 8-byte allreduce 33 -> 3 us, on two cores unchanged), then give the core away between
- * polls (ranks sharing cores), then block in the transports for up to a millisecond. */
+ * poll also yields, so a peer that the scheduler put on our core runs at once instead of waiting
+ * for our time slice to end; a rank alone on its core loses nothing), then give the core away
+ * between polls (ranks sharing cores), then block in the transports for up to a millisecond. */
 enum { STRATA_IDLE_SPIN_NS = 30000, STRATA_IDLE_YIELD_NS = 2000000 };
 
 typedef struct idle_state {
@@ -362,16 +362,7 @@ static void engine_idle(strata_comm *comm, idle_state *idle) {
     if (idle_ns > 1000) sched_yield();
     return;
   }
-  strata_transport *shm = comm->net.shm, *tcp = comm->net.tcp;
-  int block_ms = idle_ns < STRATA_IDLE_YIELD_NS ? 0 : 1;
-  if (shm && !comm->tcp_data_peers) {
-    shm->ops->wait(shm, block_ms); /* tcp only watches for hang-ups: its progress polls them */
-  } else if (shm) {
-    shm->ops->wait(shm, 0);
-    tcp->ops->wait(tcp, 0);
-  } else if (tcp) {
-    tcp->ops->wait(tcp, 1); /* poll() wakes as soon as data arrives */
-  }
+  strata_net_wait(&comm->net, idle_ns < STRATA_IDLE_YIELD_NS ? 0 : 1);
 }
 
 void strata_engine_fail(strata_comm *comm, int status, int tell_peers) {
@@ -380,7 +371,7 @@ void strata_engine_fail(strata_comm *comm, int status, int tell_peers) {
   STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "communicator failed: %s (%s)", strata_err_name(status),
              strata_strerror(status));
   if (tell_peers && comm->have_net) {
-    strata_transport *ts[2];
+    strata_transport *ts[STRATA_NET_MAX_TRANSPORTS];
     int count = transports(comm, ts);
     uint64_t op_seq = first_unfinished_collective(comm);
     for (int peer = 0; peer < comm->nranks; peer++) {
@@ -390,14 +381,7 @@ void strata_engine_fail(strata_comm *comm, int status, int tell_peers) {
     }
     /* Give the notices a moment to leave; operations are still alive, so transfers the
      * transports finish meanwhile write only into valid memory. */
-    double until = strata_now_s() + STRATA_ABORT_FLUSH_S;
-    if (comm->net.tcp) {
-      while (strata_now_s() < until) {
-        int failed_peer;
-        comm->net.tcp->ops->progress(comm->net.tcp, &failed_peer);
-        comm->net.tcp->ops->wait(comm->net.tcp, 1);
-      }
-    }
+    strata_net_flush(&comm->net, STRATA_ABORT_FLUSH_S);
   }
   while (comm->active_head) operation_finish(comm, comm->active_head, status);
   for (int peer = 0; comm->send_queues && peer < comm->nranks; peer++) {
@@ -437,7 +421,7 @@ int strata_engine_submit(strata_comm *comm, strata_operation *op) {
   }
   /* Transfers first, then local steps: a root's copy of its own buffer (broadcast, allgather,
    * ...) runs on this thread while the peers already pull what was posted, instead of before it
-   * (2-rank shm broadcast, 64 MiB: the copy and the pull took turns). Transfers still reach
+   * (run first, the copy and the peers' pulls would take turns). Transfers still reach
    * their peer queues in step order, whatever order the local steps run in. */
   for (int pass = 0; pass < 2; pass++)
     for (uint32_t i = 0; i < s->nsteps && !atomic_load(&comm->error); i++)
@@ -482,8 +466,8 @@ void *strata_engine_thread_main(void *arg) {
       idle.since_s = 0;
       /* Whoever woke us (a nonblocking post) is likely to post again or wait at once: let it run
        * first. Woken onto its core, this thread used to preempt it and pull a whole receive
-       * before the caller could post the matching send (2-rank shm irecv+isend, 4 MiB: the
-       * peer's pull began 0.5 ms late, a third of the calls took twice as long). */
+       * before the caller could post the matching send, so the peer waiting on that send
+       * started late. */
       pthread_mutex_unlock(&comm->lock);
       sched_yield();
       pthread_mutex_lock(&comm->lock);
@@ -504,13 +488,12 @@ void *strata_engine_thread_main(void *arg) {
 /* ---- scratch ---------------------------------------------------------------------------------
  * A schedule's scratch (staging slots, partial sums in flight) comes from a small cache per
  * communicator and goes back to it when the operation is freed, so repeated calls reuse pages
- * that are already mapped. Allocated per call, it made the first calls of every size map fresh
- * pages: 4 ranks on 2 cores, shm reduce-scatter of 4 MiB (2 MiB of scratch per rank), the first 8
- * calls took 1.5-3.8 ms and the rest 0.6-1.0 ms (session 7): glibc's heap grew by the scratch
- * size on each of them before its thresholds adapted, and every page of it faulted on first
- * touch. The cache keeps the STRATA_SCRATCH_CACHE largest buffers given back (memory held: at
- * most that many of the largest scratch the communicator's calls needed, until destroy), and a
- * take picks the smallest that fits. */
+ * that are already mapped. Allocated per call, the first calls of every size would map fresh
+ * pages: glibc's heap grows by the scratch size on each of them before its thresholds adapt, and
+ * every page of it faults on first touch, so those calls run several times slower than the rest.
+ * The cache keeps the STRATA_SCRATCH_CACHE largest buffers given back (memory held: at most that
+ * many of the largest scratch the communicator's calls needed, until destroy), and a take picks the
+ * smallest that fits. */
 void *strata_scratch_take(strata_comm *comm, uint64_t bytes, uint64_t *cap) {
   int best = -1;
   pthread_mutex_lock(&comm->scratch_lock);

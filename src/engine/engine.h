@@ -95,10 +95,8 @@ struct strata_comm {
   strata_store *store;
   strata_net net;
   int have_net;
-  int tcp_data_peers;   /* peers whose data goes over tcp (not shm) */
-  int tcp_remote_peers; /* of those, peers on another host (or network namespace) */
-  int oversubscribed;   /* more ranks on this host than cores: never spin, yield at once */
-  int *site_of_rank;    /* site index per rank (sites.c), NULL = fewer than 2 sites */
+  int oversubscribed; /* more ranks on this host than cores: never spin, yield at once */
+  int *site_of_rank;  /* site index per rank (sites.c), NULL = fewer than 2 sites */
 
   pthread_mutex_t lock;
   pthread_cond_t cond; /* an operation finished, or one was submitted */

@@ -144,6 +144,18 @@ static void log_routes(const strata_config *cfg, const strata_net *net) {
   }
 }
 
+/* The transports the engine drives, and how many peers' data crosses a socket. */
+static void count_routes(strata_net *net) {
+  net->ntransports = 0;
+  if (net->tcp) net->all[net->ntransports++] = net->tcp;
+  if (net->shm) net->all[net->ntransports++] = net->shm;
+  for (int q = 0; q < net->nranks; q++) {
+    if (q == net->rank || net->peer[q] != net->tcp) continue;
+    net->socket_data_peers++;
+    net->socket_remote_peers += !net->is_local[q];
+  }
+}
+
 static int open_transports(const strata_config *cfg, strata_net *net, strata_store *store,
                            char *err, size_t err_len) {
   char identity[NET_IDENTITY_BYTES];
@@ -168,6 +180,7 @@ static int open_transports(const strata_config *cfg, strata_net *net, strata_sto
     if (net->peer[q] != net->tcp) strata_tcp_set_control_only(net->tcp, q);
   }
   free(shm_with);
+  if (status == STRATA_OK) count_routes(net);
   return status;
 }
 
@@ -195,6 +208,37 @@ int strata_net_open(const strata_config *cfg, int rank, int nranks, strata_store
   }
   log_routes(cfg, out);
   return STRATA_OK;
+}
+
+unsigned strata_net_data_rtt_us(const strata_net *net) {
+  uint64_t rtt_us = 0;
+  for (int i = 0; net && i < net->ntransports; i++) {
+    uint64_t v = strata_transport_ask(net->all[i], STRATA_TRANSPORT_DATA_RTT_US, -1);
+    if (v > rtt_us) rtt_us = v;
+  }
+  return (unsigned)rtt_us;
+}
+
+void strata_net_wait(strata_net *net, int timeout_ms) {
+  strata_transport *shm = net->shm, *tcp = net->tcp;
+  if (shm && !net->socket_data_peers) {
+    shm->ops->wait(shm, timeout_ms);
+  } else if (shm) {
+    shm->ops->wait(shm, 0);
+    tcp->ops->wait(tcp, 0);
+  } else if (tcp) {
+    tcp->ops->wait(tcp, 1); /* poll() wakes as soon as data arrives */
+  }
+}
+
+void strata_net_flush(strata_net *net, double seconds) {
+  if (!net->tcp) return;
+  double until = strata_now_s() + seconds;
+  while (strata_now_s() < until) {
+    int failed_peer;
+    net->tcp->ops->progress(net->tcp, &failed_peer);
+    net->tcp->ops->wait(net->tcp, 1);
+  }
 }
 
 void strata_net_close(strata_net *net) {

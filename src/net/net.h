@@ -9,6 +9,8 @@
 #include "net/transport.h"
 #include "strata.h"
 
+enum { STRATA_NET_MAX_TRANSPORTS = 2 };
+
 typedef struct strata_net {
   int rank, nranks;
   strata_transport *tcp;   /* NULL when nranks == 1 */
@@ -16,6 +18,11 @@ typedef struct strata_net {
   strata_transport **peer; /* [nranks]: the transport for each peer; NULL for ourselves */
   int *is_local;           /* [nranks]: 1 if rank q shares our host (same boot, same network,
                               mount and pid namespaces), whatever transport carries its data */
+  /* every open transport, the one that watches all peers (tcp) first: what the engine drives */
+  strata_transport *all[STRATA_NET_MAX_TRANSPORTS];
+  int ntransports;
+  int socket_data_peers;   /* peers whose data crosses a socket (tcp), not shared memory */
+  int socket_remote_peers; /* of those, peers on another host (or network namespace) */
 } strata_net;
 
 /* Publish this rank's listening address in the store, connect to every peer with
@@ -26,6 +33,20 @@ typedef struct strata_net {
 int strata_net_open(const strata_config *cfg, int rank, int nranks, strata_store *store,
                     strata_net *out, char *err, size_t err_len);
 void strata_net_close(strata_net *net);
+
+/* The largest round-trip time, in microseconds, to the peers whose data crosses a socket (from
+ * the transports' STRATA_TRANSPORT_DATA_RTT_US); 0 when none or unknown. */
+unsigned strata_net_data_rtt_us(const strata_net *net);
+
+/* Wait up to timeout_ms for activity on the transports that carry data. When every peer's data
+ * goes through shared memory, only that transport blocks (the socket mesh only watches for
+ * hang-ups, which its progress() polls); otherwise each transport is polled without blocking
+ * where shared memory is open too, or the sockets block up to a millisecond alone. */
+void strata_net_wait(strata_net *net, int timeout_ms);
+
+/* Drive the transport that reaches every peer (the socket mesh) for `seconds`, so abort notices
+ * queued by send_abort leave before the caller tears down. */
+void strata_net_flush(strata_net *net, double seconds);
 
 /* This process's host identity as published under "<job_id>/host/<rank>": hostname, boot id
  * and the inodes of the network, mount and pid namespaces. Equal strings = shared memory and
