@@ -27,6 +27,19 @@ extern "C" {
 #define STRATA_VERSION_PATCH 0
 #define STRATA_VERSION_STRING "0.1.0"
 
+/* Every function of this header is exported from libstrata; nothing else is (the library is
+ * built with hidden visibility and a version script, so internal symbols never clash with a
+ * program's own). */
+#if defined(_WIN32)
+#define STRATA_API
+#else
+#define STRATA_API __attribute__((visibility("default")))
+#endif
+
+/* The library's version, "MAJOR.MINOR.PATCH": that of the libstrata a program runs with, which
+ * may differ from the STRATA_VERSION_STRING it was compiled against. Static. */
+STRATA_API const char *strata_version(void);
+
 /* ---------------------------------------------------------------------------------------------
  * Status codes. Every failure is one of these; strata_strerror() names each.
  * ------------------------------------------------------------------------------------------- */
@@ -53,9 +66,9 @@ typedef enum strata_status {
 
 /* A sentence describing `status`, e.g. "peer lost: a peer closed its connection or died".
  * Never NULL; unknown codes give "unknown status". The string is static. */
-const char *strata_strerror(int status);
+STRATA_API const char *strata_strerror(int status);
 /* The code's name, e.g. "STRATA_ERR_PEER_LOST". Static, never NULL. */
-const char *strata_err_name(int status);
+STRATA_API const char *strata_err_name(int status);
 
 /* ---------------------------------------------------------------------------------------------
  * Data types and reduction operators.
@@ -84,15 +97,15 @@ typedef enum strata_op {
 } strata_op;
 
 /* Size of one element in bytes, or 0 for an invalid dtype. */
-size_t strata_dtype_size(strata_dtype dtype);
+STRATA_API size_t strata_dtype_size(strata_dtype dtype);
 /* "f32", "bf16", ... ; "?" for an invalid dtype. */
-const char *strata_dtype_name(strata_dtype dtype);
+STRATA_API const char *strata_dtype_name(strata_dtype dtype);
 /* "sum", "prod", "min", "max", "avg"; "?" for an invalid op. */
-const char *strata_op_name(strata_op op);
+STRATA_API const char *strata_op_name(strata_op op);
 /* Parse a name as printed above (also nccl-tests' "float", "half", "bfloat16", "int32", ...).
  * Returns STRATA_OK or STRATA_ERR_INVALID_ARG. */
-int strata_dtype_parse(const char *name, strata_dtype *out);
-int strata_op_parse(const char *name, strata_op *out);
+STRATA_API int strata_dtype_parse(const char *name, strata_dtype *out);
+STRATA_API int strata_op_parse(const char *name, strata_op *out);
 
 /* ---------------------------------------------------------------------------------------------
  * Collectives and algorithms.
@@ -122,10 +135,10 @@ typedef enum strata_algo {
   STRATA_ALGO_COUNT
 } strata_algo;
 
-const char *strata_coll_name(strata_coll coll); /* "allreduce", "reduce_scatter", ... */
-const char *strata_algo_name(strata_algo algo); /* "auto", "ring", "rhd", "tree", "direct" */
-int strata_coll_parse(const char *name, strata_coll *out);
-int strata_algo_parse(const char *name, strata_algo *out);
+STRATA_API const char *strata_coll_name(strata_coll coll); /* "allreduce", "reduce_scatter", ... */
+STRATA_API const char *strata_algo_name(strata_algo algo); /* "auto", "ring", "rhd", "tree", "direct" */
+STRATA_API int strata_coll_parse(const char *name, strata_coll *out);
+STRATA_API int strata_algo_parse(const char *name, strata_algo *out);
 
 /* Compression on the wire (docs/compression.md). A compressed call sends every message of its
  * schedule in a smaller encoding and decodes it on arrival; reductions are carried out in f32 at
@@ -141,8 +154,20 @@ typedef enum strata_compress {
   STRATA_COMPRESS_COUNT
 } strata_compress;
 
-const char *strata_compress_name(strata_compress c); /* "default", "none", "bf16", ... */
-int strata_compress_parse(const char *name, strata_compress *out);
+STRATA_API const char *strata_compress_name(strata_compress c); /* "default", "none", "bf16", ... */
+STRATA_API int strata_compress_parse(const char *name, strata_compress *out);
+/* The largest error one encode + decode of `c` can make on a value of magnitude <= m in a block
+ * whose values lie within [-m, m] (docs/compression.md). A collective that passes a value
+ * through k quantizations of partial sums of magnitude <= m errs by at most k times it. 0 for
+ * NONE and DEFAULT. */
+STRATA_API double strata_compress_error_bound(strata_compress c, double m);
+
+/* Half-precision conversions, as the reductions and wire encodings use them: f32 -> f16/bf16
+ * rounds to nearest even, NaN stays NaN, f16 overflows to infinity past 65504. */
+STRATA_API float strata_f16_to_f32(uint16_t h);
+STRATA_API uint16_t strata_f32_to_f16(float f);
+STRATA_API float strata_bf16_to_f32(uint16_t h);
+STRATA_API uint16_t strata_f32_to_bf16(float f);
 
 /* ---------------------------------------------------------------------------------------------
  * Configuration. Every environment variable strata reads is a field here (docs/config.md lists
@@ -183,14 +208,10 @@ typedef struct strata_config {
   double timeout_s;           /* STRATA_TIMEOUT: seconds without progress before an error (30) */
   strata_algo algo;           /* STRATA_ALGO: force an algorithm for every collective */
   strata_log_level log_level; /* STRATA_LOG: off|error|warn|info|debug|trace */
-  char site[64];              /* STRATA_SITE: the site this rank is in (hierarchical collectives) */
+  char site[64];              /* STRATA_SITE: the site this rank is in (hierarchical collectives;
+                                 `strata launch --topology|--sites` and `strata site` set it) */
   strata_compress compress;   /* STRATA_COMPRESS: wire encoding of f32 calls that ask for the
                                  default (none, bf16, f16, int8, fp8); NONE by default */
-  char topology[1024];        /* STRATA_TOPOLOGY: a topology file (docs/topology.md) or
-                                 "preset:NAME"; when site is "", this rank's site is the site
-                                 holding node (docs/hier.md); "" = none */
-  char node[64];              /* STRATA_NODE: this rank's node name in the topology; "" = the
-                                 hostname (also its short form, up to the first '.') */
   int tcp_govern;             /* STRATA_TCP_GOVERN (1/0): on WAN pairs, hold the bytes in flight
                                  to 1.3 x the bandwidth-delay product the receiver measures
                                  (src/net/tcp_govern.c, docs/wan.md item 7); 0 by default, and off
@@ -198,11 +219,11 @@ typedef struct strata_config {
 } strata_config;
 
 /* Fill `cfg` with defaults (rank -1, world_size -1, shm on, 4 TCP streams, 30 s timeout, ...). */
-void strata_config_init(strata_config *cfg);
+STRATA_API void strata_config_init(strata_config *cfg);
 /* Overlay the environment onto `cfg` (strata's own variables win over torchrun's, which win
  * over OpenMPI's and Slurm's). Returns STRATA_ERR_CONFIG naming the variable in `err` (may be
  * NULL; at least 256 bytes) when a value does not parse. */
-int strata_config_from_env(strata_config *cfg, char *err, size_t err_len);
+STRATA_API int strata_config_from_env(strata_config *cfg, char *err, size_t err_len);
 
 /* ---------------------------------------------------------------------------------------------
  * Communicator.
@@ -213,21 +234,21 @@ typedef struct strata_request strata_request;
 /* Join the job described by `cfg`: rendezvous through the store, connect to every peer (shared
  * memory on the same host, TCP otherwise), authenticate. Blocks until all ranks joined or the
  * timeout passed. On success *out owns a communicator that strata_comm_destroy() frees. */
-int strata_comm_init(const strata_config *cfg, strata_comm **out);
+STRATA_API int strata_comm_init(const strata_config *cfg, strata_comm **out);
 /* strata_config_init + strata_config_from_env + strata_comm_init. */
-int strata_comm_init_env(strata_comm **out);
+STRATA_API int strata_comm_init_env(strata_comm **out);
 /* Wait for pending requests, close connections, free. NULL is accepted. */
-int strata_comm_destroy(strata_comm *comm);
+STRATA_API int strata_comm_destroy(strata_comm *comm);
 /* Fail every pending and future call with STRATA_ERR_ABORTED and tell the peers. */
-int strata_comm_abort(strata_comm *comm);
-int strata_comm_rank(const strata_comm *comm);
-int strata_comm_size(const strata_comm *comm);
+STRATA_API int strata_comm_abort(strata_comm *comm);
+STRATA_API int strata_comm_rank(const strata_comm *comm);
+STRATA_API int strata_comm_size(const strata_comm *comm);
 /* The communicator's configuration as resolved at init (read only). */
-const strata_config *strata_comm_config(const strata_comm *comm);
+STRATA_API const strata_config *strata_comm_config(const strata_comm *comm);
 /* Name of the transport used to reach `peer` ("self", "shm", "tcp"). */
-const char *strata_comm_transport_name(const strata_comm *comm, int peer);
+STRATA_API const char *strata_comm_transport_name(const strata_comm *comm, int peer);
 /* First error that broke the communicator, or STRATA_OK. */
-int strata_comm_error(const strata_comm *comm);
+STRATA_API int strata_comm_error(const strata_comm *comm);
 
 /* What this rank has sent since init: messages, bytes of data the schedules moved, and bytes
  * handed to the transports after compression (equal to data_bytes when nothing is compressed). */
@@ -236,7 +257,7 @@ typedef struct strata_comm_stats {
   uint64_t data_bytes_sent;
   uint64_t wire_bytes_sent;
 } strata_comm_stats;
-int strata_comm_get_stats(strata_comm *comm, strata_comm_stats *out);
+STRATA_API int strata_comm_get_stats(strata_comm *comm, strata_comm_stats *out);
 
 /* ---------------------------------------------------------------------------------------------
  * The general entry point: every collective below is a wrapper around strata_collective().
@@ -256,68 +277,91 @@ typedef struct strata_coll_args {
 
 /* Start a collective. With req == NULL it blocks until done and returns its status; otherwise it
  * returns at once and *req is a request to pass to strata_request_wait/test. */
-int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_request **req);
+STRATA_API int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_request **req);
 
 /* The algorithm a call with these arguments runs on this communicator (what STRATA_LOG=info
  * prints for it), without running anything. STRATA_ALGO_AUTO if the arguments are invalid. */
-strata_algo strata_comm_algorithm(const strata_comm *comm, const strata_coll_args *args);
+STRATA_API strata_algo strata_comm_algorithm(const strata_comm *comm, const strata_coll_args *args);
 /* Wait for `req`, free it and return the operation's status. */
-int strata_request_wait(strata_request *req);
+STRATA_API int strata_request_wait(strata_request *req);
 /* Non-blocking check. Returns STRATA_ERR_IN_PROGRESS if not done (req stays valid); otherwise
  * frees `req` and returns the operation's status. */
-int strata_request_test(strata_request *req);
+STRATA_API int strata_request_test(strata_request *req);
 
 /* Every rank contributes `count` elements of sendbuf; every recvbuf receives the reduction. */
-int strata_allreduce(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+STRATA_API int strata_allreduce(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                      strata_dtype dtype, strata_op op);
-int strata_iallreduce(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+STRATA_API int strata_iallreduce(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                       strata_dtype dtype, strata_op op, strata_request **req);
 /* sendbuf has world_size*recvcount elements; rank r receives block r of the reduction.
  * In place when recvbuf == sendbuf + rank*recvcount elements (as NCCL) or recvbuf == sendbuf. */
-int strata_reduce_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+STRATA_API int strata_reduce_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
                           strata_dtype dtype, strata_op op);
-int strata_ireduce_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+STRATA_API int strata_ireduce_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
                            strata_dtype dtype, strata_op op, strata_request **req);
 /* Each rank sends `sendcount` elements; recvbuf (world_size*sendcount) holds block r from rank r.
  * In place when sendbuf == recvbuf + rank*sendcount elements. */
-int strata_allgather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+STRATA_API int strata_allgather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
                      strata_dtype dtype);
-int strata_iallgather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+STRATA_API int strata_iallgather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
                       strata_dtype dtype, strata_request **req);
 /* root's sendbuf (count elements) is copied to every rank's recvbuf. */
-int strata_broadcast(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+STRATA_API int strata_broadcast(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                      strata_dtype dtype, int root);
-int strata_ibroadcast(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+STRATA_API int strata_ibroadcast(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                       strata_dtype dtype, int root, strata_request **req);
 /* The reduction of every sendbuf lands in root's recvbuf (others' recvbuf is untouched). */
-int strata_reduce(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+STRATA_API int strata_reduce(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                   strata_dtype dtype, strata_op op, int root);
-int strata_ireduce(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+STRATA_API int strata_ireduce(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                    strata_dtype dtype, strata_op op, int root, strata_request **req);
 /* root's recvbuf (world_size*sendcount) holds block r from rank r. */
-int strata_gather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+STRATA_API int strata_gather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
                   strata_dtype dtype, int root);
-int strata_igather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+STRATA_API int strata_igather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
                    strata_dtype dtype, int root, strata_request **req);
 /* Block r (recvcount elements) of root's sendbuf goes to rank r's recvbuf. */
-int strata_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+STRATA_API int strata_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
                    strata_dtype dtype, int root);
-int strata_iscatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+STRATA_API int strata_iscatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
                     strata_dtype dtype, int root, strata_request **req);
 /* Block j (count elements) of rank i's sendbuf goes to block i of rank j's recvbuf. */
-int strata_alltoall(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+STRATA_API int strata_alltoall(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                     strata_dtype dtype);
-int strata_ialltoall(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+STRATA_API int strata_ialltoall(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                      strata_dtype dtype, strata_request **req);
-int strata_barrier(strata_comm *comm);
-int strata_ibarrier(strata_comm *comm, strata_request **req);
+STRATA_API int strata_barrier(strata_comm *comm);
+STRATA_API int strata_ibarrier(strata_comm *comm, strata_request **req);
 /* Point to point; messages between a pair arrive in the order they were sent. */
-int strata_send(strata_comm *comm, const void *buf, size_t count, strata_dtype dtype, int peer);
-int strata_isend(strata_comm *comm, const void *buf, size_t count, strata_dtype dtype, int peer,
+STRATA_API int strata_send(strata_comm *comm, const void *buf, size_t count, strata_dtype dtype, int peer);
+STRATA_API int strata_isend(strata_comm *comm, const void *buf, size_t count, strata_dtype dtype, int peer,
                  strata_request **req);
-int strata_recv(strata_comm *comm, void *buf, size_t count, strata_dtype dtype, int peer);
-int strata_irecv(strata_comm *comm, void *buf, size_t count, strata_dtype dtype, int peer,
+STRATA_API int strata_recv(strata_comm *comm, void *buf, size_t count, strata_dtype dtype, int peer);
+STRATA_API int strata_irecv(strata_comm *comm, void *buf, size_t count, strata_dtype dtype, int peer,
                  strata_request **req);
+
+/* ---------------------------------------------------------------------------------------------
+ * The rendezvous store. Rank 0 of a job serves it from a thread unless store_external is set;
+ * a launcher (`strata launch`, `strata store`) or a program that starts ranks itself can serve it
+ * with these, and every rank then connects to it (STRATA_ADDR, STRATA_STORE_EXTERNAL=1).
+ * ------------------------------------------------------------------------------------------- */
+typedef struct strata_store_server strata_store_server;
+/* Serve on `addr` ("host:port", "[v6addr]:port" or ":port" for every interface; port 0 picks a
+ * free one) from a background thread. STRATA_ERR_INVALID_ARG for a malformed address,
+ * STRATA_ERR_SYSTEM when it cannot bind. */
+STRATA_API int strata_store_server_start(const char *addr, strata_store_server **out);
+/* The port actually bound. */
+STRATA_API int strata_store_server_port(const strata_store_server *server);
+/* Serve in the calling thread until the process receives SIGINT, SIGTERM or SIGHUP. */
+STRATA_API int strata_store_server_run(strata_store_server *server);
+/* Stops serving and frees the server; NULL is a no-op. */
+STRATA_API void strata_store_server_stop(strata_store_server *server);
+/* Splits "host:port" (also "[v6addr]:port") into host and port (0..65535). An empty host ("" or
+ * ":port") is accepted only when allow_empty_host (a server: every interface). Returns
+ * STRATA_ERR_INVALID_ARG with a sentence naming the address and what was expected in err (may be
+ * NULL). */
+STRATA_API int strata_store_addr_parse(const char *addr, int allow_empty_host, char *host,
+                                       size_t host_len, int *port, char *err, size_t err_len);
 
 /* Memory the ranks of one host can read from each other directly. Every call takes any buffer;
  * a large transfer between two ranks of one host whose source lies in memory from
@@ -328,8 +372,8 @@ int strata_irecv(strata_comm *comm, void *buf, size_t count, strata_dtype dtype,
  * freed region may live on that long. Returns STRATA_ERR_INVALID_ARG for 0 bytes,
  * STRATA_ERR_NO_MEMORY or STRATA_ERR_SYSTEM. strata_mem_free(NULL) is a no-op; any pointer not
  * from strata_mem_alloc gets STRATA_ERR_INVALID_ARG and is left alone. */
-int strata_mem_alloc(size_t bytes, void **out);
-int strata_mem_free(void *ptr);
+STRATA_API int strata_mem_alloc(size_t bytes, void **out);
+STRATA_API int strata_mem_free(void *ptr);
 
 #ifdef __cplusplus
 }

@@ -19,9 +19,9 @@ run_suite() { # name builddir cmake-args ctest-args
   [ "$total" -eq 0 ] && { echo "$name: no tests ran"; failed=$((failed + 1)); return; }
   passed=$((passed + total - fail)); failed=$((failed + fail))
 }
-run_suite release build "-DCMAKE_BUILD_TYPE=Release" ""
+run_suite release build "-DCMAKE_BUILD_TYPE=Release -DSTRATA_WERROR=ON -DSTRATA_BUILD_TESTS=ON" ""
 export STRATA_TEST_QUICK=1 # sanitizer builds: the large cases for f32 sum only (same code paths)
-run_suite asan-ubsan build-asan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=address,undefined" "-E _sh$"
-run_suite tsan build-tsan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=thread" "-R engine|comm_fault|net_"
+run_suite asan-ubsan build-asan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_WERROR=ON -DSTRATA_BUILD_TESTS=ON -DSTRATA_SANITIZE=address,undefined" "-E _sh$"
+run_suite tsan build-tsan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_WERROR=ON -DSTRATA_BUILD_TESTS=ON -DSTRATA_SANITIZE=thread" "-R engine|comm_fault|net_"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -90,34 +90,43 @@ static void test_lookup(void) {
   strata_topo_free(topo);
 }
 
+/* Ranks never read a topology file: STRATA_TOPOLOGY alone is refused with the way to set the
+ * site, and beside STRATA_SITE it is ignored. */
 static void test_env(void) {
   strata_config cfg;
-  char err[256];
+  char err[512] = "";
   strata_config_init(&cfg);
-  CHECK(!cfg.topology[0] && !cfg.node[0], "defaults are empty");
-  setenv("STRATA_TOPOLOGY", "/tmp/my cluster.yaml", 1); /* spaces are fine in a path */
-  setenv("STRATA_NODE", "gpu-3.dc", 1);
-  CHECK(strata_config_from_env(&cfg, err, sizeof err) == STRATA_OK, "from env: %s", err);
-  CHECK(!strcmp(cfg.topology, "/tmp/my cluster.yaml"), "topology '%s'", cfg.topology);
-  CHECK(!strcmp(cfg.node, "gpu-3.dc"), "node '%s'", cfg.node);
-  setenv("STRATA_NODE", "two words", 1);
-  CHECK(strata_config_from_env(&cfg, err, sizeof err) == STRATA_ERR_CONFIG, "space in node");
-  CHECK(strstr(err, "STRATA_NODE=two words") != NULL, "message '%s'", err);
-  unsetenv("STRATA_NODE");
-  setenv("STRATA_TOPOLOGY", "a\tb", 1);
-  CHECK(strata_config_from_env(&cfg, err, sizeof err) == STRATA_ERR_CONFIG, "tab in topology");
-  CHECK(strstr(err, "STRATA_TOPOLOGY") != NULL, "message '%s'", err);
-  char long_path[1100];
-  memset(long_path, 'x', sizeof long_path - 1);
-  long_path[sizeof long_path - 1] = '\0';
-  setenv("STRATA_TOPOLOGY", long_path, 1);
-  CHECK(strata_config_from_env(&cfg, err, sizeof err) == STRATA_ERR_CONFIG, "long path");
+  unsetenv("STRATA_SITE");
+  setenv("STRATA_TOPOLOGY", "/tmp/my cluster.yaml", 1);
+  CHECK(strata_config_from_env(&cfg, err, sizeof err) == STRATA_ERR_CONFIG, "topology alone");
+  CHECK(strstr(err, "STRATA_TOPOLOGY") && strstr(err, "STRATA_SITE") && strstr(err, "strata site"),
+        "message '%s'", err);
+  strata_config_init(&cfg);
+  setenv("STRATA_SITE", "east", 1);
+  CHECK(strata_config_from_env(&cfg, err, sizeof err) == STRATA_OK, "with a site: %s", err);
+  CHECK(!strcmp(cfg.site, "east"), "site '%s'", cfg.site);
+  unsetenv("STRATA_SITE");
   unsetenv("STRATA_TOPOLOGY");
+}
+
+static void test_site_of_node(void) {
+  char site[64], err[512];
+  CHECK(strata_topo_site_of_node("preset:metro-2-sites", "metro-b/dgx12", site, sizeof site, err,
+                                 sizeof err) == STRATA_OK,
+        "preset: %s", err);
+  CHECK(!strcmp(site, "metro-b"), "site '%s'", site);
+  CHECK(strata_topo_site_of_node("preset:metro-2-sites", "nowhere", site, sizeof site, err,
+                                 sizeof err) == STRATA_ERR_NOT_FOUND,
+        "missing node");
+  CHECK(strata_topo_site_of_node("/nonexistent/cluster.yaml", "dgx1", site, sizeof site, err,
+                                 sizeof err) != STRATA_OK,
+        "missing file");
 }
 
 int main(void) {
   test_lookup();
   test_env();
+  test_site_of_node();
   printf("%s\n", failures ? "FAIL" : "PASS");
   return failures != 0;
 }

@@ -12,6 +12,10 @@
  * "site<k>" from clustering its latencies (strata_place_sites, the grouping `strata place
  * --sites` prints). A row is a process slot, so the site stays with child i whatever rank
  * --order gives it: `--order "$(strata place -q M)" --sites M` is the placed job, with sites.
+ * --topology FILE gives every child STRATA_SITE = the site holding this host in a topology file
+ * (STRATA_NODE names the node when the hostname does not; src/topo/nodes.h): ranks never read
+ * topology files themselves, so a launcher run on each host of a multi-host job turns the file
+ * into the variable ranks read.
  *
  * Binding (--bind core, the default when N is at most the CPUs the launcher may use): rank r
  * runs on the r-th CPU of the launcher's affinity mask, as mpirun binds by default. Unbound, the
@@ -54,6 +58,7 @@
 #include "plan/place.h"
 #include "strata.h"
 #include "topo/linkmatrix.h"
+#include "topo/nodes.h"
 
 extern char **environ;
 
@@ -66,7 +71,8 @@ typedef struct launch_options {
   int nranks;
   const char *addr;
   const char *order_text;
-  const char *sites_path; /* --sites MATRIX */
+  const char *sites_path;    /* --sites MATRIX */
+  const char *topology_path; /* --topology FILE */
   int tag;
   int bind; /* --bind: -1 default (core when the ranks fit), 0 none, 1 core */
   double grace_s;
@@ -107,7 +113,8 @@ static int signal_pipe[2] = {-1, -1};
 
 static void launch_usage(FILE *out) {
   fprintf(out,
-          "usage: strata launch -n N [--addr HOST:PORT] [--order R0,R1,...] [--sites MATRIX]\n"
+          "usage: strata launch -n N [--addr HOST:PORT] [--order R0,R1,...]\n"
+          "                     [--sites MATRIX | --topology FILE]\n"
           "                     [--bind core|none] [--tag] [--grace SECONDS] [--] CMD [ARGS...]\n\n"
           "Start N ranks of CMD on this host with a rendezvous store served by the launcher.\n"
           "Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_LOCAL_RANK, STRATA_ADDR,\n"
@@ -117,6 +124,8 @@ static void launch_usage(FILE *out) {
           "  --order LIST      rank of each child in start order, a permutation of 0..N-1\n"
           "  --sites MATRIX    STRATA_SITE of child i = the site of row i of a link matrix\n"
           "                    from 'strata probe' (its site labels, else latency clusters)\n"
+          "  --topology FILE   STRATA_SITE of every child = the site holding this host in a\n"
+          "                    topology file or preset:NAME (STRATA_NODE names the node)\n"
           "  --bind core|none  core (default when N <= the CPUs we may use): rank r runs on the\n"
           "                    r-th of those CPUs; none: the scheduler places the ranks\n"
           "  --tag             prefix every output line with [rank]\n"
@@ -180,6 +189,9 @@ static int parse_options(int argc, char **argv, launch_options *opt) {
     } else if ((v = option_value(argc, argv, &i, "--sites"))) {
       if (!*v) return usage_error("%s", "--sites wants a link matrix file (strata probe --out)");
       opt->sites_path = v;
+    } else if ((v = option_value(argc, argv, &i, "--topology"))) {
+      if (!*v) return usage_error("%s", "--topology wants a topology file or preset:NAME");
+      opt->topology_path = v;
     } else if ((v = option_value(argc, argv, &i, "--bind"))) {
       if (strcmp(v, "core") && strcmp(v, "none"))
         return usage_error("--bind wants core or none, not '%s'", v);
@@ -193,6 +205,8 @@ static int parse_options(int argc, char **argv, launch_options *opt) {
       return usage_error("unknown option '%s'", arg);
     }
   }
+  if (opt->sites_path && opt->topology_path)
+    return usage_error("%s", "--sites and --topology both set the sites; give one");
   if (opt->nranks == 0) return usage_error("%s", "the number of ranks is missing (-n N)");
   if (i >= argc) return usage_error("%s", "no command to run (strata launch -n N -- CMD ...)");
   opt->command = argv + i;
@@ -281,6 +295,31 @@ static int load_sites(launcher *l) {
   return rc;
 }
 
+/* Every child's STRATA_SITE from the topology file: the site of this host's node. Returns 0 or
+ * 2 (bad input: unreadable file, a node the file does not hold, an unusable site name). */
+static int load_topology_site(launcher *l) {
+  const char *path = l->opt.topology_path, *node = getenv("STRATA_NODE");
+  char host[256] = "", site[STRATA_LINKMATRIX_LABEL_BYTES], err[768] = "";
+  if (!node || !*node) {
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
+    node = host;
+  }
+  int status = strata_topo_site_of_node(path, node, site, sizeof site, err, sizeof err);
+  if (status != STRATA_OK) {
+    fprintf(stderr, "strata launch: --topology %s: node '%s': %s\n", path, node,
+            err[0] ? err : strata_strerror(status));
+    return 2;
+  }
+  if (!site_name_ok(site)) {
+    fprintf(stderr, "strata launch: --topology %s: site '%s' is not a valid STRATA_SITE\n", path,
+            site);
+    return 2;
+  }
+  for (int i = 0; i < l->opt.nranks; i++)
+    snprintf(l->children[i].site_env, sizeof l->children[i].site_env, "STRATA_SITE=%s", site);
+  return 0;
+}
+
 /* ---- environment of the children ---- */
 
 static int random_hex(char *out, size_t nbytes) {
@@ -296,7 +335,7 @@ static int random_hex(char *out, size_t nbytes) {
 }
 
 static int is_launch_var(const launcher *l, const char *entry) {
-  if (l->opt.sites_path && !strncmp(entry, "STRATA_SITE=", strlen("STRATA_SITE="))) return 1;
+  if ((l->opt.sites_path || l->opt.topology_path) && !strncmp(entry, "STRATA_SITE=", strlen("STRATA_SITE="))) return 1;
   static const char *const names[] = {"STRATA_RANK=", "STRATA_WORLD_SIZE=", "STRATA_LOCAL_RANK=",
                                       "STRATA_ADDR=", "STRATA_STORE_EXTERNAL="};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -735,7 +774,8 @@ int strata_cmd_launch(int argc, char **argv) {
   }
   for (int i = 0; i < l.opt.nranks; i++)
     l.children[i] = (launch_child){.rank = order[i], .out = {.fd = -1}, .err = {.fd = -1}};
-  if (l.opt.sites_path && (rc = load_sites(&l)) != 0) {
+  if ((l.opt.sites_path && (rc = load_sites(&l)) != 0) ||
+      (l.opt.topology_path && (rc = load_topology_site(&l)) != 0)) {
     free(order);
     free(l.children);
     return rc;

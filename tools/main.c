@@ -19,6 +19,7 @@ static const command commands[] = {
     {"demo", strata_cmd_demo, "run every collective on local ranks and check the results"},
     {"probe", strata_cmd_probe, "measure every rank pair, write a link matrix: probe --out F.json"},
     {"place", strata_cmd_place, "rank order from a link matrix: place F.json [--ring|--sites|--pipeline S]"},
+    {"site", strata_cmd_site, "the site of a node in a topology: site FILE [NODE] (for STRATA_SITE)"},
     {"netem", strata_cmd_netem, "emulate a WAN between sites on this host: netem up|down|status|exec|ping"},
 };
 

@@ -167,21 +167,6 @@ static int env_word(env_reader *r, const char *name, char *out, size_t cap) {
   return STRATA_OK;
 }
 
-/* A file name that fits in cap bytes: spaces allowed, control characters not. */
-static int env_path(env_reader *r, const char *name, char *out, size_t cap) {
-  const char *value = env_get(name);
-  if (!value) return STRATA_OK;
-  if (strlen(value) >= cap) {
-    char expected[64];
-    snprintf(expected, sizeof expected, "a path of at most %zu characters", cap - 1);
-    return env_error(r, name, value, expected);
-  }
-  for (const char *c = value; *c; c++)
-    if (iscntrl((unsigned char)*c)) return env_error(r, name, value, "no control characters");
-  snprintf(out, cap, "%s", value);
-  return STRATA_OK;
-}
-
 static int env_timeout(env_reader *r, const char *name, double *out) {
   const char *value = env_get(name);
   if (!value) return STRATA_OK;
@@ -330,8 +315,14 @@ static int overlay_strata(env_reader *r, strata_config *cfg) {
   TRY(env_log_level(r, "STRATA_LOG", &cfg->log_level));
   TRY(env_word(r, "STRATA_SITE", cfg->site, sizeof cfg->site));
   TRY(env_compress(r, "STRATA_COMPRESS", &cfg->compress));
-  TRY(env_path(r, "STRATA_TOPOLOGY", cfg->topology, sizeof cfg->topology));
-  TRY(env_word(r, "STRATA_NODE", cfg->node, sizeof cfg->node));
+  /* A rank never reads a topology file (the runtime does not link the planner): the launcher
+   * turns it into STRATA_SITE. A job that still sets only STRATA_TOPOLOGY would silently run
+   * flat, so it is refused with the way to say it. */
+  const char *topology = env_get("STRATA_TOPOLOGY");
+  if (topology && topology[0] && !cfg->site[0])
+    return env_error(r, "STRATA_TOPOLOGY", topology,
+                     "STRATA_SITE instead: ranks do not read topology files; `strata launch "
+                     "--topology FILE` sets STRATA_SITE, or export STRATA_SITE=$(strata site FILE)");
   return STRATA_OK;
 }
 

@@ -9,16 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct strata_store strata_store;
-typedef struct strata_store_server strata_store_server;
+#include "strata.h"
 
-/* Serve on `addr` ("host:port"; port 0 picks one). Runs a background thread. */
-int strata_store_server_start(const char *addr, strata_store_server **out);
-/* The port actually bound. */
-int strata_store_server_port(const strata_store_server *server);
-/* Serve in the calling thread until the process is signalled (for `strata store`). */
-int strata_store_server_run(strata_store_server *server);
-void strata_store_server_stop(strata_store_server *server);
+typedef struct strata_store strata_store;
+/* The server (strata_store_server_*) and strata_store_addr_parse are public: strata.h. */
 
 /* Connect, retrying until timeout_s (the server may not be up yet). */
 int strata_store_connect(const char *addr, double timeout_s, strata_store **out);
@@ -32,12 +26,5 @@ int strata_store_add(strata_store *s, const char *key, int64_t delta, int64_t *r
 /* The local address ("a.b.c.d") of the connection to the store: how peers can reach us. */
 int strata_store_local_host(const strata_store *s, char *host, size_t len);
 void strata_store_close(strata_store *s);
-
-/* Split "host:port" (also "[v6addr]:port") into host and port (0..65535). An empty host ("" or
- * ":port") is accepted only when allow_empty_host (a server: every interface). Returns
- * STRATA_ERR_INVALID_ARG with a sentence naming the address and what was expected in err (may be
- * NULL). */
-int strata_store_addr_parse(const char *addr, int allow_empty_host, char *host, size_t host_len,
-                            int *port, char *err, size_t err_len);
 
 #endif

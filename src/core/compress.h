@@ -42,12 +42,6 @@ void strata_compress_decode(strata_compress c, const uint8_t *wire, size_t n, fl
 void strata_compress_decode_reduce(strata_compress c, const uint8_t *wire, size_t n,
                                    const float *src, float *dst, strata_reduce_fn reduce);
 
-/* The largest error one encode + decode can make on a value of magnitude <= m in a block whose
- * values lie within [-m, m] (the bounds of the table in docs/compression.md). A collective that
- * passes a value through k quantizations of partial sums of magnitude <= m errs by <= k times it.
- */
-double strata_compress_error_bound(strata_compress c, double m);
-
 /* FP8 E4M3 (OCP): nearest-even encoding of a float already scaled into range (saturates at
  * ±448; NaN -> 0x7f) and its exact decoding. */
 uint8_t strata_f32_to_e4m3(float f);

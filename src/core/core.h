@@ -30,11 +30,8 @@ int strata_cmp_double(const void *a, const void *b); /* qsort order of doubles, 
  * n == 0. Sorts v. */
 double strata_median(double *v, size_t n);
 
-/* ---- half-precision conversion; f32 -> f16/bf16 rounds to nearest even, NaN stays NaN ---- */
-float strata_f16_to_f32(uint16_t h);
-uint16_t strata_f32_to_f16(float f);
-float strata_bf16_to_f32(uint16_t h);
-uint16_t strata_f32_to_bf16(float f);
+/* ---- half-precision arrays; f32 -> f16/bf16 rounds to nearest even, NaN stays NaN ---- */
+/* The scalar conversions are public (strata.h). */
 /* The same over arrays (dst and src must not overlap); plain loops the compiler vectorizes. */
 void strata_f16_to_f32_array(float *dst, const uint16_t *src, size_t count);
 void strata_f32_to_f16_array(uint16_t *dst, const float *src, size_t count);

@@ -66,3 +66,5 @@ const char *strata_err_name(int status) {
   const status_text *text = status_lookup(status);
   return text ? text->name : "STRATA_ERR_UNKNOWN";
 }
+
+const char *strata_version(void) { return STRATA_VERSION_STRING; }

@@ -2,13 +2,10 @@
  * sites.c — what the ranks of a communicator agree on at init: which site every rank is in (for
  * the hierarchical collectives) and the pipelining chunk.
  *
- * Where a rank's site comes from (docs/hier.md), first that applies:
- *  1. cfg.site (STRATA_SITE; `strata launch --sites MATRIX` sets it from a probed link matrix);
- *  2. cfg.topology (STRATA_TOPOLOGY, a topology file or "preset:NAME"): the site holding the
- *     node cfg.node (STRATA_NODE, default the hostname; src/topo/nodes.h says how a node name
- *     matches the file's node groups). A node the file does not hold is an error, never a silent
- *     flat run;
- *  3. nothing: the rank names no site ("").
+ * A rank's site is cfg.site (STRATA_SITE), or none (""). The launcher decides it, never the
+ * rank: `strata launch --sites MATRIX` from a probed link matrix, `strata launch --topology FILE`
+ * from a topology file, and `strata site FILE` prints it for other launchers (docs/hier.md). So a
+ * rank never parses a topology: the runtime does not link the planner side.
  *
  * The chunk. Every schedule is cut by cfg.chunk_bytes, so ranks that disagree on it build
  * different schedules and fail the first large collective with STRATA_ERR_MISMATCH. A rank's own
@@ -27,25 +24,16 @@
  * anywhere) means no sites: the array stays NULL and every collective is built flat. A rank with
  * an empty name while others have one is in a site of its own name "" (reported in the log).
  *
- * A rank that cannot find its site still publishes, a marker no site name can hold (SITE_FAILED,
- * a control character, which STRATA_SITE refuses), so every rank fails its init at once with
- * STRATA_ERR_CONFIG instead of waiting out its timeout. Before a failing rank 0 takes the store
- * down with it (when it serves the store), it waits until every rank has read the markers.
- *
  * Never blocks longer than cfg.timeout_s per read; on failure the communicator fails to init.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/core.h"
 #include "engine/engine.h"
-#include "topo/nodes.h"
-#include "topo/topo.h"
 
 #define SITE_NAME_BYTES 64
-#define SITE_FAILED "\001failed"
 
 static int site_prefix(strata_comm *comm, char *prefix, size_t len) {
   char key[160];
@@ -97,87 +85,19 @@ static void site_log(const strata_comm *comm, char (*names)[SITE_NAME_BYTES], in
              text);
 }
 
-/* ---- this rank's site from a topology ---- */
-
-static int topology_load(const char *source, strata_topo **topo, char *err, size_t err_len) {
-  static const char preset[] = "preset:";
-  if (!strncmp(source, preset, sizeof preset - 1))
-    return strata_topo_preset(source + sizeof preset - 1, topo, err, err_len);
-  return strata_topo_load_file(source, topo, err, err_len);
-}
-
-/* Sets comm->cfg.site from comm->cfg.topology and the node name. STRATA_OK, or
- * STRATA_ERR_CONFIG (the node is not in the file) or the loader's status, with an ERROR log line
- * naming the node and the file. */
-static int site_from_topology(strata_comm *comm) {
-  strata_config *cfg = &comm->cfg;
-  char node[sizeof cfg->node + 1], err[768] = "";
-  const char *from = "STRATA_NODE";
-  if (cfg->node[0]) {
-    snprintf(node, sizeof node, "%s", cfg->node);
-  } else {
-    from = "the hostname (STRATA_NODE names another)";
-    if (gethostname(node, sizeof node - 1) != 0) snprintf(node, sizeof node, "?");
-    node[sizeof node - 1] = '\0';
-  }
-  strata_topo *topo = NULL;
-  int status = topology_load(cfg->topology, &topo, err, sizeof err);
-  if (status != STRATA_OK) {
-    STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "STRATA_TOPOLOGY: %s",
-               err[0] ? err : strata_strerror(status));
-    return status;
-  }
-  int site = -1;
-  status = strata_topo_node_site(topo, node, &site, err, sizeof err);
-  if (status == STRATA_OK) {
-    snprintf(cfg->site, sizeof cfg->site, "%s", topo->sites[site].name);
-    STRATA_LOG(STRATA_LOG_DEBUG, comm->rank, "node '%s' is in site '%s' of %s", node, cfg->site,
-               cfg->topology);
-  } else {
-    STRATA_LOG(STRATA_LOG_ERROR, comm->rank,
-               "cannot find this rank's site in %s: %s; the node name is %s", cfg->topology, err,
-               from);
-    status = STRATA_ERR_CONFIG;
-  }
-  strata_topo_free(topo);
-  return status;
-}
-
 /* ---- the exchange ---- */
 
-/* After a failure seen by every rank: rank 0 waits (bounded) until all ranks said they saw it,
- * so that a store it serves outlives everyone's reads. */
-static void site_failure_sync(strata_comm *comm, const char *prefix) {
-  char key[224];
-  snprintf(key, sizeof key, "%s/failure-seen/%d", prefix, comm->rank);
-  if (strata_store_set(comm->store, key, "1", 1) != STRATA_OK) return;
-  if (comm->rank != 0 || comm->cfg.store_external) return;
-  for (int r = 1; r < comm->nranks; r++) {
-    snprintf(key, sizeof key, "%s/failure-seen/%d", prefix, r);
-    void *value = NULL;
-    size_t len = 0;
-    if (strata_store_get(comm->store, key, &value, &len, comm->cfg.timeout_s) != STRATA_OK) return;
-    free(value);
-  }
-}
-
-/* Reads every rank's site into site_of_rank / names and the largest chunk proposed into *chunk;
- * *failed_rank = the first rank that could not find its site, -1 none. */
+/* Reads every rank's site into site_of_rank / names and the largest chunk proposed into *chunk. */
 static int site_read_all(strata_comm *comm, const char *prefix, char (*names)[SITE_NAME_BYTES],
-                         int *site_of_rank, int *nsites, int *failed_rank, uint64_t *chunk) {
+                         int *site_of_rank, int *nsites, uint64_t *chunk) {
   char name[SITE_NAME_BYTES];
   *nsites = 0;
-  *failed_rank = -1;
   *chunk = 0;
   for (int r = 0; r < comm->nranks; r++) {
     uint64_t proposed = 0;
     int status = site_read(comm, prefix, r, name, &proposed);
     if (status != STRATA_OK) return status;
     if (proposed > *chunk) *chunk = proposed;
-    if (!strcmp(name, SITE_FAILED)) {
-      if (*failed_rank < 0) *failed_rank = r;
-      continue;
-    }
     int t = 0;
     while (t < *nsites && strcmp(names[t], name) != 0) t++;
     if (t == *nsites) memcpy(names[(*nsites)++], name, sizeof name);
@@ -188,22 +108,19 @@ static int site_read_all(strata_comm *comm, const char *prefix, char (*names)[SI
 
 int strata_comm_agree(strata_comm *comm) {
   if (comm->nranks < 2 || !comm->store) return STRATA_OK;
-  int mine = STRATA_OK;
-  if (!comm->cfg.site[0] && comm->cfg.topology[0]) mine = site_from_topology(comm);
   char prefix[160], key[224], published[24 + sizeof comm->cfg.site];
   int status = site_prefix(comm, prefix, sizeof prefix);
   snprintf(key, sizeof key, "%s/%d", prefix, comm->rank);
   int n = snprintf(published, sizeof published, "%llu %s",
-                   (unsigned long long)comm->cfg.chunk_bytes,
-                   mine == STRATA_OK ? comm->cfg.site : SITE_FAILED);
+                   (unsigned long long)comm->cfg.chunk_bytes, comm->cfg.site);
   if (status == STRATA_OK) status = strata_store_set(comm->store, key, published, (size_t)n);
   char(*names)[SITE_NAME_BYTES] = calloc((size_t)comm->nranks, sizeof *names);
   int *site_of_rank = calloc((size_t)comm->nranks, sizeof *site_of_rank);
   if (!names || !site_of_rank) status = STRATA_ERR_NO_MEMORY;
-  int nsites = 0, failed_rank = -1;
+  int nsites = 0;
   uint64_t chunk = 0;
   if (status == STRATA_OK)
-    status = site_read_all(comm, prefix, names, site_of_rank, &nsites, &failed_rank, &chunk);
+    status = site_read_all(comm, prefix, names, site_of_rank, &nsites, &chunk);
   if (status == STRATA_OK && chunk != comm->cfg.chunk_bytes) {
     STRATA_LOG(STRATA_LOG_INFO, comm->rank,
                "chunk %llu B (another rank proposed it; this rank's own choice was %llu B)",
@@ -213,14 +130,6 @@ int strata_comm_agree(strata_comm *comm) {
   if (status != STRATA_OK) {
     STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "cannot exchange sites and chunks: %s",
                strata_strerror(status));
-    if (mine != STRATA_OK) status = mine;
-  } else if (failed_rank >= 0) {
-    if (mine == STRATA_OK)
-      STRATA_LOG(STRATA_LOG_ERROR, comm->rank,
-                 "rank %d could not find its site in %s (its log says why)", failed_rank,
-                 comm->cfg.topology[0] ? comm->cfg.topology : "its topology");
-    site_failure_sync(comm, prefix);
-    status = mine != STRATA_OK ? mine : STRATA_ERR_CONFIG;
   } else if (nsites >= 2) {
     comm->site_of_rank = site_of_rank;
     site_of_rank = NULL;

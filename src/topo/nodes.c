@@ -120,3 +120,20 @@ int strata_topo_node_site(const strata_topo *topo, const char *node, int *site, 
   *site = s.site;
   return STRATA_OK;
 }
+
+int strata_topo_site_of_node(const char *source, const char *node, char *site, size_t site_len,
+                             char *err, size_t err_len) {
+  if (err && err_len) err[0] = '\0';
+  if (!source || !node || !site || !site_len) return STRATA_ERR_INVALID_ARG;
+  static const char preset[] = "preset:";
+  strata_topo *topo = NULL;
+  int status = !strncmp(source, preset, sizeof preset - 1)
+                   ? strata_topo_preset(source + sizeof preset - 1, &topo, err, err_len)
+                   : strata_topo_load_file(source, &topo, err, err_len);
+  if (status != STRATA_OK) return status;
+  int index = -1;
+  status = strata_topo_node_site(topo, node, &index, err, err_len);
+  if (status == STRATA_OK) snprintf(site, site_len, "%s", topo->sites[index].name);
+  strata_topo_free(topo);
+  return status;
+}

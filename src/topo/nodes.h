@@ -32,4 +32,11 @@
 int strata_topo_node_site(const strata_topo *topo, const char *node, int *site, char *err,
                           size_t err_len);
 
+/* The name of the site holding `node` in the topology `source`: a topology file or
+ * "preset:NAME". What `strata site` prints and `strata launch --topology` sets as STRATA_SITE.
+ * Returns the loader's status (err says file:line and what was expected) or
+ * strata_topo_node_site's. */
+int strata_topo_site_of_node(const char *source, const char *node, char *site, size_t site_len,
+                             char *err, size_t err_len);
+
 #endif
