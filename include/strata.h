@@ -136,7 +136,8 @@ typedef enum strata_algo {
 } strata_algo;
 
 STRATA_API const char *strata_coll_name(strata_coll coll); /* "allreduce", "reduce_scatter", ... */
-STRATA_API const char *strata_algo_name(strata_algo algo); /* "auto", "ring", "rhd", "tree", "direct" */
+STRATA_API const char *strata_algo_name(
+    strata_algo algo); /* "auto", "ring", "rhd", "tree", "direct" */
 STRATA_API int strata_coll_parse(const char *name, strata_coll *out);
 STRATA_API int strata_algo_parse(const char *name, strata_algo *out);
 
@@ -277,7 +278,8 @@ typedef struct strata_coll_args {
 
 /* Start a collective. With req == NULL it blocks until done and returns its status; otherwise it
  * returns at once and *req is a request to pass to strata_request_wait/test. */
-STRATA_API int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_request **req);
+STRATA_API int strata_collective(strata_comm *comm, const strata_coll_args *args,
+                                 strata_request **req);
 
 /* The algorithm a call with these arguments runs on this communicator (what STRATA_LOG=info
  * prints for it), without running anything. STRATA_ALGO_AUTO if the arguments are invalid. */
@@ -290,55 +292,60 @@ STRATA_API int strata_request_test(strata_request *req);
 
 /* Every rank contributes `count` elements of sendbuf; every recvbuf receives the reduction. */
 STRATA_API int strata_allreduce(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                     strata_dtype dtype, strata_op op);
-STRATA_API int strata_iallreduce(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                      strata_dtype dtype, strata_op op, strata_request **req);
+                                strata_dtype dtype, strata_op op);
+STRATA_API int strata_iallreduce(strata_comm *comm, const void *sendbuf, void *recvbuf,
+                                 size_t count, strata_dtype dtype, strata_op op,
+                                 strata_request **req);
 /* sendbuf has world_size*recvcount elements; rank r receives block r of the reduction.
  * In place when recvbuf == sendbuf + rank*recvcount elements (as NCCL) or recvbuf == sendbuf. */
-STRATA_API int strata_reduce_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
-                          strata_dtype dtype, strata_op op);
-STRATA_API int strata_ireduce_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
-                           strata_dtype dtype, strata_op op, strata_request **req);
+STRATA_API int strata_reduce_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf,
+                                     size_t recvcount, strata_dtype dtype, strata_op op);
+STRATA_API int strata_ireduce_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf,
+                                      size_t recvcount, strata_dtype dtype, strata_op op,
+                                      strata_request **req);
 /* Each rank sends `sendcount` elements; recvbuf (world_size*sendcount) holds block r from rank r.
  * In place when sendbuf == recvbuf + rank*sendcount elements. */
-STRATA_API int strata_allgather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
-                     strata_dtype dtype);
-STRATA_API int strata_iallgather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
-                      strata_dtype dtype, strata_request **req);
+STRATA_API int strata_allgather(strata_comm *comm, const void *sendbuf, void *recvbuf,
+                                size_t sendcount, strata_dtype dtype);
+STRATA_API int strata_iallgather(strata_comm *comm, const void *sendbuf, void *recvbuf,
+                                 size_t sendcount, strata_dtype dtype, strata_request **req);
 /* root's sendbuf (count elements) is copied to every rank's recvbuf. */
 STRATA_API int strata_broadcast(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                     strata_dtype dtype, int root);
-STRATA_API int strata_ibroadcast(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                      strata_dtype dtype, int root, strata_request **req);
+                                strata_dtype dtype, int root);
+STRATA_API int strata_ibroadcast(strata_comm *comm, const void *sendbuf, void *recvbuf,
+                                 size_t count, strata_dtype dtype, int root, strata_request **req);
 /* The reduction of every sendbuf lands in root's recvbuf (others' recvbuf is untouched). */
 STRATA_API int strata_reduce(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                  strata_dtype dtype, strata_op op, int root);
+                             strata_dtype dtype, strata_op op, int root);
 STRATA_API int strata_ireduce(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                   strata_dtype dtype, strata_op op, int root, strata_request **req);
+                              strata_dtype dtype, strata_op op, int root, strata_request **req);
 /* root's recvbuf (world_size*sendcount) holds block r from rank r. */
-STRATA_API int strata_gather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
-                  strata_dtype dtype, int root);
-STRATA_API int strata_igather(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
-                   strata_dtype dtype, int root, strata_request **req);
+STRATA_API int strata_gather(strata_comm *comm, const void *sendbuf, void *recvbuf,
+                             size_t sendcount, strata_dtype dtype, int root);
+STRATA_API int strata_igather(strata_comm *comm, const void *sendbuf, void *recvbuf,
+                              size_t sendcount, strata_dtype dtype, int root, strata_request **req);
 /* Block r (recvcount elements) of root's sendbuf goes to rank r's recvbuf. */
-STRATA_API int strata_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
-                   strata_dtype dtype, int root);
-STRATA_API int strata_iscatter(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
-                    strata_dtype dtype, int root, strata_request **req);
+STRATA_API int strata_scatter(strata_comm *comm, const void *sendbuf, void *recvbuf,
+                              size_t recvcount, strata_dtype dtype, int root);
+STRATA_API int strata_iscatter(strata_comm *comm, const void *sendbuf, void *recvbuf,
+                               size_t recvcount, strata_dtype dtype, int root,
+                               strata_request **req);
 /* Block j (count elements) of rank i's sendbuf goes to block i of rank j's recvbuf. */
 STRATA_API int strata_alltoall(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                    strata_dtype dtype);
+                               strata_dtype dtype);
 STRATA_API int strata_ialltoall(strata_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                     strata_dtype dtype, strata_request **req);
+                                strata_dtype dtype, strata_request **req);
 STRATA_API int strata_barrier(strata_comm *comm);
 STRATA_API int strata_ibarrier(strata_comm *comm, strata_request **req);
 /* Point to point; messages between a pair arrive in the order they were sent. */
-STRATA_API int strata_send(strata_comm *comm, const void *buf, size_t count, strata_dtype dtype, int peer);
-STRATA_API int strata_isend(strata_comm *comm, const void *buf, size_t count, strata_dtype dtype, int peer,
-                 strata_request **req);
-STRATA_API int strata_recv(strata_comm *comm, void *buf, size_t count, strata_dtype dtype, int peer);
-STRATA_API int strata_irecv(strata_comm *comm, void *buf, size_t count, strata_dtype dtype, int peer,
-                 strata_request **req);
+STRATA_API int strata_send(strata_comm *comm, const void *buf, size_t count, strata_dtype dtype,
+                           int peer);
+STRATA_API int strata_isend(strata_comm *comm, const void *buf, size_t count, strata_dtype dtype,
+                            int peer, strata_request **req);
+STRATA_API int strata_recv(strata_comm *comm, void *buf, size_t count, strata_dtype dtype,
+                           int peer);
+STRATA_API int strata_irecv(strata_comm *comm, void *buf, size_t count, strata_dtype dtype,
+                            int peer, strata_request **req);
 
 /* ---------------------------------------------------------------------------------------------
  * The rendezvous store. Rank 0 of a job serves it from a thread unless store_external is set;

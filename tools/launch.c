@@ -53,12 +53,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "boot/store.h"
 #include "commands.h"
-#include "plan/place.h"
+#include "planner.h"
 #include "strata.h"
-#include "topo/linkmatrix.h"
-#include "topo/nodes.h"
 
 extern char **environ;
 
@@ -335,7 +332,9 @@ static int random_hex(char *out, size_t nbytes) {
 }
 
 static int is_launch_var(const launcher *l, const char *entry) {
-  if ((l->opt.sites_path || l->opt.topology_path) && !strncmp(entry, "STRATA_SITE=", strlen("STRATA_SITE="))) return 1;
+  if ((l->opt.sites_path || l->opt.topology_path) &&
+      !strncmp(entry, "STRATA_SITE=", strlen("STRATA_SITE=")))
+    return 1;
   static const char *const names[] = {"STRATA_RANK=", "STRATA_WORLD_SIZE=", "STRATA_LOCAL_RANK=",
                                       "STRATA_ADDR=", "STRATA_STORE_EXTERNAL="};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

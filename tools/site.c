@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "planner.h"
 #include "strata.h"
-#include "topo/nodes.h"
 
 static void site_usage(FILE *out) {
   fprintf(out,

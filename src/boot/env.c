@@ -320,9 +320,10 @@ static int overlay_strata(env_reader *r, strata_config *cfg) {
    * flat, so it is refused with the way to say it. */
   const char *topology = env_get("STRATA_TOPOLOGY");
   if (topology && topology[0] && !cfg->site[0])
-    return env_error(r, "STRATA_TOPOLOGY", topology,
-                     "STRATA_SITE instead: ranks do not read topology files; `strata launch "
-                     "--topology FILE` sets STRATA_SITE, or export STRATA_SITE=$(strata site FILE)");
+    return env_error(
+        r, "STRATA_TOPOLOGY", topology,
+        "STRATA_SITE instead: ranks do not read topology files; `strata launch "
+        "--topology FILE` sets STRATA_SITE, or export STRATA_SITE=$(strata site FILE)");
   return STRATA_OK;
 }
 

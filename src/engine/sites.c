@@ -16,9 +16,9 @@
  * communicator takes the largest: the WAN or mixed choice wins, as it must for the path that
  * needs it. A proposal another rank changed is logged at INFO.
  *
- * At init every rank publishes "<chunk> <site>" in the rendezvous store and reads everyone's. Keys live
- * under "<job>/site/<k>/<rank>", k = how many communicators this rank opened in the job so far (a
- * store counter, as src/net/net.c does for its keys), so two communicators of one job never read
+ * At init every rank publishes "<chunk> <site>" in the rendezvous store and reads everyone's. Keys
+ * live under "<job>/site/<k>/<rank>", k = how many communicators this rank opened in the job so far
+ * (a store counter, as src/net/net.c does for its keys), so two communicators of one job never read
  * each other's answers. Names become indices in order of first appearance (rank 0's site is 0),
  * so every rank computes the same array. Fewer than two distinct names (in particular no source
  * anywhere) means no sites: the array stays NULL and every collective is built flat. A rank with
@@ -46,8 +46,7 @@ static int site_prefix(strata_comm *comm, char *prefix, size_t len) {
 }
 
 /* Reads rank `rank`'s "<chunk> <site>"; a value without the chunk is a protocol error. */
-static int site_read(strata_comm *comm, const char *prefix, int rank, char *name,
-                     uint64_t *chunk) {
+static int site_read(strata_comm *comm, const char *prefix, int rank, char *name, uint64_t *chunk) {
   char key[224];
   snprintf(key, sizeof key, "%s/%d", prefix, rank);
   void *value = NULL;
