@@ -225,6 +225,15 @@ STRATA_API void strata_config_init(strata_config *cfg);
  * over OpenMPI's and Slurm's). Returns STRATA_ERR_CONFIG naming the variable in `err` (may be
  * NULL; at least 256 bytes) when a value does not parse. */
 STRATA_API int strata_config_from_env(strata_config *cfg, char *err, size_t err_len);
+/* Sets one field by the name of its variable: "timeout" (or "STRATA_TIMEOUT"), "tcp_streams",
+ * "secret", "addr", "site", ... — every STRATA_* variable of docs/config.md without its prefix,
+ * any case, with the value written as in the environment ("600", "16M", "bf16", "1"). So a
+ * binding sets fields without knowing the struct's layout. The value is checked as
+ * strata_config_from_env checks it; on error cfg is unchanged, err (err_len bytes, may be NULL)
+ * says why. Returns STRATA_OK, STRATA_ERR_CONFIG (unknown name, bad value) or
+ * STRATA_ERR_INVALID_ARG (NULL arguments). An empty value leaves the field as it is. */
+STRATA_API int strata_config_set(strata_config *cfg, const char *name, const char *value, char *err,
+                                 size_t err_len);
 
 /* ---------------------------------------------------------------------------------------------
  * Communicator.

@@ -41,6 +41,10 @@ typedef enum env_launcher { ENV_NONE = 0, ENV_SLURM, ENV_OMPI, ENV_TORCHRUN } en
 typedef struct env_reader {
   char *err;
   size_t err_len;
+  /* strata_config_set: the one variable to read, its value, and whether a reader asked for it;
+   * NULL reads the environment. */
+  const char *only_name, *only_value;
+  int only_seen;
   env_launcher launcher; /* the highest-priority launcher whose rank variable is set */
   const char *rank_var, *world_size_var;
 } env_reader;
@@ -55,10 +59,11 @@ void strata_config_init(strata_config *cfg) {
   snprintf(cfg->job_id, sizeof cfg->job_id, "strata");
   cfg->shm_enabled = 1;
   cfg->shm_cma = 1;
-  /* 8 helps a 1 Gbit/s x 50 ms link, hurts a 50 Mbit/s x 20 ms one (docs/wan.md) */
+  /* one count serves the whole mesh: 8 fill a fat long link better, but overrun the queue of a
+   * thin one (docs/wan.md) */
   cfg->tcp_streams = 4;
   cfg->tcp_buffer_bytes = 0; /* auto: from the measured RTT (src/net/tcp_mesh.c) */
-  cfg->tcp_govern = 0;       /* opt-in: docs/wan.md item 7 says where it pays and where not yet */
+  cfg->tcp_govern = 0;       /* opt-in: pays on a fat long link, can cost on a loaded one */
   cfg->chunk_bytes = 0;      /* the schedule builder's default */
   cfg->timeout_s = 30.0;
   cfg->algo = STRATA_ALGO_AUTO;
@@ -73,6 +78,14 @@ static const char *env_get(const char *name) {
   return value && *value ? value : NULL;
 }
 
+/* The value of `name` for this reader: the environment, or strata_config_set's one setting. */
+static const char *reader_get(env_reader *r, const char *name) {
+  if (!r->only_name) return env_get(name);
+  if (strcmp(name, r->only_name) != 0) return NULL;
+  r->only_seen = 1;
+  return r->only_value && *r->only_value ? r->only_value : NULL;
+}
+
 static int env_error(env_reader *r, const char *name, const char *value, const char *expected) {
   if (r->err && r->err_len)
     snprintf(r->err, r->err_len, "%s=%s: expected %s", name, value, expected);
@@ -81,7 +94,7 @@ static int env_error(env_reader *r, const char *name, const char *value, const c
 
 /* Sets *out when name is set to an integer in [min, max]; *found (may be NULL) says whether. */
 static int env_int(env_reader *r, const char *name, long min, long max, int *out, int *found) {
-  const char *value = env_get(name);
+  const char *value = reader_get(r, name);
   if (found) *found = value != NULL;
   if (!value) return STRATA_OK;
   char *end;
@@ -133,14 +146,14 @@ static int parse_size_bytes(const char *text, size_t *out) {
 }
 
 static int env_size(env_reader *r, const char *name, size_t *out) {
-  const char *value = env_get(name);
+  const char *value = reader_get(r, name);
   if (value && parse_size_bytes(value, out) != 0)
     return env_error(r, name, value, "a byte count such as 65536, 512K, 4M or 1G");
   return STRATA_OK;
 }
 
 static int env_bool(env_reader *r, const char *name, int *out) {
-  const char *value = env_get(name);
+  const char *value = reader_get(r, name);
   if (!value) return STRATA_OK;
   static const char *const yes[] = {"1", "yes", "true", "on"}, *const no[] = {"0", "no", "false",
                                                                               "off"};
@@ -153,7 +166,7 @@ static int env_bool(env_reader *r, const char *name, int *out) {
 
 /* A string without whitespace that fits in cap bytes (NUL included). */
 static int env_word(env_reader *r, const char *name, char *out, size_t cap) {
-  const char *value = env_get(name);
+  const char *value = reader_get(r, name);
   if (!value) return STRATA_OK;
   if (strlen(value) >= cap) {
     char expected[64];
@@ -168,7 +181,7 @@ static int env_word(env_reader *r, const char *name, char *out, size_t cap) {
 }
 
 static int env_timeout(env_reader *r, const char *name, double *out) {
-  const char *value = env_get(name);
+  const char *value = reader_get(r, name);
   if (!value) return STRATA_OK;
   char *end;
   errno = 0;
@@ -181,7 +194,7 @@ static int env_timeout(env_reader *r, const char *name, double *out) {
 
 /* A link rate in Gb/s: a number > 0 and at most 100000 (100 Tb/s). */
 static int env_gbps(env_reader *r, const char *name, double *out) {
-  const char *value = env_get(name);
+  const char *value = reader_get(r, name);
   if (!value) return STRATA_OK;
   char *end;
   errno = 0;
@@ -193,7 +206,7 @@ static int env_gbps(env_reader *r, const char *name, double *out) {
 }
 
 static int env_log_level(env_reader *r, const char *name, strata_log_level *out) {
-  const char *value = env_get(name);
+  const char *value = reader_get(r, name);
   if (!value) return STRATA_OK;
   static const char *const names[] = {"off", "error", "warn", "info", "debug", "trace"};
   for (int i = 0; i < 6; i++) {
@@ -206,7 +219,7 @@ static int env_log_level(env_reader *r, const char *name, strata_log_level *out)
 }
 
 static int env_algo(env_reader *r, const char *name, strata_algo *out) {
-  const char *value = env_get(name);
+  const char *value = reader_get(r, name);
   if (!value) return STRATA_OK;
   char lower[32];
   size_t n = strlen(value);
@@ -218,7 +231,7 @@ static int env_algo(env_reader *r, const char *name, strata_algo *out) {
 }
 
 static int env_compress(env_reader *r, const char *name, strata_compress *out) {
-  const char *value = env_get(name);
+  const char *value = reader_get(r, name);
   if (!value) return STRATA_OK;
   char lower[32];
   size_t n = strlen(value);
@@ -266,7 +279,7 @@ static int overlay_ranks(env_reader *r, strata_config *cfg, env_launcher launche
 }
 
 static int overlay_torchrun_addr(env_reader *r, strata_config *cfg) {
-  const char *host = env_get("MASTER_ADDR"), *port_text = env_get("MASTER_PORT");
+  const char *host = reader_get(r, "MASTER_ADDR"), *port_text = reader_get(r, "MASTER_PORT");
   int port = 0;
   TRY(env_int(r, "MASTER_PORT", 1, 65534, &port, NULL));
   if (!host && !port_text) return STRATA_OK;
@@ -290,7 +303,7 @@ static int overlay_strata(env_reader *r, strata_config *cfg) {
   TRY(env_int(r, "STRATA_LOCAL_RANK", 0, 1 << 30, &cfg->local_rank, NULL));
   if (found_rank) r->rank_var = "STRATA_RANK";
   if (found_size) r->world_size_var = "STRATA_WORLD_SIZE";
-  const char *addr = env_get("STRATA_ADDR");
+  const char *addr = reader_get(r, "STRATA_ADDR");
   if (addr) {
     TRY(check_store_addr(r, "STRATA_ADDR", addr));
     snprintf(cfg->store_addr, sizeof cfg->store_addr, "%s", addr);
@@ -298,7 +311,7 @@ static int overlay_strata(env_reader *r, strata_config *cfg) {
   TRY(env_bool(r, "STRATA_STORE_EXTERNAL", &cfg->store_external));
   TRY(env_word(r, "STRATA_HOST", cfg->advertise_host, sizeof cfg->advertise_host));
   TRY(env_word(r, "STRATA_JOB_ID", cfg->job_id, sizeof cfg->job_id));
-  const char *secret = env_get("STRATA_SECRET");
+  const char *secret = reader_get(r, "STRATA_SECRET");
   if (secret && strlen(secret) >= sizeof cfg->secret)
     return env_error(r, "STRATA_SECRET", "(hidden)", "at most 255 characters");
   if (secret) snprintf(cfg->secret, sizeof cfg->secret, "%s", secret);
@@ -318,7 +331,7 @@ static int overlay_strata(env_reader *r, strata_config *cfg) {
   /* A rank never reads a topology file (the runtime does not link the planner): the launcher
    * turns it into STRATA_SITE. A job that still sets only STRATA_TOPOLOGY would silently run
    * flat, so it is refused with the way to say it. */
-  const char *topology = env_get("STRATA_TOPOLOGY");
+  const char *topology = reader_get(r, "STRATA_TOPOLOGY");
   if (topology && topology[0] && !cfg->site[0])
     return env_error(
         r, "STRATA_TOPOLOGY", topology,
@@ -404,4 +417,35 @@ int strata_config_from_env(strata_config *cfg, char *err, size_t err_len) {
   TRY(overlay_strata(&r, cfg));
   derive_defaults(&r, cfg);
   return check_consistent(&r, cfg);
+}
+
+int strata_config_set(strata_config *cfg, const char *name, const char *value, char *err,
+                      size_t err_len) {
+  if (err && err_len) err[0] = '\0';
+  if (!cfg || !name || !value) return STRATA_ERR_INVALID_ARG;
+  /* "timeout", "tcp_streams", "STRATA_TIMEOUT": all name the variable STRATA_TIMEOUT, whose
+   * parser (and error message) is the one strata_config_from_env uses. */
+  char var[64] = "STRATA_";
+  const char *base = strncmp(name, "STRATA_", 7) ? name : name + 7;
+  size_t len = strlen(base);
+  if (len == 0 || len + 8 > sizeof var) goto unknown;
+  for (size_t i = 0; i < len; i++) {
+    if (!isalnum((unsigned char)base[i]) && base[i] != '_') goto unknown;
+    var[7 + i] = (char)toupper((unsigned char)base[i]);
+  }
+  var[7 + len] = '\0';
+  env_reader r = {.err = err, .err_len = err_len, .only_name = var, .only_value = value};
+  strata_config copy = *cfg;
+  int status = overlay_strata(&r, &copy);
+  if (!r.only_seen) goto unknown;
+  if (status == STRATA_OK) status = check_consistent(&r, &copy);
+  if (status == STRATA_OK) *cfg = copy;
+  return status;
+unknown:
+  if (err && err_len)
+    snprintf(err, err_len,
+             "%s: no such setting (docs/config.md lists them: rank, world_size, "
+             "addr, secret, timeout, tcp_streams, ...)",
+             name);
+  return STRATA_ERR_CONFIG;
 }
