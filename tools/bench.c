@@ -42,11 +42,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_predict.h"
 #include "commands.h"
 #include "core/compress.h"
 #include "core/core.h"
-#include "model/cost.h"
-#include "model/host.h"
 #include "strata.h"
 
 #define BENCH_EXIT_OK 0
@@ -679,8 +678,7 @@ typedef struct bench_ctx {
   size_t buffer_bytes;
   size_t alloc_bytes; /* each of sendbuf, recvbuf, expected */
   int rep;
-  strata_host_links links; /* --predict: measured by every rank at start */
-  int links_ok;
+  bench_predict *model; /* --predict: calibrated by every rank at start; NULL = no prediction */
 } bench_ctx;
 
 static char *bench_send_ptr(const bench_ctx *ctx, const bench_case *c) {
@@ -1074,9 +1072,7 @@ static int bench_write_json(const bench_ctx *ctx, const bench_report *report) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * The model's prediction (--predict): src/model/host.h calibrates this job's links at start
- * (α, transfer rate with the job's own transport, reduction kernel, memcpy) and simulates the
- * very schedules the engine builds for each row (docs/bench.md).
+ * The model's prediction (--predict, tools/bench_predict.h).
  * ------------------------------------------------------------------------------------------- */
 static const strata_coll bench_kind_colls[BENCH_KIND_COUNT] = {
     [BENCH_ALLREDUCE] = STRATA_COLL_ALLREDUCE, [BENCH_REDUCE_SCATTER] = STRATA_COLL_REDUCE_SCATTER,
@@ -1090,49 +1086,16 @@ static const strata_coll bench_kind_colls[BENCH_KIND_COUNT] = {
  * model has no answer (sendrecv: not one collective schedule). */
 static double bench_predict_busbw(const bench_ctx *ctx, const bench_case *c) {
   size_t count = c->layout.param_count;
-  if (!ctx->links_ok || count == 0 || c->kind == BENCH_SENDRECV) return NAN;
-  double time_us = 0;
-  /* per call of the timed loop's calls in a row (bench_time), which overlap where a rank's own
-   * part of a call ends early (host.h); with a barrier after each (-z 1) one call alone */
+  if (!ctx->model || count == 0 || c->kind == BENCH_SENDRECV) return NAN;
+  /* per call of the timed loop's calls in a row (bench_time); with -z 1 one call alone */
   uint64_t calls =
       ctx->opt->blocking ? 1 : (uint64_t)ctx->opt->iters * (uint64_t)ctx->opt->agg_iters;
-  if (strata_host_predict_calls(&ctx->links, bench_kind_colls[c->kind], STRATA_ALGO_AUTO, count,
-                                (uint32_t)c->type_bytes, c->root < 0 ? 0 : c->root,
-                                calls > 0 ? calls : 1, &time_us) ||
-      !(time_us > 0))
-    return NAN;
+  double time_us = bench_predict_time_us(ctx->model, bench_kind_colls[c->kind], count,
+                                         c->type_bytes, c->root < 0 ? 0 : c->root, calls);
+  if (!(time_us > 0)) return NAN;
   double algbw = 0, busbw = 0;
   bench_bandwidth(c->kind, count, c->type_bytes, time_us * 1e-6, ctx->nranks, &algbw, &busbw);
   return busbw;
-}
-
-/* Collective: measure again just before a row the figures that move with the host's state
- * (model/host.h, strata_host_probe: shared writes over shm, TCP's link rates over TCP), on the
- * buffers calibration used, and print them (rank 0) so bench/repredict.c predicts the row from
- * the same figures. A failed probe keeps the calibrated curves and says so. */
-static void bench_probe(bench_ctx *ctx) {
-  strata_host_links *l = &ctx->links;
-  int points = 0;
-  strata_host_probe_kind kind = strata_host_probe_plan(l, &points);
-  if (!ctx->links_ok || kind == STRATA_HOST_PROBE_NONE) return;
-  int rc = strata_host_probe(ctx->comm, ctx->sendbuf, ctx->recvbuf, ctx->expected, l);
-  if (ctx->rank != 0) return;
-  int tcp = kind == STRATA_HOST_PROBE_TCP;
-  const char *what = tcp ? "TCP links" : "shared writes";
-  if (rc) {
-    printf("# Model: %s not measured again (%s): the calibrated curves stand\n", what,
-           strata_strerror(rc));
-    return;
-  }
-  printf("# Model: %s now (GB/s at the working set per rank):", what);
-  for (int i = 0; i < points; i++)
-    if (tcp)
-      printf(" %lluK link %.17g lone %.17g", (unsigned long long)(l->link.footprint_bytes[i] >> 10),
-             l->link.gbps[i], l->link_alone.gbps[i]);
-    else
-      printf(" %lluK %.17g", (unsigned long long)(l->shared_write.footprint_bytes[i] >> 10),
-             l->shared_write.gbps[i]);
-  printf("\n");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1166,7 +1129,6 @@ static int bench_one_size(bench_ctx *ctx, bench_report *report, strata_dtype dty
   size_t send = c.layout.send_count, recv = c.layout.recv_count;
   row.bytes = (send > recv ? send : recv) * c.type_bytes;
   row.redop = bench_kinds[c.kind].is_reduction ? strata_op_name(op) : "none";
-  if (ctx->opt->predict) bench_probe(ctx);
   row.predicted_busbw_gbps = ctx->opt->predict ? bench_predict_busbw(ctx, &c) : NAN;
   int status = bench_time(ctx, &c, &row.out_of_place);
   c.in_place = 1;
@@ -1206,8 +1168,8 @@ static int bench_buffers_alloc(bench_ctx *ctx) {
   size_t bytes = (ctx->buffer_bytes + 63) / 64 * 64;
   /* --predict calibrates on these very buffers (bench_model_setup), which must hold its largest
    * point */
-  if (ctx->opt->predict && bytes < (size_t)STRATA_HOST_CALIBRATE_BYTES)
-    bytes = (size_t)STRATA_HOST_CALIBRATE_BYTES;
+  if (ctx->opt->predict && bytes < bench_predict_buffer_bytes())
+    bytes = bench_predict_buffer_bytes();
   ctx->alloc_bytes = bytes;
   ctx->sendbuf = strata_mem_buffer(bytes, ctx->opt->registered);
   ctx->recvbuf = strata_mem_buffer(bytes, ctx->opt->registered);
@@ -1251,58 +1213,6 @@ static void bench_print_wire(const bench_ctx *ctx) {
   printf("#\n");
 }
 
-/* Collective: every rank measures the links (src/model/calibrate.c) on the buffers the rows will
- * use. Which pages a buffer got decides much of its rates on this kind of host: calibrated on
- * buffers of its own, allocated after these, the model was 1.2-2x optimistic for the 2-rank shm
- * allgather, reduce-scatter and broadcast out of place (docs/model.md, session 10). */
-static void bench_model_setup(bench_ctx *ctx) {
-  strata_host_links *l = &ctx->links;
-  ctx->links_ok =
-      strata_host_calibrate_on(ctx->comm, ctx->opt->types[0], ctx->opt->ops[0], ctx->sendbuf,
-                               ctx->recvbuf, ctx->expected, ctx->alloc_bytes, l) == STRATA_OK;
-  if (ctx->rank != 0) return;
-  if (!ctx->links_ok) {
-    printf("#\n# Model (--predict): calibration failed, no prediction\n");
-    return;
-  }
-  char cores[64] = "ranks on several hosts";
-  if (l->host_cores > 0)
-    snprintf(cores, sizeof cores, "one host, %d ranks on %d cores", l->nranks, l->host_cores);
-  char chain[64] = ""; /* α down a chain: calibrated only where ranks outnumber cores */
-  if (l->alpha_ends_us > 0)
-    snprintf(chain, sizeof chain, " (%.17g us down a chain)", l->alpha_ends_us);
-  printf(
-      "#\n# Model (--predict): %s, %s, algorithm %s, chunk %llu B; measured now: "
-      "alpha %.17g us%s, link %.2f GB/s per transfer, reduce %.2f GB/s (%s), memcpy %.2f GB/s\n",
-      cores, l->use_tcp ? "tcp" : "shm single-copy pulls", strata_algo_name(l->algo),
-      (unsigned long long)l->chunk_bytes, l->alpha_us, chain, l->link_gbps, l->reduce_gbps,
-      bench_type_names[ctx->opt->types[0]], l->memcpy_gbps);
-  /* Every figure the model reads, here, above and in bench_probe's lines, exactly (%.17g gives
-   * the double back): bench/repredict.c rebuilds the prediction from them, and with ranks sharing
-   * cores the simulated time is not continuous in them (which rank a shared core serves first can
-   * flip with the last digit). A 4-rank TCP broadcast's 4 MiB row printed 1.08 GB/s where the
-   * same figures rounded to six decimals re-predicted 1.18, and the unrounded ones 1.08 (session
-   * 20); with three decimals, then six, about one round trip in eight fell outside the 3%
-   * tests/test_bench_predict.sh allows. */
-  printf("# Model curves (GB/s at the working set per rank), per-call overhead %.17g us:",
-         l->op_overhead_us);
-  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
-    printf(" %lluK link %.17g reduce %.17g memcpy %.17g",
-           (unsigned long long)(l->link.footprint_bytes[i] >> 10), l->link.gbps[i],
-           l->reduce.gbps[i], l->memcpy.gbps[i]);
-    if (l->link_alone.gbps[i] > 0) /* TCP: a one-way stream; shm: a lone pull, and the rest */
-      printf(" lone %.17g dirty %.17g fused %.17g warm %.17g shared %.17g", l->link_alone.gbps[i],
-             l->link_dirty.gbps[i], l->fused.gbps[i], l->link_warm.gbps[i],
-             l->shared_write.gbps[i]);
-    printf("%s", i + 1 < STRATA_HOST_CURVE_POINTS ? ";" : "\n");
-  }
-  if (strata_host_cores_shared(l))
-    printf(
-        "# Model: more ranks than cores. The model gives each rank's engine thread a core and\n"
-        "# shares them by how many ranks are busy when a step starts; which rank the scheduler\n"
-        "# runs is not modelled: expect wider errors than with a core per rank (docs/model.md).\n");
-}
-
 /* Runs the benchmark on an initialized communicator. Returns the exit status. */
 static int bench_main(bench_ctx *ctx) {
   const bench_options *opt = ctx->opt;
@@ -1320,10 +1230,13 @@ static int bench_main(bench_ctx *ctx) {
     bench_buffers_free(ctx);
     return BENCH_EXIT_FAILED;
   }
-  if (opt->predict) bench_model_setup(ctx);
+  if (opt->predict)
+    ctx->model = bench_predict_setup(ctx->comm, opt->types[0], opt->ops[0], ctx->sendbuf,
+                                     ctx->recvbuf, ctx->expected, ctx->alloc_bytes);
   if (ctx->rank == 0) bench_print_columns(opt->report_cputime ? "cputime" : "time", opt->predict);
   bench_report report = {0};
   int status = bench_run(ctx, &report);
+  bench_predict_free(ctx->model);
   bench_buffers_free(ctx);
   int exit_status = BENCH_EXIT_OK;
   if (status) {
