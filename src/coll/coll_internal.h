@@ -38,21 +38,18 @@
  * r + LAG. Transfers to a peer leave in emission order, and an allgather send waits for our own
  * reduction of its round; without a lag the next round's reduce-scatter send queues behind it,
  * so each rank can start a round only when its neighbour has finished reducing the previous
- * one (lock step: every hiccup of either rank is paid by both, every round). With a lag of 2
- * the neighbour always has two rounds of reduce-scatter work it can pull. Measured on the 2-core
- * build box, 2 ranks over shm (CMA), 16 MiB f32, 1 MiB chunks: in place 3.2 -> 2.45 ms, out of
- * place 3.0 -> 2.75 ms; a lag of 1 gains most of it. Costs no memory (allgather lands in RECV). */
+ * one (lock step: every hiccup of either rank is paid by both, every round). A lag of 1 already
+ * breaks the lock step; with 2 the neighbour always has two rounds of reduce-scatter work it can
+ * pull. Costs no memory (allgather lands in RECV). */
 #define STRATA_COLL_RING_AG_LAG 2u
 /* In-flight rounds of the ring reduce-scatter (each holds two partial-sum slots). */
 #define STRATA_COLL_RING_WINDOW STRATA_SCHED_RING_CHUNKS_IN_FLIGHT
 /* How many rounds a ring allgather's or reduce-scatter's first send may run ahead of the rounds
  * that have landed here. With no bound every round's first send is posted at once; over TCP the
- * sockets then fill with messages far ahead of the receives the peer has posted, and measured
- * busbw halved: 2 ranks over loopback, 64 KiB chunks, 1-256 MiB, out of place and in place,
- * allgather 1.1-1.7 GB/s unbound against 1.6-3.2 with 8 rounds (4: 1.8-2.5, 16: 1.4-3.7 falling off
- * at 64 MiB); reduce-scatter 1.0-1.7 unbound, 1.8-3.5 with 4, 1.9-3.4 with 8, 1.8-3.3 with 2. Must
- * be >= the order window of a builder that uses it (the dependency must point to a step emitted
- * earlier). */
+ * sockets then fill with messages far ahead of the receives the peer has posted, and bandwidth
+ * falls by about half. A few rounds ahead keep the link busy; too many bring the flood back on
+ * large messages, and 8 sits between. Must be >= the order window of a builder that uses it (the
+ * dependency must point to a step emitted earlier). */
 #define STRATA_COLL_SEND_AHEAD 8u
 
 #define STRATA_DEPS_MAX 32u

@@ -197,8 +197,8 @@ int strata_build_reduce_scatter_ring(const strata_sched_params *p, strata_schedu
     strata_deps_add(&d, slots.last[slot]);
     const int final = t == steps - 1;
     /* Only the alias form puts RECV on SEND block 0. Otherwise (out of place, or RECV == SEND
-     * block `rank`) waiting held the final pull until the peer had taken this round's send:
-     * 2 ranks, shm, out of place, 64 MiB took 9.7 ms a call of which 3.2 ms idle. */
+     * block `rank`) waiting would hold the final pull until the peer had taken this round's send,
+     * leaving the rank idle for a large share of the call. */
     if (final && p->in_place == STRATA_IN_PLACE_ALIAS) strata_deps_add(&d, rreads0[rd]);
     strata_bufref dst = final ? strata_ref(STRATA_BUF_RECV, off) : strata_pool_ref(&slots, slot);
     rgot[t] = strata_sched_recv_reduce(s, left,

@@ -3,9 +3,8 @@
  * the shared-memory transport asks whether a buffer lies in such memory.
  *
  * Why. A large message between two ranks of one host is otherwise pulled with process_vm_readv,
- * which pins the sender's pages for every call: on the 2-core build box an 8 MiB pull costs
- * ~1000 us that way against ~670 us as a plain memcpy from a shared mapping of the same memfd
- * (/tmp/s4/cm.c, session 4; a private memcpy is ~600 us). Memory from strata_mem_alloc is a
+ * which pins the sender's pages on every call; a plain memcpy from a shared mapping of the same
+ * memory skips the pinning and runs close to a private memcpy. Memory from strata_mem_alloc is a
  * memfd mapped MAP_SHARED; shm.c puts the memfd's number, the region's id and the offset in the
  * message record, the receiver maps the region once (through /proc/<pid>/fd/<fd>, as it maps the
  * peer's segment) and reads it directly from then on, the reduction fused into that read.
