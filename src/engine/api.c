@@ -368,11 +368,10 @@ static int operation_attach(strata_comm *comm, strata_operation *op, const void 
 /* ---- the spare operation ----------------------------------------------------------------------
  * A program calls the same collective on the same sizes over and over (a training step, a
  * benchmark's loop). Building the schedule and allocating the operation's arrays each time cost
- * an 8-byte call a large share of its time (perf, 2 ranks over shm: the build and free alone 112
- * ns of a ~500 ns call, malloc and free ~10% of the cycles), so a finished operation from
- * strata_collective is kept as the communicator's spare, and the next call with the same key
- * (schedule parameters, and args' datatype, reduction and compress field) takes it back with its
- * schedule and dependency arrays as they are, resetting only the per-call state. One spare: a
+ * a small call a large share of its time, so a finished operation from strata_collective is
+ * kept as the communicator's spare, and the next call with the same key (schedule parameters,
+ * and args' datatype, reduction and compress field) takes it back with its schedule and
+ * dependency arrays as they are, resetting only the per-call state. One spare: a
  * call with another key builds anew and its operation replaces the spare when it finishes. */
 static int params_equal(const strata_sched_params *a, const strata_sched_params *b) {
   return a->coll == b->coll && a->algo == b->algo && a->rank == b->rank && a->nranks == b->nranks &&

@@ -33,11 +33,10 @@ uint64_t strata_chunk_for_path(unsigned rtt_us, double link_gbps, uint64_t lan_c
     return bytes > lan_chunk_bytes ? bytes : lan_chunk_bytes;
   }
   /* A WAN: one chunk holds a whole bandwidth-delay product (the next power of two), so the
-   * ring's chunks in flight cover 4-8 of them. Measured on the emulated 1 Gbit/s, 50 ms link
-   * (2 sites, 256 MiB allreduce, % of the 2.147 s bound, session 4): 3 MiB chunks (the earlier
-   * rule, R x 1.5 RTT over the window) 72-76%, 6 MiB 80-85%, 8 MiB 83-91%, 12-16 MiB 79-94%;
-   * at 0.1% loss 3 and 8 MiB both 72-89%. A sendrecv of the whole 256 MiB each way, with no
-   * pipeline at all, moved 75-88% (4 streams) and 87-93% (8): the chunk had been the gap. */
+   * ring's chunks in flight cover 4-8 of them. The LAN rule (R x 1.5 RTT over the window) keeps
+   * too little in flight on a long link: propagation, loss repair and the streams' own windows
+   * each need most of a BDP, and a transfer with no pipeline at all fills the link better than
+   * a ring with chunks that small. */
   double gbps = link_gbps > 0 ? link_gbps : CHUNK_WAN_DEFAULT_GBPS;
   double bdp = gbps * 1e9 / 8.0 * (double)rtt_us * 1e-6;
   uint64_t bytes = 1u << 20;

@@ -152,8 +152,8 @@ void strata_spare_release(strata_comm *comm);
  * messages; its buffers are ignored). The operation takes the schedule over, whatever the
  * outcome. The host model's calibration (src/model/calibrate.c) times ring shifts and lone pulls
  * this way: driven by the waiting caller, as a collective is, whereas point-to-point posts wake
- * the progress thread one by one (2 ranks over shm: an 8-byte shift 17 us through
- * strata_irecv/strata_isend, 1.5 us as a collective). */
+ * the progress thread one by one, so a small shift through strata_irecv/strata_isend would time
+ * the thread hand-offs rather than the transfer. */
 int strata_engine_run_schedule(strata_comm *comm, const strata_coll_args *name,
                                strata_schedule *sched, void *send, uint64_t send_bytes, void *recv,
                                uint64_t recv_bytes);

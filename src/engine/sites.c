@@ -10,8 +10,8 @@
  * The chunk. Every schedule is cut by cfg.chunk_bytes, so ranks that disagree on it build
  * different schedules and fail the first large collective with STRATA_ERR_MISMATCH. A rank's own
  * choice (comm.c) depends on what it measured and saw: the largest RTT to its peers (>= 1 ms
- * makes it a WAN chunk; one loaded rank on a busy host measured that over loopback, CI
- * 2026-12-01, 5 and 8 ranks), and whether all its peers are over TCP (in a multi-host job the
+ * makes it a WAN chunk, and a rank on a loaded host can measure that even over loopback), and
+ * whether all its peers are over TCP (in a multi-host job the
  * ranks that share a host see fewer). So every rank publishes its proposal with its site and the
  * communicator takes the largest: the WAN or mixed choice wins, as it must for the path that
  * needs it. A proposal another rank changed is logged at INFO.
