@@ -45,16 +45,24 @@ a=$(bounded "$strata" launch -n 1 -- sh -c 'echo $STRATA_JOB_ID')
 b=$(bounded "$strata" launch -n 1 -- sh -c 'echo $STRATA_JOB_ID')
 [ "$a" != "$b" ] || fail "job id not fresh"
 
-# --- 1b. --bind: rank r on the r-th CPU we may use when the ranks fit; none: untouched ---
+# --- 1b. --bind: rank r of N on its share of the CPUs we may use; one rank never bound ---
 # (Cpus_allowed_list of each rank's own process, against this shell's)
 mine=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
-ncpu=$(taskset -c -p $$ | sed 's/.*: //' | tr ',' '\n' | awk -F- '{n += (NF == 2 ? $2 - $1 + 1 : 1)} END {print n}')
+expand_cpus() { # "0-2,5" -> "0 1 2 5", one per line
+  tr ',' '\n' <<<"$1" | awk -F- '{for (c = $1; c <= (NF == 2 ? $2 : $1); c++) print c}'
+}
+ncpu=$(expand_cpus "$mine" | wc -l)
+out=$(bounded "$strata" launch -n 1 -- sh -c 'awk "/^Cpus_allowed_list/ {print \$2}" /proc/$$/status')
+[ "$out" = "$mine" ] || fail "-n 1: the rank was bound: $out vs $mine"
 bounded "$strata" launch -n 2 --order 1,0 -- sh -c 'echo "$STRATA_RANK $(awk "/^Cpus_allowed_list/ {print \$2}" /proc/$$/status)"' >"$work/bind.txt" || fail "bind run"
 if [ "$ncpu" -ge 2 ]; then
-  first=$(taskset -c -p $$ | sed 's/.*: //' | cut -d, -f1 | cut -d- -f1)
-  grep -q "^0 $first\$" "$work/bind.txt" || fail "--bind default: rank 0 not on CPU $first: $(cat "$work/bind.txt")"
-  [ "$(awk '{print $2}' "$work/bind.txt" | sort -u | wc -l)" = 2 ] || fail "--bind: ranks share a CPU: $(cat "$work/bind.txt")"
-  awk '$2 ~ /[,-]/ {exit 1}' "$work/bind.txt" || fail "--bind: a rank may run on several CPUs: $(cat "$work/bind.txt")"
+  set0=$(expand_cpus "$(awk '$1 == 0 {print $2}' "$work/bind.txt")")
+  set1=$(expand_cpus "$(awk '$1 == 1 {print $2}' "$work/bind.txt")")
+  [ -n "$set0" ] && [ -n "$set1" ] || fail "--bind default: a rank has no CPUs: $(cat "$work/bind.txt")"
+  [ -z "$(comm -12 <(sort <<<"$set0") <(sort <<<"$set1"))" ] || fail "--bind: ranks share a CPU: $(cat "$work/bind.txt")"
+  [ "$(printf '%s\n%s\n' "$set0" "$set1" | sort -n | tr '\n' ' ')" = "$(expand_cpus "$mine" | sort -n | tr '\n' ' ')" ] ||
+    fail "--bind: the shares do not cover $mine: $(cat "$work/bind.txt")"
+  [ "$(head -1 <<<"$set0")" = "$(expand_cpus "$mine" | head -1)" ] || fail "--bind: rank 0 does not start at the first CPU: $(cat "$work/bind.txt")"
 fi
 bounded "$strata" launch -n 2 --bind none -- sh -c 'awk "/^Cpus_allowed_list/ {print \$2}" /proc/$$/status' >"$work/nobind.txt" || fail "--bind none run"
 [ "$(sort -u "$work/nobind.txt")" = "$mine" ] || fail "--bind none changed the CPUs: $(cat "$work/nobind.txt") vs $mine"

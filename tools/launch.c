@@ -17,12 +17,15 @@
  * topology files themselves, so a launcher run on each host of a multi-host job turns the file
  * into the variable ranks read.
  *
- * Binding (--bind core, the default when N is at most the CPUs the launcher may use): rank r
- * runs on the r-th CPU of the launcher's affinity mask, as mpirun binds by default. Unbound, the
- * scheduler often starts two ranks on one core and moves one away only milliseconds later;
- * meanwhile every round trip between them costs a time slice (8-byte allreduce, 2 ranks, both
- * on one core: 33 us a call against 0.7 on two; session 4). --bind none leaves placement to the
- * scheduler; with more ranks than CPUs nothing is bound.
+ * Binding (--bind core, the default when there are at least two ranks and no more ranks than
+ * CPUs the launcher may use): rank r of N gets its share of the launcher's affinity mask, CPUs
+ * [r*C/N, (r+1)*C/N) of its C allowed CPUs, as mpirun binds by default. Unbound, the scheduler
+ * often starts two ranks on one core and moves one away only later; meanwhile every round trip
+ * between them waits for a time slice, which costs a small collective far more than the
+ * transfer itself. A share rather than one CPU per rank, because a rank is rarely one thread:
+ * a Python rank's data-loader workers inherit the mask, and one CPU would serialize them all.
+ * One rank is never bound, for the same reason and because there is no peer to collide with.
+ * --bind none leaves placement to the scheduler; with more ranks than CPUs nothing is bound.
  *
  * Supervision (the part that must not go wrong):
  *  - each child leads its own process group, so signals reach the whole tree it starts (a shell,
@@ -87,7 +90,8 @@ typedef struct launch_child {
   pid_t pid;  /* 0 once reaped */
   pid_t pgid; /* its process group; 0 once known to be empty */
   int rank;
-  int cpu;                              /* bound to this CPU, or -1 */
+  int bound; /* 1: run on cpus; 0: keep the launcher's mask */
+  cpu_set_t cpus;
   char site_env[LAUNCH_SITE_ENV_BYTES]; /* "STRATA_SITE=..." with --sites, else "" */
   char **envp;
   launch_stream out, err;
@@ -123,8 +127,9 @@ static void launch_usage(FILE *out) {
           "                    from 'strata probe' (its site labels, else latency clusters)\n"
           "  --topology FILE   STRATA_SITE of every child = the site holding this host in a\n"
           "                    topology file or preset:NAME (STRATA_NODE names the node)\n"
-          "  --bind core|none  core (default when N <= the CPUs we may use): rank r runs on the\n"
-          "                    r-th of those CPUs; none: the scheduler places the ranks\n"
+          "  --bind core|none  core (default when 1 < N <= the CPUs we may use): rank r of N\n"
+          "                    runs on the r-th N-th of those CPUs; none: the scheduler\n"
+          "                    places the ranks (one rank is never bound)\n"
           "  --tag             prefix every output line with [rank]\n"
           "  --grace SECONDS   wait this long after SIGTERM before SIGKILL (default %.0f)\n"
           "  -h, --help        this text\n\n"
@@ -488,12 +493,8 @@ static void child_exec(const launcher *l, const launch_child *c, pid_t parent, i
   }
   if (out_w >= 0) dup2(out_w, 1);
   if (err_w >= 0) dup2(err_w, 2);
-  if (c->cpu >= 0) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(c->cpu, &one);
-    sched_setaffinity(0, sizeof one, &one); /* best effort: unbound is still correct */
-  }
+  if (c->bound)
+    sched_setaffinity(0, sizeof c->cpus, &c->cpus); /* best effort: unbound is still correct */
   execvpe(l->opt.command[0], l->opt.command, c->envp);
   int err = errno;
   child_write_error(l->opt.command[0], err);
@@ -717,21 +718,28 @@ static void launcher_free(launcher *l) {
   restore_signals();
 }
 
-/* --bind: child of rank r gets the r-th CPU of our affinity mask when every rank gets one. */
+/* --bind: rank r of N gets CPUs [r*C/N, (r+1)*C/N) of the C CPUs in our affinity mask, a
+ * non-empty share whenever N <= C; one rank, --bind none or N > C: nobody is bound. */
 static void assign_cpus(launcher *l) {
   cpu_set_t mask;
-  int cpus[CPU_SETSIZE], count = 0;
-  for (int i = 0; i < l->opt.nranks; i++) l->children[i].cpu = -1;
-  if (l->opt.bind == 0 || sched_getaffinity(0, sizeof mask, &mask) != 0) return;
+  int cpus[CPU_SETSIZE], count = 0, nranks = l->opt.nranks;
+  for (int i = 0; i < nranks; i++) l->children[i].bound = 0;
+  if (l->opt.bind == 0 || nranks == 1 || sched_getaffinity(0, sizeof mask, &mask) != 0) return;
   for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
     if (CPU_ISSET(cpu, &mask)) cpus[count++] = cpu;
-  if (l->opt.nranks > count) {
+  if (nranks > count) {
     if (l->opt.bind == 1)
-      fprintf(stderr, "strata launch: --bind core: %d ranks but %d CPUs; not binding\n",
-              l->opt.nranks, count);
+      fprintf(stderr, "strata launch: --bind core: %d ranks but %d CPUs; not binding\n", nranks,
+              count);
     return;
   }
-  for (int i = 0; i < l->opt.nranks; i++) l->children[i].cpu = cpus[l->children[i].rank];
+  for (int i = 0; i < nranks; i++) {
+    launch_child *c = &l->children[i];
+    long first = (long)c->rank * count / nranks, end = (long)(c->rank + 1) * count / nranks;
+    CPU_ZERO(&c->cpus);
+    for (long k = first; k < end; k++) CPU_SET(cpus[k], &c->cpus);
+    c->bound = 1;
+  }
 }
 
 static int start_children(launcher *l) {
