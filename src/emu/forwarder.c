@@ -17,7 +17,8 @@
  * cut in software into the surviving segments (headers rebuilt, checksums computed), each
  * leaving at its own due time: the model with offload is the model without, up to that bunching.
  * What offload buys: one read and one write, and one pass through each site's stack, per ~44
- * segments; without it the forwarder cannot carry 1 Gbit/s both ways on a 2-core host.
+ * segments; without it the forwarder's per-packet CPU cost, not the modeled link, caps the rate
+ * on a small host.
  *
  * Invariants: no allocation per packet (the pool and the heap are sized once; a full pool drops
  * the packet and counts it as dropped_pool); equal due times leave in arrival order, so a link
@@ -474,8 +475,8 @@ static strata_emu_forwarder_end fwd_loop(fwd_state *s) {
     }
     uint64_t deadline = stats_ns < end_ns ? stats_ns : end_ns;
     if (s->heap_count && s->heap[0].due_ns < deadline) deadline = s->heap[0].due_ns;
-    /* No early wake-up and spin: tried, a spinning real-time forwarder starves the softirq work
-     * of the very packets it sends. Packets leave late by the timer's wake-up latency, which
+    /* No early wake-up and spin: a spinning real-time forwarder starves the softirq work of the
+     * very packets it sends. Packets leave late by the timer's wake-up latency, which
      * the stats report (late_us_avg, late_us_max). */
     fwd_arm_timer(s, deadline);
     int n = epoll_wait(s->epoll_fd, events, (int)(sizeof events / sizeof events[0]), -1);

@@ -115,8 +115,8 @@ static int site_sysctls(const strata_emu_site_options *o, char *err, size_t err_
 
 /* With offload, TCP in the site sends super-packets of up to 64 KiB (TSO) with the checksum left
  * to "hardware" (the forwarder passes that duty on to the receiving site's kernel): one read and
- * one write per ~44 segments instead of per segment, which is what lets the forwarder carry
- * 1 Gbit/s both ways on a 2-core host. The forwarder still models every segment (forwarder.c). */
+ * one write per ~44 segments instead of per segment, so the forwarder's per-packet CPU cost does
+ * not cap the emulated rate. The forwarder still models every segment (forwarder.c). */
 static int tun_open_here(int offload, char *err, size_t err_bytes) {
   int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
