@@ -11,8 +11,8 @@
 #
 # Fairness. Every program runs with the HOST'S DEFAULT TCP settings, as a user would have them:
 # the sites keep the host's net.ipv4.tcp_rmem/tcp_wmem and net.core.*mem_max (--tcp-mem-max host;
-# on this kernel tcp_wmem[2] = 4 MiB, so ONE connection can keep at most ~4 MiB in flight, less
-# than the 6.25 MB this link holds) and the host's default congestion control. Gloo and OpenMPI
+# with Linux's default tcp_wmem[2] of 4 MiB, ONE connection can keep at most ~4 MiB in flight,
+# less than the 6.25 MB the default link holds) and the host's default congestion control. Gloo and OpenMPI
 # use them as they are. strata applies its own tuning on top: many streams per peer (its default,
 # 4), buffers sized from the measured RTT, TCP_NOTSENT_LOWAT on WAN sockets (docs/wan.md). The
 # row "strata" is strata with NO knobs set; other rows name the knobs they set.
@@ -22,8 +22,8 @@
 # t_min = N / R with R = 1 Gb/s = 125 MB/s: 256 MiB -> 2.147 s. % of bound = t_min / t (= busbw /
 # 125 MB/s, busbw = N/t·2(n-1)/n, nccl-tests' factor, FACTS.md). R counts IP bytes; TCP with
 # timestamps carries 1448 of every 1500, so 96.5% is the ceiling of any TCP program. The
-# practical ceiling on this host is printed too: iperf3 --bidir -P 8 over the same link (the
-# emulator shares the 2 cores with the ranks).
+# practical ceiling of the machine running it is printed too: iperf3 --bidir -P 8 over the same
+# link (the emulator shares the CPU with the ranks).
 #
 # The runs per condition: strata (no knobs), strata with each entry of $WAN_STRATA_VARIANTS;
 # Gloo (bench/gloo_allreduce.py, torch.distributed "gloo", GLOO_SOCKET_IFNAME=netem0); OpenMPI
