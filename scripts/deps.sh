@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages a target needs, only those missing. Usage: deps.sh build|test|bench
 set -euo pipefail
-want=(cmake gcc make pkg-config libsodium-dev libyaml-dev)
+want=(cmake gcc make pkg-config libsodium-dev libyaml-dev libjansson-dev)
 case "${1:-build}" in
   test)  want+=(openmpi-bin libopenmpi-dev python3-torch iperf3 iproute2 procps) ;;
   bench) want+=(openmpi-bin libopenmpi-dev python3-torch iperf3 iproute2 procps) ;;

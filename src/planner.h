@@ -20,6 +20,7 @@
 #include "model/host.h"
 #include "plan/place.h"
 #include "plan/plan.h"
+#include "topo/json.h"
 #include "topo/linkmatrix.h"
 #include "topo/nodes.h"
 #include "topo/topo.h"

@@ -18,9 +18,8 @@
 #include <string.h>
 
 #include "commands.h"
-#include "plan/place.h"
+#include "planner.h"
 #include "strata.h"
-#include "topo/linkmatrix.h"
 
 #define PLACE_DEFAULT_BYTES (256.0 * 1024 * 1024)
 #define PLACE_RANDOM_SAMPLES 200
@@ -190,10 +189,19 @@ static void print_order(FILE *f, int n, const int *order) {
   for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", order[i]);
 }
 
-static void print_json_ints(FILE *f, int n, const int *v) {
-  fputc('[', f);
-  for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? ", " : "", v[i]);
-  fputc(']', f);
+/* JSON numbers other than whole ones, to 6 significant digits (a prediction is no finer). */
+#define PLACE_JSON_REAL_DIGITS 6
+
+static json_t *json_ints(int n, const int *v) {
+  json_t *list = json_array();
+  for (int i = 0; i < n; i++) list = strata_json_append(list, json_integer(v[i]));
+  return list;
+}
+
+static int print_json(json_t *doc) {
+  if (strata_json_write(stdout, doc, PLACE_JSON_REAL_DIGITS) == 0) return 0;
+  fprintf(stderr, "strata place: writing JSON failed\n");
+  return 1;
 }
 
 static const char *human_time(double us, char *buf, size_t len) {
@@ -249,14 +257,16 @@ static int run_evaluate(const place_options *o, const strata_link_matrix *m) {
     return 2;
   }
   double us = strata_place_ring_allreduce_us(m, seq, o->bytes);
+  int rc = 0;
   if (o->json)
-    printf("{\"order\": \"%s\", \"bytes\": %.17g, \"allreduce_us\": %.6g}\n", o->evaluate, o->bytes,
-           us);
+    rc =
+        print_json(json_pack("{s:s, s:o, s:o}", "order", o->evaluate, "bytes",
+                             strata_json_number(o->bytes), "allreduce_us", strata_json_number(us)));
   else
     printf("predicted ring allreduce of %.0f bytes with --order %s: %.1f us\n", o->bytes,
            o->evaluate, us);
   free(seq);
-  return 0;
+  return rc;
 }
 
 /* --env: one STRATA_SITE line per matrix row; nothing printed when a label is unusable. */
@@ -313,22 +323,22 @@ static int run_ring(const place_options *o, const strata_link_matrix *m) {
   const char *solver = o->mode == PLACE_SITES              ? "site blocks + 2-opt/Or-opt"
                        : n <= STRATA_PLACE_EXACT_MAX_RANKS ? "exact"
                                                            : "nearest neighbour + 2-opt/Or-opt";
+  int json_rc = 0;
   if (o->quiet) {
     print_order(stdout, n, order);
     putchar('\n');
   } else if (o->json) {
-    printf("{\n  \"mode\": \"%s\",\n  \"solver\": \"%s\",\n  \"ranks\": %d,\n", mode, solver, n);
-    printf("  \"bytes\": %.17g,\n  \"order\": ", o->bytes);
-    print_json_ints(stdout, n, order);
-    printf(",\n  \"ring\": ");
-    print_json_ints(stdout, n, seq);
-    printf(",\n  \"sites\": ");
-    print_json_ints(stdout, n, site_of);
-    printf(",\n  \"slowest_hop\": {\"from\": %d, \"to\": %d, \"us\": %.6g},\n", from, to, hop);
-    printf("  \"allreduce_us\": {\"placed\": %.6g, \"identity\": %.6g, \"random_mean\": %.6g},\n",
-           placed, identity, random);
-    printf("  \"speedup_vs_random\": %.6g,\n  \"speedup_vs_identity\": %.6g\n}\n",
-           placed > 0 ? random / placed : 1, placed > 0 ? identity / placed : 1);
+    json_t *hop_json =
+        json_pack("{s:i, s:i, s:o}", "from", from, "to", to, "us", strata_json_number(hop));
+    json_t *times =
+        json_pack("{s:o, s:o, s:o}", "placed", strata_json_number(placed), "identity",
+                  strata_json_number(identity), "random_mean", strata_json_number(random));
+    json_rc = print_json(json_pack(
+        "{s:s, s:s, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "mode", mode, "solver", solver,
+        "ranks", n, "bytes", strata_json_number(o->bytes), "order", json_ints(n, order), "ring",
+        json_ints(n, seq), "sites", json_ints(n, site_of), "slowest_hop", hop_json, "allreduce_us",
+        times, "speedup_vs_random", strata_json_number(placed > 0 ? random / placed : 1),
+        "speedup_vs_identity", strata_json_number(placed > 0 ? identity / placed : 1)));
   } else {
     char t1[32], t2[32], t3[32], t4[32];
     printf("%s placement of %d ranks (%s), allreduce of %.0f bytes\n", mode, n, solver, o->bytes);
@@ -348,7 +358,7 @@ static int run_ring(const place_options *o, const strata_link_matrix *m) {
            placed > 0 ? random / placed : 1.0, placed > 0 ? identity / placed : 1.0);
   }
   free(seq), free(order), free(ident), free(site_of), free(w);
-  return 0;
+  return json_rc;
 }
 
 static double pipeline_random_us(const strata_link_matrix *m, const strata_pipeline_spec *spec,
@@ -400,26 +410,26 @@ static int run_pipeline(place_options *o, const strata_link_matrix *m) {
   strata_pipeline_cost identity = strata_place_pipeline_cost(m, spec, scratch);
   double random = pipeline_random_us(m, spec, o->seed, scratch);
   int D = spec->replicas;
+  int json_rc = 0;
   if (o->quiet) {
     print_order(stdout, n, order);
     putchar('\n');
   } else if (o->json) {
-    printf(
-        "{\n  \"mode\": \"pipeline\",\n  \"ranks\": %d,\n  \"stages\": %d,\n  \"replicas\": %d,\n",
-        n, spec->stages, D);
-    printf("  \"order\": ");
-    print_json_ints(stdout, n, order);
-    printf(",\n  \"slot_of_stage_replica\": [");
-    for (int s = 0; s < spec->stages; s++) {
-      printf("%s", s ? ", " : "");
-      print_json_ints(stdout, D, slot_of + s * D);
-    }
-    printf("],\n  \"placed_us\": {\"dp\": %.6g, \"pp\": %.6g, \"total\": %.6g},\n", placed.dp_us,
-           placed.pp_us, placed.total_us);
-    printf("  \"identity_us\": {\"dp\": %.6g, \"pp\": %.6g, \"total\": %.6g},\n", identity.dp_us,
-           identity.pp_us, identity.total_us);
-    printf("  \"random_mean_total_us\": %.6g,\n  \"speedup_vs_random\": %.6g\n}\n", random,
-           placed.total_us > 0 ? random / placed.total_us : 1.0);
+    json_t *slots = json_array();
+    for (int s = 0; s < spec->stages; s++)
+      slots = strata_json_append(slots, json_ints(D, slot_of + s * D));
+    json_t *placed_us =
+        json_pack("{s:o, s:o, s:o}", "dp", strata_json_number(placed.dp_us), "pp",
+                  strata_json_number(placed.pp_us), "total", strata_json_number(placed.total_us));
+    json_t *identity_us = json_pack("{s:o, s:o, s:o}", "dp", strata_json_number(identity.dp_us),
+                                    "pp", strata_json_number(identity.pp_us), "total",
+                                    strata_json_number(identity.total_us));
+    json_rc = print_json(json_pack(
+        "{s:s, s:i, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o}", "mode", "pipeline", "ranks", n,
+        "stages", spec->stages, "replicas", D, "order", json_ints(n, order),
+        "slot_of_stage_replica", slots, "placed_us", placed_us, "identity_us", identity_us,
+        "random_mean_total_us", strata_json_number(random), "speedup_vs_random",
+        strata_json_number(placed.total_us > 0 ? random / placed.total_us : 1.0)));
   } else {
     char a[32], b[32], c[32], d[32], e[32];
     printf("pipeline placement: %d stages x %d replicas on %d ranks (rank = stage*%d + replica)\n",
@@ -443,7 +453,7 @@ static int run_pipeline(place_options *o, const strata_link_matrix *m) {
            placed.total_us > 0 ? identity.total_us / placed.total_us : 1.0);
   }
   free(slot_of), free(order), free(scratch);
-  return 0;
+  return json_rc;
 }
 
 int strata_cmd_place(int argc, char **argv) {

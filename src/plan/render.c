@@ -2,15 +2,15 @@
  * render.c — a plan as text (for people) and as JSON (for machines; schema in docs/plan-json.md).
  *
  * The JSON schema is a contract: fields are only ever added, never renamed or removed, and
- * "schema" carries the version. Strings are escaped here; numbers are finite (a NaN or infinity
- * is written as null).
+ * "schema" carries the version. The document is built as a jansson tree and written by
+ * topo/json.h, which escapes strings and writes a NaN or infinity as null.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "core/text.h"
 #include "plan/plan.h"
+#include "topo/json.h"
 
 static const char *human_bytes(double bytes, char *buf, size_t len) {
   const char *units[] = {"B", "KB", "MB", "GB", "TB"};
@@ -135,206 +135,137 @@ void strata_plan_write_text(FILE *out, const strata_plan *p) {
 
 /* ---- JSON ---- */
 
-/* Whole numbers (bytes, counts) exactly; others to 6 significant digits; NaN/inf as null. */
-static void json_number(FILE *out, double v) {
-  if (!isfinite(v))
-    fputs("null", out);
-  else if (v == floor(v) && fabs(v) < 1e15)
-    fprintf(out, "%.0f", v);
-  else
-    fprintf(out, "%.6g", v);
+/* Numbers: whole ones (bytes, counts) exactly, others to 6 significant digits, NaN/inf as null
+ * (strata_json_number; the digits are set where the document is written). */
+#define PLAN_JSON_REAL_DIGITS 6
+
+static json_t *num(double v) {
+  return strata_json_number(v);
+}
+static json_t *str(const char *s) {
+  return strata_json_string(s);
 }
 
-static void json_key(FILE *out, const char *indent, const char *key) {
-  fprintf(out, "%s\"%s\": ", indent, key);
+static json_t *json_topology(const strata_plan *p) {
+  return json_pack("{s:o, s:o, s:i, s:I, s:I}", "name", str(p->topo->name), "source",
+                   str(p->topo->source), "sites", p->sites, "nodes", (json_int_t)p->nodes, "gpus",
+                   (json_int_t)p->gpus);
 }
 
-static void json_workload(FILE *out, const strata_workload *w) {
-  fprintf(out, "  \"workload\": {\"kind\": ");
-  strata_write_quoted(out, strata_workload_kind_name(w->kind));
-  fprintf(out, ", \"params\": ");
-  json_number(out, w->params);
-  fprintf(out, ", \"dtype\": ");
-  strata_write_quoted(out, strata_dtype_name(w->dtype));
-  fprintf(out, ", \"step_ms\": ");
-  json_number(out, w->step_ms);
-  fprintf(out, ", \"inner_steps\": %d, \"wire_bits\": ", w->inner_steps);
-  json_number(out, w->wire_bits);
-  fprintf(out, ", \"fragments\": %d, \"wan_streams\": %d, \"update_fraction\": ", w->fragments,
-          w->wan_streams);
-  json_number(out, w->update_fraction);
-  fprintf(out, ", \"sync_every\": %d, \"kv_bytes_per_request\": ", w->sync_every);
-  json_number(out, w->kv_bytes_per_request);
-  fprintf(out, ", \"replicas_per_site\": %d, \"cross_site_pipeline\": %s},\n", w->replicas_per_site,
-          w->cross_site_pipeline ? "true" : "false");
+static json_t *json_workload(const strata_workload *w) {
+  return json_pack("{s:o, s:o, s:o, s:o, s:i, s:o, s:i, s:i, s:o, s:i, s:o, s:i, s:b}", "kind",
+                   str(strata_workload_kind_name(w->kind)), "params", num(w->params), "dtype",
+                   str(strata_dtype_name(w->dtype)), "step_ms", num(w->step_ms), "inner_steps",
+                   w->inner_steps, "wire_bits", num(w->wire_bits), "fragments", w->fragments,
+                   "wan_streams", w->wan_streams, "update_fraction", num(w->update_fraction),
+                   "sync_every", w->sync_every, "kv_bytes_per_request",
+                   num(w->kv_bytes_per_request), "replicas_per_site", w->replicas_per_site,
+                   "cross_site_pipeline", w->cross_site_pipeline != 0);
 }
 
-static void json_predictions(FILE *out, const strata_plan *p) {
-  fprintf(out, "  \"predictions\": [");
+static json_t *json_predictions(const strata_plan *p) {
+  json_t *list = json_array();
   for (int i = 0; i < p->prediction_count; i++) {
     const strata_prediction *pr = &p->predictions[i];
-    fprintf(out, "%s\n    {\"scope\": ", i ? "," : "");
-    strata_write_quoted(out, p->prediction_scope[i]);
-    fprintf(out, ", \"collective\": ");
-    strata_write_quoted(out, strata_coll_name(pr->coll));
-    fprintf(out, ", \"bytes\": ");
-    json_number(out, pr->bytes);
-    fprintf(out, ", \"algorithm\": ");
-    strata_write_quoted(out, strata_model_algo_name(pr->algo));
-    fprintf(out, ", \"time_us\": ");
-    json_number(out, pr->time_us);
-    fprintf(out, ", \"algbw_gbps\": ");
-    json_number(out, pr->algbw_gbps);
-    fprintf(out, ", \"busbw_gbps\": ");
-    json_number(out, pr->busbw_gbps);
-    fprintf(out, ", \"chosen\": %s}", p->prediction_chosen[i] ? "true" : "false");
+    list = strata_json_append(
+        list, json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "scope",
+                        str(p->prediction_scope[i]), "collective", str(strata_coll_name(pr->coll)),
+                        "bytes", num(pr->bytes), "algorithm", str(strata_model_algo_name(pr->algo)),
+                        "time_us", num(pr->time_us), "algbw_gbps", num(pr->algbw_gbps),
+                        "busbw_gbps", num(pr->busbw_gbps), "chosen", p->prediction_chosen[i] != 0));
   }
-  fprintf(out, "%s],\n", p->prediction_count ? "\n  " : "");
+  return list;
 }
 
-static void json_decision(FILE *out, const strata_plan *p) {
-  fprintf(out, "  \"decision\": {\"choice\": ");
-  strata_write_quoted(out, p->decision);
-  fprintf(out, ", \"reason\": ");
-  strata_write_quoted(out, p->decision_reason);
-  fprintf(out, ", \"comm_ms_per_step\": ");
-  json_number(out, p->comm_ms_per_step);
-  fprintf(out, ", \"utilization\": ");
-  json_number(out, p->utilization);
-  fprintf(out, ",\n    \"options\": [");
+static json_t *json_decision(const strata_plan *p) {
+  json_t *options = json_array();
   for (int i = 0; i < p->option_count; i++) {
     const strata_plan_option *o = &p->options[i];
-    fprintf(out, "%s\n      {\"name\": ", i ? "," : "");
-    strata_write_quoted(out, o->name);
-    fprintf(out, ", \"available\": %s, \"comm_ms_per_step\": ", o->available ? "true" : "false");
-    json_number(out, o->comm_ms_per_step);
-    fprintf(out, ", \"utilization\": ");
-    json_number(out, o->utilization);
-    fprintf(out, ", \"wan_bytes_per_step\": ");
-    json_number(out, o->wan_bytes_per_step);
-    fprintf(out, ", \"note\": ");
-    strata_write_quoted(out, o->note);
-    fputc('}', out);
+    options = strata_json_append(
+        options, json_pack("{s:o, s:b, s:o, s:o, s:o, s:o}", "name", str(o->name), "available",
+                           o->available != 0, "comm_ms_per_step", num(o->comm_ms_per_step),
+                           "utilization", num(o->utilization), "wan_bytes_per_step",
+                           num(o->wan_bytes_per_step), "note", str(o->note)));
   }
-  fprintf(out, "%s]},\n", p->option_count ? "\n    " : "");
+  return json_pack("{s:o, s:o, s:o, s:o, s:o}", "choice", str(p->decision), "reason",
+                   str(p->decision_reason), "comm_ms_per_step", num(p->comm_ms_per_step),
+                   "utilization", num(p->utilization), "options", options);
 }
 
-static void json_layers(FILE *out, const strata_plan *p) {
-  fprintf(out, "  \"layers\": [");
-  for (int i = 0; i < p->role_count; i++) {
-    fprintf(out, "%s\n    {\"layer\": ", i ? "," : "");
-    strata_write_quoted(out, p->roles[i].layer);
-    fprintf(out, ", \"technology\": ");
-    strata_write_quoted(out, p->roles[i].technology);
-    fprintf(out, ", \"carries\": ");
-    strata_write_quoted(out, p->roles[i].carries);
-    fputc('}', out);
-  }
-  fprintf(out, "%s],\n", p->role_count ? "\n  " : "");
+static json_t *json_layers(const strata_plan *p) {
+  json_t *list = json_array();
+  for (int i = 0; i < p->role_count; i++)
+    list = strata_json_append(
+        list, json_pack("{s:o, s:o, s:o}", "layer", str(p->roles[i].layer), "technology",
+                        str(p->roles[i].technology), "carries", str(p->roles[i].carries)));
+  return list;
 }
 
 /* links[]: every topology link as the plan sees it, "source" measured or modeled. */
-static void json_links(FILE *out, const strata_plan *p) {
+static json_t *json_links(const strata_plan *p) {
   const strata_topo *t = p->topo;
-  fprintf(out, "  \"links\": [");
+  json_t *list = json_array();
   for (int i = 0; i < t->link_count; i++) {
     strata_wan_model m;
     strata_plan_link_model(p, i, &m);
     const strata_plan_measured_link *ml = strata_plan_measured_find(p->measured, i);
-    fprintf(out, "%s\n    {\"name\": ", i ? "," : "");
-    strata_write_quoted(out, t->links[i].name);
-    fprintf(out, ", \"site_a\": ");
-    strata_write_quoted(out, t->sites[t->links[i].site_a].name);
-    fprintf(out, ", \"site_b\": ");
-    strata_write_quoted(out, t->sites[t->links[i].site_b].name);
-    fprintf(out, ", \"source\": \"%s\", \"rtt_ms\": ", m.measured ? "measured" : "modeled");
-    json_number(out, m.rtt_ms);
-    fprintf(out, ", \"latency_us\": ");
-    json_number(out, ml ? ml->latency_us : m.rtt_ms * 500);
-    fprintf(out, ", \"bandwidth_gbps\": ");
-    json_number(out, m.gbps);
-    fprintf(out, ", \"km\": ");
-    json_number(out, m.km >= 0 ? m.km : NAN);
-    fprintf(out, ", \"pairs\": %d}", ml ? ml->pairs : 0);
+    list = strata_json_append(
+        list, json_pack("{s:o, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:i}", "name",
+                        str(t->links[i].name), "site_a", str(t->sites[t->links[i].site_a].name),
+                        "site_b", str(t->sites[t->links[i].site_b].name), "source",
+                        m.measured ? "measured" : "modeled", "rtt_ms", num(m.rtt_ms), "latency_us",
+                        num(ml ? ml->latency_us : m.rtt_ms * 500), "bandwidth_gbps", num(m.gbps),
+                        "km", num(m.km >= 0 ? m.km : NAN), "pairs", ml ? ml->pairs : 0));
   }
-  fprintf(out, "%s],\n", t->link_count ? "\n  " : "");
+  return list;
 }
 
 /* link_matrix: null, or where the measured figures came from and how sites were mapped. */
-static void json_link_matrix(FILE *out, const strata_plan *p) {
+static json_t *json_link_matrix(const strata_plan *p) {
   const strata_plan_measured *ms = p->measured;
-  fprintf(out, "  \"link_matrix\": ");
-  if (!ms) {
-    fprintf(out, "null,\n");
-    return;
-  }
-  fprintf(out, "{\"source\": ");
-  strata_write_quoted(out, ms->source);
-  fprintf(out, ", \"measured\": ");
-  strata_write_quoted(out, ms->when);
-  fprintf(out, ", \"method\": ");
-  strata_write_quoted(out, ms->method);
-  fprintf(out, ", \"ranks\": %d, \"streams\": ", ms->ranks);
-  json_number(out, ms->streams > 0 ? ms->streams : NAN);
-  fprintf(out, ", \"grouping\": \"%s\", \"mapping\": \"%s\",\n    \"sites\": [",
-          ms->from_labels ? "labels" : "latency", ms->by_order ? "order" : "name");
-  for (int s = 0; s < ms->matrix_sites; s++) {
-    fprintf(out, "%s{\"name\": ", s ? ", " : "");
-    strata_write_quoted(out, ms->site_name[s]);
-    fprintf(out, ", \"ranks\": %d, \"topology_site\": ", ms->site_ranks[s]);
-    strata_write_quoted(out, p->topo->sites[ms->topo_site[s]].name);
-    fputc('}', out);
-  }
-  fprintf(out, "],\n    \"inside_sites\": {\"applied\": %s, \"pairs\": %d, \"latency_us\": ",
-          ms->inside_sites && ms->inside_pairs > 0 ? "true" : "false", ms->inside_pairs);
-  json_number(out, ms->inside_pairs > 0 ? ms->inside_latency_us : NAN);
-  fprintf(out, ", \"bandwidth_gbps\": ");
-  json_number(out, ms->inside_pairs > 0 ? ms->inside_gbps : NAN);
-  fprintf(out, "}},\n");
+  if (!ms) return json_null();
+  json_t *sites = json_array();
+  for (int s = 0; s < ms->matrix_sites; s++)
+    sites = strata_json_append(sites, json_pack("{s:o, s:i, s:o}", "name", str(ms->site_name[s]),
+                                                "ranks", ms->site_ranks[s], "topology_site",
+                                                str(p->topo->sites[ms->topo_site[s]].name)));
+  int inside = ms->inside_pairs > 0;
+  json_t *inside_sites =
+      json_pack("{s:b, s:i, s:o, s:o}", "applied", ms->inside_sites && inside, "pairs",
+                ms->inside_pairs, "latency_us", num(inside ? ms->inside_latency_us : NAN),
+                "bandwidth_gbps", num(inside ? ms->inside_gbps : NAN));
+  return json_pack("{s:o, s:o, s:o, s:i, s:o, s:s, s:s, s:o, s:o}", "source", str(ms->source),
+                   "measured", str(ms->when), "method", str(ms->method), "ranks", ms->ranks,
+                   "streams", num(ms->streams > 0 ? ms->streams : NAN), "grouping",
+                   ms->from_labels ? "labels" : "latency", "mapping",
+                   ms->by_order ? "order" : "name", "sites", sites, "inside_sites", inside_sites);
 }
 
-static void json_findings(FILE *out, const strata_plan *p) {
-  fprintf(out, "  \"findings\": [");
+static json_t *json_checks(const strata_plan *p) {
+  json_t *list = json_array();
+  for (int i = 0; i < p->check_count; i++) list = strata_json_append(list, str(p->checks[i]));
+  return list;
+}
+
+static json_t *json_findings(const strata_plan *p) {
+  json_t *list = json_array();
   for (int i = 0; i < p->finding_count; i++) {
     const strata_finding *f = &p->findings[i];
-    fprintf(out, "%s\n    {\"id\": ", i ? "," : "");
-    strata_write_quoted(out, f->id);
-    fprintf(out, ", \"severity\": ");
-    strata_write_quoted(out, strata_severity_name(f->severity));
-    fprintf(out, ", \"layer\": %d, \"where\": ", f->layer);
-    strata_write_quoted(out, f->where);
-    fprintf(out, ", \"message\": ");
-    strata_write_quoted(out, f->message);
-    fprintf(out, ", \"fix\": ");
-    strata_write_quoted(out, f->fix);
-    fputc('}', out);
+    list = strata_json_append(
+        list, json_pack("{s:o, s:o, s:i, s:o, s:o, s:o}", "id", str(f->id), "severity",
+                        str(strata_severity_name(f->severity)), "layer", f->layer, "where",
+                        str(f->where), "message", str(f->message), "fix", str(f->fix)));
   }
-  fprintf(out, "%s]\n", p->finding_count ? "\n  " : "");
+  return list;
 }
 
 void strata_plan_write_json(FILE *out, const strata_plan *p) {
-  const strata_topo *t = p->topo;
-  fprintf(out, "{\n  \"schema\": \"strata-plan/1\",\n");
-  fprintf(out, "  \"topology\": {\"name\": ");
-  strata_write_quoted(out, t->name);
-  fprintf(out, ", \"source\": ");
-  strata_write_quoted(out, t->source);
-  fprintf(out, ", \"sites\": %d, \"nodes\": %lld, \"gpus\": %lld},\n", p->sites,
-          (long long)p->nodes, (long long)p->gpus);
-  json_workload(out, &p->workload);
-  json_links(out, p);
-  json_link_matrix(out, p);
-  json_layers(out, p);
-  json_predictions(out, p);
-  json_decision(out, p);
-  json_key(out, "  ", "summary");
-  strata_write_quoted(out, p->summary);
-  fprintf(out, ",\n  \"checks\": [");
-  for (int i = 0; i < p->check_count; i++) {
-    fprintf(out, "%s", i ? ", " : "");
-    strata_write_quoted(out, p->checks[i]);
-  }
-  fprintf(out, "],\n");
-  json_findings(out, p);
-  fprintf(out, "}\n");
+  json_t *doc = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "schema",
+                          "strata-plan/1", "topology", json_topology(p), "workload",
+                          json_workload(&p->workload), "links", json_links(p), "link_matrix",
+                          json_link_matrix(p), "layers", json_layers(p), "predictions",
+                          json_predictions(p), "decision", json_decision(p), "summary",
+                          str(p->summary), "checks", json_checks(p), "findings", json_findings(p));
+  if (strata_json_write(out, doc, PLAN_JSON_REAL_DIGITS) != 0)
+    fprintf(stderr, "strata plan: writing the plan as JSON failed\n");
 }

@@ -2,8 +2,9 @@
  * linkmatrix.c — the link-matrix file: one tree, two spellings (JSON and YAML).
  *
  * Reading goes through the YAML tree of topo_yaml.c for both spellings: JSON is YAML flow style,
- * so one parser gives file:line:col positions for every error in either. Writing is by hand,
- * with "%.17g" so that a matrix written and read back is bit-identical.
+ * so one parser gives file:line:col positions for every error in either. Writing builds one
+ * jansson tree (topo/json.h) and prints it in either spelling, numbers with 17 significant
+ * digits so that a matrix written and read back is bit-identical.
  *
  * The loader is strict: an unknown key, a row of the wrong length, a negative latency or a zero
  * bandwidth off the diagonal is an error naming its position, because a silently wrong matrix
@@ -19,8 +20,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/text.h"
 #include "strata.h"
+#include "topo/json.h"
 #include "topo/topo_internal.h"
 
 #define LINKMATRIX_FORMAT_NAME "strata-link-matrix"
@@ -313,58 +314,81 @@ strata_link_matrix_format strata_link_matrix_format_for_path(const char *path) {
   return STRATA_LINKMATRIX_JSON;
 }
 
-static void write_labels(FILE *f, const strata_link_matrix *m,
-                         char (*labels)[STRATA_LINKMATRIX_LABEL_BYTES]) {
-  fputc('[', f);
-  for (int i = 0; i < m->nranks; i++) {
-    if (i) fputs(", ", f);
-    strata_write_quoted(f, labels[i]);
-  }
-  fputc(']', f);
+static json_t *labels_json(const strata_link_matrix *m,
+                           char (*labels)[STRATA_LINKMATRIX_LABEL_BYTES]) {
+  json_t *list = json_array();
+  for (int i = 0; i < m->nranks; i++)
+    list = strata_json_append(list, strata_json_string(labels[i]));
+  return list;
 }
 
-static void write_rows(FILE *f, const strata_link_matrix *m, const double *cells, int yaml) {
-  if (!yaml) fputs("[\n", f);
+static json_t *rows_json(const strata_link_matrix *m, const double *cells) {
+  json_t *rows = json_array();
   for (int i = 0; i < m->nranks; i++) {
-    fputs(yaml ? "  - [" : "    [", f);
+    json_t *row = json_array();
     for (int j = 0; j < m->nranks; j++)
-      fprintf(f, "%s%.17g", j ? ", " : "", cells[(size_t)i * (size_t)m->nranks + (size_t)j]);
-    fputs(yaml ? "]\n" : (i + 1 < m->nranks ? "],\n" : "]\n"), f);
+      row = strata_json_append(
+          row, strata_json_number(cells[(size_t)i * (size_t)m->nranks + (size_t)j]));
+    rows = strata_json_append(rows, row);
   }
-  if (!yaml) fputs("  ]", f);
+  return rows;
+}
+
+/* The tree both spellings print, keys in the order docs/link-matrix.md lists them. */
+static json_t *matrix_json(const strata_link_matrix *m) {
+  json_t *doc =
+      json_pack("{s:s, s:i, s:i, s:o, s:o, s:s}", "format", LINKMATRIX_FORMAT_NAME, "version",
+                LINKMATRIX_VERSION, "ranks", m->nranks, "measured", strata_json_string(m->measured),
+                "method", strata_json_string(m->method), "latency", "one-way");
+  if (m->streams > 0) doc = strata_json_set(doc, "streams", json_integer(m->streams));
+  doc = strata_json_set(doc, "hosts", labels_json(m, m->host));
+  doc = strata_json_set(doc, "sites", labels_json(m, m->site));
+  doc = strata_json_set(doc, "latency_us", rows_json(m, m->latency_us));
+  return strata_json_set(doc, "bandwidth_gbps", rows_json(m, m->bandwidth_gbps));
+}
+
+/* One value as JSON on one line ("[0, 2.5]"), numbers with 17 digits. */
+static int write_value(FILE *f, const json_t *value) {
+  return json_dumpf(value, f, JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+}
+
+/* The layout is ours, the encoding jansson's: one key per line, and a matrix one row per line,
+ * so that a person can read a small matrix as the grid it is. In YAML a matrix is a block list
+ * of flow rows; everything else is the same text as in JSON, which YAML reads as flow style. */
+static int write_matrix_text(FILE *f, json_t *doc, int yaml) {
+  const char *key;
+  json_t *value;
+  size_t left = json_object_size(doc);
+  int rc = fputs(yaml ? "# strata link matrix (docs/link-matrix.md)\n" : "{\n", f) < 0;
+  json_object_foreach(doc, key, value) {
+    int grid = json_is_array(value) && json_is_array(json_array_get(value, 0));
+    const char *after = yaml || --left == 0 ? "\n" : ",\n";
+    rc |= fprintf(f, "%s\"%s\":%s", yaml ? "" : "  ", key, grid ? "" : " ") < 0;
+    if (!grid) {
+      rc |= write_value(f, value) != 0 || fputs(after, f) < 0;
+      continue;
+    }
+    rc |= fputs(yaml ? "\n" : " [\n", f) < 0;
+    size_t i, rows = json_array_size(value);
+    json_t *row;
+    json_array_foreach(value, i, row) {
+      rc |= fputs(yaml ? "  - " : "    ", f) < 0 || write_value(f, row) != 0;
+      rc |= fputs(yaml || i + 1 == rows ? "\n" : ",\n", f) < 0;
+    }
+    if (!yaml) rc |= fprintf(f, "  ]%s", after) < 0;
+  }
+  if (!yaml) rc |= fputs("}\n", f) < 0;
+  return rc;
 }
 
 int strata_link_matrix_write(const strata_link_matrix *m, strata_link_matrix_format format,
                              void *out) {
   FILE *f = out;
-  int yaml = format == STRATA_LINKMATRIX_YAML;
-  const char *sep = yaml ? "\n" : ",\n", *ind = yaml ? "" : "  ";
-  if (yaml)
-    fputs("# strata link matrix (docs/link-matrix.md)\n", f);
-  else
-    fputs("{\n", f);
-  fprintf(f, "%s\"format\": \"%s\"%s", ind, LINKMATRIX_FORMAT_NAME, sep);
-  fprintf(f, "%s\"version\": %d%s", ind, LINKMATRIX_VERSION, sep);
-  fprintf(f, "%s\"ranks\": %d%s", ind, m->nranks, sep);
-  fprintf(f, "%s\"measured\": ", ind);
-  strata_write_quoted(f, m->measured);
-  fprintf(f, "%s%s\"method\": ", sep, ind);
-  strata_write_quoted(f, m->method);
-  fprintf(f, "%s%s\"latency\": \"one-way\"%s", sep, ind, sep);
-  if (m->streams > 0) fprintf(f, "%s\"streams\": %d%s", ind, m->streams, sep);
-  fprintf(f, "%s\"hosts\": ", ind);
-  write_labels(f, m, m->host);
-  fprintf(f, "%s%s\"sites\": ", sep, ind);
-  write_labels(f, m, m->site);
-  fprintf(f, "%s%s\"latency_us\": ", sep, ind);
-  if (yaml) fputc('\n', f);
-  write_rows(f, m, m->latency_us, yaml);
-  fprintf(f, "%s\"bandwidth_gbps\": ", yaml ? "" : ",\n  ");
-  if (yaml) fputc('\n', f);
-  write_rows(f, m, m->bandwidth_gbps, yaml);
-  if (!yaml) fputs("\n}\n", f);
-  fflush(f);
-  return ferror(f) ? STRATA_ERR_SYSTEM : STRATA_OK;
+  json_t *doc = matrix_json(m);
+  int rc = doc ? write_matrix_text(f, doc, format == STRATA_LINKMATRIX_YAML) : -1;
+  json_decref(doc);
+  if (fflush(f) != 0 || ferror(f)) rc = -1;
+  return rc ? STRATA_ERR_SYSTEM : STRATA_OK;
 }
 
 int strata_link_matrix_save(const strata_link_matrix *m, const char *path, char *err,
