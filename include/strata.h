@@ -247,6 +247,41 @@ typedef struct strata_request strata_request;
 STRATA_API int strata_comm_init(const strata_config *cfg, strata_comm **out);
 /* strata_config_init + strata_config_from_env + strata_comm_init. */
 STRATA_API int strata_comm_init_env(strata_comm **out);
+
+/* A rendezvous store the caller already runs (torch.distributed's c10d::Store, say), used
+ * instead of strata's own: no address, no port, no server. Keys are byte strings strata
+ * namespaces under cfg->job_id. Each callback returns STRATA_OK or a negative strata_status
+ * (STRATA_ERR_TIMEOUT when `get` gave up); strata calls them from the thread that calls
+ * strata_comm_init_store or strata_comm_split, never concurrently for one communicator. */
+typedef struct strata_store_ops {
+  void *context; /* passed back to every callback */
+  /* Sets key to value (len bytes). */
+  int (*set)(void *context, const char *key, const void *value, size_t len);
+  /* Waits until key exists (at most timeout_s), then *value = a copy from malloc that strata
+   * frees with free(), *len its bytes. */
+  int (*get)(void *context, const char *key, void **value, size_t *len, double timeout_s);
+  /* Atomically adds delta to the integer at key (missing = 0); *result = the new value. */
+  int (*add)(void *context, const char *key, int64_t delta, int64_t *result);
+} strata_store_ops;
+
+/* strata_comm_init with the caller's store: cfg's store_addr and store_external are ignored.
+ * The ops (copied) and their context must stay valid until the communicator and every
+ * communicator split from it are destroyed. The address peers reach this rank at is
+ * cfg->advertise_host, else the address of this host's route towards cfg->store_addr's host
+ * when it is set, else this host's first non-loopback address (127.0.0.1 when all ranks are
+ * local). */
+STRATA_API int strata_comm_init_store(const strata_config *cfg, const strata_store_ops *store,
+                                      strata_comm **out);
+
+/* Splits a communicator, as MPI_Comm_split: collective over every rank of `comm`; the ranks
+ * that give the same color >= 0 form a new communicator, numbered by key, ties broken by their
+ * rank in `comm`. A rank giving STRATA_UNDEFINED gets *out = NULL and takes part in no new
+ * communicator. The new communicators share `comm`'s store, secret and configuration, are
+ * independent of it afterwards (either may be destroyed first, but the store `comm` uses must
+ * outlive them: with a store served by rank 0, rank 0's `comm` must), and run their collectives
+ * concurrently with it. Every rank must call it in the same order. */
+#define STRATA_UNDEFINED (-1)
+STRATA_API int strata_comm_split(strata_comm *comm, int color, int key, strata_comm **out);
 /* Wait for pending requests, close connections, free. NULL is accepted. */
 STRATA_API int strata_comm_destroy(strata_comm *comm);
 /* Fail every pending and future call with STRATA_ERR_ABORTED and tell the peers. */

@@ -145,6 +145,12 @@ class Comm(_strata.Comm):
         except ValueError:
             return "<strata.Comm destroyed>"
 
+    def split(self, color, key=0):
+        """The ranks giving the same color >= 0 form a new communicator, numbered by key (ties
+        by rank); color None or -1 takes part in none and gets None. Collective: every rank
+        calls it, in the same order. Like MPI_Comm_split (torch's new_group)."""
+        return self._split(-1 if color is None else color, key, type(self))
+
     # ---- the one path into C ----
     def _call(self, coll, send, recv, count_from, op="sum", root=0, dtype=None, algo=None,
               compress=None, async_op=False, count=None):

@@ -460,7 +460,33 @@ fail:
   return NULL;
 }
 
+static PyTypeObject CommType;
+
+/* _split(color, key, cls): the new communicator as an instance of cls (a Comm subclass, made
+ * without running its __init__), or None for STRATA_UNDEFINED. */
+static PyObject *Comm_split(CommObject *self, PyObject *args) {
+  int color, key;
+  PyTypeObject *cls;
+  if (!PyArg_ParseTuple(args, "iiO!", &color, &key, &PyType_Type, &cls) || comm_check(self))
+    return NULL;
+  if (!PyType_IsSubtype(cls, &CommType))
+    return PyErr_Format(PyExc_TypeError, "%s is not a Comm type", cls->tp_name);
+  strata_comm *comm = self->comm, *child = NULL;
+  int status;
+  Py_BEGIN_ALLOW_THREADS status = strata_comm_split(comm, color, key, &child);
+  Py_END_ALLOW_THREADS if (status != STRATA_OK) return raise_status(status, NULL);
+  if (!child) Py_RETURN_NONE;
+  CommObject *obj = (CommObject *)cls->tp_alloc(cls, 0);
+  if (!obj) {
+    strata_comm_destroy(child);
+    return NULL;
+  }
+  obj->comm = child;
+  return (PyObject *)obj;
+}
+
 static PyMethodDef Comm_methods[] = {
+    {"_split", (PyCFunction)Comm_split, METH_VARARGS, "_split(color, key, cls)"},
     {"collective", (PyCFunction)Comm_collective, METH_VARARGS,
      "collective(coll, send, recv, count, dtype, op, root, algo, compress, async_op, keep)"},
     {"destroy", (PyCFunction)Comm_destroy, METH_NOARGS,

@@ -8,11 +8,17 @@
  * after its call gave up is discarded by id, which keeps the connection usable after a timeout.
  * Input is buffered across calls, so a timeout in the middle of a frame loses nothing.
  *
+ * A store can also be the caller's (strata_store_from_ops: torch's c10d::Store behind callbacks);
+ * then every call goes to its callbacks, and the address peers reach us at comes from this host's
+ * route towards the job's rendezvous host instead of the connection's own local address.
+ *
  * A closed or reset connection gives STRATA_ERR_PEER_LOST and every later call on the handle
  * fails the same way. One mutex makes a handle safe to share between threads (calls serialize).
  * Must never: block without a deadline, or raise SIGPIPE (sends use MSG_NOSIGNAL).
  */
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -29,6 +35,9 @@
 #include "core/core.h"
 
 struct strata_store {
+  int has_ops; /* the caller's store: ops and local_host below, no socket */
+  strata_store_ops ops;
+  char local_host[64];
   int fd;
   int broken; /* STRATA_OK, or the error every later call returns */
   pthread_mutex_t lock;
@@ -139,6 +148,10 @@ int strata_store_connect(const char *addr, double timeout_s, strata_store **out)
 
 void strata_store_close(strata_store *s) {
   if (!s) return;
+  if (s->has_ops) {
+    free(s);
+    return;
+  }
   close(s->fd);
   pthread_mutex_destroy(&s->lock);
   free(s->in);
@@ -147,6 +160,10 @@ void strata_store_close(strata_store *s) {
 
 int strata_store_local_host(const strata_store *s, char *host, size_t len) {
   if (!s || !host || len == 0) return STRATA_ERR_INVALID_ARG;
+  if (s->has_ops) {
+    snprintf(host, len, "%s", s->local_host);
+    return STRATA_OK;
+  }
   struct sockaddr_storage local;
   socklen_t local_len = sizeof local;
   if (getsockname(s->fd, (struct sockaddr *)&local, &local_len) != 0) return STRATA_ERR_SYSTEM;
@@ -272,6 +289,84 @@ static uint8_t *put_bytes(uint8_t *p, const void *bytes, size_t len) {
   return p + 4 + len;
 }
 
+/* ---- the caller's store ---- */
+
+/* A get through the callbacks, which must hand back malloc'd memory even for an empty value
+ * (strata frees it; callers of strata_store_get test the pointer). */
+static int ops_get(strata_store *s, const char *key, void **value, size_t *len, double timeout_s) {
+  int status = s->ops.get(s->ops.context, key, value, len, timeout_s);
+  if (status != STRATA_OK) {
+    free(*value);
+    *value = NULL;
+    *len = 0;
+    return status;
+  }
+  if (!*value && !(*value = malloc(1))) return STRATA_ERR_NO_MEMORY;
+  return STRATA_OK;
+}
+
+static int ops_wait(strata_store *s, const char *const *keys, size_t nkeys, double timeout_s) {
+  double deadline_s = store_net_now_s() + timeout_s;
+  for (size_t i = 0; i < nkeys; i++) {
+    double left_s = deadline_s - store_net_now_s();
+    void *value = NULL;
+    size_t len = 0;
+    int status = ops_get(s, keys[i], &value, &len, left_s > 0 ? left_s : 0);
+    free(value);
+    if (status != STRATA_OK) return status;
+  }
+  return STRATA_OK;
+}
+
+/* The address of this host's route towards `host` (a UDP socket connected there sends nothing),
+ * else the first non-loopback IPv4 address that is up, else 127.0.0.1. */
+static void route_host(const char *host, char *out, size_t len) {
+  snprintf(out, len, "127.0.0.1");
+  struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *found = NULL;
+  if (host && *host && getaddrinfo(host, "9", &hints, &found) == 0) {
+    for (struct addrinfo *ai = found; ai; ai = ai->ai_next) {
+      int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) continue;
+      struct sockaddr_storage local;
+      socklen_t local_len = sizeof local;
+      int ok = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+               getsockname(fd, (struct sockaddr *)&local, &local_len) == 0;
+      close(fd);
+      if (ok) {
+        store_net_format_host(&local, out, len);
+        freeaddrinfo(found);
+        return;
+      }
+    }
+    freeaddrinfo(found);
+  }
+  struct ifaddrs *interfaces = NULL;
+  if (getifaddrs(&interfaces) != 0) return;
+  for (struct ifaddrs *i = interfaces; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) ||
+        !(i->ifa_flags & IFF_UP))
+      continue;
+    store_net_format_host(i->ifa_addr, out, len);
+    break;
+  }
+  freeifaddrs(interfaces);
+}
+
+int strata_store_from_ops(const strata_store_ops *ops, const char *rendezvous_host,
+                          strata_store **out) {
+  if (!out) return STRATA_ERR_INVALID_ARG;
+  *out = NULL;
+  if (!ops || !ops->set || !ops->get || !ops->add) return STRATA_ERR_INVALID_ARG;
+  strata_store *s = calloc(1, sizeof *s);
+  if (!s) return STRATA_ERR_NO_MEMORY;
+  s->has_ops = 1;
+  s->ops = *ops;
+  s->fd = -1;
+  route_host(rendezvous_host, s->local_host, sizeof s->local_host);
+  *out = s;
+  return STRATA_OK;
+}
+
 static int key_ok(const char *key) {
   size_t n = key ? strlen(key) : 0;
   return n > 0 && n <= STORE_WIRE_MAX_KEY_BYTES;
@@ -280,6 +375,7 @@ static int key_ok(const char *key) {
 int strata_store_set(strata_store *s, const char *key, const void *value, size_t len) {
   if (!s || !key_ok(key) || (!value && len) || len > STORE_WIRE_MAX_FRAME_BYTES)
     return STRATA_ERR_INVALID_ARG;
+  if (s->has_ops) return s->ops.set(s->ops.context, key, value ? value : "", len);
   size_t key_len = strlen(key);
   uint8_t *body = malloc(8 + key_len + len);
   if (!body) return STRATA_ERR_NO_MEMORY;
@@ -298,6 +394,7 @@ int strata_store_get(strata_store *s, const char *key, void **value, size_t *len
   if (!s || !key_ok(key) || !value || !len || !(timeout_s >= 0)) return STRATA_ERR_INVALID_ARG;
   *value = NULL;
   *len = 0;
+  if (s->has_ops) return ops_get(s, key, value, len, timeout_s);
   size_t key_len = strlen(key);
   uint8_t body[4 + STORE_WIRE_MAX_KEY_BYTES];
   put_bytes(body, key, key_len);
@@ -327,6 +424,7 @@ int strata_store_wait(strata_store *s, const char *const *keys, size_t nkeys, do
   if (!s || (!keys && nkeys) || nkeys > STORE_WIRE_MAX_WAIT_KEYS || !(timeout_s >= 0))
     return STRATA_ERR_INVALID_ARG;
   if (nkeys == 0) return STRATA_OK;
+  if (s->has_ops) return ops_wait(s, keys, nkeys, timeout_s);
   size_t len = 4;
   for (size_t i = 0; i < nkeys; i++) {
     if (!key_ok(keys[i])) return STRATA_ERR_INVALID_ARG;
@@ -346,6 +444,10 @@ int strata_store_wait(strata_store *s, const char *const *keys, size_t nkeys, do
 
 int strata_store_add(strata_store *s, const char *key, int64_t delta, int64_t *result) {
   if (!s || !key_ok(key)) return STRATA_ERR_INVALID_ARG;
+  if (s->has_ops) {
+    int64_t ignored;
+    return s->ops.add(s->ops.context, key, delta, result ? result : &ignored);
+  }
   size_t key_len = strlen(key);
   uint8_t body[4 + STORE_WIRE_MAX_KEY_BYTES + 8];
   store_wire_put_u64(put_bytes(body, key, key_len), (uint64_t)delta);

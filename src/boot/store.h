@@ -26,5 +26,10 @@ int strata_store_add(strata_store *s, const char *key, int64_t delta, int64_t *r
 /* The local address ("a.b.c.d") of the connection to the store: how peers can reach us. */
 int strata_store_local_host(const strata_store *s, char *host, size_t len);
 void strata_store_close(strata_store *s);
+/* A store whose calls go to the caller's callbacks (strata.h: strata_store_ops, copied). The
+ * local host peers reach us at is this host's route towards rendezvous_host (may be NULL or ""
+ * when unknown). */
+int strata_store_from_ops(const strata_store_ops *ops, const char *rendezvous_host,
+                          strata_store **out);
 
 #endif

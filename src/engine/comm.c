@@ -53,7 +53,7 @@ static int fail_init(strata_comm *comm, int status) {
   return status;
 }
 
-static int check_config(const strata_config *cfg) {
+static int check_config(const strata_config *cfg, int has_store_ops) {
   if (cfg->world_size < 1) {
     STRATA_LOG(STRATA_LOG_ERROR, -1,
                "world size unknown: set STRATA_WORLD_SIZE (or run under strata launch, "
@@ -65,7 +65,7 @@ static int check_config(const strata_config *cfg) {
                cfg->world_size - 1);
     return STRATA_ERR_CONFIG;
   }
-  if (cfg->world_size > 1 && !cfg->store_addr[0]) {
+  if (cfg->world_size > 1 && !cfg->store_addr[0] && !has_store_ops) {
     STRATA_LOG(STRATA_LOG_ERROR, cfg->rank,
                "no rendezvous address: set STRATA_ADDR=host:port (or MASTER_ADDR/MASTER_PORT)");
     return STRATA_ERR_CONFIG;
@@ -85,6 +85,16 @@ static int check_config(const strata_config *cfg) {
 static int connect_world(strata_comm *comm) {
   const strata_config *cfg = &comm->cfg;
   int status;
+  if (comm->has_store_ops) {
+    char host[256] = "", err[320];
+    int port;
+    if (cfg->store_addr[0] &&
+        strata_store_addr_parse(cfg->store_addr, 1, host, sizeof host, &port, err, sizeof err))
+      host[0] = '\0';
+    status = strata_store_from_ops(&comm->store_ops, host, &comm->store);
+    if (status != STRATA_OK) return status;
+    goto open_net;
+  }
   if (!cfg->store_external && comm->rank == 0) {
     status = strata_store_server_start(cfg->store_addr, &comm->store_server);
     if (status != STRATA_OK) {
@@ -99,6 +109,7 @@ static int connect_world(strata_comm *comm) {
                cfg->store_addr, strata_strerror(status));
     return status;
   }
+open_net:;
   char err[512] = "";
   status = strata_net_open(cfg, comm->rank, comm->nranks, comm->store, &comm->net, err, sizeof err);
   if (status != STRATA_OK) {
@@ -114,15 +125,25 @@ static int connect_world(strata_comm *comm) {
   return STRATA_OK;
 }
 
-int strata_comm_init(const strata_config *cfg, strata_comm **out) {
+static int comm_init(const strata_config *cfg, const strata_store_ops *store_ops,
+                     strata_comm **out) {
   if (!cfg || !out) return STRATA_ERR_INVALID_ARG;
   *out = NULL;
   strata_log_set_level(cfg->log_level);
-  int status = check_config(cfg);
+  if (store_ops && (!store_ops->set || !store_ops->get || !store_ops->add)) {
+    STRATA_LOG(STRATA_LOG_ERROR, cfg->rank, "a store needs set, get and add callbacks");
+    return STRATA_ERR_INVALID_ARG;
+  }
+  int status = check_config(cfg, store_ops != NULL);
   if (status != STRATA_OK) return status;
   strata_comm *comm = calloc(1, sizeof *comm);
   if (!comm) return STRATA_ERR_NO_MEMORY;
   comm->cfg = *cfg;
+  comm->chunk_bytes_asked = cfg->chunk_bytes;
+  if (store_ops) {
+    comm->has_store_ops = 1;
+    comm->store_ops = *store_ops;
+  }
   comm->rank = cfg->rank;
   comm->nranks = cfg->world_size;
   pthread_mutex_init(&comm->lock, NULL);
@@ -147,6 +168,66 @@ int strata_comm_init(const strata_config *cfg, strata_comm **out) {
              cfg->job_id);
   *out = comm;
   return STRATA_OK;
+}
+
+int strata_comm_init(const strata_config *cfg, strata_comm **out) {
+  return comm_init(cfg, NULL, out);
+}
+
+int strata_comm_init_store(const strata_config *cfg, const strata_store_ops *store,
+                           strata_comm **out) {
+  if (!store) return STRATA_ERR_INVALID_ARG;
+  return comm_init(cfg, store, out);
+}
+
+/* ---- split ---- */
+
+/* The job id of one split's group: every member derives the same, and no two groups or splits
+ * of a job share one, so their store keys (all under the job id) and handshakes never mix. */
+static void split_job_id(const strata_comm *comm, uint64_t split, int color, char *out,
+                         size_t len) {
+  uint64_t h = 1469598103934665603ull;
+  char text[128];
+  int n =
+      snprintf(text, sizeof text, "%s/%llu/%d", comm->cfg.job_id, (unsigned long long)split, color);
+  for (int i = 0; i < n && i < (int)sizeof text; i++)
+    h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+  snprintf(out, len, "%.40s~%016llx", comm->cfg.job_id, (unsigned long long)h);
+}
+
+int strata_comm_split(strata_comm *comm, int color, int key, strata_comm **out) {
+  if (!comm || !out || color < STRATA_UNDEFINED) return STRATA_ERR_INVALID_ARG;
+  *out = NULL;
+  int n = comm->nranks;
+  int32_t mine[2] = {color, key};
+  int32_t *all = malloc(sizeof(int32_t) * 2 * (size_t)n);
+  if (!all) return STRATA_ERR_NO_MEMORY;
+  int status = strata_allgather(comm, mine, all, 2, STRATA_I32);
+  uint64_t split = comm->splits++;
+  if (status != STRATA_OK || color == STRATA_UNDEFINED) {
+    free(all);
+    return status;
+  }
+  /* New rank = members of my color before me in (key, old rank) order. */
+  int size = 0, rank = 0;
+  for (int r = 0; r < n; r++) {
+    if (all[2 * r] != color) continue;
+    size++;
+    int32_t k = all[2 * r + 1];
+    if (k < key || (k == key && r < comm->rank)) rank++;
+  }
+  free(all);
+  strata_config cfg = comm->cfg;
+  cfg.rank = rank;
+  cfg.world_size = size;
+  cfg.chunk_bytes = comm->chunk_bytes_asked;
+  split_job_id(comm, split, color, cfg.job_id, sizeof cfg.job_id);
+  if (!comm->has_store_ops) cfg.store_external = 1; /* the parent's store serves the split */
+  status = comm_init(&cfg, comm->has_store_ops ? &comm->store_ops : NULL, out);
+  if (status != STRATA_OK)
+    STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "split (color %d): cannot create the group: %s", color,
+               strata_strerror(status));
+  return status;
 }
 
 int strata_comm_init_env(strata_comm **out) {

@@ -93,6 +93,10 @@ struct strata_comm {
   int rank, nranks;
   strata_store_server *store_server;
   strata_store *store;
+  int has_store_ops; /* the caller's store (strata_comm_init_store): splits use it too */
+  strata_store_ops store_ops;
+  size_t chunk_bytes_asked; /* cfg.chunk_bytes before the ranks agreed on one: splits start here */
+  uint64_t splits;          /* strata_comm_split calls so far: names each split's job */
   strata_net net;
   int have_net;
   int oversubscribed; /* more ranks on this host than cores: never spin, yield at once */

@@ -112,6 +112,16 @@ with strata.Comm() as comm:
         check(bool((outs.view(n, 6) == torch.arange(6) + torch.arange(n)[:, None]).all()),
               "torch allgather async")
         raises(ValueError, lambda: comm.allreduce(torch.zeros(4, 4).t()), "torch non-contiguous")
+    # split: parity groups, order reversed by key; None for a rank that stays out
+    half = comm.split(r % 2, key=-r)
+    members = [q for q in range(n) if q % 2 == r % 2]
+    check(half.size == len(members) and half.rank == len(members) - 1 - members.index(r),
+          f"split rank {half.rank} of {half.size}")
+    v = np.array([r], np.int64)
+    half.allreduce(v)
+    check(v[0] == sum(members), f"split allreduce {v}")
+    half.destroy()
+    check(comm.split(None if r == 0 else 1) is None or r != 0, "undefined color gets None")
     # errors
     raises(ValueError, lambda: comm.allgather(mine, np.empty(1, np.float32)), "short output")
     raises(ValueError, lambda: comm.allreduce(np.zeros((4, 4), np.float32)[:, 1]),
