@@ -233,50 +233,6 @@ static void test_host_cores_latency(void) {
   expect_time("host_cores with latency", &m, sch, P, 42.0, "; 22 counts flying ranks idle");
 }
 
-/* A pull that starts while the sender's core runs a local step shares the host only until that
- * step ends (sim.c, pull_end): rank 0 copies 4000 bytes at 2 bytes/ns (2 us) while rank 1 pulls
- * 8000 bytes from it at 1 byte/ns (the rate with both cores streaming), then alone at
- * min(lone rate 4, 1 x 2 ranks / 1 busy) = 2 bytes/ns: 2000 bytes in the first 2 us, the other
- * 6000 in 3 us, 5 us in all; 8 us if the copy's share lasted the whole pull (until session 11). */
-static void pull_link_alone(void *ctx, int src, int dst, strata_sim_link *out) {
-  pull_link(ctx, src, dst, out);
-  out->alone_gbps = 4;
-}
-
-static void test_pull_after_local(void) {
-  strata_schedule sch[2];
-  memset(sch, 0, sizeof sch);
-  for (int r = 0; r < 2; r++) sch[r].rank = r, sch[r].nranks = 2;
-  strata_sched_copy(&sch[0], strata_ref(STRATA_BUF_SEND, 0), strata_ref(STRATA_BUF_RECV, 0), 4000,
-                    NULL, 0);
-  strata_sched_send(&sch[0], 1, strata_ref(STRATA_BUF_SEND, 0), 8000, NULL, 0);
-  strata_sched_recv(&sch[1], 0, strata_ref(STRATA_BUF_RECV, 0), 8000, NULL, 0);
-  strata_sim_model m = {
-      .nranks = 2, .link = pull_link_alone, .one_core_per_rank = 1, .copy_gbps = 2};
-  expect_time("pull beside a copy", &m, sch, 2, 5.0, "");
-}
-
-/* At one instant a rank runs its own local step before a transfer (sim.c, sim_event), as the
- * engine runs a small copy inline when it becomes ready: two ranks each copy 4000 bytes at 2
- * bytes/ns (0-2 us), then pull 8000 bytes from each other. The first pull booked at 2 us runs at
- * the 2 bytes/ns of one rank streaming (to 6 us), the second beside it at 1 byte/ns (to 10). Taken
- * in step order, rank 1's pull was booked before rank 1's copy and ran beside rank 0's copy: 8.5
- * us. */
-static void test_local_first(void) {
-  strata_schedule sch[2];
-  memset(sch, 0, sizeof sch);
-  for (int r = 0; r < 2; r++) {
-    sch[r].rank = r, sch[r].nranks = 2;
-    strata_sched_copy(&sch[r], strata_ref(STRATA_BUF_SEND, 0), strata_ref(STRATA_BUF_RECV, 0), 4000,
-                      NULL, 0);
-    strata_sched_send(&sch[r], 1 - r, strata_ref(STRATA_BUF_SEND, 0), 8000, NULL, 0);
-    strata_sched_recv(&sch[r], 1 - r, strata_ref(STRATA_BUF_RECV, 4000), 8000, NULL, 0);
-  }
-  strata_sim_model m = {
-      .nranks = 2, .link = pull_link_alone, .one_core_per_rank = 1, .copy_gbps = 2};
-  expect_time("local steps first", &m, sch, 2, 10.0, "; 8.5 in step order");
-}
-
 /* A TCP message streams when both ends have a core (sim.c, sim_send_core): the receiver's core
  * copies the bytes out as they land, from α after the sender's copy began, and the receive
  * completes no earlier than α after the sender's copy ended. One message of 8000 bytes, both
@@ -305,9 +261,7 @@ static void test_tcp_stream(void) {
  * the two ends and rank 2 outnumbering the cores. 8000 bytes at 1 byte/ns times the share 3/2
  * (3 ranks, 2 cores), α 10 us: streamed, the copy-out runs from 10 to 10 + 5.33 us = 15.33; taken
  * whole, copy in to 5.33, fly to 15.33, copy out to 20.67. Rank 2's copy, 4000 bytes at 1.5
- * bytes/ns, ends at 2.67 us. With α 4 us for a message whose ends have a core (alpha_ends_us,
- * calibrated down a chain), the streamed message takes 4 + 5.33 = 9.33 us; the one taken whole
- * keeps the all-busy α. */
+ * bytes/ns, ends at 2.67 us. */
 static void three_ranks_one_message(strata_schedule sch[3], int rank2_copies) {
   memset(sch, 0, 3 * sizeof *sch);
   for (int r = 0; r < 3; r++) sch[r].rank = r, sch[r].nranks = 3;
@@ -318,11 +272,6 @@ static void three_ranks_one_message(strata_schedule sch[3], int rank2_copies) {
                       NULL, 0);
 }
 
-static void tcp_link_alpha_ends(void *ctx, int src, int dst, strata_sim_link *out) {
-  tcp_link_alpha(ctx, src, dst, out);
-  out->alpha_ends_us = 4;
-}
-
 static void test_tcp_stream_idle_ranks(void) {
   strata_schedule sch[3];
   strata_sim_model m = {
@@ -331,170 +280,56 @@ static void test_tcp_stream_idle_ranks(void) {
   expect_time("a TCP message with a rank idle", &m, sch, 3, 46.0 / 3, "; 62/3 taken whole");
   three_ranks_one_message(sch, 1);
   expect_time("a TCP message with every rank busy", &m, sch, 3, 62.0 / 3, "; 46/3 streamed");
-  m.link = tcp_link_alpha_ends;
-  three_ranks_one_message(sch, 0);
-  expect_time("a streamed TCP message's α down a chain", &m, sch, 3, 28.0 / 3, "; 46/3 all-busy α");
-  three_ranks_one_message(sch, 1);
-  expect_time("a whole TCP message's α", &m, sch, 3, 62.0 / 3, "; 50/3 with the chain's α");
 }
 
-/* sim.h, shared_write_bytes: bytes a step writes over lines a peer holds cost bytes /
- * shared_write_gbps more on the writer's core. Rank 1 pulls 8000 bytes from rank 0 into its
- * receive buffer (1 byte/ns: 8 us), 4000 of which rank 0 then pulls back from it (4 us): 12 us.
- * Marked as landing on lines rank 0 holds, rank 1's pull takes 4000 / 2 = 2 us more: 14 us; a
- * COPY's marked bytes likewise (a 4000-byte copy at 1 byte/ns, half of it marked: 5 us). */
-static void pull_back(strata_schedule sch[2]) {
-  memset(sch, 0, 2 * sizeof *sch);
-  for (int r = 0; r < 2; r++) sch[r].rank = r, sch[r].nranks = 2;
-  strata_sched_send(&sch[0], 1, strata_ref(STRATA_BUF_SEND, 0), 8000, NULL, 0);
-  uint32_t got =
-      (uint32_t)strata_sched_recv(&sch[1], 0, strata_ref(STRATA_BUF_RECV, 0), 8000, NULL, 0);
-  strata_sched_send(&sch[1], 0, strata_ref(STRATA_BUF_RECV, 0), 4000, &got, 1);
-  strata_sched_recv(&sch[0], 1, strata_ref(STRATA_BUF_RECV, 0), 4000, NULL, 0);
+/* Host links with the same rates at every working set. */
+static void host_links_flat(strata_host_links *l, double link_gbps, double reduce_gbps,
+                            double memcpy_gbps) {
+  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
+    strata_host_point_footprints(l, i);
+    l->link.gbps[i] = link_gbps;
+    l->reduce.gbps[i] = reduce_gbps;
+    l->memcpy.gbps[i] = memcpy_gbps;
+  }
 }
 
-static void test_shared_write(void) {
-  strata_schedule sch[2];
-  const uint64_t none[2] = {0, 0}, rank1[2] = {4000, 0};
-  const uint64_t *marked[2] = {none, rank1};
-  strata_sim_model m = {.nranks = 2, .link = pull_link, .one_core_per_rank = 1};
-  pull_back(sch);
-  expect_time("a pull with no shared writes", &m, sch, 2, 12.0, "");
-  m.shared_write_gbps = 2;
-  m.shared_write_bytes = marked;
-  pull_back(sch);
-  expect_time("a pull over lines a peer holds", &m, sch, 2, 14.0, "; 12 unmarked");
-  m.shared_write_gbps = 0; /* 0 GB/s: free */
-  pull_back(sch);
-  expect_time("shared writes at 0 GB/s", &m, sch, 2, 12.0, "; 0 must mean free");
-  memset(sch, 0, sizeof sch);
-  for (int r = 0; r < 2; r++) sch[r].rank = r, sch[r].nranks = 2;
-  strata_sched_copy(&sch[0], strata_ref(STRATA_BUF_SEND, 0), strata_ref(STRATA_BUF_RECV, 0), 4000,
-                    NULL, 0);
-  const uint64_t copy_marked[1] = {2000};
-  const uint64_t *marked_copy[2] = {copy_marked, none};
-  strata_sim_model mc = {.nranks = 2,
-                         .link = pull_link,
-                         .one_core_per_rank = 1,
-                         .copy_gbps = 1,
-                         .shared_write_gbps = 2,
-                         .shared_write_bytes = marked_copy};
-  expect_time("a copy over lines a peer holds", &mc, sch, 2, 5.0, "; 4 unmarked");
-}
-
-/* host.c marks the bytes a step writes where a peer pulls from this rank (host.h, shared_write):
- * a 2-rank shm allreduce writes its reduced half (S/2), which the peer pulls, so its prediction
- * grows by exactly (S/2) / rate on each rank at once; a 2-rank allgather and broadcast pull only
- * from send buffers the call never writes, and over TCP no peer reads a rank's memory: their
- * predictions do not move; nor does any with ranks outnumbering cores. */
 static double host_us(const strata_host_links *l, strata_coll coll, uint64_t bytes) {
   double us = -1;
   return strata_host_predict(l, coll, STRATA_ALGO_AUTO, bytes / 4, 4, 0, &us) == STRATA_OK ? us
                                                                                            : -1;
 }
 
-static void test_host_shared_write(void) {
+/* A call is costed at the rates of its working set (host.c): a 2-rank shm allgather out of place
+ * of 16 MiB per rank (its own block copied, 48 MiB touched per rank) on a link curve of 8 GB/s up
+ * to 4 MiB and 2 GB/s from 16 MiB is predicted as on a flat 2 GB/s link, and one of 1 MiB as on a
+ * flat 8 GB/s link. */
+static void test_host_working_set(void) {
   strata_host_links l;
   memset(&l, 0, sizeof l);
-  l.nranks = 2;
-  l.link_gbps = 8, l.reduce_gbps = 16, l.memcpy_gbps = 16, l.alpha_us = 2;
-  l.chunk_bytes = 1u << 20;
-  const uint64_t S = 1u << 20;
-  const strata_coll colls[] = {STRATA_COLL_ALLREDUCE, STRATA_COLL_ALLGATHER, STRATA_COLL_BROADCAST};
-  for (int tcp = 0; tcp < 2; tcp++)
-    for (size_t c = 0; c < sizeof colls / sizeof colls[0]; c++) {
-      l.use_tcp = tcp;
-      memset(&l.shared_write, 0, sizeof l.shared_write);
-      double before = host_us(&l, colls[c], S);
-      for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
-        l.shared_write.footprint_bytes[i] = (uint64_t)256 << (10 + 2 * i);
-        l.shared_write.gbps[i] = 4;
-      }
-      double after = host_us(&l, colls[c], S);
-      double want = before + (!tcp && colls[c] == STRATA_COLL_ALLREDUCE ? S / 2 / 4e3 : 0);
-      checked++;
-      if (!(before > 0 && fabs(after - want) < 1e-6)) {
-        printf("FAIL host shared writes, %s, %s: %g us, then %g (want %g)\n", tcp ? "tcp" : "shm",
-               strata_coll_name(colls[c]), before, after, want);
-        failures++;
-      }
+  l.nranks = 2, l.alpha_us = 2, l.chunk_bytes = 1u << 20;
+  const uint64_t sizes[2] = {1u << 20, 16u << 20};
+  double flat[2][2];
+  for (int k = 0; k < 2; k++) {
+    host_links_flat(&l, k ? 2 : 8, 16, 16);
+    for (int s = 0; s < 2; s++) flat[k][s] = host_us(&l, STRATA_COLL_ALLGATHER, sizes[s]);
+  }
+  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++)
+    l.link.gbps[i] = strata_host_point_bytes(i) <= (4u << 20) ? 8 : 2;
+  for (int s = 0; s < 2; s++) {
+    double curve = host_us(&l, STRATA_COLL_ALLGATHER, sizes[s]), want = flat[s][s];
+    checked++;
+    if (!(want > 0 && fabs(curve - want) < 1e-6 * want)) {
+      printf("FAIL host working set, %llu MiB: %g us on the curve, want %g\n",
+             (unsigned long long)(sizes[s] >> 20), curve, want);
+      failures++;
     }
-  /* ranks outnumbering cores: a peer may share the writer's core; the term is not used */
-  l.use_tcp = 0;
-  l.host_cores = 1;
-  double shared_core = host_us(&l, STRATA_COLL_ALLREDUCE, S);
-  memset(&l.shared_write, 0, sizeof l.shared_write);
-  double none = host_us(&l, STRATA_COLL_ALLREDUCE, S);
+  }
+  memset(&l.link, 0, sizeof l.link); /* no link rate: refused, not divided by zero */
+  double us = 0;
   checked++;
-  if (!(none > 0 && fabs(shared_core - none) < 1e-6)) {
-    printf("FAIL host shared writes on a shared core: %g us, %g without the curve\n", shared_core,
-           none);
-    failures++;
-  }
-}
-
-/* host.c reads the memcpy curve in seconds per byte between points: a 2-rank shm allgather out
- * of place at 16 MiB (its 8 MiB own block copied, 24 MiB touched per rank) between a 16 MiB point
- * at 40 GB/s and a 64 MiB point at 8 GB/s is predicted as with a flat copy rate of
- * 1 / (1/40 + w (1/8 - 1/40)) = 18.4 GB/s, w = log(24/16) / log(64/16); read in GB/s the rate
- * would be 40 - w 32 = 30.6 (the two flat predictions differ by ~400 us). */
-static void test_host_copy_between_points(void) {
-  strata_host_links l;
-  memset(&l, 0, sizeof l);
-  l.nranks = 2;
-  l.link_gbps = 8, l.reduce_gbps = 16, l.alpha_us = 2;
-  l.chunk_bytes = 1u << 20;
-  const uint64_t S = 8u << 20; /* per rank: an allgather's count is its send count */
-  double w = log(24.0 / 16) / log(4.0);
-  l.memcpy_gbps = 1 / (1 / 40.0 + w * (1 / 8.0 - 1 / 40.0));
-  double by_time = host_us(&l, STRATA_COLL_ALLGATHER, S);
-  l.memcpy_gbps = 40 - w * 32;
-  double by_rate = host_us(&l, STRATA_COLL_ALLGATHER, S);
-  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
-    l.memcpy.footprint_bytes[i] = (uint64_t)256 << (10 + 2 * i); /* 256K, 1M, 4M, 16M, 64M, ... */
-    l.memcpy.gbps[i] = l.memcpy.footprint_bytes[i] <= (16u << 20) ? 40 : 8;
-  }
-  double curve = host_us(&l, STRATA_COLL_ALLGATHER, S);
-  checked++;
-  if (!(by_time > by_rate + 100 && fabs(curve - by_time) < 1e-6 * by_time)) {
-    printf(
-        "FAIL host copy between points: %g us with the curve, %g at the flat rate read in time, "
-        "%g read in GB/s\n",
-        curve, by_time, by_rate);
-    failures++;
-  }
-}
-
-/* A transfer is read at the working set of whichever of its two ends touches more, not at the
- * call's largest: a 4-rank chain broadcast of 16 MiB in one round, whose root touches its send and
- * receive buffers (32 MiB) and the others their receive buffer (16 MiB), costs its first hop at
- * the link curve's 32 MiB rate and the two after it at the 16 MiB rate. The curve: 8 GB/s up to
- * 8 MiB, 2 GB/s from 32 MiB, so 5 GB/s at 16 MiB (linear in log footprint). The same call on flat
- * links of 2 and of 5 GB/s gives each hop's time at either rate. Read at the root's working set
- * for every hop, as before session 20, the call takes the 2 GB/s time for all three. */
-static void test_host_chain_hop_footprints(void) {
-  strata_host_links l;
-  memset(&l, 0, sizeof l);
-  l.nranks = 4;
-  l.reduce_gbps = 1000, l.memcpy_gbps = 1000, l.alpha_us = 2;
-  const uint64_t S = 16u << 20;
-  l.chunk_bytes = S;
-  l.link_gbps = 2;
-  double slow = host_us(&l, STRATA_COLL_BROADCAST, S);
-  l.link_gbps = 5;
-  double fast = host_us(&l, STRATA_COLL_BROADCAST, S);
-  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
-    l.link.footprint_bytes[i] = (uint64_t)512 << (10 + 2 * i); /* 512K, 2M, 8M, 32M, ... */
-    l.link.gbps[i] = l.link.footprint_bytes[i] <= (8u << 20) ? 8 : 2;
-  }
-  double curve = host_us(&l, STRATA_COLL_BROADCAST, S);
-  double want = slow / 3 + 2 * fast / 3;
-  checked++;
-  if (!(slow > 0 && fast > 0 && fabs(curve - want) < 1e-3 * want)) {
-    printf(
-        "FAIL host chain hops at their own working sets: %g us with the curve, want %g (one hop "
-        "at 2 GB/s, two at 5: %g and %g us for all three)\n",
-        curve, want, slow, fast);
+  if (strata_host_predict(&l, STRATA_COLL_ALLGATHER, STRATA_ALGO_AUTO, 1024, 4, 0, &us) !=
+      STRATA_ERR_INVALID_ARG) {
+    printf("FAIL host links without a link rate accepted\n");
     failures++;
   }
 }
@@ -503,7 +338,7 @@ static void test_host_chain_hop_footprints(void) {
  * is ready at once, but rank 1 posts the receive for it only after a message from rank 2, which
  * first copies 8000 bytes (8 us at 1 byte/ns). Pulls at 1 byte/ns, no latency: rank 1 pulls
  * rank 2's 8000 bytes over 8-16 us, then rank 0's over 16-24 us. Booked when the send was
- * ready (until session 21), rank 0's pull ran over 0-8 us, before rank 1 had asked for it: 16. */
+ * ready, rank 0's pull would run over 0-8 us, before rank 1 had asked for it: 16. */
 static void test_pull_waits_for_receive(void) {
   strata_schedule sch[3];
   memset(sch, 0, sizeof sch);
@@ -528,8 +363,8 @@ static void test_pull_waits_for_receive(void) {
 static void test_host_calls_in_a_row(void) {
   strata_host_links l;
   memset(&l, 0, sizeof l);
-  l.nranks = 4;
-  l.reduce_gbps = 1000, l.memcpy_gbps = 1000, l.alpha_us = 2, l.link_gbps = 2;
+  l.nranks = 4, l.alpha_us = 2;
+  host_links_flat(&l, 2, 1000, 1000);
   const uint64_t S = 16u << 20;
   l.chunk_bytes = S;
   const struct {
@@ -564,30 +399,30 @@ static void test_host_calls_in_a_row(void) {
   }
 }
 
-/* The working set each calibration point is labelled with is what one rank touches there
- * (calibrate.c): a shift 2X (source and destination), a warm shift 3X (the owner also copies its
- * source into a third buffer before each), a memcpy 2X, a reduction 3X. Labelled 2X, the warm
- * curve put a 2-rank shm allgather's 4 MiB row (6 MiB per rank) most of the way to the 4 MiB
- * point's rate (3 buffers of 4 MiB): 0.70-0.79 of the measurement in one sweep's rows. */
+/* The working set each calibration point is labelled with is what one rank touches in
+ * calibration's calls (host.h): 2 ranks, a ring allgather in place of two blocks of B (2B; over
+ * TCP also B sent and B received through the socket buffers: 4B), a ring reduce-scatter of the
+ * same blocks (2B in, B out: 3B; over TCP 3B more for the socket and the staging), memcpy of the
+ * point's X bytes 2X. B is X but at the largest point, whose two blocks must fit the calibration
+ * buffer. */
 static void test_point_footprints(void) {
   for (int tcp = 0; tcp < 2; tcp++) {
     strata_host_links l;
     memset(&l, 0, sizeof l);
-    l.nranks = 2, l.use_tcp = tcp, l.span_scale = 1;
-    for (int i = 0; i < STRATA_HOST_CURVE_POINTS - 1; i++) {
+    l.nranks = 2, l.use_tcp = tcp;
+    for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
       strata_host_point_footprints(&l, i);
-      uint64_t x = strata_host_point_bytes(i);
-      int ok =
-          l.memcpy.footprint_bytes[i] == 2 * x && l.reduce.footprint_bytes[i] == 3 * x &&
-          (tcp ? l.link_warm.footprint_bytes[i] == 0 && l.link_dirty.footprint_bytes[i] == 0
-               : l.link.footprint_bytes[i] == 2 * x && l.link_dirty.footprint_bytes[i] == 2 * x &&
-                     l.link_warm.footprint_bytes[i] == 3 * x);
+      uint64_t x = strata_host_point_bytes(i), b = strata_host_point_block_bytes(i, 2);
+      int last = i == STRATA_HOST_CURVE_POINTS - 1;
+      int ok = b == (last ? x / 2 : x) && l.memcpy.footprint_bytes[i] == 2 * x &&
+               l.link.footprint_bytes[i] == (tcp ? 4 : 2) * b &&
+               l.reduce.footprint_bytes[i] == (tcp ? 6 : 3) * b;
       checked++;
       if (!ok) {
-        printf("FAIL point %d footprints (%s): link %llu dirty %llu warm %llu for %llu bytes\n", i,
-               tcp ? "tcp" : "shm", (unsigned long long)l.link.footprint_bytes[i],
-               (unsigned long long)l.link_dirty.footprint_bytes[i],
-               (unsigned long long)l.link_warm.footprint_bytes[i], (unsigned long long)x);
+        printf("FAIL point %d footprints (%s): link %llu reduce %llu memcpy %llu for %llu bytes\n",
+               i, tcp ? "tcp" : "shm", (unsigned long long)l.link.footprint_bytes[i],
+               (unsigned long long)l.reduce.footprint_bytes[i],
+               (unsigned long long)l.memcpy.footprint_bytes[i], (unsigned long long)x);
         failures++;
       }
     }
@@ -621,15 +456,10 @@ int main(void) {
   test_mismatch();
   test_host_cores();
   test_host_cores_latency();
-  test_pull_after_local();
-  test_local_first();
   test_tcp_stream();
   test_tcp_stream_idle_ranks();
-  test_shared_write();
-  test_host_shared_write();
   test_point_footprints();
-  test_host_copy_between_points();
-  test_host_chain_hop_footprints();
+  test_host_working_set();
   test_pull_waits_for_receive();
   test_host_calls_in_a_row();
   if (failures) {

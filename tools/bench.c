@@ -1232,7 +1232,7 @@ static int bench_main(bench_ctx *ctx) {
   }
   if (opt->predict)
     ctx->model = bench_predict_setup(ctx->comm, opt->types[0], opt->ops[0], ctx->sendbuf,
-                                     ctx->recvbuf, ctx->expected, ctx->alloc_bytes);
+                                     ctx->recvbuf, ctx->alloc_bytes);
   if (ctx->rank == 0) bench_print_columns(opt->report_cputime ? "cputime" : "time", opt->predict);
   bench_report report = {0};
   int status = bench_run(ctx, &report);

@@ -1,6 +1,6 @@
 /*
- * bench_predict.c — `strata bench --predict` (bench_predict.h): calibrate at start, print what
- * was measured, predict each row with the host model.
+ * bench_predict.c — `strata bench --predict` (bench_predict.h): calibrate at start
+ * (calibrate.c), print what was measured, predict each row with the host model.
  *
  * Rank 0 prints every figure the model reads, with %.17g so that the double comes back exactly:
  * bench/repredict.c rebuilds the prediction from these lines, and with ranks sharing cores the
@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "calibrate.h"
 #include "planner.h"
 
 struct bench_predict {
@@ -24,30 +25,24 @@ size_t bench_predict_buffer_bytes(void) {
 }
 
 static void bench_predict_print(const strata_host_links *l, strata_dtype dtype) {
-  char cores[64] = "ranks on several hosts";
+  int last = STRATA_HOST_CURVE_POINTS - 1;
+  char where[64];
   if (l->host_cores > 0)
-    snprintf(cores, sizeof cores, "one host, %d ranks on %d cores", l->nranks, l->host_cores);
-  char chain[64] = ""; /* α down a chain: calibrated only where ranks outnumber cores */
-  if (l->alpha_ends_us > 0)
-    snprintf(chain, sizeof chain, " (%.17g us down a chain)", l->alpha_ends_us);
+    snprintf(where, sizeof where, "one host, %d ranks on %d cores", l->nranks, l->host_cores);
+  else
+    snprintf(where, sizeof where, "%d ranks on several hosts", l->nranks);
   printf(
-      "#\n# Model (--predict): %s, %s, algorithm %s, chunk %llu B; measured now: "
-      "alpha %.17g us%s, link %.2f GB/s per transfer, reduce %.2f GB/s (%s), memcpy %.2f GB/s\n",
-      cores, l->use_tcp ? "tcp" : "shm single-copy pulls", strata_algo_name(l->algo),
-      (unsigned long long)l->chunk_bytes, l->alpha_us, chain, l->link_gbps, l->reduce_gbps,
-      strata_dtype_name(dtype), l->memcpy_gbps);
-  printf("# Model curves (GB/s at the working set per rank), per-call overhead %.17g us:",
-         l->op_overhead_us);
-  for (int i = 0; i < STRATA_HOST_CURVE_POINTS; i++) {
-    printf(" %lluK link %.17g reduce %.17g memcpy %.17g",
-           (unsigned long long)(l->link.footprint_bytes[i] >> 10), l->link.gbps[i],
-           l->reduce.gbps[i], l->memcpy.gbps[i]);
-    if (l->link_alone.gbps[i] > 0) /* TCP: a one-way stream; shm: a lone pull, and the rest */
-      printf(" lone %.17g dirty %.17g fused %.17g warm %.17g shared %.17g", l->link_alone.gbps[i],
-             l->link_dirty.gbps[i], l->fused.gbps[i], l->link_warm.gbps[i],
-             l->shared_write.gbps[i]);
-    printf("%s", i + 1 < STRATA_HOST_CURVE_POINTS ? ";" : "\n");
-  }
+      "#\n# Model (--predict): %s, %s, algorithm %s, chunk %llu B; measured now: alpha %.17g us,"
+      " per-call overhead %.17g us, link %.2f GB/s per transfer, reduce %.2f GB/s (%s), memcpy"
+      " %.2f GB/s\n",
+      where, l->use_tcp ? "tcp" : "shm single-copy pulls", strata_algo_name(l->algo),
+      (unsigned long long)l->chunk_bytes, l->alpha_us, l->op_overhead_us, l->link.gbps[last],
+      l->reduce.gbps[last], strata_dtype_name(dtype), l->memcpy.gbps[last]);
+  printf("# Model curves (GB/s by bytes moved per rank):");
+  for (int i = 0; i <= last; i++)
+    printf(" %lluK link %.17g reduce %.17g memcpy %.17g%s",
+           (unsigned long long)(strata_host_point_bytes(i) >> 10), l->link.gbps[i],
+           l->reduce.gbps[i], l->memcpy.gbps[i], i < last ? ";" : "\n");
   if (strata_host_cores_shared(l))
     printf(
         "# Model: more ranks than cores. The model gives each rank's engine thread a core and\n"
@@ -56,11 +51,12 @@ static void bench_predict_print(const strata_host_links *l, strata_dtype dtype) 
 }
 
 bench_predict *bench_predict_setup(strata_comm *comm, strata_dtype dtype, strata_op op, void *a,
-                                   void *b, void *c, size_t bytes) {
+                                   void *b, size_t bytes) {
   bench_predict *predict = calloc(1, sizeof *predict);
   /* every rank calibrates, also one that could not allocate: it fails the calibration for all */
-  int status = strata_host_calibrate_on(comm, dtype, op, predict ? a : NULL, b, c, bytes,
-                                        predict ? &predict->links : &(strata_host_links){0});
+  strata_host_links unused;
+  int status = calibrate_host(comm, dtype, op, predict ? a : NULL, b, bytes,
+                              predict ? &predict->links : &unused);
   int rank = strata_comm_rank(comm);
   if (status != STRATA_OK) {
     if (rank == 0) printf("#\n# Model (--predict): calibration failed, no prediction\n");

@@ -21,13 +21,13 @@ typedef struct bench_predict bench_predict;
 size_t bench_predict_buffer_bytes(void);
 
 /* Collective (every rank calls it, in the same order as its other collectives): calibrates this
- * job's links on buffers a, b and c (each `bytes` long, at least bench_predict_buffer_bytes(); the
+ * job's links on buffers a and b (each `bytes` long, at least bench_predict_buffer_bytes(); the
  * benchmark's own, so the pages measured are the pages timed; their contents are overwritten),
  * with the reduction timed on `dtype` and `op`. Rank 0 prints the figures as "# Model" lines.
  * Returns NULL when calibration failed (rank 0 says so) or memory ran out: no prediction then.
  * The result keeps `comm` and the buffers; free it with bench_predict_free before them. */
 bench_predict *bench_predict_setup(strata_comm *comm, strata_dtype dtype, strata_op op, void *a,
-                                   void *b, void *c, size_t bytes);
+                                   void *b, size_t bytes);
 
 /* Predicted time (µs) of one out-of-place call of `coll` (count and root as the public API means
  * them, elements of `type_bytes`), as the time per call of `calls` calls in a row (a benchmark's

@@ -20,11 +20,9 @@
 #include <string.h>
 
 /* Events pop by time; at one instant a rank's local steps (COPY, REDUCE) before any transfer,
- * then by global step. The engine runs a local step of up to 1 MiB inline the moment it is
- * ready (engine.c step_start), before it starts a pull or serves one: an out-of-place allgather
- * copies its own block, then pulls. Taken in step order instead, rank 1's pull from rank 0 (rank
- * 0's step) was booked before rank 1's own copy, and ran beside rank 0's copy at nearly the lone
- * rate (2 ranks, shm, 1 MiB: 41 us against the engine's 46-60). */
+ * then by global step. The engine runs a small local step inline the moment it is ready
+ * (engine.c step_start), before it starts a pull or serves one: an out-of-place allgather copies
+ * its own block, then pulls. */
 typedef struct sim_event {
   double time;
   uint32_t step;     /* global */
@@ -114,16 +112,13 @@ typedef struct sim_state {
   uint8_t *posted;   /* receives: ready (the receiver has posted them) */
   uint32_t *held;    /* receives: 1 + the pull's send that waits for this receive to be posted */
   uint8_t *done;
-  uint8_t *fused;        /* receives: the reduction was fused into a pull (one_core_per_rank) */
   double *copy_out_gbps; /* receives: the receiver's core copies the bytes out at this rate
                             (one_core_per_rank, links that do not pull); 0 = none */
   uint32_t *match;       /* sends: global index of the matching receive */
   uint32_t *succ_begin;  /* total + 1 */
   uint32_t *succ;
   double *tx_free, *rx_free, *cpu_free, *shared_free;
-  double *local_end; /* per rank: the end of the last local step (COPY, REDUCE) it booked */
-  double *latent;    /* per rank: until when a message to it is in flight (its α; core_share) */
-  double *ends;      /* per rank, scratch of pull_end */
+  double *latent; /* per rank: until when a message to it is in flight (its α; core_share) */
   sim_heap heap;
   strata_sim_result result;
 } sim_state;
@@ -138,7 +133,6 @@ static void sim_free(sim_state *s) {
   free(s->posted);
   free(s->held);
   free(s->done);
-  free(s->fused);
   free(s->copy_out_gbps);
   free(s->match);
   free(s->succ_begin);
@@ -147,9 +141,7 @@ static void sim_free(sim_state *s) {
   free(s->rx_free);
   free(s->cpu_free);
   free(s->shared_free);
-  free(s->local_end);
   free(s->latent);
-  free(s->ends);
   free(s->heap.ev);
 }
 
@@ -163,7 +155,6 @@ static int sim_alloc(sim_state *s) {
   s->posted = calloc(t + 1, 1);
   s->held = calloc(t + 1, sizeof *s->held);
   s->done = calloc(t + 1, 1);
-  s->fused = calloc(t + 1, 1);
   s->copy_out_gbps = calloc(t + 1, sizeof *s->copy_out_gbps);
   s->match = calloc(t + 1, sizeof *s->match);
   s->succ_begin = calloc(t + 2, sizeof *s->succ_begin);
@@ -171,13 +162,10 @@ static int sim_alloc(sim_state *s) {
   s->rx_free = calloc(p, sizeof(double));
   s->cpu_free = calloc(p, sizeof(double));
   s->shared_free = calloc((size_t)s->model->nshared + 1, sizeof(double));
-  s->local_end = calloc(p, sizeof(double));
   s->latent = calloc(p, sizeof(double));
-  s->ends = calloc(p, sizeof(double));
   if (!s->pending || !s->ready || !s->arrival || !s->last_byte || !s->waiting || !s->posted ||
-      !s->held || !s->done || !s->fused || !s->copy_out_gbps || !s->match || !s->succ_begin ||
-      !s->tx_free || !s->rx_free || !s->cpu_free || !s->shared_free || !s->local_end ||
-      !s->latent || !s->ends)
+      !s->held || !s->done || !s->copy_out_gbps || !s->match || !s->succ_begin || !s->tx_free ||
+      !s->rx_free || !s->cpu_free || !s->shared_free || !s->latent)
     return STRATA_ERR_NO_MEMORY;
   for (size_t i = 0; i <= t; i++) s->arrival[i] = NAN;
   return STRATA_OK;
@@ -304,12 +292,10 @@ static int heap_push(sim_state *s, double time, uint32_t g) {
 
 /* Ranks other than r whose core is busy at `at` (a local step or a transfer it moves: both
  * book cpu_free), plus r itself. flying: also a rank a message is flying to (its α not yet
- * over), for the sharing of cores (core_share). With more ranks than cores, calibration measured
- * α with every rank running (4 ranks on 2 cores, TCP: 65-180 us against 8-18 for 2), so most of
- * a message's α is the receiver waiting for a core that other ranks hold; counted as idle, those
- * ranks sped up into time α had already charged them for (4 ranks, TCP, ring allgather 1.4-1.7x
- * optimistic from 16 MiB; re-scored on three saved sweeps, 4 ranks 21/23/22 -> 23/25/26 of 40 by
- * median, 2 ranks unchanged). */
+ * over), for the sharing of cores (core_share). With more ranks than cores, calibration measures
+ * α with every rank running, so most of a message's α is the receiver waiting for a core that
+ * other ranks hold; counted as idle, those ranks would speed up into time α already charged them
+ * for. */
 static int busy_with(const sim_state *s, int r, double at, int flying) {
   int busy = 1;
   for (int j = 0; j < s->nranks; j++)
@@ -325,10 +311,7 @@ static int cores_shared(const sim_state *s) {
 /* Whether a TCP message from r to q starting at `at` streams (the receiver copies out while the
  * sender copies in): only when both ends have a core. With ranks sharing cores the engine sleeps
  * in poll() (no spinning, engine.c) and a receiver copies out once it is scheduled, which it is at
- * once only if the ranks busy then, sender and receiver among them, leave it a core (4 ranks on 2
- * cores: taken whole, the TCP rings with every rank busy were 1.3-1.8x optimistic at 1 MiB
- * streamed, session 13; the chain broadcast, whose ranks downstream wait idle, 2-3x pessimistic at
- * 1 MiB taken whole, session 14). */
+ * once only if the ranks busy then, sender and receiver among them, leave it a core. */
 static int both_ends_have_cores(const sim_state *s, int r, int q, double at) {
   if (!cores_shared(s)) return 1;
   int busy = busy_with(s, r, at, 1);
@@ -353,14 +336,6 @@ static double cpu_cost_us(const sim_state *s, int r, double start, double bytes,
   return s->cpu_free[r];
 }
 
-/* sim.h, shared_write_bytes: the bytes of global step g written over lines a peer holds. */
-static double shared_write_bytes(const sim_state *s, uint32_t g) {
-  if (!s->model->shared_write_bytes || !(s->model->shared_write_gbps > 0)) return 0;
-  int r = rank_of(s, g);
-  return s->model->shared_write_bytes[r] ? (double)s->model->shared_write_bytes[r][g - s->base[r]]
-                                         : 0;
-}
-
 static int sim_complete(sim_state *s, uint32_t g, double time) {
   s->done[g] = 1;
   if (time > s->result.time_us) s->result.time_us = time;
@@ -378,10 +353,9 @@ static int sim_finish_recv(sim_state *s, uint32_t g, double ready_time) {
   double t = dmax(ready_time, s->arrival[g]);
   if (s->copy_out_gbps[g] > 0) {
     t = cpu_cost_us(s, r, t, (double)st->bytes, s->copy_out_gbps[g]);
-    t = cpu_cost_us(s, r, t, shared_write_bytes(s, g), s->model->shared_write_gbps);
   }
   t = dmax(t, s->last_byte[g]);
-  if (st->kind == STRATA_STEP_RECV_REDUCE && !s->fused[g])
+  if (st->kind == STRATA_STEP_RECV_REDUCE)
     t = cpu_cost_us(s, r, t, (double)st->bytes, s->model->reduce_gbps);
   return sim_complete(s, g, t);
 }
@@ -409,38 +383,6 @@ static int sim_delivered(sim_state *s, const strata_step *st, uint32_t g, double
   return rc;
 }
 
-static int sim_is_recv_reduce(const sim_state *s, uint32_t g) {
-  int r = rank_of(s, g);
-  return s->scheds[r].steps[g - s->base[r]].kind == STRATA_STEP_RECV_REDUCE;
-}
-
-/* The end of a pull of `bytes` by `mover` from `start`, at bw with every rank pulling and at
- * most `alone` (sim.h, alone_gbps). Another rank's transfer under way when it starts shares the
- * host with it for the pull's whole length, as calibration measured every rank pulling at once;
- * another rank's local step (COPY, REDUCE) only until that step's booked end, after which the
- * pull speeds up: a 2-rank broadcast root copies its 4 MiB in 120-130 us of the peer's 230-290 us
- * pull, which ran at 14-18 GB/s, near the lone rate (17-20), not the shared one (9-10). */
-static double pull_end(sim_state *s, int mover, double start, double bytes, double bw,
-                       double alone) {
-  int shares = 1, nlocal = 0;
-  for (int j = 0; j < s->nranks; j++) {
-    if (j == mover || s->cpu_free[j] <= start) continue;
-    if (s->local_end[j] >= s->cpu_free[j])
-      s->ends[nlocal++] = s->cpu_free[j];
-    else
-      shares++;
-  }
-  qsort(s->ends, (size_t)nlocal, sizeof *s->ends, strata_cmp_double);
-  double t = start, left = bytes;
-  for (int i = 0;; i++) {
-    double gbps = bw * (double)s->nranks / (double)(shares + nlocal - i);
-    double per_us = (gbps < alone ? gbps : alone) * 1e3;
-    if (i == nlocal || t + left / per_us <= s->ends[i]) return t + left / per_us;
-    left -= (s->ends[i] - t) * per_us;
-    t = s->ends[i];
-  }
-}
-
 /* one_core_per_rank. A pull holds the receiver's core for bytes / gbps; the sender's is free.
  * It starts once the receiver has posted the receive (the receiver's core runs it): until then
  * the send waits, held by the receive, which releases it when it becomes ready (sim_step). A
@@ -448,8 +390,7 @@ static double pull_end(sim_state *s, int mover, double start, double bytes, doub
  * sender's next call starts while the receiver still works on the last (host.c, calls).
  * Otherwise (TCP) the sender's core copies the bytes in for bytes / gbps, eagerly (the kernel
  * buffers them), and the receiver's core copies them out at the same rate when the receive
- * completes. A fused pull's reduction (fused_reduce_gbps) extends the pull on the receiver's core.
- * A busy core defers the transfer, as a busy port does below. */
+ * completes. A busy core defers the transfer, as a busy port does below. */
 static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g, double t,
                          const strata_sim_link *link) {
   int q = st->peer;
@@ -457,41 +398,15 @@ static int sim_send_core(sim_state *s, int r, const strata_step *st, uint32_t g,
     s->held[s->match[g]] = g + 1;
     return STRATA_OK;
   }
-  double bw = link->gbps > 0 ? link->gbps : 1e-9, alone = link->alone_gbps;
-  int written = st->src.buf != STRATA_BUF_SEND; /* the call wrote it: dirty in its core */
-  int read = !written && st->src.offset < link->send_hot_hi &&
-             st->src.offset + st->bytes > link->send_hot_lo; /* the sender's own steps read it */
-  double slow = written ? link->dirty_gbps
-                : read  ? (link->warm_gbps > 0 ? link->warm_gbps : link->dirty_gbps)
-                        : 0;
-  if (link->pull && slow > 0) {
-    alone *= slow / bw; /* the lone pull slows alike */
-    bw = slow;
-  }
+  double bw = link->gbps > 0 ? link->gbps : 1e-9;
   int mover = link->pull ? q : r;
   double start = dmax(t, s->cpu_free[mover]);
   if (start > t) return heap_push(s, start, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
-  double share; /* sim.h: pulls share what the host moves, other steps its cores */
-  if (link->pull && alone > 0) {
-    double rate = bw * (double)s->nranks / busy_with(s, mover, start, 0);
-    share = (rate < alone ? rate : alone) / bw;
-  } else {
-    share = core_share(s, mover, start);
-  }
-  double tx = !link->pull && link->tx_gbps > 0 ? link->tx_gbps : bw;
-  double end = link->pull && alone > 0 ? pull_end(s, mover, start, (double)st->bytes, bw, alone)
-                                       : start + (double)st->bytes / (tx * share * 1e3);
-  if (link->pull && s->model->fused_reduce_gbps > 0 && sim_is_recv_reduce(s, s->match[g]))
-    end += (double)st->bytes / (s->model->fused_reduce_gbps * share * 1e3);
-  double marked = link->pull ? shared_write_bytes(s, s->match[g]) : 0; /* the receiver's */
-  if (marked > 0) end += marked / (s->model->shared_write_gbps * share * 1e3);
+  double end = start + (double)st->bytes / (bw * core_share(s, mover, start) * 1e3);
   s->cpu_free[mover] = end;
-  s->fused[s->match[g]] = (uint8_t)(link->pull != 0);
-  s->copy_out_gbps[s->match[g]] = link->pull ? 0 : link->rx_gbps > 0 ? link->rx_gbps : bw;
+  s->copy_out_gbps[s->match[g]] = link->pull ? 0 : bw;
   int stream = !link->pull && both_ends_have_cores(s, r, q, start);
-  double alpha =
-      stream && cores_shared(s) && link->alpha_ends_us > 0 ? link->alpha_ends_us : link->alpha_us;
-  return sim_delivered(s, st, g, stream ? start : end, end, alpha);
+  return sim_delivered(s, st, g, stream ? start : end, end, link->alpha_us);
 }
 
 static int sim_send(sim_state *s, int r, const strata_step *st, uint32_t g, double t) {
@@ -541,10 +456,7 @@ static int sim_step(sim_state *s, uint32_t g, double t) {
     case STRATA_STEP_COPY:
     case STRATA_STEP_REDUCE: {
       double gbps = st->kind == STRATA_STEP_COPY ? s->model->copy_gbps : s->model->reduce_gbps;
-      double end = cpu_cost_us(s, r, t, (double)st->bytes, gbps);
-      end = cpu_cost_us(s, r, end, shared_write_bytes(s, g), s->model->shared_write_gbps);
-      s->local_end[r] = end;
-      return sim_complete(s, g, end);
+      return sim_complete(s, g, cpu_cost_us(s, r, t, (double)st->bytes, gbps));
     }
     default:
       return STRATA_ERR_PROTOCOL;

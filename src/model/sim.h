@@ -26,38 +26,11 @@
 
 typedef struct strata_sim_link {
   double alpha_us;
-  /* host_cores: α of a message both of whose ends have a core (sim.c, both_ends_have_cores);
-   * alpha_us was measured with every rank busy, mostly a receiver waiting for a core. 0 = alpha_us
-   */
-  double alpha_ends_us;
   double gbps;
-  int shared;        /* index of a shared resource both ends' traffic serializes on, or -1 */
-  int pull;          /* one_core_per_rank only: the receiver's core moves the bytes (a single-copy
-                        pull, as shm's CMA); the sender's core stays free, and a RECV_REDUCE's
-                        reduction is fused into the pull (no separate γ pass) */
-  double dirty_gbps; /* one_core_per_rank, pulls: the rate (every rank at once) of a pull from
-                        the sender's receive or scratch buffer, which the call wrote; 0 = gbps */
-  double alone_gbps; /* one_core_per_rank, pulls: the rate of a pull with no other transfer
-                        under way; gbps is then the rate with every rank pulling at once, and a
-                        pull that starts while k ranks stream memory (itself included; a
-                        transfer or a local step under way: a broadcast root's copy shares the
-                        memory bus with its peer's pull) moves at min(alone_gbps, gbps * nranks /
-                        k); a local step counts until its end, a transfer for the whole pull.
-                        0 = gbps whatever runs. */
-  /* one_core_per_rank, pulls: bytes [send_hot_lo, send_hot_hi) of the sender's send buffer are
-   * read by its own local steps (a COPY or REDUCE: an out-of-place allgather's own block, a
-   * broadcast root's buffer), so they sit in the sender's core's cache, clean; a pull of them is
-   * costed at warm_gbps (0: dirty_gbps). Empty when lo >= hi. */
-  uint64_t send_hot_lo, send_hot_hi;
-  double warm_gbps;
-  /* one_core_per_rank, not pulls (TCP): the sender's core copies a message in at tx_gbps, the
-   * receiver's copies it out at rx_gbps (loopback's sending core also runs the receive side's
-   * protocol work, so tx < rx). 0 = gbps. When both ends have a core (host_cores: the ranks busy
-   * as it starts, the two ends among them, are no more than the cores) the message streams: the
-   * receiver's copy may start α after the sender's, and the receive ends no earlier than α after
-   * the sender's copy (2 ranks, 1 MiB chunks, a 1 MiB broadcast is one message: 195 us
-   * measured, 341 predicted taken whole, 0.50-0.57 of the measured busbw; streaming 0.90-1.03). */
-  double tx_gbps, rx_gbps;
+  int shared; /* index of a shared resource both ends' traffic serializes on, or -1 */
+  int pull;   /* one_core_per_rank only: the receiver's core moves the bytes (a single-copy pull,
+                 as shm's cross-memory attach) and the sender's core stays free; otherwise the
+                 sender's core copies the bytes in and the receiver's copies them out (TCP) */
 } strata_sim_link;
 
 typedef void (*strata_sim_link_fn)(void *ctx, int src, int dst, strata_sim_link *out);
@@ -73,12 +46,11 @@ typedef struct strata_sim_model {
   /* 0: the port model above. 1: every rank is one core (one host, the engine's one progress
    * thread): its sends, receives, reductions and copies serialize on it. A pulling link holds
    * the receiver's core for bytes / gbps; any other link holds the sender's core for bytes /
-   * gbps (copy in, buffered), then the receiver's for as long when the receive completes (copy
-   * out). Ports and shared resources are not used. */
+   * gbps (copy in, buffered), then the receiver's for as long (copy out), which may start α
+   * after the sender's when both ends have a core (a stream). Ports and shared resources are
+   * not used. A received reduction costs bytes / reduce_gbps on the receiver's core after the
+   * bytes are in. */
   int one_core_per_rank;
-  /* one_core_per_rank, pulling links: a RECV_REDUCE's fused reduction costs bytes /
-   * fused_reduce_gbps on the receiver's core, interleaved with the pull (0 = free) */
-  double fused_reduce_gbps;
   /* one_core_per_rank, all ranks on one host with fewer cores than ranks (0 = a core each): the
    * rates above were measured with every rank busy at once (a share of cores/nranks each). A
    * step that starts while k ranks' cores are busy (itself included) runs at the rate times
@@ -87,11 +59,6 @@ typedef struct strata_sim_model {
    * rank a message is flying to counts as busy until it lands (α, measured with every rank
    * running, is mostly the receiver waiting for a core others hold). */
   int host_cores;
-  /* one_core_per_rank: shared_write_bytes[r][i] of rank r's step i (a receive, COPY or REDUCE)
-   * land on lines a peer's core holds, each taken back first at bytes / shared_write_gbps more
-   * on the writer's core (host.h, shared_write; host.c computes which). NULL or 0 GB/s: free. */
-  double shared_write_gbps;
-  const uint64_t *const *shared_write_bytes;
 } strata_sim_model;
 
 typedef struct strata_sim_result {
