@@ -116,9 +116,9 @@ for shm in 1 0; do
   fi
 done
 
-# More ranks than cores over TCP (4 ranks where the host has fewer cores): the header then also
-# prints the α calibrated down a chain, which the chain broadcast's hops use; its round trip
-# through strata-repredict must hold as well (the 1 MiB row moves ~10% without it).
+# More ranks than cores over TCP (4 ranks where the host has fewer cores): the simulated time is
+# not continuous in the printed figures there (which rank a shared core serves first can flip
+# with the last digit), so the round trip through strata-repredict must hold as well.
 if STRATA_SHM=0 timeout 120 "$strata" launch -n 4 -- "$strata" bench broadcast -b 1M -e 4M -f 4 \
     -n 5 -w 2 --predict >"$tmp/chain" 2>"$tmp/chain.err"; then
   if ! "$build/strata-repredict" "$tmp/chain" broadcast >"$tmp/chain.re" 2>&1; then
@@ -128,26 +128,15 @@ if STRATA_SHM=0 timeout 120 "$strata" launch -n 4 -- "$strata" bench broadcast -
     fail "4-rank tcp broadcast: the printed header does not give the printed prediction back:"
     cat "$tmp/chain.re"
   fi
-  if [ "$(nproc)" -lt 4 ] && ! grep -q 'us down a chain)' "$tmp/chain"; then
-    fail "4-rank tcp broadcast on $(nproc) cores: no chain alpha in the header"
-  fi
 else
   fail "4-rank tcp broadcast --predict failed: $(tail -3 "$tmp/chain.err")"
 fi
 
-# The figures measured again before each row (tools/bench.c): shared writes over shm (2 ranks on
-# at least 2 cores), the TCP links over TCP, one line per row, never the other transport's.
-# A malformed TCP line is refused by strata-repredict with status 2, not read as zeros.
-tcp_lines=$(grep -c '^# Model: TCP links now (GB/s at the working set per rank): [0-9]*K link [0-9.]* lone [0-9.]*' "$tmp/tcp.1")
-[ "$tcp_lines" = 4 ] || fail "tcp: $tcp_lines '# Model: TCP links now' lines for 4 rows"
-! grep -q '^# Model: TCP links' "$tmp/shm.1" || fail "shm: a TCP probe line"
-if [ "$(nproc)" -ge 2 ] && [ "$(grep -c '^# Model: shared writes now' "$tmp/shm.1")" != 4 ]; then
-  fail "shm: not one '# Model: shared writes now' line per row"
-fi
-sed '0,/^# Model: TCP links now/s/ link \([0-9.]*\) lone/ link x lone/' "$tmp/tcp.1" >"$tmp/tcp.bad"
+# A malformed curve is refused by strata-repredict with status 2, not read as zeros.
+sed '/^# Model curves/s/ link \([0-9.]*\) reduce/ link x reduce/' "$tmp/tcp.1" >"$tmp/tcp.bad"
 "$build/strata-repredict" "$tmp/tcp.bad" allreduce >/dev/null 2>&1
 rc=$?
-[ "$rc" = 2 ] || fail "strata-repredict read a malformed TCP probe line (status $rc, want 2)"
+[ "$rc" = 2 ] || fail "strata-repredict read a malformed curve (status $rc, want 2)"
 
 # bench/predict.sh --rescore with two sweep directories (here the same two runs twice) scores each
 # and pools them: 8 cells a sweep (allreduce, 2 ranks, shm and tcp, 4 sizes), the same count
