@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Install the Debian packages a target needs, only those missing. Usage: deps.sh build|test|bench
+# Install the Debian packages a target needs, only those missing (apt is never run when all
+# are there). Usage: deps.sh build|test|bench|format
 set -euo pipefail
-want=(cmake gcc make pkg-config libsodium-dev libyaml-dev libjansson-dev)
+want=(cmake gcc g++ make pkg-config libsodium-dev libyaml-dev libjansson-dev python3-dev)
 case "${1:-build}" in
-  test)  want+=(openmpi-bin libopenmpi-dev python3-torch iperf3 iproute2 procps) ;;
-  bench) want+=(openmpi-bin libopenmpi-dev python3-torch iperf3 iproute2 procps) ;;
+  test)  want+=(openmpi-bin libopenmpi-dev python3-torch python3-numpy iperf3 iproute2 procps
+               clang-format) ;;
+  format) want=(clang-format) ;;
+  bench) want+=(openmpi-bin libopenmpi-dev python3-torch python3-numpy iperf3 iproute2 procps) ;;
 esac
 missing=()
 for p in "${want[@]}"; do
