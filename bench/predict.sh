@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# bench/predict.sh — how well `strata bench --predict` agrees with the measurement on this host
-# (issue 3, point 8: "on this machine's links they agree within 25%").
+# bench/predict.sh — how well `strata bench --predict` agrees with the measurement on this host.
 #
 # For every collective x transport x rank count it runs
 #   strata launch -n N -- strata bench COLL -b 1M -e 256M -f 4 -n ITERS -w 2 --predict -J F
@@ -11,7 +10,7 @@
 # measurement (the measurement's reproducibility, which bounds any model's). Ranks run under
 # `nice -n -20` when allowed (root), which takes the cores back from other work on a shared host
 # but not the caches or the memory bus. A cell's own measurement can span more than 25% over
-# three runs here (docs/model.md), hence the median.
+# three runs on a shared host, hence the median.
 #
 # `bench/predict.sh --rescore DIR` measures nothing: it re-scores the runs saved in DIR with the
 # model of this build (BUILD/strata-repredict, bench/repredict.c), against the same measured rows,
@@ -20,9 +19,8 @@
 # outside the band, the count inside per sweep, and per rank count the cells whose median over every
 # run of every sweep lies inside.
 #
-# ITERS is nccl-tests' own default, 20 timed calls per row: with 5, a 1 MiB row is a window of
-# ~0.3 ms that one preemption or one slow call decides (2 ranks, one AMD EPYC host, within the
-# hour: 24 of 40 cells inside by median with 5, 29 with 20, every-run 26 -> 40 of 80).
+# ITERS is nccl-tests' own default, 20 timed calls per row: with fewer, a 1 MiB row is a window
+# of a fraction of a millisecond that one preemption or one slow call decides.
 #
 # Environment: BUILD (default build), RUNS (default 3), ITERS (default 20), T (default 0.25),
 # COLLS (default "allreduce reduce_scatter allgather broadcast"), RANKS (default "2 4"),
