@@ -51,10 +51,8 @@
 #include <dirent.h>
 
 #include "commands.h"
-#include "core/core.h"
-#include "emu/forwarder.h"
-#include "emu/link.h"
-#include "emu/site.h"
+#include "planner.h"
+#include "util.h"
 
 #define NETEM_STATE_ROOT "/run/strata-netem"
 #define NETEM_DEFAULT_NAME "strata"
@@ -653,7 +651,7 @@ static void tally_print(ping_tally *t, long sent, const char *kind) {
   printf("sent=%ld received=%ld loss=%.3f%% %s min=%.3f avg=%.3f max=%.3f mdev=%.3f median=%.3f\n",
          sent, t->received, sent ? 100.0 * (double)(sent - t->received) / (double)sent : 0, kind,
          t->min_ms, avg, t->max_ms, sqrt(var > 0 ? var : 0),
-         strata_median(t->ms, (size_t)t->received));
+         tool_median(t->ms, (size_t)t->received));
 }
 
 static uint64_t real_ns(void) {

@@ -17,8 +17,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "plan/plan.h"
-#include "topo/topo.h"
+#include "planner.h"
 
 static void plan_usage(FILE *out) {
   fprintf(out,

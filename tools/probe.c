@@ -36,9 +36,9 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "core/core.h"
+#include "planner.h"
 #include "strata.h"
-#include "topo/linkmatrix.h"
+#include "util.h"
 
 #define PROBE_WARMUP_PINGS 5
 #define PROBE_ESTIMATE_BYTES (1u << 20)
@@ -83,12 +83,6 @@ static void probe_usage(FILE *out) {
           "  --seconds S     target duration of one transfer (default 0.2)\n"
           "  --progress      force the progress bar (default: when stderr is a terminal)\n"
           "  -h, --help      this text\n");
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static int parse_size(const char *text, double *out) {
@@ -177,18 +171,18 @@ static int measure_latency(probe_state *p, int peer, int leader, double *rtt_s) 
   double *rtt = malloc(sizeof(double) * (size_t)p->opt.pings);
   if (!rtt) return STRATA_ERR_NO_MEMORY;
   int timed = 0;
-  double deadline = now_s() + p->opt.ping_budget_s;
+  double deadline = tool_now_s() + p->opt.ping_budget_s;
   for (int k = 0; rc == STRATA_OK && timed < p->opt.pings; k++) {
-    if (timed >= PROBE_MIN_PINGS && now_s() > deadline) break;
-    double t0 = now_s();
+    if (timed >= PROBE_MIN_PINGS && tool_now_s() > deadline) break;
+    double t0 = tool_now_s();
     rc = strata_send(p->comm, msg, 8, STRATA_U8, peer);
     if (rc == STRATA_OK) rc = strata_recv(p->comm, msg, 8, STRATA_U8, peer);
-    if (k >= PROBE_WARMUP_PINGS) rtt[timed++] = now_s() - t0;
+    if (k >= PROBE_WARMUP_PINGS) rtt[timed++] = tool_now_s() - t0;
   }
   msg[0] = 0;
   if (rc == STRATA_OK) rc = strata_send(p->comm, msg, 8, STRATA_U8, peer);
   if (rc == STRATA_OK) {
-    *rtt_s = strata_median(rtt, (size_t)timed);
+    *rtt_s = tool_median(rtt, (size_t)timed);
   }
   free(rtt);
   return rc;
@@ -198,7 +192,7 @@ static int measure_latency(probe_state *p, int peer, int leader, double *rtt_s) 
 static int send_transfer(probe_state *p, int peer, double bytes, double *elapsed_s) {
   uint64_t header = (uint64_t)bytes;
   int rc = strata_send(p->comm, &header, 1, STRATA_U64, peer);
-  double t0 = now_s();
+  double t0 = tool_now_s();
   for (uint64_t left = header; rc == STRATA_OK && left > 0;) {
     size_t piece = left < PROBE_PIECE_BYTES ? (size_t)left : PROBE_PIECE_BYTES;
     rc = strata_send(p->comm, p->buf, piece, STRATA_U8, peer);
@@ -206,7 +200,7 @@ static int send_transfer(probe_state *p, int peer, double bytes, double *elapsed
   }
   unsigned char ack;
   if (rc == STRATA_OK) rc = strata_recv(p->comm, &ack, 1, STRATA_U8, peer);
-  *elapsed_s = now_s() - t0;
+  *elapsed_s = tool_now_s() - t0;
   return rc;
 }
 

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "boot/store.h"
 #include "commands.h"
 #include "strata.h"
 
