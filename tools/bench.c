@@ -2,10 +2,13 @@
  * bench.c — `strata bench COLL`: nccl-tests for strata.
  *
  * Reads the options of nccl-tests' *_perf binaries (-b -e -f -i -n -w -c -d -o -r -a -z -t -g
- * -m ...) and prints the same table: "#" header lines, one row per size with out-of-place then
- * in-place figures (time, algbw, busbw, #wrong), "# Out of bounds values" and "# Avg bus
- * bandwidth". A script that parses nccl-tests output parses ours. -J FILE adds the same figures as
- * JSON; --predict adds the cost model's busbw beside the measured one.
+ * -m ...) with their defaults and prints what they print: the version and "Collective test
+ * starting" lines, the "#" header, one row per size with out-of-place then in-place figures
+ * (time, algbw, busbw, #wrong), "# Out of bounds values", "# Avg bus bandwidth" and "Collective
+ * test concluded". -J FILE writes nccl-tests' JSON (the same keys and nesting, with a "strata"
+ * object added). Called through a link named after a nccl-tests binary (all_reduce_perf,
+ * all_gather_perf, ...; tools/main.c), the command is that test. A script written for nccl-tests
+ * runs unchanged. --predict adds the cost model's busbw beside the measured one.
  *
  * What the numbers mean (as nccl-tests, src/common.cu and src/<coll>.cu; FACTS.md "Collective
  * cost"):
@@ -13,8 +16,8 @@
  *          allgather, reduce_scatter, alltoall, gather, scatter);
  *   count  elements passed to the call (per rank for those five);
  *   time   average time of one call on a rank, then combined over ranks by -a: 0 rank 0's,
- *          1 the mean, 2 the min, 3 the max. Our default is 3 (the slowest rank decides when a
- *          collective is done); nccl-tests' default is 1;
+ *          1 the mean (the default, as nccl-tests'), 2 the min, 3 the max (the slowest rank,
+ *          which decides when a collective is done);
  *   algbw  size / time (GB/s, 1e9 bytes);
  *   busbw  algbw x 2(n-1)/n for allreduce, x (n-1)/n for reduce_scatter, allgather, alltoall,
  *          gather and scatter (nccl-tests' gather.cu/scatter.cu use (n-1)/n too), x 1 for
@@ -25,14 +28,19 @@
  * zeroes its output, runs the collective once, computes locally what the result must be and
  * counts the elements that differ; the counts are summed over ranks. Reductions get patterns
  * whose results stay exact: for sum/avg the ranks' values add up to n*base with base in 1..4 (so
- * avg is exact too), for prod the values are 1 or 2, for min/max 1..97. In-place sendrecv has
- * no defined result and prints N/A, as nccl-tests does.
+ * avg is exact too), for prod the values are 1 or 2, for min/max 1..97. In-place sendrecv is
+ * checked too: a rank sends its buffer and receives the previous rank's into the same buffer,
+ * which strata does through a scratch buffer and a copy (a send may still be reading the
+ * buffer while the receive lands).
  *
  * Invariants: every rank runs the same sequence of collectives (sizes, types and ops are computed
  * from the options alone, which all ranks share); only rank 0 prints or writes files; buffers
- * are allocated once for the largest size. Exit status: 0 all good, 1 a failed collective or any
- * #wrong > 0, 2 bad usage. This file must never print a row before its figures are final, and
- * must never leave a peer blocked on a failure: a failing rank aborts the communicator.
+ * are allocated once for the largest size, after every rank agreed that they fit in this host's
+ * available memory (MemAvailable, shared by the ranks on the host) and that rank 0 can create
+ * the -J file: a run that cannot finish is refused before it starts, never killed halfway. Exit
+ * status: 0 all good, 1 a failed collective or any #wrong > 0, 2 bad usage. This file must never
+ * print a row before its figures are final, and must never leave a peer blocked on a failure: a
+ * failing rank aborts the communicator.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -40,13 +48,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_predict.h"
 #include "commands.h"
-#include "core/compress.h"
-#include "core/core.h"
+#include "planner.h"
 #include "strata.h"
+#include "util.h"
+
+extern char **environ;
 
 #define BENCH_EXIT_OK 0
 #define BENCH_EXIT_FAILED 1
@@ -88,7 +99,17 @@ static const bench_kind_info bench_kinds[BENCH_KIND_COUNT] = {
     [BENCH_GATHER] = {"gather", "gather", 0, 1, 1, 1},
     [BENCH_SCATTER] = {"scatter", "scatter", 0, 1, 1, 1},
     [BENCH_ALLTOALL] = {"alltoall", "all_to_all", 0, 0, 1, 1},
-    [BENCH_SENDRECV] = {"sendrecv", "send_recv", 0, 0, 0, 0},
+    [BENCH_SENDRECV] = {"sendrecv", "send_recv", 0, 0, 0, 1},
+};
+
+/* nccl-tests' binary of each collective: the name of a link that runs it (tools/main.c), and
+ * the name its start and end lines print. */
+static const char *const bench_perf_names[BENCH_KIND_COUNT] = {
+    [BENCH_ALLREDUCE] = "all_reduce_perf", [BENCH_REDUCE_SCATTER] = "reduce_scatter_perf",
+    [BENCH_ALLGATHER] = "all_gather_perf", [BENCH_BROADCAST] = "broadcast_perf",
+    [BENCH_REDUCE] = "reduce_perf",        [BENCH_GATHER] = "gather_perf",
+    [BENCH_SCATTER] = "scatter_perf",      [BENCH_ALLTOALL] = "alltoall_perf",
+    [BENCH_SENDRECV] = "sendrecv_perf",
 };
 
 /* nccl-tests' -d names (src/common.cu test_typenames), indexed by strata_dtype. */
@@ -181,7 +202,8 @@ static void bench_usage(FILE *out) {
           "strata bench ...)\n"
           "  COLL: allreduce reduce_scatter allgather broadcast reduce gather scatter alltoall "
           "sendrecv\n"
-          "        (nccl-tests' names all_reduce, all_gather, ..._perf are accepted too)\n"
+          "        (nccl-tests' names all_reduce, all_gather, ..._perf are accepted too, and\n"
+          "        strata run through a link named all_reduce_perf, ... is that test)\n"
           "  -b, --minbytes SIZE      smallest size (8, 64K, 1M, 2G; default 32M)\n"
           "  -e, --maxbytes SIZE      largest size (default 32M)\n"
           "  -f, --stepfactor N       multiply the size by N each step (default 1: use -i)\n"
@@ -194,11 +216,12 @@ static void bench_usage(FILE *out) {
           "                           bfloat16 (or i8 ... f32 bf16; default float)\n"
           "  -o, --op OP|all          sum prod min max avg (default sum; reductions only)\n"
           "  -r, --root R             root rank of rooted collectives (default 0)\n"
-          "  -a, --average 0|1|2|3    time over ranks: rank 0, mean, min, max (default 3)\n"
+          "  -a, --average 0|1|2|3    time over ranks: rank 0, mean, min, max (default 1)\n"
           "  -z, --blocking 0|1       barrier after every call (default 0)\n"
           "  -C, --report_cputime 0|1 accepted (CPU ranks: the same as time)\n"
           "  -t, --nthreads 1         -g, --ngpus 1   accepted; strata ranks are processes\n"
-          "  -J, --json FILE          also write every result as JSON (rank 0)\n"
+          "  -J, --json FILE          also write nccl-tests' JSON (rank 0; FILE.0, FILE.1, ...\n"
+          "                           when FILE exists; refused before the run if unwritable)\n"
           "  -R, --local_register 0|1|2  1 or 2: buffers from strata_mem_alloc, which ranks of\n"
           "                           one host read directly (default 0: malloc)\n"
           "      --predict            print the cost model's busbw beside the measured one\n"
@@ -288,7 +311,7 @@ static int bench_parse_ops(const char *text, bench_options *opt) {
 
 static void bench_options_init(bench_options *opt) {
   memset(opt, 0, sizeof *opt);
-  /* nccl-tests' defaults (src/common.cu), except -a (see the top of this file). */
+  /* nccl-tests' defaults (src/common.cu) */
   opt->min_bytes = opt->max_bytes = 32u << 20;
   opt->step_bytes = 1u << 20;
   opt->step_factor = 1;
@@ -301,7 +324,7 @@ static void bench_options_init(bench_options *opt) {
   opt->ops_count = 1;
   opt->ops[0] = STRATA_SUM;
   opt->root = 0;
-  opt->average = 3;
+  opt->average = 1;
 }
 
 #define BENCH_BAD(...)                             \
@@ -345,8 +368,8 @@ static int bench_option_apply(bench_options *opt, int letter, const char *arg) {
       opt->agg_iters = (int)value;
       return 0;
     case 'c':
-      if (bench_parse_int(arg, 0, 1L << 20, &value)) BENCH_BAD("-c '%s': want 0 or 1", arg);
-      opt->check = value > 0;
+      if (bench_parse_int(arg, 0, 1, &value)) BENCH_BAD("-c '%s': want 0 or 1", arg);
+      opt->check = (int)value;
       return 0;
     case 'd':
       if (bench_parse_types(arg, opt))
@@ -674,6 +697,12 @@ typedef struct bench_ctx {
   strata_comm *comm;
   int rank, nranks;
   const bench_options *opt;
+  int argc; /* the command line, for -J's "args" */
+  char **argv;
+  char *rank_lines;    /* rank 0: every rank's "#  Rank ..." line, BENCH_HOST_LINE_BYTES each */
+  FILE *json;          /* rank 0 with -J: opened before the run */
+  char *json_path;     /* the file it writes (-J FILE, or FILE.N when FILE exists) */
+  char start_time[32]; /* for -J: when the run started, as nccl-tests writes it */
   char *sendbuf, *recvbuf, *expected;
   size_t buffer_bytes;
   size_t alloc_bytes; /* each of sendbuf, recvbuf, expected */
@@ -792,15 +821,23 @@ static double bench_lossy_tolerance(const bench_ctx *ctx, const bench_case *c, c
 /* ---------------------------------------------------------------------------------------------
  * Running one call.
  * ------------------------------------------------------------------------------------------- */
+/* Sends `in` to the next rank and receives the previous rank's into `out`. In place (in ==
+ * out, more than one rank) the receive lands in the scratch buffer ctx->expected and is copied
+ * over `out` once the send is done with it: a transport may read the sender's buffer until its
+ * send completes, and the receive must not overwrite it first. The copy is part of the time. */
 static int bench_sendrecv(const bench_ctx *ctx, const void *in, void *out, size_t count,
                           strata_dtype dtype) {
   int to = (ctx->rank + 1) % ctx->nranks, from = (ctx->rank - 1 + ctx->nranks) % ctx->nranks;
+  int staged = in == out && ctx->nranks > 1;
+  void *landing = staged ? ctx->expected : out;
   strata_request *recv_req = NULL, *send_req = NULL;
-  int status = strata_irecv(ctx->comm, out, count, dtype, from, &recv_req);
+  int status = strata_irecv(ctx->comm, landing, count, dtype, from, &recv_req);
   if (status) return status;
   status = strata_isend(ctx->comm, in, count, dtype, to, &send_req);
   int recv_status = strata_request_wait(recv_req);
   int send_status = status ? status : strata_request_wait(send_req);
+  if (staged && !recv_status && !send_status)
+    memcpy(out, landing, count * strata_dtype_size(dtype));
   return send_status ? send_status : recv_status;
 }
 
@@ -887,12 +924,12 @@ static int bench_time(bench_ctx *ctx, const bench_case *c, bench_figures *fig) {
   int status = bench_call(ctx, c);
   if (!status) status = strata_barrier(ctx->comm);
   long calls = (long)opt->iters * opt->agg_iters;
-  double start_s = strata_now_s();
+  double start_s = tool_now_s();
   for (long i = 0; i < calls && !status; i++) {
     status = bench_call(ctx, c);
     if (!status && opt->blocking) status = strata_barrier(ctx->comm);
   }
-  double seconds = (strata_now_s() - start_s) / (double)calls;
+  double seconds = (tool_now_s() - start_s) / (double)calls;
   if (!status) status = bench_combine_time(ctx, &seconds);
   if (status) return status;
   fig->time_us = seconds * 1e6;
@@ -970,7 +1007,7 @@ static void bench_print_columns(const char *time_name, int predict) {
 }
 
 /* The "# Using devices" lines, one per rank, gathered to rank 0 in rank order. */
-static int bench_print_ranks(const bench_ctx *ctx) {
+static int bench_print_ranks(bench_ctx *ctx) {
   char host[128] = "?", line[BENCH_HOST_LINE_BYTES];
   gethostname(host, sizeof host - 1);
   const strata_config *cfg = strata_comm_config(ctx->comm);
@@ -986,12 +1023,18 @@ static int bench_print_ranks(const bench_ctx *ctx) {
     printf("# Using devices\n");
     for (int r = 0; r < ctx->nranks; r++)
       printf("%.*s\n", BENCH_HOST_LINE_BYTES - 1, lines + r * sizeof line);
+    ctx->rank_lines = lines; /* for -J's "devices" */
+  } else {
+    free(lines);
   }
-  free(lines);
   return status;
 }
 
+/* nccl-tests' start lines. The version line names strata's version where nccl-tests names its
+ * own, and NCCL's as 0: there is no NCCL here. */
 static void bench_print_header(const bench_options *opt) {
+  printf("# nccl-tests version strata-%s nccl-headers=0 nccl-library=0\n", strata_version());
+  printf("# Collective test starting: %s\n", bench_perf_names[opt->kind]);
   printf(
       "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
       "agg iters: %d validation: %d graph: 0\n",
@@ -1001,6 +1044,10 @@ static void bench_print_header(const bench_options *opt) {
   if (opt->blocking)
     printf("# Blocking Enabled: wait for completion and barrier after each collective \n");
   printf("#\n");
+}
+
+static double bench_average_busbw(const bench_report *report) {
+  return report->busbw_count ? report->busbw_sum / report->busbw_count : 0.0;
 }
 
 static int bench_report_add(bench_report *report, const bench_row *row) {
@@ -1021,54 +1068,152 @@ static int bench_report_add(bench_report *report, const bench_row *row) {
   return STRATA_OK;
 }
 
-static void bench_json_figures(FILE *out, const char *name, const bench_figures *fig) {
-  fprintf(out, "\"%s\": {\"time_us\": %.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, ", name,
-          fig->time_us, fig->algbw_gbps, fig->busbw_gbps);
-  if (fig->wrong < 0)
-    fprintf(out, "\"wrong\": null}");
-  else
-    fprintf(out, "\"wrong\": %ld}", fig->wrong);
+/* ---------------------------------------------------------------------------------------------
+ * -J: nccl-tests' JSON (src/util.cu there): the same keys, nesting and value types, booleans as
+ * the strings "true"/"false" and the root as a "%6i" string as it writes them; what only strata
+ * knows goes under "strata".
+ * ------------------------------------------------------------------------------------------- */
+#define BENCH_JSON_FORMAT_VERSION 2 /* nccl-tests' JSON_FILE_VERSION */
+#define BENCH_JSON_REAL_DIGITS 9
+#define BENCH_JSON_MAX_SUFFIX 1000
+
+static void bench_time_text(char *out, size_t len) {
+  time_t now = time(NULL);
+  struct tm local;
+  if (!localtime_r(&now, &local) || !strftime(out, len, "%Y-%m-%d %H:%M:%S", &local))
+    snprintf(out, len, "?");
 }
 
-static int bench_write_json(const bench_ctx *ctx, const bench_report *report) {
-  const bench_options *opt = ctx->opt;
-  FILE *out = fopen(opt->json_path, "w");
-  if (!out) {
-    fprintf(stderr, "strata bench: cannot write %s: %s\n", opt->json_path, strerror(errno));
-    return -1;
+/* Rank 0: creates the -J file before anything runs, as nccl-tests does (never overwriting: when
+ * FILE exists, FILE.0, FILE.1, ...). Returns 0, or -1 with the reason printed. */
+static int bench_json_open(bench_ctx *ctx) {
+  const char *path = ctx->opt->json_path;
+  size_t len = strlen(path) + 16;
+  ctx->json_path = malloc(len);
+  if (!ctx->json_path) return -1;
+  snprintf(ctx->json_path, len, "%s", path);
+  for (int suffix = 0; !(ctx->json = fopen(ctx->json_path, "wx")); suffix++) {
+    if (errno != EEXIST || suffix == BENCH_JSON_MAX_SUFFIX) {
+      fprintf(stderr, "strata bench: -J %s: cannot create %s: %s\n", path, ctx->json_path,
+              strerror(errno));
+      return -1;
+    }
+    snprintf(ctx->json_path, len, "%s.%d", path, suffix);
   }
-  fprintf(
-      out,
-      "{\n  \"tool\": \"strata bench\",\n  \"version\": \"%s\",\n  \"collective\": \"%s\",\n"
-      "  \"nranks\": %d,\n  \"transport\": \"%s\",\n  \"minbytes\": %zu,\n  \"maxbytes\": %zu,\n"
-      "  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"agg_iters\": %d,\n  \"check\": %d,\n"
-      "  \"average\": %d,\n  \"blocking\": %d,\n  \"compress\": \"%s\",\n  \"results\": [",
-      STRATA_VERSION_STRING, bench_kinds[opt->kind].name, ctx->nranks,
-      strata_comm_transport_name(ctx->comm, (ctx->rank + 1) % ctx->nranks), opt->min_bytes,
-      opt->max_bytes, opt->iters, opt->warmup_iters, opt->agg_iters, opt->check, opt->average,
-      opt->blocking, strata_compress_name(strata_comm_config(ctx->comm)->compress));
-  for (size_t i = 0; i < report->rows_count; i++) {
-    const bench_row *row = &report->rows[i];
-    fprintf(out,
-            "%s\n    {\"size_bytes\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", "
-            "\"root\": %d, ",
-            i ? "," : "", row->bytes, row->count, bench_type_names[row->dtype], row->redop,
-            row->root);
-    bench_json_figures(out, "out_of_place", &row->out_of_place);
-    fprintf(out, ", ");
-    bench_json_figures(out, "in_place", &row->in_place);
-    if (!isnan(row->predicted_busbw_gbps))
-      fprintf(out, ", \"predicted_busbw_gbps\": %.6f", row->predicted_busbw_gbps);
-    fprintf(out, "}");
-  }
-  double avg = report->busbw_count ? report->busbw_sum / report->busbw_count : 0.0;
-  fprintf(out, "\n  ],\n  \"out_of_bounds\": %d,\n  \"avg_busbw_gbps\": %.6f\n}\n", report->errors,
-          avg);
-  if (fclose(out) != 0) {
-    fprintf(stderr, "strata bench: writing %s failed: %s\n", opt->json_path, strerror(errno));
-    return -1;
-  }
+  printf("# Writing JSON output to %s\n", ctx->json_path);
+  bench_time_text(ctx->start_time, sizeof ctx->start_time);
   return 0;
+}
+
+/* A variable's "NAME=value" for "env", with the value hidden when the name says it is a secret
+ * (STRATA_SECRET, tokens, passwords, keys): a results file gets shared. */
+static json_t *bench_json_env_entry(const char *entry) {
+  static const char *const secret_words[] = {"SECRET", "TOKEN", "PASSW", "CREDENTIAL", "KEY"};
+  const char *equals = strchr(entry, '=');
+  size_t name_len = equals ? (size_t)(equals - entry) : strlen(entry);
+  char name[256];
+  snprintf(name, sizeof name, "%.*s", (int)(name_len < sizeof name ? name_len : sizeof name - 1),
+           entry);
+  for (size_t w = 0; equals && w < sizeof secret_words / sizeof *secret_words; w++) {
+    if (!strstr(name, secret_words[w])) continue;
+    char hidden[300];
+    snprintf(hidden, sizeof hidden, "%s=(hidden)", name);
+    return strata_json_string(hidden);
+  }
+  return strata_json_string(entry);
+}
+
+static json_t *bench_json_strings(int count, char *const *strings, int env) {
+  json_t *list = json_array();
+  for (int i = 0; env ? strings[i] != NULL : i < count; i++)
+    list = strata_json_append(
+        list, env ? bench_json_env_entry(strings[i]) : strata_json_string(strings[i]));
+  return list;
+}
+
+/* "devices": nccl-tests parses its "#  Rank ..." lines into these fields; so do we. */
+static json_t *bench_json_devices(const bench_ctx *ctx) {
+  json_t *list = json_array();
+  for (int r = 0; ctx->rank_lines && r < ctx->nranks; r++) {
+    const char *line = ctx->rank_lines + (size_t)r * BENCH_HOST_LINE_BYTES;
+    int rank = r, group = 0, pid = 0, device = 0;
+    char host[128] = "", hex[32] = "", info[BENCH_HOST_LINE_BYTES] = "";
+    sscanf(line, "#  Rank %d Group %d Pid %d on %127s device %d [%31[^]]] %255[^\n]", &rank, &group,
+           &pid, host, &device, hex, info);
+    list = strata_json_append(
+        list, json_pack("{s:i, s:i, s:i, s:o, s:i, s:o, s:o}", "rank", rank, "group", group, "pid",
+                        pid, "hostname", strata_json_string(host), "device", device, "device_hex",
+                        strata_json_string(hex), "device_info", strata_json_string(info)));
+  }
+  return list;
+}
+
+static json_t *bench_json_config(const bench_ctx *ctx) {
+  const bench_options *opt = ctx->opt;
+  json_t *config =
+      json_pack("{s:i, s:i, s:I, s:I}", "nthreads", 1, "ngpus", 1, "minimum_bytes",
+                (json_int_t)opt->min_bytes, "maximum_bytes", (json_int_t)opt->max_bytes);
+  if (opt->step_factor > 1)
+    config = strata_json_set(config, "step_factor", json_integer((json_int_t)opt->step_factor));
+  else
+    config = strata_json_set(config, "step_bytes", json_integer((json_int_t)opt->step_bytes));
+  config = strata_json_set(config, "warmup_iters", json_integer(opt->warmup_iters));
+  config = strata_json_set(config, "iterations", json_integer(opt->iters));
+  config = strata_json_set(config, "aggregated_iterations", json_integer(opt->agg_iters));
+  config = strata_json_set(config, "validation", json_integer(opt->check));
+  config = strata_json_set(config, "graph", json_integer(0));
+  config = strata_json_set(config, "blocking_collectives",
+                           json_string(opt->blocking ? "true" : "false"));
+  config = strata_json_set(config, "per_iter_timing", json_string("false"));
+  config = strata_json_set(config, "parallel_init", json_string("false"));
+  return strata_json_set(config, "devices", bench_json_devices(ctx));
+}
+
+static json_t *bench_json_figures(const bench_figures *fig) {
+  return json_pack("{s:f, s:f, s:f, s:o}", "time", fig->time_us, "alg_bw", fig->algbw_gbps,
+                   "bus_bw", fig->busbw_gbps, "nwrong",
+                   fig->wrong < 0 ? json_null() : json_real((double)fig->wrong));
+}
+
+static json_t *bench_json_row(const bench_ctx *ctx, const bench_row *row) {
+  char root[16];
+  snprintf(root, sizeof root, "%6i", row->root);
+  json_t *json =
+      json_pack("{s:I, s:I, s:s, s:s, s:s, s:o, s:o, s:i, s:s}", "size", (json_int_t)row->bytes,
+                "count", (json_int_t)row->count, "type", bench_type_names[row->dtype], "redop",
+                row->redop, "root", root, "out_of_place", bench_json_figures(&row->out_of_place),
+                "in_place", bench_json_figures(&row->in_place), "actual_iterations",
+                ctx->opt->iters, "experiment_name", "");
+  if (!isnan(row->predicted_busbw_gbps))
+    json = strata_json_set(json, "predicted_bus_bw", json_real(row->predicted_busbw_gbps));
+  return json;
+}
+
+static int bench_write_json(bench_ctx *ctx, const bench_report *report) {
+  const bench_options *opt = ctx->opt;
+  json_t *results = json_array();
+  for (size_t i = 0; i < report->rows_count; i++)
+    results = strata_json_append(results, bench_json_row(ctx, &report->rows[i]));
+  char end_time[32];
+  bench_time_text(end_time, sizeof end_time);
+  json_t *strata = json_pack(
+      "{s:s, s:s, s:i, s:s, s:i, s:s}", "version", strata_version(), "collective",
+      bench_kinds[opt->kind].name, "nranks", ctx->nranks, "transport",
+      strata_comm_transport_name(ctx->comm, (ctx->rank + 1) % ctx->nranks), "average", opt->average,
+      "compress", strata_compress_name(strata_comm_config(ctx->comm)->compress));
+  json_t *doc = json_pack(
+      "{s:i, s:s, s:o, s:o, s:i, s:o, s:o, s:o, s:{s:f, s:s}, s:[], s:o, s:s}", "version",
+      BENCH_JSON_FORMAT_VERSION, "start_time", ctx->start_time, "args",
+      bench_json_strings(ctx->argc, ctx->argv, 0), "env", bench_json_strings(0, environ, 1),
+      "nccl_version", 0, "config", bench_json_config(ctx), "results", results, "out_of_bounds",
+      json_pack("{s:i, s:s}", "count", report->errors, "okay", report->errors ? "false" : "true"),
+      "average_bus_bandwidth", "bandwidth", bench_average_busbw(report), "okay", "unchecked",
+      "errors", "strata", strata, "end_time", end_time);
+  int rc = strata_json_write(ctx->json, doc, BENCH_JSON_REAL_DIGITS);
+  if (fclose(ctx->json) != 0) rc = -1;
+  ctx->json = NULL;
+  if (rc) fprintf(stderr, "strata bench: writing %s failed\n", ctx->json_path);
+  return rc;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1163,17 +1308,67 @@ static int bench_run(bench_ctx *ctx, bench_report *report) {
   return STRATA_OK;
 }
 
+/* Bytes of each of the three buffers (send, receive, expected). */
+static size_t bench_buffer_bytes(const bench_options *opt) {
+  size_t bytes = (opt->max_bytes + 64 + 63) / 64 * 64;
+  /* --predict calibrates on these very buffers (bench_predict_setup), which must hold its
+   * largest point */
+  if (opt->predict && bytes < bench_predict_buffer_bytes()) bytes = bench_predict_buffer_bytes();
+  return bytes;
+}
+
+/* MemAvailable from /proc/meminfo, in bytes; 0 when unknown. */
+static double bench_mem_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[256];
+  double kib = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+  if (f) fclose(f);
+  return kib * 1024;
+}
+
+static double bench_gib(double bytes) {
+  return bytes / (1024.0 * 1024 * 1024);
+}
+
+/* Whether the buffers of every rank on this host fit in its available memory, decided before any
+ * is allocated: past that, the kernel's OOM killer ends the run with no word. Collective.
+ * Returns 0 when they fit (or the memory is unknown), 1 when not (this rank said why), or a
+ * negative strata status. */
+static int bench_check_memory(const bench_ctx *ctx) {
+  char host[64] = "", *hosts = calloc((size_t)ctx->nranks, sizeof host);
+  if (!hosts) return STRATA_ERR_NO_MEMORY;
+  gethostname(host, sizeof host - 1);
+  int status = strata_allgather(ctx->comm, host, hosts, sizeof host, STRATA_U8);
+  int on_host = 0, first_on_host = ctx->rank;
+  for (int r = 0; !status && r < ctx->nranks; r++) {
+    int same = !strncmp(hosts + (size_t)r * sizeof host, host, sizeof host);
+    if (same && !on_host) first_on_host = r;
+    on_host += same;
+  }
+  free(hosts);
+  if (status) return -status;
+  double each = (double)bench_buffer_bytes(ctx->opt), need = 3.0 * each * on_host;
+  double available = bench_mem_available();
+  if (available <= 0 || need <= available) return 0;
+  if (ctx->rank != first_on_host) return 1; /* one message per host */
+  fprintf(stderr,
+          "strata bench: rank %d: -e %zu needs 3 buffers of %.2f GiB (send, receive, check) on "
+          "each of the %d ranks on %s, %.2f GiB in all, but %.2f GiB is available "
+          "(MemAvailable in /proc/meminfo); lower -e\n",
+          ctx->rank, ctx->opt->max_bytes, bench_gib(each), on_host, host, bench_gib(need),
+          bench_gib(available));
+  return 1;
+}
+
 static int bench_buffers_alloc(bench_ctx *ctx) {
+  size_t bytes = bench_buffer_bytes(ctx->opt);
   ctx->buffer_bytes = ctx->opt->max_bytes + 64;
-  size_t bytes = (ctx->buffer_bytes + 63) / 64 * 64;
-  /* --predict calibrates on these very buffers (bench_model_setup), which must hold its largest
-   * point */
-  if (ctx->opt->predict && bytes < bench_predict_buffer_bytes())
-    bytes = bench_predict_buffer_bytes();
   ctx->alloc_bytes = bytes;
-  ctx->sendbuf = strata_mem_buffer(bytes, ctx->opt->registered);
-  ctx->recvbuf = strata_mem_buffer(bytes, ctx->opt->registered);
-  ctx->expected = strata_mem_buffer(bytes, 0); /* private: no peer reads it */
+  ctx->sendbuf = tool_buffer_alloc(bytes, ctx->opt->registered);
+  ctx->recvbuf = tool_buffer_alloc(bytes, ctx->opt->registered);
+  ctx->expected = tool_buffer_alloc(bytes, 0); /* private: no peer reads it */
   if (!ctx->sendbuf || !ctx->recvbuf || !ctx->expected) {
     fprintf(stderr, "strata bench: rank %d: cannot allocate 3 x %zu bytes%s\n", ctx->rank, bytes,
             ctx->opt->registered ? " (-R: strata_mem_alloc)" : "");
@@ -1186,15 +1381,17 @@ static int bench_buffers_alloc(bench_ctx *ctx) {
 }
 
 static void bench_buffers_free(bench_ctx *ctx) {
-  strata_mem_buffer_free(ctx->sendbuf, ctx->opt->registered);
-  strata_mem_buffer_free(ctx->recvbuf, ctx->opt->registered);
-  strata_mem_buffer_free(ctx->expected, 0);
+  tool_buffer_free(ctx->sendbuf, ctx->opt->registered);
+  tool_buffer_free(ctx->recvbuf, ctx->opt->registered);
+  tool_buffer_free(ctx->expected, 0);
 }
 
-static void bench_print_footer(const bench_report *report) {
-  double avg = report->busbw_count ? report->busbw_sum / report->busbw_count : 0.0;
+/* nccl-tests' end lines. */
+static void bench_print_footer(const bench_options *opt, const bench_report *report) {
   printf("# Out of bounds values : %d %s\n", report->errors, report->errors ? "FAILED" : "OK");
-  printf("# Avg bus bandwidth    : %g \n", avg);
+  printf("# Avg bus bandwidth    : %g \n", bench_average_busbw(report));
+  printf("#\n");
+  printf("# Collective test concluded: %s\n", bench_perf_names[opt->kind]);
   printf("#\n");
   fflush(stdout);
 }
@@ -1214,20 +1411,48 @@ static void bench_print_wire(const bench_ctx *ctx) {
 }
 
 /* Runs the benchmark on an initialized communicator. Returns the exit status. */
-static int bench_main(bench_ctx *ctx) {
+/* What must hold before anything runs: a root that exists, a -J file rank 0 could create, and
+ * buffers that fit. Every rank learns the verdict (so none exits, and gets the others killed,
+ * before the one that knows why said it). Returns 0 or the exit status. */
+static int bench_preflight(bench_ctx *ctx) {
   const bench_options *opt = ctx->opt;
+  int verdict = BENCH_EXIT_OK;
   if (bench_kinds[opt->kind].is_rooted && opt->root >= ctx->nranks) {
     if (ctx->rank == 0)
       fprintf(stderr, "strata bench: -r %d: no such rank (%d ranks)\n", opt->root, ctx->nranks);
-    strata_barrier(
-        ctx->comm); /* no rank exits (and gets the others killed) before rank 0 said why */
-    return BENCH_EXIT_USAGE;
+    verdict = BENCH_EXIT_USAGE;
+  }
+  if (!verdict && ctx->rank == 0 && opt->json_path && bench_json_open(ctx))
+    verdict = BENCH_EXIT_USAGE;
+  int memory = bench_check_memory(ctx);
+  if (memory < 0) return BENCH_EXIT_FAILED;
+  if (memory > 0 && !verdict) verdict = BENCH_EXIT_USAGE;
+  int agreed = verdict;
+  if (strata_allreduce(ctx->comm, &verdict, &agreed, 1, STRATA_I32, STRATA_MAX))
+    return BENCH_EXIT_FAILED;
+  return agreed;
+}
+
+/* Rank 0 with -J: a run that failed leaves no empty or partial file behind. */
+static void bench_json_discard(bench_ctx *ctx) {
+  if (!ctx->json) return;
+  fclose(ctx->json);
+  ctx->json = NULL;
+  unlink(ctx->json_path);
+}
+
+static int bench_main(bench_ctx *ctx) {
+  const bench_options *opt = ctx->opt;
+  int verdict = bench_preflight(ctx);
+  if (verdict) {
+    bench_json_discard(ctx);
+    return verdict;
   }
   if (ctx->rank == 0) bench_print_header(opt);
-  if (bench_print_ranks(ctx) != STRATA_OK) return BENCH_EXIT_FAILED;
-  if (bench_buffers_alloc(ctx)) {
+  if (bench_print_ranks(ctx) != STRATA_OK || bench_buffers_alloc(ctx)) {
     strata_comm_abort(ctx->comm);
     bench_buffers_free(ctx);
+    bench_json_discard(ctx);
     return BENCH_EXIT_FAILED;
   }
   if (opt->predict)
@@ -1243,12 +1468,13 @@ static int bench_main(bench_ctx *ctx) {
     strata_comm_abort(ctx->comm);
     exit_status = BENCH_EXIT_FAILED;
   } else {
-    if (ctx->rank == 0) bench_print_footer(&report);
     if (ctx->rank == 0) bench_print_wire(ctx);
+    if (ctx->rank == 0) bench_print_footer(opt, &report);
     if (report.errors) exit_status = BENCH_EXIT_FAILED;
     if (ctx->rank == 0 && opt->json_path && bench_write_json(ctx, &report))
       exit_status = BENCH_EXIT_FAILED;
   }
+  bench_json_discard(ctx); /* still open: the run failed before writing it */
   free(report.rows);
   return exit_status;
 }
@@ -1292,7 +1518,11 @@ int strata_cmd_bench(int argc, char **argv) {
   }
   ctx.rank = strata_comm_rank(ctx.comm);
   ctx.nranks = strata_comm_size(ctx.comm);
+  ctx.argc = argc;
+  ctx.argv = argv;
   int exit_status = bench_main(&ctx);
   strata_comm_destroy(ctx.comm);
+  free(ctx.rank_lines);
+  free(ctx.json_path);
   return exit_status;
 }

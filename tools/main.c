@@ -1,5 +1,9 @@
-/* main.c — the `strata` command: dispatch to a subcommand. */
+/* main.c — the `strata` command: dispatch to a subcommand, or, when run through a link named
+ * after a nccl-tests binary (all_reduce_perf, all_gather_perf, ...; `make install` makes them),
+ * be that test: `all_reduce_perf ARGS` is `strata bench all_reduce_perf ARGS`, so scripts
+ * written for nccl-tests run unchanged. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -14,13 +18,17 @@ typedef struct command {
 static const command commands[] = {
     {"launch", strata_cmd_launch, "start N local ranks of a program: launch -n N [--] CMD ARGS..."},
     {"store", strata_cmd_store, "serve a standalone rendezvous store: store [--addr HOST:PORT]"},
-    {"bench", strata_cmd_bench, "nccl-tests compatible benchmark: bench COLL [-b -e -f -n -w -c ...]"},
+    {"bench", strata_cmd_bench,
+     "nccl-tests compatible benchmark: bench COLL [-b -e -f -n -w -c ...]"},
     {"plan", strata_cmd_plan, "plan a cluster: plan --preset NAME | FILE.yaml [--json] [--svg F]"},
     {"demo", strata_cmd_demo, "run every collective on local ranks and check the results"},
     {"probe", strata_cmd_probe, "measure every rank pair, write a link matrix: probe --out F.json"},
-    {"place", strata_cmd_place, "rank order from a link matrix: place F.json [--ring|--sites|--pipeline S]"},
-    {"site", strata_cmd_site, "the site of a node in a topology: site FILE [NODE] (for STRATA_SITE)"},
-    {"netem", strata_cmd_netem, "emulate a WAN between sites on this host: netem up|down|status|exec|ping"},
+    {"place", strata_cmd_place,
+     "rank order from a link matrix: place F.json [--ring|--sites|--pipeline S]"},
+    {"site", strata_cmd_site,
+     "the site of a node in a topology: site FILE [NODE] (for STRATA_SITE)"},
+    {"netem", strata_cmd_netem,
+     "emulate a WAN between sites on this host: netem up|down|status|exec|ping"},
 };
 
 static void usage(FILE *out) {
@@ -33,7 +41,27 @@ static void usage(FILE *out) {
   fprintf(out, "\n'strata COMMAND --help' describes one command.\n");
 }
 
+/* Runs `strata bench NAME ARGS...` for a program called NAME ending in "_perf". */
+static int run_as_perf_test(const char *name, int argc, char **argv) {
+  char **bench_argv = calloc((size_t)argc + 2, sizeof *bench_argv);
+  if (!bench_argv) {
+    fprintf(stderr, "%s: out of memory\n", name);
+    return 1;
+  }
+  bench_argv[0] = "bench";
+  bench_argv[1] = (char *)name;
+  for (int i = 1; i < argc; i++) bench_argv[i + 1] = argv[i];
+  int status = strata_cmd_bench(argc + 1, bench_argv);
+  free(bench_argv);
+  return status;
+}
+
 int main(int argc, char **argv) {
+  const char *slash = argc > 0 ? strrchr(argv[0], '/') : NULL;
+  const char *program = argc > 0 ? (slash ? slash + 1 : argv[0]) : "strata";
+  size_t length = strlen(program);
+  if (length > 5 && !strcmp(program + length - 5, "_perf"))
+    return run_as_perf_test(program, argc, argv);
   if (argc < 2) {
     usage(stderr);
     return 2;
