@@ -530,7 +530,10 @@ static int scenario_two_transports(job *j) {
   return 0;
 }
 
-/* ---- scenario: a peer dies; the others notice within 2 s and keep working ---- */
+/* ---- scenario: a peer dies; the others notice long before any timeout and keep working ----
+ * Liveness is polled every few milliseconds, so the bound is about the mechanism, not the
+ * clock: 5 s leaves room for a loaded machine descheduling the survivors, and is still far
+ * below the 10 s the drive waits, which is what a missed death would take. */
 
 static int scenario_peer_lost(job *j) {
   int victim = j->nranks - 1;
@@ -549,8 +552,8 @@ static int scenario_peer_lost(job *j) {
   CHECK(j->t->ops->post_send(j->t, &send) == STRATA_OK, "post_send");
   CHECK(j->t->ops->post_recv(j->t, &recv) == STRATA_OK, "post_recv");
   drive_result res;
-  CHECK(drive(j->t, &remaining, 5.0, &res) == 0, "transfers to a dead peer never completed");
-  CHECK(res.elapsed_s < 2.0, "noticed the death after %.2f s", res.elapsed_s);
+  CHECK(drive(j->t, &remaining, 10.0, &res) == 0, "transfers to a dead peer never completed");
+  CHECK(res.elapsed_s < 5.0, "noticed the death after %.2f s", res.elapsed_s);
   CHECK(send.status == STRATA_ERR_PEER_LOST, "send: %s", strata_err_name(send.status));
   CHECK(recv.status == STRATA_ERR_PEER_LOST, "recv: %s", strata_err_name(recv.status));
   CHECK(res.progress_rc == STRATA_ERR_PEER_LOST && res.failed_peer == victim,
