@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # test_bench_cli.sh BUILD_DIR — `strata bench` end to end: bad usage exits 2 with a message;
-# every collective runs at 2 and 3 ranks under `strata launch` with every #wrong 0 and the
-# nccl-tests table shape; -J writes valid JSON; the same program runs unchanged under mpirun and
-# torchrun. Every run has a bounded timeout; nothing leaves loopback.
+# every collective runs at 2 and 3 ranks under `strata launch` with every #wrong 0 (in-place
+# sendrecv included) and the nccl-tests table shape; run through the all_reduce_perf link it is
+# nccl-tests' all_reduce_perf (its start and end lines); -J writes nccl-tests' JSON keys and never
+# overwrites; a size that cannot fit in memory and an unwritable -J path are refused before the
+# run; the same program runs unchanged under mpirun and torchrun. Every run has a bounded
+# timeout; nothing leaves loopback.
 set -uo pipefail
 
 build=${1:?usage: test_bench_cli.sh BUILD_DIR}
@@ -46,6 +49,7 @@ expect_usage "unknown option" allreduce --frobnicate
 expect_usage "missing value" allreduce -b
 expect_usage "never reaches" allreduce -f 1 -i 0
 expect_usage "one collective" allreduce broadcast
+expect_usage "want 0 or 1" allreduce -c 2
 "$strata" bench --help >"$tmp/help" 2>&1 || fail "strata bench --help: non-zero exit"
 grep -q -- "--minbytes" "$tmp/help" || fail "strata bench --help does not describe -b"
 
@@ -113,23 +117,91 @@ timeout 60 "$strata" launch -n 2 -- "$strata" bench broadcast -b 8 -e 8 -r 5 >/d
 [ "$status" != 0 ] || fail "-r 5 at 2 ranks: exit 0"
 grep -q "no such rank" "$tmp/root.err" || fail "-r 5 at 2 ranks: no message: $(cat "$tmp/root.err")"
 
-# ---- -J: valid JSON with every row ----
+# In-place sendrecv has a defined result here, and it is checked: #wrong 0, never N/A.
+awk '!/^#/ && NF == 13 && $13 != "0" { bad = 1 } END { exit bad }' "$tmp/sendrecv3.out" ||
+  fail "in-place sendrecv not checked: $(grep -v '^#' "$tmp/sendrecv3.out")"
+
+# ---- through the all_reduce_perf link: nccl-tests' all_reduce_perf, its start and end lines ----
+perf=$build/all_reduce_perf
+if [ -L "$perf" ] && [ "$(readlink "$perf")" = strata ]; then
+  status=0
+  timeout 120 "$strata" launch -n 2 -- "$perf" -b 8 -e 64K -f 4 -n 2 -w 1 >"$tmp/perf.out" \
+    2>"$tmp/perf.err" || status=$?
+  if [ "$status" = 0 ]; then
+    check_table "$tmp/perf.out" all_reduce_perf 7
+    grep -q '^# nccl-tests version strata-[0-9.]* nccl-headers=0 nccl-library=0$' "$tmp/perf.out" ||
+      fail "all_reduce_perf: no version line"
+    grep -qx '# Collective test starting: all_reduce_perf' "$tmp/perf.out" ||
+      fail "all_reduce_perf: no starting line"
+    grep -q '^# nThread 1 nGpus 1 minBytes 8 maxBytes 65536 step: 4(factor) warmup iters: 1 iters: 2 agg iters: 1 validation: 1 graph: 0$' \
+      "$tmp/perf.out" || fail "all_reduce_perf: no nThread line"
+    [ "$(tail -2 "$tmp/perf.out" | tr '\n' '|')" = "# Collective test concluded: all_reduce_perf|#|" ] ||
+      fail "all_reduce_perf: does not end as nccl-tests: $(tail -3 "$tmp/perf.out")"
+    awk '!/^#/ && NF == 13 && $4 != "sum" { bad = 1 } END { exit bad }' "$tmp/perf.out" ||
+      fail "all_reduce_perf: not an allreduce"
+  else
+    fail "all_reduce_perf link: exit $status: $(tail -3 "$tmp/perf.err")"
+  fi
+else
+  fail "$perf is not a link to strata (CMakeLists.txt makes it with strata_cli)"
+fi
+
+# ---- refused before the run, with a message and exit 2 ----
+# expect_refused NAME WANT ARGS...: exit 2, WANT in the messages, no table row printed.
+expect_refused() {
+  local name=$1 want=$2 status=0
+  shift 2
+  timeout 60 "$strata" launch -n 2 -- "$strata" bench "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" ||
+    status=$?
+  [ "$status" = 2 ] || fail "$name: exit $status, want 2: $(tail -3 "$tmp/$name.err")"
+  grep -q -- "$want" "$tmp/$name.err" || fail "$name: message lacks '$want': $(cat "$tmp/$name.err")"
+  [ -z "$(awk '!/^#/ && NF >= 13' "$tmp/$name.out")" ] || fail "$name: rows ran before the refusal"
+}
+# Buffers that cannot fit: 3 buffers of -e bytes on each of 2 ranks is more than this host has
+# available (8G, or more on a host with more memory). Before the refusal it was the OOM killer.
+available_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
+gib=$((available_kib / 1048576 + 1))
+[ "$gib" -ge 8 ] || gib=8
+expect_refused too-big "MemAvailable" allreduce -b 8 -e "${gib}G"
+expect_refused bad-json "cannot create" allreduce -b 8 -e 64 -J "$tmp/no-such-dir/r.json"
+
+# ---- -J: nccl-tests' JSON with every row; an existing file is kept (FILE.0 is written) ----
 timeout 120 "$strata" launch -n 2 -- "$strata" bench allgather -b 8 -e 64K -f 4 -n 2 -w 1 \
   -J "$tmp/result.json" >"$tmp/json.out" 2>"$tmp/json.err" || fail "-J run: $(tail -3 "$tmp/json.err")"
+grep -qx "# Writing JSON output to $tmp/result.json" "$tmp/json.out" || fail "-J: no 'Writing JSON' line"
 if "$py" -m json.tool "$tmp/result.json" >/dev/null 2>"$tmp/json.tool.err"; then
   "$py" - "$tmp/result.json" <<'EOF' || fail "-J: unexpected content"
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["collective"] == "allgather" and d["nranks"] == 2, d
+for key in ["version", "start_time", "args", "env", "nccl_version", "config", "results",
+            "out_of_bounds", "average_bus_bandwidth", "errors", "end_time"]:
+    assert key in d, key
+c = d["config"]
+assert c["nthreads"] == 1 and c["ngpus"] == 1 and c["minimum_bytes"] == 8, c
+assert c["maximum_bytes"] == 65536 and c["step_factor"] == 4 and c["iterations"] == 2, c
+assert c["warmup_iters"] == 1 and c["validation"] == 1 and len(c["devices"]) == 2, c
+assert set(c["devices"][0]) == {"rank", "group", "pid", "hostname", "device", "device_hex",
+                                "device_info"}, c["devices"][0]
 rows = d["results"]
-assert [r["size_bytes"] for r in rows] == [8, 32, 128, 512, 2048, 8192, 32768], rows
-assert all(r["out_of_place"]["wrong"] == 0 and r["in_place"]["wrong"] == 0 for r in rows)
-assert all(r["out_of_place"]["time_us"] > 0 for r in rows)
-assert d["out_of_bounds"] == 0
+assert [r["size"] for r in rows] == [8, 32, 128, 512, 2048, 8192, 32768], rows
+for r in rows:
+    assert r["type"] == "float" and r["redop"] == "none" and r["root"].strip() == "-1", r
+    for place in ("out_of_place", "in_place"):
+        assert set(r[place]) == {"time", "alg_bw", "bus_bw", "nwrong"}, r[place]
+        assert r[place]["nwrong"] == 0 and r[place]["time"] > 0, r[place]
+assert d["out_of_bounds"] == {"count": 0, "okay": "true"}, d["out_of_bounds"]
+assert d["average_bus_bandwidth"]["bandwidth"] > 0, d["average_bus_bandwidth"]
+assert not any(e.startswith("STRATA_SECRET=") and e != "STRATA_SECRET=(hidden)" for e in d["env"])
+assert d["strata"]["collective"] == "allgather" and d["strata"]["nranks"] == 2, d["strata"]
 EOF
 else
   fail "-J wrote invalid JSON: $(cat "$tmp/json.tool.err")"
 fi
+cp "$tmp/result.json" "$tmp/first.json"
+timeout 120 "$strata" launch -n 2 -- "$strata" bench allgather -b 8 -e 8 -n 1 -w 0 \
+  -J "$tmp/result.json" >"$tmp/json2.out" 2>"$tmp/json2.err" || fail "-J again: $(tail -3 "$tmp/json2.err")"
+cmp -s "$tmp/result.json" "$tmp/first.json" || fail "-J overwrote an existing file"
+[ -s "$tmp/result.json.0" ] || fail "-J with an existing file: no $tmp/result.json.0"
 
 # ---- the same program under mpirun ----
 if command -v mpirun >/dev/null; then
