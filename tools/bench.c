@@ -821,14 +821,19 @@ static double bench_lossy_tolerance(const bench_ctx *ctx, const bench_case *c, c
 /* ---------------------------------------------------------------------------------------------
  * Running one call.
  * ------------------------------------------------------------------------------------------- */
-/* Sends `in` to the next rank and receives the previous rank's into `out`. In place (in ==
- * out, more than one rank) the receive lands in the scratch buffer ctx->expected and is copied
- * over `out` once the send is done with it: a transport may read the sender's buffer until its
- * send completes, and the receive must not overwrite it first. The copy is part of the time. */
+/* Sends `in` to the next rank and receives the previous rank's into `out`. One rank copies
+ * `in` to `out`. In place (in == out) with more ranks, the receive lands in the scratch buffer
+ * ctx->expected and is copied over `out` once the send is done with it: a transport may read the
+ * sender's buffer until its send completes, and the receive must not overwrite it first. The copy
+ * is part of the time. */
 static int bench_sendrecv(const bench_ctx *ctx, const void *in, void *out, size_t count,
                           strata_dtype dtype) {
   int to = (ctx->rank + 1) % ctx->nranks, from = (ctx->rank - 1 + ctx->nranks) % ctx->nranks;
-  int staged = in == out && ctx->nranks > 1;
+  if (ctx->nranks == 1) { /* to itself: strata_isend has no self peer, the copy is the call */
+    if (in != out) memcpy(out, in, count * strata_dtype_size(dtype));
+    return STRATA_OK;
+  }
+  int staged = in == out;
   void *landing = staged ? ctx->expected : out;
   strata_request *recv_req = NULL, *send_req = NULL;
   int status = strata_irecv(ctx->comm, landing, count, dtype, from, &recv_req);
@@ -1276,8 +1281,10 @@ static int bench_one_size(bench_ctx *ctx, bench_report *report, strata_dtype dty
   row.redop = bench_kinds[c.kind].is_reduction ? strata_op_name(op) : "none";
   row.predicted_busbw_gbps = ctx->opt->predict ? bench_predict_busbw(ctx, &c) : NAN;
   int status = bench_time(ctx, &c, &row.out_of_place);
-  c.in_place = 1;
-  if (!status) status = bench_time(ctx, &c, &row.in_place);
+  if (!status) {
+    c.in_place = 1;
+    status = bench_time(ctx, &c, &row.in_place);
+  }
   if (status) {
     fprintf(stderr, "strata bench: rank %d: %s of %zu bytes (%s) failed: %s\n", ctx->rank,
             bench_kinds[c.kind].name, row.bytes, c.in_place ? "in-place" : "out-of-place",
