@@ -42,6 +42,15 @@ def load_json(path):
         return None
 
 
+def canonical(fig):
+    """One row's figures in one spelling: strata bench -J writes nccl-tests' keys (time in us,
+    bus_bw, nwrong), the peers' drivers (mpi_allreduce.c, gloo_allreduce.py) their own."""
+    if fig is None or "time_us" in fig:
+        return fig
+    return {"time_us": fig["time"], "algbw_gbps": fig.get("alg_bw", 0),
+            "busbw_gbps": fig["bus_bw"], "wrong": int(fig.get("nwrong") or 0)}
+
+
 def load_runs(raw, config, lib):
     """size -> in-place figures, merged over phases and repetitions (the fastest repetition of
     each size wins); plus the number of wrong elements over every run."""
@@ -51,15 +60,16 @@ def load_runs(raw, config, lib):
         if not data:
             continue
         for row in data.get("results", []):
-            fig = row.get("in_place")
+            fig = canonical(row.get("in_place"))
             if not fig:
                 continue
-            size = row["size_bytes"]
+            size = row["size_bytes"] if "size_bytes" in row else row["size"]
             if size not in rows or fig["time_us"] < rows[size]["time_us"]:
                 rows[size] = fig
             for key in ("in_place", "out_of_place"):
-                if row.get(key) and (row[key].get("wrong") or 0) > 0:
-                    wrong += row[key]["wrong"]
+                other = canonical(row.get(key))
+                if other and (other.get("wrong") or 0) > 0:
+                    wrong += other["wrong"]
     return rows, wrong
 
 

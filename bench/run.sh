@@ -14,6 +14,8 @@
 #      (--mca btl tcp,self, mpirun inside the first namespace, rank 1 started into the second by
 #      `ip netns exec` and reaching mpirun's PMIx server over the veth), Gloo (env:// init);
 #      beside them iperf3 over the same veth in both directions at once.
+# strata bench runs with -a 3 (each size's time is the slowest rank's), the figure both peers'
+# drivers report; nccl-tests' default -a 1 is the mean over ranks.
 # Then bench/report.py prints per-size tables, ratios and the issue's targets as PASS/FAIL, and
 # the whole report goes to bench/results/<date>.txt (raw JSON and logs beside it).
 #
@@ -139,9 +141,9 @@ strata_tcp() {
   local port=$1 status=0 pids=()
   shift
   local common=(STRATA_WORLD_SIZE=2 STRATA_ADDR=$addr_a:$port STRATA_SHM=0 STRATA_TIMEOUT=120)
-  ip netns exec "$ns_a" env STRATA_RANK=0 "${common[@]}" "$STRATA" bench allreduce "$@" &
+  ip netns exec "$ns_a" env STRATA_RANK=0 "${common[@]}" "$STRATA" bench allreduce -a 3 "$@" &
   pids+=($!)
-  ip netns exec "$ns_b" env STRATA_RANK=1 "${common[@]}" "$STRATA" bench allreduce "$@" \
+  ip netns exec "$ns_b" env STRATA_RANK=1 "${common[@]}" "$STRATA" bench allreduce -a 3 "$@" \
     >/dev/null &
   pids+=($!)
   for pid in "${pids[@]}"; do wait "$pid" || status=1; done
@@ -208,14 +210,14 @@ shm_round() {
     local args=(-b "$lo" -e "$hi" -f "$f" -n "$it" -w "$w")
     run=${i}_r$round
     run_logged "shm${n}_strata_$run" "$STRATA" launch -n "$n" -- \
-      "$STRATA" bench allreduce "${args[@]}" -J "$raw/shm${n}_strata_$run.json"
+      "$STRATA" bench allreduce -a 3 "${args[@]}" -J "$raw/shm${n}_strata_$run.json"
     run_logged "shm${n}_mpi_$run" "${MPIRUN[@]}" -np "$n" "$tools/mpi_allreduce" "${args[@]}" \
       -J "$raw/shm${n}_mpi_$run.json"
     run_logged "shm${n}_gloo_$run" gloo_local "$n" "${args[@]}" -J "$raw/shm${n}_gloo_$run.json"
     # registered buffers: 2 ranks, the phases past the inline sizes (< 32 KiB never use them)
     if [ "$n" = 2 ] && [ "$i" -gt 0 ]; then
       run_logged "shm2r_strata_$run" "$STRATA" launch -n 2 -- \
-        "$STRATA" bench allreduce "${args[@]}" -R 1 -J "$raw/shm2r_strata_$run.json"
+        "$STRATA" bench allreduce -a 3 "${args[@]}" -R 1 -J "$raw/shm2r_strata_$run.json"
       run_logged "shm2r_mpi_$run" "${MPIRUN[@]}" -np 2 "$tools/mpi_allreduce" "${args[@]}" -R \
         -J "$raw/shm2r_mpi_$run.json"
     fi
