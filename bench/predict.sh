@@ -2,7 +2,7 @@
 # bench/predict.sh — how well `strata bench --predict` agrees with the measurement on this host.
 #
 # For every collective x transport x rank count it runs
-#   strata launch -n N -- strata bench COLL -b 1M -e 256M -f 4 -n ITERS -w 2 --predict -J F
+#   strata launch -n N -- strata bench COLL -a 3 -b 1M -e 256M -f 4 -n ITERS -w 2 --predict -J F
 # (TCP: STRATA_SHM=0) RUNS times, interleaved (run 1 of every configuration, then run 2, ...),
 # and prints predicted / measured out-of-place busbw per cell and run, then the count of cells
 # whose every run lies inside [1-T, 1+T] (T = 0.25) and the count whose median does (in all and
@@ -120,7 +120,7 @@ for run in $(seq 1 "$RUNS"); do
         f=$out/$coll-$n-$tr-$run.json
         echo "[$(date -u +%H:%M:%S)] run $run $coll $n ranks $tr (load $(cut -d' ' -f1 /proc/loadavg))" >&2
         if ! STRATA_SHM=$shm timeout 300 "${nice_cmd[@]}" "$STRATA" launch -n "$n" -- \
-            "$STRATA" bench "$coll" -b 1M -e "$MAXBYTES" -f 4 -n "$ITERS" -w 2 --predict \
+            "$STRATA" bench "$coll" -a 3 -b 1M -e "$MAXBYTES" -f 4 -n "$ITERS" -w 2 --predict \
             -J "$f" >"${f%.json}.txt" 2>&1; then
           echo "bench/predict.sh: $coll $n $tr run $run failed (${f%.json}.txt)" >&2
           rm -f "$f"
@@ -153,9 +153,9 @@ for name in sorted(os.listdir(out)):
         coll, n, tr, _run = name[:-5].rsplit("-", 3)
         with open(os.path.join(out, name)) as fh:
             doc = json.load(fh)
-        for row in doc["results"]:
-            add(coll, n, tr, row["size_bytes"], row["out_of_place"]["busbw_gbps"],
-                row.get("predicted_busbw_gbps"))
+        for row in doc["results"]:  # nccl-tests' keys, the model's figure beside them
+            add(coll, n, tr, row["size"], row["out_of_place"]["bus_bw"],
+                row.get("predicted_bus_bw"))
 sizes = sorted({s for c in cells.values() for s in c})
 def mib(s):
     return f"{s >> 20} MiB" if s >= 1 << 20 else f"{s >> 10} KiB"
