@@ -16,6 +16,9 @@
 #      beside them iperf3 over the same veth in both directions at once.
 # strata bench runs with -a 3 (each size's time is the slowest rank's), the figure both peers'
 # drivers report; nccl-tests' default -a 1 is the mean over ranks.
+#   3. torch.distributed, 2 and 4 ranks: all_reduce and a ~50M-parameter DDP step on the "strata"
+#      backend against "gloo" in one job (bench/torch_allreduce.py), between two runs of strata's
+#      own C bench at >= 16 MiB to show what the backend adds (skipped without strata.torch).
 # Then bench/report.py prints per-size tables, ratios and the issue's targets as PASS/FAIL, and
 # the whole report goes to bench/results/<date>.txt (raw JSON and logs beside it).
 #
@@ -260,10 +263,39 @@ for ((round = 1; round <= MAX_ROUNDS; round++)); do
   [ "${BENCH_SKIP_TCP:-0}" = 1 ] || tcp_round "$round"
 done
 cleanup
+
+# torch_run N: the backends side by side at N ranks (4 ranks on this machine's 2 cores: fewer
+# sizes, fewer DDP steps), bracketed by strata's C bench at the sizes compared with it.
+torch_run() {
+  local n=$1 args=(-b 1K -e 256M -f 4)
+  [ "$n" = 2 ] || args=(-b 1K -e 256M -f 8 --ddp-steps 3)
+  [ "${BENCH_QUICK:-0}" = 1 ] && args=(-b 1K -e 4M -f 16 --rounds 1 --ddp-layers 1 --ddp-steps 2)
+  local c_args=(allreduce -b 16M -e 256M -f 2 -n 5 -w 1)
+  [ "${BENCH_QUICK:-0}" = 1 ] && c_args=(allreduce -b 1M -e 4M -f 4 -n 5 -w 1)
+  note "torch.distributed: strata against gloo, $n ranks"
+  run_logged "torch${n}_c1" "$STRATA" launch -n "$n" -- "$STRATA" bench "${c_args[@]}" \
+    -J "$raw/torch${n}_c1.json"
+  run_logged "torch${n}" env PYTHONPATH="$BUILD/python" "$STRATA" launch -n "$n" -- \
+    "$PY" "$here/torch_allreduce.py" "${args[@]}" -J "$raw/torch${n}.json"
+  run_logged "torch${n}_c2" "$STRATA" launch -n "$n" -- "$STRATA" bench "${c_args[@]}" \
+    -J "$raw/torch${n}_c2.json"
+}
+if compgen -G "$BUILD/python/strata/_torch*.so" >/dev/null; then
+  torch_run 2
+  torch_run 4
+else
+  note "torch.distributed: skipped, $BUILD/python/strata has no _torch module (strata.torch)"
+fi
 echo "end $(cat /proc/loadavg)" >>"$raw/loadavg.txt"
 
 # ---- the report ----
 report=$results/$stamp.txt
 "$PY" "$here/report.py" "$raw" --strata "$STRATA" >"$report"
+for n in 2 4; do
+  [ -f "$raw/torch$n.json" ] || continue
+  echo >>"$report"
+  "$PY" "$here/torch_allreduce.py" --report "$raw/torch$n.json" \
+    --c-bench "$raw/torch${n}_c1.json" --c-bench "$raw/torch${n}_c2.json" >>"$report" || true
+done
 cat "$report"
 note "report: $report (raw results in $raw)"

@@ -33,8 +33,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <stdexcept>
@@ -206,15 +208,39 @@ int store_add(void *context, const char *key, int64_t delta, int64_t *result) {
 
 // ---- Work ----
 
+// The completion thread's queue and what wakes it: a new request, the end of the group, or a
+// caller that starts waiting for a Work.
+struct Signal {
+  std::mutex mutex;
+  std::condition_variable cv;
+};
+
 class StrataWork : public c10d::Work {
  public:
-  StrataWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
+  StrataWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
+             std::shared_ptr<Signal> signal)
       : c10d::Work(rank, type),
+        signal_(std::move(signal)),
         outputs_(std::move(outputs)),
         future_(c10::make_intrusive<c10::ivalue::Future>(
             c10::ListType::create(c10::TensorType::get()))) {}
 
   std::vector<at::Tensor> result() override { return outputs_; }
+
+  // A caller waits: the completion thread stops polling this request and blocks in
+  // strata_request_wait, the lowest latency, as no one on this thread will start another call.
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (!isCompleted()) {
+      {
+        std::lock_guard<std::mutex> lock(signal_->mutex);
+        waited_ = true;
+      }
+      signal_->cv.notify_all();
+    }
+    return c10d::Work::wait(timeout);
+  }
+
+  bool waited() const { return waited_; }  // under signal_->mutex
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
   // The completion thread's last word on this operation.
@@ -227,6 +253,8 @@ class StrataWork : public c10d::Work {
   }
 
  private:
+  std::shared_ptr<Signal> signal_;
+  bool waited_ = false;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
@@ -273,10 +301,10 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
 
   ~ProcessGroupStrata() override {
     {
-      std::lock_guard<std::mutex> lock(queue_mutex_);
+      std::lock_guard<std::mutex> lock(signal_->mutex);
       stopping_ = true;
     }
-    queue_ready_.notify_one();
+    signal_->cv.notify_all();
     thread_.join();
     strata_comm_destroy(comm_);
   }
@@ -513,14 +541,40 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
     strata_request *request = nullptr;
     int status = strata_collective(comm_, &args, &request);
     TORCH_CHECK(status == STRATA_OK, failure_text(what, status));
-    auto work = c10::make_intrusive<StrataWork>(getRank(), type, outputs);
+    auto work = c10::make_intrusive<StrataWork>(getRank(), type, outputs, signal_);
     {
-      std::lock_guard<std::mutex> lock(queue_mutex_);
+      std::lock_guard<std::mutex> lock(signal_->mutex);
       for (at::Tensor &tensor : outputs) keep.push_back(std::move(tensor));
       queue_.push_back(Pending{work, request, what, std::move(keep), std::move(after)});
     }
-    queue_ready_.notify_one();
+    signal_->cv.notify_all();
     return work;
+  }
+
+  // Waits for one request. strata_request_wait holds the communicator's lock until the request
+  // completes, so while nobody waits for this Work the caller may be starting the next calls
+  // (DDP's buckets, during backward): then the request is polled with strata_request_test,
+  // which never blocks a caller, while the communicator's progress thread moves it; the polls
+  // back off from yields to sleeps of up to 1 ms, and a caller's wait cuts a sleep short.
+  int wait_for_request(Pending &pending) {
+    auto pause = std::chrono::microseconds(0);
+    for (int polls = 0;; polls++) {
+      {
+        std::lock_guard<std::mutex> lock(signal_->mutex);
+        if (pending.work->waited()) break;
+      }
+      int status = strata_request_test(pending.request);
+      if (status != STRATA_ERR_IN_PROGRESS) return status;
+      if (polls < 16) {
+        std::this_thread::yield();
+        continue;
+      }
+      pause = std::min(std::max(pause * 2, std::chrono::microseconds(20)),
+                       std::chrono::microseconds(1000));
+      std::unique_lock<std::mutex> lock(signal_->mutex);
+      signal_->cv.wait_for(lock, pause, [&] { return pending.work->waited(); });
+    }
+    return strata_request_wait(pending.request);
   }
 
   // The completion thread: requests in the order they started, until the group is destroyed
@@ -530,13 +584,13 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
     for (;;) {
       Pending pending;
       {
-        std::unique_lock<std::mutex> lock(queue_mutex_);
-        queue_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        std::unique_lock<std::mutex> lock(signal_->mutex);
+        signal_->cv.wait(lock, [this] { return stopping_ || !queue_.empty(); });
         if (queue_.empty()) return;
         pending = std::move(queue_.front());
         queue_.pop_front();
       }
-      int status = strata_request_wait(pending.request);
+      int status = wait_for_request(pending);
       std::exception_ptr error;
       if (status != STRATA_OK) {
         error = std::make_exception_ptr(std::runtime_error(failure_text(pending.what, status)));
@@ -556,9 +610,8 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Store> store_;
   strata_store_ops ops_{};
   strata_comm *comm_ = nullptr;
-  std::mutex queue_mutex_;
-  std::condition_variable queue_ready_;
-  std::deque<Pending> queue_;
+  std::shared_ptr<Signal> signal_ = std::make_shared<Signal>();
+  std::deque<Pending> queue_;  // under signal_->mutex
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -1,0 +1,254 @@
+"""torch.distributed all_reduce and a DDP step on the "strata" backend against "gloo".
+
+Run as the ranks of one job:  strata launch -n N -- /usr/bin/python3 bench/torch_allreduce.py
+(under torchrun as well). The default group is "strata", a gloo group over the same ranks sits
+beside it, and each measurement alternates between the two (strata, gloo, strata, gloo, ...),
+keeping each backend's fastest round: the same machine load for both, the same rule for both.
+
+all_reduce: f32 sum in place, sizes -b .. -e by -f; a size's time is the mean of its iterations
+on the slowest rank (as nccl-tests and `strata bench` time), checked once for the right sum.
+--report JSON prints a saved run (-J) again, and with --c-bench FILE (the -J output of
+`strata bench allreduce` at the same rank count; several give their fastest) a column of
+torch-on-strata's time over strata's own C bench (in place) at that size: what the backend adds
+to the C library; at 2 ranks it ends with the targets of issue 26 as PASS/FAIL.
+DDP: one training step (zero_grad, forward, backward with DDP's bucketed allreduces, SGD) of a
+--ddp-layers x Linear(4096, 4096) model (3 layers: 50.3M parameters), batch 8; the median step.
+Rank 0 prints the tables; -J FILE writes them as JSON.
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper().rstrip("B")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def size_text(nbytes):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return "%g %s" % (nbytes / scale, unit)
+    return "%d B" % nbytes
+
+
+def slowest(seconds, gloo):
+    t = torch.tensor([seconds], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=gloo)
+    return float(t[0])
+
+
+def iterations(nbytes, scale):
+    if nbytes <= 64 << 10:
+        n = 200
+    elif nbytes <= 1 << 20:
+        n = 50
+    elif nbytes <= 16 << 20:
+        n = 10
+    else:
+        n = 4
+    return max(1, int(n * scale))
+
+
+def time_allreduce(buf, group, iters, gloo):
+    dist.all_reduce(buf, group=group)  # warm: connections, pages, caches
+    dist.barrier(group=gloo)
+    start = time.perf_counter()
+    for _ in range(iters):
+        dist.all_reduce(buf, group=group)
+    return slowest((time.perf_counter() - start) / iters, gloo)
+
+
+def check_allreduce(buf, group, rank, nranks):
+    buf.fill_(rank + 1)
+    dist.all_reduce(buf, group=group)
+    return bool((buf == nranks * (nranks + 1) // 2).all())
+
+
+def load_c_bench(paths):
+    """size -> the fastest in-place time (us) of `strata bench -J` reports, the same best-round
+    rule as the backends' rows."""
+    best = {}
+    for path in paths or []:
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            report = json.load(f)
+        for row in report.get("results", []):
+            size, us = int(row["size_bytes"]), float(row["in_place"]["time_us"])
+            best[size] = min(best.get(size, us), us)
+    return best
+
+
+def ddp_step_times(layers, steps, rounds, gloo, rank):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(*[torch.nn.Linear(4096, 4096) for _ in range(layers)])
+    params = sum(p.numel() for p in base.parameters())
+    models = {"strata": DDP(base), "gloo": DDP(base, process_group=gloo)}
+    del base
+    optimizers = {k: torch.optim.SGD(m.parameters(), lr=1e-6) for k, m in models.items()}
+    x = torch.randn(8, 4096, generator=torch.Generator().manual_seed(rank))
+    best = {k: float("inf") for k in models}
+
+    def step(name):
+        optimizers[name].zero_grad(set_to_none=False)
+        models[name](x).square().mean().backward()
+        optimizers[name].step()
+
+    for name in models:
+        step(name)  # warm: buckets, connections
+    for _ in range(rounds):
+        for name in models:
+            times = []
+            for _ in range(steps):
+                dist.barrier(group=gloo)
+                start = time.perf_counter()
+                step(name)
+                times.append(slowest(time.perf_counter() - start, gloo))
+            best[name] = min(best[name], statistics.median(times))
+    return params, best
+
+
+HEADER = ("#       size   iters   strata_us     gloo_us  gloo/strata  strata_GB/s  check"
+          "  C_bench_us  strata/C")
+
+
+def row_text(row, c_us):
+    text = "%12s  %6d  %10.1f  %10.1f  %10.2fx  %11.2f  %5s" % (
+        size_text(row["size_bytes"]), row["iters"], row["strata_us"], row["gloo_us"],
+        row["gloo_over_strata"], row["strata_algbw_gbps"], "OK" if row["correct"] else "WRONG")
+    if c_us:
+        text += "  %10.1f  %7.2fx" % (c_us, row["strata_us"] / c_us)
+    return text
+
+
+def ddp_text(ddp):
+    return ("# DDP step, %.1fM parameters (%d x Linear(4096, 4096)), batch 8, median of %d steps, "
+            "best of %d rounds:\n#   strata %.3f s   gloo %.3f s   gloo/strata %.2fx" % (
+                ddp["parameters"] / 1e6, ddp["layers"], ddp["steps"], ddp["rounds"],
+                ddp["strata_step_s"], ddp["gloo_step_s"], ddp["gloo_over_strata"]))
+
+
+def report(path, c_bench_paths):
+    """A saved run's tables, the C bench beside them, and at 2 ranks the issue's targets."""
+    with open(path) as f:
+        run = json.load(f)
+    c_bench = load_c_bench(c_bench_paths)
+    rows, nranks = run["allreduce"], run["nranks"]
+    print("== torch.distributed all_reduce, %d ranks: \"strata\" against \"gloo\" ==" % nranks)
+    print(HEADER)
+    for row in rows:
+        print(row_text(row, c_bench.get(row["size_bytes"])))
+    if run.get("ddp"):
+        print(ddp_text(run["ddp"]))
+    print("# load average at the end: %s" % run.get("loadavg", "?"))
+    if nranks != 2:
+        return 0 if run["correct"] else 1
+
+    def verdict(name, good, figure):
+        print("%-58s %-34s %s" % (name, figure, "PASS" if good else "FAIL"))
+
+    print("== torch targets (2 ranks) ==")
+    big = [r for r in rows if r["size_bytes"] >= 1 << 20]
+    if big:
+        low = min(big, key=lambda r: r["gloo_over_strata"])
+        verdict("all_reduce >= 2x gloo from 1 MiB", low["gloo_over_strata"] >= 2.0,
+                "min %.2fx (at %s)" % (low["gloo_over_strata"], size_text(low["size_bytes"])))
+    pairs = [(r, c_bench[r["size_bytes"]]) for r in rows
+             if r["size_bytes"] >= 16 << 20 and r["size_bytes"] in c_bench]
+    if pairs:
+        worst, c_us = max(pairs, key=lambda p: p[0]["strata_us"] / p[1])
+        ratio = worst["strata_us"] / c_us
+        verdict("all_reduce within 10% of strata's C bench from 16 MiB", ratio <= 1.10,
+                "max %.2fx its time (at %s)" % (ratio, size_text(worst["size_bytes"])))
+    else:
+        verdict("all_reduce within 10% of strata's C bench from 16 MiB", False, "no data")
+    if run.get("ddp"):
+        verdict("DDP step faster than on gloo", run["ddp"]["gloo_over_strata"] > 1.0,
+                "gloo/strata %.2fx" % run["ddp"]["gloo_over_strata"])
+    verdict("every result checked", run["correct"], "")
+    return 0 if run["correct"] else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-b", default="1K")
+    ap.add_argument("-e", default="256M")
+    ap.add_argument("-f", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=2, help="alternations per size (default 2)")
+    ap.add_argument("--iters-scale", type=float, default=1.0)
+    ap.add_argument("--c-bench", action="append", metavar="JSON",
+                    help="a `strata bench allreduce -J` report at this rank count (repeatable)")
+    ap.add_argument("--ddp-layers", type=int, default=3, help="0: no DDP step")
+    ap.add_argument("--ddp-steps", type=int, default=5)
+    ap.add_argument("-J", default=None)
+    ap.add_argument("--report", metavar="JSON", help="print a saved run (-J) and stop")
+    args = ap.parse_args()
+    if args.report:
+        return report(args.report, args.c_bench)
+    import strata.torch  # noqa: F401  (registers the backend)
+    min_bytes, max_bytes = parse_size(args.b), parse_size(args.e)
+    torch.set_num_threads(1)
+    dist.init_process_group("strata", timeout=datetime.timedelta(seconds=300))
+    rank, nranks = dist.get_rank(), dist.get_world_size()
+    gloo = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=300))
+    groups = {"strata": None, "gloo": gloo}
+    buf = torch.zeros(max_bytes // 4, dtype=torch.float32)
+    if rank == 0:
+        print("# torch %s all_reduce float32 sum in place, %d ranks: backend \"strata\" against "
+              "\"gloo\" (best of %d alternating rounds)" % (torch.__version__, nranks, args.rounds))
+        print(HEADER, flush=True)
+    rows, ok = [], True
+    nbytes = min_bytes
+    while nbytes <= max_bytes:
+        view = buf[: nbytes // 4]
+        iters = iterations(nbytes, args.iters_scale)
+        best = {k: float("inf") for k in groups}
+        for _ in range(args.rounds):
+            for name, group in groups.items():
+                view.zero_()
+                best[name] = min(best[name], time_allreduce(view, group, iters, gloo))
+        good = all(check_allreduce(view, g, rank, nranks) for g in groups.values())
+        ok = ok and good
+        row = {"size_bytes": nbytes, "iters": iters, "strata_us": best["strata"] * 1e6,
+               "gloo_us": best["gloo"] * 1e6, "gloo_over_strata": best["gloo"] / best["strata"],
+               "strata_algbw_gbps": nbytes / best["strata"] / 1e9, "correct": good}
+        rows.append(row)
+        if rank == 0:
+            print(row_text(row, None), flush=True)
+        nbytes *= args.f
+    del buf, view
+    ddp = None
+    if args.ddp_layers > 0:
+        params, best = ddp_step_times(args.ddp_layers, args.ddp_steps, args.rounds, gloo, rank)
+        ddp = {"parameters": params, "strata_step_s": best["strata"], "gloo_step_s": best["gloo"],
+               "gloo_over_strata": best["gloo"] / best["strata"]}
+        ddp.update(layers=args.ddp_layers, steps=args.ddp_steps, rounds=args.rounds)
+        if rank == 0:
+            print(ddp_text(ddp), flush=True)
+    if rank == 0:
+        loadavg = open("/proc/loadavg").read().strip()
+        print("# load average at the end: %s" % loadavg, flush=True)
+        if args.J:
+            with open(args.J, "w") as out:
+                json.dump({"tool": "torch_allreduce", "torch": torch.__version__,
+                           "nranks": nranks, "allreduce": rows, "ddp": ddp, "correct": ok,
+                           "loadavg": loadavg}, out, indent=1)
+    dist.barrier(group=gloo)
+    dist.destroy_process_group()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
