@@ -7,8 +7,8 @@
 # `strata bench`), the measured ratio and the α-β model's ratio, then one line
 # "hier_ratio measured=X predicted=Y" for scripts.
 #
-# The model (the α-β costs of FACTS.md "Collective cost", as in src/model/cost.c), n = BYTES,
-# B = WAN rate, α = one-way delay, intra-site links taken as free:
+# The model (the textbook α-β costs of Thakur, Rabenseifner & Gropp, IJHPCA 2005, as in
+# src/model/cost.c), n = BYTES, B = WAN rate, α = one-way delay, intra-site links taken as free:
 #   flat ring, p = 4, ring 0→1→2→3→0: two hops cross the WAN, one per direction; every rank sends
 #     2(p-1)/p·n = 1.5n over its outgoing link, so T_flat = 1.5n/B + 2(p-1)α;
 #   hier: reduce-scatter inside sites, then ranks (0,2) and (1,3) allreduce n/2 each across the

@@ -20,10 +20,10 @@
 # The bound. A 2-rank allreduce of N bytes (ring = reduce-scatter + all-gather; any algorithm
 # must move at least this much) has each rank send N bytes over its one outgoing direction, so
 # t_min = N / R with R = 1 Gb/s = 125 MB/s: 256 MiB -> 2.147 s. % of bound = t_min / t (= busbw /
-# 125 MB/s, busbw = N/t·2(n-1)/n, nccl-tests' factor, FACTS.md). R counts IP bytes; TCP with
-# timestamps carries 1448 of every 1500, so 96.5% is the ceiling of any TCP program. The
-# practical ceiling of the machine running it is printed too: iperf3 --bidir -P 8 over the same
-# link (the emulator shares the CPU with the ranks).
+# 125 MB/s, busbw = N/t·2(n-1)/n, the factor of nccl-tests doc/PERFORMANCE.md). R counts IP
+# bytes; TCP with timestamps carries 1448 of every 1500, so 96.5% is the ceiling of any TCP
+# program. The practical ceiling of the machine running it is printed too: iperf3 --bidir -P 8
+# over the same link (the emulator shares the CPU with the ranks).
 #
 # The runs per condition: strata (no knobs), strata with each entry of $WAN_STRATA_VARIANTS;
 # Gloo (bench/gloo_allreduce.py, torch.distributed "gloo", GLOO_SOCKET_IFNAME=netem0); OpenMPI

@@ -79,7 +79,7 @@ static void compare(const strata_fabric *f, const pair *c, double bytes, const c
 }
 
 /* A second opinion on the simulator itself: a ring allreduce on p ranks with γ = 0 and one
- * round is exactly 2(p−1)(α + n/p·β) (FACTS.md, collective cost). */
+ * round is exactly 2(p−1)(α + n/p·β) (Thakur, Rabenseifner & Gropp, IJHPCA 2005). */
 static void test_textbook_ring(void) {
   strata_fabric f;
   strata_fabric_flat(&f, 4, 7, 2, 0);

@@ -13,8 +13,8 @@
 #include "net/tcp_tune.h"
 
 /* The WAN rate assumed when STRATA_TCP_LINK_GBPS is not given: what tenants measure between
- * cloud regions (Oregon-Virginia 0.79, Virginia-Ohio 1.12 Gbit/s, FACTS.md, DS3Lab/DT-FM). Too
- * low a guess costs loss resilience, too high one pipeline fill time. */
+ * cloud regions (Oregon-Virginia 0.79, Virginia-Ohio 1.12 Gbit/s, DS3Lab/DT-FM scheduler config).
+ * Too low a guess costs loss resilience, too high one pipeline fill time. */
 static const double CHUNK_WAN_DEFAULT_GBPS = 1.0;
 static const uint64_t CHUNK_WAN_MAX_BYTES = 16u << 20;
 /* LAN chunks sized from a given link rate: whole multiples of 64 KiB, at most 4 MiB. */

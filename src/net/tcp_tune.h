@@ -30,7 +30,8 @@ void strata_tcp_tune_established(const strata_config *cfg, int fd, int rank, int
 size_t strata_tcp_tune_want_bytes(double link_gbps, unsigned rtt_us, int streams);
 
 /* A connection whose handshake RTT is at least this is a WAN connection (a LAN or loopback RTT is
- * tens of microseconds; a metro link ~1 ms per 100 km of fiber, FACTS.md). */
+ * tens of microseconds; a metro link ~1 ms per 100 km of fiber, NetApp MetroCluster ISL
+ * docs). */
 #define STRATA_TCP_WAN_RTT_US 1000u
 
 /* TCP_NOTSENT_LOWAT for a connection of this RTT: 256 KiB on a WAN (rtt_us >= 1000), 0 = not

@@ -174,7 +174,7 @@ static void lint_link_reach(lint_ctx *c, const strata_topo_link *k, double km) {
 }
 
 /* Headroom one lossless port of the site's switches can give, from its buffer (default
- * Trident4 64 MB over 32 ports: FACTS.md). */
+ * Trident4 64 MB, a figure from secondary sources, over 32 ports). */
 static void lint_roce_headroom(lint_ctx *c, const strata_topo_link *k, double km) {
   if (k->extension.kind != STRATA_EXT_ROCE_AGGREGATION || km < 0) return;
   const strata_topo *t = c->plan->topo;

@@ -17,7 +17,7 @@
  *  - site grouping: ranks of one site contiguous (sites from labels, else by clustering the
  *    latencies), each site's block ordered by the ring solver, blocks ordered and oriented to
  *    make the inter-site hops cheap, then 2-opt/Or-opt that keeps the blocks contiguous.
- *  - pipeline placement after Yuan et al. (arXiv 2206.01288; FACTS.md "geo placement"): assign
+ *  - pipeline placement after Yuan et al. (arXiv 2206.01288; DS3Lab/DT-FM): assign
  *    slots to (stage, replica) positions to minimize  max_s DP_s + max_d PP_d  where DP_s is the
  *    ring allreduce of stage s's parameters among its replicas (in replica order) and PP_d the
  *    activation + gradient transfers between consecutive stages of replica d, per step. Both
@@ -36,7 +36,8 @@
 #define STRATA_PLACE_EXACT_MAX_RANKS 12 /* strata_place_ring() is exact up to here */
 #define STRATA_PLACE_EXACT_LIMIT 16     /* strata_place_ring_exact() refuses more */
 /* Latency clustering never separates sites closer than this one-way latency: 50 µs is ~10 km of
- * fiber at 4.9 µs/km (FACTS.md, layer 3), well above the jitter of ranks sharing a host. */
+ * fiber at 4.9 µs/km (NetApp MetroCluster ISL docs), well above the jitter of ranks sharing
+ * a host. */
 #define STRATA_PLACE_SITE_MIN_LATENCY_US 50.0
 
 /* w[i*n+j] = max(send_us(i,j,bytes), send_us(j,i,bytes)), 0 on the diagonal. `w` holds n*n. */
@@ -71,11 +72,11 @@ int strata_place_ring(int n, const double *w, uint64_t seed, int *seq);
 void strata_place_launch_order(int n, const int *seq, int *order);
 
 /* Predicted ring allreduce time (µs) of `bytes` in ring order seq: 2(n-1) steps, each as slow
- * as the slowest hop moving one chunk of bytes/n (FACTS.md "Collective cost", ring allreduce,
- * with β of the worst link since every step waits for it). Site links are shared: a hop from
- * site A to site B gets the pair's measured bandwidth divided by the number of ring hops
- * crossing between A and B (the larger direction); sites as strata_place_sites() finds them.
- * 0 for n == 1, negative when out of memory. */
+ * as the slowest hop moving one chunk of bytes/n (the α-β ring allreduce of Thakur, Rabenseifner
+ * & Gropp, IJHPCA 2005, with β of the worst link since every step waits for it). Site links are
+ * shared: a hop from site A to site B gets the pair's measured bandwidth divided by the number of
+ * ring hops crossing between A and B (the larger direction); sites as strata_place_sites() finds
+ * them. 0 for n == 1, negative when out of memory. */
 double strata_place_ring_allreduce_us(const strata_link_matrix *m, const int *seq, double bytes);
 /* Mean of the above over `samples` uniformly random orders (seeded). */
 double strata_place_random_allreduce_us(const strata_link_matrix *m, double bytes, int samples,

@@ -298,7 +298,8 @@ static void site_levels(const strata_topo *t, int g, double site_ranks, strata_f
   l0->alpha_us = strata_tech_get(spec->intra == STRATA_INTRA_NVLINK ? nvlink_tech(spec->nvlink)
                                                                     : pcie_tech(spec->pcie))
                      ->latency_us;
-  /* no peer-to-peer: GPUs talk through host memory (FACTS: ~37 GB/s on a no-P2P H100 path) */
+  /* no peer-to-peer: GPUs talk through host memory (~37 GB/s on a no-P2P H100 path,
+   * NVIDIA/nccl#1264) */
   l0->per_rank_gbps = intra > 0 ? intra : 37.0 / 2;
   l0->innet = nvls;
   l0->innet_efficiency =

@@ -38,7 +38,7 @@ typedef struct strata_workload {
   double params;                           /* model parameters */
   strata_dtype dtype;                      /* of gradients and weights */
   double step_ms;                          /* compute time of one training step */
-  int inner_steps;                         /* DiLoCo H (FACTS: 500 in arXiv 2311.08105) */
+  int inner_steps;                         /* DiLoCo H (500 in arXiv 2311.08105) */
   double wire_bits;                        /* bits per parameter of the outer (cross-site) sync */
   int fragments;                           /* streaming DiLoCo fragments; 1 = plain DiLoCo */
   int wan_streams;                         /* TCP connections per peer across the WAN */

@@ -3,7 +3,7 @@
  * so every preset is also a parser test (tests/test_topo_parse.c loads each one).
  *
  * The node presets (dgx-a100, dgx-h100, hgx-b200, gb200-nvl72) double as node templates:
- * `nodes: {count: 12500, template: dgx-h100}`. Numbers in comments cite ../shared/FACTS.md. A
+ * `nodes: {count: 12500, template: dgx-h100}`. Each number in a comment names its source. A
  * preset must stay valid and lint-clean; change one only together with the tests that read it.
  */
 #include <string.h>
@@ -18,7 +18,7 @@ typedef struct preset {
 
 static const char yaml_dgx_a100[] =
     "# One NVIDIA DGX A100: 8 A100 80GB joined by NVLink3 through NVSwitch (600 GB/s per GPU,\n"
-    "# FACTS.md layer 1), 8 HDR InfiniBand ports for the compute fabric, 2 Ethernet ports for "
+    "# NVIDIA NVLink page), 8 HDR InfiniBand ports for the compute fabric, 2 Ethernet ports for "
     "storage.\n"
     "name: dgx-a100\n"
     "description: one DGX A100 - 8x A100 80GB, NVLink3 + NVSwitch, 8x HDR InfiniBand\n"
@@ -36,8 +36,8 @@ static const char yaml_dgx_a100[] =
     "        - {kind: ethernet, role: storage, count: 2, gbps: 200}\n";
 
 static const char yaml_dgx_h100[] =
-    "# One NVIDIA DGX H100: 8 H100 80GB on NVLink4 through NVSwitch (900 GB/s per GPU, FACTS.md\n"
-    "# layer 1), 8 NDR InfiniBand ports (ConnectX-7, 400 Gb/s each), 2 storage ports.\n"
+    "# One NVIDIA DGX H100: 8 H100 80GB on NVLink4 through NVSwitch (900 GB/s per GPU,\n"
+    "# NVIDIA/nccl#1442), 8 NDR InfiniBand ports (ConnectX-7, 400 Gb/s each), 2 storage ports.\n"
     "name: dgx-h100\n"
     "description: one DGX H100 - 8x H100 80GB, NVLink4 + NVSwitch, 8x NDR InfiniBand\n"
     "sites:\n"
@@ -54,9 +54,8 @@ static const char yaml_dgx_h100[] =
     "        - {kind: ethernet, role: storage, count: 2, gbps: 400}\n";
 
 static const char yaml_hgx_b200[] =
-    "# One HGX B200 server: 8 B200 on NVLink5 through NVSwitch (1.8 TB/s per GPU, FACTS.md layer "
-    "1),\n"
-    "# 8 NDR InfiniBand ports.\n"
+    "# One HGX B200 server: 8 B200 on NVLink5 through NVSwitch (1.8 TB/s per GPU,\n"
+    "# NVIDIA GPU Operator docs, dra-cds), 8 NDR InfiniBand ports.\n"
     "name: hgx-b200\n"
     "description: one HGX B200 - 8x B200, NVLink5 + NVSwitch, 8x NDR InfiniBand\n"
     "sites:\n"
@@ -74,7 +73,7 @@ static const char yaml_hgx_b200[] =
 
 static const char yaml_gb200_nvl72[] =
     "# One GB200 NVL72 rack: 18 compute trays of 4 Blackwell GPUs, all 72 in one NVLink5 NVSwitch\n"
-    "# domain (FACTS.md layer 1: \"72 (NVL72)\"); each tray has 4 NDR InfiniBand ports for "
+    "# domain (72 GPUs per NVL72, NVIDIA docs); each tray has 4 NDR InfiniBand ports for "
     "scale-out.\n"
     "name: gb200-nvl72\n"
     "description: one GB200 NVL72 rack - 18 trays x 4 GPUs in one 72-GPU NVLink5 domain\n"
@@ -110,7 +109,7 @@ static const char yaml_ib_cluster[] =
 static const char yaml_roce_cluster[] =
     "# 64 HGX H100 servers (512 GPUs) on a lossless RoCEv2 fabric: 8x 400G RoCE NICs per server, "
     "PFC\n"
-    "# on the RDMA priority and ECN for DCQCN (FACTS.md layer 2), 64 MB-buffer switches "
+    "# on the RDMA priority and ECN for DCQCN (Cumulus Linux RoCE docs), 64 MB-buffer switches "
     "(Trident4).\n"
     "name: roce-cluster\n"
     "description: 64x HGX H100 (512 GPUs) on a lossless 400G RoCEv2 fabric (PFC + ECN)\n"
@@ -129,7 +128,7 @@ static const char yaml_roce_cluster[] =
 static const char yaml_campus_2_buildings[] =
     "# Two buildings of one campus, 2 km apart on owned dark fiber, their InfiniBand fabrics "
     "joined into\n"
-    "# one by MetroX (reach 40 km, FACTS.md layer 3) so per-step collectives may cross.\n"
+    "# one by MetroX (MetroX-3 reach 40 km, per trade press) so per-step collectives may cross.\n"
     "name: campus-2-buildings\n"
     "description: two buildings 2 km apart, 16x DGX H100 each, one InfiniBand fabric via MetroX\n"
     "sites:\n"
@@ -149,9 +148,9 @@ static const char yaml_campus_2_buildings[] =
     "    overlay: none\n";
 
 static const char yaml_metro_2_sites[] =
-    "# Two datacenters of one metro, 30 km of dark fiber lit with 400ZR (reach ~120 km), "
-    "InfiniBand\n"
-    "# extended across by MetroX (reach 40 km) - FACTS.md layer 3.\n"
+    "# Two datacenters of one metro, 30 km of dark fiber lit with 400ZR (reach ~120 km per\n"
+    "# Juniper's coherent-optics docs), InfiniBand extended across by MetroX (MetroX-3 reach\n"
+    "# 40 km per trade press).\n"
     "name: metro-2-sites\n"
     "description: two datacenters 30 km apart, 32x DGX H100 each, DWDM 400ZR + MetroX\n"
     "sites:\n"
@@ -172,11 +171,9 @@ static const char yaml_metro_2_sites[] =
     "    overlay: none\n";
 
 static const char yaml_regions_2[] =
-    "# Two regions 800 km apart on a leased DWDM wave with OpenZR+ optics (~450-1000+ km, "
-    "FACTS.md\n"
-    "# layer 3). Too far for fabric extension: the link is routed IP on owned capacity, no "
-    "overlay\n"
-    "# needed since the path is private end to end.\n"
+    "# Two regions 800 km apart on a leased DWDM wave with OpenZR+ optics (~450-1000+ km per\n"
+    "# Juniper's docs). Too far for fabric extension: the link is routed IP on owned capacity,\n"
+    "# no overlay needed since the path is private end to end.\n"
     "name: regions-2\n"
     "description: two regions 800 km apart, 64x DGX H100 each, DWDM OpenZR+, routed IP (no "
     "extension)\n"
@@ -201,9 +198,10 @@ static const char yaml_regions_2[] =
 static const char yaml_multicloud_wireguard[] =
     "# Three clouds joined by WireGuard over the public internet (nobody owns the path end to "
     "end).\n"
-    "# RTT and single-flow bandwidth are the DS3Lab/DT-FM measured AWS region pairs in FACTS.md\n"
-    "# (Virginia-Ohio 11 ms / 1.12 Gb/s, Oregon-Virginia 67 ms / 0.79 Gb/s); the third pair is an\n"
-    "# estimate between them. MTU 1420 = 1500 - 80 B WireGuard over IPv6 (FACTS.md).\n"
+    "# RTT and single-flow bandwidth are the measured AWS region pairs of the DS3Lab/DT-FM\n"
+    "# scheduler config (Virginia-Ohio 11 ms / 1.12 Gb/s, Oregon-Virginia 67 ms / 0.79 Gb/s); the\n"
+    "# third pair is an estimate between them. MTU 1420 = 1500 - 80 B WireGuard over IPv6\n"
+    "# (Donenfeld, WireGuard mailing list, 2017).\n"
     "name: multicloud-wireguard\n"
     "description: three clouds (AWS, GCP, Azure) joined by WireGuard over the internet\n"
     "sites:\n"

@@ -6,8 +6,9 @@
  * mark so a file's reader still gets file:line:col.
  *
  * The GPU catalog here is descriptive only — which NVLink generation and NVSwitch domain a model
- * ships with (FACTS.md, "Layer 1": NVLink3 A100, NVLink4 H100/H200, NVLink5 B200/GB200, NVLink6
- * Rubin; domain 8 on HGX, 72 on NVL72). Bandwidths belong to src/model and must never appear here.
+ * ships with (NVIDIA's NVLink page and docs: NVLink3 A100, NVLink4 H100/H200, NVLink5 B200/GB200,
+ * domain 8 on HGX, 72 on NVL72; NVLink6 Rubin from secondary sources only). Bandwidths belong to
+ * src/model and must never appear here.
  */
 #include <errno.h>
 #include <math.h>
@@ -199,7 +200,7 @@ int strata_fabric_kind_parse(const char *s, strata_fabric_kind *out) {
   return status;
 }
 
-/* ---- the GPU catalog (descriptive; FACTS.md "Layer 1") ---- */
+/* ---- the GPU catalog (descriptive; sources in the comment at the top of this file) ---- */
 
 void strata_topo_gpu_defaults(strata_gpu_model gpu, strata_topo_node_spec *spec) {
   static const struct {
