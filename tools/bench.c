@@ -10,8 +10,8 @@
  * all_gather_perf, ...; tools/main.c), the command is that test. A script written for nccl-tests
  * runs unchanged. --predict adds the cost model's busbw beside the measured one.
  *
- * What the numbers mean (as nccl-tests, src/common.cu and src/<coll>.cu; FACTS.md "Collective
- * cost"):
+ * What the numbers mean (as nccl-tests, src/common.cu, src/<coll>.cu and
+ * doc/PERFORMANCE.md):
  *   size   bytes of the larger of the send and receive buffers (the total across ranks for
  *          allgather, reduce_scatter, alltoall, gather, scatter);
  *   count  elements passed to the call (per rank for those five);

@@ -25,8 +25,8 @@
 
 /* Below this message size the allreduce builder uses recursive doubling (lg p messages of the
  * whole vector) rather than halving-doubling (2 lg p messages of shrinking halves): they cost
- * lg p (α + nβ) vs 2 lg p α + 2nβ(p-1)/p, equal near n ≈ α/β ≈ 32 KB on 10 GbE TCP (FACTS.md,
- * collective cost table). */
+ * lg p (α + nβ) vs 2 lg p α + 2nβ(p-1)/p, equal near n ≈ α/β ≈ 32 KB on 10 GbE TCP (Thakur,
+ * Rabenseifner and Gropp, IJHPCA 2005). */
 #define STRATA_RHD_DOUBLING_MAX_BYTES ((uint64_t)32 << 10)
 
 static int largest_pow2_at_most(int n) {

@@ -11,9 +11,9 @@
  *    connected pattern, so that a peer calling another collective is always noticed.
  * This file never allocates anything but the step and dependency arrays and never touches data.
  *
- * AUTO choice (strata_schedule_choose). Costs are the α-β(-γ) formulas of FACTS.md ("Collective
- * cost"); α ≈ 25 us for TCP and a few us for shm, β ≈ 1/1.25 GB/s on 10 GbE. Thresholds below
- * are where those formulas cross for α/β in that range; each constant says why.
+ * AUTO choice (strata_schedule_choose). Costs are the α-β(-γ) formulas of Thakur, Rabenseifner and
+ * Gropp (IJHPCA 2005); α ≈ 25 us for TCP and a few us for shm, β ≈ 1/1.25 GB/s on 10 GbE.
+ * Thresholds below are where those formulas cross for α/β in that range; each constant says why.
  */
 #include <stdlib.h>
 #include <string.h>

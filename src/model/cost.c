@@ -9,7 +9,9 @@
  * of the group at once; binomial trees with one rank per group.
  *
  * Invariant: for a one-level fabric the sums below reduce exactly to the textbook formulas of
- * FACTS.md, which is what tests/test_model_cost.c checks and what the simulator must agree with.
+ * Thakur, Rabenseifner and Gropp ("Optimization of Collective Communication Operations in
+ * MPICH", IJHPCA 2005), which is what tests/test_model_cost.c checks and what the simulator must
+ * agree with.
  */
 #include "model/cost.h"
 

@@ -8,11 +8,10 @@
  * every rank crossing at once). Ranks are numbered innermost-first: rank = site·(nodes·g) +
  * node·g + local. γ is the cost of reducing one byte (`reduce_gbps`).
  *
- * Costs are the textbook forms (FACTS.md "Collective cost"), evaluated step by step so that a
- * step between partners in different nodes pays that level's α and bandwidth:
- *   ring allreduce   2(p−1)α + 2(p−1)/p·nβ + (p−1)/p·nγ
- *   Rabenseifner     2·lg p·α + 2(p−1)/p·nβ + (p−1)/p·nγ
- *   binomial tree    reduce then broadcast, lg p·(α + nβ) each (+ nγ per reduce step)
+ * Costs are the textbook forms (Thakur, Rabenseifner and Gropp, IJHPCA 2005), evaluated step by
+ * step so that a step between partners in different nodes pays that level's α and bandwidth: ring
+ * allreduce   2(p−1)α + 2(p−1)/p·nβ + (p−1)/p·nγ Rabenseifner     2·lg p·α + 2(p−1)/p·nβ +
+ * (p−1)/p·nγ binomial tree    reduce then broadcast, lg p·(α + nβ) each (+ nγ per reduce step)
  *   hierarchical     ring reduce-scatter up the levels, ring allgather down
  *   in-network       NVLS / SHARP: each rank sends n and receives n once; the switch reduces
  * Sizes follow nccl-tests: `bytes` is the allreduce/broadcast buffer, the total output of

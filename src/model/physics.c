@@ -1,7 +1,7 @@
 /*
- * physics.c — the numbers behind every link kind. Each constant names its source (the tables of
- * /work/shared/FACTS.md); "derived" means arithmetic on sourced numbers, "assumed" means no
- * source pinned it down and the planner treats it as a soft default a topology may override.
+ * physics.c — the numbers behind every link kind. Each constant names its public source; "derived"
+ * means arithmetic on sourced numbers, "assumed" means no source pinned it down and the planner
+ * treats it as a soft default a topology may override.
  */
 #include "model/physics.h"
 
@@ -18,7 +18,7 @@
 #define NCCL_LAT_PCI_US 5.7
 #define NCCL_LAT_NET_US 14.0
 /* Achieved fraction of an InfiniBand / RoCE port for large transfers: assumed 0.92 (NCCL's LL128
- * cap, NVIDIA/nccl tuning.cc, used as a stand-in; nothing in FACTS pins a measured figure). */
+ * cap, NVIDIA/nccl tuning.cc, used as a stand-in; no published measurement pins it). */
 #define NET_EFFICIENCY 0.92
 
 static const strata_tech_info tech_table[STRATA_TECH_COUNT] = {

@@ -1,8 +1,7 @@
 /*
  * physics.h — what each kind of link can physically do: bandwidth, latency, reach, and the
  * derived limits the planner lints against (PFC headroom, the longest lossless RoCE span, the
- * WireGuard MTU). Every constant comes from /work/shared/FACTS.md and names its source in
- * physics.c.
+ * WireGuard MTU). Every constant names its public source in physics.c.
  *
  * Units: bandwidth in GB/s (1e9 bytes per second, one direction) unless a name says gbit;
  * latency in microseconds; distance in kilometres; sizes in bytes.
