@@ -12,7 +12,10 @@ on the slowest rank (as nccl-tests and `strata bench` time), checked once for th
 torch-on-strata's time over strata's own C bench (in place) at that size: what the backend adds
 to the C library; at 2 ranks it ends with the targets of issue 26 as PASS/FAIL.
 DDP: one training step (zero_grad, forward, backward with DDP's bucketed allreduces, SGD) of a
---ddp-layers x Linear(4096, 4096) model (3 layers: 50.3M parameters), batch 8; the median step.
+--ddp-layers x Linear(4096, 4096) model (3 layers: 50.3M parameters, 201 MB of gradients) on a
+batch of --ddp-batch (8); the median of --ddp-steps steps, best of --ddp-rounds. On a loaded
+2-core machine the step is mostly backward's memory traffic, and its time varies by tens of
+percent between runs: compare the two backends within one run, and over several runs.
 Rank 0 prints the tables; -J FILE writes them as JSON.
 """
 import argparse
@@ -90,7 +93,7 @@ def load_c_bench(paths):
     return best
 
 
-def ddp_step_times(layers, steps, rounds, gloo, rank):
+def ddp_step_times(layers, batch, steps, rounds, gloo, rank):
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.manual_seed(0)
     base = torch.nn.Sequential(*[torch.nn.Linear(4096, 4096) for _ in range(layers)])
@@ -98,7 +101,7 @@ def ddp_step_times(layers, steps, rounds, gloo, rank):
     models = {"strata": DDP(base), "gloo": DDP(base, process_group=gloo)}
     del base
     optimizers = {k: torch.optim.SGD(m.parameters(), lr=1e-6) for k, m in models.items()}
-    x = torch.randn(8, 4096, generator=torch.Generator().manual_seed(rank))
+    x = torch.randn(batch, 4096, generator=torch.Generator().manual_seed(rank))
     best = {k: float("inf") for k in models}
 
     def step(name):
@@ -134,9 +137,9 @@ def row_text(row, c_us):
 
 
 def ddp_text(ddp):
-    return ("# DDP step, %.1fM parameters (%d x Linear(4096, 4096)), batch 8, median of %d steps, "
+    return ("# DDP step, %.1fM parameters (%d x Linear(4096, 4096)), batch %d, median of %d steps, "
             "best of %d rounds:\n#   strata %.3f s   gloo %.3f s   gloo/strata %.2fx" % (
-                ddp["parameters"] / 1e6, ddp["layers"], ddp["steps"], ddp["rounds"],
+                ddp["parameters"] / 1e6, ddp["layers"], ddp["batch"], ddp["steps"], ddp["rounds"],
                 ddp["strata_step_s"], ddp["gloo_step_s"], ddp["gloo_over_strata"]))
 
 
@@ -191,7 +194,9 @@ def main():
     ap.add_argument("--c-bench", action="append", metavar="JSON",
                     help="a `strata bench allreduce -J` report at this rank count (repeatable)")
     ap.add_argument("--ddp-layers", type=int, default=3, help="0: no DDP step")
+    ap.add_argument("--ddp-batch", type=int, default=8)
     ap.add_argument("--ddp-steps", type=int, default=5)
+    ap.add_argument("--ddp-rounds", type=int, default=3)
     ap.add_argument("-J", default=None)
     ap.add_argument("--report", metavar="JSON", help="print a saved run (-J) and stop")
     args = ap.parse_args()
@@ -231,10 +236,12 @@ def main():
     del buf, view
     ddp = None
     if args.ddp_layers > 0:
-        params, best = ddp_step_times(args.ddp_layers, args.ddp_steps, args.rounds, gloo, rank)
+        params, best = ddp_step_times(args.ddp_layers, args.ddp_batch, args.ddp_steps,
+                                      args.ddp_rounds, gloo, rank)
         ddp = {"parameters": params, "strata_step_s": best["strata"], "gloo_step_s": best["gloo"],
                "gloo_over_strata": best["gloo"] / best["strata"]}
-        ddp.update(layers=args.ddp_layers, steps=args.ddp_steps, rounds=args.rounds)
+        ddp.update(layers=args.ddp_layers, batch=args.ddp_batch, steps=args.ddp_steps,
+                   rounds=args.ddp_rounds)
         if rank == 0:
             print(ddp_text(ddp), flush=True)
     if rank == 0:
