@@ -14,9 +14,9 @@
 #                                                     (bench/wan_compress.sh)
 #   5. `strata probe` recovers configured RTT (10%) and rate (15%)  (tests/test_probe_netem.sh)
 #   6. `strata place`: placed ring against identity and random orders, margin measured against
-#      the model's                                     (tests/test_probe_place_netem.sh)
-# WAN_ALL_SKIP="2 3" skips parts. Takes 15-25 minutes on the 2-core build box; the emulator shares
-# the CPU with the ranks, so run it on a quiet machine.
+#      the model's                                     (bench/place_netem.sh)
+# WAN_ALL_SKIP="2 3" skips parts. Takes tens of minutes; the emulator shares the CPU with the
+# ranks, so run it on a quiet machine.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -62,7 +62,7 @@ part 4 "compression on the wire" compress.log "$here/wan_compress.sh" "$build"
 cmp_log=$PART_LOG
 part 5 "probe accuracy" probe.log "$root/tests/test_probe_netem.sh" "$build"
 probe_log=$PART_LOG
-part 6 "placement" place.log "$root/tests/test_probe_place_netem.sh" "$build"
+part 6 "placement" place.log "$root/bench/place_netem.sh" "$build"
 place_log=$PART_LOG
 
 {

@@ -4,8 +4,8 @@
 # sendrecv included) and the nccl-tests table shape; run through the all_reduce_perf link it is
 # nccl-tests' all_reduce_perf (its start and end lines); -J writes nccl-tests' JSON keys and never
 # overwrites; a size that cannot fit in memory and an unwritable -J path are refused before the
-# run; the same program runs unchanged under mpirun and torchrun. Every run has a bounded
-# timeout; nothing leaves loopback.
+# run (under mpirun and torchrun: test_bench_mpirun.sh, test_bench_torchrun.sh). Every run has a
+# bounded timeout; nothing leaves loopback.
 set -uo pipefail
 
 build=${1:?usage: test_bench_cli.sh BUILD_DIR}
@@ -55,22 +55,7 @@ grep -q -- "--minbytes" "$tmp/help" || fail "strata bench --help does not descri
 
 # ---- table checks ----
 # check_table FILE NAME ROWS: the nccl-tests shape, ROWS rows, every checked #wrong 0.
-check_table() {
-  local file=$1 name=$2 rows=$3
-  grep -q '^#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong$' "$file" ||
-    fail "$name: no nccl-tests column header"
-  grep -q '^#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)' "$file" ||
-    fail "$name: no units line"
-  grep -q '^#  Rank  0 Group  0 Pid .* on .* device  0 \[cpu\]' "$file" || fail "$name: no rank line"
-  grep -q '^# Out of bounds values : 0 OK$' "$file" || fail "$name: no '# Out of bounds values : 0 OK'"
-  grep -Eq '^# Avg bus bandwidth    : [0-9.e+-]+ ?$' "$file" || fail "$name: no Avg bus bandwidth line"
-  local got
-  got=$(awk '!/^#/ && NF == 13' "$file" | wc -l)
-  [ "$got" = "$rows" ] || fail "$name: $got rows, want $rows"
-  local bad
-  bad=$(awk '!/^#/ && NF == 13 && ($9 != "0" || ($13 != "0" && $13 != "N/A"))' "$file")
-  [ -z "$bad" ] || fail "$name: rows with #wrong != 0: $bad"
-}
+. "$(dirname "$0")/helpers/bench_table.sh"
 
 # run_bench NAME NRANKS ROWS ARGS...: strata launch -n NRANKS -- strata bench ARGS.
 run_bench() {
@@ -202,43 +187,6 @@ timeout 120 "$strata" launch -n 2 -- "$strata" bench allgather -b 8 -e 8 -n 1 -w
   -J "$tmp/result.json" >"$tmp/json2.out" 2>"$tmp/json2.err" || fail "-J again: $(tail -3 "$tmp/json2.err")"
 cmp -s "$tmp/result.json" "$tmp/first.json" || fail "-J overwrote an existing file"
 [ -s "$tmp/result.json.0" ] || fail "-J with an existing file: no $tmp/result.json.0"
-
-# ---- the same program under mpirun ----
-if command -v mpirun >/dev/null; then
-  status=0
-  timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$strata" bench allreduce \
-    -b 8 -e 64K -f 4 -n 2 -w 1 >"$tmp/mpi.out" 2>"$tmp/mpi.err" || status=$?
-  if [ "$status" = 0 ]; then check_table "$tmp/mpi.out" mpirun 7
-  else fail "mpirun: exit $status: $(tail -3 "$tmp/mpi.err")"; fi
-else
-  echo "skip: mpirun not installed"
-fi
-
-# ---- and under torchrun (torch 1.13: --no_python, --master_port; our store is MASTER_PORT+1).
-# --redirects 2 --tee 2: torch 1.13's Std.from_str("0") returns None under Python 3.11 (IntFlag
-# no longer iterates the zero member), so the default "0" crashes the agent; 2 (stderr) parses
-# and leaves stdout, the table, untouched. ----
-if "$py" -c 'import torch.distributed.run' 2>/dev/null; then
-  port=$("$py" -c 'import socket
-for _ in range(50):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]
-    t = socket.socket()
-    try:
-        t.bind(("127.0.0.1", p + 1)); print(p); break
-    except OSError:
-        pass
-    finally:
-        s.close(); t.close()')
-  status=0
-  timeout 120 "$py" -m torch.distributed.run --nproc_per_node 2 --master_port "$port" \
-    --redirects 2 --tee 2 --no_python \
-    "$strata" bench allreduce -b 8 -e 64K -f 4 -n 2 -w 1 >"$tmp/torch.out" 2>"$tmp/torch.err" ||
-    status=$?
-  if [ "$status" = 0 ]; then check_table "$tmp/torch.out" torchrun 7
-  else fail "torchrun: exit $status: $(tail -3 "$tmp/torch.err")"; fi
-else
-  echo "skip: $py has no torch"
-fi
 
 if [ "$failures" != 0 ]; then
   echo "test_bench_cli: $failures failure(s)"

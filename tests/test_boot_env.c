@@ -8,16 +8,7 @@
 #include <string.h>
 
 #include "strata.h"
-
-static int failures;
-
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
+#include "helpers/check.h"
 
 static const char *const all_vars[] = {"SLURM_PROCID",
                                        "SLURM_NTASKS",

@@ -17,25 +17,7 @@
 
 #include "boot/store.h"
 #include "strata.h"
-
-static int failures;
-
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-#define CHECK_STATUS(expr, want)                                                         \
-  do {                                                                                   \
-    int got_ = (expr);                                                                   \
-    if (got_ != (want)) {                                                                \
-      fprintf(stderr, "%s:%d: %s returned %s, expected %s\n", __FILE__, __LINE__, #expr, \
-              strata_err_name(got_), strata_err_name(want));                             \
-      failures++;                                                                        \
-    }                                                                                    \
-  } while (0)
+#include "helpers/check.h"
 
 static double now_s(void) {
   struct timespec ts;

@@ -1,8 +1,8 @@
 /*
  * test_comm_chunk_agree.c — the ranks of a communicator cut every schedule by the same chunk,
  * whatever each proposed (sites.c). Ranks that disagree build different schedules and the first
- * collective longer than the smallest chunk fails with STRATA_ERR_MISMATCH (CI 2026-12-01: one
- * loaded rank measured a WAN round trip over loopback and chose another chunk).
+ * collective longer than the smallest chunk fails with STRATA_ERR_MISMATCH (a loaded rank can
+ * measure a WAN-like round trip over loopback and choose another chunk).
  *  - 4 ranks over TCP, each given another chunk (64, 192, 320, 128 KiB): every rank ends with
  *    320 KiB, and a ring allreduce of 1 MiB + 3 floats, cut into pieces by it, sums right;
  *  - 3 ranks over shm, rank 1 given 1 MiB and the others the default: every rank ends with the

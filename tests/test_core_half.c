@@ -16,19 +16,7 @@
 #include <string.h>
 
 #include "core/core.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                      \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      if (failures++ < 20) {                                  \
-        fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                         \
-        fputc('\n', stderr);                                  \
-      }                                                       \
-    }                                                         \
-  } while (0)
+#include "helpers/check.h"
 
 typedef struct narrow_format {
   const char *name;

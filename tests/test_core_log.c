@@ -10,19 +10,9 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "helpers/check.h"
 
 enum { THREADS = 4, LINES_PER_THREAD = 2000 };
-
-static int failures;
-
-#define CHECK(cond, ...)                                    \
-  do {                                                      \
-    if (!(cond) && failures++ < 20) {                       \
-      fprintf(stdout, "%s:%d: FAIL: ", __FILE__, __LINE__); \
-      fprintf(stdout, __VA_ARGS__);                         \
-      fputc('\n', stdout);                                  \
-    }                                                       \
-  } while (0)
 
 static void *log_thread(void *arg) {
   int id = (int)(intptr_t)arg;

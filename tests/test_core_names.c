@@ -7,18 +7,7 @@
 #include <string.h>
 
 #include "core/core.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                    \
-  do {                                                      \
-    if (!(cond)) {                                          \
-      failures++;                                           \
-      fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                         \
-      fputc('\n', stderr);                                  \
-    }                                                       \
-  } while (0)
+#include "helpers/check.h"
 
 static void check_statuses(void) {
   for (int a = STRATA_STATUS_MIN; a <= 0; a++) {

@@ -14,19 +14,7 @@
 #include <string.h>
 
 #include "core/core.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                      \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      if (failures++ < 20) {                                  \
-        fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                         \
-        fputc('\n', stderr);                                  \
-      }                                                       \
-    }                                                         \
-  } while (0)
+#include "helpers/check.h"
 
 enum { GUARD_ELEMENTS = 8, MAX_ELEMENT_BYTES = 8 };
 

@@ -1,7 +1,13 @@
 /* test_emu_forwarder.c — the forwarder loop (src/emu/forwarder.c) without root: each "TUN" is one
  * end of a SOCK_SEQPACKET socketpair (one packet per read, like a TUN fd), the test holds the
  * other ends. Checks delay and its precision, FIFO order, the rate limit's spacing, per-direction
- * loss, unroutable packets dropped, the stats file, and a clean stop on SIGTERM. */
+ * loss, unroutable packets dropped, the stats file, and a clean stop on SIGTERM.
+ *
+ * The timing checks hold on a loaded host: a stall of the machine holds the forwarder and the
+ * test alike, real-time class or not, and delays the packets in flight then. So every packet
+ * must be at least as late as configured (the emulator can never be early), and the MEDIAN delay
+ * or gap, over many packets of one run, must be near the configured one: a few stalled packets
+ * move neither; a wrong delay or rate moves both. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -16,18 +22,7 @@
 #include <unistd.h>
 
 #include "emu/forwarder.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                     \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      failures++;                                            \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      printf(__VA_ARGS__);                                   \
-      printf("\n");                                          \
-    }                                                        \
-  } while (0)
+#include "helpers/check.h"
 
 #define PACKET_BYTES 1250
 
@@ -35,6 +30,19 @@ static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int compare_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The median of n values (sorts a copy). */
+static double median_ns(const uint64_t *values, int n) {
+  uint64_t sorted[64];
+  memcpy(sorted, values, (size_t)n * sizeof *values);
+  qsort(sorted, (size_t)n, sizeof *sorted, compare_u64);
+  return n % 2 ? (double)sorted[n / 2] : ((double)sorted[n / 2 - 1] + (double)sorted[n / 2]) / 2;
 }
 
 /* An IPv4-looking packet to 10.77.dst_site.1 carrying (send time, sequence). */
@@ -99,7 +107,7 @@ int main(void) {
   if (strata_emu_link_params_parse("delay=5ms", &config.links[0][1], err, sizeof err) ||
       strata_emu_link_params_parse("rate=10mbit,queue=1mb", &config.links[0][2], err, sizeof err) ||
       strata_emu_link_params_parse("loss=100%", &config.links[1][0], err, sizeof err)) {
-    printf("FAIL parse: %s\n", err);
+    fprintf(stderr, "FAIL parse: %s\n", err);
     return 1;
   }
   int ready[2];
@@ -117,77 +125,60 @@ int main(void) {
   for (int k = 0; k < 3; k++) close(config.tun_fds[k]);
 
   unsigned char pkt[PACKET_BYTES];
-  /* Delay and order: 50 packets 0 -> 1, 1 ms apart. Order and the 5 ms floor hold in every
-   * attempt; an average that misses is measured again, up to three times, a quarter second
-   * apart, before the check fails: a stall of the virtual machine holds the forwarder and the
-   * test alike, real-time class or not (CI, 2026-12-03: average 11.4 ms, worst 30.2 ms once;
-   * under ASan 8.8 ms then, at once, 17.4 ms; local runs give ~5.15 ms; the host's steal time
-   * was ~7% of the CPUs then). A wrong delay misses every time. */
+  /* Delay and order: 50 packets 0 -> 1, 1 ms apart; every one in order and at least 5 ms late,
+   * the median under 8 ms (a busy host adds a millisecond or two; a doubled delay is 10 ms). */
   enum { N = 50 };
   uint64_t delays[N], arrivals[N];
   uint32_t seqs[N];
   int got = 0, sent01 = 0;
-  for (int attempt = 1; attempt <= 3; attempt++) {
-    if (attempt > 1) nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 250000000}, NULL);
-    /* Send and receive interleaved, so a packet is timed when it comes out, not when read late. */
-    got = 0;
-    uint64_t next = now_ns();
-    for (int i = 0; i < N || got < N;) {
-      if (i < N && now_ns() >= next) {
-        packet_make(pkt, 1, (uint32_t)i++);
-        CHECK(write(test_end[0], pkt, sizeof pkt) == (ssize_t)sizeof pkt, "write");
-        sent01++;
-        next += 1000000;
-      }
-      /* Sleep (never spin: a spinning real-time process gets every real-time task throttled)
-       * until a packet comes or the next send is due. */
-      uint64_t now = now_ns(), until = i < N ? next : now + 10000000;
-      struct timespec ts = {.tv_sec = 0, .tv_nsec = until > now ? (long)(until - now) : 0};
-      struct pollfd pfd = {.fd = test_end[1], .events = POLLIN};
-      if (ppoll(&pfd, 1, &ts, NULL) == 1 &&
-          receive(test_end[1], 1, 0, delays + got, seqs + got, NULL) == 1)
-        got++;
-      if (now_ns() > next + 2000000000ull) break; /* 2 s after the last send: give up */
+  /* Send and receive interleaved, so a packet is timed when it comes out, not when read late. */
+  uint64_t next = now_ns();
+  for (int i = 0; i < N || got < N;) {
+    if (i < N && now_ns() >= next) {
+      packet_make(pkt, 1, (uint32_t)i++);
+      CHECK(write(test_end[0], pkt, sizeof pkt) == (ssize_t)sizeof pkt, "write");
+      sent01++;
+      next += 1000000;
     }
-    CHECK(got == N, "0>1 delivered %d of %d", got, N);
-    uint64_t sum = 0, worst = 0;
-    for (int i = 0; i < got; i++) {
-      CHECK(seqs[i] == (uint32_t)i, "0>1 order: position %d holds %u", i, seqs[i]);
-      CHECK(delays[i] >= 5000000, "0>1 packet %d early: %llu ns", i, (unsigned long long)delays[i]);
-      sum += delays[i];
-      if (delays[i] > worst) worst = delays[i];
-    }
-    if (got != N) break;
-    double avg_us = (double)sum / got / 1e3;
-    printf("0>1 delay=5ms: average %.1f us, worst %.1f us (attempt %d)\n", avg_us,
-           (double)worst / 1e3, attempt);
-    int ok = avg_us < 5000 + 1000;
-    if (ok || attempt == 3) {
-      CHECK(ok, "0>1 average delay %.1f us three times, want 5 ms + < 1 ms", avg_us);
-      break;
-    }
+    /* Sleep (never spin: a spinning real-time process gets every real-time task throttled)
+     * until a packet comes or the next send is due. */
+    uint64_t now = now_ns(), until = i < N ? next : now + 10000000;
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = until > now ? (long)(until - now) : 0};
+    struct pollfd pfd = {.fd = test_end[1], .events = POLLIN};
+    if (ppoll(&pfd, 1, &ts, NULL) == 1 &&
+        receive(test_end[1], 1, 0, delays + got, seqs + got, NULL) == 1)
+      got++;
+    if (now_ns() > next + 2000000000ull) break; /* 2 s after the last send: give up */
+  }
+  CHECK(got == N, "0>1 delivered %d of %d", got, N);
+  for (int i = 0; i < got; i++) {
+    CHECK(seqs[i] == (uint32_t)i, "0>1 order: position %d holds %u", i, seqs[i]);
+    CHECK(delays[i] >= 5000000, "0>1 packet %d early: %llu ns", i, (unsigned long long)delays[i]);
+  }
+  if (got == N) {
+    double median_us = median_ns(delays, N) / 1e3;
+    printf("0>1 delay=5ms: median %.1f us\n", median_us);
+    CHECK(median_us < 5000 * 1.6, "0>1 median delay %.1f us, want 5 ms + < 60%%", median_us);
   }
 
-  /* Rate: a burst of 40 packets 0 -> 2 at 10 Mbit/s leaves 1 ms apart. A burst that misses is
-   * sent again, up to three times, as the delay check above is: one host stall of the forwarder
-   * stretches a 39 ms burst by milliseconds (CI, 2026-12-02: 43.87 ms once, the same build 39 ms
-   * in ten local runs); a wrong rate misses every time. */
-  for (int attempt = 1; attempt <= 3; attempt++) {
-    if (attempt > 1) nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 250000000}, NULL);
-    for (int i = 0; i < 40; i++) {
-      packet_make(pkt, 2, (uint32_t)i);
-      CHECK(write(test_end[0], pkt, sizeof pkt) == (ssize_t)sizeof pkt, "write");
-    }
-    got = receive(test_end[2], 40, 2000, NULL, NULL, arrivals);
-    CHECK(got == 40, "0>2 delivered %d of 40", got);
-    if (got != 40) break;
-    double span_ms = (double)(arrivals[39] - arrivals[0]) / 1e6;
-    printf("0>2 rate=10mbit: 40 packets over %.2f ms (want 39)\n", span_ms);
-    int ok = span_ms > 39 * 0.95 && span_ms < 39 * 1.10;
-    if (ok || attempt == 3) {
-      CHECK(ok, "0>2 span %.2f ms three times, want 39 ms", span_ms);
-      break;
-    }
+  /* Rate: a burst of 40 packets 0 -> 2 at 10 Mbit/s leaves 1 ms apart. The reader may take
+   * packets two or three at a time (one wakeup, several queued), so single gaps alternate between
+   * ~0 and ~2 ms; the spacing is read over windows of 10 gaps: their median within 1 ms
+   * -20%/+30%. */
+  for (int i = 0; i < 40; i++) {
+    packet_make(pkt, 2, (uint32_t)i);
+    CHECK(write(test_end[0], pkt, sizeof pkt) == (ssize_t)sizeof pkt, "write");
+  }
+  got = receive(test_end[2], 40, 2000, NULL, NULL, arrivals);
+  CHECK(got == 40, "0>2 delivered %d of 40", got);
+  if (got == 40) {
+    enum { WINDOW = 10, WINDOWS = 40 - WINDOW };
+    uint64_t spacing[WINDOWS];
+    for (int i = 0; i < WINDOWS; i++) spacing[i] = (arrivals[i + WINDOW] - arrivals[i]) / WINDOW;
+    double gap_ms = median_ns(spacing, WINDOWS) / 1e6;
+    printf("0>2 rate=10mbit: median spacing %.3f ms over %.2f ms (want 1 ms)\n", gap_ms,
+           (double)(arrivals[39] - arrivals[0]) / 1e6);
+    CHECK(gap_ms > 0.8 && gap_ms < 1.3, "0>2 median spacing %.3f ms, want 1 ms", gap_ms);
   }
 
   /* Loss 100% on 1>0 but not on 0>1 (checked above); unroutable packets are dropped. */

@@ -6,18 +6,7 @@
 #include <string.h>
 
 #include "emu/link.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                     \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      failures++;                                            \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      printf(__VA_ARGS__);                                   \
-      printf("\n");                                          \
-    }                                                        \
-  } while (0)
+#include "helpers/check.h"
 
 static strata_emu_link_params params_of(const char *text) {
   strata_emu_link_params p;

@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
-# make install's result works: headers, shared and static libraries, the command and a
-# pkg-config file that finds them from wherever the prefix lands.
+# test_install.sh BUILD_DIR — what `make install` leaves works as a user uses it: the header, the
+# shared and static libraries, the command; a program built with pkg-config, and one built by a
+# CMake project with find_package(strata) linking strata::strata. And the .pc file is right for
+# a distribution's prefix: configured with -DCMAKE_INSTALL_PREFIX=/usr (where GNUInstallDirs
+# picks a multiarch libdir) and installed with DESTDIR, its includedir is <DESTDIR>/usr/include.
 set -euo pipefail
-build=${1:?build dir}
-prefix=$(mktemp -d)
-trap 'rm -rf "$prefix"' EXIT
+build=${1:?usage: test_install.sh BUILD_DIR}
+source_dir=${STRATA_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+fail() { echo "FAIL: $*"; exit 1; }
+
 cmake --install "$build" --prefix "$prefix" >/dev/null
-for f in include/strata.h lib/libstrata.so lib/libstrata.a lib/pkgconfig/strata.pc bin/strata; do
-  [ -e "$prefix/$f" ] || { echo "FAIL: $f not installed"; exit 1; }
+for f in include/strata.h lib/libstrata.so lib/libstrata.a lib/pkgconfig/strata.pc bin/strata \
+  lib/cmake/strata/strataConfig.cmake; do
+  [ -e "$prefix/$f" ] || fail "$f not installed"
 done
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
-cat > "$prefix/hello.c" <<'C'
+cat >"$work/hello.c" <<'C'
 #include <stdio.h>
 #include <strata.h>
 int main(void) {
@@ -26,9 +34,38 @@ int main(void) {
   return status != STRATA_OK || out[2] != 3;
 }
 C
-cc "$prefix/hello.c" $(pkg-config --cflags --libs strata) -o "$prefix/hello_shared"
-LD_LIBRARY_PATH="$prefix/lib" "$prefix/hello_shared" | grep -q "STRATA_OK 1 2 3" || { echo "FAIL: shared"; exit 1; }
-cc "$prefix/hello.c" $(pkg-config --cflags strata) "$prefix/lib/libstrata.a" $(pkg-config --static --libs-only-l strata | sed 's/-lstrata//') -o "$prefix/hello_static"
-"$prefix/hello_static" | grep -q "STRATA_OK 1 2 3" || { echo "FAIL: static"; exit 1; }
-"$prefix/bin/strata" version | grep -q strata || { echo "FAIL: command"; exit 1; }
-echo "install: headers, shared and static libraries, command and pkg-config all work"
+cc "$work/hello.c" $(pkg-config --cflags --libs strata) -o "$work/hello_shared"
+LD_LIBRARY_PATH="$prefix/lib" "$work/hello_shared" | grep -q "STRATA_OK 1 2 3" || fail "pkg-config, shared"
+cc "$work/hello.c" $(pkg-config --cflags strata) "$prefix/lib/libstrata.a" \
+  $(pkg-config --static --libs-only-l strata | sed 's/-lstrata//') -o "$work/hello_static"
+"$work/hello_static" | grep -q "STRATA_OK 1 2 3" || fail "pkg-config, static"
+"$prefix/bin/strata" version | grep -q strata || fail "the command"
+
+# find_package(strata) from a user's CMake project
+mkdir -p "$work/user"
+cp "$work/hello.c" "$work/user/"
+cat >"$work/user/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.20)
+project(hello C)
+find_package(strata REQUIRED)
+add_executable(hello hello.c)
+target_link_libraries(hello PRIVATE strata::strata)
+CMAKE
+cmake -S "$work/user" -B "$work/user/build" -DCMAKE_PREFIX_PATH="$prefix" >"$work/user.log" 2>&1 &&
+  cmake --build "$work/user/build" >>"$work/user.log" 2>&1 || { cat "$work/user.log"; fail "find_package(strata) project"; }
+LD_LIBRARY_PATH="$prefix/lib" "$work/user/build/hello" | grep -q "STRATA_OK 1 2 3" ||
+  fail "find_package(strata) program"
+
+# -DCMAKE_INSTALL_PREFIX=/usr, installed into DESTDIR: only the library and the command are built
+cmake -S "$source_dir" -B "$work/usr-build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+  >"$work/usr.log" 2>&1 && cmake --build "$work/usr-build" -j2 >>"$work/usr.log" 2>&1 &&
+  DESTDIR="$work/dest" cmake --install "$work/usr-build" >>"$work/usr.log" 2>&1 ||
+  { tail -20 "$work/usr.log"; fail "configure, build or install with CMAKE_INSTALL_PREFIX=/usr"; }
+pc=$(find "$work/dest/usr" -name strata.pc | head -1)
+[ -n "$pc" ] || fail "no strata.pc under DESTDIR/usr"
+cflags=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags strata | tr -d "[:space:]")
+[ "$(realpath -m "${cflags#-I}")" = "$work/dest/usr/include" ] ||
+  fail "PREFIX=/usr: strata.pc at ${pc#$work/dest} gives '$cflags', want -I$work/dest/usr/include"
+[ -e "$work/dest/usr/include/strata.h" ] || fail "PREFIX=/usr: no DESTDIR/usr/include/strata.h"
+
+echo "install: header, libraries, command, pkg-config, find_package(strata) and PREFIX=/usr all work"

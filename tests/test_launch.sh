@@ -193,8 +193,13 @@ done
 # two launches can share a standalone store address? no: a busy --addr is a clear error
 "$strata" store --addr 127.0.0.1:0 >"$work/store.out" 2>&1 &
 store=$!
-wait_for_lines "$work/store.out" 1
-port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/store.out")
+port=""
+for _ in $(seq 100); do # the store's "listening on ADDR:PORT" line, up to 10 s
+  port=$(sed -n 's/.*listening on [0-9.]*:\([0-9][0-9]*\).*/\1/p' "$work/store.out" | head -1)
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+[ -n "$port" ] || fail "the store printed no port: $(cat "$work/store.out")"
 "$strata" launch -n 1 --addr 127.0.0.1:$port -- true 2>"$work/busy.err"
 rc=$?
 [ $rc -eq 1 ] || fail "launch on a busy port: exit $rc, expected 1"

@@ -1,30 +1,15 @@
-/* test_model_cost.c — the closed forms of src/model/cost.c reduce to FACTS.md's formulas on a
- * one-level fabric, respect the hierarchy on a multi-level one, and pick the fastest. */
+/* test_model_cost.c — the closed forms of src/model/cost.c reduce to the textbook α-β-γ
+ * formulas (Thakur, Rabenseifner & Gropp, IJHPCA 2005) on a one-level fabric, respect the hierarchy
+ * on a multi-level one, and pick the fastest. */
 #include <math.h>
 #include <stdio.h>
 
 #include "model/cost.h"
 #include "model/physics.h"
-
-static int failures;
-#define CHECK_REL(what, got, want, rel)                                                 \
-  do {                                                                                  \
-    double g_ = (got), w_ = (want);                                                     \
-    if (!(fabs(g_ - w_) <= (rel)*fabs(w_) + 1e-9)) {                                    \
-      printf("FAIL %s: got %.6g, want %.6g (rel %.3g)\n", what, g_, w_, (double)(rel)); \
-      failures++;                                                                       \
-    }                                                                                   \
-  } while (0)
-#define CHECK(what, cond)        \
-  do {                           \
-    if (!(cond)) {               \
-      printf("FAIL %s\n", what); \
-      failures++;                \
-    }                            \
-  } while (0)
+#include "helpers/check.h"
 
 static void test_flat_formulas(void) {
-  /* α = 10 µs, β = 1/(10 GB/s), γ = 1/(5 GB/s), p = 8, n = 64 MB (FACTS "Collective cost") */
+  /* α = 10 µs, β = 1/(10 GB/s), γ = 1/(5 GB/s), p = 8, n = 64 MB (textbook α-β-γ notation) */
   const double a = 10, gbps = 10, rg = 5, n = 64e6, p = 8;
   const double beta = 1 / (gbps * 1e3), gamma = 1 / (rg * 1e3); /* µs per byte */
   strata_fabric f;
@@ -47,22 +32,25 @@ static void test_flat_formulas(void) {
             (p - 1) * a + (p - 1) / p * n * beta, 1e-12);
   CHECK_REL("rd allgather", strata_cost_time_us(&f, STRATA_COLL_ALLGATHER, STRATA_MODEL_RHD, n),
             log2(p) * a + (p - 1) / p * n * beta, 1e-12);
-  CHECK("hier needs levels",
-        strata_cost_time_us(&f, STRATA_COLL_ALLREDUCE, STRATA_MODEL_HIER, n) < 0);
-  CHECK("innet needs a switch",
-        strata_cost_time_us(&f, STRATA_COLL_ALLREDUCE, STRATA_MODEL_INNET, n) < 0);
-  CHECK("no rhd alltoall", strata_cost_time_us(&f, STRATA_COLL_ALLTOALL, STRATA_MODEL_RHD, n) < 0);
+  CHECK(strata_cost_time_us(&f, STRATA_COLL_ALLREDUCE, STRATA_MODEL_HIER, n) < 0,
+        "hier needs levels");
+  CHECK(strata_cost_time_us(&f, STRATA_COLL_ALLREDUCE, STRATA_MODEL_INNET, n) < 0,
+        "innet needs a switch");
+  CHECK(strata_cost_time_us(&f, STRATA_COLL_ALLTOALL, STRATA_MODEL_RHD, n) < 0, "no rhd alltoall");
   /* small messages: latency-bound, the log-step algorithm wins; large: ring/rhd tie, tree loses */
   strata_prediction best;
-  CHECK("best small", strata_cost_best(&f, STRATA_COLL_ALLREDUCE, 8, &best) == 0 &&
-                          best.algo != STRATA_MODEL_RING);
-  CHECK("best large", strata_cost_best(&f, STRATA_COLL_ALLREDUCE, 1e9, &best) == 0 &&
-                          best.algo != STRATA_MODEL_TREE);
+  CHECK(
+      strata_cost_best(&f, STRATA_COLL_ALLREDUCE, 8, &best) == 0 && best.algo != STRATA_MODEL_RING,
+      "best small");
+  CHECK(strata_cost_best(&f, STRATA_COLL_ALLREDUCE, 1e9, &best) == 0 &&
+            best.algo != STRATA_MODEL_TREE,
+        "best large");
   CHECK_REL("busbw factor", strata_busbw_factor(STRATA_COLL_ALLREDUCE, 8), 1.75, 1e-12);
 }
 
-/* The hierarchical formula of FACTS: (g−1)/g·S/B_intra + 2(N−1)/N·(S/g)/B_inter + (g−1)/g·S/B_intra
- * (bandwidth terms; α and γ zero here). */
+/* The hierarchical formula (reduce-scatter in the node, ring allreduce of S/g across nodes,
+ * all-gather in the node; the ring terms above): (g−1)/g·S/B_intra + 2(N−1)/N·(S/g)/B_inter +
+ * (g−1)/g·S/B_intra (bandwidth terms; α and γ zero here). */
 static void test_hierarchical(void) {
   strata_fabric f = {0};
   f.nlevels = 2;
@@ -78,12 +66,12 @@ static void test_hierarchical(void) {
   f.nlevels = 3;
   f.level[2] = (strata_level){"wan", 2, 5000, 50, 12.5, 0, 0, 0};
   double hier = strata_cost_time_us(&f, STRATA_COLL_ALLREDUCE, STRATA_MODEL_HIER, S);
-  CHECK("wan bound", hier > 2 * 0.5 * S / 12.5 / 1e3);
+  CHECK(hier > 2 * 0.5 * S / 12.5 / 1e3, "wan bound");
   /* in-network reduction on the node level beats plain hierarchy */
   f.level[0].innet = 1;
   f.level[0].innet_efficiency = 0.74;
   f.level[0].innet_alpha_us = 25;
-  CHECK("innet applies", strata_cost_time_us(&f, STRATA_COLL_ALLREDUCE, STRATA_MODEL_INNET, S) > 0);
+  CHECK(strata_cost_time_us(&f, STRATA_COLL_ALLREDUCE, STRATA_MODEL_INNET, S) > 0, "innet applies");
 }
 
 /* 8×H100 on NVLink4/NVSwitch. Published nccl-tests figures: ring allreduce busbw 365–370 GB/s,
@@ -97,12 +85,13 @@ static void test_h100_fidelity(void) {
   f.level[0].innet_alpha_us = 25;
   strata_prediction ring, nvls, best;
   double S = 8.0 * (1 << 30);
-  CHECK("ring", strata_cost_predict(&f, STRATA_COLL_ALLREDUCE, STRATA_MODEL_RING, S, &ring) == 0);
-  CHECK("nvls", strata_cost_predict(&f, STRATA_COLL_ALLREDUCE, STRATA_MODEL_INNET, S, &nvls) == 0);
+  CHECK(strata_cost_predict(&f, STRATA_COLL_ALLREDUCE, STRATA_MODEL_RING, S, &ring) == 0, "ring");
+  CHECK(strata_cost_predict(&f, STRATA_COLL_ALLREDUCE, STRATA_MODEL_INNET, S, &nvls) == 0, "nvls");
   CHECK_REL("h100 ring busbw", ring.busbw_gbps, 367.5, 0.15);
   CHECK_REL("h100 nvls busbw", nvls.busbw_gbps, 480, 0.15);
-  CHECK("best is nvls", strata_cost_best(&f, STRATA_COLL_ALLREDUCE, S, &best) == 0 &&
-                            best.algo == STRATA_MODEL_INNET);
+  CHECK(
+      strata_cost_best(&f, STRATA_COLL_ALLREDUCE, S, &best) == 0 && best.algo == STRATA_MODEL_INNET,
+      "best is nvls");
 }
 
 static void test_host_predict(void) {
@@ -110,12 +99,12 @@ static void test_host_predict(void) {
       strata_model_predict_host_busbw(STRATA_COLL_ALLREDUCE, STRATA_ALGO_RING, 4, 64e6, 0, 10);
   double tcp =
       strata_model_predict_host_busbw(STRATA_COLL_ALLREDUCE, STRATA_ALGO_RING, 4, 64e6, 1, 10);
-  CHECK("host shm positive", shm > 0 && shm < 10);
-  CHECK("tcp slower than shm", tcp > 0 && tcp < shm);
-  CHECK("bad args",
-        strata_model_predict_host_busbw(STRATA_COLL_ALLREDUCE, STRATA_ALGO_AUTO, 0, 1, 0, 10) < 0);
-  CHECK("auto", strata_model_predict_host_busbw(STRATA_COLL_ALLGATHER, STRATA_ALGO_AUTO, 2, 1e6, 0,
-                                                10) > 0);
+  CHECK(shm > 0 && shm < 10, "host shm positive");
+  CHECK(tcp > 0 && tcp < shm, "tcp slower than shm");
+  CHECK(strata_model_predict_host_busbw(STRATA_COLL_ALLREDUCE, STRATA_ALGO_AUTO, 0, 1, 0, 10) < 0,
+        "bad args");
+  CHECK(strata_model_predict_host_busbw(STRATA_COLL_ALLGATHER, STRATA_ALGO_AUTO, 2, 1e6, 0, 10) > 0,
+        "auto");
 }
 
 int main(void) {

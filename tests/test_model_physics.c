@@ -1,21 +1,13 @@
-/* test_model_physics.c — the link physics of src/model/physics.c against FACTS.md's numbers. */
+/* test_model_physics.c — the link physics of src/model/physics.c against published numbers, each
+ * check naming its source. */
 #include <math.h>
 #include <stdio.h>
 
 #include "model/physics.h"
-
-static int failures;
-#define CHECK_NEAR(what, got, want, tol)                                      \
-  do {                                                                        \
-    double g_ = (got), w_ = (want);                                           \
-    if (fabs(g_ - w_) > (tol)) {                                              \
-      printf("FAIL %s: got %g, want %g ± %g\n", what, g_, w_, (double)(tol)); \
-      failures++;                                                             \
-    }                                                                         \
-  } while (0)
+#include "helpers/check.h"
 
 int main(void) {
-  /* light in fiber, 4.9 µs/km one way ≈ 1 ms RTT per 100 km (FACTS: NetApp MetroCluster docs) */
+  /* light in fiber, 4.9 µs/km one way ≈ 1 ms RTT per 100 km (NetApp MetroCluster ISL docs) */
   CHECK_NEAR("fiber 100 km one way us", strata_fiber_delay_us(100), 490, 1e-9);
   CHECK_NEAR("fiber 100 km rtt ms", strata_fiber_rtt_ms(100), 0.98, 1e-9);
   CHECK_NEAR("fiber negative km", strata_fiber_delay_us(-3), 0, 0);
@@ -23,7 +15,7 @@ int main(void) {
   CHECK_NEAR("400ZR reach", strata_optic_reach_km(STRATA_OPTIC_ZR), 120, 0);
   CHECK_NEAR("MetroX-3 reach", strata_optic_reach_km(STRATA_OPTIC_METROX3), 40, 0);
   CHECK_NEAR("OpenZR+ reduced", strata_optic_reach_km(STRATA_OPTIC_ZR_PLUS_REDUCED), 2000, 0);
-  /* PFC headroom per km (FACTS derived: ~123 KB/km at 100G, ~490 at 400G, ~980 at 800G) */
+  /* PFC headroom per km (derived from 4.9 µs/km: ~123 KB/km at 100G, ~490 at 400G, ~980 at 800G) */
   CHECK_NEAR("headroom/km 100G", strata_pfc_headroom_per_km_bytes(100), 123e3, 1.5e3);
   CHECK_NEAR("headroom/km 400G", strata_pfc_headroom_per_km_bytes(400), 490e3, 1e3);
   CHECK_NEAR("headroom/km 800G", strata_pfc_headroom_per_km_bytes(800), 980e3, 1e3);

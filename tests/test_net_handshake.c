@@ -22,16 +22,7 @@
 #include "helpers/net_fixture.h"
 #include "net/tcp.h"
 #include "net/wire.h"
-
-#define CHECK(cond, ...)                                                   \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      printf("  process %d: FAILED %s:%d: ", r->rank, __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                                                 \
-      printf("\n");                                                        \
-      return 1;                                                            \
-    }                                                                      \
-  } while (0)
+#include "helpers/check.h"
 
 typedef enum { BAD_SECRET, BAD_JOB, BAD_VERSION } bad_kind;
 
@@ -65,13 +56,13 @@ static int refuse_body(const strata_net_fixture_rank *r) {
   cfg.tcp_streams = 2;
   cfg.timeout_s = 5;
   strata_store *store = NULL;
-  CHECK(strata_net_fixture_store(r, &store) == STRATA_OK, "store");
+  CHECK_OR_RETURN(strata_net_fixture_store(r, &store) == STRATA_OK, "store");
   if (r->rank == 1) {
     if (c->kind == BAD_SECRET) snprintf(cfg.secret, sizeof cfg.secret, "not-the-secret");
     if (c->kind == BAD_VERSION) strata_tcp_set_announced_version_for_test(STRATA_WIRE_VERSION + 1);
     if (c->kind == BAD_JOB) {
       snprintf(cfg.job_id, sizeof cfg.job_id, "another-job");
-      CHECK(alias_address(store, "netfix", "another-job") == STRATA_OK, "alias address");
+      CHECK_OR_RETURN(alias_address(store, "netfix", "another-job") == STRATA_OK, "alias address");
     }
   }
   strata_transport *t = NULL;
@@ -82,11 +73,11 @@ static int refuse_body(const strata_net_fixture_rank *r) {
   printf("  rank %d: %s: %s\n", r->rank, strata_err_name(status), err);
   if (t) t->ops->destroy(t);
   strata_store_close(store);
-  CHECK(status == KIND_STATUS[c->kind], "got %s, want %s", strata_err_name(status),
-        strata_err_name(KIND_STATUS[c->kind]));
-  CHECK(strstr(err, KIND_WORDS[c->kind]) != NULL, "the message does not say \"%s\"",
-        KIND_WORDS[c->kind]);
-  CHECK(took < 3.0, "took %.2f s: a refusal must not wait for the timeout", took);
+  CHECK_OR_RETURN(status == KIND_STATUS[c->kind], "got %s, want %s", strata_err_name(status),
+                  strata_err_name(KIND_STATUS[c->kind]));
+  CHECK_OR_RETURN(strstr(err, KIND_WORDS[c->kind]) != NULL, "the message does not say \"%s\"",
+                  KIND_WORDS[c->kind]);
+  CHECK_OR_RETURN(took < 3.0, "took %.2f s: a refusal must not wait for the timeout", took);
   return 0;
 }
 
@@ -145,43 +136,45 @@ static int open_rank(const strata_net_fixture_rank *r, strata_store *store, doub
 /* process 2 sends garbage to rank 0 before rank 1 starts; everyone else must be fine */
 static int garbage_body(const strata_net_fixture_rank *r) {
   strata_store *store = NULL;
-  CHECK(strata_net_fixture_store(r, &store) == STRATA_OK, "store");
+  CHECK_OR_RETURN(strata_net_fixture_store(r, &store) == STRATA_OK, "store");
   if (r->rank == 2) {
     int fd = raw_connect(store);
-    CHECK(fd >= 0, "cannot connect to rank 0");
+    CHECK_OR_RETURN(fd >= 0, "cannot connect to rank 0");
     char junk[200];
     memset(junk, 'x', sizeof junk);
     memcpy(junk, "GET / HTTP/1.1\r\nHost: strata\r\n\r\n", 33);
-    CHECK(send(fd, junk, sizeof junk, MSG_NOSIGNAL) == (ssize_t)sizeof junk, "send");
+    CHECK_OR_RETURN(send(fd, junk, sizeof junk, MSG_NOSIGNAL) == (ssize_t)sizeof junk, "send");
     strata_wire_handshake reply[2];
     double start = strata_now_s();
     ssize_t got = read_until_closed(fd, (unsigned char *)reply, sizeof reply, 3);
     double took = strata_now_s() - start;
     close(fd);
     strata_store_set(store, "garbage/sent", "1", 1);
-    CHECK(got >= 0, "the garbage connection was not closed within 3 s");
-    CHECK(took < 1.0, "closing the garbage connection took %.2f s", took);
+    CHECK_OR_RETURN(got >= 0, "the garbage connection was not closed within 3 s");
+    CHECK_OR_RETURN(took < 1.0, "closing the garbage connection took %.2f s", took);
     /* rank 0 sent its HELLO, then a REJECT(protocol) */
-    CHECK(got == 2 * (ssize_t)sizeof reply[0], "read %zd bytes, want HELLO + REJECT", got);
+    CHECK_OR_RETURN(got == 2 * (ssize_t)sizeof reply[0], "read %zd bytes, want HELLO + REJECT",
+                    got);
     strata_wire_handshake_decode(&reply[1]);
-    CHECK(memcmp(reply[1].magic, STRATA_WIRE_MAGIC, 4) == 0 &&
-              reply[1].kind == STRATA_WIRE_REJECT && reply[1].reason == STRATA_WIRE_REJECT_PROTOCOL,
-          "second record is not REJECT(protocol): kind %u reason %u", reply[1].kind,
-          reply[1].reason);
+    CHECK_OR_RETURN(
+        memcmp(reply[1].magic, STRATA_WIRE_MAGIC, 4) == 0 && reply[1].kind == STRATA_WIRE_REJECT &&
+            reply[1].reason == STRATA_WIRE_REJECT_PROTOCOL,
+        "second record is not REJECT(protocol): kind %u reason %u", reply[1].kind, reply[1].reason);
     strata_store_close(store);
     return 0;
   }
   if (r->rank == 1) {
     void *v = NULL;
     size_t len;
-    CHECK(strata_store_get(store, "garbage/sent", &v, &len, 10) == STRATA_OK, "wait");
+    CHECK_OR_RETURN(strata_store_get(store, "garbage/sent", &v, &len, 10) == STRATA_OK, "wait");
     free(v);
   }
   int status;
   double took;
   open_rank(r, store, 10, &status, &took);
   strata_store_close(store);
-  CHECK(status == STRATA_OK, "open failed after a garbage connection: %s", strata_err_name(status));
+  CHECK_OR_RETURN(status == STRATA_OK, "open failed after a garbage connection: %s",
+                  strata_err_name(status));
   return 0;
 }
 
@@ -190,10 +183,10 @@ static int silent_body(const strata_net_fixture_rank *r) {
   int with_peer = *(const int *)r->arg;
   int silent_proc = with_peer ? 2 : 1;
   strata_store *store = NULL;
-  CHECK(strata_net_fixture_store(r, &store) == STRATA_OK, "store");
+  CHECK_OR_RETURN(strata_net_fixture_store(r, &store) == STRATA_OK, "store");
   if (r->rank == silent_proc) {
     int fd = raw_connect(store);
-    CHECK(fd >= 0, "cannot connect to rank 0");
+    CHECK_OR_RETURN(fd >= 0, "cannot connect to rank 0");
     strata_store_set(store, "silent/connected", "1", 1);
     unsigned char buf[512];
     read_until_closed(fd, buf, sizeof buf, 4); /* rank 0 may close us; never answer */
@@ -204,7 +197,7 @@ static int silent_body(const strata_net_fixture_rank *r) {
   if (r->rank == 1) {
     void *v = NULL;
     size_t len;
-    CHECK(strata_store_get(store, "silent/connected", &v, &len, 10) == STRATA_OK, "wait");
+    CHECK_OR_RETURN(strata_store_get(store, "silent/connected", &v, &len, 10) == STRATA_OK, "wait");
     free(v);
   }
   int status;
@@ -213,11 +206,13 @@ static int silent_body(const strata_net_fixture_rank *r) {
   open_rank(r, store, timeout_s, &status, &took);
   strata_store_close(store);
   if (with_peer) {
-    CHECK(status == STRATA_OK, "a silent connection broke the open: %s", strata_err_name(status));
-    CHECK(took < 2.0, "the open waited %.2f s for a silent connection", took);
+    CHECK_OR_RETURN(status == STRATA_OK, "a silent connection broke the open: %s",
+                    strata_err_name(status));
+    CHECK_OR_RETURN(took < 2.0, "the open waited %.2f s for a silent connection", took);
   } else {
-    CHECK(status == STRATA_ERR_TIMEOUT, "got %s, want STRATA_ERR_TIMEOUT", strata_err_name(status));
-    CHECK(took > 1.3 && took < 3.0, "timed out after %.2f s, want about 1.5 s", took);
+    CHECK_OR_RETURN(status == STRATA_ERR_TIMEOUT, "got %s, want STRATA_ERR_TIMEOUT",
+                    strata_err_name(status));
+    CHECK_OR_RETURN(took > 1.3 && took < 3.0, "timed out after %.2f s, want about 1.5 s", took);
   }
   return 0;
 }

@@ -13,15 +13,7 @@
 
 #include "net/tcp_tune.h"
 #include "strata.h"
-
-static int failures;
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                     \
-    }                                                                 \
-  } while (0)
+#include "helpers/check.h"
 
 static int listed(const char *path, const char *name) {
   char line[512] = "";
@@ -36,7 +28,7 @@ static int listed(const char *path, const char *name) {
 
 static void check_applied(const char *cc) {
   if (!listed("/proc/sys/net/ipv4/tcp_available_congestion_control", cc)) {
-    printf("skip %s: not available in this kernel\n", cc);
+    printf("%s: not available in this kernel, not checked\n", cc);
     return;
   }
   strata_config cfg;

@@ -10,7 +10,7 @@ strata=$build/strata
 src=${STRATA_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 [ -x "$strata" ] || { echo "test_netem_cleanup: $strata is missing"; exit 1; }
 if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ] || ! ip netns list >/dev/null 2>&1; then
-  echo "SKIP test_netem_cleanup: needs root, /dev/net/tun and ip netns"; exit 0
+  echo "SKIP test_netem_cleanup: needs root, /dev/net/tun and ip netns"; exit 77
 fi
 name=cln$$
 failures=0

@@ -8,7 +8,7 @@ build=${1:?usage: test_netem_loss.sh BUILD_DIR}
 strata=$build/strata
 [ -x "$strata" ] || { echo "test_netem_loss: $strata is missing"; exit 1; }
 if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ] || ! ip netns list >/dev/null 2>&1; then
-  echo "SKIP test_netem_loss: needs root, /dev/net/tun and ip netns"; exit 0
+  echo "SKIP test_netem_loss: needs root, /dev/net/tun and ip netns"; exit 77
 fi
 name=loss$$
 failures=0

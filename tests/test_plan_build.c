@@ -9,16 +9,8 @@
 #include "plan/plan.h"
 #include "topo/topo.h"
 
-static int failures;
-#define CHECK(what, cond)        \
-  do {                           \
-    if (!(cond)) {               \
-      printf("FAIL %s\n", what); \
-      failures++;                \
-    }                            \
-  } while (0)
-
 #include "helpers/preset.h"
+#include "helpers/check.h"
 
 static const strata_prediction *find(const strata_plan *p, const char *scope, strata_coll coll,
                                      strata_model_algo algo) {
@@ -30,7 +22,7 @@ static const strata_prediction *find(const strata_plan *p, const char *scope, st
 }
 
 /* Point 8. Published 8×H100 nccl-tests allreduce busbw at large sizes: ring 365–370 GB/s,
- * NVLS ≈ 480 GB/s (NVIDIA/nccl-tests#212, NVIDIA/nccl#1442; FACTS.md layer 1). The plan for
+ * NVLS ≈ 480 GB/s (NVIDIA/nccl-tests#212, NVIDIA/nccl#1442). The plan for
  * the dgx-h100 preset must predict both within 15% and choose NVLS. */
 static void test_h100_fidelity(void) {
   strata_topo *t = preset("dgx-h100");
@@ -39,19 +31,19 @@ static void test_h100_fidelity(void) {
   strata_workload_defaults(&w, STRATA_WORKLOAD_TRAIN_SYNC);
   strata_plan p;
   char err[256];
-  CHECK("dgx-h100 plan", strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_OK);
+  CHECK(strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_OK, "dgx-h100 plan");
   const strata_prediction *ring = find(&p, "node", STRATA_COLL_ALLREDUCE, STRATA_MODEL_RING);
   const strata_prediction *nvls = find(&p, "node", STRATA_COLL_ALLREDUCE, STRATA_MODEL_INNET);
-  CHECK("ring prediction present", ring != NULL);
-  CHECK("nvls prediction present", nvls != NULL);
+  CHECK(ring != NULL, "ring prediction present");
+  CHECK(nvls != NULL, "nvls prediction present");
   if (ring && nvls) {
     printf(
         "dgx-h100 8 GiB allreduce: ring %.1f GB/s (published 365-370), NVLS %.1f GB/s "
         "(published ~480)\n",
         ring->busbw_gbps, nvls->busbw_gbps);
-    CHECK("ring busbw within 15% of 367.5", fabs(ring->busbw_gbps - 367.5) <= 0.15 * 367.5);
-    CHECK("nvls busbw within 15% of 480", fabs(nvls->busbw_gbps - 480) <= 0.15 * 480);
-    CHECK("nvls is the chosen algorithm", p.prediction_chosen[nvls - p.predictions]);
+    CHECK(fabs(ring->busbw_gbps - 367.5) <= 0.15 * 367.5, "%s", "ring busbw within 15% of 367.5");
+    CHECK(fabs(nvls->busbw_gbps - 480) <= 0.15 * 480, "%s", "nvls busbw within 15% of 480");
+    CHECK(p.prediction_chosen[nvls - p.predictions], "nvls is the chosen algorithm");
   }
   strata_plan_free(&p);
   strata_topo_free(t);
@@ -79,19 +71,19 @@ static int json_balanced(const char *s) {
 static void check_plan(const char *name, strata_workload_kind kind, const strata_plan *p) {
   char what[160];
   snprintf(what, sizeof what, "%s/%s: decision and reason", name, strata_workload_kind_name(kind));
-  CHECK(what, p->decision[0] && p->decision_reason[0]);
+  CHECK(p->decision[0] && p->decision_reason[0], "%s", what);
   snprintf(what, sizeof what, "%s/%s: utilization in [0,1]", name, strata_workload_kind_name(kind));
-  CHECK(what, p->utilization >= 0 && p->utilization <= 1 && isfinite(p->comm_ms_per_step));
+  CHECK(p->utilization >= 0 && p->utilization <= 1 && isfinite(p->comm_ms_per_step), "%s", what);
   snprintf(what, sizeof what, "%s/%s: layer roles", name, strata_workload_kind_name(kind));
-  CHECK(what, p->role_count >= 1 && !strcmp(p->roles[0].layer, "1"));
+  CHECK(p->role_count >= 1 && !strcmp(p->roles[0].layer, "1"), "%s", what);
   if (p->sites > 1 && (kind == STRATA_WORKLOAD_TRAIN_SYNC || kind == STRATA_WORKLOAD_DILOCO)) {
     snprintf(what, sizeof what, "%s/%s: both layer-3 options costed", name,
              strata_workload_kind_name(kind));
-    CHECK(what, p->option_count >= 2 && p->options[0].comm_ms_per_step > 0);
+    CHECK(p->option_count >= 2 && p->options[0].comm_ms_per_step > 0, "%s", what);
   }
   if (kind == STRATA_WORKLOAD_BRINGUP) {
     snprintf(what, sizeof what, "%s: bring-up checks", name);
-    CHECK(what, p->check_count >= 1);
+    CHECK(p->check_count >= 1, "%s", what);
   }
   char *json = NULL, *text = NULL, *svg = NULL;
   size_t json_len = 0, text_len = 0, svg_len = 0;
@@ -105,11 +97,11 @@ static void check_plan(const char *name, strata_workload_kind kind, const strata
   strata_plan_write_svg(f, p);
   fclose(f);
   snprintf(what, sizeof what, "%s/%s: json", name, strata_workload_kind_name(kind));
-  CHECK(what, json_balanced(json) && strstr(json, "\"predictions\"") &&
-                  strstr(json, "\"decision\"") && strstr(json, "\"findings\"") &&
-                  strstr(json, "\"schema\": \"strata-plan/1\""));
+  CHECK(json_balanced(json) && strstr(json, "\"predictions\"") && strstr(json, "\"decision\"") &&
+            strstr(json, "\"findings\"") && strstr(json, "\"schema\": \"strata-plan/1\""),
+        "%s", what);
   snprintf(what, sizeof what, "%s/%s: text and svg", name, strata_workload_kind_name(kind));
-  CHECK(what, strstr(text, "decision:") && strstr(svg, "<svg") && strstr(svg, "</svg>"));
+  CHECK(strstr(text, "decision:") && strstr(svg, "<svg") && strstr(svg, "</svg>"), "%s", what);
   free(json);
   free(text);
   free(svg);
@@ -164,7 +156,7 @@ static void test_decisions(void) {
     if (strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_OK) {
       snprintf(what, sizeof what, "%s/%s decides %s (got %s)", cases[i].preset,
                strata_workload_kind_name(cases[i].kind), cases[i].decision, p.decision);
-      CHECK(what, !strcmp(p.decision, cases[i].decision));
+      CHECK(!strcmp(p.decision, cases[i].decision), "%s", what);
       strata_plan_free(&p);
     }
     strata_topo_free(t);
@@ -177,10 +169,10 @@ static void test_decisions(void) {
     strata_plan p;
     char err[256];
     if (strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_OK) {
-      CHECK("regions-2: extension impossible at 800 km",
-            p.option_count == 3 && !p.options[0].available);
-      CHECK("regions-2: diloco beats per-step",
-            p.options[2].utilization > p.options[1].utilization);
+      CHECK(p.option_count == 3 && !p.options[0].available,
+            "regions-2: extension impossible at 800 km");
+      CHECK(p.options[2].utilization > p.options[1].utilization,
+            "regions-2: diloco beats per-step");
       strata_plan_free(&p);
     }
     strata_topo_free(t);
@@ -195,21 +187,21 @@ static void test_bad_workloads(void) {
   char err[256];
   strata_workload_defaults(&w, STRATA_WORKLOAD_DILOCO);
   w.params = -1;
-  CHECK("negative params refused",
-        strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_ERR_INVALID_ARG && err[0]);
+  CHECK(strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_ERR_INVALID_ARG && err[0],
+        "negative params refused");
   strata_workload_defaults(&w, STRATA_WORKLOAD_DILOCO);
   w.wire_bits = 0;
-  CHECK("zero wire bits refused",
-        strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_ERR_INVALID_ARG);
+  CHECK(strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_ERR_INVALID_ARG,
+        "zero wire bits refused");
   strata_workload_defaults(&w, STRATA_WORKLOAD_RL);
   w.update_fraction = 2;
-  CHECK("update fraction > 1 refused",
-        strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_ERR_INVALID_ARG);
-  CHECK("NULL refused", strata_plan_build(NULL, &w, &p, err, sizeof err) == STRATA_ERR_INVALID_ARG);
+  CHECK(strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_ERR_INVALID_ARG,
+        "update fraction > 1 refused");
+  CHECK(strata_plan_build(NULL, &w, &p, err, sizeof err) == STRATA_ERR_INVALID_ARG, "NULL refused");
   strata_workload_kind k;
-  CHECK("workload names", strata_workload_kind_parse("DiLoCo", &k) == STRATA_OK &&
-                              k == STRATA_WORKLOAD_DILOCO &&
-                              strata_workload_kind_parse("nope", &k) != STRATA_OK);
+  CHECK(strata_workload_kind_parse("DiLoCo", &k) == STRATA_OK && k == STRATA_WORKLOAD_DILOCO &&
+            strata_workload_kind_parse("nope", &k) != STRATA_OK,
+        "workload names");
   strata_topo_free(t);
 }
 
@@ -242,9 +234,9 @@ static void test_scale(void) {
   strata_workload w;
   strata_workload_defaults(&w, strata_workload_auto(t));
   strata_plan p;
-  CHECK("scale plan", strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_OK);
-  CHECK("scale gpus", p.gpus == 100000 && p.sites == 4);
-  CHECK("scale decision", !strcmp(p.decision, "overlay+diloco"));
+  CHECK(strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_OK, "scale plan");
+  CHECK(p.gpus == 100000 && p.sites == 4, "scale gpus");
+  CHECK(!strcmp(p.decision, "overlay+diloco"), "scale decision");
   strata_plan_free(&p);
   strata_topo_free(t);
 }
@@ -274,15 +266,15 @@ static void test_islands(void) {
   }
   strata_workload w;
   strata_workload_defaults(&w, strata_workload_auto(t));
-  CHECK("islands: auto workload is diloco", w.kind == STRATA_WORKLOAD_DILOCO);
+  CHECK(w.kind == STRATA_WORKLOAD_DILOCO, "islands: auto workload is diloco");
   strata_plan p;
   if (strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_OK) {
-    CHECK("islands: two islands", p.islands == 2 && p.island_mode);
-    CHECK("islands: four-level fabric", p.global_fabric.nlevels == 4 &&
-                                            p.global_fabric.level[2].fanout == 2 &&
-                                            p.global_fabric.level[3].fanout == 2);
-    CHECK("islands: diloco", !strcmp(p.decision, "overlay+diloco"));
-    CHECK("islands: extension used by the inner loop, not flagged", p.finding_count == 0);
+    CHECK(p.islands == 2 && p.island_mode, "islands: two islands");
+    CHECK(p.global_fabric.nlevels == 4 && p.global_fabric.level[2].fanout == 2 &&
+              p.global_fabric.level[3].fanout == 2,
+          "islands: four-level fabric");
+    CHECK(!strcmp(p.decision, "overlay+diloco"), "islands: diloco");
+    CHECK(p.finding_count == 0, "islands: extension used by the inner loop, not flagged");
     strata_plan_free(&p);
   }
   strata_topo_free(t);

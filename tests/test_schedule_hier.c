@@ -15,22 +15,12 @@
 
 #include "coll/schedule.h"
 #include "helpers/sched_sim.h"
+#include "helpers/check.h"
 
 #define POISON 0xffffffffu
 #define MAX_RANKS 8
 
-static int failures, cases;
-
-#define CHECK(cond, ...)                                     \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      if (failures++ < 30) {                                 \
-        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                        \
-        fprintf(stderr, "\n");                               \
-      }                                                      \
-    }                                                        \
-  } while (0)
+static int cases;
 
 static int symbolic_reduce(void *ctx, void *dst, const void *a, const void *b, uint64_t count,
                            char *err, size_t errlen) {

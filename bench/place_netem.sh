@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# test_probe_place_netem.sh BUILD_DIR — the whole loop on emulated sites: two sites joined by a
+# bench/place_netem.sh [BUILD_DIR] — the whole loop on emulated sites: two sites joined by a
 # 100 Mbit/s, 2 ms link (`strata netem`), six ranks interleaved between them (slot i in site
 # i % 2, so the identity order crosses the WAN on every hop). `strata probe` measures, `strata
 # place` orders, and a real ring allreduce (`strata bench`, STRATA_ALGO=ring) runs with the
 # placed order, the identity order and random orders. The placed ring must beat each of them by
 # the margin the model predicts (`strata place --evaluate`), within -25% / +50% (congested orders
-# lose a little more to TCP sharing than the model's fair share; measured 2026-11-30: random
-# orders within 5-11%, the identity order 16-21% above the predicted margin).
-# Needs root, /dev/net/tun and `ip netns`; only namespaces it creates are touched.
+# lose a little more to TCP sharing than the model's fair share). A benchmark, not a test: the
+# margins are times measured while the emulator shares the CPU with the ranks, so run it on a
+# quiet host; exit 1 if a margin is off. Needs root, /dev/net/tun and `ip netns`; only
+# namespaces it creates are touched.
 set -u
-build=${1:?usage: test_probe_place_netem.sh BUILD_DIR}
+build=${1:-${BUILD:-build}}
 strata=$build/strata
-[ -x "$strata" ] || { echo "test_probe_place_netem: $strata is missing"; exit 1; }
+[ -x "$strata" ] || { echo "place_netem: $strata is missing"; exit 1; }
 if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ] || ! ip netns list >/dev/null 2>&1; then
-  echo "SKIP test_probe_place_netem: needs root, /dev/net/tun and ip netns"; exit 0
+  echo "place_netem: needs root, /dev/net/tun and ip netns"; exit 2
 fi
 name=place$$
 work=$(mktemp -d)
@@ -23,7 +24,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
   "$strata" netem down --name "$name" >/dev/null 2>&1
-  [ -n "${KEEP:-}" ] && cp -r "$work" /tmp/pt/keep; rm -rf "$work"
+  rm -rf "$work"
 }
 trap cleanup EXIT
 py=/usr/bin/python3
@@ -70,7 +71,7 @@ measure() {
   rm -f "$work/b.json"
   STRATA_ALGO=ring run_slots "$1" "$strata" bench allreduce -b $bytes -e $bytes -n 3 -w 1 \
     -J "$work/b.json" >/dev/null 2>&1 || { echo "bench failed" >&2; echo 0; return; }
-  "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["out_of_place"]["time_us"])' "$work/b.json"
+  "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["out_of_place"]["time"])' "$work/b.json"
 }
 predict() { "$strata" place "$work/m.json" --bytes $bytes --evaluate "$1" --json |
   "$py" -c 'import json,sys; print(json.load(sys.stdin)["allreduce_us"])'; }
@@ -100,15 +101,9 @@ PY
   done
 }
 
-# A loaded host (other jobs on its 2 cores) slows some runs and not others; up to two retries
-# separate that from a wrong model, which is off every time (one retry was not always enough for
-# the other netem tests on CI's noisy host: tests/test_netem_rtt.sh, 2026-12-03).
-for attempt in 1 2 3; do
-  echo "comparison attempt $attempt (load $(cut -d' ' -f1 /proc/loadavg))"
-  compare_all
-  [ "$off" -eq 0 ] && break
-  [ $attempt -eq 3 ] && fail "$off margin(s) off the model three times"
-done
+echo "comparison (load $(cut -d' ' -f1 /proc/loadavg) on $(nproc) cores)"
+compare_all
+[ "$off" -eq 0 ] || fail "$off margin(s) off the model"
 
-[ "$failures" -eq 0 ] && echo "test_probe_place_netem: ok" || echo "test_probe_place_netem: $failures failure(s)"
+[ "$failures" -eq 0 ] && echo "place_netem: ok" || echo "place_netem: $failures failure(s)"
 [ "$failures" -eq 0 ]

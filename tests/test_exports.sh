@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# test_exports.sh BUILD_DIR — libstrata.so exports exactly the API of include/strata.h: the
+# functions declared there with STRATA_API, no more (an internal symbol a program could link to
+# and come to depend on) and no fewer (a declared function a program cannot link). And the
+# runtime does not need libyaml: topology files are the planner's, inside the command.
+set -uo pipefail
+build=${1:?usage: test_exports.sh BUILD_DIR}
+source_dir=${STRATA_SOURCE_DIR:-$(dirname "$0")/..}
+library=$build/libstrata.so
+[ -e "$library" ] || { echo "FAIL: $library not built"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# declared: every `STRATA_API ... name(` in the header, declarations over several lines included
+python3 - "$source_dir/include/strata.h" >"$tmp/declared" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+text = re.sub(r"^\s*#.*$", " ", text, flags=re.M)
+for declaration in re.findall(r"\bSTRATA_API\b([^;{]*)", text):
+    name = re.search(r"(\w+)\s*\(", declaration)
+    if name:
+        print(name.group(1))
+PY
+sort -u "$tmp/declared" -o "$tmp/declared"
+# exported: defined dynamic symbols, less the version node (type A) and the @@VERSION suffix
+nm -D --defined-only "$library" | awk '$2 != "A" { sub(/@.*/, "", $3); print $3 }' | sort -u >"$tmp/exported"
+
+[ -s "$tmp/declared" ] || fail "no STRATA_API declaration found in include/strata.h"
+extra=$(comm -13 "$tmp/declared" "$tmp/exported")
+missing=$(comm -23 "$tmp/declared" "$tmp/exported")
+[ -z "$extra" ] || fail "exported but not declared with STRATA_API in strata.h:" $extra
+[ -z "$missing" ] || fail "declared with STRATA_API but not exported:" $missing
+echo "libstrata.so: $(wc -l <"$tmp/exported") symbols exported, $(wc -l <"$tmp/declared") declared"
+
+needed=$(readelf -d "$library" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+echo "NEEDED: $needed"
+case " $needed" in *" libyaml"*) fail "libstrata.so needs libyaml" ;; esac
+
+[ "$failures" = 0 ] && echo "test_exports: ok" || echo "test_exports: $failures failure(s)"
+[ "$failures" = 0 ]
