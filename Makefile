@@ -29,12 +29,12 @@ install: build
 	@cmake --install $(BUILD)
 
 format:
-	@clang-format -i $$(git ls-files '*.c' '*.h')
+	@clang-format -i $$(git ls-files '*.c' '*.h' '*.cpp')
 
 # Every C file as .clang-format wants it (the suite runs this first).
 format-check:
 	@command -v clang-format >/dev/null || scripts/deps.sh format
-	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h') && echo "format-check: clean"
+	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h' '*.cpp') && echo "format-check: clean"
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan

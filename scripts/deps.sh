@@ -2,7 +2,8 @@
 # Install the Debian packages a target needs, only those missing (apt is never run when all
 # are there). Usage: deps.sh build|test|bench|format
 set -euo pipefail
-want=(cmake gcc g++ make pkg-config libsodium-dev libyaml-dev libjansson-dev python3-dev)
+want=(cmake gcc g++ make pkg-config libsodium-dev libyaml-dev libjansson-dev python3-dev
+      libtorch-dev pybind11-dev)
 case "${1:-build}" in
   test)  want+=(openmpi-bin libopenmpi-dev python3-torch python3-numpy iperf3 iproute2 procps
                clang-format) ;;

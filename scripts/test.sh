@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole suite: release build, then ASan+UBSan build, then the engine's tests under TSan.
+# The whole suite: the format check, the release build, then ASan+UBSan build, then the
+# engine's tests under TSan.
 # Prints each suite's time, the skipped tests, and one closing line "N passed, N failed" over all
 # three (a skipped test is neither).
 #
@@ -27,6 +28,8 @@ run_suite() { # name builddir cmake-args ctest-args
   passed=$((passed + total - fail - skip)); failed=$((failed + fail)); skipped=$((skipped + skip))
   echo "$name: $((SECONDS - started)) s (build and tests)"
 }
+echo "=== format ==="
+if make --no-print-directory format-check; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 run_suite release build "-DCMAKE_BUILD_TYPE=Release -DSTRATA_WERROR=ON -DSTRATA_BUILD_TESTS=ON" ""
 export STRATA_TEST_QUICK=1 # sanitizer builds: the large cases for f32 sum only (same code paths)
 run_suite asan-ubsan build-asan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_WERROR=ON -DSTRATA_BUILD_TESTS=ON -DSTRATA_SANITIZE=address,undefined" "-E _sh$"

@@ -61,8 +61,14 @@ static int kill_body(strata_comm *comm, int rank, int n, int init_status, void *
 /* A different root is not in the list: a rank whose part of a rooted collective only sends
  * completes before anyone can tell it (NCCL and MPI do not detect it either); the ranks that
  * receive do notice. */
-typedef enum { MISMATCH_COUNT, MISMATCH_COLL, MISMATCH_DTYPE, MISMATCH_OP, MISMATCH_ALGO,
-               MISMATCH_CASES } mismatch_kind;
+typedef enum {
+  MISMATCH_COUNT,
+  MISMATCH_COLL,
+  MISMATCH_DTYPE,
+  MISMATCH_OP,
+  MISMATCH_ALGO,
+  MISMATCH_CASES
+} mismatch_kind;
 static const char *mismatch_names[] = {"count", "collective", "dtype", "op", "algorithm"};
 
 static int mismatch_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
@@ -81,15 +87,31 @@ static int mismatch_body(strata_comm *comm, int rank, int n, int init_status, vo
     return 1;
   }
   int odd = rank == 1;
-  strata_coll_args a = {.coll = STRATA_COLL_ALLREDUCE, .sendbuf = send, .recvbuf = recv,
-                        .count = COUNT, .dtype = STRATA_F32, .op = STRATA_SUM, .root = 0};
+  strata_coll_args a = {.coll = STRATA_COLL_ALLREDUCE,
+                        .sendbuf = send,
+                        .recvbuf = recv,
+                        .count = COUNT,
+                        .dtype = STRATA_F32,
+                        .op = STRATA_SUM,
+                        .root = 0};
   if (odd) switch (kind) {
-      case MISMATCH_COUNT: a.count = COUNT + 1; break;
-      case MISMATCH_COLL: a.coll = STRATA_COLL_BROADCAST; break;
-      case MISMATCH_DTYPE: a.dtype = STRATA_I32; break;
-      case MISMATCH_OP: a.op = STRATA_MAX; break;
-      case MISMATCH_ALGO: a.algo = STRATA_ALGO_TREE; break;
-      default: break;
+      case MISMATCH_COUNT:
+        a.count = COUNT + 1;
+        break;
+      case MISMATCH_COLL:
+        a.coll = STRATA_COLL_BROADCAST;
+        break;
+      case MISMATCH_DTYPE:
+        a.dtype = STRATA_I32;
+        break;
+      case MISMATCH_OP:
+        a.op = STRATA_MAX;
+        break;
+      case MISMATCH_ALGO:
+        a.algo = STRATA_ALGO_TREE;
+        break;
+      default:
+        break;
     }
   if (kind == MISMATCH_ALGO && !odd) a.algo = STRATA_ALGO_RING;
   double t0 = now_s();

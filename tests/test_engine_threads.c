@@ -59,7 +59,8 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
     for (int i = 0; i < COUNT; i++) {
       int want = n * (k + i) + n * (n - 1) / 2;
       if (bufs[k * COUNT + i] != want) {
-        fprintf(stderr, "rank %d: op %d element %d: %d != %d\n", rank, k, i, bufs[k * COUNT + i], want);
+        fprintf(stderr, "rank %d: op %d element %d: %d != %d\n", rank, k, i, bufs[k * COUNT + i],
+                want);
         failures++;
         break;
       }

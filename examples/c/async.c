@@ -66,10 +66,11 @@ int main(void) {
         return 1;
       }
   if (rank == 0)
-    printf("async: %d allreduces of %zu KiB on %d ranks right; the first finished %s "
-           "(%ld polls, work %.3f)\n",
-           BUCKETS, COUNT * sizeof(int32_t) >> 10, n, first_done ? "during the work" : "after it",
-           polls, work);
+    printf(
+        "async: %d allreduces of %zu KiB on %d ranks right; the first finished %s "
+        "(%ld polls, work %.3f)\n",
+        BUCKETS, COUNT * sizeof(int32_t) >> 10, n, first_done ? "during the work" : "after it",
+        polls, work);
   for (int b = 0; b < BUCKETS; b++) free(bucket[b]);
   status = strata_comm_destroy(comm);
   return status == STRATA_OK ? 0 : fail("destroy", status);

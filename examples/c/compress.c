@@ -44,8 +44,12 @@ int main(void) {
 
   strata_comm_stats before, after;
   strata_comm_get_stats(comm, &before);
-  strata_coll_args args = {.coll = STRATA_COLL_ALLREDUCE, .sendbuf = x, .recvbuf = x,
-                           .count = COUNT, .dtype = STRATA_F32, .op = STRATA_SUM,
+  strata_coll_args args = {.coll = STRATA_COLL_ALLREDUCE,
+                           .sendbuf = x,
+                           .recvbuf = x,
+                           .count = COUNT,
+                           .dtype = STRATA_F32,
+                           .op = STRATA_SUM,
                            .compress = STRATA_COMPRESS_INT8};
   status = strata_collective(comm, &args, NULL);
   if (status != STRATA_OK) return fail("compressed allreduce", status);
@@ -71,9 +75,10 @@ int main(void) {
     return 1;
   }
   if (rank == 0)
-    printf("compress: int8 allreduce on %d ranks: max error %.4f (bound %.4f), rank 0 sent %llu "
-           "wire bytes for %llu data bytes (%.2fx less)\n",
-           n, worst, bound, wire, data, wire ? (double)data / (double)wire : 0.0);
+    printf(
+        "compress: int8 allreduce on %d ranks: max error %.4f (bound %.4f), rank 0 sent %llu "
+        "wire bytes for %llu data bytes (%.2fx less)\n",
+        n, worst, bound, wire, data, wire ? (double)data / (double)wire : 0.0);
   free(x);
   status = strata_comm_destroy(comm);
   return status == STRATA_OK ? 0 : fail("destroy", status);

@@ -55,8 +55,8 @@ int main(void) {
       return 1;
     }
   if (rank == 0)
-    printf("registered: %d ranks averaged and broadcast %d MiB from strata_mem_alloc, checked\n",
-           n, (int)(COUNT * sizeof(float) >> 20));
+    printf("registered: %d ranks averaged and broadcast %d MiB from strata_mem_alloc, checked\n", n,
+           (int)(COUNT * sizeof(float) >> 20));
   status = strata_comm_destroy(comm);
   strata_mem_free(grad);
   strata_mem_free(mean);

@@ -66,13 +66,13 @@ int main(void) {
   if (send_status != STRATA_OK) return fail("send", send_status);
   for (int64_t i = 0; i < BLOCK; i++)
     if (in[i] != ((int64_t)prev << 32 | i)) {
-      fprintf(stderr, "sendrecv: rank %d: element %lld from rank %d is wrong\n", rank,
-              (long long)i, prev);
+      fprintf(stderr, "sendrecv: rank %d: element %lld from rank %d is wrong\n", rank, (long long)i,
+              prev);
       return 1;
     }
   if (rank == 0)
-    printf("sendrecv: the token went round %d ranks (sum %lld); %d MiB shifted right, checked\n",
-           n, (long long)token, (int)(BLOCK * sizeof *out >> 20));
+    printf("sendrecv: the token went round %d ranks (sum %lld); %d MiB shifted right, checked\n", n,
+           (long long)token, (int)(BLOCK * sizeof *out >> 20));
   free(out);
   free(in);
   status = strata_comm_destroy(comm);

@@ -67,4 +67,6 @@ const char *strata_err_name(int status) {
   return text ? text->name : "STRATA_ERR_UNKNOWN";
 }
 
-const char *strata_version(void) { return STRATA_VERSION_STRING; }
+const char *strata_version(void) {
+  return STRATA_VERSION_STRING;
+}

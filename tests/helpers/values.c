@@ -8,33 +8,65 @@
 
 void strata_test_put(strata_dtype dtype, void *buf, size_t idx, double v) {
   switch (dtype) {
-    case STRATA_I8: ((int8_t *)buf)[idx] = (int8_t)(uint8_t)(int64_t)v; break;
-    case STRATA_U8: ((uint8_t *)buf)[idx] = (uint8_t)(int64_t)v; break;
-    case STRATA_I32: ((int32_t *)buf)[idx] = (int32_t)(uint32_t)(int64_t)v; break;
-    case STRATA_U32: ((uint32_t *)buf)[idx] = (uint32_t)(int64_t)v; break;
-    case STRATA_I64: ((int64_t *)buf)[idx] = (int64_t)v; break;
-    case STRATA_U64: ((uint64_t *)buf)[idx] = (uint64_t)(int64_t)v; break;
-    case STRATA_F16: ((uint16_t *)buf)[idx] = strata_f32_to_f16((float)v); break;
-    case STRATA_BF16: ((uint16_t *)buf)[idx] = strata_f32_to_bf16((float)v); break;
-    case STRATA_F32: ((float *)buf)[idx] = (float)v; break;
-    case STRATA_F64: ((double *)buf)[idx] = v; break;
-    default: break;
+    case STRATA_I8:
+      ((int8_t *)buf)[idx] = (int8_t)(uint8_t)(int64_t)v;
+      break;
+    case STRATA_U8:
+      ((uint8_t *)buf)[idx] = (uint8_t)(int64_t)v;
+      break;
+    case STRATA_I32:
+      ((int32_t *)buf)[idx] = (int32_t)(uint32_t)(int64_t)v;
+      break;
+    case STRATA_U32:
+      ((uint32_t *)buf)[idx] = (uint32_t)(int64_t)v;
+      break;
+    case STRATA_I64:
+      ((int64_t *)buf)[idx] = (int64_t)v;
+      break;
+    case STRATA_U64:
+      ((uint64_t *)buf)[idx] = (uint64_t)(int64_t)v;
+      break;
+    case STRATA_F16:
+      ((uint16_t *)buf)[idx] = strata_f32_to_f16((float)v);
+      break;
+    case STRATA_BF16:
+      ((uint16_t *)buf)[idx] = strata_f32_to_bf16((float)v);
+      break;
+    case STRATA_F32:
+      ((float *)buf)[idx] = (float)v;
+      break;
+    case STRATA_F64:
+      ((double *)buf)[idx] = v;
+      break;
+    default:
+      break;
   }
 }
 
 double strata_test_get(strata_dtype dtype, const void *buf, size_t idx) {
   switch (dtype) {
-    case STRATA_I8: return ((const int8_t *)buf)[idx];
-    case STRATA_U8: return ((const uint8_t *)buf)[idx];
-    case STRATA_I32: return ((const int32_t *)buf)[idx];
-    case STRATA_U32: return ((const uint32_t *)buf)[idx];
-    case STRATA_I64: return (double)((const int64_t *)buf)[idx];
-    case STRATA_U64: return (double)((const uint64_t *)buf)[idx];
-    case STRATA_F16: return strata_f16_to_f32(((const uint16_t *)buf)[idx]);
-    case STRATA_BF16: return strata_bf16_to_f32(((const uint16_t *)buf)[idx]);
-    case STRATA_F32: return ((const float *)buf)[idx];
-    case STRATA_F64: return ((const double *)buf)[idx];
-    default: return NAN;
+    case STRATA_I8:
+      return ((const int8_t *)buf)[idx];
+    case STRATA_U8:
+      return ((const uint8_t *)buf)[idx];
+    case STRATA_I32:
+      return ((const int32_t *)buf)[idx];
+    case STRATA_U32:
+      return ((const uint32_t *)buf)[idx];
+    case STRATA_I64:
+      return (double)((const int64_t *)buf)[idx];
+    case STRATA_U64:
+      return (double)((const uint64_t *)buf)[idx];
+    case STRATA_F16:
+      return strata_f16_to_f32(((const uint16_t *)buf)[idx]);
+    case STRATA_BF16:
+      return strata_bf16_to_f32(((const uint16_t *)buf)[idx]);
+    case STRATA_F32:
+      return ((const float *)buf)[idx];
+    case STRATA_F64:
+      return ((const double *)buf)[idx];
+    default:
+      return NAN;
   }
 }
 
@@ -49,7 +81,9 @@ double strata_test_reduce_value(strata_op op, int rank, size_t idx) {
   return 1 + (double)((rank * 7 + idx * 3) % 9);
 }
 
-double strata_test_move_value(int rank, size_t idx) { return (double)((rank * 13 + idx * 7) % 101); }
+double strata_test_move_value(int rank, size_t idx) {
+  return (double)((rank * 13 + idx * 7) % 101);
+}
 
 static int is_float(strata_dtype dtype) {
   return dtype == STRATA_F16 || dtype == STRATA_BF16 || dtype == STRATA_F32 || dtype == STRATA_F64;
@@ -61,11 +95,20 @@ double strata_test_reduce_expected(strata_dtype dtype, strata_op op, int nranks,
     double v = strata_test_reduce_value(op, r, idx);
     switch (op) {
       case STRATA_SUM:
-      case STRATA_AVG: acc += v; break;
-      case STRATA_PROD: acc *= v; break;
-      case STRATA_MIN: acc = v < acc ? v : acc; break;
-      case STRATA_MAX: acc = v > acc ? v : acc; break;
-      default: break;
+      case STRATA_AVG:
+        acc += v;
+        break;
+      case STRATA_PROD:
+        acc *= v;
+        break;
+      case STRATA_MIN:
+        acc = v < acc ? v : acc;
+        break;
+      case STRATA_MAX:
+        acc = v > acc ? v : acc;
+        break;
+      default:
+        break;
     }
   }
   if (op == STRATA_AVG) {
