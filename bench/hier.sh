@@ -66,8 +66,8 @@ run() {
   kill "$store" 2>/dev/null
   [ $rc -eq 0 ] || { echo "hier.sh: bench failed: $(tail -3 "$work/out.0")" >&2; echo 0; return; }
   "$py" -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]["out_of_place"]
-assert r["wrong"] == 0, "wrong results"
-print(r["time_us"])' "$work/b.json" || echo 0
+assert r["nwrong"] == 0, "wrong results"
+print(r["time"])' "$work/b.json" || echo 0
 }
 
 flat_us=$(run STRATA_ALGO=ring)

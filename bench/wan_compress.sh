@@ -85,9 +85,9 @@ for c in codecs:
     try:
         j = json.load(open(os.path.join(out, c + ".r0.json")))
         r = j["results"][0]
-        figs = [r[k] for k in ("out_of_place", "in_place") if r.get(k) and r[k].get("time_us")]
-        t = min(f["time_us"] for f in figs) / 1e6
-        wrong = sum(f.get("wrong") or 0 for f in figs)
+        figs = [r[k] for k in ("out_of_place", "in_place") if r.get(k) and r[k].get("time")]
+        t = min(f["time"] for f in figs) / 1e6  # nccl-tests' keys; time in us
+        wrong = sum(f.get("nwrong") or 0 for f in figs)
     except (OSError, ValueError, KeyError, IndexError):
         print("%-6s failed (see %s)" % (c, out))
         continue
