@@ -35,6 +35,7 @@
 #include "boot/store.h"
 #include "core/core.h"
 #include "net/shm.h"
+#include "helpers/check.h"
 
 #define MAX_RANKS 8
 /* The largest message under STRATA_TEST_QUICK: more than a ring (SHM_RING_BYTES), two CMA
@@ -45,23 +46,12 @@
 static char store_addr[64];
 static int job_counter;
 static int jobs_run;
-static int failures;
 /* A job may expect strata_shm_open to fail with open_fail_status on one rank (or -1: all). */
 static int open_fail_status = STRATA_OK;
 static int open_fail_rank = -1;
 static double open_timeout_s = 10.0;
 static int registered; /* send buffers from strata_mem_alloc */
 static int quick;      /* STRATA_TEST_QUICK: see the top of the file */
-
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-      return 1;                                                       \
-    }                                                                 \
-  } while (0)
 
 /* ---- the job harness ---- */
 
@@ -107,8 +97,8 @@ static int child_main(int rank, int nranks, const char *job_id, scenario_fn fn, 
   if (open_fail_status != STRATA_OK && (open_fail_rank < 0 || rank == open_fail_rank)) {
     strata_store_close(store);
     if (rc == STRATA_OK) j.t->ops->destroy(j.t);
-    CHECK(rc == open_fail_status && err[0], "open: %s (%s), want %s", strata_err_name(rc), err,
-          strata_err_name(open_fail_status));
+    CHECK_OR_RETURN(rc == open_fail_status && err[0], "open: %s (%s), want %s", strata_err_name(rc),
+                    err, strata_err_name(open_fail_status));
     return 0;
   }
   if (rc != STRATA_OK) {
@@ -232,11 +222,11 @@ static int check_mapped(job *j, uint64_t largest) {
   uint64_t mapped = strata_shm_mapped_bytes(j->t);
   int cma = strata_shm_uses_cma(j->t, j->rank == 0 ? 1 : 0);
   if (registered && cma)
-    CHECK(mapped >= largest * (uint64_t)(j->nranks - 1), "rank %d: only %llu bytes mapped", j->rank,
-          (unsigned long long)mapped);
+    CHECK_OR_RETURN(mapped >= largest * (uint64_t)(j->nranks - 1),
+                    "rank %d: only %llu bytes mapped", j->rank, (unsigned long long)mapped);
   else
-    CHECK(mapped == 0, "rank %d: %llu bytes mapped from malloc'd buffers", j->rank,
-          (unsigned long long)mapped);
+    CHECK_OR_RETURN(mapped == 0, "rank %d: %llu bytes mapped from malloc'd buffers", j->rank,
+                    (unsigned long long)mapped);
   return 0;
 }
 
@@ -245,7 +235,7 @@ static int scenario_exchange(job *j) {
   int total = (n - 1) * per_peer;
   msg_slot *sends = calloc((size_t)total, sizeof *sends);
   msg_slot *recvs = calloc((size_t)total, sizeof *recvs);
-  CHECK(sends && recvs, "out of memory");
+  CHECK_OR_RETURN(sends && recvs, "out of memory");
   int remaining = 2 * total;
   for (int q = 0, s = 0; q < n; q++) {
     if (q == me) continue;
@@ -253,7 +243,7 @@ static int scenario_exchange(job *j) {
       uint64_t bytes = exchange_sizes[k % NSIZES];
       sends[s].buf = strata_mem_buffer(bytes ? bytes : 1, registered);
       recvs[s].buf = malloc(bytes ? bytes : 1);
-      CHECK(sends[s].buf && recvs[s].buf, "out of memory");
+      CHECK_OR_RETURN(sends[s].buf && recvs[s].buf, "out of memory");
       pattern_fill(sends[s].buf, bytes, me, q, k);
       memset(recvs[s].buf, 0xee, bytes);
       xfer_init(&sends[s].x, q, 0x1000u + (uint64_t)k, sends[s].buf, bytes, &remaining);
@@ -264,29 +254,32 @@ static int scenario_exchange(job *j) {
    * the rings with no receive posted) the second repetition's receives. */
   for (int s = 0; s < total; s++)
     if (s % per_peer < (int)NSIZES)
-      CHECK(j->t->ops->post_recv(j->t, &recvs[s].x) == STRATA_OK, "post_recv %d", s);
+      CHECK_OR_RETURN(j->t->ops->post_recv(j->t, &recvs[s].x) == STRATA_OK, "post_recv %d", s);
   for (int s = 0; s < total; s++)
-    CHECK(j->t->ops->post_send(j->t, &sends[s].x) == STRATA_OK, "post_send %d", s);
+    CHECK_OR_RETURN(j->t->ops->post_send(j->t, &sends[s].x) == STRATA_OK, "post_send %d", s);
   for (int i = 0; i < 50; i++) {
     int fp;
-    CHECK(j->t->ops->progress(j->t, &fp) == STRATA_OK, "progress");
+    CHECK_OR_RETURN(j->t->ops->progress(j->t, &fp) == STRATA_OK, "progress");
   }
   for (int s = 0; s < total; s++)
     if (s % per_peer >= (int)NSIZES)
-      CHECK(j->t->ops->post_recv(j->t, &recvs[s].x) == STRATA_OK, "post_recv %d", s);
+      CHECK_OR_RETURN(j->t->ops->post_recv(j->t, &recvs[s].x) == STRATA_OK, "post_recv %d", s);
   drive_result res;
-  CHECK(drive(j->t, &remaining, 30.0, &res) == 0, "rank %d: %d transfers still pending", me,
-        remaining);
-  CHECK(res.progress_rc == STRATA_OK, "progress returned %s", strata_err_name(res.progress_rc));
+  CHECK_OR_RETURN(drive(j->t, &remaining, 30.0, &res) == 0, "rank %d: %d transfers still pending",
+                  me, remaining);
+  CHECK_OR_RETURN(res.progress_rc == STRATA_OK, "progress returned %s",
+                  strata_err_name(res.progress_rc));
   for (int q = 0, s = 0; q < n; q++) {
     if (q == me) continue;
     for (int k = 0; k < per_peer; k++, s++) {
       uint64_t bytes = exchange_sizes[k % NSIZES];
-      CHECK(sends[s].x.status == STRATA_OK, "send to %d #%d: %d", q, k, sends[s].x.status);
-      CHECK(recvs[s].x.status == STRATA_OK, "recv from %d #%d: %d", q, k, recvs[s].x.status);
+      CHECK_OR_RETURN(sends[s].x.status == STRATA_OK, "send to %d #%d: %d", q, k,
+                      sends[s].x.status);
+      CHECK_OR_RETURN(recvs[s].x.status == STRATA_OK, "recv from %d #%d: %d", q, k,
+                      recvs[s].x.status);
       int64_t bad = pattern_check(recvs[s].buf, bytes, q, me, k);
-      CHECK(bad < 0, "rank %d: message %d (%llu bytes) from %d wrong at byte %lld", me, k,
-            (unsigned long long)bytes, q, (long long)bad);
+      CHECK_OR_RETURN(bad < 0, "rank %d: message %d (%llu bytes) from %d wrong at byte %lld", me, k,
+                      (unsigned long long)bytes, q, (long long)bad);
       strata_mem_buffer_free(sends[s].buf, registered);
       free(recvs[s].buf);
     }
@@ -361,7 +354,7 @@ static int scenario_reduce(job *j) {
   msg_slot *sends = calloc((size_t)total, sizeof *sends);
   msg_slot *recvs = calloc((size_t)total, sizeof *recvs);
   void **local = calloc((size_t)total, sizeof *local), **out = calloc((size_t)total, sizeof *out);
-  CHECK(sends && recvs && local && out, "out of memory");
+  CHECK_OR_RETURN(sends && recvs && local && out, "out of memory");
   int remaining = 2 * total;
   for (int q = 0, s = 0; q < n; q++) {
     if (q == me) continue;
@@ -371,7 +364,7 @@ static int scenario_reduce(job *j) {
       sends[s].buf = strata_mem_buffer(bytes + 4, registered);
       local[s] = malloc(bytes + 4);
       out[s] = rc->in_place ? local[s] : malloc(bytes + 4);
-      CHECK(sends[s].buf && local[s] && out[s], "out of memory");
+      CHECK_OR_RETURN(sends[s].buf && local[s] && out[s], "out of memory");
       reduce_fill(sends[s].buf, rc, me, q, c);
       reduce_fill(local[s], rc, q, me, c + 50); /* our own contribution */
       xfer_init(&sends[s].x, q, 0x2000u + (uint64_t)c, sends[s].buf, bytes, &remaining);
@@ -380,30 +373,32 @@ static int scenario_reduce(job *j) {
       recvs[s].x.reduce_src = local[s];
       recvs[s].x.reduce_dst = out[s];
       recvs[s].x.elem_size = rc->elem_size;
-      CHECK(j->t->ops->post_recv(j->t, &recvs[s].x) == STRATA_OK, "post_recv");
-      CHECK(j->t->ops->post_send(j->t, &sends[s].x) == STRATA_OK, "post_send");
+      CHECK_OR_RETURN(j->t->ops->post_recv(j->t, &recvs[s].x) == STRATA_OK, "post_recv");
+      CHECK_OR_RETURN(j->t->ops->post_send(j->t, &sends[s].x) == STRATA_OK, "post_send");
     }
   }
-  CHECK(j->t->fuses_reduce == 1, "shm must fuse reductions");
+  CHECK_OR_RETURN(j->t->fuses_reduce == 1, "shm must fuse reductions");
   drive_result res;
-  CHECK(drive(j->t, &remaining, 30.0, &res) == 0, "%d reduce transfers pending", remaining);
-  CHECK(res.progress_rc == STRATA_OK, "progress returned %s", strata_err_name(res.progress_rc));
+  CHECK_OR_RETURN(drive(j->t, &remaining, 30.0, &res) == 0, "%d reduce transfers pending",
+                  remaining);
+  CHECK_OR_RETURN(res.progress_rc == STRATA_OK, "progress returned %s",
+                  strata_err_name(res.progress_rc));
   for (int q = 0, s = 0; q < n; q++) {
     if (q == me) continue;
     for (int c = 0; c < (int)NREDUCE; c++, s++) {
       const reduce_case *rc = &reduce_cases[c];
-      CHECK(sends[s].x.status == STRATA_OK && recvs[s].x.status == STRATA_OK, "status");
+      CHECK_OR_RETURN(sends[s].x.status == STRATA_OK && recvs[s].x.status == STRATA_OK, "status");
       uint64_t words = rc->count * rc->elem_size / 4;
       for (uint64_t w = 0; w < words; w++) {
         int32_t a = reduce_word(q, me, c + 50, w), b = reduce_word(q, me, c, w);
         if (rc->fn == sum_i32) {
           int32_t want = (a - 2000) + (b - 2000), got = ((int32_t *)out[s])[w];
-          CHECK(got == want, "case %d from %d: i32 word %llu = %d, want %d", c, q,
-                (unsigned long long)w, got, want);
+          CHECK_OR_RETURN(got == want, "case %d from %d: i32 word %llu = %d, want %d", c, q,
+                          (unsigned long long)w, got, want);
         } else {
           float want = (float)(a + b), got = ((float *)out[s])[w];
-          CHECK(got == want, "case %d from %d: f32 word %llu = %g, want %g", c, q,
-                (unsigned long long)w, got, want);
+          CHECK_OR_RETURN(got == want, "case %d from %d: f32 word %llu = %g, want %g", c, q,
+                          (unsigned long long)w, got, want);
         }
       }
       if (!rc->in_place) free(out[s]);
@@ -441,30 +436,32 @@ static int scenario_mismatch(job *j) {
   for (int c = 0; c < NCASES; c++) {
     uint64_t bytes = j->rank == 1 ? cases[c].send_bytes : cases[c].recv_bytes;
     slots[c].buf = malloc(bytes + GUARD);
-    CHECK(slots[c].buf, "out of memory");
+    CHECK_OR_RETURN(slots[c].buf, "out of memory");
     if (j->rank == 1) {
       pattern_fill(slots[c].buf, bytes, 1, 0, c);
       xfer_init(&slots[c].x, 0, cases[c].send_tag, slots[c].buf, bytes, &remaining);
-      CHECK(j->t->ops->post_send(j->t, &slots[c].x) == STRATA_OK, "post_send");
+      CHECK_OR_RETURN(j->t->ops->post_send(j->t, &slots[c].x) == STRATA_OK, "post_send");
     } else {
       memset(slots[c].buf, 0xab, bytes + GUARD);
       xfer_init(&slots[c].x, 1, cases[c].recv_tag, slots[c].buf, bytes, &remaining);
-      CHECK(j->t->ops->post_recv(j->t, &slots[c].x) == STRATA_OK, "post_recv");
+      CHECK_OR_RETURN(j->t->ops->post_recv(j->t, &slots[c].x) == STRATA_OK, "post_recv");
     }
   }
   drive_result res;
-  CHECK(drive(j->t, &remaining, 20.0, &res) == 0, "%d pending", remaining);
+  CHECK_OR_RETURN(drive(j->t, &remaining, 20.0, &res) == 0, "%d pending", remaining);
   for (int c = 0; c < NCASES; c++) {
     if (j->rank == 1) {
-      CHECK(slots[c].x.status == STRATA_OK, "send %d completed with %d", c, slots[c].x.status);
+      CHECK_OR_RETURN(slots[c].x.status == STRATA_OK, "send %d completed with %d", c,
+                      slots[c].x.status);
     } else {
       uint64_t bytes = cases[c].recv_bytes;
-      CHECK(slots[c].x.status == cases[c].want, "recv %d: %s, want %s", c,
-            strata_err_name(slots[c].x.status), strata_err_name(cases[c].want));
+      CHECK_OR_RETURN(slots[c].x.status == cases[c].want, "recv %d: %s, want %s", c,
+                      strata_err_name(slots[c].x.status), strata_err_name(cases[c].want));
       for (uint64_t i = cases[c].want == STRATA_OK ? bytes : 0; i < bytes + GUARD; i++)
-        CHECK(slots[c].buf[i] == 0xab, "recv %d wrote byte %llu", c, (unsigned long long)i);
+        CHECK_OR_RETURN(slots[c].buf[i] == 0xab, "recv %d wrote byte %llu", c,
+                        (unsigned long long)i);
       if (cases[c].want == STRATA_OK)
-        CHECK(pattern_check(slots[c].buf, bytes, 1, 0, c) < 0, "recv %d content", c);
+        CHECK_OR_RETURN(pattern_check(slots[c].buf, bytes, 1, 0, c) < 0, "recv %d content", c);
     }
     free(slots[c].buf);
   }
@@ -477,41 +474,41 @@ static int scenario_two_transports(job *j) {
   strata_transport *t2 = NULL;
   char err[256];
   int rc = strata_shm_open(j->cfg, j->rank, j->nranks, j->store, j->is_local, &t2, err, sizeof err);
-  CHECK(rc == STRATA_OK, "second open: %s (%s)", strata_err_name(rc), err);
+  CHECK_OR_RETURN(rc == STRATA_OK, "second open: %s (%s)", strata_err_name(rc), err);
   /* the same tags on both, different contents: nothing may cross over */
   enum { BYTES = 100000 };
   int remaining = 0;
   int n = j->nranks - 1;
   msg_slot *slots = calloc((size_t)(4 * n), sizeof *slots);
-  CHECK(slots, "out of memory");
+  CHECK_OR_RETURN(slots, "out of memory");
   for (int q = 0, s = 0; q < j->nranks; q++) {
     if (q == j->rank) continue;
     for (int which = 0; which < 2; which++, s += 2) {
       strata_transport *t = which ? t2 : j->t;
       slots[s].buf = malloc(BYTES);
       slots[s + 1].buf = malloc(BYTES);
-      CHECK(slots[s].buf && slots[s + 1].buf, "out of memory");
+      CHECK_OR_RETURN(slots[s].buf && slots[s + 1].buf, "out of memory");
       pattern_fill(slots[s].buf, BYTES, j->rank, q, which);
       xfer_init(&slots[s].x, q, 42, slots[s].buf, BYTES, &remaining);
       xfer_init(&slots[s + 1].x, q, 42, slots[s + 1].buf, BYTES, &remaining);
       remaining += 2;
-      CHECK(t->ops->post_send(t, &slots[s].x) == STRATA_OK, "post_send");
-      CHECK(t->ops->post_recv(t, &slots[s + 1].x) == STRATA_OK, "post_recv");
+      CHECK_OR_RETURN(t->ops->post_send(t, &slots[s].x) == STRATA_OK, "post_send");
+      CHECK_OR_RETURN(t->ops->post_recv(t, &slots[s + 1].x) == STRATA_OK, "post_recv");
     }
   }
   double start = strata_now_s();
   while (remaining > 0 && strata_now_s() - start < 20) {
     int fp;
-    CHECK(j->t->ops->progress(j->t, &fp) == STRATA_OK, "progress 1");
-    CHECK(t2->ops->progress(t2, &fp) == STRATA_OK, "progress 2");
+    CHECK_OR_RETURN(j->t->ops->progress(j->t, &fp) == STRATA_OK, "progress 1");
+    CHECK_OR_RETURN(t2->ops->progress(t2, &fp) == STRATA_OK, "progress 2");
   }
-  CHECK(remaining == 0, "%d transfers pending", remaining);
+  CHECK_OR_RETURN(remaining == 0, "%d transfers pending", remaining);
   for (int q = 0, s = 0; q < j->nranks; q++) {
     if (q == j->rank) continue;
     for (int which = 0; which < 2; which++, s += 2) {
-      CHECK(slots[s + 1].x.status == STRATA_OK, "status");
-      CHECK(pattern_check(slots[s + 1].buf, BYTES, q, j->rank, which) < 0,
-            "transport %d: message from %d crossed over", which, q);
+      CHECK_OR_RETURN(slots[s + 1].x.status == STRATA_OK, "status");
+      CHECK_OR_RETURN(pattern_check(slots[s + 1].buf, BYTES, q, j->rank, which) < 0,
+                      "transport %d: message from %d crossed over", which, q);
       free(slots[s].buf);
       free(slots[s + 1].buf);
     }
@@ -520,11 +517,13 @@ static int scenario_two_transports(job *j) {
   /* leave together: a rank that finished may exit while a peer still drives its transports
    * (a known race, see the closing note of this test's owner) */
   int64_t arrived = 0;
-  CHECK(strata_store_add(j->store, "two-transports/done", 1, &arrived) == STRATA_OK, "store add");
+  CHECK_OR_RETURN(strata_store_add(j->store, "two-transports/done", 1, &arrived) == STRATA_OK,
+                  "store add");
   if (arrived == j->nranks) strata_store_set(j->store, "two-transports/all", "1", 1);
   void *value = NULL;
   size_t len = 0;
-  CHECK(strata_store_get(j->store, "two-transports/all", &value, &len, 20) == STRATA_OK, "barrier");
+  CHECK_OR_RETURN(strata_store_get(j->store, "two-transports/all", &value, &len, 20) == STRATA_OK,
+                  "barrier");
   free(value);
   t2->ops->destroy(t2);
   return 0;
@@ -543,24 +542,27 @@ static int scenario_peer_lost(job *j) {
   }
   uint64_t big = 4u << 20;
   uint8_t *sbuf = malloc(big), small[8];
-  CHECK(sbuf, "out of memory");
+  CHECK_OR_RETURN(sbuf, "out of memory");
   memset(sbuf, 1, big);
   int remaining = 2;
   strata_xfer send, recv;
   xfer_init(&send, victim, 7, sbuf, big, &remaining);
   xfer_init(&recv, victim, 8, small, sizeof small, &remaining);
-  CHECK(j->t->ops->post_send(j->t, &send) == STRATA_OK, "post_send");
-  CHECK(j->t->ops->post_recv(j->t, &recv) == STRATA_OK, "post_recv");
+  CHECK_OR_RETURN(j->t->ops->post_send(j->t, &send) == STRATA_OK, "post_send");
+  CHECK_OR_RETURN(j->t->ops->post_recv(j->t, &recv) == STRATA_OK, "post_recv");
   drive_result res;
-  CHECK(drive(j->t, &remaining, 10.0, &res) == 0, "transfers to a dead peer never completed");
-  CHECK(res.elapsed_s < 5.0, "noticed the death after %.2f s", res.elapsed_s);
-  CHECK(send.status == STRATA_ERR_PEER_LOST, "send: %s", strata_err_name(send.status));
-  CHECK(recv.status == STRATA_ERR_PEER_LOST, "recv: %s", strata_err_name(recv.status));
-  CHECK(res.progress_rc == STRATA_ERR_PEER_LOST && res.failed_peer == victim,
-        "progress returned %s for peer %d", strata_err_name(res.progress_rc), res.failed_peer);
+  CHECK_OR_RETURN(drive(j->t, &remaining, 10.0, &res) == 0,
+                  "transfers to a dead peer never completed");
+  CHECK_OR_RETURN(res.elapsed_s < 5.0, "noticed the death after %.2f s", res.elapsed_s);
+  CHECK_OR_RETURN(send.status == STRATA_ERR_PEER_LOST, "send: %s", strata_err_name(send.status));
+  CHECK_OR_RETURN(recv.status == STRATA_ERR_PEER_LOST, "recv: %s", strata_err_name(recv.status));
+  CHECK_OR_RETURN(res.progress_rc == STRATA_ERR_PEER_LOST && res.failed_peer == victim,
+                  "progress returned %s for peer %d", strata_err_name(res.progress_rc),
+                  res.failed_peer);
   strata_xfer again;
   xfer_init(&again, victim, 9, small, sizeof small, &remaining);
-  CHECK(j->t->ops->post_send(j->t, &again) == STRATA_ERR_PEER_LOST, "post to a lost peer");
+  CHECK_OR_RETURN(j->t->ops->post_send(j->t, &again) == STRATA_ERR_PEER_LOST,
+                  "post to a lost peer");
   /* The survivors still talk to each other. */
   if (j->nranks > 2) {
     int other = 1 - j->rank;
@@ -569,10 +571,10 @@ static int scenario_peer_lost(job *j) {
     remaining = 2;
     xfer_init(&s2, other, 10, &v, sizeof v, &remaining);
     xfer_init(&r2, other, 10, &got, sizeof got, &remaining);
-    CHECK(j->t->ops->post_send(j->t, &s2) == STRATA_OK, "post_send");
-    CHECK(j->t->ops->post_recv(j->t, &r2) == STRATA_OK, "post_recv");
-    CHECK(drive(j->t, &remaining, 5.0, NULL) == 0, "survivors' exchange");
-    CHECK(got == 0x1234 + (uint64_t)other, "survivors' exchange content");
+    CHECK_OR_RETURN(j->t->ops->post_send(j->t, &s2) == STRATA_OK, "post_send");
+    CHECK_OR_RETURN(j->t->ops->post_recv(j->t, &r2) == STRATA_OK, "post_recv");
+    CHECK_OR_RETURN(drive(j->t, &remaining, 5.0, NULL) == 0, "survivors' exchange");
+    CHECK_OR_RETURN(got == 0x1234 + (uint64_t)other, "survivors' exchange content");
   }
   free(sbuf);
   return 0;
@@ -591,9 +593,9 @@ static int scenario_abort(job *j) {
     j->t->ops->progress(j->t, &fp);
     j->t->ops->wait(j->t, 5);
   }
-  CHECK(j->t->remote_abort_status == STRATA_ERR_ABORTED, "remote_abort_status %d",
-        j->t->remote_abort_status);
-  CHECK(j->t->remote_abort_peer == 1, "remote_abort_peer %d", j->t->remote_abort_peer);
+  CHECK_OR_RETURN(j->t->remote_abort_status == STRATA_ERR_ABORTED, "remote_abort_status %d",
+                  j->t->remote_abort_status);
+  CHECK_OR_RETURN(j->t->remote_abort_peer == 1, "remote_abort_peer %d", j->t->remote_abort_peer);
   return 0;
 }
 
@@ -618,31 +620,32 @@ static int scenario_partial(job *j) {
   int remaining = 0;
   strata_xfer x;
   xfer_init(&x, 2, 1, &v, sizeof v, &remaining);
-  CHECK(j->t->ops->post_send(j->t, &x) == STRATA_ERR_INVALID_ARG || j->rank == 2,
-        "rank 2 is not local");
+  CHECK_OR_RETURN(j->t->ops->post_send(j->t, &x) == STRATA_ERR_INVALID_ARG || j->rank == 2,
+                  "rank 2 is not local");
   xfer_init(&x, j->rank, 1, &v, sizeof v, &remaining);
-  CHECK(j->t->ops->post_send(j->t, &x) == STRATA_ERR_INVALID_ARG, "send to self");
+  CHECK_OR_RETURN(j->t->ops->post_send(j->t, &x) == STRATA_ERR_INVALID_ARG, "send to self");
   xfer_init(&x, 99, 1, &v, sizeof v, &remaining);
-  CHECK(j->t->ops->post_recv(j->t, &x) == STRATA_ERR_INVALID_ARG, "peer out of range");
+  CHECK_OR_RETURN(j->t->ops->post_recv(j->t, &x) == STRATA_ERR_INVALID_ARG, "peer out of range");
   if (j->rank == 2) return 0;
   int other = 1 - j->rank;
   xfer_init(&x, other, 1, NULL, 8, &remaining);
   x.reduce = sum_f32;
   x.elem_size = 0;
   x.reduce_src = x.reduce_dst = &got;
-  CHECK(j->t->ops->post_recv(j->t, &x) == STRATA_ERR_INVALID_ARG, "elem_size 0");
+  CHECK_OR_RETURN(j->t->ops->post_recv(j->t, &x) == STRATA_ERR_INVALID_ARG, "elem_size 0");
   x.elem_size = 3; /* 8 bytes is not whole 3-byte elements */
-  CHECK(j->t->ops->post_recv(j->t, &x) == STRATA_ERR_INVALID_ARG, "partial element");
+  CHECK_OR_RETURN(j->t->ops->post_recv(j->t, &x) == STRATA_ERR_INVALID_ARG, "partial element");
   xfer_init(&x, other, 1, NULL, 8, &remaining);
-  CHECK(j->t->ops->post_send(j->t, &x) == STRATA_ERR_INVALID_ARG, "NULL buffer");
-  CHECK(strata_shm_uses_cma(j->t, other) == (getenv("STRATA_SHM_CMA") == NULL), "CMA use %d",
-        strata_shm_uses_cma(j->t, other));
+  CHECK_OR_RETURN(j->t->ops->post_send(j->t, &x) == STRATA_ERR_INVALID_ARG, "NULL buffer");
+  CHECK_OR_RETURN(strata_shm_uses_cma(j->t, other) == (getenv("STRATA_SHM_CMA") == NULL),
+                  "CMA use %d", strata_shm_uses_cma(j->t, other));
   strata_xfer s, r;
   remaining = 2;
   xfer_init(&s, other, 5, &v, sizeof v, &remaining);
   xfer_init(&r, other, 5, &got, sizeof got, &remaining);
-  CHECK(j->t->ops->post_recv(j->t, &r) == STRATA_OK && j->t->ops->post_send(j->t, &s) == 0, "post");
-  CHECK(drive(j->t, &remaining, 5.0, NULL) == 0 && got == 77, "exchange");
+  CHECK_OR_RETURN(
+      j->t->ops->post_recv(j->t, &r) == STRATA_OK && j->t->ops->post_send(j->t, &s) == 0, "post");
+  CHECK_OR_RETURN(drive(j->t, &remaining, 5.0, NULL) == 0 && got == 77, "exchange");
   return 0;
 }
 
@@ -688,7 +691,7 @@ static int bench_pingpong(job *j, int iters) {
       xfer_init(&s, other, 1, &v, 8, &remaining);
       j->t->ops->post_send(j->t, &s);
     }
-    CHECK(drive(j->t, &remaining, 10, NULL) == 0, "ping-pong stalled");
+    CHECK_OR_RETURN(drive(j->t, &remaining, 10, NULL) == 0, "ping-pong stalled");
   }
   double us = (strata_now_s() - start) / iters * 1e6;
   if (j->rank == 0) printf("  8-byte ping-pong: %.2f us round trip, %.2f us one way\n", us, us / 2);
@@ -729,7 +732,7 @@ static double bench_run(job *j, uint8_t *sbuf, uint8_t *rbuf, uint8_t *mine, uin
 /* Best of three runs, in GB/s per direction. */
 static int bench_bandwidth(job *j, uint64_t bytes, int both, int reduce) {
   uint8_t *sbuf = malloc(bytes), *rbuf = malloc(bytes), *mine = malloc(bytes);
-  CHECK(sbuf && rbuf && mine, "out of memory");
+  CHECK_OR_RETURN(sbuf && rbuf && mine, "out of memory");
   memset(sbuf, 0, bytes);
   memset(rbuf, 0, bytes);
   memset(mine, 0, bytes);
@@ -739,7 +742,7 @@ static int bench_bandwidth(job *j, uint64_t bytes, int both, int reduce) {
   double best = 1e30;
   for (int rep = 0; rep < 3; rep++) {
     double s = bench_run(j, sbuf, rbuf, mine, bytes, iters, both, reduce);
-    CHECK(s >= 0, "bandwidth run stalled");
+    CHECK_OR_RETURN(s >= 0, "bandwidth run stalled");
     if (s < best) best = s;
   }
   if (j->rank == 0)

@@ -20,6 +20,7 @@
 #include "core/core.h"
 #include "helpers/net_fixture.h"
 #include "net/shm.h"
+#include "helpers/check.h"
 
 #define NMSG 3
 
@@ -79,18 +80,14 @@ static int turns_receiver(strata_transport *t, strata_store *store, const turns_
       if (t->ops->progress(t, NULL) != STRATA_OK) return 1;
       if (done == before) t->ops->wait(t, 1);
     }
-    if (done != before + 1) {
-      fprintf(stderr, "FAIL: %zu-byte messages, %s: one progress() call completed %d receives\n",
-              c->bytes, c->cma ? "CMA" : "inline", done - before);
-      bad = 1;
-    }
+    CHECK(done == before + 1, "%zu-byte messages, %s: one progress() call completed %d receives",
+          c->bytes, c->cma ? "CMA" : "inline", done - before);
+    bad |= done != before + 1;
   }
   for (int m = 0; m < NMSG && !bad; m++) {
     size_t at = strata_net_fixture_check(bufs[m], c->bytes, 1, m);
-    if (at != (size_t)-1) {
-      fprintf(stderr, "FAIL: message %d wrong at byte %zu\n", m, at);
-      bad = 1;
-    }
+    CHECK(at == (size_t)-1, "message %d wrong at byte %zu", m, at);
+    bad |= at != (size_t)-1;
   }
   for (int m = 0; m < NMSG; m++) free(bufs[m]);
   return bad;
@@ -127,7 +124,6 @@ static int turns_rank(const strata_net_fixture_rank *r) {
 
 int main(void) {
   const turns_case cases[] = {{1, 1u << 20}, {1, 64u << 10}, {0, 1u << 20}, {0, 64u << 10}};
-  int failures = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int bad = strata_net_fixture_run(2, turns_rank, (void *)&cases[i], 30.0, NULL);
     printf("%s %zu-byte messages, %s\n", bad ? "FAIL" : "ok  ", cases[i].bytes,
