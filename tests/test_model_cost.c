@@ -94,24 +94,10 @@ static void test_h100_fidelity(void) {
       "best is nvls");
 }
 
-static void test_host_predict(void) {
-  double shm =
-      strata_model_predict_host_busbw(STRATA_COLL_ALLREDUCE, STRATA_ALGO_RING, 4, 64e6, 0, 10);
-  double tcp =
-      strata_model_predict_host_busbw(STRATA_COLL_ALLREDUCE, STRATA_ALGO_RING, 4, 64e6, 1, 10);
-  CHECK(shm > 0 && shm < 10, "host shm positive");
-  CHECK(tcp > 0 && tcp < shm, "tcp slower than shm");
-  CHECK(strata_model_predict_host_busbw(STRATA_COLL_ALLREDUCE, STRATA_ALGO_AUTO, 0, 1, 0, 10) < 0,
-        "bad args");
-  CHECK(strata_model_predict_host_busbw(STRATA_COLL_ALLGATHER, STRATA_ALGO_AUTO, 2, 1e6, 0, 10) > 0,
-        "auto");
-}
-
 int main(void) {
   test_flat_formulas();
   test_hierarchical();
   test_h100_fidelity();
-  test_host_predict();
   if (failures) return 1;
   printf("ok\n");
   return 0;

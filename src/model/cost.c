@@ -490,29 +490,3 @@ int strata_cost_best(const strata_fabric *f, strata_coll coll, double bytes,
   }
   return found;
 }
-
-/* Reduction throughput of one CPU core on f32 sums: assumed 8 GB/s (memory-bound, reading two
- * operands and writing one); bench passes measured memcpy bandwidth and this scales with it. */
-double strata_model_predict_host_busbw(strata_coll coll, strata_algo algo, int nranks, double bytes,
-                                       int use_tcp, double memcpy_gbps) {
-  if (nranks < 1 || bytes < 0 || memcpy_gbps <= 0) return -1;
-  strata_fabric f;
-  double gbps =
-      use_tcp ? strata_host_loopback_tcp_gbps(memcpy_gbps) : strata_host_shm_gbps(memcpy_gbps);
-  double alpha = use_tcp ? STRATA_HOST_LOOPBACK_TCP_LATENCY_US : STRATA_HOST_SHM_LATENCY_US;
-  strata_fabric_flat(&f, nranks, alpha, gbps, memcpy_gbps / 3);
-  /* one host: every rank shares the memory bus, so the aggregate is the memcpy bandwidth */
-  f.level[0].aggregate_gbps = use_tcp ? gbps : memcpy_gbps / 2;
-  strata_prediction p;
-  int rc;
-  if (algo == STRATA_ALGO_AUTO) {
-    rc = strata_cost_best(&f, coll, bytes, &p);
-  } else {
-    strata_model_algo m = STRATA_MODEL_RING;
-    if (algo == STRATA_ALGO_TREE) m = STRATA_MODEL_TREE;
-    if (algo == STRATA_ALGO_RHD) m = STRATA_MODEL_RHD;
-    if (algo == STRATA_ALGO_DIRECT) m = STRATA_MODEL_DIRECT;
-    rc = strata_cost_predict(&f, coll, m, bytes, &p);
-  }
-  return rc == 0 ? p.busbw_gbps : -1;
-}

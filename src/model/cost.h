@@ -90,11 +90,4 @@ int strata_cost_predict(const strata_fabric *f, strata_coll coll, strata_model_a
 int strata_cost_best(const strata_fabric *f, strata_coll coll, double bytes,
                      strata_prediction *out);
 
-/* For `strata bench --predict`: bus bandwidth (GB/s) predicted for one host running `nranks`
- * ranks over shared memory (`use_tcp` 0) or loopback TCP (1), given the host's measured memcpy
- * bandwidth in GB/s. `algo` is an engine algorithm; AUTO picks the fastest. Returns < 0 when the
- * combination does not apply. */
-double strata_model_predict_host_busbw(strata_coll coll, strata_algo algo, int nranks, double bytes,
-                                       int use_tcp, double memcpy_gbps);
-
 #endif

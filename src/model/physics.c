@@ -146,13 +146,3 @@ double strata_wan_tcp_gbit(double link_gbit, int streams) {
   double gbit = 3.7 * pow((double)streams, exponent);
   return link_gbit > 0 && gbit > link_gbit ? link_gbit : gbit;
 }
-
-/* Shared memory between processes costs a copy in and a copy out; loopback TCP a copy into the
- * socket buffer, a copy out, and protocol work (assumed: a third of memcpy). Both are soft
- * defaults: `strata bench --predict` passes the memcpy bandwidth it measured. */
-double strata_host_shm_gbps(double memcpy_gbps) {
-  return memcpy_gbps > 0 ? memcpy_gbps / 2 : 0;
-}
-double strata_host_loopback_tcp_gbps(double memcpy_gbps) {
-  return memcpy_gbps > 0 ? memcpy_gbps / 3 : 0;
-}

@@ -89,12 +89,4 @@ double strata_wireguard_efficiency(int path_mtu);
  * the usable Gb/s of `streams` parallel connections on a path of capacity `link_gbit`. */
 double strata_wan_tcp_gbit(double link_gbit, int streams);
 
-/* ---- local host, for `strata bench --predict` ---- */
-/* α and bandwidth of shared memory between processes of one host (copy in, copy out) given a
- * measured memcpy bandwidth, and of TCP over loopback (two kernel copies per byte). */
-double strata_host_shm_gbps(double memcpy_gbps);
-double strata_host_loopback_tcp_gbps(double memcpy_gbps);
-#define STRATA_HOST_SHM_LATENCY_US 2.0
-#define STRATA_HOST_LOOPBACK_TCP_LATENCY_US 20.0
-
 #endif
