@@ -154,10 +154,9 @@ void strata_spare_release(strata_comm *comm);
  * used): every rank calls it at the same point of its sequence of collectives with the same
  * `name` (a collective's arguments, whose coll, count, dtype, op, root and algo tag the
  * messages; its buffers are ignored). The operation takes the schedule over, whatever the
- * outcome. The host model's calibration (src/model/calibrate.c) times ring shifts and lone pulls
- * this way: driven by the waiting caller, as a collective is, whereas point-to-point posts wake
- * the progress thread one by one, so a small shift through strata_irecv/strata_isend would time
- * the thread hand-offs rather than the transfer. */
+ * outcome. It runs what no builder emits (tests/test_engine_run_schedule.c drives hand-made
+ * schedules through it), driven by the waiting caller as a collective is, whereas point-to-point
+ * posts wake the progress thread one by one. */
 int strata_engine_run_schedule(strata_comm *comm, const strata_coll_args *name,
                                strata_schedule *sched, void *send, uint64_t send_bytes, void *recv,
                                uint64_t recv_bytes);
