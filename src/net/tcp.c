@@ -71,9 +71,9 @@ enum {
                                       own sends get their turn even while data pours in */
   TCP_PIECE_MAX_BYTES = 128 * 1024 /* the unit a stream takes from the pending queue: about 1 ms
                                       of a 1 Gbit/s link, so a stalled stream (a loss being
-                                      repaired) holds back little of a message. Measured on the
-                                      emulated 1 Gbit/s, 50 ms link (docs/wan.md): 512 KiB pieces
-                                      were no better, and worse with 4 MiB chunks */
+                                      repaired) holds back little of a message. Larger pieces
+                                      (512 KiB) gain nothing on the emulated WAN link of
+                                      docs/wan.md, and lose with 4 MiB chunks */
 };
 static const double TCP_CONTROL_CHECK_S = 0.01;
 /* How long an ABORT may wait for the data its sender posted before it (see abort_publish). */

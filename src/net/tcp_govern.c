@@ -5,15 +5,14 @@
  * Why. S streams per pair, each with its own congestion controller, each free to grow its window
  * to the socket buffers' limits (4 MiB sent, 16 MiB advertised on a stock Debian kernel), put far
  * more in flight than a long path holds. The excess waits in the bottleneck's queue and, once the
- * queue is full, is dropped and sent again. Measured on the emulated 1 Gbit/s, 50 ms link with a
- * one-BDP queue (docs/wan.md), 256 MiB allreduce, 5 calls per run: the 4 bbr streams as they are
- * retransmitted 4-11% of their segments and took 2.61-2.80 s; with each stream's receive buffer
- * set to 2 MB after the handshake (~1.3 BDP in all) nothing was retransmitted and every run took
- * 2.31-2.35 s. Holding the *sender* instead (SO_SNDBUF to the same share) was slower, 2.37-2.67 s:
- * a send buffer full of bytes in flight has no room for the next bytes, so every ack waits for
- * the application to wake up and write; a closed receive window leaves them queued in the sender's
- * kernel, sent the moment the window opens. A fixed buffer needs the link's rate, which strata
- * does not know; so the receiving end measures it.
+ * queue is full, is dropped and sent again. On a link with a one-BDP queue (the emulated
+ * 1 Gbit/s, 50 ms link of docs/wan.md, which has the figures) bbr streams left as they are resend
+ * several percent of their segments; holding each stream's receive window to its share of ~1.3
+ * BDP resends nothing and a large allreduce finishes sooner. Holding the *sender* instead
+ * (SO_SNDBUF to the same share) gains less: a send buffer full of bytes in flight has no room for
+ * the next bytes, so every ack waits for the application to wake up and write; a closed receive
+ * window leaves them queued in the sender's kernel, sent the moment the window opens. A fixed
+ * buffer needs the link's rate, which strata does not know; so the receiving end measures it.
  *
  * How. Every RTTS × the minimum RTT (at least 20 ms) the transport reads TCP_INFO of the pair's
  * data streams: the bytes received in order (tcpi_bytes_received), the packets that arrived out
@@ -21,17 +20,17 @@
  * socket that has sent nothing to measure it). Between readings at which a posted receive was
  * waiting for bytes, the bytes received over the time are one sample of the rate the path
  * delivers to us; a sample spans two such intervals, because a repaired hole releases at once
- * what queued behind it (one interval read 260 Mbit/s on a 200 Mbit/s link). Arrivals are paced
- * by the bottleneck, so the receiver's count is clean where the sender's is not: acks queue
- * behind the other direction's data and arrive in bursts (50 ms samples of the 1 Gbit/s link read
- * up to 3.7 Gbit/s at the sender). While the samples keep growing (slow start, BBR's startup)
+ * what queued behind it (one interval alone can read well above the link's rate). Arrivals are
+ * paced by the bottleneck, so the receiver's count is clean where the sender's is not: acks queue
+ * behind the other direction's data and arrive in bursts (short samples at the sender can read
+ * several times the link's rate). While the samples keep growing (slow start, BBR's startup)
  * nothing is held back; once three samples in a row are not 25% above the last step (BBR's test
  * for leaving startup) the peer is held to TARGET × the largest of the last WINDOW samples × min
  * RTT. The max filter, not a mean: under a cap a mean measures the cap and spirals down; its
  * memory (WINDOW samples, 5 s at 50 ms) forgets a path that got slower, and since the cap lets 30%
  * more through than was measured, a faster path is found sample by sample. TARGET = 1.3 leaves
- * the queue mostly empty and the link full; 2 BDP (a fixed 3 MB per stream) already overflowed
- * the one-BDP queue (2.4% retransmitted), 1.8 did in one run of two.
+ * the queue mostly empty and the link full; 2 BDP in flight overflows a one-BDP queue, and 1.8
+ * sometimes does.
  *
  * The hold is each stream's TCP_WINDOW_CLAMP: the window it advertises, whatever its buffer. The
  * kernel's receive autotuning raises the clamp when it grows the buffer, so the buffer is fixed
@@ -42,11 +41,11 @@
  *
  * A lossy path. A window near the BDP stalls a stream for a round trip at every loss (what
  * arrives behind the hole fills the window), so on a path that loses packets at random the cap
- * costs more than it saves: with 0.1% loss the samples, and so the cap, fell from 870 to 0.2
- * Mbit/s. Under the cap the pair's own overshoot is gone, so losses that go on are the path's:
- * when LOSSY of the last LOSSY_OF capped samples (after GRACE for the overshoot before the cap)
- * saw packets out of order, the governor lets go for good (clamps opened, the buffers at
- * net.core.rmem_max) and the pair runs as it would without it.
+ * costs more than it saves: with random loss of a fraction of a percent the samples, and so the
+ * cap, spiral down to a tiny fraction of the link's rate. Under the cap the pair's own overshoot is
+ * gone, so losses that go on are the path's: when LOSSY of the last LOSSY_OF capped samples (after
+ * GRACE for the overshoot before the cap) saw packets out of order, the governor lets go for good
+ * (clamps opened, the buffers at net.core.rmem_max) and the pair runs as it would without it.
  *
  * Must never: block, fail a transfer (a failed reading is skipped), act on a LAN pair (the
  * transport calls it only for WAN pairs).

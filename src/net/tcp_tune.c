@@ -31,15 +31,14 @@
  * LAN default (STRATA_TCP_CC unset, the system's default bbr). Every socket starts with cubic
  * (set before connect, as STRATA_TCP_CC is; the listener's choice passes to the sockets it
  * accepts), and one whose handshake RTT says WAN (>= 1 ms) goes back to bbr before any data
- * flows. BBR on a short path left the pair slow for seconds after every bulk transfer and cut it
- * again at each 10 s ProbeRTT: 2 ranks, a 1 MiB allgather took 128 us, then after one 64 MiB
- * message 240-330 us for 1-3 s (5 of 5 runs; cubic: 124-128; across two network namespaces over
- * veth alike, 231-284 against 132-137), and a 2-rank broadcast over loopback ran 1.4-4.5 GB/s
- * against cubic's 3.7-5.6 (session 7). Nothing to gain there: the path has no queue for BBR to
- * keep short. Switching bbr to cubic only after the handshake is not the same: the socket keeps
- * the kernel's internal pacing bbr asked for (4 ranks on 2 cores, allreduce 0.64-0.84 GB/s
- * against 1.06-1.27 with cubic from the start). WAN connections keep bbr (docs/wan.md measured
- * both there).
+ * flows. BBR on a short path leaves the pair slow for seconds after every bulk transfer and again
+ * at each ProbeRTT (every 10 s), on loopback and across network namespaces over veth alike: small
+ * collectives that follow a large message take about twice as long as with cubic, and bulk
+ * throughput drops too. Nothing to gain there: the path has no queue for BBR to keep short.
+ * Switching bbr to cubic only after the handshake is not the same: the socket keeps the kernel's
+ * internal pacing bbr asked for (the kernel does not undo it when the algorithm changes), whose
+ * timer wake-ups cost throughput most where ranks share cores. WAN connections keep bbr
+ * (docs/wan.md compares both there).
  *
  * Pacing pieces (WAN only). On a connection whose handshake RTT is >= 1 ms, TCP_NOTSENT_LOWAT
  * (256 KiB) keeps each socket's unsent backlog small, so tcp.c's pieces go to the streams that
