@@ -58,6 +58,7 @@ LD_LIBRARY_PATH="$prefix/lib" "$work/user/build/hello" | grep -q "STRATA_OK 1 2 
 
 # -DCMAKE_INSTALL_PREFIX=/usr, installed into DESTDIR: only the library and the command are built
 cmake -S "$source_dir" -B "$work/usr-build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+  -DSTRATA_TORCH=OFF \
   >"$work/usr.log" 2>&1 && cmake --build "$work/usr-build" -j2 >>"$work/usr.log" 2>&1 &&
   DESTDIR="$work/dest" cmake --install "$work/usr-build" >>"$work/usr.log" 2>&1 ||
   { tail -20 "$work/usr.log"; fail "configure, build or install with CMAKE_INSTALL_PREFIX=/usr"; }
@@ -68,4 +69,24 @@ cflags=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags strata | tr -d "[:
   fail "PREFIX=/usr: strata.pc at ${pc#$work/dest} gives '$cflags', want -I$work/dest/usr/include"
 [ -e "$work/dest/usr/include/strata.h" ] || fail "PREFIX=/usr: no DESTDIR/usr/include/strata.h"
 
-echo "install: header, libraries, command, pkg-config, find_package(strata) and PREFIX=/usr all work"
+# The Python package lands where Debian's python3 looks without PYTHONPATH: for /usr in
+# /usr/lib/python3/dist-packages, for any other prefix in <prefix>/lib/python3.X/dist-packages
+# (/usr/local's is on Debian's sys.path).
+py=/usr/bin/python3
+if [ -x "$py" ] && "$py" -c 'import sysconfig' 2>/dev/null; then
+  [ -n "$(find "$work/dest/usr/lib/python3/dist-packages/strata" -name '_strata*.so' 2>/dev/null)" ] ||
+    fail "PREFIX=/usr: the Python package is not in /usr/lib/python3/dist-packages"
+  "$py" -c 'import sys; sys.exit(0 if "/usr/lib/python3/dist-packages" in sys.path else 1)' ||
+    fail "Debian's python3 does not search /usr/lib/python3/dist-packages"
+  site=$(find "$prefix/lib" -maxdepth 3 -type d -path '*/dist-packages/strata' | head -1)
+  [ -n "$site" ] || fail "the Python package is not under <prefix>/lib/python3.X/dist-packages"
+  rel=${site#"$prefix"/}
+  "$py" -c "import sys; sys.exit(0 if '/usr/local/${rel%/strata}' in sys.path else 1)" ||
+    fail "/usr/local/${rel%/strata} is not on Debian's python3 sys.path"
+  version=$(PYTHONPATH="$(dirname "$site")" "$py" -c 'import strata; print(strata.__version__)') ||
+    fail "the installed package does not import"
+  [ "$version" = "$("$prefix/bin/strata" version | awk '{print $2}')" ] ||
+    fail "strata.__version__ '$version' differs from the library's"
+fi
+
+echo "install: header, libraries, command, pkg-config, find_package(strata), PREFIX=/usr and the Python package all work"
