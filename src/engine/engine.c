@@ -115,8 +115,8 @@ static int is_transfer(uint8_t kind) {
 
 /* A local step (COPY, REDUCE) longer than this runs a slice per progress pass, between the
  * transports' turns, instead of all at once: it holds the thread that also feeds the sockets and
- * answers the peers (a broadcast root's 256 MiB copy is ~40 ms at this host's 7 GB/s, its TCP
- * stream unfed meanwhile). A multiple of every element size. */
+ * answers the peers (a broadcast root's 256 MiB copy takes tens of milliseconds at memory-copy
+ * speed, its TCP streams unfed meanwhile). A multiple of every element size. */
 enum { STRATA_LOCAL_SLICE_BYTES = 1 << 20 };
 
 /* Bytes [off, off + n) of a local step. Copies never overlap unless equal (schedule.h). */
@@ -465,9 +465,9 @@ void *strata_engine_thread_main(void *arg) {
       pthread_cond_timedwait(&comm->cond, &comm->lock, &deadline);
       idle.since_s = 0;
       /* Whoever woke us (a nonblocking post) is likely to post again or wait at once: let it run
-       * first. Woken onto its core, this thread used to preempt it and pull a whole receive
+       * first. Woken onto its core, this thread would preempt it and pull a whole receive
        * before the caller could post the matching send, so the peer waiting on that send
-       * started late. */
+       * would start late. */
       pthread_mutex_unlock(&comm->lock);
       sched_yield();
       pthread_mutex_lock(&comm->lock);
