@@ -460,7 +460,7 @@ int strata_cmd_probe(int argc, char **argv) {
   /* The matrix holds what the path carries, so the window governor (src/net/tcp_govern.c) stays
    * out even when the job's environment sets STRATA_TCP_GOVERN=1 for the training run: the
    * probe's transfers last 0.2 s, about the time the governor needs to see the rate stop growing,
-   * and a hold taken from that startup read a 100 Mbit/s link 29% low. */
+   * and a hold taken from that startup reads the link well below its rate. */
   strata_config cfg;
   char cfg_err[512];
   strata_config_init(&cfg);
