@@ -270,8 +270,8 @@ torch_run() {
   local n=$1 args=(-b 1K -e 256M -f 4)
   [ "$n" = 2 ] || args=(-b 1K -e 256M -f 8 --ddp-steps 3 --ddp-rounds 2)
   [ "${BENCH_QUICK:-0}" = 1 ] && args=(-b 1K -e 4M -f 16 --rounds 1 --ddp-layers 1 --ddp-steps 2 --ddp-rounds 1)
-  local c_args=(allreduce -b 16M -e 256M -f 2 -n 5 -w 1)
-  [ "${BENCH_QUICK:-0}" = 1 ] && c_args=(allreduce -b 1M -e 4M -f 4 -n 5 -w 1)
+  local c_args=(allreduce -a 3 -b 16M -e 256M -f 2 -n 5 -w 1)  # -a 3: the slowest rank, as torch_allreduce.py times
+  [ "${BENCH_QUICK:-0}" = 1 ] && c_args=(allreduce -a 3 -b 1M -e 4M -f 4 -n 5 -w 1)
   note "torch.distributed: strata against gloo, $n ranks"
   run_logged "torch${n}_c1" "$STRATA" launch -n "$n" -- "$STRATA" bench "${c_args[@]}" \
     -J "$raw/torch${n}_c1.json"

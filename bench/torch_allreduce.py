@@ -88,7 +88,9 @@ def load_c_bench(paths):
         with open(path) as f:
             report = json.load(f)
         for row in report.get("results", []):
-            size, us = int(row["size_bytes"]), float(row["in_place"]["time_us"])
+            fig = row["in_place"]  # nccl-tests' keys (size, time in us); older runs' spelling too
+            size = int(row["size"] if "size" in row else row["size_bytes"])
+            us = float(fig["time"] if "time" in fig else fig["time_us"])
             best[size] = min(best.get(size, us), us)
     return best
 
