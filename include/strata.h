@@ -328,6 +328,12 @@ STRATA_API int strata_collective(strata_comm *comm, const strata_coll_args *args
 /* The algorithm a call with these arguments runs on this communicator (what STRATA_LOG=info
  * prints for it), without running anything. STRATA_ALGO_AUTO if the arguments are invalid. */
 STRATA_API strata_algo strata_comm_algorithm(const strata_comm *comm, const strata_coll_args *args);
+/* The bytes each buffer of `args` must hold on this rank, as strata.h defines each collective's
+ * count (0 = the buffer is not used here, e.g. a non-root's receive buffer of a reduce): what a
+ * binding checks its buffers against before a call. STRATA_ERR_INVALID_ARG for NULL arguments,
+ * an unknown collective or dtype, or a size that overflows. */
+STRATA_API int strata_coll_buffer_bytes(const strata_comm *comm, const strata_coll_args *args,
+                                        uint64_t *send_bytes, uint64_t *recv_bytes);
 /* Wait for `req`, free it and return the operation's status. */
 STRATA_API int strata_request_wait(strata_request *req);
 /* Non-blocking check. Returns STRATA_ERR_IN_PROGRESS if not done (req stays valid); otherwise

@@ -7,6 +7,7 @@
  *  3. A communicator over the caller's store (callbacks forwarding to a store client, as the
  *     torch backend forwards to c10d::Store) runs an allreduce, and its split does too.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,21 @@ static int body(strata_comm *comm, int rank, int nranks, int init_status, void *
     fprintf(stderr, "rank %d: init failed: %s\n", rank, strata_strerror(init_status));
     return 1;
   }
+  /* 0. the bytes each buffer must hold on this rank (strata_coll_buffer_bytes) */
+  strata_coll_args q = {.coll = STRATA_COLL_ALLGATHER, .count = 3, .dtype = STRATA_F32};
+  uint64_t send_bytes = 0, recv_bytes = 0;
+  CHECK(strata_coll_buffer_bytes(comm, &q, &send_bytes, &recv_bytes) == STRATA_OK &&
+            send_bytes == 12 && recv_bytes == 12 * (uint64_t)nranks,
+        "allgather bytes %llu %llu", (unsigned long long)send_bytes,
+        (unsigned long long)recv_bytes);
+  q.coll = STRATA_COLL_REDUCE, q.root = 0, q.dtype = STRATA_F64;
+  CHECK(strata_coll_buffer_bytes(comm, &q, &send_bytes, &recv_bytes) == STRATA_OK &&
+            send_bytes == 24 && recv_bytes == (rank == 0 ? 24u : 0u),
+        "reduce bytes %llu %llu", (unsigned long long)send_bytes, (unsigned long long)recv_bytes);
+  q.count = SIZE_MAX / 2;
+  CHECK(strata_coll_buffer_bytes(comm, &q, &send_bytes, &recv_bytes) == STRATA_ERR_INVALID_ARG,
+        "an overflowing count");
+
   /* 1. parity groups, order reversed by key */
   strata_comm *half = NULL;
   CHECK(strata_comm_split(comm, rank % 2, -rank, &half) == STRATA_OK, "split by parity");

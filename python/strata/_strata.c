@@ -306,58 +306,16 @@ static PyObject *Comm_transport(CommObject *self, PyObject *args) {
   return PyUnicode_FromString(strata_comm_transport_name(self->comm, peer));
 }
 
-/* Elements each side of `coll` touches on this rank, for `count` as strata.h defines it. */
-static void coll_elements(strata_coll coll, size_t count, int nranks, int rank, int root,
-                          size_t *send, size_t *recv) {
-  size_t all = count * (size_t)nranks;
-  *send = *recv = 0;
-  switch (coll) {
-    case STRATA_COLL_ALLREDUCE:
-      *send = *recv = count;
-      break;
-    case STRATA_COLL_REDUCE_SCATTER:
-      *send = all, *recv = count;
-      break;
-    case STRATA_COLL_ALLGATHER:
-      *send = count, *recv = all;
-      break;
-    case STRATA_COLL_BROADCAST:
-      *send = rank == root ? count : 0, *recv = count;
-      break;
-    case STRATA_COLL_REDUCE:
-      *send = count, *recv = rank == root ? count : 0;
-      break;
-    case STRATA_COLL_GATHER:
-      *send = count, *recv = rank == root ? all : 0;
-      break;
-    case STRATA_COLL_SCATTER:
-      *send = rank == root ? all : 0, *recv = count;
-      break;
-    case STRATA_COLL_ALLTOALL:
-      *send = *recv = all;
-      break;
-    case STRATA_COLL_SEND:
-      *send = count;
-      break;
-    case STRATA_COLL_RECV:
-      *recv = count;
-      break;
-    default:
-      break;
-  }
-}
-
-static int check_room(const arg_buffer *b, size_t elements, size_t element_bytes,
-                      const char *what) {
-  if (elements == 0 || b->len < 0) return 0;
+static int check_room(const arg_buffer *b, uint64_t bytes, const char *what) {
+  if (bytes == 0 || b->len < 0) return 0;
   if (!b->address) {
-    PyErr_Format(PyExc_ValueError, "%s is missing (this collective needs %zu elements)", what,
-                 elements);
+    PyErr_Format(PyExc_ValueError, "%s is missing (this collective needs %llu bytes)", what,
+                 (unsigned long long)bytes);
     return -1;
   }
-  if ((size_t)b->len < elements * element_bytes) {
-    PyErr_Format(PyExc_ValueError, "%s holds %zd bytes; this collective needs %zu (%zu elements)",
-                 what, b->len, elements * element_bytes, elements);
+  if ((uint64_t)b->len < bytes) {
+    PyErr_Format(PyExc_ValueError, "%s holds %zd bytes; this collective needs %llu", what, b->len,
+                 (unsigned long long)bytes);
     return -1;
   }
   return 0;
@@ -412,13 +370,6 @@ static PyObject *Comm_collective(CommObject *self, PyObject *args) {
     PyErr_Format(PyExc_ValueError, "bad dtype %d", dtype);
     goto fail;
   }
-  size_t send_elements, recv_elements, element_bytes = strata_dtype_size((strata_dtype)dtype);
-  int rank = strata_comm_rank(self->comm), nranks = strata_comm_size(self->comm);
-  coll_elements((strata_coll)coll, (size_t)count, nranks, rank, root, &send_elements,
-                &recv_elements);
-  if (check_room(&request->send, send_elements, element_bytes, "the input") != 0 ||
-      check_room(&request->recv, recv_elements, element_bytes, "the output") != 0)
-    goto fail;
   strata_coll_args a = {.coll = (strata_coll)coll,
                         .sendbuf = coll == STRATA_COLL_RECV ? NULL : request->send.address,
                         .recvbuf = coll == STRATA_COLL_SEND ? NULL : request->recv.address,
@@ -430,6 +381,14 @@ static PyObject *Comm_collective(CommObject *self, PyObject *args) {
                         .compress = (strata_compress)compress};
   if (coll == STRATA_COLL_SEND && !a.sendbuf) a.sendbuf = request->recv.address;
   if (coll == STRATA_COLL_RECV && !a.recvbuf) a.recvbuf = request->send.address;
+  uint64_t send_bytes = 0, recv_bytes = 0;
+  if (strata_coll_buffer_bytes(self->comm, &a, &send_bytes, &recv_bytes) != STRATA_OK) {
+    PyErr_Format(PyExc_ValueError, "a count of %zd elements does not fit this collective", count);
+    goto fail;
+  }
+  if (check_room(&request->send, send_bytes, "the input") != 0 ||
+      check_room(&request->recv, recv_bytes, "the output") != 0)
+    goto fail;
   strata_comm *comm = self->comm;
   int status;
   if (!async_op) {

@@ -75,6 +75,13 @@ static int buffer_bytes(const strata_comm *comm, const strata_coll_args *a, uint
   return STRATA_OK;
 }
 
+int strata_coll_buffer_bytes(const strata_comm *comm, const strata_coll_args *args,
+                             uint64_t *send_bytes, uint64_t *recv_bytes) {
+  if (!comm || !args || !send_bytes || !recv_bytes || (unsigned)args->dtype >= STRATA_DTYPE_COUNT)
+    return STRATA_ERR_INVALID_ARG;
+  return buffer_bytes(comm, args, strata_dtype_size(args->dtype), send_bytes, recv_bytes);
+}
+
 /* The documented in-place form for this collective on this rank, if the buffers have it. */
 static int in_place_form(const strata_comm *comm, const strata_coll_args *a, uint64_t elem) {
   const uint8_t *send = a->sendbuf, *recv = a->recvbuf;
