@@ -27,6 +27,7 @@
  * and the communicator alone). Must never: print, or leave a rank blocked on a failure.
  */
 #include "calibrate.h"
+#include "util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -43,22 +44,6 @@
 #define CAL_REP_MIN_BYTES ((uint64_t)4 << 20)
 
 enum { CAL_LINK, CAL_REDUCE, CAL_COPY, CAL_FIGURES };
-
-static double cal_now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cal_cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double cal_median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cal_cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static int cal_reps_for(uint64_t bytes) {
   uint64_t reps = bytes ? CAL_REP_MIN_BYTES / bytes : 1;
@@ -94,16 +79,16 @@ static int cal_pair_s(strata_comm *comm, const strata_coll_args *first,
   if (!rc) rc = strata_collective(comm, second, NULL);
   if (!rc) rc = strata_barrier(comm);
   for (int r = 0; !rc && r < CAL_REPEATS; r++) {
-    double start_s = cal_now_s();
+    double start_s = tool_now_s();
     for (int i = 0; !rc && i < calls; i++) rc = strata_collective(comm, first, NULL);
-    double mid_s = cal_now_s();
+    double mid_s = tool_now_s();
     for (int i = 0; !rc && i < calls; i++) rc = strata_collective(comm, second, NULL);
     t1[r] = (mid_s - start_s) / calls;
-    t2[r] = (cal_now_s() - mid_s) / calls;
+    t2[r] = (tool_now_s() - mid_s) / calls;
   }
   if (!rc) {
-    *first_s = cal_median(t1, CAL_REPEATS);
-    *second_s = cal_median(t2, CAL_REPEATS);
+    *first_s = tool_median(t1, (size_t)(CAL_REPEATS));
+    *second_s = tool_median(t2, (size_t)(CAL_REPEATS));
   }
   return rc;
 }
@@ -179,11 +164,11 @@ static int cal_point(strata_comm *comm, const strata_host_links *links, strata_d
     int passes = cal_reps_for(bytes);
     memcpy(b, a, bytes); /* warm-up: the cache state */
     for (int r = 0; r < CAL_REPEATS; r++) {
-      double start_s = cal_now_s();
+      double start_s = tool_now_s();
       for (int k = 0; k < passes; k++) memcpy(b, a, bytes);
-      t[r] = (cal_now_s() - start_s) / passes;
+      t[r] = (tool_now_s() - start_s) / passes;
     }
-    s[CAL_COPY] = cal_median(t, CAL_REPEATS);
+    s[CAL_COPY] = tool_median(t, (size_t)(CAL_REPEATS));
   }
   if (rc || links->nranks < 2) return rc;
   size_t block = (size_t)strata_host_point_block_bytes(i, links->nranks);

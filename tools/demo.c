@@ -21,6 +21,7 @@
 
 #include "commands.h"
 #include "strata.h"
+#include "util.h"
 
 #define DEMO_TIMED_CALLS 5
 
@@ -36,12 +37,6 @@ static const demo_row rows[] = {
     {"scatter", STRATA_COLL_SCATTER},     {"alltoall", STRATA_COLL_ALLTOALL},
     {"sendrecv", STRATA_COLL_SEND},       {"barrier", STRATA_COLL_BARRIER},
 };
-
-static double now_s(void) { /* the clock of every figure here: monotonic seconds */
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Input value of element i of block `block` on rank r: small integers, exact in f32 sums. */
 static float value(int r, size_t block, size_t i) {
@@ -155,9 +150,9 @@ static double time_warm(strata_comm *comm, strata_coll coll, const float *in, fl
   int status = call_one(comm, coll, in, out, count);
   for (int k = 0; k < DEMO_TIMED_CALLS; k++) {
     if (status == STRATA_OK) status = strata_barrier(comm);
-    double t0 = now_s();
+    double t0 = tool_now_s();
     if (status == STRATA_OK) status = call_one(comm, coll, in, out, count);
-    seconds[k] = status == STRATA_OK ? now_s() - t0 : INFINITY;
+    seconds[k] = status == STRATA_OK ? tool_now_s() - t0 : INFINITY;
   }
   if (strata_allreduce(comm, seconds, slowest, DEMO_TIMED_CALLS, STRATA_F64, STRATA_MAX)) return -1;
   qsort(slowest, DEMO_TIMED_CALLS, sizeof *slowest, compare_doubles);

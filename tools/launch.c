@@ -59,6 +59,7 @@
 #include "commands.h"
 #include "planner.h"
 #include "strata.h"
+#include "util.h"
 
 extern char **environ;
 
@@ -434,12 +435,6 @@ static void restore_signals(void) {
   signal_pipe[0] = signal_pipe[1] = -1;
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Signals every rank's process group, also of ranks that exited: what they left running in
  * the background belongs to the job too. */
 static int signal_children(launcher *l, int sig) {
@@ -458,7 +453,7 @@ static int signal_children(launcher *l, int sig) {
 /* SIGTERM (or the forwarded signal) now, SIGKILL after the grace period. */
 static void stop_children(launcher *l, int sig) {
   signal_children(l, sig);
-  if (l->kill_deadline == 0) l->kill_deadline = now_s() + l->opt.grace_s;
+  if (l->kill_deadline == 0) l->kill_deadline = tool_now_s() + l->opt.grace_s;
 }
 
 /* ---- children ---- */
@@ -572,8 +567,8 @@ static void reap_children(launcher *l) {
 static void reap_leftovers(launcher *l) {
   if (signal_children(l, 0) == 0) return;
   signal_children(l, SIGTERM);
-  double deadline = now_s() + l->opt.grace_s;
-  while (signal_children(l, 0) > 0 && now_s() < deadline) {
+  double deadline = tool_now_s() + l->opt.grace_s;
+  while (signal_children(l, 0) > 0 && tool_now_s() < deadline) {
     reap_children(l);
     struct timespec tick = {.tv_sec = 0, .tv_nsec = 20 * 1000 * 1000};
     nanosleep(&tick, NULL);
@@ -666,9 +661,9 @@ static void supervise(launcher *l) {
   double drain_deadline = 0; /* after the last child: stop waiting for output that never ends */
   while (pfds && streams && owners) {
     reap_children(l);
-    if (l->live == 0 && drain_deadline == 0) drain_deadline = now_s() + 2.0;
-    if (l->live == 0 && (open_streams(l) == 0 || now_s() >= drain_deadline)) break;
-    if (l->kill_deadline > 0 && !l->killed && now_s() >= l->kill_deadline) {
+    if (l->live == 0 && drain_deadline == 0) drain_deadline = tool_now_s() + 2.0;
+    if (l->live == 0 && (open_streams(l) == 0 || tool_now_s() >= drain_deadline)) break;
+    if (l->kill_deadline > 0 && !l->killed && tool_now_s() >= l->kill_deadline) {
       signal_children(l, SIGKILL);
       l->killed = 1;
     }
@@ -684,7 +679,7 @@ static void supervise(launcher *l) {
       }
     }
     double wake = l->live == 0 ? drain_deadline : (l->killed ? 0 : l->kill_deadline);
-    int timeout_ms = wake > 0 ? (int)((wake - now_s()) * 1000) + 1 : -1;
+    int timeout_ms = wake > 0 ? (int)((wake - tool_now_s()) * 1000) + 1 : -1;
     if (timeout_ms < -1) timeout_ms = 0;
     if (poll(pfds, n, timeout_ms) < 0 && errno != EINTR) break;
     if (pfds[0].revents) handle_signals(l);
