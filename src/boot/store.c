@@ -293,13 +293,25 @@ static uint8_t *put_bytes(uint8_t *p, const void *bytes, size_t len) {
 
 /* A get through the callbacks, which must hand back malloc'd memory even for an empty value
  * (strata frees it; callers of strata_store_get test the pointer). */
+/* A callback's status as a strata_status: anything else it returns is a failure of its own. */
+static int ops_status(int status) {
+  return status == STRATA_OK || (status < 0 && status >= STRATA_STATUS_MIN) ? status
+                                                                            : STRATA_ERR_SYSTEM;
+}
+
 static int ops_get(strata_store *s, const char *key, void **value, size_t *len, double timeout_s) {
-  int status = s->ops.get(s->ops.context, key, value, len, timeout_s);
+  *value = NULL;
+  *len = 0;
+  int status = ops_status(s->ops.get(s->ops.context, key, value, len, timeout_s));
   if (status != STRATA_OK) {
     free(*value);
     *value = NULL;
     *len = 0;
     return status;
+  }
+  if (!*value && *len) { /* a length with no bytes behind it */
+    *len = 0;
+    return STRATA_ERR_PROTOCOL;
   }
   if (!*value && !(*value = malloc(1))) return STRATA_ERR_NO_MEMORY;
   return STRATA_OK;
@@ -375,7 +387,7 @@ static int key_ok(const char *key) {
 int strata_store_set(strata_store *s, const char *key, const void *value, size_t len) {
   if (!s || !key_ok(key) || (!value && len) || len > STORE_WIRE_MAX_FRAME_BYTES)
     return STRATA_ERR_INVALID_ARG;
-  if (s->has_ops) return s->ops.set(s->ops.context, key, value ? value : "", len);
+  if (s->has_ops) return ops_status(s->ops.set(s->ops.context, key, value ? value : "", len));
   size_t key_len = strlen(key);
   uint8_t *body = malloc(8 + key_len + len);
   if (!body) return STRATA_ERR_NO_MEMORY;
@@ -446,7 +458,7 @@ int strata_store_add(strata_store *s, const char *key, int64_t delta, int64_t *r
   if (!s || !key_ok(key)) return STRATA_ERR_INVALID_ARG;
   if (s->has_ops) {
     int64_t ignored;
-    return s->ops.add(s->ops.context, key, delta, result ? result : &ignored);
+    return ops_status(s->ops.add(s->ops.context, key, delta, result ? result : &ignored));
   }
   size_t key_len = strlen(key);
   uint8_t body[4 + STORE_WIRE_MAX_KEY_BYTES + 8];
