@@ -301,11 +301,11 @@ static int load_sites(launcher *l) {
 /* Every child's STRATA_SITE from the topology file: the site of this host's node. Returns 0 or
  * 2 (bad input: unreadable file, a node the file does not hold, an unusable site name). */
 static int load_topology_site(launcher *l) {
-  const char *path = l->opt.topology_path, *node = getenv("STRATA_NODE");
-  char host[256] = "", site[STRATA_LINKMATRIX_LABEL_BYTES], err[768] = "";
-  if (!node || !*node) {
-    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
-    node = host;
+  const char *path = l->opt.topology_path;
+  char node[256] = "", site[STRATA_LINKMATRIX_LABEL_BYTES], err[768] = "";
+  if (strata_topo_this_node(node, sizeof node) != STRATA_OK) {
+    fprintf(stderr, "strata launch: --topology: cannot read this host's name; set STRATA_NODE\n");
+    return 2;
   }
   int status = strata_topo_site_of_node(path, node, site, sizeof site, err, sizeof err);
   if (status != STRATA_OK) {

@@ -33,13 +33,10 @@ int strata_cmd_site(int argc, char **argv) {
     return 2;
   }
   char host[256] = "", site[256], err[768] = "";
-  const char *node = argc == 3 ? argv[2] : getenv("STRATA_NODE");
-  if (!node || !*node) {
-    if (gethostname(host, sizeof host - 1) != 0) {
-      fprintf(stderr, "strata site: cannot read this host's name; give NODE\n");
-      return 2;
-    }
-    node = host;
+  const char *node = argc == 3 ? argv[2] : host;
+  if (argc < 3 && strata_topo_this_node(host, sizeof host) != STRATA_OK) {
+    fprintf(stderr, "strata site: cannot read this host's name; give NODE\n");
+    return 2;
   }
   int status = strata_topo_site_of_node(argv[1], node, site, sizeof site, err, sizeof err);
   if (status != STRATA_OK) {

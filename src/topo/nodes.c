@@ -4,6 +4,8 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+#include <stdlib.h>
 
 enum { MATCH_NONE = 0, MATCH_NUMBERED = 1, MATCH_EXACT = 2 };
 
@@ -118,6 +120,18 @@ int strata_topo_node_site(const strata_topo *topo, const char *node, int *site, 
                      both, name);
   }
   *site = s.site;
+  return STRATA_OK;
+}
+
+int strata_topo_this_node(char *node, size_t len) {
+  const char *named = getenv("STRATA_NODE");
+  if (!node || len < 2) return STRATA_ERR_INVALID_ARG;
+  if (named && *named) {
+    snprintf(node, len, "%s", named);
+    return STRATA_OK;
+  }
+  if (gethostname(node, len - 1) != 0) return STRATA_ERR_SYSTEM;
+  node[len - 1] = '\0';
   return STRATA_OK;
 }
 

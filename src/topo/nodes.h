@@ -32,6 +32,10 @@
 int strata_topo_node_site(const strata_topo *topo, const char *node, int *site, char *err,
                           size_t err_len);
 
+/* This host's node name: STRATA_NODE when set, else the hostname. STRATA_OK, or
+ * STRATA_ERR_SYSTEM when neither can be read. */
+int strata_topo_this_node(char *node, size_t len);
+
 /* The name of the site holding `node` in the topology `source`: a topology file or
  * "preset:NAME". What `strata site` prints and `strata launch --topology` sets as STRATA_SITE.
  * Returns the loader's status (err says file:line and what was expected) or
