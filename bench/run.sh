@@ -17,8 +17,9 @@
 # strata bench runs with -a 3 (each size's time is the slowest rank's), the figure both peers'
 # drivers report; nccl-tests' default -a 1 is the mean over ranks.
 #   3. torch.distributed, 2 and 4 ranks: all_reduce and a ~50M-parameter DDP step on the "strata"
-#      backend against "gloo" in one job (bench/torch_allreduce.py), between two runs of strata's
-#      own C bench at >= 16 MiB to show what the backend adds (skipped without strata.torch).
+#      backend against "gloo" in one job (bench/torch_allreduce.py); then interleaved pairs of
+#      runs of strata's own C bench and torch-on-strata at >= 16 MiB, for what the backend adds
+#      (skipped without strata.torch).
 # Then bench/report.py prints per-size tables, ratios and the issue's targets as PASS/FAIL, and
 # the whole report goes to bench/results/<date>.txt (raw JSON and logs beside it).
 #
@@ -265,20 +266,32 @@ done
 cleanup
 
 # torch_run N: the backends side by side at N ranks (4 ranks on this machine's 2 cores: fewer
-# sizes, fewer DDP steps), bracketed by strata's C bench at the sizes compared with it.
+# sizes, fewer DDP steps); then pairs of runs, strata's C bench and torch-on-strata over the same
+# sizes with the same iterations, interleaved in time (C first, then torch first), for what the
+# backend adds to the C library.
 torch_run() {
-  local n=$1 args=(-b 1K -e 256M -f 4)
-  [ "$n" = 2 ] || args=(-b 1K -e 256M -f 8 --ddp-steps 3 --ddp-rounds 2)
-  [ "${BENCH_QUICK:-0}" = 1 ] && args=(-b 1K -e 4M -f 16 --rounds 1 --ddp-layers 1 --ddp-steps 2 --ddp-rounds 1)
-  local c_args=(allreduce -a 3 -b 16M -e 256M -f 2 -n 5 -w 1)  # -a 3: the slowest rank, as torch_allreduce.py times
-  [ "${BENCH_QUICK:-0}" = 1 ] && c_args=(allreduce -a 3 -b 1M -e 4M -f 4 -n 5 -w 1)
+  local n=$1 args=(-b 1K -e 256M -f 4) pairs=6
+  [ "$n" = 2 ] || { args=(-b 1K -e 256M -f 8 --ddp-steps 3 --ddp-rounds 2); pairs=2; }
+  local c_args=(allreduce -a 3 -b 16M -e 256M -f 2 -n 20 -w 1)  # -a 3: the slowest rank, as torch_allreduce.py times
+  local t_args=(-b 16M -e 256M -f 2 --iters 20 --rounds 1 --strata-only --ddp-layers 0)
+  if [ "${BENCH_QUICK:-0}" = 1 ]; then
+    args=(-b 1K -e 4M -f 16 --rounds 1 --ddp-layers 1 --ddp-steps 2 --ddp-rounds 1)
+    c_args=(allreduce -a 3 -b 1M -e 4M -f 4 -n 5 -w 1)
+    t_args=(-b 1M -e 4M -f 4 --iters 5 --rounds 1 --strata-only --ddp-layers 0)
+    pairs=2
+  fi
   note "torch.distributed: strata against gloo, $n ranks"
-  run_logged "torch${n}_c1" "$STRATA" launch -n "$n" -- "$STRATA" bench "${c_args[@]}" \
-    -J "$raw/torch${n}_c1.json"
   run_logged "torch${n}" env PYTHONPATH="$BUILD/python" "$STRATA" launch -n "$n" -- \
     "$PY" "$here/torch_allreduce.py" "${args[@]}" -J "$raw/torch${n}.json"
-  run_logged "torch${n}_c2" "$STRATA" launch -n "$n" -- "$STRATA" bench "${c_args[@]}" \
-    -J "$raw/torch${n}_c2.json"
+  note "torch.distributed: torch-on-strata against strata's C bench, $n ranks, $pairs pairs"
+  local k
+  for ((k = 1; k <= pairs; k++)); do
+    local c=(run_logged "torch${n}_c$k" "$STRATA" launch -n "$n" -- "$STRATA" bench "${c_args[@]}"
+      -J "$raw/torch${n}_c$k.json")
+    local t=(run_logged "torch${n}_t$k" env PYTHONPATH="$BUILD/python" "$STRATA" launch -n "$n" --
+      "$PY" "$here/torch_allreduce.py" "${t_args[@]}" -J "$raw/torch${n}_t$k.json")
+    if ((k % 2)); then "${c[@]}"; "${t[@]}"; else "${t[@]}"; "${c[@]}"; fi
+  done
 }
 if compgen -G "$BUILD/python/strata/_torch*.so" >/dev/null; then
   torch_run 2
@@ -294,8 +307,12 @@ report=$results/$stamp.txt
 for n in 2 4; do
   [ -f "$raw/torch$n.json" ] || continue
   echo >>"$report"
-  "$PY" "$here/torch_allreduce.py" --report "$raw/torch$n.json" \
-    --c-bench "$raw/torch${n}_c1.json" --c-bench "$raw/torch${n}_c2.json" >>"$report" || true
+  pair_args=()
+  for c in "$raw/torch${n}"_c*.json; do
+    k=${c##*_c}; k=${k%.json}
+    [ -f "$raw/torch${n}_t$k.json" ] && pair_args+=(--pair "$raw/torch${n}_t$k.json" "$c")
+  done
+  "$PY" "$here/torch_allreduce.py" --report "$raw/torch$n.json" "${pair_args[@]}" >>"$report" || true
 done
 cat "$report"
 note "report: $report (raw results in $raw)"
