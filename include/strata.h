@@ -152,6 +152,7 @@ typedef enum strata_compress {
   STRATA_COMPRESS_F16,         /* 2 bytes per value, 11 significant bits, overflows past 65504 */
   STRATA_COMPRESS_INT8,        /* 1 byte per value + per block of 256 values its min and step */
   STRATA_COMPRESS_FP8,         /* 1 byte per value (e4m3) + per block of 256 values a scale */
+  STRATA_COMPRESS_INT4,        /* 4 bits per value + per block of 256 values its min and step */
   STRATA_COMPRESS_COUNT
 } strata_compress;
 
@@ -301,6 +302,7 @@ typedef struct strata_comm_stats {
   uint64_t messages_sent;
   uint64_t data_bytes_sent;
   uint64_t wire_bytes_sent;
+  uint64_t wan_bytes_sent; /* the part of wire_bytes_sent that went to peers of another site */
 } strata_comm_stats;
 STRATA_API int strata_comm_get_stats(strata_comm *comm, strata_comm_stats *out);
 
@@ -431,6 +433,86 @@ STRATA_API int strata_store_addr_parse(const char *addr, int allow_empty_host, c
  * from strata_mem_alloc gets STRATA_ERR_INVALID_ARG and is left alone. */
 STRATA_API int strata_mem_alloc(size_t bytes, void **out);
 STRATA_API int strata_mem_free(void *ptr);
+
+/* ---------------------------------------------------------------------------------------------
+ * DiLoCo (arXiv 2311.08105) and Streaming DiLoCo (arXiv 2501.18512): data-parallel training
+ * that synchronises every H inner steps instead of every step (docs/diloco.md).
+ *
+ * Each worker trains its own copy of the parameters (theta_local, the caller's buffers) with its
+ * own inner optimizer. strata keeps theta_global (f32) and the outer optimizer's momentum. An
+ * outer step of a fragment computes the outer gradient delta = theta_global - theta_local, averages
+ * it over the communicator's ranks (hierarchical when the ranks span sites: one WAN crossing per
+ * site; in the options' wire encoding), applies SGD with (Nesterov) momentum to theta_global and
+ * sets theta_local <- theta_global. The parameters are split into `fragments` pieces of about
+ * equal bytes (whole buffers are never split across fragments unless a buffer alone is larger
+ * than a fragment); fragment p starts its exchange after inner steps s with
+ * s mod H == p*H/P (s counted from 1: the first exchange of fragment 0 follows inner step H when
+ * P == 1), and is applied `delay` inner steps later, merging theta_local <- alpha*theta_local +
+ * (1-alpha)*theta_global; with delay 0 the merge is theta_local <- theta_global (the textbook
+ * algorithm; alpha is not used).
+ * ------------------------------------------------------------------------------------------- */
+typedef struct strata_diloco strata_diloco;
+
+typedef struct strata_diloco_param {
+  void *data;         /* theta_local, read and written in place; must outlive the state */
+  size_t count;       /* elements */
+  strata_dtype dtype; /* STRATA_F32 or STRATA_BF16 */
+} strata_diloco_param;
+
+typedef struct strata_diloco_options {
+  int sync_every;           /* H: inner steps between two exchanges of a fragment (default 100) */
+  double outer_lr;          /* default 0.7 */
+  double outer_momentum;    /* default 0.9 */
+  int nesterov;             /* default 1 */
+  int fragments;            /* P, 1..H (default 1) */
+  int delay;                /* tau: inner steps between a fragment's start and its apply, at most
+                               H/P - 1 so no two exchanges of one fragment overlap (default 0) */
+  double alpha;             /* merge factor when delay > 0 (default 0.5) */
+  strata_compress compress; /* the outer gradient's wire encoding (DEFAULT = the communicator's) */
+} strata_diloco_options;
+
+/* Fills the defaults above. */
+STRATA_API void strata_diloco_options_init(strata_diloco_options *opt);
+/* A DiLoCo state over `nparams` parameter buffers (collective: every rank of `comm` calls it with
+ * buffers of the same counts and dtypes, else STRATA_ERR_MISMATCH on every rank). theta_global
+ * starts as rank 0's parameters, broadcast into every rank's buffers. STRATA_ERR_INVALID_ARG for
+ * a bad option or buffer, STRATA_ERR_UNSUPPORTED for another dtype. */
+STRATA_API int strata_diloco_create(strata_comm *comm, const strata_diloco_param *params,
+                                    size_t nparams, const strata_diloco_options *opt,
+                                    strata_diloco **out);
+/* Call after every inner optimizer step: counts it, starts the exchanges that are due
+ * (asynchronously) and applies those whose delay has passed. *applied (may be NULL) gets the
+ * number of fragments applied by this call. A failed exchange (a dead peer, a timeout) returns
+ * its error with theta_local, theta_global and the momentum as they were before that fragment's
+ * exchange began; the inner step count is not advanced, so the call can be repeated (after
+ * strata_diloco_set_comm with a working communicator). */
+STRATA_API int strata_diloco_step(strata_diloco *d, int *applied);
+/* The two halves of an outer step of one fragment, for callers that keep their own schedule
+ * (then never call strata_diloco_step): start computes delta and starts its average; finish
+ * waits for it, applies the outer optimizer and merges (with alpha when the options' delay is
+ * above 0). Starting a fragment whose exchange is in flight, or finishing one that is not,
+ * gives STRATA_ERR_INVALID_ARG. A failed finish leaves the fragment as it was before start. */
+STRATA_API int strata_diloco_outer_start(strata_diloco *d, int fragment);
+STRATA_API int strata_diloco_outer_finish(strata_diloco *d, int fragment);
+/* Inner steps counted so far, and outer steps applied (over all fragments). */
+STRATA_API uint64_t strata_diloco_inner_steps(const strata_diloco *d);
+STRATA_API uint64_t strata_diloco_outer_steps(const strata_diloco *d);
+/* The fragment count and which parameter buffers fragment p covers ([*first, *first + *n)). */
+STRATA_API int strata_diloco_fragment(const strata_diloco *d, int fragment, size_t *first,
+                                      size_t *n);
+/* Checkpoints: the bytes of a saved state, save into a buffer of at least that many bytes, and
+ * load a saved state into a state created with the same buffers and options (a blob from
+ * another shape gives STRATA_ERR_MISMATCH, a damaged one STRATA_ERR_PROTOCOL; neither changes
+ * the state). Waits for exchanges in flight first. The caller saves theta_local itself (its
+ * model). */
+STRATA_API int strata_diloco_state_bytes(strata_diloco *d, size_t *bytes);
+STRATA_API int strata_diloco_save(strata_diloco *d, void *buf, size_t bytes);
+STRATA_API int strata_diloco_load(strata_diloco *d, const void *buf, size_t bytes);
+/* Moves the state to another communicator of the same workers or of fewer (after a shrink):
+ * exchanges in flight are abandoned (their fragments untouched) and restarted by the next step. */
+STRATA_API int strata_diloco_set_comm(strata_diloco *d, strata_comm *comm);
+/* Waits for exchanges in flight (errors ignored) and frees; NULL is accepted. */
+STRATA_API void strata_diloco_destroy(strata_diloco *d);
 
 #ifdef __cplusplus
 }
