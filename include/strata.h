@@ -444,12 +444,12 @@ STRATA_API int strata_mem_free(void *ptr);
  * it over the communicator's ranks (hierarchical when the ranks span sites: one WAN crossing per
  * site; in the options' wire encoding), applies SGD with (Nesterov) momentum to theta_global and
  * sets theta_local <- theta_global. The parameters are split into `fragments` pieces of about
- * equal bytes (whole buffers are never split across fragments unless a buffer alone is larger
- * than a fragment); fragment p starts its exchange after inner steps s with
- * s mod H == p*H/P (s counted from 1: the first exchange of fragment 0 follows inner step H when
- * P == 1), and is applied `delay` inner steps later, merging theta_local <- alpha*theta_local +
- * (1-alpha)*theta_global; with delay 0 the merge is theta_local <- theta_global (the textbook
- * algorithm; alpha is not used).
+ * equal bytes (contiguous ranges of whole buffers, at least one each, balanced by elements: a
+ * buffer is never split, so P <= nparams); fragment p starts its exchange after inner steps s
+ * with s mod H == p*H/P (s counted from 1: the first exchange of fragment 0 follows inner step
+ * H when P == 1), and is applied `delay` inner steps later, merging
+ * theta_local <- alpha*theta_local + (1-alpha)*theta_global; with delay 0 the merge is
+ * theta_local <- theta_global (the textbook algorithm; alpha is not used).
  * ------------------------------------------------------------------------------------------- */
 typedef struct strata_diloco strata_diloco;
 
@@ -464,7 +464,7 @@ typedef struct strata_diloco_options {
   double outer_lr;          /* default 0.7 */
   double outer_momentum;    /* default 0.9 */
   int nesterov;             /* default 1 */
-  int fragments;            /* P, 1..H (default 1) */
+  int fragments;            /* P, 1..H and at most nparams (default 1) */
   int delay;                /* tau: inner steps between a fragment's start and its apply, at most
                                H/P - 1 so no two exchanges of one fragment overlap (default 0) */
   double alpha;             /* merge factor when delay > 0 (default 0.5) */
@@ -474,9 +474,9 @@ typedef struct strata_diloco_options {
 /* Fills the defaults above. */
 STRATA_API void strata_diloco_options_init(strata_diloco_options *opt);
 /* A DiLoCo state over `nparams` parameter buffers (collective: every rank of `comm` calls it with
- * buffers of the same counts and dtypes, else STRATA_ERR_MISMATCH on every rank). theta_global
- * starts as rank 0's parameters, broadcast into every rank's buffers. STRATA_ERR_INVALID_ARG for
- * a bad option or buffer, STRATA_ERR_UNSUPPORTED for another dtype. */
+ * buffers of the same counts and dtypes and the same options, else STRATA_ERR_MISMATCH on every
+ * rank). theta_global starts as rank 0's parameters, broadcast into every rank's buffers.
+ * STRATA_ERR_INVALID_ARG for a bad option or buffer, STRATA_ERR_UNSUPPORTED for another dtype. */
 STRATA_API int strata_diloco_create(strata_comm *comm, const strata_diloco_param *params,
                                     size_t nparams, const strata_diloco_options *opt,
                                     strata_diloco **out);
@@ -497,7 +497,8 @@ STRATA_API int strata_diloco_outer_finish(strata_diloco *d, int fragment);
 /* Inner steps counted so far, and outer steps applied (over all fragments). */
 STRATA_API uint64_t strata_diloco_inner_steps(const strata_diloco *d);
 STRATA_API uint64_t strata_diloco_outer_steps(const strata_diloco *d);
-/* The fragment count and which parameter buffers fragment p covers ([*first, *first + *n)). */
+/* Which parameter buffers fragment p covers ([*first, *first + *n); either may be NULL).
+ * Returns the fragment count P (>= 1), or STRATA_ERR_INVALID_ARG for p outside 0..P-1. */
 STRATA_API int strata_diloco_fragment(const strata_diloco *d, int fragment, size_t *first,
                                       size_t *n);
 /* Checkpoints: the bytes of a saved state, save into a buffer of at least that many bytes, and

@@ -83,6 +83,8 @@ static void post_transfer(strata_comm *comm, strata_operation *op, uint32_t inde
     comm->stats.messages_sent++;
     comm->stats.data_bytes_sent += step->bytes;
     comm->stats.wire_bytes_sent += x->bytes;
+    if (comm->site_of_rank && comm->site_of_rank[step->peer] != comm->site_of_rank[comm->rank])
+      comm->stats.wan_bytes_sent += x->bytes;
     status = t->ops->post_send(t, x);
   } else {
     if (op->codec == STRATA_COMPRESS_NONE) { /* (compressed: x->buf is the encoded slot) */
