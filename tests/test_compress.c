@@ -3,7 +3,8 @@
  *
  * 1. The codecs alone: wire sizes, every e4m3 code round-trips, nearest-even and saturation,
  *    error bounds on random data of mixed magnitudes, NaN/inf never become finite, fp8 re-encoding
- *    is lossless, decode_reduce = decode + reduce.
+ *    is lossless, decode_reduce = decode + reduce; int4's packing, partial and odd-length blocks,
+ *    constant blocks, and that encode and decode stay within wire_bytes.
  * 2. Compressed collectives over shm and TCP, 2..4 ranks, every algorithm: the error against the
  *    exact (double) result stays inside the bound of the encoding times the hops a value takes,
  *    every rank of an allreduce ends with the same bytes, the bytes saved match the encoding,
@@ -22,8 +23,9 @@
 #include "helpers/ranks.h"
 
 static const strata_compress codecs[] = {STRATA_COMPRESS_BF16, STRATA_COMPRESS_F16,
-                                         STRATA_COMPRESS_INT8, STRATA_COMPRESS_FP8};
-enum { NCODECS = 4 };
+                                         STRATA_COMPRESS_INT8, STRATA_COMPRESS_FP8,
+                                         STRATA_COMPRESS_INT4};
+enum { NCODECS = 5 };
 
 /* xorshift: reproducible data on every rank */
 static uint64_t rng_next(uint64_t *s) {
@@ -46,6 +48,7 @@ static void test_wire_bytes(void) {
     CHECK(strata_compress_wire_bytes(STRATA_COMPRESS_F16, n) == 2 * n, "f16");
     CHECK(strata_compress_wire_bytes(STRATA_COMPRESS_INT8, n) == n + 8 * blocks, "int8");
     CHECK(strata_compress_wire_bytes(STRATA_COMPRESS_FP8, n) == n + 4 * blocks, "fp8");
+    CHECK(strata_compress_wire_bytes(STRATA_COMPRESS_INT4, n) == (n + 1) / 2 + 8 * blocks, "int4");
     CHECK(strata_compress_wire_bytes(STRATA_COMPRESS_NONE, n) == 4 * n, "none");
   }
 }
@@ -104,6 +107,8 @@ static void test_round_trip(void) {
           allowed = fabs(x[i]) * 0x1p-11 + 0x1p-25; /* f16 subnormals below 2^-14 */
         else if (c == STRATA_COMPRESS_INT8)
           allowed = ((double)mx - mn) / 510.0 * 1.0001 + fabs(x[i]) * 0x1p-23;
+        else if (c == STRATA_COMPRESS_INT4)
+          allowed = ((double)mx - mn) / 30.0 * 1.0001 + fabs(x[i]) * 0x1p-23;
         else /* fp8: 2^-4 relative as a normal; half the subnormal spacing 2^-10 * scale */
           allowed = fabs(x[i]) * 0x1p-4 + (double)amax / 448.0 * 2 * 0x1p-10;
         if (err / allowed > worst) worst = err / allowed;
@@ -117,10 +122,10 @@ static void test_round_trip(void) {
     printf("codec %-5s %5.2f bits/value, worst error %.2f of its bound\n", strata_compress_name(c),
            8.0 * (double)strata_compress_wire_bytes(c, N) / N, worst);
     /* re-encoding what was decoded: lossless for the per-value encodings and fp8 (power-of-two
-     * scales); within a hair for int8 */
+     * scales); within a hair for int8 and int4 */
     strata_compress_encode(c, y, N, wire2);
     strata_compress_decode(c, wire2, N, y2);
-    int exact = c != STRATA_COMPRESS_INT8;
+    int exact = c != STRATA_COMPRESS_INT8 && c != STRATA_COMPRESS_INT4;
     for (int i = 0; i < N; i++) {
       int same = exact ? memcmp(&y[i], &y2[i], 4) == 0
                        : fabsf(y2[i] - y[i]) <= 1e-6f * fabsf(x[i]) + 1e-6f * 3.5f;
@@ -158,13 +163,108 @@ static void test_non_finite(void) {
     CHECK(isnan(y[10]), "%s: NaN must stay NaN", strata_compress_name(c));
     CHECK(!isfinite(y[300]), "%s: inf must not become finite (%g)", strata_compress_name(c),
           y[300]);
-    if (c == STRATA_COMPRESS_INT8 || c == STRATA_COMPRESS_FP8) {
+    if (c == STRATA_COMPRESS_INT8 || c == STRATA_COMPRESS_FP8 || c == STRATA_COMPRESS_INT4) {
       CHECK(isnan(y[0]) && isnan(y[511]), "%s: a block with NaN/inf decodes to NaN",
             strata_compress_name(c));
       CHECK(isfinite(y[599]) && fabsf(y[599] - x[599]) < 0.07f, "%s: other blocks unharmed (%g)",
             strata_compress_name(c), y[599]);
     }
   }
+}
+
+/* Encodes n values of x into a buffer of exactly wire_bytes (so ASan sees any overrun) framed by
+ * guard bytes that must stay untouched, decodes into exactly n floats, and returns the largest
+ * error divided by the per-block bound (max − min)/30 plus an ulp of slack (> 1: out of bounds). */
+static double int4_round_trip(const float *x, size_t n, float *y, const char *what) {
+  size_t bytes = (size_t)strata_compress_wire_bytes(STRATA_COMPRESS_INT4, n);
+  uint8_t *frame = malloc(bytes + 32);
+  memset(frame, 0xa5, bytes + 32);
+  uint8_t *wire = frame + 16;
+  float *exact_y = malloc((n ? n : 1) * sizeof(float));
+  strata_compress_encode(STRATA_COMPRESS_INT4, x, n, wire);
+  int guards = 1;
+  for (size_t i = 0; i < 16; i++) guards &= frame[i] == 0xa5 && wire[bytes + i] == 0xa5;
+  CHECK(guards, "int4 %s: encode wrote outside its %zu bytes", what, bytes);
+  strata_compress_decode(STRATA_COMPRESS_INT4, wire, n, exact_y);
+  double worst = 0;
+  for (size_t lo = 0; lo < n; lo += 256) {
+    size_t hi = lo + 256 < n ? lo + 256 : n;
+    float mn = x[lo], mx = x[lo];
+    for (size_t i = lo; i < hi; i++) mn = fminf(mn, x[i]), mx = fmaxf(mx, x[i]);
+    for (size_t i = lo; i < hi; i++) {
+      double allowed = ((double)mx - mn) / 30.0 * 1.0001 + fabs(x[i]) * 0x1p-23 + 1e-30;
+      double err = fabs((double)exact_y[i] - x[i]);
+      if (err / allowed > worst) worst = err / allowed;
+    }
+  }
+  memcpy(y, exact_y, n * sizeof(float));
+  free(frame), free(exact_y);
+  return worst;
+}
+
+static void test_int4(void) {
+  enum { N = 256 * 3 + 101 }; /* three whole blocks, then a partial one of odd length */
+  static float x[N], y[N];
+  uint64_t seed = 0x5eed5eedULL;
+
+  /* the bound strata_compress_error_bound states, on blocks spanning [-m, m] */
+  const double ms[] = {1e-5, 1.0, 3e4};
+  for (size_t t = 0; t < sizeof ms / sizeof *ms; t++) {
+    for (int i = 0; i < N; i++) x[i] = rng_unit(&seed) * (float)ms[t];
+    double worst = int4_round_trip(x, N, y, "random");
+    CHECK(worst <= 1.0, "int4 random m=%g: error %.3f of the block bound", ms[t], worst);
+    double bound = strata_compress_error_bound(STRATA_COMPRESS_INT4, ms[t]), err = 0;
+    for (int i = 0; i < N; i++) err = fmax(err, fabs((double)y[i] - x[i]));
+    CHECK(err <= bound * 1.0001, "int4 m=%g: error %g > error_bound %g", ms[t], err, bound);
+    CHECK(err > bound * 0.5, "int4 m=%g: error %g, suspiciously far below %g (16 levels?)", ms[t],
+          err, bound);
+  }
+
+  /* every length up to two blocks and a bit: partial blocks, odd counts (a trailing half byte) */
+  for (size_t n = 0; n <= 2 * 256 + 3; n++) {
+    for (size_t i = 0; i < n; i++) x[i] = rng_unit(&seed);
+    double worst = int4_round_trip(x, n, y, "length");
+    if (worst > 1.0) {
+      CHECK(worst <= 1.0, "int4 n=%zu: error %.3f of the bound", n, worst);
+      break;
+    }
+  }
+
+  /* the grid itself decodes exactly, and the packing is low nibble first */
+  for (int i = 0; i < 17; i++) x[i] = (float)(i % 16) - 5.0f; /* min -5, step 1, 17 values */
+  uint8_t wire[8 + 9];
+  strata_compress_encode(STRATA_COMPRESS_INT4, x, 17, wire);
+  float lo, step;
+  memcpy(&lo, wire, 4), memcpy(&step, wire + 4, 4);
+  CHECK(lo == -5.0f && step == 1.0f, "int4 header: min %g step %g", lo, step);
+  CHECK(wire[8] == 0x10 && wire[9] == 0x32 && wire[15] == 0xfe && wire[16] == 0x00,
+        "int4 packing: %02x %02x .. %02x %02x", wire[8], wire[9], wire[15], wire[16]);
+  strata_compress_decode(STRATA_COMPRESS_INT4, wire, 17, y);
+  CHECK(memcmp(x, y, 17 * sizeof(float)) == 0, "int4: values on the grid decode exactly");
+
+  /* constant blocks (step 0) are exact, whole or partial, including zero and a huge value */
+  const float constants[] = {3.25f, 0.0f, -1e-20f, 3e38f};
+  for (size_t t = 0; t < sizeof constants / sizeof *constants; t++) {
+    for (int i = 0; i < N; i++) x[i] = constants[t];
+    double worst = int4_round_trip(x, N, y, "constant");
+    CHECK(worst == 0 && memcmp(x, y, sizeof x) == 0, "int4 constant %g not exact (%g)",
+          constants[t], y[N - 1]);
+  }
+
+  /* large magnitudes: max − min near the top of f32's range */
+  for (int i = 0; i < 256; i++) x[i] = i & 1 ? 1.5e38f : -1.5e38f;
+  double worst = int4_round_trip(x, 256, y, "extremes");
+  CHECK(worst <= 1.0 && isfinite(y[0]) && isfinite(y[1]), "int4 extremes: %g %g (%.3f)", y[0], y[1],
+        worst);
+
+  /* a non-finite value in the partial block: that block is NaN, the others intact */
+  for (int i = 0; i < N; i++) x[i] = rng_unit(&seed);
+  x[N - 1] = -INFINITY;
+  static uint8_t packed[N];
+  strata_compress_encode(STRATA_COMPRESS_INT4, x, N, packed);
+  strata_compress_decode(STRATA_COMPRESS_INT4, packed, N, y);
+  CHECK(isnan(y[3 * 256]) && isnan(y[N - 1]) && isfinite(y[3 * 256 - 1]),
+        "int4: -inf in the last block: %g %g %g", y[3 * 256], y[N - 1], y[3 * 256 - 1]);
 }
 
 /* ------------------------------------------------------- part 2: compressed collectives --- */
@@ -405,6 +505,7 @@ int main(void) {
   test_e4m3();
   test_round_trip();
   test_non_finite();
+  test_int4();
   int failed = failures;
   for (int shm = 1; shm >= 0; shm--)
     for (int n = 2; n <= 4; n++) {

@@ -225,7 +225,7 @@ static void bench_usage(FILE *out) {
           "  -R, --local_register 0|1|2  1 or 2: buffers from strata_mem_alloc, which ranks of\n"
           "                           one host read directly (default 0: malloc)\n"
           "      --predict            print the cost model's busbw beside the measured one\n"
-          "      --compress C         wire encoding of float calls: none bf16 f16 int8 fp8\n"
+          "      --compress C         wire encoding of float calls: none bf16 f16 int8 fp8 int4\n"
           "                           (lossy: #wrong then allows the encoding's error)\n"
           "  -h, --help\n"
           "exit status: 0 ok, 1 a failed run or wrong results, 2 bad usage\n");
@@ -438,7 +438,7 @@ static int bench_option_apply(bench_options *opt, int letter, const char *arg) {
     case 'K':
       if (strata_compress_parse(arg, &opt->compress) != STRATA_OK ||
           opt->compress == STRATA_COMPRESS_DEFAULT)
-        BENCH_BAD("--compress '%s': want none, bf16, f16, int8 or fp8", arg);
+        BENCH_BAD("--compress '%s': want none, bf16, f16, int8, fp8 or int4", arg);
       return 0;
     default:
       BENCH_BAD("unknown option (see strata bench --help)");

@@ -191,7 +191,8 @@ static float gradient(int r, size_t i) {
  * Returns how many encodings failed. */
 static int demo_compression(strata_comm *comm, int rank, int n) {
   static const strata_compress codecs[] = {STRATA_COMPRESS_BF16, STRATA_COMPRESS_F16,
-                                           STRATA_COMPRESS_INT8, STRATA_COMPRESS_FP8};
+                                           STRATA_COMPRESS_INT8, STRATA_COMPRESS_FP8,
+                                           STRATA_COMPRESS_INT4};
   enum { COUNT = 4 << 20 };
   float *buf = malloc(sizeof(float) * COUNT);
   if (!buf) return 1;

@@ -242,7 +242,7 @@ static int env_compress(env_reader *r, const char *name, strata_compress *out) {
     if (strata_compress_parse(lower, &c) == STRATA_OK && c != STRATA_COMPRESS_DEFAULT)
       return *out = c, STRATA_OK;
   }
-  return env_error(r, name, value, "none, bf16, f16, int8 or fp8");
+  return env_error(r, name, value, "none, bf16, f16, int8, fp8 or int4");
 }
 
 /* A store address a client can connect to: HOST:PORT with a host and a port 1..65535. */

@@ -1,11 +1,12 @@
 /*
- * compress.c — the wire encodings of compress.h: bf16/f16 (per value), int8 with a per-block
- * minimum and step, fp8 e4m3 with a per-block power-of-two scale.
+ * compress.c — the wire encodings of compress.h: bf16/f16 (per value), int8 and int4 with a
+ * per-block minimum and step, fp8 e4m3 with a per-block power-of-two scale.
  *
  * Why a power of two for fp8: scaling by 2^k changes only exponents, so a block that was decoded
  * and is sent on again (a ring forwarding what it received) re-encodes to exactly the same values.
- * int8 keeps the tightest step ((max − min)/255) for accuracy; re-encoding decoded int8 data can
- * move a value by an ulp of the step, which docs/compression.md states.
+ * int8 and int4 keep the tightest step ((max − min)/255, /15) for accuracy; re-encoding decoded
+ * data can move a value by an ulp of the step, which docs/compression.md states. int4 is int8's
+ * scheme with 16 levels, so both share one encoder (min_step_codes) and differ only in packing.
  *
  * Never: read or write past n values / wire_bytes bytes, or turn a non-finite input into a
  * finite output.
@@ -19,7 +20,7 @@
 
 int strata_compress_is_lossy(strata_compress c) {
   return c == STRATA_COMPRESS_BF16 || c == STRATA_COMPRESS_F16 || c == STRATA_COMPRESS_INT8 ||
-         c == STRATA_COMPRESS_FP8;
+         c == STRATA_COMPRESS_FP8 || c == STRATA_COMPRESS_INT4;
 }
 
 static uint64_t blocks_of(uint64_t n) {
@@ -27,7 +28,7 @@ static uint64_t blocks_of(uint64_t n) {
 }
 
 /* Block header sizes (bytes). */
-enum { INT8_HEADER = 8, FP8_HEADER = 4 };
+enum { INT8_HEADER = 8, FP8_HEADER = 4, INT4_HEADER = 8 };
 
 uint64_t strata_compress_wire_bytes(strata_compress c, uint64_t n) {
   switch (c) {
@@ -38,6 +39,8 @@ uint64_t strata_compress_wire_bytes(strata_compress c, uint64_t n) {
       return n + INT8_HEADER * blocks_of(n);
     case STRATA_COMPRESS_FP8:
       return n + FP8_HEADER * blocks_of(n);
+    case STRATA_COMPRESS_INT4: /* two codes a byte; only the last block can end in half a byte */
+      return (n + 1) / 2 + INT4_HEADER * blocks_of(n);
     default:
       return 4 * n;
   }
@@ -53,6 +56,8 @@ double strata_compress_error_bound(strata_compress c, double m) {
       return 2 * m / 510.0; /* step/2, the block spanning at most [-m, m] */
     case STRATA_COMPRESS_FP8:
       return m * 0x1p-4 + m / 448.0 * 0x1p-9; /* relative as a normal + subnormal spacing */
+    case STRATA_COMPRESS_INT4:
+      return 2 * m / 30.0; /* step/2 = (max − min)/30, the block spanning at most [-m, m] */
     default:
       return 0;
   }
@@ -139,30 +144,33 @@ static void fp8_decode_block(const uint8_t *in, size_t k, float *dst) {
   for (size_t i = 0; i < k; i++) dst[i] = table[q[i]] * scale;
 }
 
-/* ---- int8 min/step ---- */
+/* ---- int8 / int4: min and step ---- */
 /* What the decoder computes for code q (kept in one place: the step search must agree with it). */
-static inline float int8_value(float lo, float step, uint8_t q) {
+static inline float min_step_value(float lo, float step, uint8_t q) {
   float product = (float)q * step;
   __asm__("" : "+x"(product)); /* keep the product rounded: no fused multiply-add */
   return lo + product;
 }
 
-/* The smallest step s with lo + 255·s >= hi as the decoder computes it. Choosing the smallest
- * makes re-encoding decoded data find the same step again (its maximum is lo + 255·s, and no
- * smaller step reaches it), so forwarded blocks do not drift. */
-static float int8_step(float lo, float hi) {
+/* The smallest step s with lo + top·s >= hi as the decoder computes it (top = the largest code).
+ * Choosing the smallest makes re-encoding decoded data find the same step again (its maximum is
+ * lo + top·s, and no smaller step reaches it), so forwarded blocks do not drift. */
+static float min_step_step(float lo, float hi, uint8_t top) {
   if (!(hi > lo)) return 0;
-  float s = (float)(((double)hi - (double)lo) / 255.0); /* in double: hi − lo may overflow */
-  while (int8_value(lo, s, 255) < hi) s = nextafterf(s, INFINITY);
+  float s = (float)(((double)hi - (double)lo) / top); /* in double: hi − lo may overflow */
+  while (min_step_value(lo, s, top) < hi) s = nextafterf(s, INFINITY);
   for (;;) {
     float smaller = nextafterf(s, 0);
-    if (smaller <= 0 || int8_value(lo, smaller, 255) < hi) break;
+    if (smaller <= 0 || min_step_value(lo, smaller, top) < hi) break;
     s = smaller;
   }
   return s;
 }
 
-static void int8_encode_block(const float *v, size_t k, uint8_t *out) {
+/* Writes the 8-byte header (f32 min, f32 step) of k values to `header` and their codes 0..top,
+ * one per byte, to q: rounded to nearest. A block holding NaN or ±inf gets NaN for both (it
+ * decodes to NaN throughout) and codes 0; a constant block gets step 0 and codes 0 (exact). */
+static void min_step_codes(const float *v, size_t k, uint8_t top, uint8_t *header, uint8_t *q) {
   float lo = v[0], hi = v[0];
   int finite = 1;
   for (size_t i = 0; i < k; i++) {
@@ -170,26 +178,29 @@ static void int8_encode_block(const float *v, size_t k, uint8_t *out) {
     lo = v[i] < lo ? v[i] : lo;
     hi = v[i] > hi ? v[i] : hi;
   }
-  uint8_t *q = out + INT8_HEADER;
   if (!finite) {
     float nan = NAN;
-    memcpy(out, &nan, 4);
-    memcpy(out + 4, &nan, 4);
+    memcpy(header, &nan, 4);
+    memcpy(header + 4, &nan, 4);
     memset(q, 0, k);
     return;
   }
-  float step = int8_step(lo, hi);
-  memcpy(out, &lo, 4);
-  memcpy(out + 4, &step, 4);
+  float step = min_step_step(lo, hi, top);
+  memcpy(header, &lo, 4);
+  memcpy(header + 4, &step, 4);
   if (step == 0) {
     memset(q, 0, k);
     return;
   }
-  double inv = 1.0 / (double)step;
+  double inv = 1.0 / (double)step, ceiling = top;
   for (size_t i = 0; i < k; i++) {
     double x = ((double)v[i] - (double)lo) * inv + 0.5;
-    q[i] = (uint8_t)(x >= 255.0 ? 255 : x <= 0 ? 0 : (int)x);
+    q[i] = (uint8_t)(x >= ceiling ? top : x <= 0 ? 0 : (int)x);
   }
+}
+
+static void int8_encode_block(const float *v, size_t k, uint8_t *out) {
+  min_step_codes(v, k, 255, out, out + INT8_HEADER);
 }
 
 static void int8_decode_block(const uint8_t *in, size_t k, float *dst) {
@@ -197,28 +208,51 @@ static void int8_decode_block(const uint8_t *in, size_t k, float *dst) {
   memcpy(&lo, in, 4);
   memcpy(&step, in + 4, 4);
   const uint8_t *q = in + INT8_HEADER;
-  for (size_t i = 0; i < k; i++) dst[i] = int8_value(lo, step, q[i]);
+  for (size_t i = 0; i < k; i++) dst[i] = min_step_value(lo, step, q[i]);
+}
+
+/* int4 packs value 2j in the low nibble of byte j and value 2j+1 in its high nibble; an odd
+ * block's last byte has a zero high nibble, so the wire bytes depend only on the data. */
+static void int4_encode_block(const float *v, size_t k, uint8_t *out) {
+  uint8_t q[STRATA_COMPRESS_BLOCK];
+  min_step_codes(v, k, 15, out, q);
+  uint8_t *packed = out + INT4_HEADER;
+  for (size_t j = 0; j < k / 2; j++) packed[j] = (uint8_t)(q[2 * j] | q[2 * j + 1] << 4);
+  if (k & 1) packed[k / 2] = q[k - 1];
+}
+
+static void int4_decode_block(const uint8_t *in, size_t k, float *dst) {
+  float lo, step;
+  memcpy(&lo, in, 4);
+  memcpy(&step, in + 4, 4);
+  const uint8_t *packed = in + INT4_HEADER;
+  for (size_t j = 0; j < k / 2; j++) {
+    dst[2 * j] = min_step_value(lo, step, packed[j] & 15);
+    dst[2 * j + 1] = min_step_value(lo, step, packed[j] >> 4);
+  }
+  if (k & 1) dst[k - 1] = min_step_value(lo, step, packed[k / 2] & 15);
 }
 
 /* ---- dispatch ---- */
 typedef void (*block_encode_fn)(const float *, size_t, uint8_t *);
 typedef void (*block_decode_fn)(const uint8_t *, size_t, float *);
 
-static void blocks_encode(const float *src, size_t n, uint8_t *wire, size_t header,
+/* A block of k values takes wire_bytes(c, k) bytes: the header and its codes. */
+static void blocks_encode(strata_compress c, const float *src, size_t n, uint8_t *wire,
                           block_encode_fn fn) {
   for (size_t at = 0; at < n; at += STRATA_COMPRESS_BLOCK) {
     size_t k = n - at < STRATA_COMPRESS_BLOCK ? n - at : STRATA_COMPRESS_BLOCK;
     fn(src + at, k, wire);
-    wire += header + k;
+    wire += strata_compress_wire_bytes(c, k);
   }
 }
 
-static void blocks_decode(const uint8_t *wire, size_t n, float *dst, size_t header,
+static void blocks_decode(strata_compress c, const uint8_t *wire, size_t n, float *dst,
                           block_decode_fn fn) {
   for (size_t at = 0; at < n; at += STRATA_COMPRESS_BLOCK) {
     size_t k = n - at < STRATA_COMPRESS_BLOCK ? n - at : STRATA_COMPRESS_BLOCK;
     fn(wire, k, dst + at);
-    wire += header + k;
+    wire += strata_compress_wire_bytes(c, k);
   }
 }
 
@@ -231,10 +265,13 @@ void strata_compress_encode(strata_compress c, const float *src, size_t n, uint8
       strata_f32_to_f16_array((uint16_t *)(void *)wire, src, n);
       break;
     case STRATA_COMPRESS_INT8:
-      blocks_encode(src, n, wire, INT8_HEADER, int8_encode_block);
+      blocks_encode(c, src, n, wire, int8_encode_block);
       break;
     case STRATA_COMPRESS_FP8:
-      blocks_encode(src, n, wire, FP8_HEADER, fp8_encode_block);
+      blocks_encode(c, src, n, wire, fp8_encode_block);
+      break;
+    case STRATA_COMPRESS_INT4:
+      blocks_encode(c, src, n, wire, int4_encode_block);
       break;
     default:
       memcpy(wire, src, 4 * n);
@@ -250,10 +287,13 @@ void strata_compress_decode(strata_compress c, const uint8_t *wire, size_t n, fl
       strata_f16_to_f32_array(dst, (const uint16_t *)(const void *)wire, n);
       break;
     case STRATA_COMPRESS_INT8:
-      blocks_decode(wire, n, dst, INT8_HEADER, int8_decode_block);
+      blocks_decode(c, wire, n, dst, int8_decode_block);
       break;
     case STRATA_COMPRESS_FP8:
-      blocks_decode(wire, n, dst, FP8_HEADER, fp8_decode_block);
+      blocks_decode(c, wire, n, dst, fp8_decode_block);
+      break;
+    case STRATA_COMPRESS_INT4:
+      blocks_decode(c, wire, n, dst, int4_decode_block);
       break;
     default:
       memcpy(dst, wire, 4 * n);
@@ -267,7 +307,8 @@ void strata_compress_decode_reduce(strata_compress c, const uint8_t *wire, size_
   const size_t step = STRATA_COMPRESS_BLOCK * 8;
   for (size_t at = 0; at < n; at += step) {
     size_t k = n - at < step ? n - at : step;
-    const uint8_t *w = wire + strata_compress_wire_bytes(c, at); /* at is a block multiple */
+    /* at is a block multiple, so whole blocks (and whole bytes for int4) precede it */
+    const uint8_t *w = wire + strata_compress_wire_bytes(c, at);
     strata_compress_decode(c, w, k, tmp);
     reduce(dst + at, src + at, tmp, k);
   }

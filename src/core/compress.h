@@ -11,11 +11,14 @@
  *    past 65504.
  *  - int8: per block, f32 min and f32 step, then one byte q per value: v ≈ min + q·step,
  *    step = (max − min)/255, q rounded to nearest. Error ≤ step/2 per value.
+ *  - int4: int8's header and rule with 16 levels, step = (max − min)/15, the codes q in 0..15
+ *    packed two per byte (value 2j in the low nibble of byte j, 2j+1 in the high one; a block of
+ *    odd length ends in a byte whose high nibble is 0). Error ≤ step/2 per value.
  *  - fp8: per block, f32 scale = amax/448, then one e4m3 byte per value (OCP FP8 E4M3: bias 7,
  *    no infinities, 448 the largest finite), value/scale rounded to nearest even. Relative error
  *    ≤ 2^-4 for normals; values below 2^-6·scale lose precision as subnormals.
- * A block holding NaN or ±inf decodes to NaN everywhere (int8, fp8): a diverging value is never
- * hidden as a finite one. bf16 and f16 carry NaN and inf as they are.
+ * A block holding NaN or ±inf decodes to NaN everywhere (int8, int4, fp8): a diverging value is
+ * never hidden as a finite one. bf16 and f16 carry NaN and inf as they are.
  *
  * Invariants: encode writes exactly wire_bytes bytes and reads exactly n values; decode of encode
  * of a decoded block returns the same values (re-encoding what was received is lossless), which
@@ -32,7 +35,7 @@
 
 enum { STRATA_COMPRESS_BLOCK = 256 };
 
-/* 1 for the encodings that change the bytes (bf16, f16, int8, fp8), 0 for NONE/DEFAULT. */
+/* 1 for the encodings that change the bytes (bf16, f16, int8, fp8, int4), 0 for NONE/DEFAULT. */
 int strata_compress_is_lossy(strata_compress c);
 /* Bytes on the wire for n f32 values. */
 uint64_t strata_compress_wire_bytes(strata_compress c, uint64_t n);

@@ -123,7 +123,12 @@ int strata_coll_parse(const char *name, strata_coll *out) {
   return STRATA_OK;
 }
 
-static const char *const compress_names[] = {"default", "none", "bf16", "f16", "int8", "fp8"};
+static const char *const compress_names[STRATA_COMPRESS_COUNT] = {
+    [STRATA_COMPRESS_DEFAULT] = "default", [STRATA_COMPRESS_NONE] = "none",
+    [STRATA_COMPRESS_BF16] = "bf16",       [STRATA_COMPRESS_F16] = "f16",
+    [STRATA_COMPRESS_INT8] = "int8",       [STRATA_COMPRESS_FP8] = "fp8",
+    [STRATA_COMPRESS_INT4] = "int4",
+};
 static const name_alias compress_aliases[] = {{"fp16", STRATA_COMPRESS_F16},
                                               {"half", STRATA_COMPRESS_F16},
                                               {"e4m3", STRATA_COMPRESS_FP8},
