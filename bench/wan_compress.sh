@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # bench/wan_compress.sh [BUILD_DIR] — issue 4, point 4 on an emulated WAN: a float allreduce
 # between two sites joined by one link (default 1 Gb/s, 25 ms each way), once per wire encoding
-# (none, bf16, int8, fp8; docs/compression.md), measured against the model's prediction.
+# (none, bf16, int8, fp8, int4; docs/compression.md), measured against the model's prediction.
 # Root only (network namespaces, TUN); a few minutes; `netem down` runs on any exit.
 #
 # The prediction. A 2-rank ring allreduce of N bytes sends N bytes per rank over its one
 # outgoing direction (N/2 reduce-scatter + N/2 allgather), so uncompressed t = N/R + 2·RTT/2·k
 # (k sequential message rounds; a handful); compressed, the bytes on the wire shrink by the
-# encoding's ratio r = wire/data (0.5 bf16, 0.258 int8, 0.254 fp8), so t ≈ r·N/R. The script
-# predicts t_pred = r·N/R + RTT (one round trip of start-up per phase pair) and prints the measured
-# time beside it, the bytes saved as strata counted them (the "# Compression" line of strata
-# bench), and the speed-up over the uncompressed run. #wrong = 0 means every element was within
-# the encoding's error bound (strata bench checks compressed results against it).
+# encoding's ratio r = wire/data (0.5 bf16, 0.258 int8, 0.254 fp8, 0.133 int4), so t ≈ r·N/R. The
+# script predicts t_pred = r·N/R + RTT (one round trip of start-up per phase pair) and prints the
+# measured time beside it, the bytes saved as strata counted them (the "# Compression" line of
+# strata bench), and the speed-up over the uncompressed run. #wrong = 0 means every element was
+# within the encoding's error bound (strata bench checks compressed results against it).
 #
 # Knobs: CMP_RATE (1gbit), CMP_DELAY (25ms one way), CMP_SIZE (256M), CMP_ITERS (2),
-# CMP_CODECS ("none bf16 int8 fp8"), CMP_STREAMS (8). Output: a table on stdout; logs and JSON
+# CMP_CODECS ("none bf16 int8 fp8 int4"), CMP_STREAMS (8). Output: a table on stdout; logs and JSON
 # in bench/results/wan-compress-DATE/ (gitignored).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,7 +29,7 @@ rate=${CMP_RATE:-1gbit}
 delay=${CMP_DELAY:-25ms}
 size=${CMP_SIZE:-256M}
 iters=${CMP_ITERS:-2}
-codecs=${CMP_CODECS:-none bf16 int8 fp8}
+codecs=${CMP_CODECS:-none bf16 int8 fp8 int4}
 streams=${CMP_STREAMS:-8}
 name=wcmp$$
 out=$here/results/wan-compress-$(date -u +%Y%m%d-%H%M%S)
@@ -75,7 +75,8 @@ rate_Bps = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
 d = re.fullmatch(r"([\d.]+)(ms|us|s)", delay_text)
 rtt = 2 * float(d.group(1)) * {"ms": 1e-3, "us": 1e-6, "s": 1}[d.group(2)]
 # wire/data of each encoding (src/core/compress.c: blocks of 256 values, 8 or 4 header bytes)
-ratio = {"none": 1.0, "bf16": 0.5, "f16": 0.5, "int8": (256 + 8) / 1024, "fp8": (256 + 4) / 1024}
+ratio = {"none": 1.0, "bf16": 0.5, "f16": 0.5, "int8": (256 + 8) / 1024, "fp8": (256 + 4) / 1024,
+         "int4": (128 + 8) / 1024}
 print("# 2 sites, %s each way (RTT %.0f ms), %s; allreduce of %d bytes, 2 ranks, ring; "
       "predicted t = ratio * N / R + RTT" % (delay_text, rtt * 1e3, rate_text, n))
 print("%-6s %8s %10s %10s %9s %12s %7s" % ("wire", "ratio", "measured_s", "predicted_s",
