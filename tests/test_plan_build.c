@@ -197,12 +197,98 @@ static void test_bad_workloads(void) {
   w.update_fraction = 2;
   CHECK(strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_ERR_INVALID_ARG,
         "update fraction > 1 refused");
+  static const double bad_bits[] = {3, 2, 12, 64};
+  for (size_t i = 0; i < sizeof bad_bits / sizeof bad_bits[0]; i++) {
+    strata_workload_defaults(&w, STRATA_WORKLOAD_DILOCO);
+    w.wire_bits = bad_bits[i];
+    CHECK(strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_ERR_INVALID_ARG,
+          "wire bits other than 32/16/8/4 refused");
+  }
+  /* the library's limits: P <= H, 0 <= delay < H/P */
+  strata_workload_defaults(&w, STRATA_WORKLOAD_DILOCO);
+  w.inner_steps = 100, w.fragments = 4, w.delay = 25;
+  CHECK(strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_ERR_INVALID_ARG &&
+            strstr(err, "delay"),
+        "delay = H/P refused, and named");
+  w.delay = 24;
+  CHECK(strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_OK, "delay H/P - 1 accepted");
+  strata_plan_free(&p);
+  w.delay = -1;
+  CHECK(strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_ERR_INVALID_ARG,
+        "negative delay refused");
+  w.delay = 0, w.fragments = 101;
+  CHECK(strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_ERR_INVALID_ARG,
+        "more fragments than H refused");
+  w.fragments = 0;
+  CHECK(strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_ERR_INVALID_ARG,
+        "zero fragments refused");
+  strata_workload_defaults(&w, STRATA_WORKLOAD_DILOCO);
+  w.inner_steps = 0;
+  CHECK(strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_ERR_INVALID_ARG,
+        "zero inner steps refused");
   CHECK(strata_plan_build(NULL, &w, &p, err, sizeof err) == STRATA_ERR_INVALID_ARG, "NULL refused");
   strata_workload_kind k;
   CHECK(strata_workload_kind_parse("DiLoCo", &k) == STRATA_OK && k == STRATA_WORKLOAD_DILOCO &&
             strata_workload_kind_parse("nope", &k) != STRATA_OK,
         "workload names");
   strata_topo_free(t);
+}
+
+/* Encoded bytes of n f32 values, written from docs/compression.md's formats (not from the
+ * library): none 4n, bf16 2n, int8 n + 8 per 256-value block, int4 ceil(n/2) + 8 per block. */
+static double wire(int bits, double n) {
+  double blocks = ceil(n / 256);
+  switch (bits) {
+    case 32:
+      return 4 * n;
+    case 16:
+      return 2 * n;
+    case 8:
+      return n + 8 * blocks;
+    default:
+      return ceil(n / 2) + 8 * blocks;
+  }
+}
+
+/* DiLoCo's outer sync on S sites: each site sends 2(S-1)/S of every encoded fragment (the
+ * hierarchical allreduce's cross-site phase), every fragment once per H inner steps. */
+static void test_diloco_bytes(void) {
+  static const char *const presets[] = {"regions-2", "multicloud-wireguard"};
+  static const int bits[] = {32, 16, 8, 4}, frags[] = {1, 4, 7};
+  const double n = 1000003; /* odd, and neither a multiple of 256 nor of the fragment counts */
+  for (int k = 0; k < 2; k++) {
+    strata_topo *t = preset(presets[k]);
+    if (!t) return;
+    const double S = t->site_count, cross = 2 * (S - 1) / S;
+    for (int b = 0; b < 4; b++)
+      for (int f = 0; f < 3; f++) {
+        strata_workload w;
+        strata_plan p;
+        char err[256];
+        strata_workload_defaults(&w, STRATA_WORKLOAD_DILOCO);
+        w.params = n, w.wire_bits = bits[b], w.fragments = frags[f], w.inner_steps = 70;
+        if (strata_plan_build(t, &w, &p, err, sizeof err) != STRATA_OK) {
+          CHECK(0, "diloco plan builds");
+          continue;
+        }
+        double lo = floor(n / frags[f]), rem = n - lo * frags[f];
+        double outer = cross * (rem * wire(bits[b], lo + 1) + (frags[f] - rem) * wire(bits[b], lo));
+        const strata_plan_diloco *d = &p.diloco;
+        CHECK(d->modeled && d->sites == (int)S, "diloco modeled");
+        CHECK(fabs(d->site_bytes_per_outer - outer) <= 1e-9 * outer, "bytes per outer step");
+        CHECK(fabs(d->site_bytes_per_fragment - outer / frags[f]) <= 1e-9 * outer,
+              "bytes per fragment");
+        CHECK(fabs(d->site_bytes_per_inner - outer / 70) <= 1e-9 * outer, "bytes per inner step");
+        CHECK(fabs(d->sync_site_bytes_per_step - cross * 4 * n) <= 1e-6, "sync bytes per step");
+        CHECK(fabs(d->ratio - cross * 4 * n * 70 / outer) <= 1e-9 * d->ratio, "ratio");
+        double ms = d->latency_ms + outer / frags[f] / (p.wan.gbps * 1e6);
+        CHECK(fabs(d->exchange_ms - ms) <= 1e-9 * ms && d->latency_ms > 0, "exchange time");
+        CHECK(!d->hidden && fabs(d->exposed_ms_per_outer - frags[f] * ms) <= 1e-9 * ms,
+              "delay 0 exposes every exchange");
+        strata_plan_free(&p);
+      }
+    strata_topo_free(t);
+  }
 }
 
 /* 100,000 GPUs on 4 sites plan like 8 (the timing is bench/plan_scale.sh's business). */
@@ -285,6 +371,7 @@ int main(void) {
   test_all_presets_all_workloads();
   test_decisions();
   test_bad_workloads();
+  test_diloco_bytes();
   test_scale();
   test_islands();
   if (failures) return 1;

@@ -141,5 +141,68 @@ expect_exit 2 "--links malformed" "$strata" plan --preset metro-2-sites --links 
 expect_exit 2 "--links missing" "$strata" plan --preset metro-2-sites --links "$tmp/absent.json"
 expect_exit 2 "--links missing value" "$strata" plan --preset metro-2-sites --links
 
+# DiLoCo's outer sync in bytes: 2 sites of 2 CPU ranks (the link matrix alone: 1 Gbit/s, RTT 30
+# ms), every wire encoding, 1 and 4 fragments, against the formula written out here: a site
+# sends 2(S-1)/S x the encoded fragment per exchange (S = 2: the fragment once), every fragment
+# once per outer step; encoded f32 values: none 4n, bf16 2n, int8 n + 8 per 256-value block,
+# int4 ceil(n/2) + 8 per block
+for bits in 32 16 8 4; do
+  for frags in 1 4; do
+    expect_exit 0 "diloco bytes $bits-bit $frags fragments" "$strata" plan --links "$links" \
+      --workload diloco --params 1000003 --sync-every 100 --fragments $frags --delay 2 \
+      --wire-bits $bits --step-ms 250 --json &&
+      check "diloco bytes $bits-bit $frags fragments match the formula" "$py" - "$tmp/out" $bits $frags <<'PY'
+import json, math, sys
+d = json.load(open(sys.argv[1])); bits, P = int(sys.argv[2]), int(sys.argv[3])
+n, H, S, ranks, gbps, rtt_ms, step_ms, tau = 1000003, 100, 2, 2, 0.125, 30.0, 250.0, 2
+def wire(v):
+    blocks = math.ceil(v / 256)
+    return {32: 4 * v, 16: 2 * v, 8: v + 8 * blocks, 4: math.ceil(v / 2) + 8 * blocks}[bits]
+lo, rem = n // P, n % P
+outer = 2 * (S - 1) / S * (rem * wire(lo + 1) + (P - rem) * wire(lo))
+g = d["diloco"]
+assert g["encoding"] == {32: "none", 16: "bf16", 8: "int8", 4: "int4"}[bits], g
+assert g["sites"] == S and g["ranks_per_site"] == ranks, g
+close = lambda a, b: abs(a - b) <= 1e-5 * abs(b)   # JSON reals carry 6 digits
+assert close(g["wan_bytes_per_outer_step"], outer), (g, outer)
+assert close(g["wan_bytes_per_fragment"], outer / P), (g, outer / P)
+assert close(g["wan_bytes_per_outer_step_per_rank"], outer / ranks), g
+assert close(g["wan_bytes_per_inner_step"], outer / H), g
+sync = 2 * (S - 1) / S * 4 * n
+assert close(g["sync_wan_bytes_per_step"], sync) and close(g["sync_ratio"], sync * H / outer), g
+lat = 2 * (S - 1) * rtt_ms / 2   # measured link: one-way = RTT/2, no modeled stack time
+ex = lat + outer / P / (gbps * 1e6)
+assert close(g["exchange_latency_ms"], lat) and close(g["exchange_ms"], ex), (g, ex)
+assert close(g["overlap_ms"], tau * step_ms) and g["hidden"] == (ex <= tau * step_ms), g
+assert close(g["exposed_ms_per_outer_step"], P * max(0, ex - tau * step_ms)), g
+assert close(g["hide_gbps"], outer / P / ((tau * step_ms - lat) * 1e6)), g
+assert d["workload"]["delay"] == tau and d["workload"]["inner_steps"] == H, d["workload"]
+PY
+  done
+done
+expect_exit 0 "diloco text" "$strata" plan --links "$links" --workload diloco --params 1e6 \
+  --sync-every 100 --wire-bits 8 &&  # 1e6 + 8 x ceil(1e6 / 256)
+  check "text: bytes per outer step" grep -q "per outer step (1 fragment, H=100): 1031256 per site" "$tmp/out"
+expect_exit 0 "train-sync json" "$strata" plan --preset dgx-h100 --json &&
+  check "one site: diloco null" "$py" -c "import json,sys; assert json.load(open(sys.argv[1]))['diloco'] is None" "$tmp/out"
+expect_exit 0 "--delay H/P - 1" "$strata" plan --links "$links" --workload diloco --sync-every 100 \
+  --fragments 4 --delay 24
+expect_exit 2 "--delay H/P" "$strata" plan --links "$links" --workload diloco --sync-every 100 \
+  --fragments 4 --delay 25 && check "names delay and H/P" grep -q "delay (25) < H / fragments (25" "$tmp/err"
+expect_exit 2 "--delay beyond H/P" "$strata" plan --links "$links" --workload diloco --sync-every 10 \
+  --delay 10 && check "names delay" grep -q "delay (10)" "$tmp/err"
+expect_exit 2 "--wire-bits 3" "$strata" plan --links "$links" --workload diloco --wire-bits 3 &&
+  check "names the encodings" grep -q -- "--wire-bits expects 32 (none), 16 (bf16), 8 (int8) or 4 (int4), got '3'" "$tmp/err"
+expect_exit 2 "--fragments 0" "$strata" plan --links "$links" --workload diloco --fragments 0 &&
+  check "names --fragments" grep -q -- "--fragments expects" "$tmp/err"
+expect_exit 2 "--fragments > H" "$strata" plan --links "$links" --workload diloco --sync-every 4 \
+  --fragments 5 && check "names fragments and H" grep -q "fragments (5) <= H (4)" "$tmp/err"
+expect_exit 2 "--sync-every 0" "$strata" plan --links "$links" --workload diloco --sync-every 0 &&
+  check "names --sync-every" grep -q -- "--sync-every expects" "$tmp/err"
+expect_exit 2 "--delay -1" "$strata" plan --links "$links" --workload diloco --delay -1 &&
+  check "names --delay" grep -q -- "--delay expects" "$tmp/err"
+expect_exit 2 "--sync-every vs --inner-steps" "$strata" plan --links "$links" --workload diloco \
+  --sync-every 10 --inner-steps 20 && check "names both" grep -q "give one" "$tmp/err"
+
 [ $fail -eq 0 ] && echo "ok"
 exit $fail

@@ -37,9 +37,12 @@ static void plan_usage(FILE *out) {
           "  --params N             model parameters (7e9)\n"
           "  --dtype T              gradient / weight type: bf16, f16, f32 ... (bf16)\n"
           "  --step-ms MS           compute time of one training step (500)\n"
-          "  --inner-steps H        DiLoCo inner steps between outer syncs (500)\n"
-          "  --wire-bits B          bits per parameter of the outer sync: 16, 8, 4 (16)\n"
-          "  --fragments F          streaming DiLoCo fragments (1)\n"
+          "  --sync-every H         diloco: inner steps per outer step (500); rl: below\n"
+          "  --inner-steps H        the same as --sync-every H for diloco\n"
+          "  --wire-bits B          outer gradient encoding: 32 (none), 16 (bf16),\n"
+          "                         8 (int8), 4 (int4) (16)\n"
+          "  --fragments P          streaming DiLoCo fragments, 1..H (1)\n"
+          "  --delay TAU            inner steps a fragment's exchange overlaps, below H/P (0)\n"
           "  --streams S            TCP connections per peer across the WAN (16)\n"
           "  --update-fraction X    RL: share of parameters changed per sync (0.01)\n"
           "  --sync-every N         RL: trainer steps between weight syncs (1)\n"
@@ -93,6 +96,7 @@ enum {
   OPT_INNER,
   OPT_WIRE_BITS,
   OPT_FRAGMENTS,
+  OPT_DELAY,
   OPT_STREAMS,
   OPT_UPDATE,
   OPT_SYNC_EVERY,
@@ -117,6 +121,7 @@ static const struct option plan_options[] = {
     {"inner-steps", required_argument, 0, OPT_INNER},
     {"wire-bits", required_argument, 0, OPT_WIRE_BITS},
     {"fragments", required_argument, 0, OPT_FRAGMENTS},
+    {"delay", required_argument, 0, OPT_DELAY},
     {"streams", required_argument, 0, OPT_STREAMS},
     {"update-fraction", required_argument, 0, OPT_UPDATE},
     {"sync-every", required_argument, 0, OPT_SYNC_EVERY},
@@ -138,7 +143,7 @@ typedef struct plan_args {
   strata_workload w; /* kind filled later when not given */
   /* numeric overrides, applied after the kind's defaults: NAN / -1 = not given */
   double params, step_ms, wire_bits, update_fraction, kv_mb, rps, token_ms;
-  int inner, fragments, streams, sync_every, replicas, pipeline, dtype_given;
+  int inner, fragments, delay, streams, sync_every, replicas, pipeline, dtype_given;
   strata_dtype dtype;
   const char *trainer;
 } plan_args;
@@ -174,10 +179,23 @@ static int parse_option(plan_args *a, int opt, const char *arg) {
       return parse_double("--step-ms", arg, 1e-3, 1e9, &a->step_ms);
     case OPT_INNER:
       return parse_int("--inner-steps", arg, 1, 100000000, &a->inner);
-    case OPT_WIRE_BITS:
-      return parse_double("--wire-bits", arg, 1, 64, &a->wire_bits);
+    case OPT_WIRE_BITS: {
+      int bits = 0;
+      if (parse_int("--wire-bits", arg, 1, 64, &bits) != 0 ||
+          strata_plan_wire_encoding(bits, NULL) != STRATA_OK) {
+        fprintf(stderr,
+                "strata plan: --wire-bits expects 32 (none), 16 (bf16), 8 (int8) or 4 (int4), "
+                "got '%s'\n",
+                arg);
+        return -1;
+      }
+      a->wire_bits = bits;
+      return 0;
+    }
     case OPT_FRAGMENTS:
       return parse_int("--fragments", arg, 1, 1000000, &a->fragments);
+    case OPT_DELAY:
+      return parse_int("--delay", arg, 0, 100000000, &a->delay);
     case OPT_STREAMS:
       return parse_int("--streams", arg, 1, 1024, &a->streams);
     case OPT_UPDATE:
@@ -212,7 +230,8 @@ static int parse_option(plan_args *a, int opt, const char *arg) {
   }
 }
 
-static void apply_overrides(const plan_args *a, strata_workload *w) {
+/* Returns 0, or -1 (said why) when the flags contradict each other. */
+static int apply_overrides(const plan_args *a, strata_workload *w) {
   if (!isnan(a->params)) w->params = a->params;
   if (a->dtype_given) w->dtype = a->dtype;
   if (!isnan(a->step_ms)) w->step_ms = a->step_ms;
@@ -222,19 +241,31 @@ static void apply_overrides(const plan_args *a, strata_workload *w) {
   if (!isnan(a->rps)) w->requests_per_s = a->rps;
   if (!isnan(a->token_ms)) w->token_ms = a->token_ms;
   if (a->inner >= 0) w->inner_steps = a->inner;
+  /* --sync-every is DiLoCo's H for diloco (the library's option name), RL's sync period else */
+  if (w->kind == STRATA_WORKLOAD_DILOCO && a->sync_every >= 0) {
+    if (a->inner >= 0 && a->inner != a->sync_every) {
+      fprintf(stderr,
+              "strata plan: --sync-every %d and --inner-steps %d both set DiLoCo's H; give one\n",
+              a->sync_every, a->inner);
+      return -1;
+    }
+    w->inner_steps = a->sync_every;
+  }
   if (a->fragments >= 0) w->fragments = a->fragments;
+  if (a->delay >= 0) w->delay = a->delay;
   if (a->streams >= 0) w->wan_streams = a->streams;
   if (a->sync_every >= 0) w->sync_every = a->sync_every;
   if (a->replicas >= 0) w->replicas_per_site = a->replicas;
   if (a->pipeline) w->cross_site_pipeline = 1;
   if (a->trainer) snprintf(w->trainer_site, sizeof w->trainer_site, "%s", a->trainer);
+  return 0;
 }
 
 static int parse_args(int argc, char **argv, plan_args *a) {
   memset(a, 0, sizeof *a);
   a->params = a->step_ms = a->wire_bits = a->update_fraction = a->kv_mb = a->rps = a->token_ms =
       NAN;
-  a->inner = a->fragments = a->streams = a->sync_every = a->replicas = -1;
+  a->inner = a->fragments = a->delay = a->streams = a->sync_every = a->replicas = -1;
   optind = 1;
   opterr = 0;
   int opt;
@@ -294,7 +325,7 @@ static int plan_and_write(const plan_args *a, const strata_topo *topo,
   strata_workload_kind kind = a->workload_given ? a->w.kind : strata_workload_auto(topo);
   strata_workload w;
   strata_workload_defaults(&w, kind);
-  apply_overrides(a, &w);
+  if (apply_overrides(a, &w) != 0) return 2;
   if (w.trainer_site[0] && strata_topo_site_index(topo, w.trainer_site) < 0) {
     fprintf(stderr, "strata plan: --trainer-site '%s' is not a site of %s\n", w.trainer_site,
             topo->source);

@@ -413,7 +413,8 @@ static void lint_decision(lint_ctx *c) {
       outer_ms > 0.25 * w->step_ms)
     report(c, "L4-DILOCO-LOW-UTIL", &none, "workload",
            "raise H (--inner-steps), send fewer bits (--wire-bits 8 or 4, as INTELLECT-1 and "
-           "Streaming DiLoCo), stream fragments (--fragments) or add WAN streams",
+           "Streaming DiLoCo), overlap streamed fragments with inner steps (--fragments P --delay "
+           "TAU) or add WAN streams",
            "DiLoCo's outer sync still costs %.3g ms per %.0f ms step (%.0f%% utilization overall)",
            outer_ms, w->step_ms, 100 * p->utilization);
   if (!strcmp(p->decision, "overlay+full-sync"))

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/compress.h" /* strata_compress_wire_bytes: the engine's own message sizes */
 #include "model/physics.h"
 
 /* ---- workloads ---- */
@@ -57,6 +58,7 @@ void strata_workload_defaults(strata_workload *w, strata_workload_kind kind) {
   w->inner_steps = 500; /* DiLoCo H (arXiv 2311.08105) */
   w->wire_bits = 16;    /* FP16 pseudo-gradients are lossless (OpenDiLoCo, arXiv 2407.07852) */
   w->fragments = 1;
+  w->delay = 0; /* the textbook algorithm: each exchange blocks */
   w->wan_streams = 16;
   /* ~99% of per-step bf16 updates vanish after the cast (PULSE, arXiv 2602.03839); 5–30% of
    * parameters change over a whole RL run (arXiv 2505.11711) */
@@ -447,6 +449,30 @@ static double grad_bytes(const strata_workload *w) {
   return w->params * (double)strata_dtype_size(w->dtype);
 }
 
+int strata_plan_wire_encoding(double wire_bits, strata_compress *out) {
+  strata_compress c;
+  if (wire_bits == 32)
+    c = STRATA_COMPRESS_NONE;
+  else if (wire_bits == 16)
+    c = STRATA_COMPRESS_BF16;
+  else if (wire_bits == 8)
+    c = STRATA_COMPRESS_INT8;
+  else if (wire_bits == 4)
+    c = STRATA_COMPRESS_INT4;
+  else
+    return STRATA_ERR_INVALID_ARG;
+  if (out) *out = c;
+  return STRATA_OK;
+}
+
+/* Encoded bytes of `values` f32 outer-gradient values, as the engine sizes a message of them. */
+static double outer_wire_bytes(const strata_workload *w, double values) {
+  strata_compress c = STRATA_COMPRESS_NONE;
+  strata_plan_wire_encoding(w->wire_bits, &c);
+  if (!(values > 0)) return 0;
+  return (double)strata_compress_wire_bytes(c, (uint64_t)llround(values));
+}
+
 static void build_predictions(strata_plan *p) {
   double g = grad_bytes(&p->workload);
   /* one NVLink domain, as nccl-tests would measure it: 8 GiB allreduce, every algorithm */
@@ -472,7 +498,7 @@ static void build_predictions(strata_plan *p) {
     if (p->workload.kind == STRATA_WORKLOAD_DILOCO ||
         p->workload.kind == STRATA_WORKLOAD_TRAIN_SYNC)
       add_prediction(p, &p->global_fabric, "outer", STRATA_COLL_ALLREDUCE,
-                     p->workload.params * p->workload.wire_bits / 8, -1);
+                     outer_wire_bytes(&p->workload, p->workload.params), -1);
   }
 }
 
@@ -544,6 +570,53 @@ static void extension_fabric(const strata_plan *p, strata_fabric *f) {
   l2->alpha_us = strata_fiber_delay_us(p->wan.km > 0 ? p->wan.km : 0) + 14.0;
 }
 
+/* One-way time of a message across a link, as wan_level() models it. */
+static double link_alpha_us(const strata_wan_model *m) {
+  return m->rtt_ms * 1000 / 2 + (m->measured ? 0 : m->is_extension ? 14.0 : 25.0);
+}
+
+/* DiLoCo's outer sync in bytes and time (strata_plan_diloco in plan.h says what is counted).
+ * Fragments hold params / P values each, the remainder spread one value apiece, as the library
+ * splits a flat parameter set. The exchange time is the cross-site phase on the bottleneck
+ * link: 2(S-1) one-way hops (the ring among the S ranks of a local index) plus the site's
+ * bytes at the link's bandwidth; the phases inside a site are layer 2's and not counted. */
+static void build_diloco(strata_plan *p) {
+  const strata_workload *w = &p->workload;
+  strata_plan_diloco *d = &p->diloco;
+  memset(d, 0, sizeof *d);
+  d->hide_gbps = NAN;
+  strata_compress c = STRATA_COMPRESS_NONE;
+  strata_plan_wire_encoding(w->wire_bits, &c);
+  d->encoding = strata_compress_name(c);
+  if (p->sites < 2 || (w->kind != STRATA_WORKLOAD_DILOCO && w->kind != STRATA_WORKLOAD_TRAIN_SYNC))
+    return;
+  d->modeled = 1;
+  const int S = p->sites, P = w->fragments, H = w->inner_steps;
+  const double cross = 2.0 * (S - 1) / S; /* share of its data each rank sends across sites */
+  double ranks = (double)(p->gpus > 0 ? p->gpus : p->nodes);
+  d->sites = S;
+  d->ranks_per_site = clamp_int(ranks / S);
+  double n = floor(w->params + 0.5);
+  double lo = floor(n / P), rem = n - lo * P; /* rem fragments of lo + 1 values, the rest lo */
+  double outer = rem * outer_wire_bytes(w, lo + 1) + (P - rem) * outer_wire_bytes(w, lo);
+  d->fragment_values = n / P;
+  d->site_bytes_per_outer = cross * outer;
+  d->site_bytes_per_fragment = d->site_bytes_per_outer / P;
+  d->rank_bytes_per_outer = d->site_bytes_per_outer / d->ranks_per_site;
+  d->site_bytes_per_inner = d->site_bytes_per_outer / H;
+  d->sync_site_bytes_per_step = cross * 4.0 * n;
+  d->ratio = d->sync_site_bytes_per_step / d->site_bytes_per_inner;
+  /* no link at all: wan_level()'s cut-off, effectively nothing gets across */
+  double gbps = p->wan.link >= 0 && p->wan.gbps > 0 ? p->wan.gbps : 1e-6;
+  d->latency_ms = 2.0 * (S - 1) * link_alpha_us(&p->wan) / 1000;
+  d->exchange_ms = d->latency_ms + d->site_bytes_per_fragment / (gbps * 1e6);
+  d->overlap_ms = w->delay * w->step_ms;
+  d->hidden = w->delay > 0 && d->exchange_ms <= d->overlap_ms;
+  d->exposed_ms_per_outer = P * fmax(0, d->exchange_ms - d->overlap_ms);
+  if (w->delay > 0 && d->overlap_ms > d->latency_ms)
+    d->hide_gbps = d->site_bytes_per_fragment / ((d->overlap_ms - d->latency_ms) * 1e6);
+}
+
 static void train_options(strata_plan *p, double site_ms) {
   const strata_workload *w = &p->workload;
   double g = grad_bytes(w);
@@ -564,21 +637,24 @@ static void train_options(strata_plan *p, double site_ms) {
       fmt(o->note, sizeof o->note, "per-step allreduce over %.3g GB/s, RTT %.3g ms%s", p->wan.gbps,
           p->wan.rtt_ms, p->wan.measured ? " (measured)" : "");
   }
-  /* DiLoCo: site-local allreduce every step, outer sync of wire_bits pseudo-gradients every H */
-  double outer_bytes = w->params * w->wire_bits / 8;
-  double outer_ms = best_ms(&p->global_fabric, STRATA_COLL_ALLREDUCE, outer_bytes) - 0;
+  /* DiLoCo: site-local allreduce every step; every H steps each fragment's outer exchange,
+   * exposed except for what `delay` inner steps of compute hide (build_diloco) */
+  const strata_plan_diloco *d = &p->diloco;
   int H = w->inner_steps > 0 ? w->inner_steps : 1;
-  double exposed = w->fragments > 1 ? fmax(0, outer_ms - H * w->step_ms) / H : outer_ms / H;
+  double exposed = d->exposed_ms_per_outer / H;
   o = add_option(p, p->wan.is_extension ? "extension+diloco" : "overlay+diloco", p->wan.link >= 0,
-                 site_ms + exposed, 2.0 * outer_bytes / p->sites / H);
+                 site_ms + exposed, d->site_bytes_per_inner);
   if (o)
     fmt(o->note, sizeof o->note,
-        "%s allreduce %.3g ms/step + outer sync %.3g s every %d steps across %d %s (%g-bit, %d "
-        "fragment%s%s)",
-        p->island_mode ? "island (sites joined by extension)" : "site", site_ms, outer_ms / 1000, H,
+        "%s allreduce %.3g ms/step + outer exchange %.3g s per fragment, %d fragment%s every %d "
+        "steps across %d %s (%g-bit %s, delay %d: %s)",
+        p->island_mode ? "island (sites joined by extension)" : "site", site_ms,
+        d->exchange_ms / 1000, w->fragments, w->fragments > 1 ? "s" : "", H,
         p->island_mode ? p->islands : p->sites, p->island_mode ? "islands" : "sites", w->wire_bits,
-        w->fragments, w->fragments > 1 ? "s" : "",
-        w->fragments > 1 ? ", overlapped with inner steps" : "");
+        d->encoding, w->delay,
+        d->hidden      ? "hidden behind inner steps"
+        : w->delay > 0 ? "partly hidden"
+                       : "blocking");
 }
 
 static void decide_training(strata_plan *p, double site_ms) {
@@ -845,15 +921,27 @@ int strata_plan_build_measured(const strata_topo *topo, const strata_workload *w
   if (err && err_len) err[0] = 0;
   if (!topo || !w || !out) return STRATA_ERR_INVALID_ARG;
   memset(out, 0, sizeof *out);
-  if (!(w->params > 0) || !(w->step_ms > 0) || !(w->wire_bits > 0 && w->wire_bits <= 64) ||
-      w->inner_steps < 1 || w->fragments < 1 || w->wan_streams < 1 ||
+  if (!(w->params > 0) || !(w->step_ms > 0) ||
+      strata_plan_wire_encoding(w->wire_bits, NULL) != STRATA_OK || w->inner_steps < 1 ||
+      w->fragments < 1 || w->wan_streams < 1 ||
       !(w->update_fraction > 0 && w->update_fraction <= 1) || w->sync_every < 1 ||
       !(w->kv_bytes_per_request >= 0) || w->replicas_per_site < 0 ||
       strata_dtype_size(w->dtype) == 0) {
     if (err && err_len)
       fmt(err, err_len,
           "invalid workload: params, step-ms, inner-steps, fragments, streams and "
-          "sync-every must be positive, wire-bits in 1..64, update-fraction in (0,1]");
+          "sync-every must be positive, wire-bits 32, 16, 8 or 4, update-fraction in (0,1]");
+    return STRATA_ERR_INVALID_ARG;
+  }
+  /* the library's limits (strata_diloco_options): P <= H, and a fragment's exchange must be
+   * applied before the same fragment's next one starts H/P steps later */
+  if (w->fragments > w->inner_steps || w->delay < 0 || w->delay >= w->inner_steps / w->fragments) {
+    if (err && err_len)
+      fmt(err, err_len,
+          "invalid workload: DiLoCo needs fragments (%d) <= H (%d) and 0 <= delay (%d) < H / "
+          "fragments (%d inner steps between two exchanges of a fragment)",
+          w->fragments, w->inner_steps, w->delay,
+          w->fragments > 0 ? w->inner_steps / w->fragments : 0);
     return STRATA_ERR_INVALID_ARG;
   }
   if (topo->group_count < 1 || topo->site_count < 1) {
@@ -868,6 +956,7 @@ int strata_plan_build_measured(const strata_topo *topo, const strata_workload *w
   out->sites = topo->site_count;
   build_fabrics(out);
   build_predictions(out);
+  build_diloco(out);
   double site_ms = best_ms(&out->site_fabric, STRATA_COLL_ALLREDUCE, grad_bytes(w));
   switch (w->kind) {
     case STRATA_WORKLOAD_TRAIN_SYNC:

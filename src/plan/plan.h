@@ -35,12 +35,13 @@ typedef enum strata_workload_kind {
 
 typedef struct strata_workload {
   strata_workload_kind kind;
-  double params;                           /* model parameters */
-  strata_dtype dtype;                      /* of gradients and weights */
-  double step_ms;                          /* compute time of one training step */
-  int inner_steps;                         /* DiLoCo H (500 in arXiv 2311.08105) */
-  double wire_bits;                        /* bits per parameter of the outer (cross-site) sync */
-  int fragments;                           /* streaming DiLoCo fragments; 1 = plain DiLoCo */
+  double params;      /* model parameters */
+  strata_dtype dtype; /* of gradients and weights */
+  double step_ms;     /* compute time of one training step */
+  int inner_steps;    /* DiLoCo H (500 in arXiv 2311.08105) */
+  double wire_bits;   /* outer gradient encoding: 32 none, 16 bf16, 8 int8, 4 int4 */
+  int fragments;      /* streaming DiLoCo fragments; 1 = plain DiLoCo */
+  int delay; /* DiLoCo tau: inner steps a fragment's exchange overlaps, < inner_steps/fragments */
   int wan_streams;                         /* TCP connections per peer across the WAN */
   double update_fraction;                  /* RL: share of parameters that change per sync */
   int sync_every;                          /* RL: trainer steps between weight syncs */
@@ -179,6 +180,36 @@ const strata_plan_measured_link *strata_plan_measured_find(const strata_plan_mea
 int strata_plan_topo_from_matrix(const strata_link_matrix *m, const char *source, strata_topo **out,
                                  char *err, size_t err_len);
 
+/* DiLoCo's outer sync as strata runs it (include/strata.h, DiLoCo): every fragment's outer
+ * gradient (f32, params / fragments values) is averaged by the hierarchical allreduce
+ * (src/coll/hier.c) once per H inner steps, in the encoding wire_bits names. Across sites only
+ * the allreduce among the S ranks of each local index moves data: each of a site's ranks sends
+ * 2(S-1)/S of its shard, encoded per message by strata_compress_wire_bytes(), so a site sends
+ * 2(S-1)/S x the encoded fragment. The figures are bytes handed to the transports (what
+ * strata_comm_stats.wan_bytes_sent counts), summed over a site's ranks. */
+typedef struct strata_plan_diloco {
+  int modeled;                     /* 1 when the plan has >= 2 sites and a training workload */
+  const char *encoding;            /* "none", "bf16", "int8", "int4" */
+  int sites, ranks_per_site;       /* S, and ranks per site (GPUs, else nodes) */
+  double fragment_values;          /* values of the average fragment (params / fragments) */
+  double site_bytes_per_fragment;  /* one fragment exchange, bytes a site sends across the WAN */
+  double site_bytes_per_outer;     /* every fragment once (one outer period of H inner steps) */
+  double rank_bytes_per_outer;     /* the same per rank of equal sites */
+  double site_bytes_per_inner;     /* site_bytes_per_outer / H */
+  double sync_site_bytes_per_step; /* synchronous data parallel: f32 gradient allreduce per step */
+  double ratio;                    /* sync_site_bytes_per_step / site_bytes_per_inner */
+  double exchange_ms;              /* one fragment exchange on the WAN link: latency + bytes/bw */
+  double latency_ms;               /* its latency part: 2(S-1) one-way WAN hops */
+  double overlap_ms;               /* compute it can hide behind: delay x step_ms */
+  int hidden;                      /* delay > 0 and exchange_ms <= overlap_ms */
+  double exposed_ms_per_outer;     /* fragments x max(0, exchange_ms - overlap_ms) */
+  double hide_gbps; /* WAN GB/s that would hide one exchange behind the delay; NaN if delay 0 */
+} strata_plan_diloco;
+
+/* The wire encoding of DiLoCo's outer gradient for wire_bits 32, 16, 8 or 4 (none, bf16, int8,
+ * int4). Returns STRATA_OK or STRATA_ERR_INVALID_ARG for any other value. */
+int strata_plan_wire_encoding(double wire_bits, strata_compress *out);
+
 typedef struct strata_plan {
   const strata_topo *topo;
   const strata_plan_measured *measured; /* NULL, or the caller's, kept alive like topo */
@@ -210,6 +241,7 @@ typedef struct strata_plan {
   double comm_ms_per_step; /* of the decision */
   double site_comm_ms;     /* the per-step allreduce inside one site (layers 1-2) */
   double utilization;
+  strata_plan_diloco diloco;                /* the outer sync's bytes and time (modeled or not) */
   char summary[480];                        /* the workload's headline numbers in one paragraph */
   char checks[STRATA_PLAN_MAX_CHECKS][200]; /* bringup: check — expected figure */
   int check_count;

@@ -33,6 +33,53 @@ static const char *human_us(double us, char *buf, size_t len) {
   return buf;
 }
 
+/* The DiLoCo outer sync section: for the diloco workload, or a training plan that chose DiLoCo. */
+static int shows_diloco(const strata_plan *p) {
+  return p->diloco.modeled &&
+         (p->workload.kind == STRATA_WORKLOAD_DILOCO || strstr(p->decision, "diloco") != NULL);
+}
+
+static void text_diloco(FILE *out, const strata_plan *p) {
+  const strata_plan_diloco *d = &p->diloco;
+  const strata_workload *w = &p->workload;
+  char b1[32], b2[32];
+  if (!shows_diloco(p)) return;
+  fprintf(out,
+          "\nDiLoCo outer sync (hierarchical allreduce across %d sites of %d rank%s; f32 outer "
+          "gradients sent as %s)\n",
+          d->sites, d->ranks_per_site, d->ranks_per_site == 1 ? "" : "s", d->encoding);
+  fprintf(out, "  WAN bytes a site sends per fragment exchange: %.0f (%s; %.6g values)\n",
+          d->site_bytes_per_fragment, human_bytes(d->site_bytes_per_fragment, b1, sizeof b1),
+          d->fragment_values);
+  fprintf(out, "  per outer step (%d fragment%s, H=%d): %.0f per site (%s), %.0f per rank\n",
+          w->fragments, w->fragments == 1 ? "" : "s", w->inner_steps, d->site_bytes_per_outer,
+          human_bytes(d->site_bytes_per_outer, b1, sizeof b1), d->rank_bytes_per_outer);
+  fprintf(out, "  per inner step (average): %.0f (%s)\n", d->site_bytes_per_inner,
+          human_bytes(d->site_bytes_per_inner, b1, sizeof b1));
+  fprintf(out,
+          "  synchronous data parallel (f32 gradient allreduce every step): %.0f (%s) per step, "
+          "%.4g x DiLoCo's\n",
+          d->sync_site_bytes_per_step, human_bytes(d->sync_site_bytes_per_step, b1, sizeof b1),
+          d->ratio);
+  if (p->wan.link < 0) fprintf(out, "  no link joins some sites: nothing gets across\n");
+  fprintf(out, "  one exchange on the WAN (%.4g GB/s, %.4g ms of latency): %s\n", p->wan.gbps,
+          d->latency_ms, human_us(d->exchange_ms * 1000, b1, sizeof b1));
+  if (w->delay == 0) {
+    fprintf(out, "  delay 0: every exchange blocks, %s exposed per outer step\n",
+            human_us(d->exposed_ms_per_outer * 1000, b1, sizeof b1));
+    return;
+  }
+  fprintf(out, "  delay %d (%s of compute): %s, %s exposed per outer step\n", w->delay,
+          human_us(d->overlap_ms * 1000, b1, sizeof b1), d->hidden ? "hidden" : "not hidden",
+          human_us(d->exposed_ms_per_outer * 1000, b2, sizeof b2));
+  if (isfinite(d->hide_gbps))
+    fprintf(out, "  hiding one exchange behind %d inner step%s needs %.4g GB/s (%.4g Gb/s)\n",
+            w->delay, w->delay == 1 ? "" : "s", d->hide_gbps, d->hide_gbps * 8);
+  else
+    fprintf(out,
+            "  the delay's compute is shorter than the latency alone: no bandwidth hides it\n");
+}
+
 /* Where the measured figures came from, and every link as the plan sees it (only with a matrix). */
 static void text_measured_links(FILE *out, const strata_plan *p) {
   const strata_plan_measured *ms = p->measured;
@@ -86,8 +133,8 @@ void strata_plan_write_text(FILE *out, const strata_plan *p) {
           strata_workload_kind_name(w->kind), w->params / 1e9, strata_dtype_name(w->dtype),
           w->step_ms);
   if (w->kind == STRATA_WORKLOAD_DILOCO)
-    fprintf(out, ", H=%d, %g-bit outer sync, %d fragment%s", w->inner_steps, w->wire_bits,
-            w->fragments, w->fragments == 1 ? "" : "s");
+    fprintf(out, ", H=%d, %g-bit outer sync, %d fragment%s, delay %d", w->inner_steps, w->wire_bits,
+            w->fragments, w->fragments == 1 ? "" : "s", w->delay);
   fprintf(out, "\n");
   text_measured_links(out, p);
   fprintf(out, "\nlayers (what each one carries)\n");
@@ -119,6 +166,7 @@ void strata_plan_write_text(FILE *out, const strata_plan *p) {
               human_bytes(o->wan_bytes_per_step, b1, sizeof b1), o->note);
     }
   }
+  text_diloco(out, p);
   if (p->summary[0]) fprintf(out, "\n%s\n", p->summary);
   if (p->check_count > 0) {
     fprintf(out, "\nbring-up checks (expected figures from the model)\n");
@@ -153,12 +201,12 @@ static json_t *json_topology(const strata_plan *p) {
 }
 
 static json_t *json_workload(const strata_workload *w) {
-  return json_pack("{s:o, s:o, s:o, s:o, s:i, s:o, s:i, s:i, s:o, s:i, s:o, s:i, s:b}", "kind",
+  return json_pack("{s:o, s:o, s:o, s:o, s:i, s:o, s:i, s:i, s:i, s:o, s:i, s:o, s:i, s:b}", "kind",
                    str(strata_workload_kind_name(w->kind)), "params", num(w->params), "dtype",
                    str(strata_dtype_name(w->dtype)), "step_ms", num(w->step_ms), "inner_steps",
                    w->inner_steps, "wire_bits", num(w->wire_bits), "fragments", w->fragments,
-                   "wan_streams", w->wan_streams, "update_fraction", num(w->update_fraction),
-                   "sync_every", w->sync_every, "kv_bytes_per_request",
+                   "delay", w->delay, "wan_streams", w->wan_streams, "update_fraction",
+                   num(w->update_fraction), "sync_every", w->sync_every, "kv_bytes_per_request",
                    num(w->kv_bytes_per_request), "replicas_per_site", w->replicas_per_site,
                    "cross_site_pipeline", w->cross_site_pipeline != 0);
 }
@@ -241,6 +289,30 @@ static json_t *json_link_matrix(const strata_plan *p) {
                    ms->by_order ? "order" : "name", "sites", sites, "inside_sites", inside_sites);
 }
 
+/* diloco: null, or the outer sync's bytes and time (shows_diloco). */
+static json_t *json_diloco(const strata_plan *p) {
+  const strata_plan_diloco *d = &p->diloco;
+  if (!shows_diloco(p)) return json_null();
+  json_t *o = json_pack(
+      "{s:o, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "encoding", str(d->encoding), "sites",
+      d->sites, "ranks_per_site", d->ranks_per_site, "fragment_values", num(d->fragment_values),
+      "wan_bytes_per_fragment", num(d->site_bytes_per_fragment), "wan_bytes_per_outer_step",
+      num(d->site_bytes_per_outer), "wan_bytes_per_outer_step_per_rank",
+      num(d->rank_bytes_per_outer), "wan_bytes_per_inner_step", num(d->site_bytes_per_inner),
+      "sync_wan_bytes_per_step", num(d->sync_site_bytes_per_step), "sync_ratio", num(d->ratio));
+  json_t *t = json_pack("{s:o, s:o, s:o, s:b, s:o, s:o}", "exchange_ms", num(d->exchange_ms),
+                        "exchange_latency_ms", num(d->latency_ms), "overlap_ms", num(d->overlap_ms),
+                        "hidden", d->hidden != 0, "exposed_ms_per_outer_step",
+                        num(d->exposed_ms_per_outer), "hide_gbps", num(d->hide_gbps));
+  if (!o || !t || json_object_update(o, t) != 0) {
+    json_decref(o);
+    json_decref(t);
+    return NULL;
+  }
+  json_decref(t);
+  return o;
+}
+
 static json_t *json_checks(const strata_plan *p) {
   json_t *list = json_array();
   for (int i = 0; i < p->check_count; i++) list = strata_json_append(list, str(p->checks[i]));
@@ -260,12 +332,12 @@ static json_t *json_findings(const strata_plan *p) {
 }
 
 void strata_plan_write_json(FILE *out, const strata_plan *p) {
-  json_t *doc = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "schema",
-                          "strata-plan/1", "topology", json_topology(p), "workload",
-                          json_workload(&p->workload), "links", json_links(p), "link_matrix",
-                          json_link_matrix(p), "layers", json_layers(p), "predictions",
-                          json_predictions(p), "decision", json_decision(p), "summary",
-                          str(p->summary), "checks", json_checks(p), "findings", json_findings(p));
+  json_t *doc = json_pack(
+      "{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "schema", "strata-plan/1",
+      "topology", json_topology(p), "workload", json_workload(&p->workload), "links", json_links(p),
+      "link_matrix", json_link_matrix(p), "layers", json_layers(p), "predictions",
+      json_predictions(p), "decision", json_decision(p), "diloco", json_diloco(p), "summary",
+      str(p->summary), "checks", json_checks(p), "findings", json_findings(p));
   if (strata_json_write(out, doc, PLAN_JSON_REAL_DIGITS) != 0)
     fprintf(stderr, "strata plan: writing the plan as JSON failed\n");
 }
