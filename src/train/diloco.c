@@ -111,6 +111,16 @@ static int fragment_in_flight(const diloco_fragment *f) {
   return f->req != NULL || f->waited;
 }
 
+/* Across sites the hierarchical allreduce crosses each WAN link once per site. Inside one site
+ * the communicator's own choice, except for a compressed exchange: the ring is the algorithm under
+ * which every encoding leaves every rank with the same bytes (docs/compression.md), and
+ * theta_global must stay the same everywhere. */
+static strata_algo exchange_algo(const strata_comm *comm, strata_compress codec) {
+  if (comm->site_of_rank) return STRATA_ALGO_HIER;
+  if (codec != STRATA_COMPRESS_NONE && codec != STRATA_COMPRESS_DEFAULT) return STRATA_ALGO_RING;
+  return STRATA_ALGO_AUTO;
+}
+
 /* delta = theta_global - theta_local into the fragment's wire region, and its average started. */
 static int exchange_start(strata_diloco *d, diloco_fragment *f) {
   for (size_t b = f->first_param; b < f->first_param + f->nparams; b++) {
@@ -119,16 +129,16 @@ static int exchange_start(strata_diloco *d, diloco_fragment *f) {
     float *delta = d->wire + d->param_begin[b];
     for (size_t i = 0; i < p->count; i++) delta[i] = global[i] - local_value(p, i);
   }
-  /* Across sites the hierarchical allreduce crosses each WAN link once per site; inside one site
-   * the communicator's own choice is the best. */
+  strata_compress codec =
+      d->opt.compress == STRATA_COMPRESS_DEFAULT ? d->comm->cfg.compress : d->opt.compress;
   strata_coll_args args = {.coll = STRATA_COLL_ALLREDUCE,
                            .sendbuf = d->wire + f->begin,
                            .recvbuf = d->wire + f->begin,
                            .count = f->count,
                            .dtype = STRATA_F32,
                            .op = STRATA_AVG,
-                           .algo = d->comm->site_of_rank ? STRATA_ALGO_HIER : STRATA_ALGO_AUTO,
-                           .compress = d->opt.compress};
+                           .algo = exchange_algo(d->comm, codec),
+                           .compress = codec};
   f->waited = 0;
   int status = strata_collective(d->comm, &args, &f->req);
   if (status != STRATA_OK) {
@@ -429,9 +439,16 @@ int strata_diloco_create(strata_comm *comm, const strata_diloco_param *params, s
                       : "the ranks passed different buffer counts, dtypes or options");
     status = STRATA_ERR_MISMATCH;
   }
-  for (size_t i = 0; status == STRATA_OK && i < nparams; i++)
-    status =
-        strata_broadcast(comm, params[i].data, params[i].data, params[i].count, params[i].dtype, 0);
+  /* exact whatever the communicator's default wire encoding: these are the starting weights */
+  for (size_t i = 0; status == STRATA_OK && i < nparams; i++) {
+    strata_coll_args args = {.coll = STRATA_COLL_BROADCAST,
+                             .sendbuf = params[i].data,
+                             .recvbuf = params[i].data,
+                             .count = params[i].count,
+                             .dtype = params[i].dtype,
+                             .compress = STRATA_COMPRESS_NONE};
+    status = strata_collective(comm, &args, NULL);
+  }
   if (status != STRATA_OK) {
     diloco_free(d);
     return status;
