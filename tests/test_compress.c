@@ -53,6 +53,22 @@ static void test_wire_bytes(void) {
   }
 }
 
+/* Every encoding's name parses back to it (STRATA_COMPRESS and strata bench --compress use the
+ * parser), and int4 in particular. */
+static void test_names(void) {
+  for (int c = 0; c < STRATA_COMPRESS_COUNT; c++) {
+    strata_compress back = STRATA_COMPRESS_COUNT;
+    const char *name = strata_compress_name((strata_compress)c);
+    CHECK(strata_compress_parse(name, &back) == STRATA_OK && back == (strata_compress)c,
+          "compress %d: name '%s' does not parse back", c, name);
+  }
+  strata_compress c = STRATA_COMPRESS_COUNT;
+  CHECK(strata_compress_parse("int4", &c) == STRATA_OK && c == STRATA_COMPRESS_INT4, "int4");
+  CHECK(strcmp(strata_compress_name(STRATA_COMPRESS_INT4), "int4") == 0, "name of INT4");
+  CHECK(strata_compress_is_lossy(STRATA_COMPRESS_INT4), "int4 is lossy");
+  CHECK(strcmp(strata_compress_name(STRATA_COMPRESS_COUNT), "?") == 0, "out of range");
+}
+
 static void test_e4m3(void) {
   for (int c = 0; c < 256; c++) {
     float v = strata_e4m3_to_f32((uint8_t)c);
@@ -502,6 +518,7 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *varg)
 
 int main(void) {
   test_wire_bytes();
+  test_names();
   test_e4m3();
   test_round_trip();
   test_non_finite();
