@@ -16,7 +16,7 @@ The C API's semantics hold unchanged: docs/api.md and docs/python.md.
 from . import _strata
 
 __version__ = _strata.version()
-__all__ = ["Comm", "Request", "Error", "__version__"]
+__all__ = ["Comm", "Request", "DiLoCo", "Error", "__version__"]
 
 Request = _strata.Request
 
@@ -55,7 +55,8 @@ _DTYPE.update({"i8": 0, "u8": 1, "i32": 2, "u32": 3, "i64": 4, "u64": 5, "f16": 
                "bf16": 7, "f32": 8, "float": 8, "f64": 9, "double": 9})
 _OPS = {"sum": 0, "prod": 1, "product": 1, "min": 2, "max": 3, "avg": 4, "mean": 4}
 _ALGOS = {None: 0, "auto": 0, "ring": 1, "rhd": 2, "tree": 3, "direct": 4, "hier": 5}
-_COMPRESS = {None: 0, "default": 0, "none": 1, "bf16": 2, "f16": 3, "int8": 4, "fp8": 5}
+_COMPRESS = {None: 0, "default": 0, "none": 1, "bf16": 2, "f16": 3, "int8": 4, "fp8": 5,
+             "int4": 6}
 _ELEMENT_BYTES = [1, 1, 4, 4, 8, 8, 2, 2, 4, 8]
 
 
@@ -127,10 +128,15 @@ class Comm(_strata.Comm):
     variables, checked as the environment is: Comm(rank=0, world_size=2, addr="host:port",
     secret="...", timeout=60, tcp_streams=8, compress="bf16", ...). Use it as a context manager,
     or call destroy() on every rank.
+
+    store: a rendezvous store the caller already runs, such as a torch.distributed Store (any
+    object with set(key, bytes), get(key) -> bytes, add(key, n) -> int and wait([key],
+    timedelta)), joined through as strata_comm_init_store does; the address settings are then
+    unused. It must keep working as long as this communicator and those split from it live.
     """
 
-    def __init__(self, **settings):
-        super().__init__({k: v for k, v in settings.items() if v is not None} or None)
+    def __init__(self, store=None, **settings):
+        super().__init__({k: v for k, v in settings.items() if v is not None} or None, store)
 
     def __enter__(self):
         return self
@@ -227,3 +233,67 @@ class Comm(_strata.Comm):
     def recv(self, buf, peer, **kw):
         """Receive into `buf` from rank `peer` (the same count the peer sent)."""
         return self._call("recv", None, buf, lambda s, r: r, root=peer, **kw)
+
+
+_DILOCO_DTYPES = {"torch.float32": 8, "torch.bfloat16": 7}
+
+
+def _diloco_param(index, obj):
+    """One parameter as _strata.DiLoCo takes it, and its owner to keep alive (or None)."""
+    if isinstance(obj, tuple) and len(obj) == 2:  # (buffer, dtype name): bf16 bits, say
+        code = _choice(_DTYPE, obj[1], "dtype")
+        if code not in (7, 8):
+            raise TypeError(f"parameter {index}: DiLoCo takes float32 or bfloat16, not {obj[1]!r}")
+        return (obj[0], code), None
+    if _is_torch(obj):
+        if obj.device.type != "cpu":
+            raise TypeError(f"parameter {index} is on {obj.device}; DiLoCo takes CPU tensors only")
+        if str(obj.layout) != "torch.strided":
+            raise TypeError(f"parameter {index} is a {obj.layout} tensor; DiLoCo takes dense ones")
+        code = _DILOCO_DTYPES.get(str(obj.dtype))
+        if code is None:
+            raise TypeError(f"parameter {index} is {obj.dtype}; DiLoCo takes torch.float32 or "
+                            "torch.bfloat16")
+        if not obj.is_contiguous():
+            raise ValueError(f"parameter {index} is not contiguous (make it so before training: "
+                             "strata updates the tensor's memory in place)")
+        return (obj.data_ptr(), obj.numel(), code), obj
+    return obj, None
+
+
+class DiLoCo(_strata.DiLoCo):
+    """DiLoCo / Streaming DiLoCo over parameter buffers: strata_diloco of strata.h.
+
+    DiLoCo(comm, params, sync_every=100, outer_lr=0.7, outer_momentum=0.9, nesterov=True,
+    fragments=1, delay=0, alpha=0.5, compress=None)
+
+    params: a list of writable C-contiguous float32 buffers (numpy arrays), (buffer, "bf16")
+    for bfloat16 bits in a 2-byte-item buffer, or CPU torch tensors (float32, bfloat16). They
+    are the worker's own parameters (theta_local), read and written in place by step(); the
+    object keeps them alive until close(). Collective: every rank creates it with the same
+    shapes, and starts from rank 0's parameters. compress: the outer gradient's wire encoding
+    (None = the communicator's; "none", "bf16", "f16", "int8", "fp8", "int4").
+
+    Call step() after every inner optimizer step; it returns how many fragments it applied.
+    outer_start(p)/outer_finish(p) run an outer step by hand instead. save() -> bytes and
+    load(bytes) checkpoint the outer state (not the parameters). set_comm(comm) moves it to
+    another communicator. Use it as a context manager or call close().
+    """
+
+    def __init__(self, comm, params, sync_every=100, outer_lr=0.7, outer_momentum=0.9,
+                 nesterov=True, fragments=1, delay=0, alpha=0.5, compress=None):
+        described, keep = [], []
+        for i, p in enumerate(params):
+            arg, owner = _diloco_param(i, p)
+            described.append(arg)
+            if owner is not None:
+                keep.append(owner)
+        super().__init__(comm, described, int(sync_every), float(outer_lr),
+                         float(outer_momentum), bool(nesterov), int(fragments), int(delay),
+                         float(alpha), _choice(_COMPRESS, compress, "compress"), tuple(keep))
+
+    def __repr__(self):
+        if self.closed:
+            return "<strata.DiLoCo closed>"
+        return (f"<strata.DiLoCo {self.fragments} fragment(s), {self.inner_steps} inner and "
+                f"{self.outer_steps} outer steps>")

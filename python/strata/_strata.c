@@ -194,14 +194,95 @@ static PyTypeObject RequestType = {
 
 /* ---- Comm ---- */
 
+struct DiLoCoObject;
+
 typedef struct CommObject {
   PyObject_HEAD strata_comm *comm;
+  PyObject *store;             /* the caller's store (torch's c10d.Store) the comm joined through:
+                                  strata calls it back, so it lives as long as the comm */
+  struct DiLoCoObject *diloco; /* the open DiLoCo states over this comm, closed before it */
 } CommObject;
 
+/* ---- a Python store (set/get/add/wait, as torch.distributed.Store) as strata_store_ops ----
+ * strata calls these from the thread inside strata_comm_init_store or strata_comm_split, which
+ * runs without the GIL: each takes it for the Python calls. */
+
+static int store_failed(int status) {
+  PyErr_Clear();
+  return status;
+}
+
+static int py_store_set(void *context, const char *key, const void *value, size_t len) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *r = PyObject_CallMethod((PyObject *)context, "set", "sy#", key, (const char *)value,
+                                    (Py_ssize_t)len);
+  int status = r ? STRATA_OK : store_failed(STRATA_ERR_SYSTEM);
+  Py_XDECREF(r);
+  PyGILState_Release(gil);
+  return status;
+}
+
+static int py_store_get(void *context, const char *key, void **value, size_t *len,
+                        double timeout_s) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *store = (PyObject *)context;
+  int status = STRATA_ERR_SYSTEM;
+  PyObject *datetime = PyImport_ImportModule("datetime");
+  PyObject *timeout = NULL, *waited = NULL, *got = NULL;
+  /* a zero timeout means "forever" to c10d; strata's never does */
+  if (datetime)
+    timeout =
+        PyObject_CallMethod(datetime, "timedelta", "id", 0, timeout_s > 1e-3 ? timeout_s : 1e-3);
+  if (timeout) {
+    waited = PyObject_CallMethod(store, "wait", "[s]O", key, timeout);
+    if (!waited) status = STRATA_ERR_TIMEOUT;
+  }
+  if (waited) got = PyObject_CallMethod(store, "get", "s", key);
+  if (got) {
+    char *bytes;
+    Py_ssize_t n;
+    if (PyBytes_AsStringAndSize(got, &bytes, &n) == 0) {
+      void *copy = malloc(n ? (size_t)n : 1);
+      if (copy) {
+        memcpy(copy, bytes, (size_t)n);
+        *value = copy;
+        *len = (size_t)n;
+        status = STRATA_OK;
+      } else {
+        status = STRATA_ERR_NO_MEMORY;
+      }
+    }
+  }
+  if (status != STRATA_OK) store_failed(status);
+  Py_XDECREF(got);
+  Py_XDECREF(waited);
+  Py_XDECREF(timeout);
+  Py_XDECREF(datetime);
+  PyGILState_Release(gil);
+  return status;
+}
+
+static int py_store_add(void *context, const char *key, int64_t delta, int64_t *result) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *r = PyObject_CallMethod((PyObject *)context, "add", "sL", key, (long long)delta);
+  int status = STRATA_ERR_SYSTEM;
+  if (r) {
+    long long v = PyLong_AsLongLong(r);
+    if (!(v == -1 && PyErr_Occurred())) {
+      *result = (int64_t)v;
+      status = STRATA_OK;
+    }
+  }
+  if (status != STRATA_OK) store_failed(status);
+  Py_XDECREF(r);
+  PyGILState_Release(gil);
+  return status;
+}
+
 static int Comm_init(CommObject *self, PyObject *args, PyObject *kwds) {
-  static char *keywords[] = {"settings", NULL};
-  PyObject *settings = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:Comm", keywords, &settings)) return -1;
+  static char *keywords[] = {"settings", "store", NULL};
+  PyObject *settings = Py_None, *store = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO:Comm", keywords, &settings, &store)) return -1;
   if (self->comm) {
     PyErr_SetString(PyExc_RuntimeError, "Comm is already initialised");
     return -1;
@@ -238,12 +319,21 @@ static int Comm_init(CommObject *self, PyObject *args, PyObject *kwds) {
     }
   }
   strata_comm *comm = NULL;
-  Py_BEGIN_ALLOW_THREADS status = strata_comm_init(&cfg, &comm);
-  Py_END_ALLOW_THREADS if (status != STRATA_OK) {
+  if (store != Py_None) {
+    strata_store_ops ops = {
+        .context = store, .set = py_store_set, .get = py_store_get, .add = py_store_add};
+    Py_BEGIN_ALLOW_THREADS status = strata_comm_init_store(&cfg, &ops, &comm);
+    Py_END_ALLOW_THREADS
+  } else {
+    Py_BEGIN_ALLOW_THREADS status = strata_comm_init(&cfg, &comm);
+    Py_END_ALLOW_THREADS
+  }
+  if (status != STRATA_OK) {
     raise_status(status, "cannot create the communicator (STRATA_LOG=info says more)");
     return -1;
   }
   self->comm = comm;
+  if (store != Py_None) Py_XSETREF(self->store, Py_NewRef(store));
   return 0;
 }
 
@@ -253,7 +343,10 @@ static int comm_check(CommObject *self) {
   return -1;
 }
 
+static void diloco_close_all(CommObject *self);
+
 static void comm_destroy(CommObject *self) {
+  diloco_close_all(self); /* their exchanges run on this comm: they end first */
   strata_comm *comm = self->comm;
   self->comm = NULL;
   if (comm) {
@@ -264,10 +357,16 @@ static void comm_destroy(CommObject *self) {
 
 static void Comm_dealloc(CommObject *self) {
   comm_destroy(self);
+  Py_CLEAR(self->store);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+static int diloco_any_busy(CommObject *self);
+
 static PyObject *Comm_destroy(CommObject *self, PyObject *Py_UNUSED(ignored)) {
+  if (diloco_any_busy(self))
+    return PyErr_Format(PyExc_RuntimeError,
+                        "a DiLoCo call over this communicator is running in another thread");
   comm_destroy(self);
   Py_RETURN_NONE;
 }
@@ -295,9 +394,10 @@ static PyObject *Comm_stats(CommObject *self, PyObject *Py_UNUSED(ignored)) {
   strata_comm_stats stats;
   int status = strata_comm_get_stats(self->comm, &stats);
   if (status != STRATA_OK) return raise_status(status, NULL);
-  return Py_BuildValue("{sKsKsK}", "messages_sent", (unsigned long long)stats.messages_sent,
+  return Py_BuildValue("{sKsKsKsK}", "messages_sent", (unsigned long long)stats.messages_sent,
                        "data_bytes_sent", (unsigned long long)stats.data_bytes_sent,
-                       "wire_bytes_sent", (unsigned long long)stats.wire_bytes_sent);
+                       "wire_bytes_sent", (unsigned long long)stats.wire_bytes_sent,
+                       "wan_bytes_sent", (unsigned long long)stats.wan_bytes_sent);
 }
 
 static PyObject *Comm_transport(CommObject *self, PyObject *args) {
@@ -441,6 +541,8 @@ static PyObject *Comm_split(CommObject *self, PyObject *args) {
     return NULL;
   }
   obj->comm = child;
+  /* the child calls the parent's store too (strata_comm_split's contract) */
+  if (self->store) obj->store = Py_NewRef(self->store);
   return (PyObject *)obj;
 }
 
@@ -470,6 +572,419 @@ static PyTypeObject CommType = {
     .tp_methods = Comm_methods,
     .tp_getset = Comm_getset,
     .tp_init = (initproc)Comm_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---- DiLoCo ----
+ * A strata_diloco state over the caller's parameter buffers. The state reads and writes those
+ * buffers on every step, so the object holds them for its whole life: the Py_buffer exports of
+ * buffer objects (a numpy array cannot be resized under it) and a reference to the owners of
+ * raw addresses (the torch tensors strata.torch passes by data pointer). It also holds its
+ * communicator, and sits in that communicator's list of states: destroying the communicator
+ * closes them first, since their exchanges run on it. `busy` refuses a second call from another
+ * thread while one runs without the GIL. */
+
+typedef struct DiLoCoObject {
+  PyObject_HEAD strata_diloco *state; /* NULL once closed */
+  CommObject *comm;
+  PyObject *keep;   /* owners of raw addresses */
+  Py_buffer *views; /* exported parameter buffers, nviews of them */
+  Py_ssize_t nviews;
+  int fragments;
+  int busy;
+  struct DiLoCoObject *next, **prev_next; /* in comm->diloco */
+} DiLoCoObject;
+
+static void diloco_link(DiLoCoObject *self, CommObject *comm) {
+  self->comm = (CommObject *)Py_NewRef((PyObject *)comm);
+  self->next = comm->diloco;
+  if (comm->diloco) comm->diloco->prev_next = &self->next;
+  self->prev_next = &comm->diloco;
+  comm->diloco = self;
+}
+
+static void diloco_unlink(DiLoCoObject *self) {
+  if (!self->comm) return;
+  *self->prev_next = self->next;
+  if (self->next) self->next->prev_next = self->prev_next;
+  self->next = NULL;
+  self->prev_next = NULL;
+  Py_CLEAR(self->comm);
+}
+
+static void diloco_release_buffers(DiLoCoObject *self) {
+  for (Py_ssize_t i = 0; i < self->nviews; i++) PyBuffer_Release(&self->views[i]);
+  PyMem_Free(self->views);
+  self->views = NULL;
+  self->nviews = 0;
+  Py_CLEAR(self->keep);
+}
+
+static void diloco_close(DiLoCoObject *self) {
+  strata_diloco *state = self->state;
+  self->state = NULL;
+  if (state) {
+    Py_BEGIN_ALLOW_THREADS strata_diloco_destroy(state);
+    Py_END_ALLOW_THREADS
+  }
+  diloco_unlink(self);
+  diloco_release_buffers(self);
+}
+
+static void diloco_close_all(CommObject *self) {
+  while (self->diloco) diloco_close(self->diloco);
+}
+
+static int diloco_any_busy(CommObject *self) {
+  for (DiLoCoObject *d = self->diloco; d; d = d->next)
+    if (d->busy) return 1;
+  return 0;
+}
+
+/* The state, or NULL with an exception when it is closed or in use by another thread. */
+static strata_diloco *diloco_get(DiLoCoObject *self) {
+  if (!self->state) {
+    PyErr_SetString(PyExc_ValueError, "the DiLoCo state is closed");
+    return NULL;
+  }
+  if (self->busy) {
+    PyErr_SetString(PyExc_RuntimeError, "the DiLoCo state is in use by another thread");
+    return NULL;
+  }
+  return self->state;
+}
+
+/* One parameter: a writable C-contiguous buffer (its format gives the dtype), (buffer, dtype)
+ * for 16-bit patterns such as bf16 in a uint16 array, or (address, count, dtype) for memory
+ * whose owner is in `keep`. A taken buffer export goes to *view (held = 1). */
+static int diloco_param(PyObject *item, Py_ssize_t index, strata_diloco_param *p, Py_buffer *view,
+                        int *held) {
+  *held = 0;
+  PyObject *obj = item, *dtype_obj = NULL;
+  if (PyTuple_Check(item)) {
+    Py_ssize_t n = PyTuple_GET_SIZE(item);
+    if (n == 3 && PyLong_Check(PyTuple_GET_ITEM(item, 0))) {
+      void *address = PyLong_AsVoidPtr(PyTuple_GET_ITEM(item, 0));
+      Py_ssize_t count = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 1));
+      long dtype = PyLong_AsLong(PyTuple_GET_ITEM(item, 2));
+      if (PyErr_Occurred()) return -1;
+      if (!address || count < 0 || dtype < 0 || dtype >= STRATA_DTYPE_COUNT) {
+        PyErr_Format(PyExc_ValueError,
+                     "parameter %zd: (address, count, dtype) needs a non-null address, a count "
+                     ">= 0 and a strata dtype code",
+                     index);
+        return -1;
+      }
+      p->data = address;
+      p->count = (size_t)count;
+      p->dtype = (strata_dtype)dtype;
+      return 0;
+    }
+    if (n != 2) {
+      PyErr_Format(PyExc_TypeError,
+                   "parameter %zd: a buffer, (buffer, dtype) or (address, count, dtype)", index);
+      return -1;
+    }
+    obj = PyTuple_GET_ITEM(item, 0);
+    dtype_obj = PyTuple_GET_ITEM(item, 1);
+  }
+  if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) != 0) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError,
+                 "parameter %zd must be a writable C-contiguous buffer (a numpy array), not "
+                 "%.100s",
+                 index, Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  *held = 1;
+  long dtype;
+  if (dtype_obj) {
+    dtype = PyLong_AsLong(dtype_obj);
+    if (dtype == -1 && PyErr_Occurred()) return -1;
+    if (dtype < 0 || dtype >= STRATA_DTYPE_COUNT) {
+      PyErr_Format(PyExc_ValueError, "parameter %zd: bad dtype %ld", index, dtype);
+      return -1;
+    }
+  } else {
+    dtype = dtype_of_format(view->format, view->itemsize);
+    if (dtype < 0) {
+      PyErr_Format(PyExc_TypeError,
+                   "parameter %zd: a buffer of format '%s' has no strata dtype (DiLoCo takes "
+                   "float32, or bfloat16 bits named with dtype='bf16')",
+                   index, view->format ? view->format : "B");
+      return -1;
+    }
+  }
+  size_t size = strata_dtype_size((strata_dtype)dtype);
+  if (size == 0 || (size_t)view->len % size != 0) {
+    PyErr_Format(PyExc_ValueError, "parameter %zd: %zd bytes is not a whole number of elements",
+                 index, view->len);
+    return -1;
+  }
+  p->data = view->buf;
+  p->count = (size_t)view->len / size;
+  p->dtype = (strata_dtype)dtype;
+  return 0;
+}
+
+static int DiLoCo_init(DiLoCoObject *self, PyObject *args, PyObject *kwds) {
+  static char *keywords[] = {"comm",           "params",   "sync_every", "outer_lr",
+                             "outer_momentum", "nesterov", "fragments",  "delay",
+                             "alpha",          "compress", "keep",       NULL};
+  strata_diloco_options opt;
+  strata_diloco_options_init(&opt);
+  PyObject *comm_obj, *params, *keep = Py_None;
+  int nesterov = opt.nesterov, compress = (int)opt.compress;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|iddpiidiO:DiLoCo", keywords, &comm_obj, &params,
+                                   &opt.sync_every, &opt.outer_lr, &opt.outer_momentum, &nesterov,
+                                   &opt.fragments, &opt.delay, &opt.alpha, &compress, &keep))
+    return -1;
+  if (self->state || self->comm) {
+    PyErr_SetString(PyExc_RuntimeError, "DiLoCo is already initialised");
+    return -1;
+  }
+  if (!PyObject_TypeCheck(comm_obj, &CommType)) {
+    PyErr_Format(PyExc_TypeError, "comm must be a strata.Comm, not %.100s",
+                 Py_TYPE(comm_obj)->tp_name);
+    return -1;
+  }
+  CommObject *comm = (CommObject *)comm_obj;
+  if (comm_check(comm)) return -1;
+  if (compress < 0 || compress >= STRATA_COMPRESS_COUNT) {
+    PyErr_Format(PyExc_ValueError, "bad compress code %d", compress);
+    return -1;
+  }
+  opt.nesterov = nesterov;
+  opt.compress = (strata_compress)compress;
+  PyObject *seq = PySequence_Fast(params, "params must be a list of parameter buffers");
+  if (!seq) return -1;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  strata_diloco_param *ps = PyMem_Calloc(n ? (size_t)n : 1, sizeof *ps);
+  self->views = PyMem_Calloc(n ? (size_t)n : 1, sizeof *self->views);
+  if (!ps || !self->views) {
+    PyMem_Free(ps);
+    Py_DECREF(seq);
+    PyErr_NoMemory();
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    int held;
+    int bad = diloco_param(PySequence_Fast_GET_ITEM(seq, i), i, &ps[i], &self->views[self->nviews],
+                           &held);
+    if (held) self->nviews++;
+    if (bad) {
+      PyMem_Free(ps);
+      Py_DECREF(seq);
+      diloco_release_buffers(self);
+      return -1;
+    }
+  }
+  Py_DECREF(seq);
+  if (keep != Py_None) self->keep = Py_NewRef(keep);
+  strata_comm *c = comm->comm;
+  strata_diloco *state = NULL;
+  int status;
+  self->busy = 1;
+  Py_BEGIN_ALLOW_THREADS status = strata_diloco_create(c, ps, (size_t)n, &opt, &state);
+  Py_END_ALLOW_THREADS self->busy = 0;
+  PyMem_Free(ps);
+  if (status != STRATA_OK) {
+    diloco_release_buffers(self);
+    raise_status(status, status == STRATA_ERR_INVALID_ARG
+                             ? "a bad DiLoCo option or parameter buffer (strata.h: "
+                               "strata_diloco_options)"
+                             : NULL);
+    return -1;
+  }
+  self->state = state;
+  self->fragments = opt.fragments;
+  diloco_link(self, comm);
+  return 0;
+}
+
+static void DiLoCo_dealloc(DiLoCoObject *self) {
+  diloco_close(self);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *DiLoCo_step(DiLoCoObject *self, PyObject *Py_UNUSED(ignored)) {
+  strata_diloco *state = diloco_get(self);
+  if (!state) return NULL;
+  int applied = 0, status;
+  self->busy = 1;
+  Py_BEGIN_ALLOW_THREADS status = strata_diloco_step(state, &applied);
+  Py_END_ALLOW_THREADS self->busy = 0;
+  if (status != STRATA_OK) return raise_status(status, NULL);
+  return PyLong_FromLong(applied);
+}
+
+static PyObject *diloco_fragment_call(DiLoCoObject *self, PyObject *args,
+                                      int (*call)(strata_diloco *, int)) {
+  int fragment, status;
+  if (!PyArg_ParseTuple(args, "i", &fragment)) return NULL;
+  strata_diloco *state = diloco_get(self);
+  if (!state) return NULL;
+  self->busy = 1;
+  Py_BEGIN_ALLOW_THREADS status = call(state, fragment);
+  Py_END_ALLOW_THREADS self->busy = 0;
+  if (status != STRATA_OK) return raise_status(status, NULL);
+  Py_RETURN_NONE;
+}
+
+static PyObject *DiLoCo_outer_start(DiLoCoObject *self, PyObject *args) {
+  return diloco_fragment_call(self, args, strata_diloco_outer_start);
+}
+
+static PyObject *DiLoCo_outer_finish(DiLoCoObject *self, PyObject *args) {
+  return diloco_fragment_call(self, args, strata_diloco_outer_finish);
+}
+
+static PyObject *DiLoCo_fragment(DiLoCoObject *self, PyObject *args) {
+  int fragment;
+  if (!PyArg_ParseTuple(args, "i", &fragment)) return NULL;
+  if (!self->state) return diloco_get(self), NULL;
+  size_t first = 0, n = 0;
+  int status = strata_diloco_fragment(self->state, fragment, &first, &n); /* P on success */
+  if (status < 0) return raise_status(status, NULL);
+  return Py_BuildValue("(nn)", (Py_ssize_t)first, (Py_ssize_t)n);
+}
+
+static PyObject *DiLoCo_save(DiLoCoObject *self, PyObject *Py_UNUSED(ignored)) {
+  strata_diloco *state = diloco_get(self);
+  if (!state) return NULL;
+  size_t bytes = 0;
+  int status;
+  self->busy = 1;
+  Py_BEGIN_ALLOW_THREADS status = strata_diloco_state_bytes(state, &bytes);
+  Py_END_ALLOW_THREADS self->busy = 0;
+  if (status != STRATA_OK) return raise_status(status, NULL);
+  PyObject *blob = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bytes);
+  if (!blob) return NULL;
+  char *buf = PyBytes_AS_STRING(blob); /* not yet seen by any other code */
+  self->busy = 1;
+  Py_BEGIN_ALLOW_THREADS status = strata_diloco_save(state, buf, bytes);
+  Py_END_ALLOW_THREADS self->busy = 0;
+  if (status != STRATA_OK) {
+    Py_DECREF(blob);
+    return raise_status(status, NULL);
+  }
+  return blob;
+}
+
+static PyObject *DiLoCo_load(DiLoCoObject *self, PyObject *args) {
+  Py_buffer blob;
+  if (!PyArg_ParseTuple(args, "y*", &blob)) return NULL;
+  strata_diloco *state = diloco_get(self);
+  if (!state) {
+    PyBuffer_Release(&blob);
+    return NULL;
+  }
+  int status;
+  self->busy = 1;
+  Py_BEGIN_ALLOW_THREADS status = strata_diloco_load(state, blob.buf, (size_t)blob.len);
+  Py_END_ALLOW_THREADS self->busy = 0;
+  PyBuffer_Release(&blob);
+  if (status != STRATA_OK) return raise_status(status, NULL);
+  Py_RETURN_NONE;
+}
+
+static PyObject *DiLoCo_set_comm(DiLoCoObject *self, PyObject *args) {
+  PyObject *comm_obj;
+  if (!PyArg_ParseTuple(args, "O!", &CommType, &comm_obj)) return NULL;
+  CommObject *comm = (CommObject *)comm_obj;
+  strata_diloco *state = diloco_get(self);
+  if (!state || comm_check(comm)) return NULL;
+  strata_comm *c = comm->comm;
+  int status;
+  self->busy = 1;
+  Py_BEGIN_ALLOW_THREADS status = strata_diloco_set_comm(state, c);
+  Py_END_ALLOW_THREADS self->busy = 0;
+  if (status != STRATA_OK) return raise_status(status, NULL);
+  diloco_unlink(self);
+  diloco_link(self, comm);
+  Py_RETURN_NONE;
+}
+
+static PyObject *DiLoCo_close(DiLoCoObject *self, PyObject *Py_UNUSED(ignored)) {
+  if (self->busy)
+    return PyErr_Format(PyExc_RuntimeError, "the DiLoCo state is in use by another thread");
+  diloco_close(self);
+  Py_RETURN_NONE;
+}
+
+static PyObject *DiLoCo_enter(DiLoCoObject *self, PyObject *Py_UNUSED(ignored)) {
+  return Py_NewRef((PyObject *)self);
+}
+
+static PyObject *DiLoCo_exit(DiLoCoObject *self, PyObject *Py_UNUSED(args)) {
+  PyObject *r = DiLoCo_close(self, NULL);
+  if (!r) return NULL;
+  Py_DECREF(r);
+  Py_RETURN_FALSE;
+}
+
+static PyObject *DiLoCo_inner_steps(DiLoCoObject *self, void *Py_UNUSED(closure)) {
+  if (!self->state) return diloco_get(self), NULL;
+  return PyLong_FromUnsignedLongLong(strata_diloco_inner_steps(self->state));
+}
+
+static PyObject *DiLoCo_outer_steps(DiLoCoObject *self, void *Py_UNUSED(closure)) {
+  if (!self->state) return diloco_get(self), NULL;
+  return PyLong_FromUnsignedLongLong(strata_diloco_outer_steps(self->state));
+}
+
+static PyObject *DiLoCo_fragments(DiLoCoObject *self, void *Py_UNUSED(closure)) {
+  return PyLong_FromLong(self->fragments);
+}
+
+static PyObject *DiLoCo_comm(DiLoCoObject *self, void *Py_UNUSED(closure)) {
+  if (!self->comm) Py_RETURN_NONE;
+  return Py_NewRef((PyObject *)self->comm);
+}
+
+static PyObject *DiLoCo_closed(DiLoCoObject *self, void *Py_UNUSED(closure)) {
+  return PyBool_FromLong(self->state == NULL);
+}
+
+static PyMethodDef DiLoCo_methods[] = {
+    {"step", (PyCFunction)DiLoCo_step, METH_NOARGS,
+     "Call after every inner optimizer step: starts the exchanges due, applies those whose delay "
+     "has passed; returns the number of fragments applied."},
+    {"outer_start", (PyCFunction)DiLoCo_outer_start, METH_VARARGS,
+     "outer_start(fragment): compute the fragment's outer gradient and start its average."},
+    {"outer_finish", (PyCFunction)DiLoCo_outer_finish, METH_VARARGS,
+     "outer_finish(fragment): wait for it, apply the outer optimizer and merge."},
+    {"fragment", (PyCFunction)DiLoCo_fragment, METH_VARARGS,
+     "fragment(p) -> (first, n): the parameter buffers fragment p covers."},
+    {"save", (PyCFunction)DiLoCo_save, METH_NOARGS,
+     "The state (theta_global, momentum, counters) as bytes; not the parameters themselves."},
+    {"load", (PyCFunction)DiLoCo_load, METH_VARARGS,
+     "load(blob): restore a state saved by a DiLoCo of the same buffers and options."},
+    {"set_comm", (PyCFunction)DiLoCo_set_comm, METH_VARARGS,
+     "set_comm(comm): move to another communicator (after a shrink, say)."},
+    {"close", (PyCFunction)DiLoCo_close, METH_NOARGS,
+     "Wait for exchanges in flight and free the state (idempotent)."},
+    {"__enter__", (PyCFunction)DiLoCo_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)DiLoCo_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef DiLoCo_getset[] = {
+    {"inner_steps", (getter)DiLoCo_inner_steps, NULL, "inner steps counted so far", NULL},
+    {"outer_steps", (getter)DiLoCo_outer_steps, NULL, "outer steps applied (all fragments)", NULL},
+    {"fragments", (getter)DiLoCo_fragments, NULL, "the number of fragments", NULL},
+    {"comm", (getter)DiLoCo_comm, NULL, "the communicator (None once closed)", NULL},
+    {"closed", (getter)DiLoCo_closed, NULL, "True once closed", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject DiLoCoType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "strata._strata.DiLoCo",
+    .tp_basicsize = sizeof(DiLoCoObject),
+    .tp_dealloc = (destructor)DiLoCo_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "A DiLoCo state over parameter buffers (see strata.DiLoCo).",
+    .tp_methods = DiLoCo_methods,
+    .tp_getset = DiLoCo_getset,
+    .tp_init = (initproc)DiLoCo_init,
     .tp_new = PyType_GenericNew,
 };
 
@@ -519,11 +1034,14 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__strata(void) {
-  if (PyType_Ready(&RequestType) < 0 || PyType_Ready(&CommType) < 0) return NULL;
+  if (PyType_Ready(&RequestType) < 0 || PyType_Ready(&CommType) < 0 ||
+      PyType_Ready(&DiLoCoType) < 0)
+    return NULL;
   PyObject *m = PyModule_Create(&module_def);
   if (!m) return NULL;
   if (PyModule_AddObjectRef(m, "Comm", (PyObject *)&CommType) < 0 ||
-      PyModule_AddObjectRef(m, "Request", (PyObject *)&RequestType) < 0) {
+      PyModule_AddObjectRef(m, "Request", (PyObject *)&RequestType) < 0 ||
+      PyModule_AddObjectRef(m, "DiLoCo", (PyObject *)&DiLoCoType) < 0) {
     Py_DECREF(m);
     return NULL;
   }
