@@ -3,7 +3,8 @@
  *
  * What lives here and what does not. This file turns Python objects into the C API's arguments
  * and back: buffers (anything with the buffer protocol, or a raw address the Python layer took
- * from a torch tensor it keeps alive), status codes into exceptions, requests into objects. The
+ * from a torch tensor it keeps alive), status codes into exceptions, requests into objects, a
+ * Python store (torch's) into strata_store_ops, DiLoCo states into objects. The
  * friendly surface (keyword arguments, dtype and op names, torch tensors, the context manager)
  * is Python, in __init__.py; the semantics are the C library's, never re-implemented here.
  *
@@ -14,7 +15,9 @@
  *    referenced until the request completes: a Request never lets go of memory the engine may
  *    still write, even when it is garbage-collected first (it waits then);
  *  - a buffer is checked against the bytes the collective will touch before the call, so a
- *    size error is an exception, never an overrun.
+ *    size error is an exception, never an overrun;
+ *  - a DiLoCo object holds its parameter buffers and its communicator while its state lives,
+ *    and a communicator closes the DiLoCo states over it before it is destroyed.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

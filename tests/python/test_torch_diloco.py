@@ -12,6 +12,7 @@ DiLoCo(comm=None) makes its own communicator through that group's store. Checks:
   - int8: the outer gradient sent as int8 stays close to the exact run, equal on every rank;
   - checkpoints: state_dict, more training, load_state_dict, the same training again ends
     bitwise where the first did (inner AdamW), with and without fragments in flight;
+  - a bfloat16 model runs, equal on every rank after each outer step;
   - strata.DiLoCo over numpy float32 and torch bfloat16 buffers, one outer step worked by hand;
   - bad input (a non-contiguous, a float64 and a meta parameter, a bad option) raises.
 Exits 0 when all held, 1 otherwise, 77 without torch or strata.torch.
@@ -181,6 +182,26 @@ def run_streaming(alpha, steps=11, H=4, P=2, delay=1):
     diloco.close()
 
 
+def run_bf16(steps=6, H=2):
+    """A bfloat16 model: strata keeps theta_global in f32 and writes bf16 back to every rank."""
+    model = make_model(rank).to(torch.bfloat16)
+    data = make_batches(steps, 4000 + rank)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    diloco = strata.torch.DiLoCo(model, opt, sync_every=H)
+    equal_ranks = True
+    for s, (x, y) in enumerate(data, 1):
+        x, y = x.to(torch.bfloat16), y.to(torch.bfloat16)
+        diloco.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()  # torch 1.13 has no bf16 mse_loss on CPU
+        diloco.step()
+        if s % H == 0:
+            equal_ranks = equal_ranks and same_on_all_ranks(flat(model.parameters()))
+    check(equal_ranks and diloco.outer_steps == steps // H
+          and all(p.dtype == torch.bfloat16 for p in model.parameters()),
+          f"bfloat16 model: {diloco.outer_steps} outer steps, equal on every rank after each")
+    diloco.close()
+
+
 def run_checkpoint(fragments, delay, H, first, then):
     label = f"checkpoint (fragments={fragments}, delay={delay}, saved after {first} steps)"
     model = make_model(rank)
@@ -296,6 +317,7 @@ run_against_textbook("int8", steps=12, H=3, rtol=0, atol=0, label="int8 vs exact
                      moved_fraction=0.05)
 run_streaming(alpha=0.0)
 run_streaming(alpha=0.5)
+run_bf16()
 run_checkpoint(fragments=1, delay=0, H=3, first=4, then=5)
 run_checkpoint(fragments=2, delay=1, H=4, first=5, then=6)
 run_buffers()
