@@ -441,9 +441,11 @@ STRATA_API int strata_mem_free(void *ptr);
  * Each worker trains its own copy of the parameters (theta_local, the caller's buffers) with its
  * own inner optimizer. strata keeps theta_global (f32) and the outer optimizer's momentum. An
  * outer step of a fragment computes the outer gradient delta = theta_global - theta_local, averages
- * it over the communicator's ranks (hierarchical when the ranks span sites: one WAN crossing per
- * site; in the options' wire encoding), applies SGD with (Nesterov) momentum to theta_global and
- * sets theta_local <- theta_global. The parameters are split into `fragments` pieces of about
+ * it over the communicator's ranks (in the options' wire encoding; hierarchical when the ranks
+ * span sites, one WAN crossing per site, except that a compressed average runs over the ring
+ * unless the sites are equal and both their count and size are powers of two: every rank must
+ * keep the same bytes), applies SGD with (Nesterov) momentum to theta_global and sets
+ * theta_local <- theta_global. The parameters are split into `fragments` pieces of about
  * equal bytes (contiguous ranges of whole buffers, at least one each, balanced by elements: a
  * buffer is never split, so P <= nparams); fragment p starts its exchange after inner steps s
  * with s mod H == p*H/P (s counted from 1: the first exchange of fragment 0 follows inner step
@@ -510,7 +512,9 @@ STRATA_API int strata_diloco_state_bytes(strata_diloco *d, size_t *bytes);
 STRATA_API int strata_diloco_save(strata_diloco *d, void *buf, size_t bytes);
 STRATA_API int strata_diloco_load(strata_diloco *d, const void *buf, size_t bytes);
 /* Moves the state to another communicator of the same workers or of fewer (after a shrink):
- * exchanges in flight are abandoned (their fragments untouched) and restarted by the next step. */
+ * exchanges in flight are abandoned (their fragments untouched) and restarted by the next step.
+ * Abandoning waits for them on the old communicator: a broken one fails them at once, a working
+ * one completes them when its peers take part (or fails them after its timeout). */
 STRATA_API int strata_diloco_set_comm(strata_diloco *d, strata_comm *comm);
 /* Waits for exchanges in flight (errors ignored) and frees; NULL is accepted. */
 STRATA_API void strata_diloco_destroy(strata_diloco *d);

@@ -6,7 +6,8 @@
  *     Nesterov, over f32 and over f32 + bf16 buffers: every rank's buffers after every step equal
  *     the reference's (bit for bit at 2 ranks, where the average of two deltas is exact; within
  *     f32 or bf16 rounding at 3 ranks, whose sums may be added in another order). create
- *     broadcasts rank 0's parameters.
+ *     broadcasts rank 0's parameters; theta_global and the momentum end the same bytes on every
+ *     rank (their checkpoints are compared).
  *  2. Streaming: P = 2 over buffers of 10, 3 and 8 elements (fragments {0} and {1, 2}), H = 4,
  *     delay 1, alpha 0.5: fragment 1 applies after steps 3, 7, 11, fragment 0 after 5, 9, with
  *     the merged values of the reference.
@@ -19,7 +20,9 @@
  *  6. A peer that exits before an exchange: the others get an error from strata_diloco_step with
  *     their buffers and state as before it, then finish the step on a communicator of the
  *     survivors (strata_diloco_set_comm) as the reference over two ranks says.
- *  7. wan_bytes_sent: two sites count exactly the bytes sent to the other site; one site none.
+ *  7. wan_bytes_sent: two sites (2 + 2 and 2 + 1 ranks) count exactly the bytes sent to the other
+ *     site, and an outer step sends some but not all of its bytes across; one site none. Outer
+ *     steps compressed with int8, bf16 and fp8 leave every rank with the same parameters.
  */
 #include <math.h>
 #include <stdint.h>
@@ -181,6 +184,8 @@ static int buffers_compare(const buffers *bufs, const reference *ref, int rank, 
   return wrong;
 }
 
+static uint8_t *save_state(strata_diloco *d, size_t *bytes);
+
 /* ---- 1, 2: the schedule against the reference ---- */
 
 typedef struct schedule_case {
@@ -254,6 +259,25 @@ static int schedule_body(strata_comm *comm, int rank, int nranks, int init_statu
             c->name, (unsigned long long)s, mask, c->applied_mask[s]);
     if (buffers_compare(&bufs, &ref, rank, tol_f32, tol_bf16, c->name, s)) break;
   }
+  /* the same theta_global and momentum on every rank (their checkpoints are the same bytes),
+   * whatever order each added the deltas in; and without a merge the same parameters too */
+  static uint8_t all[MAX_RANKS][sizeof bufs.f32 + sizeof bufs.bf16];
+  uint8_t *mine = all[MAX_RANKS - 1];
+  memcpy(mine, bufs.f32, sizeof bufs.f32);
+  memcpy(mine + sizeof bufs.f32, bufs.bf16, sizeof bufs.bf16);
+  CHECK_STATUS(strata_allgather(comm, mine, all, sizeof all[0], STRATA_U8), STRATA_OK);
+  for (int r = 1; r < nranks && c->delay == 0; r++)
+    CHECK(memcmp(all[0], all[r], sizeof all[0]) == 0, "%s: rank %d's parameters differ", c->name,
+          r);
+  size_t bytes = 0;
+  uint8_t *blob = save_state(d, &bytes), *blobs = malloc(bytes * (size_t)nranks);
+  CHECK_OR_RETURN(blob && blobs, "save");
+  CHECK_STATUS(strata_allgather(comm, blob, blobs, bytes, STRATA_U8), STRATA_OK);
+  for (int r = 1; r < nranks; r++)
+    CHECK(memcmp(blobs, blobs + (size_t)r * bytes, bytes) == 0, "%s: rank %d's state differs",
+          c->name, r);
+  free(blob);
+  free(blobs);
   CHECK(strata_diloco_inner_steps(d) == (uint64_t)c->steps, "%s: inner steps %llu", c->name,
         (unsigned long long)strata_diloco_inner_steps(d));
   CHECK(strata_diloco_outer_steps(d) == applied_total, "%s: outer steps %llu, want %llu", c->name,
@@ -641,7 +665,7 @@ static void two_sites(strata_config *cfg, int rank, void *arg) {
 static int wan_body(strata_comm *comm, int rank, int nranks, int init_status, void *arg) {
   const int sites = *(const int *)arg;
   CHECK_OR_RETURN(comm != NULL, "init: %s", strata_err_name(init_status));
-  enum { COUNT = 4096 };
+  enum { COUNT = MAX_ELEMS };
   static float buf[COUNT];
   strata_comm_stats a, b;
   /* rank 0 sends to rank 1 (its site), then to rank 2 (the other site when there are two) */
@@ -672,16 +696,38 @@ static int wan_body(strata_comm *comm, int rank, int nranks, int init_status, vo
   buffers_inner(&bufs, rank, 1);
   CHECK_STATUS(strata_diloco_step(d, NULL), STRATA_OK);
   strata_comm_get_stats(comm, &b);
-  uint64_t wire = b.wire_bytes_sent - a.wire_bytes_sent;
-  uint64_t wan = b.wan_bytes_sent - a.wan_bytes_sent;
+  /* summed over the ranks: with unequal sites one rank may send only across, another only
+   * inside its site */
+  uint64_t mine[2] = {b.wire_bytes_sent - a.wire_bytes_sent, b.wan_bytes_sent - a.wan_bytes_sent};
+  uint64_t sums[2] = {0, 0};
+  CHECK_STATUS(strata_allreduce(comm, mine, sums, 2, STRATA_U64, STRATA_SUM), STRATA_OK);
+  uint64_t wire = sums[0], wan = sums[1];
   if (sites)
     CHECK(wan > 0 && wan < wire, "outer step over two sites: %llu WAN of %llu wire bytes",
           (unsigned long long)wan, (unsigned long long)wire);
   else
     CHECK(wire > 0 && wan == 0, "outer step in one site: %llu WAN bytes", (unsigned long long)wan);
   CHECK(b.wan_bytes_sent <= b.wire_bytes_sent, "WAN bytes above the wire bytes");
-  (void)nranks;
   strata_diloco_destroy(d);
+
+  /* compressed outer steps over the sites leave every rank with the same parameters */
+  for (int k = 0; k < 3; k++) {
+    strata_compress codecs[3] = {STRATA_COMPRESS_INT8, STRATA_COMPRESS_BF16, STRATA_COMPRESS_FP8};
+    opt.compress = codecs[k];
+    CHECK_STATUS(strata_diloco_create(comm, bufs.params, 1, &opt, &d), STRATA_OK);
+    CHECK_OR_RETURN(d != NULL, "create");
+    for (uint64_t s = 1; s <= 2; s++) {
+      buffers_inner(&bufs, rank, s);
+      CHECK_STATUS(strata_diloco_step(d, NULL), STRATA_OK);
+    }
+    static float all[MAX_RANKS * COUNT];
+    CHECK_STATUS(strata_allgather(comm, bufs.f32[0], all, COUNT, STRATA_F32), STRATA_OK);
+    for (int r = 1; r < nranks; r++)
+      CHECK(memcmp(all, all + (size_t)r * COUNT, COUNT * sizeof(float)) == 0,
+            "%s over %s: rank %d's parameters differ from rank 0's",
+            strata_compress_name(codecs[k]), sites ? "two sites" : "one site", r);
+    strata_diloco_destroy(d);
+  }
   return failures != 0;
 }
 
@@ -772,6 +818,7 @@ int main(void) {
     wan.tweak = two_sites;
     failed +=
         run(sites ? "WAN bytes, two sites" : "WAN bytes, one site", 4, &wan, wan_body, &sites);
+    if (sites) failed += run("WAN bytes, two unequal sites", 3, &wan, wan_body, &sites);
   }
   printf("%s\n", failed ? "FAIL" : "PASS");
   return failed != 0;

@@ -111,14 +111,36 @@ static int fragment_in_flight(const diloco_fragment *f) {
   return f->req != NULL || f->waited;
 }
 
-/* Across sites the hierarchical allreduce crosses each WAN link once per site. Inside one site
- * the communicator's own choice, except for a compressed exchange: the ring is the algorithm under
- * which every encoding leaves every rank with the same bytes (docs/compression.md), and
- * theta_global must stay the same everywhere. */
+static int power_of_two(int n) {
+  return n > 0 && (n & (n - 1)) == 0;
+}
+
+/* Sites of equal size, their count and their size both powers of two: the layouts whose
+ * hierarchical allreduce is made of phases (rings, halving-doubling over a power of two) that leave
+ * every rank with the same bytes under every encoding (docs/compression.md). */
+static int sites_regular(const strata_comm *comm) {
+  int *members = calloc((size_t)comm->nranks, sizeof *members);
+  if (!members) return 0;
+  for (int r = 0; r < comm->nranks; r++) members[comm->site_of_rank[r]]++;
+  int nsites = 0, size = 0, equal = 1;
+  for (int t = 0; t < comm->nranks; t++) {
+    if (!members[t]) continue;
+    nsites++;
+    equal = equal && (size == 0 || members[t] == size);
+    size = members[t];
+  }
+  free(members);
+  return equal && power_of_two(nsites) && power_of_two(size);
+}
+
+/* Across sites the hierarchical allreduce crosses each WAN link once per site; inside one site
+ * the communicator's own choice is the best. A compressed exchange must also leave every rank
+ * with the same bytes, or theta_global would drift apart between the ranks: it runs the ring
+ * (which does under every encoding) unless the sites are regular (above). */
 static strata_algo exchange_algo(const strata_comm *comm, strata_compress codec) {
-  if (comm->site_of_rank) return STRATA_ALGO_HIER;
-  if (codec != STRATA_COMPRESS_NONE && codec != STRATA_COMPRESS_DEFAULT) return STRATA_ALGO_RING;
-  return STRATA_ALGO_AUTO;
+  int compressed = codec != STRATA_COMPRESS_NONE && codec != STRATA_COMPRESS_DEFAULT;
+  if (comm->site_of_rank && (!compressed || sites_regular(comm))) return STRATA_ALGO_HIER;
+  return compressed ? STRATA_ALGO_RING : STRATA_ALGO_AUTO;
 }
 
 /* delta = theta_global - theta_local into the fragment's wire region, and its average started. */
