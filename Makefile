@@ -3,7 +3,7 @@ BUILD ?= build
 PREFIX ?= /usr/local
 JOBS := $(shell nproc)
 
-.PHONY: all build deps test demo install bench clean format format-check
+.PHONY: all build deps test demo install bench diloco-demo clean format format-check
 
 all: build
 
@@ -24,6 +24,10 @@ demo: build
 bench: build
 	@scripts/deps.sh bench
 	@bench/run.sh
+
+# DiLoCo against synchronous data parallel on 2 emulated WAN sites (root; docs/diloco.md).
+diloco-demo: build
+	@BUILD=$(BUILD) bench/diloco/run.sh
 
 install: build
 	@cmake --install $(BUILD)

@@ -1,0 +1,207 @@
+#!/usr/bin/python3
+"""bench/diloco/report.py DIR [--runs "a b ..."] [--svg PATH] — the DiLoCo demonstration's
+table, target checks and plot from the per-rank JSON files train.py wrote into DIR. Writes DIR/summary.json.
+
+Targets (against the run named "sync", at the same number of tokens):
+  - DiLoCo H=50 final eval loss within 5% of synchronous data parallel;
+  - WAN bytes per site at least 40x fewer than synchronous for DiLoCo H=50, 150x with int8;
+  - DiLoCo H=50 wall-clock on the emulated WAN shorter than synchronous.
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+
+COLORS = {"sync": "#222222", "diloco-h10": "#1f77b4", "diloco-h50": "#d62728",
+          "streaming-h50": "#2ca02c", "diloco-h50-int8": "#ff7f0e", "diloco-h50-int4": "#9467bd",
+          "textbook-h50": "#8c564b"}
+DASH = {"diloco-h50-int8": "6,3", "diloco-h50-int4": "2,3", "textbook-h50": "8,2,2,2"}
+
+
+def describe(cfg):
+    if cfg["mode"] == "sync":
+        return "every step", "f32"
+    what = f"H={cfg['sync_every']}"
+    if cfg["fragments"] > 1:
+        what += f", {cfg['fragments']} fragments, delay {cfg['delay']}, α {cfg['alpha']}"
+    if cfg.get("impl") == "textbook":
+        what += " (Python cross-check)"
+    wire = {"none": "f32", "default": "f32"}.get(cfg["compress"], cfg["compress"])
+    return what, wire
+
+
+def mb(x):
+    return f"{x / 1e6:,.1f} MB" if x >= 1e5 else f"{x / 1e3:,.1f} kB"
+
+
+def load(d, names):
+    runs = []
+    for name in names:
+        ranks = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(d, f"{name}.*.json")))]
+        ranks = [r for r in ranks if isinstance(r, dict) and r.get("name") == name]
+        if not ranks:
+            print(f"report: no results for run {name}", file=sys.stderr)
+            continue
+        ranks.sort(key=lambda r: r["rank"])
+        r0 = ranks[0]
+        what, wire = describe(r0["config"])
+        runs.append({
+            "name": name, "sync": what, "wire": wire, "tokens": r0["tokens"],
+            "params": r0["params"], "final_eval_loss": r0["final_eval_loss"],
+            "wan_bytes_per_site": {r["site"] or f"rank{r['rank']}": r["wan_bytes_sent"] for r in ranks},
+            "wan_bytes_source": r0["wan_bytes_source"],
+            "netem_ip_bytes": r0.get("netem_ip_bytes") or {},
+            "wall_s": max(r["wall_s"] for r in ranks),
+            "evals": r0["evals"], "train_loss": r0["train_loss"],
+            "final_param_spread_max": r0.get("final_param_spread_max"),
+            "config": r0["config"], "corpus_sha256_16": r0["corpus_sha256_16"],
+        })
+    return runs
+
+
+def svg_plot(runs, path):
+    """Two panels, eval loss vs tokens and vs wall-clock, hand-written SVG."""
+    W, H, ml, mr, mt, mb_ = 460, 320, 58, 16, 34, 46
+    pw, ph = W - ml - mr, H - mt - mb_
+    losses = [e["loss"] for r in runs for e in r["evals"]]
+    later = [e["loss"] for r in runs for e in r["evals"] if e["step"] > 0]
+    lo = min(losses)
+    hi = min(max(losses), lo + 2.0, max(later) if later else max(losses))
+    lo, hi = (int(lo * 10) - 1) / 10, (int(hi * 10) + 2) / 10
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W}" height="{H + 60}" '
+             f'viewBox="0 0 {2 * W} {H + 60}" font-family="sans-serif" font-size="12">',
+             f'<rect width="{2 * W}" height="{H + 60}" fill="white"/>']
+
+    def nice(span, n=5):
+        raw = span / n
+        mag = 10 ** len(str(int(raw))) / 10 if raw >= 1 else 10 ** -len(str(int(1 / raw)))
+        for m in (1, 2, 2.5, 5, 10):
+            if raw <= m * mag:
+                return m * mag
+        return 10 * mag
+
+    def panel(x0, key, xlabel, scale, title, pid):
+        xmax = max(e[key] for r in runs for e in r["evals"]) * scale or 1
+        X = lambda v: x0 + ml + v * scale / xmax * pw
+        Y = lambda v: mt + (hi - v) / (hi - lo) * ph
+        parts.append(f'<clipPath id="c{pid}"><rect x="{x0 + ml}" y="{mt}" width="{pw}" '
+                     f'height="{ph}"/></clipPath>')
+        parts.append(f'<text x="{x0 + ml + pw / 2}" y="20" text-anchor="middle" '
+                     f'font-weight="bold">{title}</text>')
+        step = nice(xmax)
+        v = 0.0
+        while v <= xmax * 1.0001:
+            x = x0 + ml + v / xmax * pw
+            parts.append(f'<line x1="{x:.1f}" y1="{mt}" x2="{x:.1f}" y2="{mt + ph}" stroke="#e5e5e5"/>')
+            parts.append(f'<text x="{x:.1f}" y="{mt + ph + 16}" text-anchor="middle">{v:g}</text>')
+            v += step
+        ystep = nice(hi - lo)
+        v = (int(lo / ystep) + 1) * ystep
+        while v <= hi + 1e-9:
+            y = Y(v)
+            parts.append(f'<line x1="{x0 + ml}" y1="{y:.1f}" x2="{x0 + ml + pw}" y2="{y:.1f}" stroke="#e5e5e5"/>')
+            parts.append(f'<text x="{x0 + ml - 6}" y="{y + 4:.1f}" text-anchor="end">{v:.2f}</text>')
+            v += ystep
+        parts.append(f'<rect x="{x0 + ml}" y="{mt}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>')
+        parts.append(f'<text x="{x0 + ml + pw / 2}" y="{mt + ph + 36}" text-anchor="middle">{xlabel}</text>')
+        parts.append(f'<text transform="translate({x0 + 16},{mt + ph / 2}) rotate(-90)" '
+                     f'text-anchor="middle">eval loss (nats/byte)</text>')
+        for r in runs:
+            pts = " ".join(f"{X(e[key]):.1f},{Y(e['loss']):.1f}" for e in r["evals"])
+            dash = f' stroke-dasharray="{DASH[r["name"]]}"' if r["name"] in DASH else ""
+            color = COLORS.get(r["name"], "#7f7f7f")
+            parts.append(f'<polyline points="{pts}" fill="none" stroke="{color}" '
+                         f'stroke-width="1.8"{dash} clip-path="url(#c{pid})"/>')
+            for e in r["evals"][1:]:
+                if lo <= e["loss"] <= hi:
+                    parts.append(f'<circle cx="{X(e[key]):.1f}" cy="{Y(e["loss"]):.1f}" r="2" fill="{color}"/>')
+
+    panel(0, "tokens", "tokens (millions, all ranks)", 1e-6, "eval loss vs tokens", 0)
+    panel(W, "time_s", "wall-clock of training (s)", 1.0, "eval loss vs wall-clock, 1 Gbit/s, 50 ms RTT", 1)
+    # legend, one row under both panels
+    x, y = 20, H + 30
+    for r in runs:
+        color = COLORS.get(r["name"], "#7f7f7f")
+        dash = f' stroke-dasharray="{DASH[r["name"]]}"' if r["name"] in DASH else ""
+        label = f'{r["name"]} ({r["sync"].split(" (")[0]}, {r["wire"]})'
+        parts.append(f'<line x1="{x}" y1="{y}" x2="{x + 24}" y2="{y}" stroke="{color}" stroke-width="2"{dash}/>')
+        parts.append(f'<text x="{x + 30}" y="{y + 4}">{r["name"]}</text>')
+        x += 40 + 7 * len(r["name"])
+        if x > 2 * W - 150:
+            x, y = 20, y + 18
+    parts.append("</svg>")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n".join(parts) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--runs", default=None)
+    ap.add_argument("--svg", default=None)
+    a = ap.parse_args()
+    names = a.runs.split() if a.runs else sorted({os.path.basename(p).split(".")[0]
+                                                  for p in glob.glob(os.path.join(a.dir, "*.0.json"))})
+    runs = load(a.dir, names)
+    if not runs:
+        print("report: no results", file=sys.stderr)
+        return 1
+    base = next((r for r in runs if r["name"] == "sync"), None)
+    c = runs[0]["config"]
+    print(f"\n{runs[0]['params'] / 1e6:.2f}M-parameter byte-level transformer "
+          f"(d_model {c['d_model']}, {c['layers']} layers, context {c['ctx']}), 2 sites x 1 rank, "
+          f"{c['steps']} inner steps x {c['batch']} sequences per rank = "
+          f"{runs[0]['tokens'] / 1e6:.2f}M tokens per run; WAN 1 Gbit/s, 50 ms RTT (strata netem)\n")
+    print("| run | synchronisation | wire | final eval loss | vs sync | WAN bytes per site | "
+          "fewer than sync | WAN IP bytes each way (emulator) | wall-clock | vs sync |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in runs:
+        wan = list(r["wan_bytes_per_site"].values())
+        r["wan_bytes_site_max"] = max(wan)
+        ip = list(r["netem_ip_bytes"].values())
+        loss = r["final_eval_loss"]
+        rel = f"{(loss / base['final_eval_loss'] - 1) * 100:+.1f}%" if base else ""
+        fewer = f"{base['wan_bytes_site_max'] / max(wan):,.0f}x" if base and "wan_bytes_site_max" in base and max(wan) else ""
+        spd = f"{base['wall_s'] / r['wall_s']:.2f}x" if base else ""
+        wan_s = mb(wan[0]) if len(set(wan)) == 1 else " / ".join(mb(w) for w in wan)
+        ip_s = " / ".join(mb(b) for b in ip) if ip else "n/a"
+        print(f"| {r['name']} | {r['sync']} | {r['wire']} | {loss:.4f} | {rel} | {wan_s} | {fewer} | "
+              f"{ip_s} | {r['wall_s']:.1f} s | {spd} |")
+    src = {r["wan_bytes_source"] for r in runs}
+    print(f"\nWAN bytes per site: strata's {'/'.join(sorted(src))} counter of the site's rank during "
+          "training; emulator: IP bytes each direction (site 0 > 1 / 1 > 0), TCP/IP headers and "
+          "acknowledgements included. Wall-clock: training only (checkpoint evaluations excluded). "
+          "'vs sync' for wall-clock is the speed-up (sync time / run time).")
+
+    checks = []
+    h50 = next((r for r in runs if r["name"] == "diloco-h50"), None)
+    i8 = next((r for r in runs if r["name"] == "diloco-h50-int8"), None)
+    if base and h50:
+        d = h50["final_eval_loss"] / base["final_eval_loss"] - 1
+        checks.append(("DiLoCo H=50 eval loss within 5% of sync", d <= 0.05,
+                       f"{h50['final_eval_loss']:.4f} vs {base['final_eval_loss']:.4f} ({d * 100:+.1f}%)"))
+        x = base["wan_bytes_site_max"] / h50["wan_bytes_site_max"]
+        checks.append(("DiLoCo H=50 WAN bytes >= 40x fewer than sync", x >= 40, f"{x:.1f}x"))
+        checks.append(("DiLoCo H=50 wall-clock shorter than sync", h50["wall_s"] < base["wall_s"],
+                       f"{h50['wall_s']:.1f} s vs {base['wall_s']:.1f} s ({base['wall_s'] / h50['wall_s']:.2f}x)"))
+    if base and i8:
+        x = base["wan_bytes_site_max"] / i8["wan_bytes_site_max"]
+        checks.append(("DiLoCo H=50 int8 WAN bytes >= 150x fewer than sync", x >= 150, f"{x:.1f}x"))
+    if checks:
+        print("\n| target | result | figures |\n|---|---|---|")
+        for what, ok, fig in checks:
+            print(f"| {what} | {'PASS' if ok else 'FAIL'} | {fig} |")
+    if a.svg:
+        svg_plot(runs, a.svg)
+        print(f"\nplot: {a.svg}")
+    with open(os.path.join(a.dir, "summary.json"), "w") as f:
+        json.dump({"runs": [{k: v for k, v in r.items() if k != "train_loss"} for r in runs],
+                   "targets": [{"target": w, "pass": ok, "figures": fig} for w, ok, fig in checks]},
+                  f, indent=1)
+    return 0 if all(ok for _, ok, _ in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

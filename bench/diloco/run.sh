@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# bench/diloco/run.sh [--quick] — the DiLoCo demonstration (docs/diloco.md), one command, root.
+#
+# A byte-level transformer (bench/diloco/train.py: ~1.9M parameters, f32, CPU, one thread per
+# rank) trained on the Python standard library's source (Debian's libpython3.11-*, nothing is
+# downloaded) by 2 emulated sites x 1 rank each over `strata netem` (1 Gbit/s, 25 ms each way =
+# 50 ms RTT), the same number of tokens and the same batches for every run:
+#
+#   sync             gradients averaged every step (strata allreduce, f32)
+#   diloco-h10       strata.torch.DiLoCo, H = 10
+#   diloco-h50       H = 50
+#   streaming-h50    Streaming DiLoCo: H = 50, 5 fragments (one starts its exchange every 10
+#                    inner steps), each applied 5 inner steps after it starts (the exchange
+#                    overlaps those steps' compute), merge alpha = 0.5
+#   diloco-h50-int8  H = 50, the outer gradient int8 on the wire
+#   diloco-h50-int4  H = 50, int4 on the wire
+#
+# DiLoCo runs use the paper's outer optimizer (SGD, Nesterov momentum 0.9, lr 0.7) and every run
+# the same inner one (AdamW, warm-up then cosine). Per run: final eval loss (held-out files, the
+# final model), WAN bytes sent per site (strata's wan_bytes_sent counter of the site's rank), the
+# bytes the emulated WAN carried each way during training (the forwarder's IP byte counters, TCP
+# headers and acknowledgements included, as a check independent of strata), wall-clock of
+# training. Then a
+# markdown table on stdout, the targets checked, and the plot docs/img/diloco.svg (eval loss vs
+# tokens and vs wall-clock).
+#
+# Raw results: bench/results/diloco/ (one JSON per rank and run, logs, summary.json).
+# Environment: BUILD (build dir, default build), DILOCO_STEPS (inner steps per rank, a multiple of
+# 50), DILOCO_RUNS (a subset of the names above, space separated), DILOCO_EXTRA (more train.py
+# arguments for every run), DILOCO_SVG (the plot's path), DILOCO_TEXTBOOK=1 (adds
+# textbook-h50: the pure-Python cross-check of DiLoCo, not the library's).
+# --quick: 50 inner steps per run (one H=50 round), a smoke test of the whole pipeline.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${BUILD:-$root/build}
+build=$(cd "$build" 2>/dev/null && pwd) || { echo "diloco: build dir ${BUILD:-build} is missing (make first)" >&2; exit 1; }
+strata=$build/strata
+py=/usr/bin/python3
+quick=0
+for arg in "$@"; do
+  case $arg in
+    --quick) quick=1 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "diloco: unknown argument $arg (--quick, --help)" >&2; exit 2 ;;
+  esac
+done
+[ -x "$strata" ] || { echo "diloco: $strata is missing (make first)" >&2; exit 1; }
+if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ]; then
+  echo "diloco: needs root and /dev/net/tun (strata netem: network namespaces + TUN)" >&2; exit 1
+fi
+"$py" -c 'import torch' 2>/dev/null || { echo "diloco: $py has no torch (apt-get install python3-torch)" >&2; exit 1; }
+PYTHONPATH=$build/python "$py" -c 'import strata.torch' ||
+  { echo "diloco: $build/python has no strata.torch (make, with libtorch-dev and pybind11-dev)" >&2; exit 1; }
+# Debian's torch calls the system BLAS; the reference libblas3 is ~10x slower than OpenBLAS at
+# these matrix sizes, which would stretch the demo to hours.
+if ! readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null | grep -q openblas; then
+  echo "diloco: warning: the system BLAS is not OpenBLAS; training will be slow" \
+    "(apt-get install libopenblas0-serial)" >&2
+fi
+
+steps=${DILOCO_STEPS:-400}
+[ $quick -eq 1 ] && steps=50
+if [ $((steps % 50)) -ne 0 ]; then echo "diloco: DILOCO_STEPS must be a multiple of 50" >&2; exit 2; fi
+runs=${DILOCO_RUNS:-sync diloco-h10 diloco-h50 streaming-h50 diloco-h50-int8 diloco-h50-int4}
+[ "${DILOCO_TEXTBOOK:-0}" = 1 ] && runs="$runs textbook-h50"
+svg=${DILOCO_SVG:-$root/docs/img/diloco.svg}
+out=$root/bench/results/diloco
+[ $quick -eq 1 ] && out=$root/bench/results/diloco-quick
+mkdir -p "$out"
+rm -f "$out"/*.json "$out"/*.log
+
+args_of() { # NAME -> train.py arguments of that run
+  case $1 in
+    sync) echo "--mode sync" ;;
+    diloco-h10) echo "--mode diloco --sync-every 10" ;;
+    diloco-h50) echo "--mode diloco --sync-every 50" ;;
+    streaming-h50) echo "--mode diloco --sync-every 50 --fragments 5 --delay 5 --alpha 0.5" ;;
+    diloco-h50-int8) echo "--mode diloco --sync-every 50 --compress int8" ;;
+    diloco-h50-int4) echo "--mode diloco --sync-every 50 --compress int4" ;;
+    textbook-h50) echo "--mode diloco --impl textbook --sync-every 50" ;;
+    *) echo "diloco: unknown run $1" >&2; return 1 ;;
+  esac
+}
+
+name=diloco$$
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  "$strata" netem down --name "$name" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The forwarder removes everything by itself after --lifetime even if this script is killed.
+"$strata" netem up --name "$name" --sites 2 --ranks-per-site 1 --lifetime 7200 \
+  --link '*:rate=1gbit,delay=25ms' >/dev/null
+echo "diloco: 2 sites over strata netem ($name): 1 Gbit/s, 25 ms each way; $steps inner steps per run; results in $out"
+
+fails=0
+for run in $runs; do
+  read -r -a targs <<<"$(args_of "$run")"
+  port=$((20000 + RANDOM % 20000))
+  timeout -k 5 3600 "$strata" netem exec --name "$name" 0 -- \
+    "$strata" store --addr "10.77.0.1:$port" >"$out/$run.store.log" 2>&1 &
+  store=$!
+  pids+=("$store")
+  sleep 0.3
+  children=()
+  for r in 0 1; do
+    # shellcheck disable=SC2086
+    timeout -k 5 3600 "$strata" netem exec --name "$name" $r -- env PYTHONPATH="$build/python" \
+      STRATA_ADDR="10.77.0.1:$port" STRATA_STORE_EXTERNAL=1 STRATA_RANK=$r STRATA_WORLD_SIZE=2 \
+      STRATA_JOB_ID="$name-$run" STRATA_SITE="site$r" STRATA_TIMEOUT=600 STRATA_TCP_LINK_GBPS=1 \
+      OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+      "$py" "$here/train.py" --name "$run" --steps "$steps" "${targs[@]}" ${DILOCO_EXTRA:-} \
+      --netem "$name" --strata "$strata" --out "$out/$run.RANK.json" >"$out/$run.$r.log" 2>&1 &
+    children+=($!)
+    pids+=($!)
+  done
+  tail -n +1 -f "$out/$run.0.log" --pid "${children[0]}" 2>/dev/null | sed -u 's/^/  /' &
+  follower=$!
+  rc=0
+  for pid in "${children[@]}"; do wait "$pid" || rc=1; done
+  wait "$follower" 2>/dev/null || true
+  kill "$store" 2>/dev/null || true
+  if [ $rc -ne 0 ]; then
+    echo "diloco: run $run FAILED; the last lines of its ranks' logs:" >&2
+    tail -n 5 "$out/$run.0.log" "$out/$run.1.log" >&2 || true
+    fails=$((fails + 1))
+  fi
+done
+
+"$py" "$here/report.py" "$out" --runs "$runs" --svg "$svg" || fails=$((fails + 1))
+exit $((fails > 0))
