@@ -15,6 +15,7 @@ import sys
 
 COLORS = {"sync": "#222222", "diloco-h10": "#1f77b4", "diloco-h50": "#d62728",
           "streaming-h50": "#2ca02c", "diloco-h50-int8": "#ff7f0e", "diloco-h50-int4": "#9467bd",
+          "diloco-h50-m09": "#e377c2",
           "textbook-h50": "#8c564b"}
 DASH = {"diloco-h50-int8": "6,3", "diloco-h50-int4": "2,3", "textbook-h50": "8,2,2,2"}
 
@@ -22,7 +23,7 @@ DASH = {"diloco-h50-int8": "6,3", "diloco-h50-int4": "2,3", "textbook-h50": "8,2
 def describe(cfg):
     if cfg["mode"] == "sync":
         return "every step", "f32"
-    what = f"H={cfg['sync_every']}"
+    what = f"H={cfg['sync_every']}, outer momentum {cfg['outer_momentum']:g}"
     if cfg["fragments"] > 1:
         what += f", {cfg['fragments']} fragments, delay {cfg['delay']}, α {cfg['alpha']}"
     if cfg.get("impl") == "textbook":
@@ -124,7 +125,6 @@ def svg_plot(runs, path):
     for r in runs:
         color = COLORS.get(r["name"], "#7f7f7f")
         dash = f' stroke-dasharray="{DASH[r["name"]]}"' if r["name"] in DASH else ""
-        label = f'{r["name"]} ({r["sync"].split(" (")[0]}, {r["wire"]})'
         parts.append(f'<line x1="{x}" y1="{y}" x2="{x + 24}" y2="{y}" stroke="{color}" stroke-width="2"{dash}/>')
         parts.append(f'<text x="{x + 30}" y="{y + 4}">{r["name"]}</text>')
         x += 40 + 7 * len(r["name"])

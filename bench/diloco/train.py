@@ -190,6 +190,8 @@ def main():
     ap.add_argument("--eval-every", type=int, default=50)
     ap.add_argument("--eval-seqs", type=int, default=64, help="sequences per checkpoint eval")
     ap.add_argument("--final-eval-seqs", type=int, default=512)
+    ap.add_argument("--shard-chunk", type=int, default=4096,
+                    help="bytes per chunk of the training text dealt to the ranks in turn")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--corpus", default="/usr/lib/python3.11/*.py")
     ap.add_argument("--netem", default=None,
@@ -204,9 +206,11 @@ def main():
 
     train, held, nfiles = corpus(a.corpus)
     digest = hashlib.sha256(train + held).hexdigest()[:16]
-    # Rank r trains on the r-th contiguous share of the training text (data parallel).
-    share = len(train) // world
-    shard = train[rank * share : (rank + 1) * share]
+    # Data parallel: the training text is cut into chunks dealt to the ranks in turn, so every
+    # rank's shard is a different sample of the same distribution (contiguous halves of the
+    # sorted files would give each rank different modules: non-IID data, another experiment).
+    chunk = a.shard_chunk
+    shard = b"".join(train[i : i + chunk] for i in range(rank * chunk, len(train), world * chunk))
     gen = torch.Generator().manual_seed(a.seed * 1000 + rank)
     ev = torch.Generator().manual_seed(a.seed)
     ebs = 16
