@@ -34,7 +34,8 @@
 # arguments for every run), DILOCO_OUTER_MOMENTUM (0.6), DILOCO_SVG (the plot's path), DILOCO_OUT
 # (the results directory), DILOCO_TEXTBOOK=1 (adds textbook-h50: the pure-Python cross-check of
 # DiLoCo, not the library's).
-# --quick: 50 inner steps per run (one H=50 round), a smoke test of the whole pipeline.
+# --quick: 50 inner steps per run (one H=50 round), a smoke test of the whole pipeline (results
+# and plot in bench/results/diloco-quick/).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -70,10 +71,12 @@ if [ $((steps % 50)) -ne 0 ]; then echo "diloco: DILOCO_STEPS must be a multiple
 runs=${DILOCO_RUNS:-sync diloco-h10 diloco-h50 streaming-h50 diloco-h50-int8 diloco-h50-int4 diloco-h50-m09}
 om=${DILOCO_OUTER_MOMENTUM:-0.6}
 [ "${DILOCO_TEXTBOOK:-0}" = 1 ] && runs="$runs textbook-h50"
-svg=${DILOCO_SVG:-$root/docs/img/diloco.svg}
 out=$root/bench/results/diloco
 [ $quick -eq 1 ] && out=$root/bench/results/diloco-quick
 out=${DILOCO_OUT:-$out}
+svg=$root/docs/img/diloco.svg
+[ $quick -eq 1 ] && svg=$out/diloco.svg # a smoke test leaves the documented plot alone
+svg=${DILOCO_SVG:-$svg}
 mkdir -p "$out"
 rm -f "$out"/*.json "$out"/*.log
 
