@@ -27,6 +27,7 @@ bench: build
 
 # DiLoCo against synchronous data parallel on 2 emulated WAN sites (root; docs/diloco.md).
 diloco-demo: build
+	@scripts/deps.sh diloco
 	@BUILD=$(BUILD) bench/diloco/run.sh
 
 install: build

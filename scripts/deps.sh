@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the Debian packages a target needs, only those missing (apt is never run when all
-# are there). Usage: deps.sh build|test|bench|format
+# are there). Usage: deps.sh build|test|bench|diloco|format
 set -euo pipefail
 want=(cmake gcc g++ make pkg-config libsodium-dev libyaml-dev libjansson-dev python3-dev
       libtorch-dev pybind11-dev)
@@ -9,6 +9,9 @@ case "${1:-build}" in
                clang-format) ;;
   format) want=(clang-format) ;;
   bench) want+=(openmpi-bin libopenmpi-dev python3-torch python3-numpy iperf3 iproute2 procps) ;;
+  # torch's matrix products through OpenBLAS: Debian's default reference BLAS is several times
+  # slower, which turns the demonstration's minutes into hours
+  diloco) want+=(python3-torch python3-numpy iproute2 procps libopenblas0-serial) ;;
 esac
 missing=()
 for p in "${want[@]}"; do
