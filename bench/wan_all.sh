@@ -78,7 +78,7 @@ place_log=$PART_LOG
   echo "  3. hierarchical:"
   grep -hE "flat ring|hierarchical|hier_ratio" "${hier_log:-/dev/null}" 2>/dev/null | sed 's/^/     /'
   echo "  4. compression:"
-  grep -hE "^# 2 sites|^wire|^none|^bf16|^f16|^int8|^fp8" "${cmp_log:-/dev/null}" 2>/dev/null |
+  grep -hE "^# 2 sites|^wire|^none|^bf16|^f16|^int8|^fp8|^int4" "${cmp_log:-/dev/null}" 2>/dev/null |
     sed 's/^/     /'
   echo "  5. probe:"
   grep -hiE "rtt|rate|probe of|ok|FAIL" "${probe_log:-/dev/null}" 2>/dev/null | head -20 |
