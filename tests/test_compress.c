@@ -451,6 +451,35 @@ static int run_others(strata_comm *comm, int rank, int n, strata_compress c, con
   return bad;
 }
 
+/* Recursive doubling (small calls) at a rank count that is not a power of two: the folded rank
+ * gets the result through one more quantization than the other doubling ranks hold, and every
+ * rank must still end with the same bytes. */
+static int run_allreduce_small(strata_comm *comm, int rank, int n, strata_compress c) {
+  enum { SMALL = 300 };
+  float buf[SMALL];
+  uint64_t h = 1469598103934665603ULL, hs[16];
+  fill_rank(buf, SMALL, rank);
+  strata_coll_args a = {.coll = STRATA_COLL_ALLREDUCE,
+                        .sendbuf = buf,
+                        .recvbuf = buf,
+                        .count = SMALL,
+                        .dtype = STRATA_F32,
+                        .op = STRATA_AVG,
+                        .algo = STRATA_ALGO_RHD,
+                        .compress = c};
+  if (n > 16 || strata_collective(comm, &a, NULL) != STRATA_OK) return 1;
+  const uint8_t *p = (const uint8_t *)buf;
+  for (size_t i = 0; i < sizeof buf; i++) h = (h ^ p[i]) * 1099511628211ULL;
+  if (strata_allgather(comm, &h, hs, 1, STRATA_U64) != STRATA_OK) return 1;
+  for (int r = 0; r < n; r++)
+    if (hs[r] != h) {
+      fprintf(stderr, "rank %d: %s rhd, %d values: result differs from rank %d's\n", rank,
+              strata_compress_name(c), SMALL, r);
+      return 1;
+    }
+  return 0;
+}
+
 typedef struct coll_arg {
   int shm;
 } coll_arg;
@@ -474,6 +503,7 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *varg)
     for (int j = 0; j < 4; j++)
       bad += run_allreduce(comm, rank, n, codecs[k], algos[j], exact, buf);
   for (int k = 0; k < NCODECS; k++) bad += run_others(comm, rank, n, codecs[k], exact, buf);
+  for (int k = 0; k < NCODECS; k++) bad += run_allreduce_small(comm, rank, n, codecs[k]);
 
   /* a compressed call on other data than f32 is refused, on every rank alike */
   int32_t ints[4] = {1, 2, 3, 4};

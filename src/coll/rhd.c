@@ -211,6 +211,7 @@ int strata_build_allreduce_rhd(const strata_sched_params *p, strata_schedule *s)
   rhd_fold f;
   rhd_fold_plan(p, &f);
   rhd_fold_in(p, s, &f);
+  s->requantize_result = f.p2 != p->nranks;
   if (f.vrank < 0) { /* sat out: wait for the result */
     s->scratch_bytes = 0;
     strata_deps none;

@@ -72,6 +72,11 @@ typedef struct strata_schedule {
   strata_coll coll;
   strata_algo algo; /* the algorithm actually built (never AUTO) */
   uint64_t scratch_bytes;
+  /* Under a lossy wire encoding the ranks' results went through different numbers of
+   * quantizations (a fold's final send re-quantizes the sender's copy and what the folded rank
+   * receives, not the other ranks'): every rank then quantizes its whole result once more, the
+   * same function of bytes that the re-encoding rule makes equal, so all end with the same. */
+  int requantize_result;
   strata_step *steps;
   uint32_t nsteps, steps_cap;
   uint32_t *deps;

@@ -179,7 +179,23 @@ static void step_complete(strata_comm *comm, strata_operation *op, uint32_t inde
   }
 }
 
+/* The schedule's requantize_result: RECV through one more encode and decode, in one piece, as the
+ * fold's final send encodes it. */
+static int requantize_result(strata_operation *op) {
+  size_t n = op->args.count;
+  if (n == 0 || !op->args.recvbuf) return STRATA_OK;
+  uint8_t *wire = malloc(strata_compress_wire_bytes(op->codec, n));
+  if (!wire) return STRATA_ERR_NO_MEMORY;
+  strata_compress_encode(op->codec, op->args.recvbuf, n, wire);
+  strata_compress_decode(op->codec, wire, n, op->args.recvbuf);
+  free(wire);
+  return STRATA_OK;
+}
+
 static void operation_finish(strata_comm *comm, strata_operation *op, int status) {
+  if (status == STRATA_OK && op->sched.requantize_result &&
+      op->args.coll == STRATA_COLL_ALLREDUCE && strata_compress_is_lossy(op->codec))
+    status = requantize_result(op);
   if (status == STRATA_OK && op->avg_finish) {
     void *out = op->args.recvbuf;
     size_t count = op->args.count;
