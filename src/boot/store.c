@@ -12,6 +12,11 @@
  * then every call goes to its callbacks, and the address peers reach us at comes from this host's
  * route towards the job's rendezvous host instead of the connection's own local address.
  *
+ * A rank whose rank 0 serves the store connects with strata_store_connect_job: its HELLO
+ * (store_wire.h) makes sure the store it talks to is its own communicator's. A store that
+ * refuses it belongs to an earlier communicator of the job (or another job) and is about to
+ * close; the client waits for exactly that close, then connects again and finds the new one.
+ *
  * A closed or reset connection gives STRATA_ERR_PEER_LOST and every later call on the handle
  * fails the same way. One mutex makes a handle safe to share between threads (calls serialize).
  * Must never: block without a deadline, or raise SIGPIPE (sends use MSG_NOSIGNAL).
@@ -47,7 +52,7 @@ struct strata_store {
   size_t in_len, in_cap;
 };
 
-/* ---- connecting ---- */
+/* ---- reaching the server's port ---- */
 
 /* One non-blocking connect attempt to ai, bounded by deadline_s. Returns the fd or -1 (errno). */
 static int connect_once(const struct addrinfo *ai, double deadline_s) {
@@ -80,11 +85,11 @@ static void sleep_s(double s) {
 }
 
 /* Resolves and connects, retrying refused/unreachable attempts with backoff until deadline_s.
- * Returns an fd, or a negative status. */
-static int connect_retrying(const char *addr, const char *host, const char *port,
-                            double timeout_s) {
-  double deadline_s = store_net_now_s() + timeout_s, backoff_s = 0.01;
-  int last_errno = 0;
+ * Returns an fd, or a negative status (*last_errno: why the last attempt failed, 0 if none
+ * was made). */
+static int connect_retrying(const char *addr, const char *host, const char *port, double deadline_s,
+                            int *last_errno) {
+  double backoff_s = 0.01;
   for (;;) {
     struct addrinfo hints = {
         .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
@@ -101,49 +106,14 @@ static int connect_retrying(const char *addr, const char *host, const char *port
         freeaddrinfo(list);
         return fd;
       }
-      last_errno = errno;
+      *last_errno = errno;
     }
     if (list) freeaddrinfo(list);
     double left_s = deadline_s - store_net_now_s();
-    if (left_s <= 0) break;
+    if (left_s <= 0) return STRATA_ERR_TIMEOUT;
     sleep_s(backoff_s < left_s ? backoff_s : left_s);
     if (backoff_s < 0.5) backoff_s *= 2;
   }
-  STRATA_LOG(STRATA_LOG_ERROR, -1, "store: no store answered at %s within %.1f s (%s)", addr,
-             timeout_s, last_errno ? strerror(last_errno) : "name lookup kept failing");
-  return STRATA_ERR_TIMEOUT;
-}
-
-int strata_store_connect(const char *addr, double timeout_s, strata_store **out) {
-  if (!out) return STRATA_ERR_INVALID_ARG;
-  *out = NULL;
-  char host[256], err[320], port_text[16];
-  int port;
-  int status = strata_store_addr_parse(addr, 0, host, sizeof host, &port, err, sizeof err);
-  if (status != STRATA_OK) {
-    STRATA_LOG(STRATA_LOG_ERROR, -1, "store: %s", err);
-    return status;
-  }
-  if (port == 0 || !(timeout_s > 0)) {
-    STRATA_LOG(STRATA_LOG_ERROR, -1, "store: cannot connect to %s: %s", addr,
-               port == 0 ? "port 0 is not a server's port" : "the timeout must be > 0");
-    return STRATA_ERR_INVALID_ARG;
-  }
-  snprintf(port_text, sizeof port_text, "%d", port);
-  strata_store *s = calloc(1, sizeof *s);
-  if (!s) return STRATA_ERR_NO_MEMORY;
-  int fd = connect_retrying(addr, host, port_text, timeout_s);
-  if (fd < 0) {
-    free(s);
-    return fd;
-  }
-  store_net_set_nodelay(fd);
-  s->fd = fd;
-  s->op_timeout_s = timeout_s;
-  s->next_request_id = 1;
-  pthread_mutex_init(&s->lock, NULL);
-  *out = s;
-  return STRATA_OK;
 }
 
 void strata_store_close(strata_store *s) {
@@ -152,7 +122,7 @@ void strata_store_close(strata_store *s) {
     free(s);
     return;
   }
-  close(s->fd);
+  if (s->fd >= 0) close(s->fd);
   pthread_mutex_destroy(&s->lock);
   free(s->in);
   free(s);
@@ -287,6 +257,158 @@ static uint8_t *put_bytes(uint8_t *p, const void *bytes, size_t len) {
   store_wire_put_u32(p, (uint32_t)len);
   if (len) memcpy(p + 4, bytes, len);
   return p + 4 + len;
+}
+
+/* ---- connecting, as anyone or as a rank of a job ---- */
+
+/* Drops the connection so the handle can connect again. */
+static void disconnect(strata_store *s) {
+  if (s->fd >= 0) close(s->fd);
+  s->fd = -1;
+  s->broken = STRATA_OK;
+  s->in_len = 0;
+}
+
+/* Waits until the server closes fd (what a store that refused our HELLO does when its
+ * communicator goes away). Anything it still sends is discarded. */
+static int wait_closed(int fd, double deadline_s) {
+  uint8_t sink[256];
+  for (;;) {
+    ssize_t n = recv(fd, sink, sizeof sink, 0);
+    if (n == 0) return STRATA_OK;
+    if (n > 0 || errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return STRATA_OK; /* reset: closed too */
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    int ready = poll(&pfd, 1, store_net_poll_ms(deadline_s));
+    if (ready == 0) return STRATA_ERR_TIMEOUT;
+    if (ready < 0 && errno != EINTR) return STRATA_ERR_SYSTEM;
+  }
+}
+
+/* What store_connect knows of the last store it reached, besides a store_wire_verdict. */
+enum { NO_VERDICT = -1, HELLO_UNANSWERED = -2 };
+
+/* Says who we are; *verdict gets the store's answer (store_wire_verdict). */
+static int say_hello(strata_store *s, const char *job_id, int rank, int nranks, double deadline_s,
+                     int *verdict) {
+  size_t job_len = strlen(job_id);
+  uint8_t body[4 + STORE_WIRE_MAX_KEY_BYTES + 8];
+  uint8_t *p = put_bytes(body, job_id, job_len);
+  store_wire_put_u32(p, (uint32_t)rank);
+  store_wire_put_u32(p + 4, (uint32_t)nranks);
+  double left_s = deadline_s - store_net_now_s();
+  if (left_s <= 0) return STRATA_ERR_TIMEOUT;
+  uint8_t *reply;
+  size_t reply_len;
+  int status = call(s, STORE_WIRE_HELLO, body, 4 + job_len + 8, left_s, &reply, &reply_len);
+  if (status == STRATA_OK && (reply_len != 1 || reply[0] > STORE_WIRE_OTHER_JOB))
+    status = STRATA_ERR_PROTOCOL;
+  if (status == STRATA_OK) *verdict = reply[0];
+  free(reply);
+  return status;
+}
+
+static void log_connect_failure(const char *addr, double timeout_s, int status, int last_errno,
+                                int verdict, const char *job_id, int rank, int nranks) {
+  if (status != STRATA_ERR_TIMEOUT) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "store: cannot connect to %s: %s", addr,
+               strata_strerror(status));
+  } else if (verdict == STORE_WIRE_EARLIER) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1,
+               "store: within %.1f s the store at %s kept serving an earlier communicator of job "
+               "'%s' (an address serves one communicator at a time: is the earlier one still "
+               "alive on rank 0?)",
+               timeout_s, addr, job_id);
+  } else if (verdict == STORE_WIRE_OTHER_JOB) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1,
+               "store: within %.1f s the store at %s kept serving a communicator other than "
+               "job '%s' of %d ranks (rank %d here): do all ranks have the same job id and world "
+               "size?",
+               timeout_s, addr, job_id, nranks, rank);
+  } else {
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "store: no store answered at %s within %.1f s (%s)", addr,
+               timeout_s,
+               verdict == HELLO_UNANSWERED ? "a server accepted the connection, then fell silent"
+               : last_errno                ? strerror(last_errno)
+                                           : "name lookup kept failing");
+  }
+}
+
+/* Connects; with a job_id, to the store of that job's current communicator only (HELLO). */
+static int store_connect(const char *addr, const char *job_id, int rank, int nranks,
+                         double timeout_s, strata_store **out) {
+  if (!out) return STRATA_ERR_INVALID_ARG;
+  *out = NULL;
+  if (job_id && (rank < 0 || rank >= nranks || strlen(job_id) > STORE_WIRE_MAX_KEY_BYTES))
+    return STRATA_ERR_INVALID_ARG;
+  char host[256], err[320], port_text[16];
+  int port;
+  int status = strata_store_addr_parse(addr, 0, host, sizeof host, &port, err, sizeof err);
+  if (status != STRATA_OK) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "store: %s", err);
+    return status;
+  }
+  if (port == 0 || !(timeout_s > 0)) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "store: cannot connect to %s: %s", addr,
+               port == 0 ? "port 0 is not a server's port" : "the timeout must be > 0");
+    return STRATA_ERR_INVALID_ARG;
+  }
+  snprintf(port_text, sizeof port_text, "%d", port);
+  strata_store *s = calloc(1, sizeof *s);
+  if (!s) return STRATA_ERR_NO_MEMORY;
+  s->fd = -1;
+  s->op_timeout_s = timeout_s;
+  s->next_request_id = 1;
+  pthread_mutex_init(&s->lock, NULL);
+  double deadline_s = store_net_now_s() + timeout_s, backoff_s = 0.01;
+  int last_errno = 0, verdict = NO_VERDICT; /* the last store's answer to HELLO */
+  for (;;) {
+    int fd = connect_retrying(addr, host, port_text, deadline_s, &last_errno);
+    if (fd < 0) {
+      status = fd;
+      break;
+    }
+    store_net_set_nodelay(fd);
+    s->fd = fd;
+    if (!job_id) break;
+    status = say_hello(s, job_id, rank, nranks, deadline_s, &verdict);
+    if (status == STRATA_OK && verdict == STORE_WIRE_WELCOME) break;
+    if (status == STRATA_ERR_TIMEOUT) verdict = HELLO_UNANSWERED;
+    if (status == STRATA_OK) {
+      STRATA_LOG(STRATA_LOG_DEBUG, -1, "store: %s serves %s; waiting for it to close", addr,
+                 verdict == STORE_WIRE_EARLIER ? "an earlier communicator" : "another job");
+      status = wait_closed(fd, deadline_s);
+    } else if (status == STRATA_ERR_PEER_LOST) {
+      /* closed before answering: a store going away (or one that knows no HELLO) */
+      double left_s = deadline_s - store_net_now_s();
+      status = left_s > 0 ? STRATA_OK : STRATA_ERR_TIMEOUT;
+      if (left_s > 0) sleep_s(backoff_s < left_s ? backoff_s : left_s);
+      if (backoff_s < 0.5) backoff_s *= 2;
+    }
+    if (status != STRATA_OK) break;
+    disconnect(s);
+  }
+  if (status != STRATA_OK) {
+    if (status != STRATA_ERR_NOT_FOUND) /* a name that does not resolve is logged where it fails */
+      log_connect_failure(addr, timeout_s, status, last_errno, verdict, job_id, rank, nranks);
+    strata_store_close(s);
+    return status;
+  }
+  *out = s;
+  return STRATA_OK;
+}
+
+int strata_store_connect(const char *addr, double timeout_s, strata_store **out) {
+  return store_connect(addr, NULL, 0, 1, timeout_s, out);
+}
+
+int strata_store_connect_job(const char *addr, const char *job_id, int rank, int nranks,
+                             double timeout_s, strata_store **out) {
+  if (!job_id) {
+    if (out) *out = NULL;
+    return STRATA_ERR_INVALID_ARG;
+  }
+  return store_connect(addr, job_id, rank, nranks, timeout_s, out);
 }
 
 /* ---- the caller's store ---- */

@@ -16,6 +16,15 @@ typedef struct strata_store strata_store;
 
 /* Connect, retrying until timeout_s (the server may not be up yet). */
 int strata_store_connect(const char *addr, double timeout_s, strata_store **out);
+/* A store that rank 0 of one communicator of job_id (nranks ranks) serves: it admits each rank
+ * of that job once (store_wire.h: HELLO), so a later communicator of the job never uses it. */
+int strata_store_server_start_job(const char *addr, const char *job_id, int nranks,
+                                  strata_store_server **out);
+/* Connect as rank `rank` of nranks of job_id to the store its rank 0 serves: a store that serves an
+ * earlier communicator of the job, or another job, is waited out until it closes, and the one
+ * that replaces it is the one connected to (all within timeout_s). */
+int strata_store_connect_job(const char *addr, const char *job_id, int rank, int nranks,
+                             double timeout_s, strata_store **out);
 int strata_store_set(strata_store *s, const char *key, const void *value, size_t len);
 /* Wait until `key` exists (or timeout), then return a malloc'd copy in *value (caller frees). */
 int strata_store_get(strata_store *s, const char *key, void **value, size_t *len, double timeout_s);

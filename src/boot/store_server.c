@@ -8,6 +8,11 @@
  * the SET or ADD that completes it, or with STRATA_ERR_TIMEOUT when its deadline passes, so a
  * client never polls.
  *
+ * A job's store (strata_store_server_start_job) is the one rank 0 of a communicator serves for
+ * that communicator alone: it answers a HELLO (store_wire.h) by admitting each rank of its job and
+ * size once, and tells any other caller to wait for it to close, which is how the job's next
+ * communicator at the same address never mixes with this one.
+ *
  * Invariants:
  *  - only the server thread touches the table, the connections and the waiters; stop() talks to
  *    it through a pipe and joins it, so no lock is needed;
@@ -79,6 +84,10 @@ struct strata_store_server {
   struct pollfd *pfds;
   size_t pfds_cap;
   store_waiter *waiters;
+  /* a job's store: the job and size it serves, and a bit per rank already admitted */
+  char *job_id;
+  uint32_t nranks;
+  uint8_t *admitted;
 };
 
 /* ---- the key table: chained hash, doubled when the load reaches 1 ---- */
@@ -371,6 +380,34 @@ static int handle_add(strata_store_server *srv, store_conn *c, uint32_t id, fram
   return 0;
 }
 
+/* Whom a job's store admits: each rank of its own job and size, once. */
+static uint8_t hello_verdict(strata_store_server *srv, const uint8_t *job, size_t job_len,
+                             uint32_t rank, uint32_t nranks) {
+  if (!srv->job_id) return STORE_WIRE_WELCOME;
+  if (job_len != strlen(srv->job_id) || memcmp(job, srv->job_id, job_len) ||
+      nranks != srv->nranks || rank >= nranks) {
+    STRATA_LOG(STRATA_LOG_DEBUG, -1,
+               "store: a rank %u of %u ranks of job '%.*s' asked this store of job '%s' (%u ranks)",
+               rank, nranks, (int)job_len, (const char *)job, srv->job_id, srv->nranks);
+    return STORE_WIRE_OTHER_JOB;
+  }
+  uint8_t bit = (uint8_t)(1u << (rank & 7));
+  if (srv->admitted[rank >> 3] & bit) return STORE_WIRE_EARLIER;
+  srv->admitted[rank >> 3] |= bit;
+  return STORE_WIRE_WELCOME;
+}
+
+static int handle_hello(strata_store_server *srv, store_conn *c, uint32_t id, frame_reader *r) {
+  uint32_t job_len = read_u32(r);
+  if (r->bad || job_len > STORE_WIRE_MAX_KEY_BYTES || r->left != (size_t)job_len + 8) return -1;
+  const uint8_t *job = r->p;
+  uint32_t rank = store_wire_get_u32(r->p + job_len),
+           nranks = store_wire_get_u32(r->p + job_len + 4);
+  uint8_t verdict = hello_verdict(srv, job, job_len, rank, nranks);
+  conn_reply(c, id, STRATA_OK, &verdict, 1);
+  return 0;
+}
+
 /* GET (one key) and WAIT (n keys): answer now, or keep a waiter until the keys exist. */
 static int handle_wait(strata_store_server *srv, store_conn *c, uint8_t op, uint32_t id,
                        uint32_t timeout_ms, frame_reader *r) {
@@ -421,6 +458,8 @@ static int handle_frame(strata_store_server *srv, store_conn *c, const uint8_t *
     case STORE_WIRE_GET:
     case STORE_WIRE_WAIT:
       return handle_wait(srv, c, op, id, timeout_ms, &r);
+    case STORE_WIRE_HELLO:
+      return handle_hello(srv, c, id, &r);
     default:
       return -1;
   }
@@ -637,6 +676,8 @@ static int server_spawn(strata_store_server *srv) {
 }
 
 static void server_free(strata_store_server *srv) {
+  /* the listener first: a client still connecting is refused rather than queued unanswered */
+  if (srv->listen_fd >= 0) close(srv->listen_fd);
   while (srv->waiters) {
     store_waiter *w = srv->waiters;
     srv->waiters = w->next;
@@ -646,13 +687,16 @@ static void server_free(strata_store_server *srv) {
   free(srv->conns);
   free(srv->pfds);
   table_free(srv);
-  if (srv->listen_fd >= 0) close(srv->listen_fd);
+  free(srv->job_id);
+  free(srv->admitted);
   if (srv->wake_fds[0] >= 0) close(srv->wake_fds[0]);
   if (srv->wake_fds[1] >= 0) close(srv->wake_fds[1]);
   free(srv);
 }
 
-int strata_store_server_start(const char *addr, strata_store_server **out) {
+/* job_id NULL: a store for anyone; else a job's store (see the top of this file). */
+static int server_start(const char *addr, const char *job_id, int nranks,
+                        strata_store_server **out) {
   if (!addr || !out) return STRATA_ERR_INVALID_ARG;
   *out = NULL;
   strata_store_server *srv = calloc(1, sizeof *srv);
@@ -661,6 +705,12 @@ int strata_store_server_start(const char *addr, strata_store_server **out) {
   srv->nbuckets = 64;
   srv->buckets = calloc(srv->nbuckets, sizeof *srv->buckets);
   int status = srv->buckets ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  if (status == STRATA_OK && job_id) {
+    srv->nranks = (uint32_t)nranks;
+    srv->job_id = strdup(job_id);
+    srv->admitted = calloc(((size_t)nranks + 7) / 8, 1);
+    if (!srv->job_id || !srv->admitted) status = STRATA_ERR_NO_MEMORY;
+  }
   if (status == STRATA_OK && pipe2(srv->wake_fds, O_CLOEXEC | O_NONBLOCK) != 0)
     status = STRATA_ERR_SYSTEM;
   raise_fd_limit();
@@ -674,6 +724,17 @@ int strata_store_server_start(const char *addr, strata_store_server **out) {
   STRATA_LOG(STRATA_LOG_DEBUG, -1, "store: serving on %s (port %d)", addr, srv->port);
   *out = srv;
   return STRATA_OK;
+}
+
+int strata_store_server_start(const char *addr, strata_store_server **out) {
+  return server_start(addr, NULL, 0, out);
+}
+
+int strata_store_server_start_job(const char *addr, const char *job_id, int nranks,
+                                  strata_store_server **out) {
+  if (out) *out = NULL;
+  if (!job_id || nranks < 1) return STRATA_ERR_INVALID_ARG;
+  return server_start(addr, job_id, nranks, out);
 }
 
 int strata_store_server_port(const strata_store_server *server) {

@@ -15,9 +15,20 @@
  *     GET  str key                          GET   bytes value
  *     WAIT u32 n, n × str key               WAIT  (empty)
  *     ADD  str key, i64 delta               ADD   i64 new value
+ *     HELLO str job, u32 rank, u32 ranks    HELLO u8 verdict (store_wire_verdict)
  *
  * where `str` and `bytes` are a u32 length and that many bytes (keys are not NUL-terminated on
- * the wire and at most STORE_WIRE_MAX_KEY_BYTES long).
+ * the wire and at most STORE_WIRE_MAX_KEY_BYTES long; a HELLO's job may be empty).
+ *
+ * HELLO is the first request of a rank whose communicator's rank 0 serves the store in-process
+ * (a job's store: strata_store_server_start_job). Such a store lives and dies with one
+ * communicator, and the job's next communicator serves a fresh one at the same address, so a
+ * rank that is done with the old one early could reach it while it goes away and use its keys.
+ * A job's store admits each rank of its job and world size once: STORE_WIRE_WELCOME. A rank it
+ * admitted before can only be asking for a later communicator (STORE_WIRE_EARLIER), and a rank of
+ * another job has its own rank 0 coming to serve this address (STORE_WIRE_OTHER_JOB); either way
+ * the store keeps the connection open and the client waits until it closes, then connects again. A
+ * store that no communicator owns (`strata store`, `strata launch`) welcomes every HELLO.
  *
  * Replies may arrive out of order: a GET or WAIT waits on the server until its keys exist or its
  * timeout passes (then the reply carries STRATA_ERR_TIMEOUT), while later requests on the same
@@ -43,7 +54,14 @@ typedef enum store_wire_op {
   STORE_WIRE_GET = 2,
   STORE_WIRE_WAIT = 3,
   STORE_WIRE_ADD = 4,
+  STORE_WIRE_HELLO = 5,
 } store_wire_op;
+
+typedef enum store_wire_verdict {
+  STORE_WIRE_WELCOME = 0,
+  STORE_WIRE_EARLIER = 1,   /* this store serves an earlier communicator of the rank's job */
+  STORE_WIRE_OTHER_JOB = 2, /* this store serves another job */
+} store_wire_verdict;
 
 static inline void store_wire_put_u16(uint8_t *p, uint16_t v) {
   p[0] = (uint8_t)(v >> 8);

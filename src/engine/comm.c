@@ -95,15 +95,22 @@ static int connect_world(strata_comm *comm) {
     if (status != STRATA_OK) return status;
     goto open_net;
   }
+  /* A store rank 0 serves lives only as long as this communicator, and the job's next one serves
+   * another at the same address: ranks connect as members of this job so that a rank done early
+   * never talks to the store that is going away (store_wire.h: HELLO). */
   if (!cfg->store_external && comm->rank == 0) {
-    status = strata_store_server_start(cfg->store_addr, &comm->store_server);
+    status = strata_store_server_start_job(cfg->store_addr, cfg->job_id, comm->nranks,
+                                           &comm->store_server);
     if (status != STRATA_OK) {
       STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "cannot serve the rendezvous store on %s: %s",
                  cfg->store_addr, strata_strerror(status));
       return status;
     }
   }
-  status = strata_store_connect(cfg->store_addr, cfg->timeout_s, &comm->store);
+  status = cfg->store_external
+               ? strata_store_connect(cfg->store_addr, cfg->timeout_s, &comm->store)
+               : strata_store_connect_job(cfg->store_addr, cfg->job_id, comm->rank, comm->nranks,
+                                          cfg->timeout_s, &comm->store);
   if (status != STRATA_OK) {
     STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "cannot reach the rendezvous store at %s: %s",
                cfg->store_addr, strata_strerror(status));
