@@ -9,7 +9,7 @@
  * loopback port below the kernel's ephemeral range, so no outgoing connection of another test
  * takes it while it is unbound between cycles.
  *
- * First, the rule that makes this work, at the store's level: a job's store admits each rank of
+ * Then the rule that makes this work, at the store's level: a job's store admits each rank of
  * its job and size once, keeps everyone else out while it lives, and a rank kept out ends up
  * connected to the store that replaces it.
  */
