@@ -283,7 +283,14 @@ STRATA_API int strata_comm_init_store(const strata_config *cfg, const strata_sto
  * concurrently with it. Every rank must call it in the same order. */
 #define STRATA_UNDEFINED (-1)
 STRATA_API int strata_comm_split(strata_comm *comm, int color, int key, strata_comm **out);
-/* Wait for pending requests, close connections, free. NULL is accepted. */
+/* Close the connections, stop the progress thread and free the communicator; NULL is accepted.
+ * Returns STRATA_OK. Operations still pending are not waited for (a peer that never joins them
+ * would hold destroy for as long as it lives): they fail with STRATA_ERR_ABORTED at once, and the
+ * peers are told, as by strata_comm_abort. Their requests stay valid: strata_request_wait or
+ * strata_request_test returns STRATA_ERR_ABORTED (or the status of an operation that had
+ * finished) and frees each, as before destroy; what they need of the communicator lives until
+ * the last is completed. Wait for requests before destroy to have them finish. Not concurrently
+ * with any other call on `comm`, completing its requests included. */
 STRATA_API int strata_comm_destroy(strata_comm *comm);
 /* Fail every pending and future call with STRATA_ERR_ABORTED and tell the peers. */
 STRATA_API int strata_comm_abort(strata_comm *comm);
@@ -336,10 +343,13 @@ STRATA_API strata_algo strata_comm_algorithm(const strata_comm *comm, const stra
  * an unknown collective or dtype, or a size that overflows. */
 STRATA_API int strata_coll_buffer_bytes(const strata_comm *comm, const strata_coll_args *args,
                                         uint64_t *send_bytes, uint64_t *recv_bytes);
-/* Wait for `req`, free it and return the operation's status. */
+/* Wait for `req`, free it and return the operation's status. A request outlives its
+ * communicator: after strata_comm_destroy it returns at once, STRATA_ERR_ABORTED if destroy cut
+ * its operation short. */
 STRATA_API int strata_request_wait(strata_request *req);
 /* Non-blocking check. Returns STRATA_ERR_IN_PROGRESS if not done (req stays valid); otherwise
- * frees `req` and returns the operation's status. */
+ * frees `req` and returns the operation's status (after strata_comm_destroy every request is
+ * done, see strata_request_wait). */
 STRATA_API int strata_request_test(strata_request *req);
 
 /* Every rank contributes `count` elements of sendbuf; every recvbuf receives the reduction. */

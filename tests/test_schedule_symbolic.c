@@ -220,6 +220,8 @@ static void run_case(strata_coll c, strata_algo algo, int n, uint64_t count, int
     int form = in_place == 2 && r != 0 ? STRATA_IN_PLACE_ALIAS : in_place ? STRATA_IN_PLACE : 0;
     strata_sched_params p = {c, algo, r, n, root, count, 4, form, chunk_bytes, NULL};
     int status = strata_schedule_build(&p, &sched[r]);
+    /* as the engine runs it: a rooted collective carries the signature check */
+    if (status == STRATA_OK) status = strata_schedule_add_signature_check(&p, &sched[r]);
     if (status != STRATA_OK) {
       CHECK(0, "%s rank %d: build returned %d", what, r, status);
       ok = 0;
@@ -626,6 +628,193 @@ static void test_sim_catches(void) {
   for (int r = 0; r < 2; r++) strata_schedule_free(&s[r]);
 }
 
+/* ---- the signature check -----------------------------------------------------------------------
+ * Ranks called with different roots (or counts) must all fail: some rank must receive a message
+ * of another signature, and no rank may complete its schedule first. A small model of the
+ * engine's matching (transport.h, engine.c): per directed link a FIFO of messages; each rank
+ * posts its transfers to a peer in index order once their dependencies are done; a posted
+ * receive takes the link's next message and fails (stays pending) on another signature or byte
+ * count. Eager: a send completes when posted, as over a transport that buffers (the most a rank
+ * can complete); otherwise when a receive takes it (rendezvous: the fewest messages move). The
+ * final state does not depend on the order of events, so one sweep to a fixpoint decides. */
+enum { SIG_MAX_RANKS = 8 };
+
+typedef struct sig_message {
+  int sig;
+  uint64_t bytes;
+  uint32_t sender_step;
+} sig_message;
+
+typedef struct sig_link {
+  sig_message msgs[4096];
+  uint32_t head, tail;
+} sig_link;
+
+typedef struct sig_world {
+  int n, eager;
+  const strata_schedule *s;
+  const int *sig;
+  uint8_t *done[SIG_MAX_RANKS];
+  uint32_t send_cur[SIG_MAX_RANKS][SIG_MAX_RANKS], recv_cur[SIG_MAX_RANKS][SIG_MAX_RANKS];
+  int stuck[SIG_MAX_RANKS][SIG_MAX_RANKS];
+  sig_link *links; /* links[from * n + to] */
+  int mismatches;
+} sig_world;
+
+static int sig_ready(const sig_world *w, int r, uint32_t i) {
+  const strata_step *st = &w->s[r].steps[i];
+  for (uint32_t k = 0; k < st->dep_count; k++)
+    if (!w->done[r][w->s[r].deps[st->dep_begin + k]]) return 0;
+  return 1;
+}
+
+/* The next transfer of `kind` between r and peer at or after *cursor (nsteps when none). */
+static uint32_t sig_next(const sig_world *w, int r, int peer, int send, uint32_t *cursor) {
+  const strata_schedule *s = &w->s[r];
+  while (*cursor < s->nsteps) {
+    const strata_step *st = &s->steps[*cursor];
+    int is_send = st->kind == STRATA_STEP_SEND;
+    int is_recv = st->kind == STRATA_STEP_RECV || st->kind == STRATA_STEP_RECV_REDUCE;
+    if (st->peer == peer && (send ? is_send : is_recv)) break;
+    (*cursor)++;
+  }
+  return *cursor;
+}
+
+static int sig_sweep(sig_world *w) {
+  int moved = 0;
+  for (int r = 0; r < w->n; r++) {
+    const strata_schedule *s = &w->s[r];
+    for (uint32_t i = 0; i < s->nsteps; i++)
+      if (!w->done[r][i] && s->steps[i].kind >= STRATA_STEP_COPY && sig_ready(w, r, i))
+        w->done[r][i] = 1, moved = 1;
+    for (int q = 0; q < w->n; q++) {
+      if (q == r) continue;
+      uint32_t i;
+      while ((i = sig_next(w, r, q, 1, &w->send_cur[r][q])) < s->nsteps && sig_ready(w, r, i)) {
+        sig_link *l = &w->links[r * w->n + q];
+        if (l->tail == sizeof l->msgs / sizeof l->msgs[0]) return -1;
+        l->msgs[l->tail++] = (sig_message){w->sig[r], s->steps[i].bytes, i};
+        if (w->eager) w->done[r][i] = 1;
+        w->send_cur[r][q]++, moved = 1;
+      }
+      sig_link *in = &w->links[q * w->n + r];
+      while (!w->stuck[r][q] && (i = sig_next(w, r, q, 0, &w->recv_cur[r][q])) < s->nsteps &&
+             sig_ready(w, r, i) && in->head < in->tail) {
+        const sig_message *m = &in->msgs[in->head++];
+        moved = 1;
+        if (m->sig != w->sig[r] || m->bytes != s->steps[i].bytes) {
+          w->stuck[r][q] = 1, w->mismatches++;
+          break;
+        }
+        w->done[r][i] = 1;
+        if (!w->eager) w->done[q][m->sender_step] = 1;
+        w->recv_cur[r][q]++;
+      }
+    }
+  }
+  return moved;
+}
+
+/* Runs the world to its fixpoint; returns how many ranks completed every step (-1: overflow). */
+static int sig_run(const strata_schedule *s, const int *sig, int n, int eager, int *mismatches) {
+  sig_world w;
+  memset(&w, 0, sizeof w);
+  w.n = n, w.eager = eager, w.s = s, w.sig = sig;
+  w.links = calloc((size_t)n * (size_t)n, sizeof *w.links);
+  for (int r = 0; r < n; r++) w.done[r] = calloc(s[r].nsteps + 1, 1);
+  int moved;
+  while ((moved = sig_sweep(&w)) > 0) {
+  }
+  int completed = 0;
+  for (int r = 0; r < n; r++) {
+    uint32_t i = 0;
+    while (i < s[r].nsteps && w.done[r][i]) i++;
+    completed += i == s[r].nsteps;
+    free(w.done[r]);
+  }
+  free(w.links);
+  *mismatches = w.mismatches;
+  return moved < 0 ? -1 : completed;
+}
+
+static void signature_case(strata_coll c, strata_algo algo, int n, const int *roots,
+                           const uint64_t *counts, const char *pattern) {
+  strata_schedule sched[SIG_MAX_RANKS];
+  int sig[SIG_MAX_RANKS], agree = 1, ok = 1;
+  char what[160];
+  snprintf(what, sizeof what, "signature check: %s/%s n=%d %s", coll_names[c], algo_names[algo], n,
+           pattern);
+  cases++;
+  memset(sched, 0, sizeof sched);
+  for (int r = 0; r < n; r++) {
+    strata_sched_params p = {c, algo, r, n, roots[r], counts[r], 4, 0, 8, NULL};
+    sig[r] = roots[r] * 1000003 + (int)counts[r];
+    agree &= sig[r] == sig[0];
+    ok &= strata_schedule_build(&p, &sched[r]) == STRATA_OK &&
+          strata_schedule_add_signature_check(&p, &sched[r]) == STRATA_OK;
+  }
+  CHECK(ok, "%s: build failed", what);
+  for (int r = 0; ok && r < n; r++) {
+    /* round 0 first and free to go: nothing the mismatch blocks can hold it back */
+    const strata_step *st = sched[r].steps;
+    CHECK(sched[r].nsteps >= 2 && st[0].kind == STRATA_STEP_SEND && st[0].peer == (r + 1) % n &&
+              st[0].bytes == 0 && st[0].dep_count == 0 && st[1].kind == STRATA_STEP_RECV &&
+              st[1].peer == (r + n - 1) % n && st[1].bytes == 0 && st[1].dep_count == 0,
+          "%s: rank %d does not start with the check's first round", what, r);
+  }
+  for (int eager = 0; ok && eager <= 1; eager++) {
+    int mismatches = 0, completed = sig_run(sched, sig, n, eager, &mismatches);
+    CHECK(completed >= 0, "%s: model overflow", what);
+    if (agree)
+      CHECK(completed == n && mismatches == 0, "%s (%s): %d ranks completed, %d mismatches", what,
+            eager ? "eager" : "rendezvous", completed, mismatches);
+    else if (eager)
+      CHECK(completed == 0 && mismatches > 0, "%s (eager): %d ranks completed, %d mismatches", what,
+            completed, mismatches);
+    else
+      CHECK(mismatches > 0, "%s (rendezvous): nobody noticed", what);
+  }
+  for (int r = 0; r < n; r++) strata_schedule_free(&sched[r]);
+}
+
+static void test_signature_check(void) {
+  static const strata_coll colls[] = {STRATA_COLL_BROADCAST, STRATA_COLL_REDUCE, STRATA_COLL_GATHER,
+                                      STRATA_COLL_SCATTER};
+  uint64_t seed = 12345;
+  for (int n = 2; n <= SIG_MAX_RANKS; n++)
+    for (size_t k = 0; k < sizeof colls / sizeof colls[0]; k++) {
+      int chained = colls[k] == STRATA_COLL_BROADCAST || colls[k] == STRATA_COLL_REDUCE;
+      strata_algo algos[3] = {STRATA_ALGO_AUTO, STRATA_ALGO_TREE,
+                              chained ? STRATA_ALGO_RING : STRATA_ALGO_DIRECT};
+      for (int a = 0; a < 3; a++)
+        for (uint64_t count = 1; count <= 41; count += 20) {
+          int roots[SIG_MAX_RANKS];
+          uint64_t counts[SIG_MAX_RANKS];
+          for (int r = 0; r < n; r++) roots[r] = 0, counts[r] = count;
+          signature_case(colls[k], algos[a], n, roots, counts, "same root");
+          for (int r = 0; r < n; r++) roots[r] = r;
+          signature_case(colls[k], algos[a], n, roots, counts, "each its own root");
+          for (int r = 0; r < n; r++) roots[r] = (r + 1) % n;
+          signature_case(colls[k], algos[a], n, roots, counts, "each the next root");
+          for (int odd = 0; odd < n; odd++) {
+            for (int r = 0; r < n; r++) roots[r] = r == odd ? (odd + 1) % n : 0;
+            signature_case(colls[k], algos[a], n, roots, counts, "one other root");
+            for (int r = 0; r < n; r++) roots[r] = 0, counts[r] = count + (r == odd);
+            signature_case(colls[k], algos[a], n, roots, counts, "one other count");
+            for (int r = 0; r < n; r++) counts[r] = count;
+          }
+          for (int trial = 0; trial < 4; trial++) {
+            for (int r = 0; r < n; r++) {
+              seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+              roots[r] = (int)((seed >> 33) % (uint64_t)n);
+            }
+            signature_case(colls[k], algos[a], n, roots, counts, "random roots");
+          }
+        }
+    }
+}
+
 int main(void) {
   alarm(120);
   test_bad_params();
@@ -636,6 +825,7 @@ int main(void) {
   test_real_i32();
   test_symbolic_all();
   test_symbolic_large_allreduce();
+  test_signature_check();
   if (failures) {
     fprintf(stderr, "%d failure(s) in %d symbolic cases\n", failures, cases);
     return 1;

@@ -9,6 +9,8 @@
  *  - steps touching the same bytes, one of them writing, are ordered by dependencies;
  *  - with nranks > 1 every rank sends or receives at least one (possibly empty) message, along a
  *    connected pattern, so that a peer calling another collective is always noticed.
+ * A rooted collective that the engine runs also gets the signature check (at the end of this
+ * file), so that ranks calling it with different roots all notice too.
  * This file never allocates anything but the step and dependency arrays and never touches data.
  *
  * AUTO choice (strata_schedule_choose). Costs are the α-β(-γ) formulas of Thakur, Rabenseifner and
@@ -380,6 +382,65 @@ int strata_schedule_build(const strata_sched_params *params, strata_schedule *ou
   out->algo = algo;
   status = build(params, out);
   if (status == STRATA_OK) status = strata_schedule_status(out);
+  if (status != STRATA_OK) strata_schedule_free(out);
+  return status;
+}
+
+/* ---- the signature check ---------------------------------------------------------------------
+ * Ranks that disagree on a rooted collective's root build schedules that may never exchange a
+ * message whose tag could tell them: with two ranks each taking itself for the root, a broadcast
+ * only sends on both and returns different data, a reduce only waits on both. And a rank whose
+ * part only sends (a broadcast's root, a gather's leaf), or only hears from ranks that agree with
+ * it, completes before any failure elsewhere reaches it. So every rooted collective carries a
+ * dissemination check of empty messages: in round k a rank sends to rank + 2^k and receives from
+ * rank - 2^k, rounds 0 .. ceil(lg n) - 1, a round's send waiting for every earlier round's
+ * receive. The engine tags them, like every message of the call, with the call's signature, root
+ * included (api.c).
+ *
+ * Detection. Round 0's send and receive come first on their links and depend on nothing, so no
+ * data step that never becomes ready (a send waiting for a receive the mismatch will never
+ * match) holds them back: if the ranks disagree, some rank's predecessor disagrees with it, that
+ * rank receives a tag it did not post and fails with STRATA_ERR_MISMATCH at once, and the
+ * engine's abort passes it to every rank.
+ * Completion. A rank that received round k from rank - 2^k, all tags its own, knows that the
+ * 2^(k+1) ranks ending with itself were called alike (rank - 2^k had received its own rounds before
+ * sending); after the last round that is every rank. So no rank completes a call the others
+ * disagree on: each is still waiting when the abort arrives, and returns the mismatch too.
+ *
+ * Cost. No data step depends on the check, and rounds after the first come last on their links,
+ * behind the data: the common path pays one empty message per round per rank, and a rank returns
+ * only once every rank has entered the call (a broadcast's root no longer runs ahead). The check
+ * is added by the engine (api.c) rather than by strata_schedule_build, so the builders, the
+ * phases hier.c composes and the cost model see the algorithms alone. */
+static int coll_needs_signature_check(const strata_sched_params *p) {
+  return p->nranks > 1 && p->coll != STRATA_COLL_SEND && p->coll != STRATA_COLL_RECV &&
+         coll_is_rooted(p->coll);
+}
+
+/* The check's receives, one per round; at most 31 rounds for an int rank count. */
+enum { STRATA_SIGNATURE_ROUNDS_MAX = 31 };
+
+int strata_schedule_add_signature_check(const strata_sched_params *params, strata_schedule *sched) {
+  if (!params || !sched || !coll_needs_signature_check(params)) return STRATA_OK;
+  if (sched->status != STRATA_OK) return sched->status;
+  strata_schedule data = *sched, *out = sched; /* everything but the steps stays: scratch, ... */
+  out->steps = NULL, out->deps = NULL;
+  out->nsteps = out->steps_cap = out->ndeps = out->deps_cap = 0;
+  const int64_t n = params->nranks, rank = params->rank;
+  const strata_bufref nothing = strata_ref(STRATA_BUF_SCRATCH, 0);
+  uint32_t received[STRATA_SIGNATURE_ROUNDS_MAX];
+  uint32_t rounds = 0;
+  strata_sched_send(out, (int)((rank + 1) % n), nothing, 0, NULL, 0);
+  int64_t step = strata_sched_recv(out, (int)((rank + n - 1) % n), nothing, 0, NULL, 0);
+  if (step >= 0) received[rounds++] = (uint32_t)step;
+  int status = strata_sched_append(out, &data, NULL, 0, NULL, NULL);
+  for (int64_t distance = 2; status == STRATA_OK && distance < n; distance *= 2) {
+    strata_sched_send(out, (int)((rank + distance) % n), nothing, 0, received, rounds);
+    step = strata_sched_recv(out, (int)((rank + n - distance) % n), nothing, 0, NULL, 0);
+    if (step >= 0) received[rounds++] = (uint32_t)step;
+    status = strata_schedule_status(out);
+  }
+  strata_schedule_free(&data);
   if (status != STRATA_OK) strata_schedule_free(out);
   return status;
 }

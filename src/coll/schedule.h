@@ -111,6 +111,14 @@ typedef struct strata_sched_params {
  * nothing is allocated. Returns STRATA_OK, STRATA_ERR_INVALID_ARG or STRATA_ERR_UNSUPPORTED
  * (e.g. an algorithm that does not exist for that collective) or STRATA_ERR_NO_MEMORY. */
 int strata_schedule_build(const strata_sched_params *params, strata_schedule *out);
+/* Add the signature check to `sched`, one rank's schedule of a rooted collective (broadcast,
+ * reduce, gather, scatter) built for `params`: empty messages in ceil(lg nranks) rounds, the first
+ * round ahead of every other step on its links, the others behind them (schedule.c explains
+ * why). The engine tags them with the call's signature, so ranks that were called with different
+ * roots all fail with STRATA_ERR_MISMATCH, and none completes before every rank has joined.
+ * Nothing is added for other collectives or a single rank. Returns STRATA_OK, or the schedule's
+ * failure or STRATA_ERR_NO_MEMORY with `sched` freed. */
+int strata_schedule_add_signature_check(const strata_sched_params *params, strata_schedule *sched);
 /* The algorithm AUTO resolves to for these parameters (size and rank count). */
 strata_algo strata_schedule_choose(const strata_sched_params *params);
 /* 1 if `algo` exists for `coll` (AUTO always does), else 0 — e.g. to fall back to AUTO when an

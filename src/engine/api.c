@@ -139,7 +139,9 @@ static uint64_t fnv1a(uint64_t hash, uint64_t value) {
 }
 
 /* The tag every message of this operation carries: what was called (so ranks that called
- * something else are told) and the sequence number (so operations cannot be confused). */
+ * something else are told; a rooted collective's signature check makes sure its ranks exchange
+ * messages even when they disagree on the root, schedule.c) and the sequence number (so
+ * operations cannot be confused). */
 static uint64_t operation_tag(strata_comm *comm, strata_operation *op) {
   const strata_coll_args *a = &op->args;
   int p2p = a->coll == STRATA_COLL_SEND || a->coll == STRATA_COLL_RECV;
@@ -462,6 +464,7 @@ static int operation_create(strata_comm *comm, const strata_coll_args *args,
   op->args = resolved;
   if (!reused) {
     status = strata_schedule_build(&params, &op->sched);
+    if (status == STRATA_OK) status = strata_schedule_add_signature_check(&params, &op->sched);
     op->reusable = 1;
     op->key = params;
   }
@@ -498,6 +501,7 @@ static int operation_run(strata_comm *comm, strata_operation *op, strata_request
       strata_operation_free(op);
       return status;
     }
+    atomic_fetch_add(&comm->requests_held, 1); /* until the caller completes it */
     *req = (strata_request *)op;
     return STRATA_OK;
   }
@@ -565,6 +569,16 @@ int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_re
   return operation_run(comm, op, req);
 }
 
+/* A request the caller completed: the operation retires, then its hold on the communicator goes,
+ * the last of which frees a destroyed communicator (strata_comm_destroy keeps it for them). */
+static int request_complete(strata_operation *op) {
+  strata_comm *comm = op->comm;
+  int status = op->status;
+  operation_retire(op);
+  strata_comm_release(comm);
+  return status;
+}
+
 int strata_request_wait(strata_request *req) {
   strata_operation *op = (strata_operation *)req;
   if (!op) return STRATA_ERR_INVALID_ARG;
@@ -576,9 +590,7 @@ int strata_request_wait(strata_request *req) {
     pthread_mutex_unlock(&comm->lock);
     atomic_fetch_sub(&comm->waiters, 1);
   }
-  int status = op->status;
-  operation_retire(op);
-  return status;
+  return request_complete(op);
 }
 
 int strata_request_test(strata_request *req) {
@@ -590,9 +602,7 @@ int strata_request_test(strata_request *req) {
     pthread_mutex_unlock(&comm->lock);
   }
   if (!atomic_load(&op->done)) return STRATA_ERR_IN_PROGRESS;
-  int status = op->status;
-  operation_retire(op);
-  return status;
+  return request_complete(op);
 }
 
 int strata_comm_get_stats(strata_comm *comm, strata_comm_stats *out) {

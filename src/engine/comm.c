@@ -250,14 +250,18 @@ int strata_comm_init_env(strata_comm **out) {
   return strata_comm_init(&cfg, out);
 }
 
+/* Pending operations fail at once instead of being waited for: a peer that is alive but never
+ * joins them would hold destroy for as long as it lives. Their peers are told, as by
+ * strata_comm_abort, and their requests stay valid, holding the communicator's memory but none
+ * of its connections or threads (strata_comm_release). */
 int strata_comm_destroy(strata_comm *comm) {
   if (!comm) return STRATA_OK;
-  int status = STRATA_OK;
   pthread_mutex_lock(&comm->lock);
   if (comm->active_head) {
-    /* finish what is pending (bounded by the engine's own timeout) */
-    while (comm->active_head && !atomic_load(&comm->error)) strata_engine_poll(comm);
-    status = atomic_load(&comm->error);
+    STRATA_LOG(STRATA_LOG_WARN, comm->rank,
+               "destroyed with %u operations pending: they fail with STRATA_ERR_ABORTED",
+               comm->active_count);
+    strata_engine_fail(comm, STRATA_ERR_ABORTED, 1);
   }
   comm->thread_stop = 1;
   pthread_cond_broadcast(&comm->cond);
@@ -268,16 +272,23 @@ int strata_comm_destroy(strata_comm *comm) {
   if (comm->store_server) strata_store_server_stop(comm->store_server);
   pthread_cond_destroy(&comm->cond);
   pthread_mutex_destroy(&comm->lock);
-  strata_spare_release(comm);
-  strata_scratch_release(comm);
-  pthread_mutex_destroy(&comm->scratch_lock);
   free(comm->site_of_rank);
   free(comm->p2p_send_seq);
   free(comm->p2p_recv_seq);
   free(comm->send_queues);
   free(comm->recv_queues);
+  strata_comm_release(comm);
+  return STRATA_OK;
+}
+
+/* The last hold frees what a request still touches when it is completed: the spare it may
+ * become (api.c, operation_retire) and the scratch cache its scratch goes back to. */
+void strata_comm_release(strata_comm *comm) {
+  if (atomic_fetch_sub(&comm->requests_held, 1) > 0) return;
+  strata_spare_release(comm);
+  strata_scratch_release(comm);
+  pthread_mutex_destroy(&comm->scratch_lock);
   free(comm);
-  return status;
 }
 
 int strata_comm_abort(strata_comm *comm) {

@@ -127,6 +127,11 @@ struct strata_comm {
   /* the last finished operation strata_collective built, kept for the next call with its key
    * (api.c, operation_retire): repeated calls skip building the schedule and allocating */
   _Atomic(strata_operation *) spare_op;
+  /* Request handles given out (api.c) and not yet completed by strata_request_wait/test. Such a
+   * handle may outlive strata_comm_destroy, which fails its operation: destroy's own hold is
+   * counted as the one below zero, and whoever drops the last hold frees what the handles still
+   * touch (strata_comm_release). */
+  atomic_int requests_held;
 };
 
 /* engine.c */
@@ -148,6 +153,9 @@ void strata_scratch_give(strata_comm *comm, void *buf, uint64_t cap);
 void strata_scratch_release(strata_comm *comm);
 /* Free the spare operation (strata_comm_destroy). */
 void strata_spare_release(strata_comm *comm);
+/* comm.c. Drop one hold on the communicator's memory, a completed request's or destroy's
+ * (requests_held); the last one frees the communicator. */
+void strata_comm_release(strata_comm *comm);
 
 /* api.c. Run `sched`, one rank's schedule built by the caller rather than by src/coll, as one
  * blocking collective operation over `send` and `recv` (their sizes bound every step; 0 = not
