@@ -48,7 +48,8 @@ typedef enum strata_status {
   STRATA_ERR_INVALID_ARG = -1,  /* a NULL pointer, bad rank, bad dtype/op, count overflow ... */
   STRATA_ERR_NO_MEMORY = -2,    /* an allocation failed */
   STRATA_ERR_SYSTEM = -3,       /* an operating-system call failed (the log says which) */
-  STRATA_ERR_TIMEOUT = -4,      /* no progress within the communicator's timeout */
+  STRATA_ERR_TIMEOUT = -4,      /* a peer fell silent for STRATA_TIMEOUT, or an operation made no
+                                   progress for STRATA_OP_TIMEOUT */
   STRATA_ERR_PEER_LOST = -5,    /* a peer closed its connection or died */
   STRATA_ERR_MISMATCH = -6,     /* ranks called different collectives, counts, types or ops */
   STRATA_ERR_AUTH = -7,         /* the peer does not know the job secret */
@@ -61,7 +62,11 @@ typedef enum strata_status {
   STRATA_ERR_PARSE = -14,       /* an input file is malformed */
   STRATA_ERR_NOT_FOUND = -15,   /* a key, file or name does not exist */
   STRATA_ERR_IN_PROGRESS = -16, /* the request has not completed yet (strata_request_test) */
-  STRATA_STATUS_MIN = -16
+  STRATA_ERR_REVOKED = -17,     /* the communicator was revoked (strata_comm_revoke, here or on a
+                                   peer): shrink it to go on */
+  STRATA_ERR_EXCLUDED = -18,    /* the survivors agreed on a group without this rank (it was taken
+                                   for dead): join again (strata_comm_grow) */
+  STRATA_STATUS_MIN = -18
 } strata_status;
 
 /* A sentence describing `status`, e.g. "peer lost: a peer closed its connection or died".
@@ -207,7 +212,9 @@ typedef struct strata_config {
                                  "cubic"); "" = the system default */
   double tcp_link_gbps;       /* STRATA_TCP_LINK_GBPS: bandwidth hint for auto buffers; 0 = 10 */
   size_t chunk_bytes;         /* STRATA_CHUNK: pipelining chunk size of ring algorithms */
-  double timeout_s;           /* STRATA_TIMEOUT: seconds without progress before an error (30) */
+  double timeout_s;           /* STRATA_TIMEOUT: seconds of silence (no heartbeat, no byte) after
+                                 which a peer is taken for dead or frozen, and the bound of
+                                 rendezvous and connection steps (30) */
   strata_algo algo;           /* STRATA_ALGO: force an algorithm for every collective */
   strata_log_level log_level; /* STRATA_LOG: off|error|warn|info|debug|trace */
   char site[64];              /* STRATA_SITE: the site this rank is in (hierarchical collectives;
@@ -218,6 +225,13 @@ typedef struct strata_config {
                                  to 1.3 x the bandwidth-delay product the receiver measures
                                  (src/net/tcp_govern.c, docs/wan.md item 7); 0 by default, and off
                                  whenever STRATA_TCP_BUFFER fixes the buffers */
+  double op_timeout_s;        /* STRATA_OP_TIMEOUT: seconds an operation may go without progress
+                                 while every peer is alive (one is late: a checkpoint, an eval);
+                                 0 (default, or "off") = no limit: only a dead or frozen peer
+                                 fails it, after STRATA_TIMEOUT */
+  int join;                   /* STRATA_JOIN (1/0): strata_comm_init joins a running job at its
+                                 members' next strata_comm_grow instead of starting one; rank and
+                                 world_size are then assigned, not read */
 } strata_config;
 
 /* Fill `cfg` with defaults (rank -1, world_size -1, shm on, 4 TCP streams, 30 s timeout, ...). */
@@ -283,6 +297,41 @@ STRATA_API int strata_comm_init_store(const strata_config *cfg, const strata_sto
  * concurrently with it. Every rank must call it in the same order. */
 #define STRATA_UNDEFINED (-1)
 STRATA_API int strata_comm_split(strata_comm *comm, int color, int key, strata_comm **out);
+/* ---- Elastic communicators (docs/elastic.md) ----
+ * For jobs that go on when ranks die, freeze, or join. They need a rendezvous store that outlives
+ * any member: `strata store` (STRATA_STORE_EXTERNAL=1), torchrun's, or a rank 0 that survives.
+ *
+ * Revoke: every pending and future operation on `comm` fails with STRATA_ERR_REVOKED, here and
+ * on every live peer (the revocation travels to them, idle or not). Non-blocking, idempotent,
+ * callable from any thread, also while another thread is blocked in a call on `comm`. */
+STRATA_API int strata_comm_revoke(strata_comm *comm);
+/* Shrink: collective over the live ranks of `comm` (after a failure, a revocation, or any time):
+ * they agree on who is alive — a rank that died, or has been silent for STRATA_TIMEOUT (frozen),
+ * is left out; a live rank is waited for (up to STRATA_OP_TIMEOUT when set) — and get *out, a
+ * communicator of the next epoch over those ranks, numbered 0..k-1 in their order in `comm`.
+ * `comm` is revoked by it and is destroyed by the caller. A rank the others left out (it came
+ * after they decided, or they took it for dead) gets STRATA_ERR_EXCLUDED and *out = NULL. */
+STRATA_API int strata_comm_shrink(strata_comm *comm, strata_comm **out);
+/* Agree: collective over the live ranks of `comm`, healthy or failed: *flag becomes the AND of
+ * every live rank's *flag, the same on all of them, and the ranks that did not take part (dead
+ * or frozen) become the failed set strata_comm_failed_ranks reports. Through the store: a few
+ * round trips to it, not a data-path collective. STRATA_ERR_EXCLUDED as for shrink. */
+STRATA_API int strata_comm_agree(strata_comm *comm, int *flag);
+/* The failed set of the last strata_comm_agree or strata_comm_shrink on `comm`: the first
+ * `capacity` ranks into `ranks` (ascending), and returns how many there are (negative status on
+ * bad arguments). */
+STRATA_API int strata_comm_failed_ranks(const strata_comm *comm, int *ranks, int capacity);
+/* Grow: collective over the members of a healthy `comm`. Every process that called
+ * strata_comm_init with cfg->join = 1 (STRATA_JOIN=1; the job's store address, job id and secret)
+ * since the last grow is admitted: *out is a communicator of the next epoch, members keep their
+ * ranks, joiners follow in the order they arrived, and the joiners' strata_comm_init returns
+ * theirs. With nobody waiting, *out = NULL: go on with `comm`. A joiner waits for a grow for as
+ * long as STRATA_OP_TIMEOUT allows (no limit by default). */
+STRATA_API int strata_comm_grow(strata_comm *comm, strata_comm **out);
+/* 0 for a communicator from strata_comm_init, one more for each shrink or grow that led to it.
+ * Communicators of different epochs never exchange a byte: each epoch has its own job id. */
+STRATA_API uint64_t strata_comm_epoch(const strata_comm *comm);
+
 /* Close the connections, stop the progress thread and free the communicator; NULL is accepted.
  * Returns STRATA_OK. Operations still pending are not waited for (a peer that never joins them
  * would hold destroy for as long as it lives): they fail with STRATA_ERR_ABORTED at once, and the
@@ -488,6 +537,8 @@ STRATA_API void strata_diloco_options_init(strata_diloco_options *opt);
 /* A DiLoCo state over `nparams` parameter buffers (collective: every rank of `comm` calls it with
  * buffers of the same counts and dtypes and the same options, else STRATA_ERR_MISMATCH on every
  * rank). theta_global starts as rank 0's parameters, broadcast into every rank's buffers.
+ * comm = NULL makes a state of this process alone, for a worker that joins a running job: it
+ * exchanges nothing until strata_diloco_sync gives it the members' state.
  * STRATA_ERR_INVALID_ARG for a bad option or buffer, STRATA_ERR_UNSUPPORTED for another dtype. */
 STRATA_API int strata_diloco_create(strata_comm *comm, const strata_diloco_param *params,
                                     size_t nparams, const strata_diloco_options *opt,
@@ -526,8 +577,50 @@ STRATA_API int strata_diloco_load(strata_diloco *d, const void *buf, size_t byte
  * Abandoning waits for them on the old communicator: a broken one fails them at once, a working
  * one completes them when its peers take part (or fails them after its timeout). */
 STRATA_API int strata_diloco_set_comm(strata_diloco *d, strata_comm *comm);
+/* Collective over `comm` (after strata_comm_grow, or a shrink): moves the state to `comm` and
+ * makes every rank's theta_global, momentum and step counts the members' (strata_shared_sync: the
+ * most outer steps win); a rank that pulled them (a joiner, a worker that fell behind) also
+ * restarts theta_local from theta_global. A joiner creates its state with comm = NULL (no
+ * exchange: only its buffers and options, which must match the members') and calls this once it
+ * is in. *pulled (may be NULL) = 1 on the ranks whose state was replaced. */
+STRATA_API int strata_diloco_sync(strata_diloco *d, strata_comm *comm, int *pulled);
 /* Waits for exchanges in flight (errors ignored) and frees; NULL is accepted. */
 STRATA_API void strata_diloco_destroy(strata_diloco *d);
+
+/* ---------------------------------------------------------------------------------------------
+ * Shared state (docs/elastic.md): named buffers every member must hold alike — model, optimizer
+ * moments, DiLoCo's global parameters — with a revision the caller advances after each update.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct strata_shared_entry {
+  const char *name; /* unique within the state; names and sizes must match on every rank */
+  void *data;
+  size_t bytes;
+} strata_shared_entry;
+
+typedef struct strata_shared_state {
+  uint64_t revision; /* the caller's: advance it after every update of the buffers */
+  int count;
+  strata_shared_entry *entries;
+} strata_shared_state;
+
+typedef struct strata_shared_sync_info {
+  uint64_t revision;       /* the revision every member holds now */
+  int ranks_in_majority;   /* ranks that held the chosen bytes before the sync */
+  int pulled;              /* 1 if this rank's bytes were replaced */
+  int source;              /* the rank they came from; -1 when not pulled */
+  uint64_t bytes_received; /* by this rank */
+  uint64_t bytes_sent;     /* by this rank, to ranks that pulled from it */
+} strata_shared_sync_info;
+
+/* Collective: afterwards every rank of `comm` holds the same bytes and revision — those of the
+ * newest revision any rank has, and among the ranks at that revision the content most of them
+ * hold (ties: the lowest rank's). A rank that differs (a joiner at revision 0, a rank that missed
+ * a step, a corrupted copy) pulls every buffer from a rank that holds them (several pullers are
+ * spread over the holders) and checks them against the chosen BLAKE2b digest. Ranks that already
+ * hold them exchange only digests. STRATA_ERR_MISMATCH on every rank when names or sizes differ;
+ * STRATA_ERR_INVALID_ARG for NULL or duplicate names. `info` may be NULL. */
+STRATA_API int strata_shared_sync(strata_comm *comm, strata_shared_state *state,
+                                  strata_shared_sync_info *info);
 
 #ifdef __cplusplus
 }

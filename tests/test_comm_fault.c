@@ -58,9 +58,7 @@ static int kill_body(strata_comm *comm, int rank, int n, int init_status, void *
 }
 
 /* ---- mismatches ---- */
-/* A different root is not in the list: a rank whose part of a rooted collective only sends
- * completes before anyone can tell it (NCCL and MPI do not detect it either); the ranks that
- * receive do notice. */
+/* Different roots are tested in test_comm_lifecycle.c. */
 typedef enum {
   MISMATCH_COUNT,
   MISMATCH_COLL,

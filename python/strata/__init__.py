@@ -157,6 +157,35 @@ class Comm(_strata.Comm):
         calls it, in the same order. Like MPI_Comm_split (torch's new_group)."""
         return self._split(-1 if color is None else color, key, type(self))
 
+    # ---- elastic (docs/elastic.md) ----
+    def shrink(self):
+        """Collective over the live ranks: they agree on who is alive and get a new Comm of
+        those ranks (next epoch), numbered in their old order. Call it after an operation failed
+        (a rank died or froze) or after revoke(); then destroy this one. A rank the others left
+        out gets ExcludedError."""
+        return self._shrink(type(self))
+
+    def grow(self):
+        """Collective over the members: admits every process waiting to join (started with
+        STRATA_JOIN=1, or Comm(join=1)) and returns the new Comm (next epoch; members keep their
+        ranks, joiners follow), or None when nobody waits."""
+        return self._grow(type(self))
+
+    def sync_shared(self, buffers, revision):
+        """Shared state (docs/elastic.md): `buffers` maps names to writable contiguous arrays
+        (numpy, or torch CPU tensors) with the same names and sizes on every rank. Afterwards
+        every rank holds the bytes of the newest revision (the majority's among the ranks at it);
+        a rank that differed (a joiner, one behind) pulled them. Returns a dict: revision (every
+        rank's now), pulled, source, bytes_received, bytes_sent, ranks_in_majority."""
+        names = list(buffers)
+        views = []
+        for name in names:
+            b = buffers[name]
+            if hasattr(b, "detach") and hasattr(b, "numpy"):  # a torch tensor: its memory
+                b = b.detach().numpy()
+            views.append(b)
+        return self._sync_shared(names, views, int(revision))
+
     # ---- the one path into C ----
     def _call(self, coll, send, recv, count_from, op="sum", root=0, dtype=None, algo=None,
               compress=None, async_op=False, count=None):

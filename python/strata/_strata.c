@@ -549,8 +549,138 @@ static PyObject *Comm_split(CommObject *self, PyObject *args) {
   return (PyObject *)obj;
 }
 
+/* A new communicator of type `cls` that shrink or grow made from `self`: it calls the same store
+ * (a caller's store is held, as for a split). */
+static PyObject *comm_wrap(CommObject *self, PyTypeObject *cls, strata_comm *made) {
+  CommObject *obj = (CommObject *)cls->tp_alloc(cls, 0);
+  if (!obj) {
+    strata_comm_destroy(made);
+    return NULL;
+  }
+  obj->comm = made;
+  if (self->store) obj->store = Py_NewRef(self->store);
+  return (PyObject *)obj;
+}
+
+static PyObject *Comm_revoke(CommObject *self, PyObject *Py_UNUSED(ignored)) {
+  if (comm_check(self)) return NULL;
+  int status = strata_comm_revoke(self->comm); /* never blocks */
+  if (status != STRATA_OK) return raise_status(status, NULL);
+  Py_RETURN_NONE;
+}
+
+static PyObject *Comm_elastic(CommObject *self, PyObject *args, int grow) {
+  PyTypeObject *cls;
+  if (!PyArg_ParseTuple(args, "O!", &PyType_Type, &cls) || comm_check(self)) return NULL;
+  if (!PyType_IsSubtype(cls, &CommType))
+    return PyErr_Format(PyExc_TypeError, "%s is not a Comm type", cls->tp_name);
+  strata_comm *comm = self->comm, *made = NULL;
+  int status;
+  Py_BEGIN_ALLOW_THREADS status =
+      grow ? strata_comm_grow(comm, &made) : strata_comm_shrink(comm, &made);
+  Py_END_ALLOW_THREADS if (status != STRATA_OK) return raise_status(status, NULL);
+  if (!made) Py_RETURN_NONE;
+  return comm_wrap(self, cls, made);
+}
+
+static PyObject *Comm_shrink(CommObject *self, PyObject *args) {
+  return Comm_elastic(self, args, 0);
+}
+
+static PyObject *Comm_grow(CommObject *self, PyObject *args) {
+  return Comm_elastic(self, args, 1);
+}
+
+static PyObject *Comm_agree(CommObject *self, PyObject *args) {
+  int flag;
+  if (!PyArg_ParseTuple(args, "p", &flag) || comm_check(self)) return NULL;
+  strata_comm *comm = self->comm;
+  int status;
+  Py_BEGIN_ALLOW_THREADS status = strata_comm_agree(comm, &flag);
+  Py_END_ALLOW_THREADS if (status != STRATA_OK) return raise_status(status, NULL);
+  return PyBool_FromLong(flag);
+}
+
+static PyObject *Comm_failed_ranks(CommObject *self, PyObject *Py_UNUSED(ignored)) {
+  if (comm_check(self)) return NULL;
+  int n = strata_comm_failed_ranks(self->comm, NULL, 0);
+  if (n < 0) return raise_status(n, NULL);
+  int *ranks = PyMem_Malloc(sizeof(int) * (size_t)(n ? n : 1));
+  if (!ranks) return PyErr_NoMemory();
+  strata_comm_failed_ranks(self->comm, ranks, n);
+  PyObject *list = PyList_New(n);
+  for (int i = 0; list && i < n; i++) PyList_SET_ITEM(list, i, PyLong_FromLong(ranks[i]));
+  PyMem_Free(ranks);
+  return list;
+}
+
+/* sync_shared(names, buffers, revision): the buffers are writable, contiguous buffer objects
+ * (numpy arrays; torch tensors through .numpy()), held for the call. */
+static PyObject *Comm_sync_shared(CommObject *self, PyObject *args) {
+  PyObject *names, *buffers;
+  unsigned long long revision;
+  if (!PyArg_ParseTuple(args, "O!O!K", &PyList_Type, &names, &PyList_Type, &buffers, &revision) ||
+      comm_check(self))
+    return NULL;
+  Py_ssize_t count = PyList_GET_SIZE(names);
+  if (PyList_GET_SIZE(buffers) != count)
+    return PyErr_Format(PyExc_ValueError, "sync_shared: %zd names but %zd buffers", count,
+                        PyList_GET_SIZE(buffers));
+  strata_shared_entry *entries = PyMem_Calloc((size_t)(count ? count : 1), sizeof *entries);
+  Py_buffer *views = PyMem_Calloc((size_t)(count ? count : 1), sizeof *views);
+  Py_ssize_t held = 0;
+  PyObject *result = NULL;
+  if (!entries || !views) {
+    PyErr_NoMemory();
+    goto out;
+  }
+  for (; held < count; held++) {
+    const char *name = PyUnicode_AsUTF8(PyList_GET_ITEM(names, held));
+    if (!name) goto out;
+    if (PyObject_GetBuffer(PyList_GET_ITEM(buffers, held), &views[held],
+                           PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0)
+      goto out;
+    entries[held] = (strata_shared_entry){name, views[held].buf, (size_t)views[held].len};
+  }
+  strata_shared_state state = {revision, (int)count, entries};
+  strata_shared_sync_info info;
+  strata_comm *comm = self->comm;
+  int status;
+  Py_BEGIN_ALLOW_THREADS status = strata_shared_sync(comm, &state, &info);
+  Py_END_ALLOW_THREADS if (status != STRATA_OK) {
+    raise_status(status, NULL);
+    goto out;
+  }
+  result = Py_BuildValue(
+      "{sKsisisisKsK}", "revision", (unsigned long long)info.revision, "ranks_in_majority",
+      info.ranks_in_majority, "pulled", info.pulled, "source", info.source, "bytes_received",
+      (unsigned long long)info.bytes_received, "bytes_sent", (unsigned long long)info.bytes_sent);
+out:
+  for (Py_ssize_t i = 0; i < held; i++) PyBuffer_Release(&views[i]);
+  PyMem_Free(views);
+  PyMem_Free(entries);
+  return result;
+}
+
+static PyObject *Comm_epoch(CommObject *self, void *Py_UNUSED(closure)) {
+  if (comm_check(self)) return NULL;
+  return PyLong_FromUnsignedLongLong((unsigned long long)strata_comm_epoch(self->comm));
+}
+
 static PyMethodDef Comm_methods[] = {
     {"_split", (PyCFunction)Comm_split, METH_VARARGS, "_split(color, key, cls)"},
+    {"_shrink", (PyCFunction)Comm_shrink, METH_VARARGS, "_shrink(cls)"},
+    {"_grow", (PyCFunction)Comm_grow, METH_VARARGS, "_grow(cls)"},
+    {"revoke", (PyCFunction)Comm_revoke, METH_NOARGS,
+     "Fail every pending and future operation with RevokedError on every live rank; never "
+     "blocks, callable from any thread."},
+    {"agree", (PyCFunction)Comm_agree, METH_VARARGS,
+     "agree(flag) -> the AND of flag over the live ranks (works after failures; "
+     "failed_ranks() then lists the ranks that did not take part)."},
+    {"_sync_shared", (PyCFunction)Comm_sync_shared, METH_VARARGS,
+     "_sync_shared(names, buffers, revision)"},
+    {"failed_ranks", (PyCFunction)Comm_failed_ranks, METH_NOARGS,
+     "The ranks the last agree() or shrink() found failed."},
     {"collective", (PyCFunction)Comm_collective, METH_VARARGS,
      "collective(coll, send, recv, count, dtype, op, root, algo, compress, async_op, keep)"},
     {"destroy", (PyCFunction)Comm_destroy, METH_NOARGS,
@@ -562,9 +692,11 @@ static PyMethodDef Comm_methods[] = {
      "The transport that carries data to a peer: 'self', 'shm' or 'tcp'."},
     {NULL, NULL, 0, NULL}};
 
-static PyGetSetDef Comm_getset[] = {{"rank", (getter)Comm_rank, NULL, "this rank", NULL},
-                                    {"size", (getter)Comm_size, NULL, "the world size", NULL},
-                                    {NULL, NULL, NULL, NULL, NULL}};
+static PyGetSetDef Comm_getset[] = {
+    {"rank", (getter)Comm_rank, NULL, "this rank", NULL},
+    {"size", (getter)Comm_size, NULL, "the world size", NULL},
+    {"epoch", (getter)Comm_epoch, NULL, "0 from init, one more per shrink or grow", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject CommType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "strata._strata.Comm",

@@ -283,10 +283,13 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
     // below the group's size is also below the world's.
     set(&cfg, "rank", std::to_string(rank));
     set(&cfg, "world_size", std::to_string(size));
-    if (!std::getenv("STRATA_TIMEOUT")) {
+    // torch's timeout is how long a collective may wait for a late rank (a checkpoint, an
+    // evaluation): strata's operation timeout. A dead or frozen rank is found sooner, by its
+    // silence (STRATA_TIMEOUT).
+    if (!std::getenv("STRATA_OP_TIMEOUT") && timeout_s > 0) {
       char text[64];
       std::snprintf(text, sizeof text, "%.3f", timeout_s);
-      set(&cfg, "timeout", text);
+      set(&cfg, "op_timeout", text);
     }
     set(&cfg, "job_id", group_job_id(cfg.job_id, rank));
     ops_.context = store_.get();

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "boot/store.h"
 #include "strata.h"
@@ -192,6 +193,23 @@ static int env_timeout(env_reader *r, const char *name, double *out) {
   return STRATA_OK;
 }
 
+/* STRATA_OP_TIMEOUT: seconds > 0, or 0 / "off" for no limit. */
+static int env_op_timeout(env_reader *r, const char *name, double *out) {
+  const char *value = reader_get(r, name);
+  if (!value) return STRATA_OK;
+  if (!strcasecmp(value, "off")) {
+    *out = 0;
+    return STRATA_OK;
+  }
+  char *end;
+  errno = 0;
+  double v = strtod(value, &end);
+  if (errno || end == value || *end || !isfinite(v) || v < 0)
+    return env_error(r, name, value, "seconds, a number >= 0 such as 1800 (0 or off: no limit)");
+  *out = v;
+  return STRATA_OK;
+}
+
 /* A link rate in Gb/s: a number > 0 and at most 100000 (100 Tb/s). */
 static int env_gbps(env_reader *r, const char *name, double *out) {
   const char *value = reader_get(r, name);
@@ -324,6 +342,8 @@ static int overlay_strata(env_reader *r, strata_config *cfg) {
   TRY(env_bool(r, "STRATA_TCP_GOVERN", &cfg->tcp_govern));
   TRY(env_size(r, "STRATA_CHUNK", &cfg->chunk_bytes));
   TRY(env_timeout(r, "STRATA_TIMEOUT", &cfg->timeout_s));
+  TRY(env_op_timeout(r, "STRATA_OP_TIMEOUT", &cfg->op_timeout_s));
+  TRY(env_bool(r, "STRATA_JOIN", &cfg->join));
   TRY(env_algo(r, "STRATA_ALGO", &cfg->algo));
   TRY(env_log_level(r, "STRATA_LOG", &cfg->log_level));
   TRY(env_word(r, "STRATA_SITE", cfg->site, sizeof cfg->site));

@@ -21,7 +21,8 @@ static const status_text status_table[] = {
     [-STRATA_ERR_SYSTEM] = {"STRATA_ERR_SYSTEM",
                             "system error: an operating-system call failed (the log says which)"},
     [-STRATA_ERR_TIMEOUT] = {"STRATA_ERR_TIMEOUT",
-                             "timeout: no progress within the communicator's timeout"},
+                             "timeout: a peer fell silent for STRATA_TIMEOUT, or an operation made "
+                             "no progress for STRATA_OP_TIMEOUT"},
     [-STRATA_ERR_PEER_LOST] = {"STRATA_ERR_PEER_LOST",
                                "peer lost: a peer closed its connection or died"},
     [-STRATA_ERR_MISMATCH] = {"STRATA_ERR_MISMATCH",
@@ -46,6 +47,12 @@ static const status_text status_table[] = {
                                "not found: a key, file or name does not exist"},
     [-STRATA_ERR_IN_PROGRESS] = {"STRATA_ERR_IN_PROGRESS",
                                  "in progress: the request has not completed yet"},
+    [-STRATA_ERR_REVOKED] = {"STRATA_ERR_REVOKED",
+                             "revoked: the communicator was revoked here or by a peer; shrink it "
+                             "to go on"},
+    [-STRATA_ERR_EXCLUDED] = {"STRATA_ERR_EXCLUDED",
+                              "excluded: the survivors agreed on a group without this rank; join "
+                              "again"},
 };
 
 _Static_assert(sizeof status_table / sizeof status_table[0] == 1 - STRATA_STATUS_MIN,

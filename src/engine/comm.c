@@ -146,6 +146,7 @@ static int comm_init(const strata_config *cfg, const strata_store_ops *store_ops
   strata_comm *comm = calloc(1, sizeof *comm);
   if (!comm) return STRATA_ERR_NO_MEMORY;
   comm->cfg = *cfg;
+  snprintf(comm->base_job, sizeof comm->base_job, "%s", cfg->job_id); /* epoch 0 */
   comm->chunk_bytes_asked = cfg->chunk_bytes;
   if (store_ops) {
     comm->has_store_ops = 1;
@@ -166,7 +167,7 @@ static int comm_init(const strata_config *cfg, const strata_store_ops *store_ops
   if (comm->nranks > 1) status = connect_world(comm);
   if (status == STRATA_OK && !comm->cfg.chunk_bytes)
     comm->cfg.chunk_bytes = default_chunk_bytes(comm);
-  if (status == STRATA_OK) status = strata_comm_agree(comm); /* the chunk too: sites.c */
+  if (status == STRATA_OK) status = strata_comm_agree_sites(comm); /* the chunk too: sites.c */
   if (status != STRATA_OK) return fail_init(comm, status);
   if (pthread_create(&comm->progress_thread, NULL, strata_engine_thread_main, comm) != 0)
     return fail_init(comm, STRATA_ERR_SYSTEM);
@@ -177,13 +178,20 @@ static int comm_init(const strata_config *cfg, const strata_store_ops *store_ops
   return STRATA_OK;
 }
 
+int strata_comm_create(const strata_config *cfg, const strata_store_ops *store_ops,
+                       strata_comm **out) {
+  return comm_init(cfg, store_ops, out);
+}
+
 int strata_comm_init(const strata_config *cfg, strata_comm **out) {
+  if (cfg && cfg->join) return strata_comm_join(cfg, NULL, out); /* elastic.c */
   return comm_init(cfg, NULL, out);
 }
 
 int strata_comm_init_store(const strata_config *cfg, const strata_store_ops *store,
                            strata_comm **out) {
   if (!store) return STRATA_ERR_INVALID_ARG;
+  if (cfg && cfg->join) return strata_comm_join(cfg, store, out);
   return comm_init(cfg, store, out);
 }
 
@@ -273,6 +281,7 @@ int strata_comm_destroy(strata_comm *comm) {
   pthread_cond_destroy(&comm->cond);
   pthread_mutex_destroy(&comm->lock);
   free(comm->site_of_rank);
+  free(comm->failed_ranks);
   free(comm->p2p_send_seq);
   free(comm->p2p_recv_seq);
   free(comm->send_queues);

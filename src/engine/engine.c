@@ -321,10 +321,30 @@ static void check_remote_abort(strata_comm *comm) {
   }
 }
 
+/* The peer the oldest unfinished operation waits on: its first receive handed to a transport and
+ * not complete, else its first transfer queued or posted; -1 when none (a local step). */
+static int awaited_peer(const strata_comm *comm) {
+  const strata_operation *op = comm->active_head;
+  if (!op) return -1;
+  int fallback = -1;
+  for (uint32_t i = 0; i < op->sched.nsteps; i++) {
+    const strata_step *step = &op->sched.steps[i];
+    if (!is_transfer(step->kind)) continue;
+    if (op->state[i] == STRATA_STEP_POSTED && step->kind != STRATA_STEP_SEND) return step->peer;
+    if (fallback < 0 && (op->state[i] == STRATA_STEP_POSTED || op->state[i] == STRATA_STEP_READY))
+      fallback = step->peer;
+  }
+  return fallback;
+}
+
 /* One pass: drive every transport, process completions, check the timeout.
  * Returns 1 if anything completed. */
 static int engine_progress(strata_comm *comm) {
   if (atomic_load(&comm->error)) return 0;
+  if (atomic_load(&comm->revoke_requested)) {
+    strata_engine_fail(comm, STRATA_ERR_REVOKED, 1);
+    return 1;
+  }
   strata_transport *ts[STRATA_NET_MAX_TRANSPORTS];
   int count = transports(comm, ts);
   for (int i = 0; i < count; i++) {
@@ -350,9 +370,17 @@ static int engine_progress(strata_comm *comm) {
   double now = strata_now_s();
   if (activity || !comm->active_head) {
     comm->last_progress_s = now;
-  } else if (now - comm->last_progress_s > comm->cfg.timeout_s) {
-    STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "no progress for %.1f s (STRATA_TIMEOUT)",
-               comm->cfg.timeout_s);
+  } else if (comm->cfg.op_timeout_s > 0 && now - comm->last_progress_s > comm->cfg.op_timeout_s) {
+    /* every peer still beats (the transports would have failed it otherwise): one is late */
+    int peer = awaited_peer(comm);
+    if (peer >= 0)
+      STRATA_LOG(STRATA_LOG_ERROR, comm->rank,
+                 "operation %llu: no progress for %.1f s waiting for rank %d, which is alive "
+                 "but has not joined it (STRATA_OP_TIMEOUT)",
+                 (unsigned long long)comm->active_head->coll_seq, comm->cfg.op_timeout_s, peer);
+    else
+      STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "no progress for %.1f s (STRATA_OP_TIMEOUT)",
+                 comm->cfg.op_timeout_s);
     strata_engine_fail(comm, STRATA_ERR_TIMEOUT, 1);
     return 1;
   }
@@ -407,11 +435,15 @@ void strata_engine_fail(strata_comm *comm, int status, int tell_peers) {
     comm->recv_queues[peer].head = comm->recv_queues[peer].tail = NULL;
   }
   comm->local_queue.head = comm->local_queue.tail = NULL;
+  /* the transports forget the finished operations' transfers; liveness goes on (keepalive) */
+  if (comm->have_net) strata_net_abandon(&comm->net);
   pthread_cond_broadcast(&comm->cond);
 }
 
 /* Activate `op`: queue its transfers behind earlier operations', start its ready steps. */
 int strata_engine_submit(strata_comm *comm, strata_operation *op) {
+  if (atomic_load(&comm->revoke_requested) && !atomic_load(&comm->error))
+    strata_engine_fail(comm, STRATA_ERR_REVOKED, 1);
   int error = atomic_load(&comm->error);
   if (error) {
     op->status = error;
@@ -472,7 +504,19 @@ void *strata_engine_thread_main(void *arg) {
   pthread_mutex_lock(&comm->lock);
   idle_state idle = {0};
   while (!comm->thread_stop) {
+    if (atomic_load(&comm->revoke_requested) && !atomic_load(&comm->error) &&
+        atomic_load(&comm->waiters) == 0)
+      strata_engine_fail(comm, STRATA_ERR_REVOKED, 1);
     if (comm->active_count == 0 || atomic_load(&comm->waiters) > 0 || atomic_load(&comm->error)) {
+      /* Idle, the transports still beat to the peers and listen for theirs (tcp.c: liveness),
+       * so a peer that dies between operations is noticed, and ours is not taken for dead while
+       * the application computes. A waiter drives progress itself. */
+      if (comm->active_count == 0 && atomic_load(&comm->waiters) == 0 && comm->have_net) {
+        if (atomic_load(&comm->error))
+          strata_net_keepalive(&comm->net); /* what survivors agree on (elastic.c) */
+        else
+          engine_progress(comm);
+      }
       struct timespec deadline;
       clock_gettime(CLOCK_REALTIME, &deadline);
       deadline.tv_nsec += 10 * 1000 * 1000;

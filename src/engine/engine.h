@@ -132,6 +132,13 @@ struct strata_comm {
    * counted as the one below zero, and whoever drops the last hold frees what the handles still
    * touch (strata_comm_release). */
   atomic_int requests_held;
+  /* elastic.c */
+  uint64_t epoch;              /* 0 at init, +1 per shrink or grow */
+  char base_job[64];           /* the job id of epoch 0: joiners and later epochs derive from it */
+  uint64_t agrees, shrinks;    /* calls so far: name each agreement's store keys */
+  atomic_int revoke_requested; /* strata_comm_revoke, from any thread, without the lock */
+  int *failed_ranks;           /* the ranks the last agreement found failed (malloc) */
+  int nfailed;
 };
 
 /* engine.c */
@@ -143,7 +150,14 @@ void strata_engine_fail(strata_comm *comm, int status, int tell_peers);
 void *strata_engine_thread_main(void *arg);
 /* Publish cfg.site and cfg.chunk_bytes, read every rank's: set comm->site_of_rank, and
  * cfg.chunk_bytes to the largest proposed, the same on every rank (sites.c). */
-int strata_comm_agree(strata_comm *comm);
+int strata_comm_agree_sites(strata_comm *comm);
+/* comm_init, for elastic.c: a communicator from a configuration and optional store callbacks. */
+int strata_comm_create(const strata_config *cfg, const strata_store_ops *store_ops,
+                       strata_comm **out);
+/* elastic.c: a process joining a running job (cfg->join): waits for the members' next grow. */
+int strata_comm_join(const strata_config *cfg, const strata_store_ops *ops, strata_comm **out);
+/* elastic.c: the job id of epoch `epoch` of the job whose epoch-0 id is `base`. */
+void strata_epoch_job_id(const char *base, uint64_t epoch, char *out, size_t len);
 void strata_operation_free(strata_operation *op);
 /* A 64-byte aligned buffer of at least `bytes` (its size in *cap), from the cache or new; NULL
  * when out of memory. strata_scratch_give returns it (thread safe, no other lock needed);

@@ -105,7 +105,7 @@ static int site_read_all(strata_comm *comm, const char *prefix, char (*names)[SI
   return STRATA_OK;
 }
 
-int strata_comm_agree(strata_comm *comm) {
+int strata_comm_agree_sites(strata_comm *comm) {
   if (comm->nranks < 2 || !comm->store) return STRATA_OK;
   char prefix[160], key[224], published[24 + sizeof comm->cfg.site];
   int status = site_prefix(comm, prefix, sizeof prefix);

@@ -241,6 +241,20 @@ void strata_net_flush(strata_net *net, double seconds) {
   }
 }
 
+void strata_net_abandon(strata_net *net) {
+  if (net && net->tcp) strata_tcp_abandon(net->tcp);
+}
+
+void strata_net_keepalive(strata_net *net) {
+  if (net && net->tcp) strata_tcp_keepalive(net->tcp);
+}
+
+int strata_net_peer_alive(const strata_net *net, int peer) {
+  if (!net || peer < 0 || peer >= net->nranks) return 0;
+  if (peer == net->rank) return 1;
+  return net->tcp ? strata_tcp_peer_alive(net->tcp, peer) : 0;
+}
+
 void strata_net_close(strata_net *net) {
   if (!net) return;
   if (net->shm) net->shm->ops->destroy(net->shm);

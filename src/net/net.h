@@ -48,6 +48,13 @@ void strata_net_wait(strata_net *net, int timeout_ms);
  * queued by send_abort leave before the caller tears down. */
 void strata_net_flush(strata_net *net, double seconds);
 
+/* Once the communicator failed (tcp.h: strata_tcp_abandon, strata_tcp_keepalive): drop every
+ * transfer, then keep only liveness going over the socket mesh, which every peer pair has (shared
+ * memory peers too). strata_net_peer_alive: 1 while `peer` is connected and beating. */
+void strata_net_abandon(strata_net *net);
+void strata_net_keepalive(strata_net *net);
+int strata_net_peer_alive(const strata_net *net, int peer);
+
 /* This process's host identity as published under "<job_id>/host/<rank>": hostname, boot id
  * and the inodes of the network, mount and pid namespaces. Equal strings = shared memory and
  * loopback reach each other. Returns STRATA_OK (never fails; unknown parts print as "?"). */

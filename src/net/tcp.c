@@ -42,6 +42,14 @@
  * noticed within milliseconds. destroy() sends CLOSE first, so a peer that leaves in order is not
  * reported as lost unless something was still pending with it.
  *
+ * Liveness. A process that is frozen (SIGSTOP, a hung host, a partition that drops packets
+ * without a reset) keeps its connections open, so EOF never comes. Every peer therefore gets a
+ * HEARTBEAT on the control connection every heartbeat_interval() while the communicator lives —
+ * the engine drives progress() while idle too — and a peer we have heard nothing from on its
+ * control connection for STRATA_TIMEOUT fails with STRATA_ERR_TIMEOUT. Liveness comes from the
+ * heartbeat, not from progress: a live peer that is simply late to a collective (a checkpoint,
+ * an evaluation) keeps beating and is waited for (the engine's STRATA_OP_TIMEOUT bounds that).
+ *
  * Must never: interleave two frames' bytes on a stream, write outside a receive's buffer, call
  * done() outside progress(), raise SIGPIPE (MSG_NOSIGNAL), or block.
  */
@@ -76,6 +84,12 @@ enum {
                                       docs/wan.md, and lose with 4 MiB chunks */
 };
 static const double TCP_CONTROL_CHECK_S = 0.01;
+/* Heartbeats per STRATA_TIMEOUT: enough that a late beat (a busy core, a lost segment being
+ * retransmitted on a WAN) is not taken for silence, few enough to cost nothing. Bounded below so
+ * a tiny timeout does not turn into a flood, above so a long one still finds a dead path soon. */
+static const double TCP_BEATS_PER_TIMEOUT = 5.0;
+static const double TCP_BEAT_MIN_S = 0.02;
+static const double TCP_BEAT_MAX_S = 2.0;
 /* How long an ABORT may wait for the data its sender posted before it (see abort_publish). */
 static const double TCP_ABORT_ORDER_S = 1.0;
 /* For a peer whose data goes by another transport (shm), that transport delivers the abort in
@@ -156,6 +170,8 @@ typedef struct tcp_peer {
   uint64_t abort_seq;    /* messages the peer had posted to us before aborting */
   uint64_t abort_op_seq; /* the first operation its abort concerns */
   double abort_deadline_s;
+  double heard_s;     /* when its control connection last gave us bytes (or we connected) */
+  double next_beat_s; /* when we send it the next HEARTBEAT */
 } tcp_peer;
 
 typedef struct tcp_transport {
@@ -165,11 +181,14 @@ typedef struct tcp_transport {
   tcp_peer *peers;
   strata_xfer *done_head, *done_tail;
   double next_control_check_s;
+  double timeout_s;      /* STRATA_TIMEOUT: the silence after which a peer is taken for dead */
+  double beat_s;         /* the interval between our heartbeats */
   int mismatch_seen;     /* a receive failed with MISMATCH in this progress() call: end the call */
   int sent_abort_status; /* the first status we sent in an ABORT (0 = none) */
   uint64_t sent_abort_op_seq; /* ... and its operation number (CLOSE repeats both) */
   int sent_abort_op_seq_set;
   int rx_reads_left; /* budget of the stream being read (TCP_RX_READS_PER_PASS) */
+  int leaving;       /* destroy() runs: a peer that is gone already is no news */
   struct pollfd *pollfds;
   size_t pollfds_cap;
   char *addresses; /* [nranks][STRATA_TCP_ADDRESS_BYTES] from tcp_mesh.c */
@@ -290,7 +309,7 @@ static void peer_fail(tcp_transport *t, tcp_peer *p, int status, const char *why
     p->report = 0;
     if (!p->control_only) abort_publish(t, p);
   }
-  if (p->report)
+  if (p->report && !t->leaving)
     STRATA_LOG(STRATA_LOG_WARN, t->rank, "tcp: rank %d lost: %s", p->rank, why);
   else
     STRATA_LOG(STRATA_LOG_DEBUG, t->rank, "tcp: rank %d closed its connections", p->rank);
@@ -713,6 +732,8 @@ static void control_frame(tcp_transport *t, tcp_peer *p, const strata_wire_frame
     }
   } else if (f->type == STRATA_WIRE_CLOSE) {
     p->closing = 1;
+  } else if (f->type == STRATA_WIRE_HEARTBEAT) {
+    /* heard_s is set by the read that brought it */
   } else {
     peer_fail(t, p, STRATA_ERR_PROTOCOL, "data frame on the control connection");
   }
@@ -740,6 +761,7 @@ static void control_receive(tcp_transport *t, tcp_peer *p) {
     ssize_t n = readv(st->fd, &iov, 1);
     if (n > 0) {
       st->end += (size_t)n;
+      p->heard_s = strata_now_s();
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -810,6 +832,27 @@ static void peer_govern(tcp_transport *t, tcp_peer *p) {
                     p->rank);
 }
 
+/* Beat to `p` when due, and fail it when it has been silent for the timeout. Runs right after its
+ * control connection was read, so a beat waiting in our socket buffer is never missed. A peer
+ * that sent CLOSE is leaving in order and owes no more beats. */
+static void peer_liveness(tcp_transport *t, tcp_peer *p, double now) {
+  if (p->state != PEER_UP || p->closing) return;
+  if (now >= p->next_beat_s) {
+    p->next_beat_s = now + t->beat_s;
+    /* a beat still queued means the peer is not reading: a second one would say nothing more */
+    if (!p->control.count) control_send(t, p, STRATA_WIRE_HEARTBEAT, 0, 0);
+  }
+  double silent_s = now - p->heard_s;
+  if (silent_s > t->timeout_s) {
+    char why[160];
+    snprintf(why, sizeof why,
+             "stopped answering: nothing on its control connection for %.1f s (STRATA_TIMEOUT; "
+             "the process is frozen or the path to it is down)",
+             silent_s);
+    peer_fail(t, p, STRATA_ERR_TIMEOUT, why);
+  }
+}
+
 static int tcp_progress(strata_transport *base, int *failed_peer) {
   tcp_transport *t = (tcp_transport *)base;
   double now = strata_now_s();
@@ -820,7 +863,10 @@ static int tcp_progress(strata_transport *base, int *failed_peer) {
   for (int q = 0; q < t->nranks && !t->mismatch_seen; q++) {
     tcp_peer *p = &t->peers[q];
     if (q == t->rank || p->state != PEER_UP) continue;
-    if (check_control) control_receive(t, p);
+    if (check_control) {
+      control_receive(t, p);
+      peer_liveness(t, p, now);
+    }
     if (p->control.count && p->state == PEER_UP) stream_flush(t, p, &p->control);
     for (int s = 0; s < t->streams && p->state == PEER_UP && !t->mismatch_seen; s++) {
       tcp_stream *st = &p->streams[s];
@@ -862,6 +908,61 @@ static void tcp_wait(strata_transport *base, int timeout_ms) {
   }
   int ready = poll(t->pollfds, n, timeout_ms);
   if (ready > 0) t->next_control_check_s = 0; /* a hang-up or abort may have arrived */
+}
+
+void strata_tcp_abandon(strata_transport *base) {
+  tcp_transport *t = (tcp_transport *)base;
+  if (!t || base->ops != &tcp_ops) return;
+  t->done_head = t->done_tail = NULL;
+  for (int q = 0; q < t->nranks; q++) {
+    tcp_peer *p = &t->peers[q];
+    if (q == t->rank) continue;
+    for (uint64_t seq = p->base_seq; p->slots && seq < p->next_seq; seq++) {
+      recv_slot *slot = &p->slots[seq % p->slots_cap];
+      slot->x = NULL;
+      slot->discarding = 0;
+    }
+    p->base_seq = p->next_seq;
+    p->pend_head = p->pend_count = 0;
+    /* A data stream may be in the middle of a frame: it is never read or written again (only
+     * keepalive runs from now on), but it stays open until destroy, so the peer does not take an
+     * EOF on it for our death while the survivors agree on who is alive. */
+    for (int s = 0; p->streams && s < t->streams; s++) {
+      tcp_stream *st = &p->streams[s];
+      for (size_t i = 0; i < st->count; i++) st->frames[(st->head + i) % st->cap].x = NULL;
+      st->count = st->head = 0;
+      st->x = NULL;
+      st->dst = NULL;
+    }
+    /* queued control frames carry no transfer; keep them (an ABORT may still be leaving) */
+    for (size_t i = 0; i < p->control.count; i++)
+      p->control.frames[(p->control.head + i) % p->control.cap].x = NULL;
+  }
+}
+
+void strata_tcp_keepalive(strata_transport *base) {
+  tcp_transport *t = (tcp_transport *)base;
+  if (!t || base->ops != &tcp_ops) return;
+  double now = strata_now_s();
+  if (now < t->next_control_check_s) return;
+  t->next_control_check_s = now + TCP_CONTROL_CHECK_S;
+  for (int q = 0; q < t->nranks; q++) {
+    tcp_peer *p = &t->peers[q];
+    if (q == t->rank || p->state != PEER_UP) continue;
+    control_receive(t, p);
+    peer_liveness(t, p, now);
+    if (p->control.count && p->state == PEER_UP) stream_flush(t, p, &p->control);
+  }
+  t->done_head = t->done_tail = NULL; /* abandoned: no transfer is left to complete */
+  for (int q = 0; q < t->nranks; q++) t->peers[q].report = 0;
+}
+
+int strata_tcp_peer_alive(const strata_transport *base, int peer) {
+  const tcp_transport *t = (const tcp_transport *)base;
+  if (!t || base->ops != &tcp_ops || peer < 0 || peer >= t->nranks) return 0;
+  if (peer == t->rank) return 1;
+  const tcp_peer *p = &t->peers[peer];
+  return p->state == PEER_UP && !p->closing;
 }
 
 const char *strata_tcp_peer_address(const strata_transport *base, int peer) {
@@ -908,9 +1009,13 @@ static void tcp_destroy(strata_transport *base) {
   int status = t->sent_abort_status ? t->sent_abort_status : t->base.remote_abort_status;
   uint64_t why = (uint64_t)(int64_t)status;
   uint64_t op_seq = t->sent_abort_op_seq_set ? t->sent_abort_op_seq : t->base.remote_abort_op_seq;
+  t->leaving = 1;
   for (int q = 0; q < t->nranks; q++) {
     tcp_peer *p = &t->peers[q];
     if (q == t->rank) continue;
+    /* read what the peer sent (heartbeats, its own CLOSE): a socket closed with unread bytes
+     * resets the connection, and the peer would take the reset for our death */
+    if (p->state == PEER_UP) control_receive(t, p);
     /* orderly goodbye first, so the peer does not report us as lost */
     if (p->state == PEER_UP && p->control.count == 0)
       control_send(t, p, STRATA_WIRE_CLOSE, why, op_seq);
@@ -954,10 +1059,12 @@ static int stream_init(tcp_stream *st, int fd, int index) {
 
 static int peers_init(tcp_transport *t, int *fds) {
   int per_peer = t->streams + 1;
+  double now = strata_now_s();
   for (int q = 0; q < t->nranks; q++) {
     tcp_peer *p = &t->peers[q];
     p->rank = q;
     p->control.fd = -1;
+    p->heard_s = p->next_beat_s = now; /* the handshake just now was a sign of life */
     if (q == t->rank) continue;
     p->streams = calloc((size_t)t->streams, sizeof *p->streams);
     if (!p->streams) return STRATA_ERR_NO_MEMORY;
@@ -1015,6 +1122,10 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
     t->nranks = nranks;
     t->streams = cfg->tcp_streams;
     t->govern = cfg->tcp_govern && !cfg->tcp_buffer_bytes;
+    t->timeout_s = cfg->timeout_s;
+    t->beat_s = cfg->timeout_s / TCP_BEATS_PER_TIMEOUT;
+    if (t->beat_s < TCP_BEAT_MIN_S) t->beat_s = TCP_BEAT_MIN_S;
+    if (t->beat_s > TCP_BEAT_MAX_S) t->beat_s = TCP_BEAT_MAX_S;
   }
   if (status == STRATA_OK) status = peers_init(t, fds);
   if (status != STRATA_OK) {

@@ -34,6 +34,17 @@ unsigned strata_tcp_data_rtt_us(const strata_transport *t);
 /* The "host:port" rank `peer` listens on, for log lines ("?" when unknown or t is not tcp). */
 const char *strata_tcp_peer_address(const strata_transport *t, int peer);
 
+/* After the communicator failed: forget every transfer (the engine has finished the operations
+ * they belonged to) and close the data streams, which may hold half a frame. The control
+ * connections stay: strata_tcp_keepalive keeps beating on them and watching the peers, which is
+ * what the survivors of a failure agree on (elastic.c). */
+void strata_tcp_abandon(strata_transport *t);
+/* After strata_tcp_abandon: read the control connections (ABORT, CLOSE, heartbeats, EOF), send
+ * our heartbeats, and take a peer silent for STRATA_TIMEOUT for dead. Never blocks. */
+void strata_tcp_keepalive(strata_transport *t);
+/* 1 if `peer` (or this rank) is connected, beating and has not said it is leaving. */
+int strata_tcp_peer_alive(const strata_transport *t, int peer);
+
 /* Test hook: the protocol version this process announces (default STRATA_WIRE_VERSION). */
 void strata_tcp_set_announced_version_for_test(unsigned version);
 

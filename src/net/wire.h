@@ -9,8 +9,8 @@
  *      payload.
  *
  * Each peer pair has `streams` data connections (stream index 0 .. streams-1) and one control
- * connection (stream index == streams) that carries only ABORT and CLOSE frames, so a control
- * message never waits behind data the receiver has not asked for yet.
+ * connection (stream index == streams) that carries only ABORT, CLOSE and HEARTBEAT frames, so a
+ * control message never waits behind data the receiver has not asked for yet.
  *
  * Compatibility rules, frozen across protocol versions so a mismatch is always diagnosable rather
  * than garbage: the handshake record keeps its size, the magic stays at offset 0 and the version
@@ -29,7 +29,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define STRATA_WIRE_VERSION 2u   /* 2: DATA frames are pieces that any stream may carry (tcp.c) */
+#define STRATA_WIRE_VERSION 3u   /* 3: HEARTBEAT frames on the control connection (tcp.c) */
 #define STRATA_WIRE_MAGIC "STRT" /* 4 bytes, no NUL on the wire */
 
 #define STRATA_WIRE_JOB_ID_BYTES 64
@@ -75,11 +75,12 @@ static_assert(offsetof(strata_wire_handshake, version) == 4, "version offset is 
 /* ---- frames ---- */
 
 typedef enum strata_wire_frame_type {
-  STRATA_WIRE_DATA = 1,  /* one piece of a message (any stream, any order); payload follows */
-  STRATA_WIRE_ABORT = 2, /* control: the sender's communicator aborts; tag = (int64) status,
-                            msg_seq = messages the sender had posted to us before it */
-  STRATA_WIRE_CLOSE = 3  /* control: orderly shutdown, the EOF that follows is not a failure;
-                            tag = 0, or the (int64) abort status that made the sender leave */
+  STRATA_WIRE_DATA = 1,     /* one piece of a message (any stream, any order); payload follows */
+  STRATA_WIRE_ABORT = 2,    /* control: the sender's communicator aborts; tag = (int64) status,
+                               msg_seq = messages the sender had posted to us before it */
+  STRATA_WIRE_CLOSE = 3,    /* control: orderly shutdown, the EOF that follows is not a failure;
+                               tag = 0, or the (int64) abort status that made the sender leave */
+  STRATA_WIRE_HEARTBEAT = 4 /* control: the sender is alive (sent while idle too); no payload */
 } strata_wire_frame_type;
 
 typedef struct strata_wire_frame {

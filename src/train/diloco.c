@@ -57,6 +57,7 @@ struct strata_diloco {
   int nfragments;
   diloco_fragment *fragments;
   uint64_t inner_steps, outer_steps;
+  int joining; /* created without a communicator: its state comes from strata_diloco_sync */
 };
 
 static int log_rank(const strata_diloco *d) {
@@ -234,6 +235,11 @@ static int exchange_finish(strata_diloco *d, diloco_fragment *f) {
 
 static diloco_fragment *fragment_arg(strata_diloco *d, int fragment, const char *what) {
   if (!d) return NULL;
+  if (!d->comm) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "%s: the state has no communicator yet (strata_diloco_sync)",
+               what);
+    return NULL;
+  }
   if (fragment < 0 || fragment >= d->nfragments) {
     STRATA_LOG(STRATA_LOG_ERROR, log_rank(d), "%s: fragment %d is not in 0..%d", what, fragment,
                d->nfragments - 1);
@@ -279,6 +285,11 @@ static int starts_after(const strata_diloco *d, int p, uint64_t s) {
 int strata_diloco_step(strata_diloco *d, int *applied) {
   if (applied) *applied = 0;
   if (!d) return STRATA_ERR_INVALID_ARG;
+  if (!d->comm) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1,
+               "strata_diloco_step: the state has no communicator yet (strata_diloco_sync)");
+    return STRATA_ERR_INVALID_ARG;
+  }
   const uint64_t s = d->inner_steps + 1;
   int status;
   for (int p = 0; p < d->nfragments; p++) {
@@ -383,7 +394,7 @@ static void diloco_free(strata_diloco *d) {
 /* Checks the caller's arguments on this rank; fills *d (allocated) when they are good. */
 static int create_local(strata_comm *comm, const strata_diloco_param *params, size_t nparams,
                         const strata_diloco_options *opt, strata_diloco **out) {
-  const int rank = comm->rank;
+  const int rank = comm ? comm->rank : -1;
   if (!params || nparams == 0 || !opt) {
     STRATA_LOG(STRATA_LOG_ERROR, rank, "strata_diloco_create: %s",
                !params || nparams == 0 ? "no parameter buffers" : "options are NULL");
@@ -444,13 +455,22 @@ static int create_local(strata_comm *comm, const strata_diloco_param *params, si
 int strata_diloco_create(strata_comm *comm, const strata_diloco_param *params, size_t nparams,
                          const strata_diloco_options *opt, strata_diloco **out) {
   if (out) *out = NULL;
-  if (!comm || !out) {
-    STRATA_LOG(STRATA_LOG_ERROR, comm ? comm->rank : -1, "strata_diloco_create: %s is NULL",
-               comm ? "out" : "comm");
+  if (!out) {
+    STRATA_LOG(STRATA_LOG_ERROR, comm ? comm->rank : -1, "strata_diloco_create: out is NULL");
     return STRATA_ERR_INVALID_ARG;
   }
   strata_diloco *d = NULL;
   int local = create_local(comm, params, nparams, opt, &d);
+  if (!comm) { /* a joining worker's: no exchange until strata_diloco_sync */
+    if (local != STRATA_OK) return local;
+    for (size_t b = 0; b < nparams; b++) {
+      float *global = d->theta_global + d->param_begin[b];
+      for (size_t i = 0; i < params[b].count; i++) global[i] = local_value(&params[b], i);
+    }
+    d->joining = 1;
+    *out = d;
+    return STRATA_OK;
+  }
   uint64_t hash = local == STRATA_OK ? shape_hash(params, nparams, opt) : 0;
   uint64_t mine[3] = {hash, ~hash, local != STRATA_OK}, all[3];
   int status = strata_allreduce(comm, mine, all, 3, STRATA_U64, STRATA_MAX);
@@ -495,6 +515,36 @@ int strata_diloco_set_comm(strata_diloco *d, strata_comm *comm) {
   for (int p = 0; p < d->nfragments; p++) exchange_abandon(&d->fragments[p]);
   d->comm = comm;
   return STRATA_OK;
+}
+
+int strata_diloco_sync(strata_diloco *d, strata_comm *comm, int *pulled) {
+  if (pulled) *pulled = 0;
+  if (!d || !comm) return STRATA_ERR_INVALID_ARG;
+  int status = strata_diloco_set_comm(d, comm);
+  size_t bytes = 0;
+  if (status == STRATA_OK) status = strata_diloco_state_bytes(d, &bytes);
+  uint8_t *blob = status == STRATA_OK ? malloc(bytes) : NULL;
+  if (status == STRATA_OK && !blob) status = STRATA_ERR_NO_MEMORY;
+  if (status == STRATA_OK) status = strata_diloco_save(d, blob, bytes);
+  strata_shared_entry entry = {"diloco", blob, bytes};
+  /* a member's state outranks a joiner's (revision 0) even before the first outer step */
+  strata_shared_state state = {d->joining ? 0 : d->outer_steps + 1, 1, &entry};
+  strata_shared_sync_info info = {0};
+  if (status == STRATA_OK) status = strata_shared_sync(comm, &state, &info);
+  if (status == STRATA_OK && info.pulled) {
+    status = strata_diloco_load(d, blob, bytes);
+    /* theta_local starts over from the global parameters, as after an outer step */
+    for (size_t b = 0; status == STRATA_OK && b < d->nparams; b++) {
+      const float *global = d->theta_global + d->param_begin[b];
+      for (size_t i = 0; i < d->params[b].count; i++) set_local_value(&d->params[b], i, global[i]);
+    }
+  }
+  if (status == STRATA_OK) {
+    d->joining = 0;
+    if (pulled) *pulled = info.pulled;
+  }
+  free(blob);
+  return status;
 }
 
 void strata_diloco_destroy(strata_diloco *d) {

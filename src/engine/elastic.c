@@ -1,0 +1,440 @@
+/*
+ * elastic.c — communicators that outlive their members: revoke, shrink, agree, grow.
+ *
+ * The survivors of a failure cannot use the communicator that failed to agree on anything: its
+ * data paths are abandoned (engine.c, strata_engine_fail) and a dead rank would block any
+ * collective over it. They agree through the rendezvous store instead, which every rank reaches
+ * and which outlives members as long as it is served apart from them (`strata store`, torchrun's
+ * agent, or a rank that survives). What each survivor knows on its own is its failure detector:
+ * the socket mesh keeps beating and listening after the failure (tcp.c: liveness), so a dead
+ * rank's connections close and a frozen rank falls silent for STRATA_TIMEOUT.
+ *
+ * One agreement (shrink, agree) over the ranks of a communicator, under a key prefix every member
+ * derives alike:
+ *   1. a rank sets  <prefix>/in/<rank>  to its contribution, then
+ *   2. polls <prefix>/decision; while there is none, it checks whether every rank its detector
+ *      still holds alive has set its key. The first rank to see that takes the decider's ticket
+ *      (an atomic add on <prefix>/decider) and writes the decision: the ranks that took part and
+ *      are alive in its view, and what the operation computes from their contributions.
+ *   3. every rank reads the one decision. A rank the decision leaves out (it came too late, or
+ *      was taken for dead) learns so and gets STRATA_ERR_EXCLUDED.
+ * A rank that is alive but busy elsewhere is waited for, as the failure detector still sees it:
+ * a survivor that has not noticed the failure yet hears of it through the revocation the others
+ * sent (its idle progress fails the communicator) and comes. The wait is bounded by
+ * STRATA_OP_TIMEOUT when set.
+ *
+ * Every communicator has an epoch; shrink and grow make one of the next epoch, whose job id
+ * (and so its store keys, shared-memory names and the job id every handshake checks) is derived
+ * from the job's base id and the epoch. A message of an older epoch travels on connections the
+ * new communicator does not have and could not authenticate into: it is never mixed into a newer
+ * collective.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "boot/store.h"
+#include "core/core.h"
+#include "engine/engine.h"
+#include "net/net.h"
+
+/* How often a rank waiting for an agreement looks at the store and at its detector. */
+static const double AGREE_POLL_S = 0.005;
+
+/* The job id of epoch `epoch` of job `base`: every member derives the same one. */
+void strata_epoch_job_id(const char *base, uint64_t epoch, char *out, size_t len) {
+  if (epoch == 0) {
+    snprintf(out, len, "%s", base);
+    return;
+  }
+  uint64_t h = 1469598103934665603ull;
+  char text[128];
+  int n = snprintf(text, sizeof text, "%s/epoch/%llu", base, (unsigned long long)epoch);
+  for (int i = 0; i < n && i < (int)sizeof text; i++)
+    h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+  char id[128];
+  snprintf(id, sizeof id, "%.32s~e%llu~%08llx", base, (unsigned long long)epoch,
+           (unsigned long long)(h & 0xffffffffull));
+  snprintf(out, len, "%s", id);
+}
+
+int strata_comm_revoke(strata_comm *comm) {
+  if (!comm) return STRATA_ERR_INVALID_ARG;
+  /* no lock: a call blocked in this communicator holds it. The flag is seen by whoever drives
+   * progress next (a waiter's loop, or the progress thread within its idle period). */
+  atomic_store(&comm->revoke_requested, 1);
+  pthread_cond_broadcast(&comm->cond);
+  return STRATA_OK;
+}
+
+uint64_t strata_comm_epoch(const strata_comm *comm) {
+  return comm ? comm->epoch : 0;
+}
+
+/* Fail the communicator (if it is not already) so its data paths are abandoned and only the
+ * failure detector runs: an agreement is only ever made over a communicator nobody uses. */
+static void quiesce(strata_comm *comm) {
+  pthread_mutex_lock(&comm->lock);
+  if (!atomic_load(&comm->error)) strata_engine_fail(comm, STRATA_ERR_REVOKED, 1);
+  pthread_mutex_unlock(&comm->lock);
+}
+
+static int peer_alive(strata_comm *comm, int peer) {
+  if (peer == comm->rank) return 1;
+  if (!comm->have_net) return 0;
+  pthread_mutex_lock(&comm->lock);
+  /* a failed communicator's detector runs here too (the progress thread's runs every 10 ms); a
+   * healthy one's runs in its progress */
+  if (atomic_load(&comm->error)) strata_net_keepalive(&comm->net);
+  int alive = strata_net_peer_alive(&comm->net, peer);
+  pthread_mutex_unlock(&comm->lock);
+  return alive;
+}
+
+static void sleep_s(double seconds) {
+  struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
+/* A contribution: one int64 per rank (a flag, say), and whether that rank took part. */
+typedef struct agreement {
+  int n;
+  int *member;    /* [n] 1 = took part and alive in the decider's view */
+  int64_t *value; /* [n] its contribution */
+  int members;    /* how many */
+} agreement;
+
+static void agreement_free(agreement *a) {
+  free(a->member);
+  free(a->value);
+  memset(a, 0, sizeof *a);
+}
+
+/* "<n> <member0>:<value0> ..." */
+static char *decision_encode(const agreement *a) {
+  size_t cap = 32 + (size_t)a->n * 32;
+  char *text = malloc(cap);
+  if (!text) return NULL;
+  size_t used = (size_t)snprintf(text, cap, "%d", a->n);
+  for (int r = 0; r < a->n; r++)
+    used +=
+        (size_t)snprintf(text + used, cap - used, " %d:%lld", a->member[r], (long long)a->value[r]);
+  return text;
+}
+
+static int decision_decode(const char *text, size_t len, int n, agreement *a) {
+  char *copy = malloc(len + 1);
+  if (!copy) return STRATA_ERR_NO_MEMORY;
+  memcpy(copy, text, len);
+  copy[len] = '\0';
+  char *p = copy, *end;
+  long count = strtol(p, &end, 10);
+  int status = STRATA_OK;
+  if (end == p || count != n) status = STRATA_ERR_PROTOCOL;
+  a->members = 0;
+  for (int r = 0; status == STRATA_OK && r < n; r++) {
+    p = end;
+    long m = strtol(p, &end, 10);
+    if (end == p || *end != ':' || (m != 0 && m != 1)) {
+      status = STRATA_ERR_PROTOCOL;
+      break;
+    }
+    p = end + 1;
+    long long v = strtoll(p, &end, 10);
+    if (end == p) {
+      status = STRATA_ERR_PROTOCOL;
+      break;
+    }
+    a->member[r] = (int)m;
+    a->value[r] = v;
+    a->members += (int)m;
+  }
+  free(copy);
+  return status;
+}
+
+/* Has rank r set <prefix>/in/r? Then *value is its contribution. */
+static int contribution(strata_comm *comm, const char *prefix, int r, int64_t *value) {
+  char key[256];
+  snprintf(key, sizeof key, "%s/in/%d", prefix, r);
+  void *data = NULL;
+  size_t len = 0;
+  if (strata_store_get(comm->store, key, &data, &len, 0.0005) != STRATA_OK) return 0;
+  char text[32] = "";
+  memcpy(text, data, len < sizeof text - 1 ? len : sizeof text - 1);
+  free(data);
+  *value = strtoll(text, NULL, 10);
+  return 1;
+}
+
+/* Steps 1-3 above: every live rank's contribution and who took part. */
+static int agree_over_store(strata_comm *comm, const char *prefix, int64_t mine, agreement *a) {
+  int n = comm->nranks;
+  a->n = n;
+  a->member = calloc((size_t)n, sizeof *a->member);
+  a->value = calloc((size_t)n, sizeof *a->value);
+  if (!a->member || !a->value) {
+    agreement_free(a);
+    return STRATA_ERR_NO_MEMORY;
+  }
+  char key[256], text[32];
+  snprintf(key, sizeof key, "%s/in/%d", prefix, comm->rank);
+  int len = snprintf(text, sizeof text, "%lld", (long long)mine);
+  int status = strata_store_set(comm->store, key, text, (size_t)len);
+  if (status != STRATA_OK) {
+    agreement_free(a);
+    return status;
+  }
+  char decision_key[256];
+  snprintf(decision_key, sizeof decision_key, "%s/decision", prefix);
+  double start = strata_now_s();
+  for (;;) {
+    void *data = NULL;
+    size_t data_len = 0;
+    status = strata_store_get(comm->store, decision_key, &data, &data_len, AGREE_POLL_S);
+    if (status == STRATA_OK) {
+      status = decision_decode(data, data_len, n, a);
+      free(data);
+      break;
+    }
+    if (status != STRATA_ERR_TIMEOUT) break;
+    /* can this rank decide? every rank alive in its view has contributed */
+    int ready = 1;
+    for (int r = 0; r < n && ready; r++) {
+      a->member[r] = 0;
+      int64_t v = 0;
+      int in = contribution(comm, prefix, r, &v);
+      int alive = peer_alive(comm, r);
+      if (alive && !in) ready = 0;
+      a->member[r] = in && alive;
+      a->value[r] = in ? v : 0;
+    }
+    if (ready) {
+      int64_t ticket = 0;
+      snprintf(key, sizeof key, "%s/decider", prefix);
+      status = strata_store_add(comm->store, key, 1, &ticket);
+      if (status != STRATA_OK) break;
+      if (ticket == 1) {
+        char *encoded = decision_encode(a);
+        if (!encoded) {
+          status = STRATA_ERR_NO_MEMORY;
+          break;
+        }
+        status = strata_store_set(comm->store, decision_key, encoded, strlen(encoded));
+        free(encoded);
+        if (status != STRATA_OK) break;
+      }
+      /* the decider's own decision is read back like everyone else's */
+      continue;
+    }
+    if (comm->cfg.op_timeout_s > 0 && strata_now_s() - start > comm->cfg.op_timeout_s) {
+      STRATA_LOG(STRATA_LOG_ERROR, comm->rank,
+                 "%s: the live ranks did not all take part within %.1f s (STRATA_OP_TIMEOUT)",
+                 prefix, comm->cfg.op_timeout_s);
+      status = STRATA_ERR_TIMEOUT;
+      break;
+    }
+    sleep_s(AGREE_POLL_S);
+  }
+  if (status != STRATA_OK) {
+    agreement_free(a);
+    return status;
+  }
+  if (!a->member[comm->rank]) {
+    agreement_free(a);
+    return STRATA_ERR_EXCLUDED;
+  }
+  return STRATA_OK;
+}
+
+static void record_failed(strata_comm *comm, const agreement *a) {
+  comm->nfailed = 0;
+  if (!comm->failed_ranks)
+    comm->failed_ranks = calloc(a->n > 0 ? (size_t)a->n : 1u, sizeof *comm->failed_ranks);
+  if (!comm->failed_ranks) return;
+  for (int r = 0; r < a->n; r++)
+    if (!a->member[r]) comm->failed_ranks[comm->nfailed++] = r;
+}
+
+int strata_comm_agree(strata_comm *comm, int *flag) {
+  if (!comm || !flag) return STRATA_ERR_INVALID_ARG;
+  if (comm->nranks == 1) return STRATA_OK;
+  if (!comm->store) return STRATA_ERR_UNSUPPORTED;
+  char prefix[200];
+  snprintf(prefix, sizeof prefix, "%s/agree/%llu", comm->cfg.job_id,
+           (unsigned long long)comm->agrees++);
+  agreement a = {0};
+  int status = agree_over_store(comm, prefix, *flag ? 1 : 0, &a);
+  if (status != STRATA_OK) return status;
+  int all = 1;
+  for (int r = 0; r < a.n; r++)
+    if (a.member[r] && !a.value[r]) all = 0;
+  record_failed(comm, &a);
+  agreement_free(&a);
+  *flag = all;
+  return STRATA_OK;
+}
+
+int strata_comm_failed_ranks(const strata_comm *comm, int *ranks, int capacity) {
+  if (!comm || (capacity > 0 && !ranks)) return STRATA_ERR_INVALID_ARG;
+  for (int i = 0; i < comm->nfailed && i < capacity; i++) ranks[i] = comm->failed_ranks[i];
+  return comm->nfailed;
+}
+
+/* A communicator of the next epoch over the same store: rank `rank` of `size`. The store keeps
+ * being served by whichever process served it (a server this rank runs moves to the new
+ * communicator, so destroying the old one does not take the store away). */
+static int next_epoch(strata_comm *comm, int rank, int size, strata_comm **out) {
+  strata_config cfg = comm->cfg;
+  cfg.rank = rank;
+  cfg.world_size = size;
+  cfg.chunk_bytes = comm->chunk_bytes_asked;
+  strata_epoch_job_id(comm->base_job, comm->epoch + 1, cfg.job_id, sizeof cfg.job_id);
+  if (!comm->has_store_ops) cfg.store_external = 1;
+  int status = strata_comm_create(&cfg, comm->has_store_ops ? &comm->store_ops : NULL, out);
+  if (status != STRATA_OK) return status;
+  (*out)->epoch = comm->epoch + 1;
+  snprintf((*out)->base_job, sizeof(*out)->base_job, "%s", comm->base_job);
+  (*out)->store_server = comm->store_server;
+  comm->store_server = NULL;
+  return STRATA_OK;
+}
+
+int strata_comm_shrink(strata_comm *comm, strata_comm **out) {
+  if (!comm || !out) return STRATA_ERR_INVALID_ARG;
+  *out = NULL;
+  if (!comm->store) return STRATA_ERR_UNSUPPORTED;
+  quiesce(comm);
+  char prefix[200];
+  snprintf(prefix, sizeof prefix, "%s/shrink/%llu", comm->cfg.job_id,
+           (unsigned long long)comm->shrinks++);
+  agreement a = {0};
+  int status = agree_over_store(comm, prefix, 1, &a);
+  if (status != STRATA_OK) {
+    STRATA_LOG(STRATA_LOG_WARN, comm->rank, "shrink: %s", strata_strerror(status));
+    return status;
+  }
+  int rank = 0;
+  for (int r = 0; r < comm->rank; r++) rank += a.member[r];
+  int size = a.members;
+  record_failed(comm, &a);
+  agreement_free(&a);
+  STRATA_LOG(STRATA_LOG_INFO, comm->rank, "shrink: %d of %d ranks go on; this one is rank %d", size,
+             comm->nranks, rank);
+  status = next_epoch(comm, rank, size, out);
+  if (status != STRATA_OK)
+    STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "shrink: the new communicator: %s",
+               strata_strerror(status));
+  return status;
+}
+
+/* ---- joining ----
+ * A joiner takes a ticket (an atomic add on <base>/join/tickets) and waits for its grant. At
+ * strata_comm_grow the members' rank 0 grants every ticket taken since the last grow — rank
+ * size + i, the epoch, the new size — and tells the members how many joined by a broadcast. */
+
+static void join_key(const char *base, const char *what, char *out, size_t len) {
+  snprintf(out, len, "%s/join/%s", base, what);
+}
+
+int strata_comm_join(const strata_config *cfg, const strata_store_ops *ops, strata_comm **out) {
+  if (!cfg || !out) return STRATA_ERR_INVALID_ARG;
+  *out = NULL;
+  strata_store *store = NULL;
+  int status;
+  if (ops) {
+    status = strata_store_from_ops(ops, "", &store);
+  } else {
+    status = strata_store_connect(cfg->store_addr, cfg->timeout_s, &store);
+  }
+  if (status != STRATA_OK) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "join: cannot reach the rendezvous store at %s: %s",
+               cfg->store_addr, strata_strerror(status));
+    return status;
+  }
+  char key[256];
+  int64_t ticket = 0;
+  join_key(cfg->job_id, "tickets", key, sizeof key);
+  status = strata_store_add(store, key, 1, &ticket);
+  char grant_key[256], what[64];
+  snprintf(what, sizeof what, "%lld/grant", (long long)ticket);
+  join_key(cfg->job_id, what, grant_key, sizeof grant_key);
+  double start = strata_now_s();
+  void *data = NULL;
+  size_t len = 0;
+  /* admission comes at the members' next grow, which may be a while: wait in timeout-long
+   * rounds, bounded only by STRATA_OP_TIMEOUT */
+  while (status == STRATA_OK) {
+    status = strata_store_get(store, grant_key, &data, &len, cfg->timeout_s);
+    if (status != STRATA_ERR_TIMEOUT) break;
+    if (cfg->op_timeout_s > 0 && strata_now_s() - start > cfg->op_timeout_s) break;
+    status = STRATA_OK;
+  }
+  strata_store_close(store);
+  if (status != STRATA_OK) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "join: ticket %lld was not granted: %s", (long long)ticket,
+               strata_strerror(status));
+    return status;
+  }
+  char text[128] = "";
+  memcpy(text, data, len < sizeof text - 1 ? len : sizeof text - 1);
+  free(data);
+  unsigned long long epoch = 0;
+  int rank = -1, size = -1;
+  if (sscanf(text, "%llu %d %d", &epoch, &rank, &size) != 3 || rank < 0 || size <= rank)
+    return STRATA_ERR_PROTOCOL;
+  strata_config mine = *cfg;
+  mine.rank = rank;
+  mine.world_size = size;
+  mine.store_external = 1;
+  mine.join = 0;
+  strata_epoch_job_id(cfg->job_id, epoch, mine.job_id, sizeof mine.job_id);
+  status = strata_comm_create(&mine, ops, out);
+  if (status != STRATA_OK) return status;
+  (*out)->epoch = epoch;
+  snprintf((*out)->base_job, sizeof(*out)->base_job, "%s", cfg->job_id);
+  STRATA_LOG(STRATA_LOG_INFO, rank, "joined as rank %d of %d (epoch %llu)", rank, size, epoch);
+  return STRATA_OK;
+}
+
+int strata_comm_grow(strata_comm *comm, strata_comm **out) {
+  if (!comm || !out) return STRATA_ERR_INVALID_ARG;
+  *out = NULL;
+  if (!comm->store) return STRATA_ERR_UNSUPPORTED;
+  int64_t counts[2] = {0, 0}; /* tickets granted before, tickets now */
+  int status = STRATA_OK;
+  char key[256];
+  if (comm->rank == 0) {
+    join_key(comm->base_job, "tickets", key, sizeof key);
+    status = strata_store_add(comm->store, key, 0, &counts[1]);
+    join_key(comm->base_job, "granted", key, sizeof key);
+    if (status == STRATA_OK) status = strata_store_add(comm->store, key, 0, &counts[0]);
+  }
+  /* every member learns the same counts, or every member fails */
+  int bcast = strata_broadcast(comm, counts, counts, 2, STRATA_I64, 0);
+  if (status == STRATA_OK) status = bcast;
+  if (status != STRATA_OK) return status;
+  int64_t joining = counts[1] - counts[0];
+  if (joining <= 0) return STRATA_OK; /* nobody waits: keep going on `comm` */
+  int size = comm->nranks + (int)joining;
+  if (comm->rank == 0) {
+    for (int64_t t = counts[0] + 1; t <= counts[1] && status == STRATA_OK; t++) {
+      char what[64], grant[96];
+      snprintf(what, sizeof what, "%lld/grant", (long long)t);
+      join_key(comm->base_job, what, key, sizeof key);
+      int len = snprintf(grant, sizeof grant, "%llu %d %d", (unsigned long long)(comm->epoch + 1),
+                         comm->nranks + (int)(t - counts[0] - 1), size);
+      status = strata_store_set(comm->store, key, grant, (size_t)len);
+    }
+    int64_t ignored;
+    join_key(comm->base_job, "granted", key, sizeof key);
+    if (status == STRATA_OK) status = strata_store_add(comm->store, key, joining, &ignored);
+  }
+  if (status != STRATA_OK) return status;
+  status = next_epoch(comm, comm->rank, size, out);
+  if (status == STRATA_OK)
+    STRATA_LOG(STRATA_LOG_INFO, comm->rank, "grow: %lld joined; %d ranks (epoch %llu)",
+               (long long)joining, size, (unsigned long long)(comm->epoch + 1));
+  return status;
+}

@@ -1,0 +1,299 @@
+/*
+ * test_comm_elastic.c — a job that goes on: revoke, shrink, agree, grow.
+ *  - a rank killed in the middle of an allreduce: the survivors shrink, numbered in their old
+ *    order, and the retried allreduce gives exactly the survivors' sum (inputs untouched);
+ *  - a frozen rank (SIGSTOP) is left out once silent for STRATA_TIMEOUT;
+ *  - revoke from another thread ends a call blocked on a late (live) peer, on every rank;
+ *  - agree: the AND of the flags, on a healthy communicator and after a death, with the failed
+ *    set;
+ *  - grow: a process started later joins, members keep their ranks.
+ * Over shared memory and over TCP. Ranks are processes (tests/helpers/ranks.c); the store is
+ * served apart from them, as elastic jobs need. The harness destroys the communicator it made.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers/ranks.h"
+
+static const double TIMEOUT_S = 1.0;
+enum { COUNT = 1 << 16 }; /* 256 KiB of f32: several messages per allreduce */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void sleep_s(double seconds) {
+  struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+/* Rank `id`'s input: distinct per rank and element, small integers (exact sums). */
+static float input(int id, int i) {
+  return (float)((id + 1) * 1000 + i % 997);
+}
+
+/* Out-of-place allreduce of ids' inputs; checks the sum over `ids` (the members' original ids).
+ * Returns the status, or -1000 for a wrong sum. */
+static int allreduce_checked(strata_comm *comm, int my_id, const int *ids, int n) {
+  float *in = malloc(COUNT * sizeof *in), *out = malloc(COUNT * sizeof *out);
+  for (int i = 0; i < COUNT; i++) in[i] = input(my_id, i);
+  int status = strata_allreduce(comm, in, out, COUNT, STRATA_F32, STRATA_SUM);
+  for (int i = 0; status == STRATA_OK && i < COUNT; i++) {
+    float want = 0;
+    for (int k = 0; k < n; k++) want += input(ids[k], i);
+    if (out[i] != want) status = -1000;
+  }
+  for (int i = 0; i < COUNT; i++)
+    if (in[i] != input(my_id, i)) status = -2000; /* the input must stay as it was */
+  free(in);
+  free(out);
+  return status;
+}
+
+static const char *name(int status) {
+  return status == -1000   ? "wrong sum"
+         : status == -2000 ? "input changed"
+                           : strata_err_name(status);
+}
+
+/* ---- a rank dies mid-allreduce; the survivors shrink and retry ---- */
+static int kill_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  (void)arg;
+  if (!comm) return fprintf(stderr, "rank %d: init: %s\n", rank, strata_strerror(init_status)), 1;
+  int victim = n / 2, all[8], survivors[8], k = 0;
+  for (int r = 0; r < n; r++) all[r] = r;
+  for (int r = 0; r < n; r++)
+    if (r != victim) survivors[k++] = r;
+  int status = STRATA_OK;
+  for (int iter = 0; iter < 50 && status == STRATA_OK; iter++) {
+    if (rank == victim && iter == 3) {
+      float *buf = malloc(COUNT * sizeof *buf);
+      for (int i = 0; i < COUNT; i++) buf[i] = input(rank, i);
+      strata_request *req;
+      strata_iallreduce(comm, buf, buf, COUNT, STRATA_F32, STRATA_SUM, &req);
+      usleep(500);
+      kill(getpid(), SIGKILL);
+    }
+    status = allreduce_checked(comm, rank, all, n);
+  }
+  if (status == STRATA_OK || status < -999) {
+    fprintf(stderr, "rank %d: allreduce never failed (%s)\n", rank, name(status));
+    return 1;
+  }
+  double t0 = now_s();
+  strata_comm *next = NULL;
+  status = strata_comm_shrink(comm, &next);
+  double took = now_s() - t0;
+  if (status != STRATA_OK) {
+    fprintf(stderr, "rank %d: shrink: %s\n", rank, strata_err_name(status));
+    return 1;
+  }
+  int failed[8], nfailed = strata_comm_failed_ranks(comm, failed, 8);
+  int want_rank = rank < victim ? rank : rank - 1;
+  int bad = strata_comm_size(next) != n - 1 || strata_comm_rank(next) != want_rank ||
+            strata_comm_epoch(next) != 1 || nfailed != 1 || failed[0] != victim;
+  if (bad)
+    fprintf(stderr, "rank %d: shrink gave rank %d of %d, epoch %llu, %d failed\n", rank,
+            strata_comm_rank(next), strata_comm_size(next),
+            (unsigned long long)strata_comm_epoch(next), nfailed);
+  for (int iter = 0; iter < 5 && !bad; iter++) {
+    status = allreduce_checked(next, rank, survivors, n - 1);
+    if (status != STRATA_OK) fprintf(stderr, "rank %d: retry: %s\n", rank, name(status)), bad = 1;
+  }
+  if (rank == 0) printf("  shrink %d -> %d ranks took %.2f s\n", n, n - 1, took);
+  strata_comm_destroy(next);
+  return bad;
+}
+
+/* ---- a frozen rank is left out ---- */
+static int frozen_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  (void)arg;
+  if (!comm) return fprintf(stderr, "rank %d: init: %s\n", rank, strata_strerror(init_status)), 1;
+  int64_t pids[8] = {0}, mine = getpid();
+  if (strata_allgather(comm, &mine, pids, 1, STRATA_I64) != STRATA_OK) return 1;
+  int frozen = n - 1, all[8], survivors[8];
+  for (int r = 0; r < n; r++) all[r] = survivors[r] = r;
+  if (allreduce_checked(comm, rank, all, n) != STRATA_OK) return 1;
+  if (rank == frozen) {
+    raise(SIGSTOP);
+    return 1; /* never thawed: rank 0 kills it */
+  }
+  int status = allreduce_checked(comm, rank, all, n);
+  if (status != STRATA_ERR_TIMEOUT && status != STRATA_ERR_ABORTED &&
+      status != STRATA_ERR_REVOKED) {
+    fprintf(stderr, "rank %d: with a frozen peer: %s\n", rank, name(status));
+    return 1;
+  }
+  strata_comm *next = NULL;
+  status = strata_comm_shrink(comm, &next);
+  if (rank == 0) kill((pid_t)pids[frozen], SIGKILL);
+  if (status != STRATA_OK || strata_comm_size(next) != n - 1) {
+    fprintf(stderr, "rank %d: shrink: %s\n", rank, strata_err_name(status));
+    return 1;
+  }
+  status = allreduce_checked(next, rank, survivors, n - 1);
+  strata_comm_destroy(next);
+  if (status != STRATA_OK) fprintf(stderr, "rank %d: after shrink: %s\n", rank, name(status));
+  return status != STRATA_OK;
+}
+
+/* ---- revoke from another thread ---- */
+static void *revoke_later(void *arg) {
+  sleep_s(0.3);
+  strata_comm_revoke(arg);
+  strata_comm_revoke(arg); /* idempotent */
+  return NULL;
+}
+
+static int revoke_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  (void)arg;
+  if (!comm) return fprintf(stderr, "rank %d: init: %s\n", rank, strata_strerror(init_status)), 1;
+  int all[8];
+  for (int r = 0; r < n; r++) all[r] = r;
+  if (allreduce_checked(comm, rank, all, n) != STRATA_OK) return 1;
+  double t0 = now_s();
+  int status;
+  if (rank == n - 1) {
+    sleep_s(1.5); /* late, alive: the revocation reaches it while idle */
+    status = allreduce_checked(comm, rank, all, n);
+  } else if (rank == 0) {
+    pthread_t thread;
+    pthread_create(&thread, NULL, revoke_later, comm);
+    status = allreduce_checked(comm, rank, all, n); /* blocked on the late rank */
+    pthread_join(thread, NULL);
+  } else {
+    status = allreduce_checked(comm, rank, all, n);
+  }
+  double took = now_s() - t0;
+  if (status != STRATA_ERR_REVOKED || (rank != n - 1 && took > 1.0)) {
+    fprintf(stderr, "rank %d: %s after %.2f s (want STRATA_ERR_REVOKED soon after 0.3 s)\n", rank,
+            name(status), took);
+    return 1;
+  }
+  if (strata_allreduce(comm, all, all, 1, STRATA_I32, STRATA_SUM) != STRATA_ERR_REVOKED) return 1;
+  strata_comm *next = NULL;
+  status = strata_comm_shrink(comm, &next);
+  if (status != STRATA_OK || strata_comm_size(next) != n || strata_comm_rank(next) != rank) {
+    fprintf(stderr, "rank %d: shrink after revoke: %s\n", rank, strata_err_name(status));
+    return 1;
+  }
+  status = allreduce_checked(next, rank, all, n);
+  strata_comm_destroy(next);
+  return status != STRATA_OK;
+}
+
+/* ---- agree ---- */
+static int agree_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  (void)arg;
+  if (!comm) return fprintf(stderr, "rank %d: init: %s\n", rank, strata_strerror(init_status)), 1;
+  int flag = 1, failed[8];
+  if (strata_comm_agree(comm, &flag) != STRATA_OK || flag != 1) return 1;
+  if (strata_comm_failed_ranks(comm, failed, 8) != 0) return 1;
+  flag = rank != 1; /* one rank says no */
+  if (strata_comm_agree(comm, &flag) != STRATA_OK || flag != 0) return 1;
+  /* the communicator still works between agreements */
+  int all[8];
+  for (int r = 0; r < n; r++) all[r] = r;
+  if (allreduce_checked(comm, rank, all, n) != STRATA_OK) return 1;
+  int victim = n - 1;
+  if (rank == victim) kill(getpid(), SIGKILL);
+  flag = 1;
+  int status = strata_comm_agree(comm, &flag);
+  int nfailed = strata_comm_failed_ranks(comm, failed, 8);
+  if (status != STRATA_OK || flag != 1 || nfailed != 1 || failed[0] != victim) {
+    fprintf(stderr, "rank %d: agree after a death: %s, flag %d, %d failed\n", rank,
+            strata_err_name(status), flag, nfailed);
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- grow ---- */
+static void grow_tweak(strata_config *cfg, int rank, void *arg) {
+  int members = *(int *)arg;
+  if (rank >= members) {
+    cfg->join = 1;
+    cfg->rank = -1;
+    cfg->world_size = -1;
+  } else {
+    cfg->world_size = members;
+  }
+}
+
+static int grow_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  int members = *(int *)arg, all[8];
+  for (int r = 0; r < n; r++) all[r] = r;
+  if (!comm) return fprintf(stderr, "rank %d: init: %s\n", rank, strata_strerror(init_status)), 1;
+  strata_comm *work = comm;
+  if (rank < members) {
+    if (allreduce_checked(comm, rank, all, members) != STRATA_OK) return 1;
+    /* grow until every joiner is in (they start at their own pace) */
+    double deadline = now_s() + 20;
+    while (strata_comm_size(work) < n && now_s() < deadline) {
+      strata_comm *next = NULL;
+      int status = strata_comm_grow(work, &next);
+      if (status != STRATA_OK) return fprintf(stderr, "rank %d: grow: %s\n", rank, name(status)), 1;
+      if (next) {
+        if (work != comm) strata_comm_destroy(work);
+        work = next;
+      } else {
+        sleep_s(0.05);
+      }
+    }
+    if (strata_comm_rank(work) != rank) return 1;
+  }
+  /* a joiner's communicator comes from its init; it may be one of several grows */
+  int status = STRATA_OK;
+  if (strata_comm_size(work) != n) {
+    fprintf(stderr, "rank %d: size %d after grow, want %d\n", rank, strata_comm_size(work), n);
+    return 1;
+  }
+  status = allreduce_checked(work, strata_comm_rank(work), all, n);
+  if (status != STRATA_OK) fprintf(stderr, "rank %d: after grow: %s\n", rank, name(status));
+  if (work != comm) strata_comm_destroy(work);
+  return status != STRATA_OK;
+}
+
+int main(void) {
+  int failures = 0;
+  for (int shm = 1; shm >= 0; shm--) {
+    const char *via = shm ? "shm" : "tcp";
+    strata_test_ranks_opts o = {.shm = shm, .timeout_s = TIMEOUT_S, .deadline_s = 60};
+    /* the killed rank counts as one failed process */
+    int bad = strata_test_run_ranks(4, &o, kill_body, NULL);
+    printf("%s kill, shrink, retry, 4 ranks (%s): %d failed of the survivors\n",
+           bad == 1 ? "ok" : "FAIL", via, bad - 1);
+    failures += bad != 1;
+
+    bad = strata_test_run_ranks(3, &o, frozen_body, NULL);
+    printf("%s frozen rank left out, 3 ranks (%s)\n", bad == 1 ? "ok" : "FAIL", via);
+    failures += bad != 1;
+
+    bad = strata_test_run_ranks(3, &o, revoke_body, NULL);
+    printf("%s revoke from another thread, 3 ranks (%s): %d failed\n", bad ? "FAIL" : "ok", via,
+           bad);
+    failures += bad != 0;
+
+    bad = strata_test_run_ranks(3, &o, agree_body, NULL);
+    printf("%s agree, 3 ranks (%s)\n", bad == 1 ? "ok" : "FAIL", via);
+    failures += bad != 1;
+
+    int members = 2;
+    strata_test_ranks_opts og = o;
+    og.tweak = grow_tweak;
+    bad = strata_test_run_ranks(4, &og, grow_body, &members);
+    printf("%s grow 2 -> 4 ranks (%s): %d failed\n", bad ? "FAIL" : "ok", via, bad);
+    failures += bad != 0;
+  }
+  printf("%d failed\n", failures);
+  return failures != 0;
+}
