@@ -229,6 +229,10 @@ typedef struct strata_config {
                                  while every peer is alive (one is late: a checkpoint, an eval);
                                  0 (default, or "off") = no limit: only a dead or frozen peer
                                  fails it, after STRATA_TIMEOUT */
+  int elastic;                /* STRATA_ELASTIC (1/0): an in-place reduction keeps a copy of its
+                                 input while it runs, so a failure leaves the input as it was and
+                                 a shrink undoes one that finished here but not on another
+                                 survivor: the retry is exact (docs/elastic.md). Costs a copy */
   int join;                   /* STRATA_JOIN (1/0): strata_comm_init joins a running job at its
                                  members' next strata_comm_grow instead of starting one; rank and
                                  world_size are then assigned, not read */
@@ -317,6 +321,13 @@ STRATA_API int strata_comm_shrink(strata_comm *comm, strata_comm **out);
  * or frozen) become the failed set strata_comm_failed_ranks reports. Through the store: a few
  * round trips to it, not a data-path collective. STRATA_ERR_EXCLUDED as for shrink. */
 STRATA_API int strata_comm_agree(strata_comm *comm, int *flag);
+/* After strata_comm_shrink(comm, ...) found that the last collective finished on this rank but
+ * failed on another survivor (a rank died just after sending this one its last bytes): with
+ * STRATA_ELASTIC, if it was an in-place reduction, writes its input back into its buffer — which
+ * must still be the caller's — so the survivors retry it from the same inputs. Returns 1 if it
+ * did, 0 when there was nothing to undo. (A failed call needs no undo: STRATA_ELASTIC leaves its
+ * input as it was; out of place, inputs are never written.) */
+STRATA_API int strata_comm_undo(strata_comm *comm);
 /* The failed set of the last strata_comm_agree or strata_comm_shrink on `comm`: the first
  * `capacity` ranks into `ranks` (ascending), and returns how many there are (negative status on
  * bad arguments). */

@@ -1,7 +1,8 @@
 /*
  * test_comm_elastic.c — a job that goes on: revoke, shrink, agree, grow.
  *  - a rank killed in the middle of an allreduce: the survivors shrink, numbered in their old
- *    order, and the retried allreduce gives exactly the survivors' sum (inputs untouched);
+ *    order, and the retried allreduce gives exactly the survivors' sum (inputs untouched); in
+ *    place too, with STRATA_ELASTIC (the failed call leaves the input as it was);
  *  - a frozen rank (SIGSTOP) is left out once silent for STRATA_TIMEOUT;
  *  - revoke from another thread ends a call blocked on a late (live) peer, on every rank;
  *  - agree: the AND of the flags, on a healthy communicator and after a death, with the failed
@@ -21,8 +22,8 @@
 
 #include "helpers/ranks.h"
 
-static const double TIMEOUT_S = 1.0;
-enum { COUNT = 1 << 16 }; /* 256 KiB of f32: several messages per allreduce */
+static const double TIMEOUT_S = 2.5; /* short for the test, long enough for a loaded machine */
+enum { COUNT = 1 << 16 };            /* 256 KiB of f32: several messages per allreduce */
 
 static double now_s(void) {
   struct timespec ts;
@@ -41,10 +42,11 @@ static float input(int id, int i) {
   return (float)((id + 1) * 1000 + i % 997);
 }
 
-/* Out-of-place allreduce of ids' inputs; checks the sum over `ids` (the members' original ids).
- * Returns the status, or -1000 for a wrong sum. */
-static int allreduce_checked(strata_comm *comm, int my_id, const int *ids, int n) {
-  float *in = malloc(COUNT * sizeof *in), *out = malloc(COUNT * sizeof *out);
+/* Allreduce of ids' inputs (in place when in_place: the communicator must be STRATA_ELASTIC);
+ * checks the sum over `ids` (the members' original ids) and, on failure, that the input is as it
+ * was. Returns the status, -1000 for a wrong sum, -2000 for a changed input. */
+static int allreduce_io(strata_comm *comm, int my_id, const int *ids, int n, int in_place) {
+  float *in = malloc(COUNT * sizeof *in), *out = in_place ? in : malloc(COUNT * sizeof *out);
   for (int i = 0; i < COUNT; i++) in[i] = input(my_id, i);
   int status = strata_allreduce(comm, in, out, COUNT, STRATA_F32, STRATA_SUM);
   for (int i = 0; status == STRATA_OK && i < COUNT; i++) {
@@ -52,11 +54,15 @@ static int allreduce_checked(strata_comm *comm, int my_id, const int *ids, int n
     for (int k = 0; k < n; k++) want += input(ids[k], i);
     if (out[i] != want) status = -1000;
   }
-  for (int i = 0; i < COUNT; i++)
+  for (int i = 0; (!in_place || status != STRATA_OK) && status > -1000 && i < COUNT; i++)
     if (in[i] != input(my_id, i)) status = -2000; /* the input must stay as it was */
+  if (!in_place) free(out);
   free(in);
-  free(out);
   return status;
+}
+
+static int allreduce_checked(strata_comm *comm, int my_id, const int *ids, int n) {
+  return allreduce_io(comm, my_id, ids, n, 0);
 }
 
 static const char *name(int status) {
@@ -67,7 +73,7 @@ static const char *name(int status) {
 
 /* ---- a rank dies mid-allreduce; the survivors shrink and retry ---- */
 static int kill_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
-  (void)arg;
+  int in_place = arg && *(int *)arg;
   if (!comm) return fprintf(stderr, "rank %d: init: %s\n", rank, strata_strerror(init_status)), 1;
   int victim = n / 2, all[8], survivors[8], k = 0;
   for (int r = 0; r < n; r++) all[r] = r;
@@ -83,7 +89,7 @@ static int kill_body(strata_comm *comm, int rank, int n, int init_status, void *
       usleep(500);
       kill(getpid(), SIGKILL);
     }
-    status = allreduce_checked(comm, rank, all, n);
+    status = allreduce_io(comm, rank, all, n, in_place);
   }
   if (status == STRATA_OK || status < -999) {
     fprintf(stderr, "rank %d: allreduce never failed (%s)\n", rank, name(status));
@@ -106,12 +112,17 @@ static int kill_body(strata_comm *comm, int rank, int n, int init_status, void *
             strata_comm_rank(next), strata_comm_size(next),
             (unsigned long long)strata_comm_epoch(next), nfailed);
   for (int iter = 0; iter < 5 && !bad; iter++) {
-    status = allreduce_checked(next, rank, survivors, n - 1);
+    status = allreduce_io(next, rank, survivors, n - 1, in_place);
     if (status != STRATA_OK) fprintf(stderr, "rank %d: retry: %s\n", rank, name(status)), bad = 1;
   }
   if (rank == 0) printf("  shrink %d -> %d ranks took %.2f s\n", n, n - 1, took);
   strata_comm_destroy(next);
   return bad;
+}
+
+static void elastic_tweak(strata_config *cfg, int rank, void *arg) {
+  (void)rank, (void)arg;
+  cfg->elastic = 1;
 }
 
 /* ---- a frozen rank is left out ---- */
@@ -271,6 +282,15 @@ int main(void) {
     /* the killed rank counts as one failed process */
     int bad = strata_test_run_ranks(4, &o, kill_body, NULL);
     printf("%s kill, shrink, retry, 4 ranks (%s): %d failed of the survivors\n",
+           bad == 1 ? "ok" : "FAIL", via, bad - 1);
+    failures += bad != 1;
+
+    /* in place: STRATA_ELASTIC keeps the input for the retry */
+    int in_place = 1;
+    strata_test_ranks_opts oe = o;
+    oe.tweak = elastic_tweak;
+    bad = strata_test_run_ranks(4, &oe, kill_body, &in_place);
+    printf("%s in place: kill, shrink, exact retry, 4 ranks (%s): %d failed of the survivors\n",
            bad == 1 ? "ok" : "FAIL", via, bad - 1);
     failures += bad != 1;
 

@@ -129,7 +129,7 @@ static int body(strata_comm *comm, int id, int n, int init_status, void *arg) {
 int main(void) {
   int failures = 0;
   for (int shm = 1; shm >= 0; shm--) {
-    strata_test_ranks_opts o = {.shm = shm, .timeout_s = 2, .deadline_s = 60, .tweak = tweak};
+    strata_test_ranks_opts o = {.shm = shm, .timeout_s = 3, .deadline_s = 90, .tweak = tweak};
     int bad = strata_test_run_ranks(MEMBERS + 1, &o, body, NULL);
     /* the killed worker counts as one */
     printf("%s DiLoCo through a death and a join (%s): %d failed besides the killed worker\n",

@@ -343,6 +343,7 @@ static int overlay_strata(env_reader *r, strata_config *cfg) {
   TRY(env_size(r, "STRATA_CHUNK", &cfg->chunk_bytes));
   TRY(env_timeout(r, "STRATA_TIMEOUT", &cfg->timeout_s));
   TRY(env_op_timeout(r, "STRATA_OP_TIMEOUT", &cfg->op_timeout_s));
+  TRY(env_bool(r, "STRATA_ELASTIC", &cfg->elastic));
   TRY(env_bool(r, "STRATA_JOIN", &cfg->join));
   TRY(env_algo(r, "STRATA_ALGO", &cfg->algo));
   TRY(env_log_level(r, "STRATA_LOG", &cfg->log_level));

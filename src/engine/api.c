@@ -478,6 +478,25 @@ static int operation_create(strata_comm *comm, const strata_coll_args *args,
   return STRATA_OK;
 }
 
+/* cfg.elastic: an in-place reduction writes its input, so a copy is kept until it ends
+ * (engine.c: elastic_settle), and a failure leaves every survivor's input as it was. Only in place:
+ * out of place, the input is never written. */
+static int elastic_backup(strata_comm *comm, strata_operation *op) {
+  const strata_coll_args *a = &op->args;
+  if (!comm->cfg.elastic || !a->sendbuf || !op->key.in_place ||
+      (a->coll != STRATA_COLL_ALLREDUCE && a->coll != STRATA_COLL_REDUCE_SCATTER &&
+       a->coll != STRATA_COLL_REDUCE))
+    return STRATA_OK;
+  uint64_t bytes = op->buf_bytes[STRATA_BUF_SEND];
+  if (!bytes) return STRATA_OK;
+  op->backup = malloc(bytes);
+  if (!op->backup) return STRATA_ERR_NO_MEMORY;
+  memcpy(op->backup, a->sendbuf, bytes);
+  op->backup_dst = (void *)a->sendbuf;
+  op->backup_bytes = bytes;
+  return STRATA_OK;
+}
+
 /* Hand `op` to the engine; without `req`, drive it to the end here and free it. */
 static int operation_run(strata_comm *comm, strata_operation *op, strata_request **req) {
   /* Counted while it takes the lock too, not only while it waits: the progress thread hands the
@@ -491,7 +510,8 @@ static int operation_run(strata_comm *comm, strata_operation *op, strata_request
              strata_op_name(op->args.op), op->args.root, strata_algo_name(op->sched.algo),
              op->sched.nsteps, op->codec != STRATA_COMPRESS_NONE ? ", wire " : "",
              op->codec != STRATA_COMPRESS_NONE ? strata_compress_name(op->codec) : "");
-  int status = strata_engine_submit(comm, op);
+  int status = elastic_backup(comm, op);
+  if (status == STRATA_OK) status = strata_engine_submit(comm, op);
   if (req) {
     /* uncounted before the signal: a thread woken while we are still counted waits again */
     atomic_fetch_sub(&comm->waiters, 1);

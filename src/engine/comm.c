@@ -282,6 +282,7 @@ int strata_comm_destroy(strata_comm *comm) {
   pthread_mutex_destroy(&comm->lock);
   free(comm->site_of_rank);
   free(comm->failed_ranks);
+  free(comm->last_input);
   free(comm->p2p_send_seq);
   free(comm->p2p_recv_seq);
   free(comm->send_queues);

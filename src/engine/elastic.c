@@ -29,6 +29,7 @@
  * new communicator does not have and could not authenticate into: it is never mixed into a newer
  * collective.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,6 +277,14 @@ int strata_comm_agree(strata_comm *comm, int *flag) {
   return STRATA_OK;
 }
 
+int strata_comm_undo(strata_comm *comm) {
+  if (!comm) return STRATA_ERR_INVALID_ARG;
+  if (!comm->undo_ready) return 0;
+  memcpy(comm->last_input_dst, comm->last_input, comm->last_input_bytes);
+  comm->undo_ready = 0;
+  return 1;
+}
+
 int strata_comm_failed_ranks(const strata_comm *comm, int *ranks, int capacity) {
   if (!comm || (capacity > 0 && !ranks)) return STRATA_ERR_INVALID_ARG;
   for (int i = 0; i < comm->nfailed && i < capacity; i++) ranks[i] = comm->failed_ranks[i];
@@ -310,11 +319,23 @@ int strata_comm_shrink(strata_comm *comm, strata_comm **out) {
   snprintf(prefix, sizeof prefix, "%s/shrink/%llu", comm->cfg.job_id,
            (unsigned long long)comm->shrinks++);
   agreement a = {0};
-  int status = agree_over_store(comm, prefix, 1, &a);
+  int status = agree_over_store(comm, prefix, (int64_t)comm->colls_ok, &a);
   if (status != STRATA_OK) {
     STRATA_LOG(STRATA_LOG_WARN, comm->rank, "shrink: %s", strata_strerror(status));
     return status;
   }
+  /* A collective that failed on some survivor but finished here (a rank died just after sending
+   * us its last bytes) is undone here too, so the survivors retry it from the same inputs. */
+  int64_t fewest = INT64_MAX;
+  for (int r = 0; r < a.n; r++)
+    if (a.member[r] && a.value[r] < fewest) fewest = a.value[r];
+  int64_t ahead = (int64_t)comm->colls_ok - fewest;
+  comm->undo_ready = ahead == 1 && comm->last_input;
+  if (ahead > 0)
+    STRATA_LOG(comm->undo_ready ? STRATA_LOG_INFO : STRATA_LOG_WARN, comm->rank,
+               "shrink: this rank finished %lld collective(s) that another survivor did not%s",
+               (long long)ahead,
+               comm->undo_ready ? " (strata_comm_undo puts the last one's input back)" : "");
   int rank = 0;
   for (int r = 0; r < comm->rank; r++) rank += a.member[r];
   int size = a.members;

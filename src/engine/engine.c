@@ -192,6 +192,24 @@ static int requantize_result(strata_operation *op) {
   return STRATA_OK;
 }
 
+/* cfg.elastic: a failed in-place reduction leaves its input as it was; a successful one's input is
+ * kept by the communicator, for a shrink that finds the others failed it. Called once the
+ * transports write no more into the buffer (engine_fail finishes operations after its flush). */
+static void elastic_settle(strata_comm *comm, strata_operation *op, int status) {
+  if (!op->backup) return;
+  if (status != STRATA_OK) {
+    memcpy(op->backup_dst, op->backup, op->backup_bytes);
+    free(op->backup);
+  } else {
+    free(comm->last_input);
+    comm->undo_ready = 0;
+    comm->last_input = op->backup;
+    comm->last_input_dst = op->backup_dst;
+    comm->last_input_bytes = op->backup_bytes;
+  }
+  op->backup = NULL;
+}
+
 static void operation_finish(strata_comm *comm, strata_operation *op, int status) {
   if (status == STRATA_OK && op->sched.requantize_result &&
       op->args.coll == STRATA_COLL_ALLREDUCE && strata_compress_is_lossy(op->codec))
@@ -203,6 +221,8 @@ static void operation_finish(strata_comm *comm, strata_operation *op, int status
     if (out && count) strata_reduce_avg_finish(out, count, op->args.dtype, comm->nranks);
   }
   op->status = status;
+  if (op->coll_seq != UINT64_MAX && status == STRATA_OK) comm->colls_ok++;
+  elastic_settle(comm, op, status);
   /* unlink from the active list */
   strata_operation **link = &comm->active_head, *prev = NULL;
   while (*link && *link != op) {
@@ -608,6 +628,7 @@ void strata_operation_free(strata_operation *op) {
   if (op->scratch) strata_scratch_give(op->comm, op->scratch, op->scratch_cap);
   free(op->wire);
   free(op->wire_off);
+  free(op->backup);
   free(op->deps_left); /* one block holds every per-step array (operation_alloc in api.c) */
   free(op);
 }

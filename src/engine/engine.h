@@ -85,6 +85,10 @@ struct strata_operation {
    * communicator's spare and taken again, schedule and per-step arrays as they are, by the next
    * call with the same key and the same args.dtype, args.op and args.compress. */
   int reusable;
+  /* cfg.elastic, an in-place reduction: a copy of the input taken at submit, put back if the
+   * operation fails, else handed to the communicator (last_input) until the next one succeeds */
+  void *backup, *backup_dst;
+  uint64_t backup_bytes;
   strata_sched_params key;
 };
 
@@ -137,7 +141,11 @@ struct strata_comm {
   char base_job[64];           /* the job id of epoch 0: joiners and later epochs derive from it */
   uint64_t agrees, shrinks;    /* calls so far: name each agreement's store keys */
   atomic_int revoke_requested; /* strata_comm_revoke, from any thread, without the lock */
-  int *failed_ranks;           /* the ranks the last agreement found failed (malloc) */
+  uint64_t colls_ok; /* collectives finished with STRATA_OK: what shrink compares (elastic.c) */
+  void *last_input, *last_input_dst; /* the input of the last in-place reduction that succeeded */
+  uint64_t last_input_bytes;         /* (cfg.elastic), for strata_comm_undo */
+  int undo_ready;                    /* shrink found that collective failed on another survivor */
+  int *failed_ranks;                 /* the ranks the last agreement found failed (malloc) */
   int nfailed;
 };
 
