@@ -22,8 +22,10 @@
 
 #include "helpers/ranks.h"
 
-static const double TIMEOUT_S = 2.5; /* short for the test, long enough for a loaded machine */
-enum { COUNT = 1 << 16 };            /* 256 KiB of f32: several messages per allreduce */
+static const double TIMEOUT_S = 2.5;
+    /* short for the test, long enough for a loaded machine */ /* short for the test, long enough
+                                                                  for a loaded machine */
+enum { COUNT = 1 << 16 }; /* 256 KiB of f32: several messages per allreduce */
 
 static double now_s(void) {
   struct timespec ts;
@@ -215,6 +217,9 @@ static int agree_body(strata_comm *comm, int rank, int n, int init_status, void 
   int all[8];
   for (int r = 0; r < n; r++) all[r] = r;
   if (allreduce_checked(comm, rank, all, n) != STRATA_OK) return 1;
+  /* every rank has finished the allreduce before the victim dies (else the others' could fail) */
+  flag = 1;
+  if (strata_comm_agree(comm, &flag) != STRATA_OK || flag != 1) return 1;
   int victim = n - 1;
   if (rank == victim) kill(getpid(), SIGKILL);
   flag = 1;

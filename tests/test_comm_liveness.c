@@ -136,6 +136,9 @@ static int idle_death_body(strata_comm *comm, int rank, int n, int init_status, 
     return 1;
   }
   if (checked_allreduce(comm, rank, n) != STRATA_OK) return 1;
+  /* every rank has finished the allreduce before one dies: a death fails whatever is in flight */
+  int all_done = 1;
+  if (strata_comm_agree(comm, &all_done) != STRATA_OK || !all_done) return 1;
   if (rank == n - 1) _exit(0); /* no destroy: the others must not take it for an orderly leave */
   /* idle for longer than the timeout: the loss is found meanwhile, not at the next call */
   double deadline = now_s() + TIMEOUT_S + 3.0;

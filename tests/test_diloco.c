@@ -519,7 +519,12 @@ static int bad_body(strata_comm *comm, int rank, int nranks, int init_status, vo
   CHECK_STATUS(strata_diloco_create(comm, NULL, 2, &good, &d), STRATA_ERR_INVALID_ARG);
   CHECK_STATUS(strata_diloco_create(comm, bufs.params, 0, &good, &d), STRATA_ERR_INVALID_ARG);
   CHECK_STATUS(strata_diloco_create(comm, bufs.params, 2, NULL, &d), STRATA_ERR_INVALID_ARG);
-  CHECK_STATUS(strata_diloco_create(NULL, bufs.params, 2, &good, &d), STRATA_ERR_INVALID_ARG);
+  /* no communicator: a joining worker's state, which exchanges nothing until strata_diloco_sync */
+  CHECK_STATUS(strata_diloco_create(NULL, bufs.params, 2, &good, &d), STRATA_OK);
+  CHECK_STATUS(strata_diloco_step(d, NULL), STRATA_ERR_INVALID_ARG);
+  CHECK_STATUS(strata_diloco_outer_start(d, 0), STRATA_ERR_INVALID_ARG);
+  strata_diloco_destroy(d);
+  d = NULL;
   CHECK_STATUS(strata_diloco_create(comm, bufs.params, 2, &good, NULL), STRATA_ERR_INVALID_ARG);
   strata_diloco_param params[2] = {bufs.params[0], bufs.params[1]};
   params[1].dtype = STRATA_F64;

@@ -312,7 +312,8 @@ static void peer_fail(tcp_transport *t, tcp_peer *p, int status, const char *why
   if (p->report && !t->leaving)
     STRATA_LOG(STRATA_LOG_WARN, t->rank, "tcp: rank %d lost: %s", p->rank, why);
   else
-    STRATA_LOG(STRATA_LOG_DEBUG, t->rank, "tcp: rank %d closed its connections", p->rank);
+    STRATA_LOG(STRATA_LOG_INFO, t->rank, "tcp: rank %d is gone after it %s: %s", p->rank,
+               p->abort_status ? "aborted" : "said goodbye", why);
 }
 
 static void control_receive(tcp_transport *t, tcp_peer *p);
