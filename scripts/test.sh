@@ -33,7 +33,7 @@ if make --no-print-directory format-check; then passed=$((passed + 1)); else fai
 run_suite release build "-DCMAKE_BUILD_TYPE=Release -DSTRATA_WERROR=ON -DSTRATA_BUILD_TESTS=ON" ""
 export STRATA_TEST_QUICK=1 # sanitizer builds: the large cases for f32 sum only (same code paths)
 run_suite asan-ubsan build-asan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_WERROR=ON -DSTRATA_BUILD_TESTS=ON -DSTRATA_SANITIZE=address,undefined" "-E _sh$"
-run_suite tsan build-tsan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_WERROR=ON -DSTRATA_BUILD_TESTS=ON -DSTRATA_SANITIZE=thread" "-R engine|comm_fault|net_"
+run_suite tsan build-tsan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_WERROR=ON -DSTRATA_BUILD_TESTS=ON -DSTRATA_SANITIZE=thread" "-R engine|comm_fault|comm_elastic|comm_liveness|comm_lifecycle|net_"
 [ "$skipped" -eq 0 ] || echo "$skipped skipped (see 'The following tests did not run' above)"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
