@@ -306,7 +306,10 @@ class DiLoCo(_strata.DiLoCo):
     Call step() after every inner optimizer step; it returns how many fragments it applied.
     outer_start(p)/outer_finish(p) run an outer step by hand instead. save() -> bytes and
     load(bytes) checkpoint the outer state (not the parameters). set_comm(comm) moves it to
-    another communicator. Use it as a context manager or call close().
+    another communicator (the survivors', after a shrink). A worker that joins a running job
+    creates it with comm=None and calls sync(comm) with its new communicator, while the members
+    call sync(comm) with theirs (after comm.grow()): the joiner pulls theta_global, the momentum
+    and the step counts. Use it as a context manager or call close().
     """
 
     def __init__(self, comm, params, sync_every=100, outer_lr=0.7, outer_momentum=0.9,

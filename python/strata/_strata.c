@@ -878,13 +878,14 @@ static int DiLoCo_init(DiLoCoObject *self, PyObject *args, PyObject *kwds) {
     PyErr_SetString(PyExc_RuntimeError, "DiLoCo is already initialised");
     return -1;
   }
-  if (!PyObject_TypeCheck(comm_obj, &CommType)) {
-    PyErr_Format(PyExc_TypeError, "comm must be a strata.Comm, not %.100s",
+  /* None: a joining worker's state, attached by sync() once it is in */
+  if (comm_obj != Py_None && !PyObject_TypeCheck(comm_obj, &CommType)) {
+    PyErr_Format(PyExc_TypeError, "comm must be a strata.Comm or None, not %.100s",
                  Py_TYPE(comm_obj)->tp_name);
     return -1;
   }
-  CommObject *comm = (CommObject *)comm_obj;
-  if (comm_check(comm)) return -1;
+  CommObject *comm = comm_obj == Py_None ? NULL : (CommObject *)comm_obj;
+  if (comm && comm_check(comm)) return -1;
   if (compress < 0 || compress >= STRATA_COMPRESS_COUNT) {
     PyErr_Format(PyExc_ValueError, "bad compress code %d", compress);
     return -1;
@@ -916,7 +917,7 @@ static int DiLoCo_init(DiLoCoObject *self, PyObject *args, PyObject *kwds) {
   }
   Py_DECREF(seq);
   if (keep != Py_None) self->keep = Py_NewRef(keep);
-  strata_comm *c = comm->comm;
+  strata_comm *c = comm ? comm->comm : NULL;
   strata_diloco *state = NULL;
   int status;
   self->busy = 1;
@@ -933,7 +934,7 @@ static int DiLoCo_init(DiLoCoObject *self, PyObject *args, PyObject *kwds) {
   }
   self->state = state;
   self->fragments = opt.fragments;
-  diloco_link(self, comm);
+  if (comm) diloco_link(self, comm);
   return 0;
 }
 
@@ -1040,6 +1041,23 @@ static PyObject *DiLoCo_set_comm(DiLoCoObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+static PyObject *DiLoCo_sync(DiLoCoObject *self, PyObject *args) {
+  PyObject *comm_obj;
+  if (!PyArg_ParseTuple(args, "O!", &CommType, &comm_obj)) return NULL;
+  CommObject *comm = (CommObject *)comm_obj;
+  strata_diloco *state = diloco_get(self);
+  if (!state || comm_check(comm)) return NULL;
+  strata_comm *c = comm->comm;
+  int status, pulled = 0;
+  self->busy = 1;
+  Py_BEGIN_ALLOW_THREADS status = strata_diloco_sync(state, c, &pulled);
+  Py_END_ALLOW_THREADS self->busy = 0;
+  if (status != STRATA_OK) return raise_status(status, NULL);
+  diloco_unlink(self);
+  diloco_link(self, comm);
+  return PyBool_FromLong(pulled);
+}
+
 static PyObject *DiLoCo_close(DiLoCoObject *self, PyObject *Py_UNUSED(ignored)) {
   if (self->busy)
     return PyErr_Format(PyExc_RuntimeError, "the DiLoCo state is in use by another thread");
@@ -1095,6 +1113,9 @@ static PyMethodDef DiLoCo_methods[] = {
      "The state (theta_global, momentum, counters) as bytes; not the parameters themselves."},
     {"load", (PyCFunction)DiLoCo_load, METH_VARARGS,
      "load(blob): restore a state saved by a DiLoCo of the same buffers and options."},
+    {"sync", (PyCFunction)DiLoCo_sync, METH_VARARGS,
+     "sync(comm) -> pulled: move to comm (after a grow) and give every rank the members' "
+     "global parameters, momentum and step counts; a joiner (made with comm=None) pulls them."},
     {"set_comm", (PyCFunction)DiLoCo_set_comm, METH_VARARGS,
      "set_comm(comm): move to another communicator (after a shrink, say)."},
     {"close", (PyCFunction)DiLoCo_close, METH_NOARGS,

@@ -208,6 +208,19 @@ class DiLoCo:
         else:
             self.comm = comm
 
+    def sync(self, comm):
+        """Collective over `comm` (after comm.grow()): every rank takes the members' outer state;
+        returns True on a rank that pulled it (a joiner), whose parameters restart from
+        theta_global."""
+        pulled = self._state.sync(comm)
+        if self._owns_comm and comm is not self.comm:
+            self._owns_comm = False
+            old, self.comm = self.comm, comm
+            old.destroy()
+        else:
+            self.comm = comm
+        return pulled
+
     def close(self):
         """Wait for exchanges in flight and free strata's state (and the communicator made for
         it). Idempotent."""

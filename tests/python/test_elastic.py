@@ -6,6 +6,8 @@
 3. A rank dies without a word: the survivors' allreduce raises, shrink() leaves it out, the
    retried allreduce gives exactly the survivors' sum, failed_ranks() names the dead rank.
 4. sync_shared(): the rank behind pulls the newest revision's bytes.
+5. A worker started later with STRATA_JOIN=1 joins a DiLoCo run: grow() admits it, DiLoCo.sync()
+   gives it the members' outer state, and all go on with the same parameters.
 Exits 0 when all held on this rank.
 """
 import os
@@ -16,6 +18,24 @@ import time
 import numpy as np
 
 import strata
+
+if "--joiner" in sys.argv:  # started by rank 0 in part 5, with STRATA_JOIN=1
+    comm = strata.Comm(timeout=2)  # returns at the members' grow
+    w = np.zeros(4096, np.float32)
+    d = strata.DiLoCo(None, [w], sync_every=2)
+    pulled = d.sync(comm)
+    lo, hi = w.copy(), w.copy()
+    comm.allreduce(lo, op="min")
+    comm.allreduce(hi, op="max")
+    me, epoch = comm.rank, comm.epoch
+    good = pulled and me == 2 and epoch == 3 and np.array_equal(lo, hi)
+    for _ in range(2):
+        w -= 0.01
+        d.step()
+    d.close()
+    comm.destroy()
+    print(f"joiner: {'ok' if good else 'FAILED'} (pulled {pulled}, rank {me}, epoch {epoch})")
+    sys.exit(0 if good else 1)
 
 comm = strata.Comm(timeout=2)
 r, n = comm.rank, comm.size
@@ -84,6 +104,41 @@ comm3.allreduce(x, out=y)
 want = sum(np.arange(1 << 16, dtype=np.float32) + 1000 * (k + 1) for k in (0, 2))
 if not np.array_equal(y, want):
     fail("the retried allreduce is not the survivors' sum")
+# 5. a worker joins a DiLoCo run: started later with STRATA_JOIN=1, admitted by grow(), given the
+#    members' outer state by DiLoCo.sync()
+w = np.linspace(0, 1, 4096, dtype=np.float32) + comm3.rank
+d = strata.DiLoCo(comm3, [w], sync_every=2)
+for _ in range(4):
+    w -= 0.01 * (comm3.rank + 1)
+    d.step()
+joiner = None
+if comm3.rank == 0:
+    import subprocess
+    env = dict(os.environ, STRATA_JOIN="1")
+    joiner = subprocess.Popen([sys.executable, __file__, "--joiner"], env=env)
+comm4 = None
+deadline = time.monotonic() + 60
+while comm4 is None and time.monotonic() < deadline:
+    comm4 = comm3.grow()
+    if comm4 is None:
+        time.sleep(0.05)
+if comm4 is None or comm4.size != 3:
+    fail("the joiner was never admitted")
+else:
+    if d.sync(comm4):
+        fail("a member pulled the DiLoCo state")
+    lo, hi = w.copy(), w.copy()
+    comm4.allreduce(lo, op="min")
+    comm4.allreduce(hi, op="max")
+    if not np.array_equal(lo, hi):
+        fail("the workers' parameters differ after the joiner's sync")
+    for _ in range(2):
+        w -= 0.01
+        d.step()
+    d.close()
+    comm4.destroy()
+if joiner is not None and joiner.wait(timeout=60) != 0:
+    fail("the joiner failed")
 comm3.destroy()
 print(f"rank {r}: {'ok' if ok else 'FAILED'}")
 sys.exit(0 if ok else 1)
