@@ -7,7 +7,8 @@
  *  - revoke from another thread ends a call blocked on a late (live) peer, on every rank;
  *  - agree: the AND of the flags, on a healthy communicator and after a death, with the failed
  *    set;
- *  - grow: a process started later joins, members keep their ranks.
+ *  - grow: a process started later joins, members keep their ranks; the last survivor of a
+ *    job, alone in its communicator, still admits one.
  * Over shared memory and over TCP. Ranks are processes (tests/helpers/ranks.c); the store is
  * served apart from them, as elastic jobs need. The harness destroys the communicator it made.
  */
@@ -23,8 +24,8 @@
 #include "helpers/ranks.h"
 
 static const double TIMEOUT_S = 2.5;
-    /* short for the test, long enough for a loaded machine */ /* short for the test, long enough
-                                                                  for a loaded machine */
+/* short for the test, long enough for a loaded machine */ /* short for the test, long enough
+                                                              for a loaded machine */
 enum { COUNT = 1 << 16 }; /* 256 KiB of f32: several messages per allreduce */
 
 static double now_s(void) {
@@ -279,6 +280,45 @@ static int grow_body(strata_comm *comm, int rank, int n, int init_status, void *
   return status != STRATA_OK;
 }
 
+/* ---- the last survivor admits a joiner ---- */
+static void lone_tweak(strata_config *cfg, int rank, void *arg) {
+  (void)arg;
+  if (rank == 2) {
+    cfg->join = 1;
+    cfg->rank = cfg->world_size = -1;
+  } else {
+    cfg->world_size = 2;
+  }
+}
+
+static int lone_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  (void)n, (void)arg;
+  if (!comm) return fprintf(stderr, "rank %d: init: %s\n", rank, strata_strerror(init_status)), 1;
+  int ids[2] = {0, 2}; /* the survivor (id 0) and the joiner (id 2) */
+  if (rank == 2) {     /* the joiner: its init returned at the survivor's grow */
+    int status = allreduce_checked(comm, 2, ids, 2);
+    if (status != STRATA_OK) fprintf(stderr, "joiner: %s\n", name(status));
+    return status != STRATA_OK;
+  }
+  int pair[2] = {0, 1}, flag = 1;
+  if (allreduce_checked(comm, rank, pair, 2) != STRATA_OK) return 1;
+  if (strata_comm_agree(comm, &flag) != STRATA_OK || !flag) return 1;
+  if (rank == 1) kill(getpid(), SIGKILL);
+  if (allreduce_checked(comm, rank, pair, 2) == STRATA_OK) return 1;
+  strata_comm *alone = NULL, *grown = NULL;
+  if (strata_comm_shrink(comm, &alone) != STRATA_OK || strata_comm_size(alone) != 1) return 1;
+  for (int tries = 0; tries < 500 && !grown; tries++) {
+    int status = strata_comm_grow(alone, &grown);
+    if (status != STRATA_OK) return fprintf(stderr, "lone grow: %s\n", name(status)), 1;
+    if (!grown) sleep_s(0.02);
+  }
+  int status = grown ? allreduce_checked(grown, 0, ids, 2) : STRATA_ERR_TIMEOUT;
+  if (status != STRATA_OK) fprintf(stderr, "the last survivor with the joiner: %s\n", name(status));
+  strata_comm_destroy(grown);
+  strata_comm_destroy(alone);
+  return status != STRATA_OK;
+}
+
 int main(void) {
   int failures = 0;
   for (int shm = 1; shm >= 0; shm--) {
@@ -310,6 +350,12 @@ int main(void) {
 
     bad = strata_test_run_ranks(3, &o, agree_body, NULL);
     printf("%s agree, 3 ranks (%s)\n", bad == 1 ? "ok" : "FAIL", via);
+    failures += bad != 1;
+
+    strata_test_ranks_opts ol = o;
+    ol.tweak = lone_tweak;
+    bad = strata_test_run_ranks(3, &ol, lone_body, NULL);
+    printf("%s the last survivor admits a joiner (%s)\n", bad == 1 ? "ok" : "FAIL", via);
     failures += bad != 1;
 
     int members = 2;

@@ -155,17 +155,16 @@ static int decision_decode(const char *text, size_t len, int n, agreement *a) {
   return status;
 }
 
-/* Has rank r set <prefix>/in/r? Then *value is its contribution. */
+/* Has rank r contributed to <prefix>? Then *value is its contribution. A contribution v >= 0 is
+ * stored as the counter <prefix>/in/r = v + 1, so one ADD of 0 — a plain round trip, however far
+ * the store is — reads it, 0 meaning "not yet". (A GET of a missing key waits for it, and one
+ * whose timeout is below the round trip never sees it: on a WAN a poll must not be a wait.) */
 static int contribution(strata_comm *comm, const char *prefix, int r, int64_t *value) {
   char key[256];
   snprintf(key, sizeof key, "%s/in/%d", prefix, r);
-  void *data = NULL;
-  size_t len = 0;
-  if (strata_store_get(comm->store, key, &data, &len, 0.0005) != STRATA_OK) return 0;
-  char text[32] = "";
-  memcpy(text, data, len < sizeof text - 1 ? len : sizeof text - 1);
-  free(data);
-  *value = strtoll(text, NULL, 10);
+  int64_t stored = 0;
+  if (strata_store_add(comm->store, key, 0, &stored) != STRATA_OK || stored <= 0) return 0;
+  *value = stored - 1;
   return 1;
 }
 
@@ -179,27 +178,30 @@ static int agree_over_store(strata_comm *comm, const char *prefix, int64_t mine,
     agreement_free(a);
     return STRATA_ERR_NO_MEMORY;
   }
-  char key[256], text[32];
+  char key[256], decided_key[256], decision_key[256];
   snprintf(key, sizeof key, "%s/in/%d", prefix, comm->rank);
-  int len = snprintf(text, sizeof text, "%lld", (long long)mine);
-  int status = strata_store_set(comm->store, key, text, (size_t)len);
+  int64_t ignored = 0;
+  int status =
+      mine >= 0 ? strata_store_add(comm->store, key, mine + 1, &ignored) : STRATA_ERR_INVALID_ARG;
   if (status != STRATA_OK) {
     agreement_free(a);
     return status;
   }
-  char decision_key[256];
   snprintf(decision_key, sizeof decision_key, "%s/decision", prefix);
+  snprintf(decided_key, sizeof decided_key, "%s/decided", prefix);
   double start = strata_now_s();
   for (;;) {
-    void *data = NULL;
-    size_t data_len = 0;
-    status = strata_store_get(comm->store, decision_key, &data, &data_len, AGREE_POLL_S);
-    if (status == STRATA_OK) {
-      status = decision_decode(data, data_len, n, a);
+    int64_t decided = 0;
+    status = strata_store_add(comm->store, decided_key, 0, &decided);
+    if (status != STRATA_OK) break;
+    if (decided > 0) { /* written before the counter moved: there to read */
+      void *data = NULL;
+      size_t data_len = 0;
+      status = strata_store_get(comm->store, decision_key, &data, &data_len, comm->cfg.timeout_s);
+      if (status == STRATA_OK) status = decision_decode(data, data_len, n, a);
       free(data);
       break;
     }
-    if (status != STRATA_ERR_TIMEOUT) break;
     /* can this rank decide? every rank alive in its view has contributed */
     int ready = 1;
     for (int r = 0; r < n && ready; r++) {
@@ -224,6 +226,7 @@ static int agree_over_store(strata_comm *comm, const char *prefix, int64_t mine,
         }
         status = strata_store_set(comm->store, decision_key, encoded, strlen(encoded));
         free(encoded);
+        if (status == STRATA_OK) status = strata_store_add(comm->store, decided_key, 1, &ticket);
         if (status != STRATA_OK) break;
       }
       /* the decider's own decision is read back like everyone else's */
@@ -305,6 +308,18 @@ static int next_epoch(strata_comm *comm, int rank, int size, strata_comm **out) 
   if (status != STRATA_OK) return status;
   (*out)->epoch = comm->epoch + 1;
   snprintf((*out)->base_job, sizeof(*out)->base_job, "%s", comm->base_job);
+  /* A communicator of one rank has no connections and so no store of its own; the last survivor
+   * keeps the job's, to shrink and grow through it later. */
+  if (!(*out)->store) {
+    status = comm->has_store_ops
+                 ? strata_store_from_ops(&comm->store_ops, "", &(*out)->store)
+                 : strata_store_connect(cfg.store_addr, cfg.timeout_s, &(*out)->store);
+    if (status != STRATA_OK) {
+      strata_comm_destroy(*out);
+      *out = NULL;
+      return status;
+    }
+  }
   (*out)->store_server = comm->store_server;
   comm->store_server = NULL;
   return STRATA_OK;
