@@ -27,7 +27,9 @@
  * Shared-state syncs (issue 28 point 3) would go between the allreduce and the agree, as one more
  * operation whose failure takes the same path; the worker does not run any.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
