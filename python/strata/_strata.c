@@ -526,6 +526,19 @@ static PyTypeObject CommType;
 
 /* _split(color, key, cls): the new communicator as an instance of cls (a Comm subclass, made
  * without running its __init__), or None for STRATA_UNDEFINED. */
+/* A new communicator of type `cls` that split, shrink or grow made from `self`: it calls the
+ * parent's store too (a caller's store is held: strata_comm_split's contract). */
+static PyObject *comm_wrap(CommObject *self, PyTypeObject *cls, strata_comm *made) {
+  CommObject *obj = (CommObject *)cls->tp_alloc(cls, 0);
+  if (!obj) {
+    strata_comm_destroy(made);
+    return NULL;
+  }
+  obj->comm = made;
+  if (self->store) obj->store = Py_NewRef(self->store);
+  return (PyObject *)obj;
+}
+
 static PyObject *Comm_split(CommObject *self, PyObject *args) {
   int color, key;
   PyTypeObject *cls;
@@ -538,28 +551,7 @@ static PyObject *Comm_split(CommObject *self, PyObject *args) {
   Py_BEGIN_ALLOW_THREADS status = strata_comm_split(comm, color, key, &child);
   Py_END_ALLOW_THREADS if (status != STRATA_OK) return raise_status(status, NULL);
   if (!child) Py_RETURN_NONE;
-  CommObject *obj = (CommObject *)cls->tp_alloc(cls, 0);
-  if (!obj) {
-    strata_comm_destroy(child);
-    return NULL;
-  }
-  obj->comm = child;
-  /* the child calls the parent's store too (strata_comm_split's contract) */
-  if (self->store) obj->store = Py_NewRef(self->store);
-  return (PyObject *)obj;
-}
-
-/* A new communicator of type `cls` that shrink or grow made from `self`: it calls the same store
- * (a caller's store is held, as for a split). */
-static PyObject *comm_wrap(CommObject *self, PyTypeObject *cls, strata_comm *made) {
-  CommObject *obj = (CommObject *)cls->tp_alloc(cls, 0);
-  if (!obj) {
-    strata_comm_destroy(made);
-    return NULL;
-  }
-  obj->comm = made;
-  if (self->store) obj->store = Py_NewRef(self->store);
-  return (PyObject *)obj;
+  return comm_wrap(self, cls, child);
 }
 
 static PyObject *Comm_revoke(CommObject *self, PyObject *Py_UNUSED(ignored)) {
