@@ -53,6 +53,8 @@ def parse_args():
                    help="seconds between two actions, drawn uniformly (default 0.5 2)")
     p.add_argument("--freeze-probability", type=float, default=0.1,
                    help="share of actions that freeze a member instead (default 0.1)")
+    p.add_argument("--min-members", type=int, default=1,
+                   help="members the driver never kills below (default 1)")
     p.add_argument("--sites-link", default="0-1:rate=1gbit",
                    help="strata netem --link spec for --transport sites")
     p.add_argument("--build", default=os.path.join(SOURCE, "build"), help="build directory")
@@ -196,9 +198,10 @@ class Chaos:
         for w in active:
             w.refresh()
         members = [w for w in active if w.member]
-        # The group never loses its second-to-last member by our hand: a group of one cannot
-        # grow (see README.md, findings), and the run would go on with nobody to admit joiners.
-        victims = active if len(members) > 2 else [w for w in active if not w.member]
+        # The last --min-members members are never killed: the group always has someone to
+        # admit the joiners.
+        victims = (active if len(members) > self.args.min_members
+                   else [w for w in active if not w.member])
         frozen = any(w.frozen_until for w in self.workers.values())
         n = len(active)
         r = self.rng.random()
@@ -464,7 +467,7 @@ def report(chaos, stuck):
         "wrong_results": len(wrong), "hangs": len(hangs) + len(stuck),
         "hang_events": hangs[:20], "stuck_at_stop": stuck,
         "excluded_while_live": excluded_live,
-        "join_failures": len(by("init_failed")),
+        "join_failures": len(by("init_failed")), "rejoins": len(by("rejoin")),
         "lone_survivor_could_not_grow": sorted({e["id"] for e in by("grow_unsupported")}), "gave_up": [e["id"] for e in by("gave_up")],
         "kill_detect": percentile_summary(figures["kill"]["detect"]),
         "kill_recover": percentile_summary(figures["kill"]["recover"]),
@@ -504,8 +507,9 @@ def print_report(r):
           (r["kills_of_members"], r["kills_survived"], r["kills_of_waiting_joiners"]))
     print("  freezes                 %d (%d survived; %d thawed workers left excluded)" %
           (r["freezes"], r["freezes_survived"], r["thawed_excluded"]))
-    print("  joins                   %d of %d started; %d grows, %d shrinks" %
-          (r["joins"], r["starts"], r["grows"], r["shrinks"]))
+    print("  joins                   %d of %d started; %d grows, %d shrinks; %d admissions "
+          "failed or dropped, joined again" %
+          (r["joins"], r["starts"], r["grows"], r["shrinks"], r["join_failures"] + r["rejoins"]))
     print("  wrong results           %d" % r["wrong_results"])
     print("  hangs                   %d" % r["hangs"])
     print("  kill -> detection       %s" % fig(r["kill_detect"]))

@@ -368,26 +368,39 @@ static outcome one_step(worker *w) {
   return STEP_FAILED;
 }
 
-/* Admit joiners. Returns 1 when the membership changed, 0 when not, -1 on a failure. */
+/* Admit joiners. Grow's outcome can differ between members (one saw a death during it, another
+ * finished first), so the members agree on it before anyone moves to the new communicator:
+ * either all go on with it, or all drop it and shrink the old one (its joiners then fail their
+ * first membership exchange and join again). Returns 1 when the membership changed, 0 when not,
+ * -1 on a failure, -2 when this worker was left out. */
 static int grow(worker *w) {
   strata_comm *next = NULL;
   call_begin(w, "grow");
   int status = strata_comm_grow(w->comm, &next);
   double took = call_end(w, status);
   if (status == STRATA_ERR_UNSUPPORTED && strata_comm_size(w->comm) == 1) {
-    /* The library gives a group of one no store, so it cannot admit anyone: it goes on alone
-     * (the report counts it). */
+    /* a library that gives a group of one no store cannot admit anyone: go on alone, counted */
     if (!w->lone_reported) emit(w, "grow_unsupported", "\"size\":1");
     w->lone_reported = 1;
     return 0;
   }
-  if (status != STRATA_OK) {
+  int ok = status == STRATA_OK;
+  call_begin(w, "agree");
+  int agreed = strata_comm_agree(w->comm, &ok);
+  call_end(w, agreed);
+  if (agreed == STRATA_ERR_EXCLUDED) {
+    strata_comm_destroy(next);
+    emit(w, "excluded", "\"where\":\"grow\",\"status\":\"%s\"", strata_err_name(status));
+    return -2;
+  }
+  if (agreed != STRATA_OK || !ok) {
+    strata_comm_destroy(next);
     if (w->last_failure_t == 0) w->last_failure_t = wall_s();
     emit(w, "fail",
-         "\"where\":\"grow\",\"step\":%lld,\"epoch\":%llu,\"status\":\"%s\","
+         "\"where\":\"grow\",\"step\":%lld,\"epoch\":%llu,\"status\":\"%s\",\"agree\":\"%s\","
          "\"detected_t\":%.6f,\"op_s\":%.6f",
          (long long)w->step, (unsigned long long)strata_comm_epoch(w->comm),
-         strata_err_name(status), wall_s(), took);
+         strata_err_name(status), strata_err_name(agreed), wall_s(), took);
     return -1;
   }
   if (!next) return 0;
@@ -399,17 +412,22 @@ static int grow(worker *w) {
   return 1;
 }
 
-/* Returns the exit status. */
-static int run(worker *w) {
+enum { RUN_REJOIN = -1 };
+
+/* Returns the exit status, or RUN_REJOIN when a joiner's group fell apart before its first
+ * membership exchange (the members dropped the grow that admitted it). */
+static int run(worker *w, int joined) {
   int need_members = 1;
   double deadline = wall_s() + w->max_s;
   while (!stop_requested && wall_s() < deadline) {
     int failed = 0;
     if (need_members) {
       int synced = sync_members(w);
+      if (synced <= 0 && joined) return RUN_REJOIN;
       if (synced < 0) return emit(w, "excluded", "\"where\":\"members\""), EXIT_EXCLUDED;
       need_members = !synced;
       failed = !synced;
+      joined = 0;
     }
     if (!failed) {
       outcome o = one_step(w);
@@ -417,6 +435,7 @@ static int run(worker *w) {
       failed = o == STEP_FAILED;
       if (!failed && w->step % w->grow_every == 0) {
         int grown = grow(w);
+        if (grown == -2) return EXIT_EXCLUDED;
         failed = grown < 0;
         need_members = grown > 0;
       }
@@ -481,20 +500,31 @@ int main(void) {
   emit(&w, "start", "\"pid\":%d,\"join\":%d,\"timeout_s\":%.3f,\"count\":%zu", (int)getpid(),
        w.cfg.join, w.cfg.timeout_s, w.count);
 
-  double t0 = wall_s();
-  int status = strata_comm_init(&w.cfg, &w.comm);
-  if (status != STRATA_OK) {
-    emit(&w, "init_failed", "\"join\":%d,\"status\":\"%s\",\"dur\":%.3f", w.cfg.join,
-         strata_err_name(status), wall_s() - t0);
-    atomic_store(&w.finished, 1);
-    pthread_join(dog, NULL);
-    return w.cfg.join ? EXIT_JOIN_FAILED : 1;
+  int rc = RUN_REJOIN;
+  for (int attempt = 1; rc == RUN_REJOIN && !stop_requested; attempt++) {
+    double t0 = wall_s();
+    int status = strata_comm_init(&w.cfg, &w.comm);
+    if (status != STRATA_OK) {
+      emit(&w, "init_failed", "\"join\":%d,\"status\":\"%s\",\"dur\":%.3f", w.cfg.join,
+           strata_err_name(status), wall_s() - t0);
+      /* a joiner's admission fails with its grow (another joiner of the batch died): again */
+      if (w.cfg.join && attempt < 20) continue;
+      rc = w.cfg.join ? EXIT_JOIN_FAILED : 1;
+      break;
+    }
+    emit(&w, w.cfg.join ? "joined" : "init",
+         "\"dur\":%.3f,\"epoch\":%llu,\"rank\":%d,\"size\":%d,\"attempt\":%d", wall_s() - t0,
+         (unsigned long long)strata_comm_epoch(w.comm), strata_comm_rank(w.comm),
+         strata_comm_size(w.comm), attempt);
+    rc = run(&w, w.cfg.join);
+    if (rc == RUN_REJOIN) {
+      emit(&w, "rejoin", "\"epoch\":%llu", (unsigned long long)strata_comm_epoch(w.comm));
+      strata_comm_destroy(w.comm);
+      w.comm = NULL;
+      w.step = 0;
+    }
   }
-  emit(&w, w.cfg.join ? "joined" : "init", "\"dur\":%.3f,\"epoch\":%llu,\"rank\":%d,\"size\":%d",
-       wall_s() - t0, (unsigned long long)strata_comm_epoch(w.comm), strata_comm_rank(w.comm),
-       strata_comm_size(w.comm));
-
-  int rc = run(&w);
+  if (rc == RUN_REJOIN) rc = 0;
   emit(&w, "stopping", "\"rc\":%d,\"step\":%lld", rc, (long long)w.step);
   strata_comm_destroy(w.comm);
   w.comm = NULL;
