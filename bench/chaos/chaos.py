@@ -313,7 +313,9 @@ class Chaos:
         if not shutil.which("gdb"):
             return
         with open(os.path.join(self.out, "w%d.stacks" % w.id), "w") as f:
-            subprocess.run(["gdb", "-p", str(w.proc.pid), "-batch", "-ex",
+            # the executable named through /proc: a rebuild may have replaced the file
+            subprocess.run(["gdb", "/proc/%d/exe" % w.proc.pid, "-p", str(w.proc.pid), "-batch",
+                            "-ex",
                             "thread apply all bt"], stdout=f, stderr=subprocess.STDOUT,
                            timeout=60)
 
