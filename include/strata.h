@@ -319,7 +319,9 @@ STRATA_API int strata_comm_shrink(strata_comm *comm, strata_comm **out);
 /* Agree: collective over the live ranks of `comm`, healthy or failed: *flag becomes the AND of
  * every live rank's *flag, the same on all of them, and the ranks that did not take part (dead
  * or frozen) become the failed set strata_comm_failed_ranks reports. Through the store: a few
- * round trips to it, not a data-path collective. STRATA_ERR_EXCLUDED as for shrink. */
+ * round trips to it, not a data-path collective. STRATA_ERR_EXCLUDED as for shrink. A rank that
+ * calls strata_comm_shrink meanwhile counts as false (the others then shrink too: after a
+ * failure, ranks whose last call failed at different points still meet). */
 STRATA_API int strata_comm_agree(strata_comm *comm, int *flag);
 /* After strata_comm_shrink(comm, ...) found that the last collective finished on this rank but
  * failed on another survivor (a rank died just after sending this one its last bytes): with

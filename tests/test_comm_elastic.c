@@ -6,7 +6,7 @@
  *  - a frozen rank (SIGSTOP) is left out once silent for STRATA_TIMEOUT;
  *  - revoke from another thread ends a call blocked on a late (live) peer, on every rank;
  *  - agree: the AND of the flags, on a healthy communicator and after a death, with the failed
- *    set;
+ *    set; a rank that shrinks while another agrees after a failure: they meet in the shrink;
  *  - grow: a process started later joins, members keep their ranks; the last survivor of a
  *    job, alone in its communicator, still admits one.
  * Over shared memory and over TCP. Ranks are processes (tests/helpers/ranks.c); the store is
@@ -234,6 +234,34 @@ static int agree_body(strata_comm *comm, int rank, int n, int init_status, void 
   return 0;
 }
 
+/* ---- after a death, one rank shrinks while another agrees: they meet ---- */
+static int mixed_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  (void)arg;
+  if (!comm) return fprintf(stderr, "rank %d: init: %s\n", rank, strata_strerror(init_status)), 1;
+  int all[8], flag = 1;
+  for (int r = 0; r < n; r++) all[r] = r;
+  if (allreduce_checked(comm, rank, all, n) != STRATA_OK) return 1;
+  if (strata_comm_agree(comm, &flag) != STRATA_OK || !flag) return 1;
+  if (rank == n - 1) kill(getpid(), SIGKILL);
+  if (rank == 1) { /* this one checks with the others first */
+    flag = 1;
+    int status = strata_comm_agree(comm, &flag);
+    if (status != STRATA_OK || flag != 0) {
+      fprintf(stderr, "rank 1: agree beside a shrink: %s, flag %d\n", name(status), flag);
+      return 1;
+    }
+  }
+  strata_comm *next = NULL;
+  int status = strata_comm_shrink(comm, &next);
+  if (status != STRATA_OK || strata_comm_size(next) != n - 1) {
+    fprintf(stderr, "rank %d: shrink: %s\n", rank, name(status));
+    return 1;
+  }
+  status = allreduce_checked(next, rank, all, n - 1);
+  strata_comm_destroy(next);
+  return status != STRATA_OK;
+}
+
 /* ---- grow ---- */
 static void grow_tweak(strata_config *cfg, int rank, void *arg) {
   int members = *(int *)arg;
@@ -350,6 +378,11 @@ int main(void) {
 
     bad = strata_test_run_ranks(3, &o, agree_body, NULL);
     printf("%s agree, 3 ranks (%s)\n", bad == 1 ? "ok" : "FAIL", via);
+    failures += bad != 1;
+
+    bad = strata_test_run_ranks(3, &o, mixed_body, NULL);
+    printf("%s one rank shrinks while another agrees, 3 ranks (%s)\n", bad == 1 ? "ok" : "FAIL",
+           via);
     failures += bad != 1;
 
     strata_test_ranks_opts ol = o;

@@ -261,19 +261,39 @@ static void record_failed(strata_comm *comm, const agreement *a) {
     if (!a->member[r]) comm->failed_ranks[comm->nfailed++] = r;
 }
 
+/* Agree and shrink share one numbered sequence of agreements per communicator, so ranks that
+ * took different branches after a failure still meet: one whose grow failed goes to shrink
+ * while another, whose grow had finished, fails its next collective and goes to agree. A
+ * contribution says which call made it (kind) and carries the call's value. */
+enum { KIND_FALSE = 0, KIND_TRUE = 1, KIND_SHRINK = 2, KIND_BITS = 2 };
+
+static int64_t contribution_of(int kind, int64_t payload) {
+  return payload * (1 << KIND_BITS) + kind;
+}
+static int kind_of(int64_t v) {
+  return (int)(v & ((1 << KIND_BITS) - 1));
+}
+static int64_t payload_of(int64_t v) {
+  return v >> KIND_BITS;
+}
+
+static int next_agreement(strata_comm *comm, int64_t contribution, agreement *a) {
+  char prefix[200];
+  snprintf(prefix, sizeof prefix, "%s/agreement/%llu", comm->cfg.job_id,
+           (unsigned long long)comm->agreements++);
+  return agree_over_store(comm, prefix, contribution, a);
+}
+
 int strata_comm_agree(strata_comm *comm, int *flag) {
   if (!comm || !flag) return STRATA_ERR_INVALID_ARG;
   if (comm->nranks == 1) return STRATA_OK;
   if (!comm->store) return STRATA_ERR_UNSUPPORTED;
-  char prefix[200];
-  snprintf(prefix, sizeof prefix, "%s/agree/%llu", comm->cfg.job_id,
-           (unsigned long long)comm->agrees++);
   agreement a = {0};
-  int status = agree_over_store(comm, prefix, *flag ? 1 : 0, &a);
+  int status = next_agreement(comm, contribution_of(*flag ? KIND_TRUE : KIND_FALSE, 0), &a);
   if (status != STRATA_OK) return status;
   int all = 1;
-  for (int r = 0; r < a.n; r++)
-    if (a.member[r] && !a.value[r]) all = 0;
+  for (int r = 0; r < a.n; r++) /* a rank that is shrinking says no */
+    if (a.member[r] && kind_of(a.value[r]) != KIND_TRUE) all = 0;
   record_failed(comm, &a);
   agreement_free(&a);
   *flag = all;
@@ -330,15 +350,22 @@ int strata_comm_shrink(strata_comm *comm, strata_comm **out) {
   *out = NULL;
   if (!comm->store) return STRATA_ERR_UNSUPPORTED;
   quiesce(comm);
-  char prefix[200];
-  snprintf(prefix, sizeof prefix, "%s/shrink/%llu", comm->cfg.job_id,
-           (unsigned long long)comm->shrinks++);
   agreement a = {0};
-  int status = agree_over_store(comm, prefix, (int64_t)comm->colls_ok, &a);
-  if (status != STRATA_OK) {
-    STRATA_LOG(STRATA_LOG_WARN, comm->rank, "shrink: %s", strata_strerror(status));
-    return status;
+  int status;
+  for (;;) {
+    status = next_agreement(comm, contribution_of(KIND_SHRINK, (int64_t)comm->colls_ok), &a);
+    if (status != STRATA_OK) {
+      STRATA_LOG(STRATA_LOG_WARN, comm->rank, "shrink: %s", strata_strerror(status));
+      return status;
+    }
+    int all = 1;
+    for (int r = 0; r < a.n; r++)
+      if (a.member[r] && kind_of(a.value[r]) != KIND_SHRINK) all = 0;
+    if (all) break;
+    /* some member was in strata_comm_agree: it learnt "no" and comes to shrink next */
+    agreement_free(&a);
   }
+  for (int r = 0; r < a.n; r++) a.value[r] = payload_of(a.value[r]);
   /* A collective that failed on some survivor but finished here (a rank died just after sending
    * us its last bytes) is undone here too, so the survivors retry it from the same inputs. */
   int64_t fewest = INT64_MAX;

@@ -139,7 +139,7 @@ struct strata_comm {
   /* elastic.c */
   uint64_t epoch;              /* 0 at init, +1 per shrink or grow */
   char base_job[64];           /* the job id of epoch 0: joiners and later epochs derive from it */
-  uint64_t agrees, shrinks;    /* calls so far: name each agreement's store keys */
+  uint64_t agreements;         /* agreements so far (agree, shrink): name their store keys */
   atomic_int revoke_requested; /* strata_comm_revoke, from any thread, without the lock */
   uint64_t colls_ok; /* collectives finished with STRATA_OK: what shrink compares (elastic.c) */
   void *last_input, *last_input_dst; /* the input of the last in-place reduction that succeeded */
