@@ -281,6 +281,10 @@ typedef struct strata_store_ops {
   int (*get)(void *context, const char *key, void **value, size_t *len, double timeout_s);
   /* Atomically adds delta to the integer at key (missing = 0); *result = the new value. */
   int (*add)(void *context, const char *key, int64_t delta, int64_t *result);
+  /* Optional (NULL: elastic agreements fall back to a scheme that a rank dying at one precise
+   * moment can stall): atomically sets key to value if it has no value; *was_set = 1 if this
+   * call set it (c10d's compare_set with an empty expected value). */
+  int (*set_if_absent)(void *context, const char *key, const void *value, size_t len, int *was_set);
 } strata_store_ops;
 
 /* strata_comm_init with the caller's store: cfg's store_addr and store_external are ignored.

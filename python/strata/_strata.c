@@ -282,6 +282,28 @@ static int py_store_add(void *context, const char *key, int64_t delta, int64_t *
   return status;
 }
 
+/* store.compare_set(key, "", value) (torch.distributed stores): sets a missing key and returns
+ * the value the key holds afterwards. A store without it raises, and the elastic agreements fall
+ * back to their ticket. */
+static int py_store_set_if_absent(void *context, const char *key, const void *value, size_t len,
+                                  int *was_set) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int status = STRATA_ERR_UNSUPPORTED;
+  if (PyObject_HasAttrString((PyObject *)context, "compare_set")) {
+    PyObject *r = PyObject_CallMethod((PyObject *)context, "compare_set", "sy#y#", key, "",
+                                      (Py_ssize_t)0, (const char *)value, (Py_ssize_t)len);
+    status = STRATA_ERR_SYSTEM;
+    if (r && PyBytes_Check(r)) {
+      *was_set = (size_t)PyBytes_GET_SIZE(r) == len && !memcmp(PyBytes_AS_STRING(r), value, len);
+      status = STRATA_OK;
+    }
+    if (status != STRATA_OK) store_failed(status);
+    Py_XDECREF(r);
+  }
+  PyGILState_Release(gil);
+  return status;
+}
+
 static int Comm_init(CommObject *self, PyObject *args, PyObject *kwds) {
   static char *keywords[] = {"settings", "store", NULL};
   PyObject *settings = Py_None, *store = Py_None;
@@ -323,8 +345,11 @@ static int Comm_init(CommObject *self, PyObject *args, PyObject *kwds) {
   }
   strata_comm *comm = NULL;
   if (store != Py_None) {
-    strata_store_ops ops = {
-        .context = store, .set = py_store_set, .get = py_store_get, .add = py_store_add};
+    strata_store_ops ops = {.context = store,
+                            .set = py_store_set,
+                            .get = py_store_get,
+                            .add = py_store_add,
+                            .set_if_absent = py_store_set_if_absent};
     Py_BEGIN_ALLOW_THREADS status = strata_comm_init_store(&cfg, &ops, &comm);
     Py_END_ALLOW_THREADS
   } else {

@@ -206,6 +206,23 @@ int store_add(void *context, const char *key, int64_t delta, int64_t *result) {
   }
 }
 
+// c10d's compareSet with an empty expected value sets a missing key; it returns the value the
+// key holds afterwards, which is ours when we set it (or when another writer's equals ours, which
+// the caller cannot tell apart and need not: the value is the same).
+int store_set_if_absent(void *context, const char *key, const void *value, size_t len,
+                        int *was_set) {
+  try {
+    const uint8_t *p = static_cast<const uint8_t *>(value);
+    std::vector<uint8_t> desired(p, p + len);
+    std::vector<uint8_t> now =
+        static_cast<c10d::Store *>(context)->compareSet(key, std::vector<uint8_t>(), desired);
+    *was_set = now == desired;
+    return STRATA_OK;
+  } catch (const std::exception &) {
+    return STRATA_ERR_SYSTEM;
+  }
+}
+
 // ---- Work ----
 
 // The completion thread's queue and what wakes it: a new request, the end of the group, or a
@@ -296,6 +313,7 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
     ops_.set = store_set;
     ops_.get = store_get;
     ops_.add = store_add;
+    ops_.set_if_absent = store_set_if_absent;
     status = strata_comm_init_store(&cfg, &ops_, &comm_);
     TORCH_CHECK(status == STRATA_OK, failure_text("joining the group", status));
     thread_ = std::thread([this] { complete_in_order(); });

@@ -523,6 +523,30 @@ int strata_store_set(strata_store *s, const char *key, const void *value, size_t
   return status;
 }
 
+int strata_store_set_if_absent(strata_store *s, const char *key, const void *value, size_t len,
+                               int *was_set) {
+  if (!s || !key_ok(key) || (!value && len) || len > STORE_WIRE_MAX_FRAME_BYTES || !was_set)
+    return STRATA_ERR_INVALID_ARG;
+  *was_set = 0;
+  if (s->has_ops) {
+    if (!s->ops.set_if_absent) return STRATA_ERR_UNSUPPORTED;
+    return ops_status(s->ops.set_if_absent(s->ops.context, key, value ? value : "", len, was_set));
+  }
+  size_t key_len = strlen(key);
+  uint8_t *body = malloc(8 + key_len + len);
+  if (!body) return STRATA_ERR_NO_MEMORY;
+  put_bytes(put_bytes(body, key, key_len), value, len);
+  uint8_t *reply = NULL;
+  size_t reply_len = 0;
+  int status = call(s, STORE_WIRE_SET_IF_ABSENT, body, 8 + key_len + len, s->op_timeout_s, &reply,
+                    &reply_len);
+  free(body);
+  if (status == STRATA_OK && reply_len != 1) status = STRATA_ERR_PROTOCOL;
+  if (status == STRATA_OK) *was_set = reply[0] == 1;
+  free(reply);
+  return status;
+}
+
 int strata_store_get(strata_store *s, const char *key, void **value, size_t *len,
                      double timeout_s) {
   if (!s || !key_ok(key) || !value || !len || !(timeout_s >= 0)) return STRATA_ERR_INVALID_ARG;

@@ -31,6 +31,10 @@ int strata_store_get(strata_store *s, const char *key, void **value, size_t *len
 /* Wait until every key exists. */
 int strata_store_wait(strata_store *s, const char *const *keys, size_t nkeys, double timeout_s);
 /* Atomically add delta to the integer at key (missing = 0); *result gets the new value. */
+/* Sets key to value only if it has none; *was_set = 1 if this call set it. STRATA_ERR_UNSUPPORTED
+ * for a caller's store without the set_if_absent callback. */
+int strata_store_set_if_absent(strata_store *s, const char *key, const void *value, size_t len,
+                               int *was_set);
 int strata_store_add(strata_store *s, const char *key, int64_t delta, int64_t *result);
 /* The local address ("a.b.c.d") of the connection to the store: how peers can reach us. */
 int strata_store_local_host(const strata_store *s, char *host, size_t len);

@@ -341,6 +341,25 @@ static int handle_set(strata_store_server *srv, store_conn *c, uint32_t id, fram
   return 0;
 }
 
+/* SET_IF_ABSENT: the first writer of a key wins; the others learn they were not first. What
+ * survivors of a failure agree on is written this way (engine/elastic.c): one atomic step, so a
+ * writer that dies right after it leaves its decision in place. */
+static int handle_set_if_absent(strata_store_server *srv, store_conn *c, uint32_t id,
+                                frame_reader *r) {
+  char *key = read_key(r);
+  uint32_t len = read_u32(r);
+  if (r->bad || len != r->left) {
+    free(key);
+    return -1;
+  }
+  uint8_t set = table_find(srv, key) == NULL;
+  int status = set ? table_set(srv, key, r->p, len) : STRATA_OK;
+  conn_reply(c, id, status, &set, 1);
+  if (status == STRATA_OK && set) waiters_update(srv, key, 0);
+  free(key);
+  return 0;
+}
+
 /* Parses the decimal integer an ADD key holds; -1 when it is not one. */
 static int parse_int64(const store_entry *e, int64_t *out) {
   char text[32];
@@ -460,6 +479,8 @@ static int handle_frame(strata_store_server *srv, store_conn *c, const uint8_t *
       return handle_wait(srv, c, op, id, timeout_ms, &r);
     case STORE_WIRE_HELLO:
       return handle_hello(srv, c, id, &r);
+    case STORE_WIRE_SET_IF_ABSENT:
+      return handle_set_if_absent(srv, c, id, &r);
     default:
       return -1;
   }

@@ -55,6 +55,8 @@ typedef enum store_wire_op {
   STORE_WIRE_WAIT = 3,
   STORE_WIRE_ADD = 4,
   STORE_WIRE_HELLO = 5,
+  STORE_WIRE_SET_IF_ABSENT = 6, /* as SET when the key is missing; the reply's one byte says
+                                   whether it was set (1) or held a value already (0) */
 } store_wire_op;
 
 typedef enum store_wire_verdict {

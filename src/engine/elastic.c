@@ -12,10 +12,10 @@
  * One agreement (shrink, agree) over the ranks of a communicator, under a key prefix every member
  * derives alike:
  *   1. a rank sets  <prefix>/in/<rank>  to its contribution, then
- *   2. polls <prefix>/decision; while there is none, it checks whether every rank its detector
- *      still holds alive has set its key. The first rank to see that takes the decider's ticket
- *      (an atomic add on <prefix>/decider) and writes the decision: the ranks that took part and
- *      are alive in its view, and what the operation computes from their contributions.
+ *   2. polls <prefix>/decided; while no decision is announced, it checks whether every rank its
+ *      detector still holds alive has contributed. A rank that sees that proposes: the ranks that
+ *      took part and are alive in its view, with their contributions. The first proposal written
+ *      (set-if-absent) is the decision (propose() below).
  *   3. every rank reads the one decision. A rank the decision leaves out (it came too late, or
  *      was taken for dead) learns so and gets STRATA_ERR_EXCLUDED.
  * A rank that is alive but busy elsewhere is waited for, as the failure detector still sees it:
@@ -168,6 +168,36 @@ static int contribution(strata_comm *comm, const char *prefix, int r, int64_t *v
   return 1;
 }
 
+/* A ready rank proposes its view. The first proposal written is the decision: with the store's
+ * set-if-absent that write is one atomic step, so a proposer that dies right after it leaves the
+ * decision in place, and one that dies before it leaves the others to propose. Every proposer
+ * then moves the <prefix>/decided counter, so the decision is announced even if its writer died
+ * before announcing it. A caller's store without set-if-absent falls back to a ticket: the first
+ * rank to take it writes the decision — a rank that dies between taking it and writing stalls
+ * the agreement. */
+static int propose(strata_comm *comm, const char *prefix, const char *decision_key,
+                   const char *decided_key, const agreement *a) {
+  char *encoded = decision_encode(a);
+  if (!encoded) return STRATA_ERR_NO_MEMORY;
+  int was_set = 0;
+  int status =
+      strata_store_set_if_absent(comm->store, decision_key, encoded, strlen(encoded), &was_set);
+  if (status == STRATA_ERR_UNSUPPORTED) {
+    char key[256];
+    int64_t ticket = 0;
+    snprintf(key, sizeof key, "%s/decider", prefix);
+    status = strata_store_add(comm->store, key, 1, &ticket);
+    if (status == STRATA_OK && ticket == 1)
+      status = strata_store_set(comm->store, decision_key, encoded, strlen(encoded));
+    else if (status == STRATA_OK)
+      status = STRATA_ERR_IN_PROGRESS; /* the ticket's holder announces */
+  }
+  free(encoded);
+  int64_t ignored;
+  if (status == STRATA_OK) status = strata_store_add(comm->store, decided_key, 1, &ignored);
+  return status == STRATA_ERR_IN_PROGRESS ? STRATA_OK : status;
+}
+
 /* Steps 1-3 above: every live rank's contribution and who took part. */
 static int agree_over_store(strata_comm *comm, const char *prefix, int64_t mine, agreement *a) {
   int n = comm->nranks;
@@ -214,23 +244,9 @@ static int agree_over_store(strata_comm *comm, const char *prefix, int64_t mine,
       a->value[r] = in ? v : 0;
     }
     if (ready) {
-      int64_t ticket = 0;
-      snprintf(key, sizeof key, "%s/decider", prefix);
-      status = strata_store_add(comm->store, key, 1, &ticket);
+      status = propose(comm, prefix, decision_key, decided_key, a);
       if (status != STRATA_OK) break;
-      if (ticket == 1) {
-        char *encoded = decision_encode(a);
-        if (!encoded) {
-          status = STRATA_ERR_NO_MEMORY;
-          break;
-        }
-        status = strata_store_set(comm->store, decision_key, encoded, strlen(encoded));
-        free(encoded);
-        if (status == STRATA_OK) status = strata_store_add(comm->store, decided_key, 1, &ticket);
-        if (status != STRATA_OK) break;
-      }
-      /* the decider's own decision is read back like everyone else's */
-      continue;
+      continue; /* the decision is read back like everyone else's */
     }
     if (comm->cfg.op_timeout_s > 0 && strata_now_s() - start > comm->cfg.op_timeout_s) {
       STRATA_LOG(STRATA_LOG_ERROR, comm->rank,
