@@ -237,7 +237,6 @@ void strata_net_flush(strata_net *net, double seconds) {
   while (strata_now_s() < until) {
     int failed_peer;
     net->tcp->ops->progress(net->tcp, &failed_peer);
-    if (!strata_tcp_control_pending(net->tcp)) break; /* every notice is in the kernel */
     net->tcp->ops->wait(net->tcp, 1);
   }
 }

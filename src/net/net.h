@@ -44,8 +44,8 @@ unsigned strata_net_data_rtt_us(const strata_net *net);
  * where shared memory is open too, or the sockets block up to a millisecond alone. */
 void strata_net_wait(strata_net *net, int timeout_ms);
 
-/* Drive the transport that reaches every peer (the socket mesh) until the abort notices queued
- * by send_abort have left (at most `seconds`), before the caller tears down. */
+/* Drive the transport that reaches every peer (the socket mesh) for `seconds`, so abort notices
+ * queued by send_abort leave before the caller tears down. */
 void strata_net_flush(strata_net *net, double seconds);
 
 /* Once the communicator failed (tcp.h: strata_tcp_abandon, strata_tcp_keepalive): drop every

@@ -958,14 +958,6 @@ void strata_tcp_keepalive(strata_transport *base) {
   for (int q = 0; q < t->nranks; q++) t->peers[q].report = 0;
 }
 
-int strata_tcp_control_pending(const strata_transport *base) {
-  const tcp_transport *t = (const tcp_transport *)base;
-  if (!t || base->ops != &tcp_ops) return 0;
-  for (int q = 0; q < t->nranks; q++)
-    if (q != t->rank && t->peers[q].state == PEER_UP && t->peers[q].control.count) return 1;
-  return 0;
-}
-
 int strata_tcp_peer_alive(const strata_transport *base, int peer) {
   const tcp_transport *t = (const tcp_transport *)base;
   if (!t || base->ops != &tcp_ops || peer < 0 || peer >= t->nranks) return 0;

@@ -42,8 +42,6 @@ void strata_tcp_abandon(strata_transport *t);
 /* After strata_tcp_abandon: read the control connections (ABORT, CLOSE, heartbeats, EOF), send
  * our heartbeats, and take a peer silent for STRATA_TIMEOUT for dead. Never blocks. */
 void strata_tcp_keepalive(strata_transport *t);
-/* 1 while a control frame (an ABORT, say) waits to be written to a live peer. */
-int strata_tcp_control_pending(const strata_transport *t);
 /* 1 if `peer` (or this rank) is connected, beating and has not said it is leaving. */
 int strata_tcp_peer_alive(const strata_transport *t, int peer);
 
