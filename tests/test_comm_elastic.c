@@ -28,18 +28,6 @@ static const double TIMEOUT_S = 2.5;
                                                               for a loaded machine */
 enum { COUNT = 1 << 16 }; /* 256 KiB of f32: several messages per allreduce */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void sleep_s(double seconds) {
-  struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
-
 /* Rank `id`'s input: distinct per rank and element, small integers (exact sums). */
 static float input(int id, int i) {
   return (float)((id + 1) * 1000 + i % 997);
@@ -98,10 +86,10 @@ static int kill_body(strata_comm *comm, int rank, int n, int init_status, void *
     fprintf(stderr, "rank %d: allreduce never failed (%s)\n", rank, name(status));
     return 1;
   }
-  double t0 = now_s();
+  double t0 = strata_test_now_s();
   strata_comm *next = NULL;
   status = strata_comm_shrink(comm, &next);
-  double took = now_s() - t0;
+  double took = strata_test_now_s() - t0;
   if (status != STRATA_OK) {
     fprintf(stderr, "rank %d: shrink: %s\n", rank, strata_err_name(status));
     return 1;
@@ -162,7 +150,7 @@ static int frozen_body(strata_comm *comm, int rank, int n, int init_status, void
 
 /* ---- revoke from another thread ---- */
 static void *revoke_later(void *arg) {
-  sleep_s(0.3);
+  strata_test_sleep_s(0.3);
   strata_comm_revoke(arg);
   strata_comm_revoke(arg); /* idempotent */
   return NULL;
@@ -174,10 +162,10 @@ static int revoke_body(strata_comm *comm, int rank, int n, int init_status, void
   int all[8];
   for (int r = 0; r < n; r++) all[r] = r;
   if (allreduce_checked(comm, rank, all, n) != STRATA_OK) return 1;
-  double t0 = now_s();
+  double t0 = strata_test_now_s();
   int status;
   if (rank == n - 1) {
-    sleep_s(1.5); /* late, alive: the revocation reaches it while idle */
+    strata_test_sleep_s(1.5); /* late, alive: the revocation reaches it while idle */
     status = allreduce_checked(comm, rank, all, n);
   } else if (rank == 0) {
     pthread_t thread;
@@ -187,7 +175,7 @@ static int revoke_body(strata_comm *comm, int rank, int n, int init_status, void
   } else {
     status = allreduce_checked(comm, rank, all, n);
   }
-  double took = now_s() - t0;
+  double took = strata_test_now_s() - t0;
   if (status != STRATA_ERR_REVOKED || (rank != n - 1 && took > 1.0)) {
     fprintf(stderr, "rank %d: %s after %.2f s (want STRATA_ERR_REVOKED soon after 0.3 s)\n", rank,
             name(status), took);
@@ -282,18 +270,8 @@ static int grow_body(strata_comm *comm, int rank, int n, int init_status, void *
   if (rank < members) {
     if (allreduce_checked(comm, rank, all, members) != STRATA_OK) return 1;
     /* grow until every joiner is in (they start at their own pace) */
-    double deadline = now_s() + 20;
-    while (strata_comm_size(work) < n && now_s() < deadline) {
-      strata_comm *next = NULL;
-      int status = strata_comm_grow(work, &next);
-      if (status != STRATA_OK) return fprintf(stderr, "rank %d: grow: %s\n", rank, name(status)), 1;
-      if (next) {
-        if (work != comm) strata_comm_destroy(work);
-        work = next;
-      } else {
-        sleep_s(0.05);
-      }
-    }
+    int status = strata_test_grow_to(comm, n, 20, &work);
+    if (status != STRATA_OK) return fprintf(stderr, "rank %d: grow: %s\n", rank, name(status)), 1;
     if (strata_comm_rank(work) != rank) return 1;
   }
   /* a joiner's communicator comes from its init; it may be one of several grows */
@@ -335,12 +313,8 @@ static int lone_body(strata_comm *comm, int rank, int n, int init_status, void *
   if (allreduce_checked(comm, rank, pair, 2) == STRATA_OK) return 1;
   strata_comm *alone = NULL, *grown = NULL;
   if (strata_comm_shrink(comm, &alone) != STRATA_OK || strata_comm_size(alone) != 1) return 1;
-  for (int tries = 0; tries < 500 && !grown; tries++) {
-    int status = strata_comm_grow(alone, &grown);
-    if (status != STRATA_OK) return fprintf(stderr, "lone grow: %s\n", name(status)), 1;
-    if (!grown) sleep_s(0.02);
-  }
-  int status = grown ? allreduce_checked(grown, 0, ids, 2) : STRATA_ERR_TIMEOUT;
+  int status = strata_test_grow_to(alone, 2, 10, &grown);
+  if (status == STRATA_OK) status = allreduce_checked(grown, 0, ids, 2);
   if (status != STRATA_OK) fprintf(stderr, "the last survivor with the joiner: %s\n", name(status));
   strata_comm_destroy(grown);
   strata_comm_destroy(alone);

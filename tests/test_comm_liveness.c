@@ -21,18 +21,6 @@
 
 static const double TIMEOUT_S = 1.5; /* short for the test, long enough for a loaded machine */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void sleep_s(double seconds) {
-  struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
-
 /* An allreduce of `count` ranks' (rank + 1) values, checked. Returns its status, or -1000 when it
  * returned OK with a wrong sum. */
 static int checked_allreduce(strata_comm *comm, int rank, int n) {
@@ -55,12 +43,12 @@ static int late_body(strata_comm *comm, int rank, int n, int init_status, void *
   }
   /* late at the first call, then late while idle between calls */
   for (int round = 0; round < 2; round++) {
-    if (rank == n - 1) sleep_s(2.5 * TIMEOUT_S);
-    double t0 = now_s();
+    if (rank == n - 1) strata_test_sleep_s(2.5 * TIMEOUT_S);
+    double t0 = strata_test_now_s();
     int status = checked_allreduce(comm, rank, n);
     if (status != STRATA_OK) {
       fprintf(stderr, "rank %d: round %d: %s after %.2f s waiting for a late rank\n", rank, round,
-              status == -1000 ? "wrong sum" : strata_err_name(status), now_s() - t0);
+              status == -1000 ? "wrong sum" : strata_err_name(status), strata_test_now_s() - t0);
       return 1;
     }
   }
@@ -89,9 +77,9 @@ static int frozen_body(strata_comm *comm, int rank, int n, int init_status, void
     }
     return 0;
   }
-  double t0 = now_s();
+  double t0 = strata_test_now_s();
   int status = checked_allreduce(comm, rank, n);
-  double waited = now_s() - t0;
+  double waited = strata_test_now_s() - t0;
   if (rank == 0) kill((pid_t)pids[frozen], SIGCONT);
   printf("  rank %d: %s after %.2f s (frozen rank %d, STRATA_TIMEOUT %.1f s)\n", rank,
          status == -1000 ? "wrong sum" : strata_err_name(status), waited, frozen, TIMEOUT_S);
@@ -117,10 +105,10 @@ static int op_timeout_body(strata_comm *comm, int rank, int n, int init_status, 
   }
   if (checked_allreduce(comm, rank, n) != STRATA_OK) return 1;
   int late = n - 1;
-  if (rank == late) sleep_s(OP_TIMEOUT_S + 2.5);
-  double t0 = now_s();
+  if (rank == late) strata_test_sleep_s(OP_TIMEOUT_S + 2.5);
+  double t0 = strata_test_now_s();
   int status = checked_allreduce(comm, rank, n);
-  double waited = now_s() - t0;
+  double waited = strata_test_now_s() - t0;
   if (rank == late) return status == STRATA_OK || status == -1000; /* the others gave up */
   printf("  rank %d: %s after %.2f s (STRATA_OP_TIMEOUT %.1f s)\n", rank,
          status == -1000 ? "wrong sum" : strata_err_name(status), waited, OP_TIMEOUT_S);
@@ -141,18 +129,19 @@ static int idle_death_body(strata_comm *comm, int rank, int n, int init_status, 
   if (strata_comm_agree(comm, &all_done) != STRATA_OK || !all_done) return 1;
   if (rank == n - 1) _exit(0); /* no destroy: the others must not take it for an orderly leave */
   /* idle for longer than the timeout: the loss is found meanwhile, not at the next call */
-  double deadline = now_s() + TIMEOUT_S + 3.0;
-  while (strata_comm_error(comm) == STRATA_OK && now_s() < deadline) sleep_s(0.01);
+  double deadline = strata_test_now_s() + TIMEOUT_S + 3.0;
+  while (strata_comm_error(comm) == STRATA_OK && strata_test_now_s() < deadline)
+    strata_test_sleep_s(0.01);
   int error = strata_comm_error(comm);
   if (error == STRATA_OK) {
     fprintf(stderr, "rank %d: a dead peer went unnoticed while idle\n", rank);
     return 1;
   }
-  double t0 = now_s();
+  double t0 = strata_test_now_s();
   int status = checked_allreduce(comm, rank, n);
-  if (status == STRATA_OK || status == -1000 || now_s() - t0 > 0.5) {
+  if (status == STRATA_OK || status == -1000 || strata_test_now_s() - t0 > 0.5) {
     fprintf(stderr, "rank %d: after the loss an allreduce returned %s in %.2f s\n", rank,
-            strata_err_name(status), now_s() - t0);
+            strata_err_name(status), strata_test_now_s() - t0);
     return 1;
   }
   return 0;

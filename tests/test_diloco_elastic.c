@@ -99,12 +99,8 @@ static int body(strata_comm *comm, int id, int n, int init_status, void *arg) {
     if (!all_equal(work, w, d)) FAIL("survivors differ after 3 outer steps");
     /* at the outer-step boundary: admit the joiner */
     strata_comm *next = NULL;
-    for (int tries = 0; tries < 500 && !next; tries++) {
-      int status = strata_comm_grow(work, &next);
-      if (status != STRATA_OK) FAIL("grow: %s", strata_err_name(status));
-      if (!next) nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
-    }
-    if (!next) FAIL("the joiner never came");
+    int grown = strata_test_grow_to(work, MEMBERS, 10, &next);
+    if (grown != STRATA_OK) FAIL("grow: %s", strata_err_name(grown));
     if (work != comm) strata_comm_destroy(work);
     work = next;
     int pulled = 1;

@@ -124,15 +124,8 @@ static int grow_body(strata_comm *comm, int rank, int n, int init_status, void *
   if (rank < 2) {
     model_init(m, 11, 6.0f);
     strata_comm *next = NULL;
-    for (int tries = 0; tries < 400 && !next; tries++) {
-      int status = strata_comm_grow(comm, &next);
-      CHECK(status == STRATA_OK, "grow: %s", strata_err_name(status));
-      if (!next) {
-        struct timespec ts = {0, 20 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-      }
-    }
-    CHECK(next != NULL, "the joiner never came");
+    int status = strata_test_grow_to(comm, 3, 10, &next);
+    CHECK(status == STRATA_OK, "grow: %s", strata_err_name(status));
     work = next;
   } else {
     model_init(m, 0, 0.0f);

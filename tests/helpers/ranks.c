@@ -58,3 +58,43 @@ int strata_test_run_ranks(int nranks, const strata_test_ranks_opts *opts, strata
   return strata_net_fixture_run(nranks, fixture_child, &a, o.deadline_s > 0 ? o.deadline_s : 120,
                                 NULL);
 }
+
+double strata_test_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void strata_test_sleep_s(double seconds) {
+  struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+int strata_test_grow_to(strata_comm *comm, int size, double deadline_s, strata_comm **out) {
+  *out = NULL;
+  strata_comm *work = comm;
+  double end = strata_test_now_s() + deadline_s;
+  int status = STRATA_OK;
+  /* a grow with nobody waiting returns at once; the joiners' arrival is what is waited for */
+  while (status == STRATA_OK && strata_comm_size(work) < size) {
+    if (strata_test_now_s() > end) {
+      status = STRATA_ERR_TIMEOUT;
+      break;
+    }
+    strata_comm *next = NULL;
+    status = strata_comm_grow(work, &next);
+    if (status == STRATA_OK && next) {
+      if (work != comm) strata_comm_destroy(work);
+      work = next;
+    } else if (status == STRATA_OK) {
+      strata_test_sleep_s(0.02);
+    }
+  }
+  if (status == STRATA_OK && work != comm) {
+    *out = work;
+  } else if (work != comm) {
+    strata_comm_destroy(work);
+  }
+  return status;
+}

@@ -27,4 +27,15 @@ typedef int (*strata_test_body)(strata_comm *comm, int rank, int nranks, int ini
 int strata_test_run_ranks(int nranks, const strata_test_ranks_opts *opts, strata_test_body body,
                           void *arg);
 
+/* Seconds on the monotonic clock; sleep for `seconds` (restarted after a signal). */
+double strata_test_now_s(void);
+void strata_test_sleep_s(double seconds);
+
+/* Members of `comm` call strata_comm_grow until the processes that join (started at their own
+ * pace) are in and the group has `size` ranks, or `deadline_s` seconds pass. *out = the grown
+ * communicator (`comm` stays the caller's), NULL if they never came. Returns the first status
+ * other than STRATA_OK, or STRATA_ERR_TIMEOUT at the deadline. Intermediate communicators (a
+ * joiner that came alone) are destroyed on the way. */
+int strata_test_grow_to(strata_comm *comm, int size, double deadline_s, strata_comm **out);
+
 #endif
