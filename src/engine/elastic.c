@@ -40,6 +40,9 @@
 #include "engine/engine.h"
 #include "net/net.h"
 
+/* The largest group a grant may name. */
+enum { STRATA_JOIN_MAX_RANKS = 1 << 20 };
+
 /* How often a rank waiting for an agreement looks at the store and at its detector. */
 static const double AGREE_POLL_S = 0.005;
 
@@ -461,8 +464,14 @@ int strata_comm_join(const strata_config *cfg, const strata_store_ops *ops, stra
   free(data);
   unsigned long long epoch = 0;
   int rank = -1, size = -1;
-  if (sscanf(text, "%llu %d %d", &epoch, &rank, &size) != 3 || rank < 0 || size <= rank)
+  /* the grant comes from the store, which anyone who reaches it can write: refuse what no grow
+   * writes (a rank outside the size, a size no communicator can have) */
+  if (sscanf(text, "%llu %d %d", &epoch, &rank, &size) != 3 || rank < 0 || size <= rank ||
+      size > STRATA_JOIN_MAX_RANKS) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "join: the grant for ticket %lld is malformed",
+               (long long)ticket);
     return STRATA_ERR_PROTOCOL;
+  }
   strata_config mine = *cfg;
   mine.rank = rank;
   mine.world_size = size;
