@@ -1041,7 +1041,9 @@ static PyObject *DiLoCo_load(DiLoCoObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
-static PyObject *DiLoCo_set_comm(DiLoCoObject *self, PyObject *args) {
+/* set_comm(comm) and sync(comm): the state moves to `comm` (sync also gives every rank the
+ * members' outer state; *pulled says whether this rank took it), then is listed under it. */
+static PyObject *diloco_move(DiLoCoObject *self, PyObject *args, int sync, int *pulled) {
   PyObject *comm_obj;
   if (!PyArg_ParseTuple(args, "O!", &CommType, &comm_obj)) return NULL;
   CommObject *comm = (CommObject *)comm_obj;
@@ -1050,7 +1052,8 @@ static PyObject *DiLoCo_set_comm(DiLoCoObject *self, PyObject *args) {
   strata_comm *c = comm->comm;
   int status;
   self->busy = 1;
-  Py_BEGIN_ALLOW_THREADS status = strata_diloco_set_comm(state, c);
+  Py_BEGIN_ALLOW_THREADS status =
+      sync ? strata_diloco_sync(state, c, pulled) : strata_diloco_set_comm(state, c);
   Py_END_ALLOW_THREADS self->busy = 0;
   if (status != STRATA_OK) return raise_status(status, NULL);
   diloco_unlink(self);
@@ -1058,20 +1061,15 @@ static PyObject *DiLoCo_set_comm(DiLoCoObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+static PyObject *DiLoCo_set_comm(DiLoCoObject *self, PyObject *args) {
+  return diloco_move(self, args, 0, NULL);
+}
+
 static PyObject *DiLoCo_sync(DiLoCoObject *self, PyObject *args) {
-  PyObject *comm_obj;
-  if (!PyArg_ParseTuple(args, "O!", &CommType, &comm_obj)) return NULL;
-  CommObject *comm = (CommObject *)comm_obj;
-  strata_diloco *state = diloco_get(self);
-  if (!state || comm_check(comm)) return NULL;
-  strata_comm *c = comm->comm;
-  int status, pulled = 0;
-  self->busy = 1;
-  Py_BEGIN_ALLOW_THREADS status = strata_diloco_sync(state, c, &pulled);
-  Py_END_ALLOW_THREADS self->busy = 0;
-  if (status != STRATA_OK) return raise_status(status, NULL);
-  diloco_unlink(self);
-  diloco_link(self, comm);
+  int pulled = 0;
+  PyObject *moved = diloco_move(self, args, 1, &pulled);
+  if (!moved) return NULL;
+  Py_DECREF(moved);
   return PyBool_FromLong(pulled);
 }
 
