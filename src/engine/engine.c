@@ -524,9 +524,6 @@ void *strata_engine_thread_main(void *arg) {
   pthread_mutex_lock(&comm->lock);
   idle_state idle = {0};
   while (!comm->thread_stop) {
-    if (atomic_load(&comm->revoke_requested) && !atomic_load(&comm->error) &&
-        atomic_load(&comm->waiters) == 0)
-      strata_engine_fail(comm, STRATA_ERR_REVOKED, 1);
     if (comm->active_count == 0 || atomic_load(&comm->waiters) > 0 || atomic_load(&comm->error)) {
       /* Idle, the transports still beat to the peers and listen for theirs (tcp.c: liveness),
        * so a peer that dies between operations is noticed, and ours is not taken for dead while
