@@ -11,6 +11,14 @@
 #include "strata.h"
 
 /* ---- logging: one process-wide level, set from the first communicator's config ---- */
+/* secret.c: the 32-byte key of a job, Argon2id of its secret salted with its job id (an elastic
+ * epoch's id salts like its base). Cached per process. STRATA_OK, STRATA_ERR_SYSTEM (libsodium
+ * would not start) or STRATA_ERR_NO_MEMORY. */
+#define STRATA_SECRET_KEY_BYTES 32
+int strata_secret_key(const char *secret, const char *job_id, uint8_t key[STRATA_SECRET_KEY_BYTES]);
+/* Warns once per process, when `secret` is empty, that nothing is authenticated and how to fix. */
+void strata_secret_warn_once(const char *secret, int rank);
+
 void strata_log_set_level(strata_log_level level);
 strata_log_level strata_log_get_level(void);
 /* Prints "strata[rank] LEVEL message\n" to stderr. rank < 0 omits it. */
