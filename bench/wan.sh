@@ -25,19 +25,25 @@
 # program. The practical ceiling of the machine running it is printed too: iperf3 --bidir -P 8
 # over the same link (the emulator shares the CPU with the ranks).
 #
-# The runs per condition: strata (no knobs), strata with each entry of $WAN_STRATA_VARIANTS;
+# The runs per condition: strata (no knobs), strata with each entry of $WAN_STRATA_VARIANTS,
+# each WAN_REPEAT times (the rows then show the median run, and the range);
 # Gloo (bench/gloo_allreduce.py, torch.distributed "gloo", GLOO_SOCKET_IFNAME=netem0); OpenMPI
 # (bench/mpi_allreduce.c, --mca pml ob1 --mca btl tcp,self, mpirun in site 0, rank 1 entered into
 # site 1 with `ip netns exec`). Times are the best of the timed calls (out of place or in place).
 # Gloo and OpenMPI get fewer iterations and a timeout; a run that times out is reported as "> T s"
 # and its ratio as a lower bound (">").
 #
+# Each strata run also reads the sites' TCP counters (/proc/net/snmp in each namespace) before and
+# after: "retx%" is RetransSegs / OutSegs of both sites over the run, warm-up included, which is
+# where a link whose queue overflows shows it.
+#
 # Knobs (environment): WAN_LINKS ("clean:rate=1gbit,delay=25ms loss0.01:...,loss=0.01%
-# loss0.1:...,loss=0.1%"), WAN_SIZE (256M), WAN_STRATA_VARIANTS ("STRATA_TCP_GOVERN=1 STRATA_TCP_STREAMS=8,STRATA_TCP_CC=cubic
-# STRATA_TCP_STREAMS=8,STRATA_TCP_CC=bbr"; commas separate the variables of one variant),
+# loss0.1:...,loss=0.1%"), WAN_SIZE (256M), WAN_STRATA_VARIANTS ("STRATA_TCP_GOVERN=0 STRATA_TCP_GOVERN=1
+# STRATA_TCP_STREAMS=8,STRATA_TCP_CC=cubic STRATA_TCP_STREAMS=8,STRATA_TCP_CC=bbr"; commas separate
+# the variables of one variant), WAN_REPEAT (1),
 # WAN_ITERS (3), WAN_PEER_ITERS (2), WAN_WARMUP (3: untimed calls before the timed ones, the same for
 # every program, as nccl-tests warms up; a connection leaves its congestion control's startup in
-# the first, and the opt-in window governor takes hold during it), WAN_PEER_TIMEOUT_S (150), WAN_SKIP_PEERS=1 (strata only),
+# the first, and the window governor takes hold during it), WAN_PEER_TIMEOUT_S (150), WAN_SKIP_PEERS=1 (strata only),
 # WAN_TCP_MEM (host; a size such as 64m raises the sites' maxima for everyone).
 # Output: a table on stdout, raw JSON and logs in bench/results/wan-DATE/ (gitignored).
 set -u
@@ -52,7 +58,8 @@ PY=/usr/bin/python3
 base_link=rate=1gbit,delay=25ms
 links=${WAN_LINKS:-clean:$base_link loss0.01:$base_link,loss=0.01% loss0.1:$base_link,loss=0.1%}
 size=${WAN_SIZE:-256M}
-variants=${WAN_STRATA_VARIANTS:-STRATA_TCP_GOVERN=1 STRATA_TCP_STREAMS=8,STRATA_TCP_CC=cubic STRATA_TCP_STREAMS=8,STRATA_TCP_CC=bbr}
+variants=${WAN_STRATA_VARIANTS:-STRATA_TCP_GOVERN=0 STRATA_TCP_GOVERN=1 STRATA_TCP_STREAMS=8,STRATA_TCP_CC=cubic STRATA_TCP_STREAMS=8,STRATA_TCP_CC=bbr}
+repeat=${WAN_REPEAT:-1}
 iters=${WAN_ITERS:-3}
 peer_iters=${WAN_PEER_ITERS:-2}
 warmup=${WAN_WARMUP:-3}
@@ -67,12 +74,20 @@ trap cleanup EXIT INT TERM
 note() { echo "# $*" >&2; }
 port=$((21000 + RANDOM % 20000))
 
+# snmp DIR LABEL WHEN: both sites' TCP counters into DIR/LABEL.rR.snmpWHEN
+snmp() {
+  for r in 0 1; do
+    "$STRATA" netem exec --name "$name" "$r" -- cat /proc/net/snmp >"$1/$2.r$r.snmp$3" 2>/dev/null
+  done
+}
+
 # run_strata DIR LABEL ENV...: 2 ranks, rank 0 hosts the store
 run_strata() {
   local dir=$1 label=$2 status=0 rp=()
   shift 2
   port=$((port + 1))
   local common=(STRATA_WORLD_SIZE=2 STRATA_ADDR=$addr0:$port STRATA_SHM=0 STRATA_TIMEOUT=200 "$@")
+  snmp "$dir" "$label" 0
   for r in 0 1; do
     timeout -k 2 240 "$STRATA" netem exec --name "$name" "$r" -- env STRATA_RANK=$r "${common[@]}" \
       "$STRATA" bench allreduce -b "$size" -e "$size" -n "$iters" -w "$warmup" -J "$dir/$label.r$r.json" \
@@ -80,6 +95,7 @@ run_strata() {
     rp+=($!)
   done
   for pid in "${rp[@]}"; do wait "$pid" || status=1; done
+  snmp "$dir" "$label" 1
   mv "$dir/$label.r0.json" "$dir/$label.json" 2>/dev/null
   return $status
 }
@@ -145,12 +161,16 @@ for entry in $links; do
     iperf_ref "$dir"
     grep -q sum_received_bidir_reverse "$dir/iperf_bidir.json" 2>/dev/null || note "iperf3 failed"
   fi
-  note "[$cond] strata, no knobs"
-  run_strata "$dir" strata || note "strata failed (see $dir/strata.r*.log)"
-  for v in $variants; do
-    label=strata_${v//[=,]/_}
-    note "[$cond] strata $v"
-    run_strata "$dir" "$label" ${v//,/ } || note "$label failed (see $dir/$label.r*.log)"
+  # repeats go round all rows, so a drift of the host's load touches every row alike
+  for ((k = 1; k <= repeat; k++)); do
+    tail=$([ "$repeat" -gt 1 ] && echo "~$k")
+    note "[$cond] strata, no knobs ($k/$repeat)"
+    run_strata "$dir" "strata$tail" || note "strata failed (see $dir/strata$tail.r*.log)"
+    for v in $variants; do
+      label=strata_${v//[=,]/_}$tail
+      note "[$cond] strata $v ($k/$repeat)"
+      run_strata "$dir" "$label" ${v//,/ } || note "$label failed (see $dir/$label.r*.log)"
+    done
   done
   if [ "${WAN_SKIP_PEERS:-0}" != 1 ]; then
     note "[$cond] gloo (timeout $peer_timeout s)"
@@ -167,6 +187,24 @@ out, size_text, timeout_s, skip_peers = sys.argv[1], sys.argv[2], float(sys.argv
 conditions = sys.argv[5:]
 units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 n = int(float(size_text[:-1]) * units[size_text[-1].upper()]) if size_text[-1].upper() in units else int(size_text)
+def retx(d, label):
+    """RetransSegs / OutSegs of both sites over one run (/proc/net/snmp before and after)."""
+    sums = [0, 0]
+    for r in (0, 1):
+        try:
+            before, after = (open(os.path.join(d, "%s.r%d.snmp%d" % (label, r, w))).read() for w in (0, 1))
+        except OSError:
+            return None
+        for i, key in enumerate(("RetransSegs", "OutSegs")):
+            vals = []
+            for text in (before, after):
+                lines = [l.split() for l in text.splitlines() if l.startswith("Tcp:")]
+                vals.append(int(lines[1][lines[0].index(key)]))
+            sums[i] += vals[1] - vals[0]
+    return 100.0 * sums[0] / sums[1] if sums[1] else None
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
 def time_s(path):
     try:
         j = json.load(open(path))
@@ -196,16 +234,27 @@ for cond in conditions:
               "(%.1f%% of the nominal)" % (both[0] / 1e6, both[1] / 1e6, practical, 100 * t_min / practical))
     except (OSError, ValueError, KeyError, ZeroDivisionError):
         pass
-    labels = ["strata"] + sorted(os.path.basename(p)[:-len(".r0.log")]
-                                 for p in glob.glob(os.path.join(d, "strata_*.r0.log")))
-    times = {l: time_s(os.path.join(d, l + ".json")) for l in labels}
+    runs = {}  # row -> the labels of its runs (one, or one per repeat: LABEL~K)
+    for p in sorted(glob.glob(os.path.join(d, "strata*.r0.log"))):
+        label = os.path.basename(p)[:-len(".r0.log")]
+        runs.setdefault(label.split("~")[0], []).append(label)
+    labels = sorted(runs, key=lambda l: (l != "strata", l))
+    times, spread, retxs = {}, {}, {}
+    for l in labels:
+        ts = [t for t in (time_s(os.path.join(d, r + ".json")) for r in runs[l]) if t is not None]
+        xs = [x for x in (retx(d, r) for r in runs[l]) if x is not None]
+        times[l] = median(ts) if ts else None
+        spread[l] = "%.2f-%.2f/%d" % (min(ts), max(ts), len(ts)) if len(runs[l]) > 1 and ts else ""
+        retxs[l] = "%.2f%%" % median(xs) if xs else "-"
     for peer in ("gloo", "mpi"):
         times[peer] = time_s(os.path.join(d, peer + ".json"))
     def ratio(t, peer):
         if skip_peers or t is None: return "-"
         tp = times.get(peer)
         return "> %.1fx" % (timeout_s / t) if tp is None else "%.1fx" % (tp / t)
-    print("%-44s %9s %11s %8s %9s %9s %9s" % ("run", "time_s", "busbw_MB/s", "%bound", "%practical", "vs_gloo", "vs_mpi"))
+    if any(spread.values()):
+        print("# strata rows: the median of the runs; range = fastest-slowest/runs")
+    print("%-44s %9s %11s %8s %9s %9s %9s %7s %s" % ("run", "time_s", "busbw_MB/s", "%bound", "%practical", "vs_gloo", "vs_mpi", "retx%", "range"))
     rows = labels + ([] if skip_peers else ["gloo", "mpi"])
     for l in rows:
         t = times.get(l)
@@ -215,6 +264,7 @@ for cond in conditions:
             continue
         pr = "%.1f%%" % (100 * practical / t) if practical else "-"
         strata = l.startswith("strata")
-        print("%-44s %9.3f %11.1f %7.1f%% %9s %9s %9s" % (l, t, n / t / 1e6, 100 * t_min / t, pr,
-              ratio(t, "gloo") if strata else "", ratio(t, "mpi") if strata else ""))
+        print("%-44s %9.3f %11.1f %7.1f%% %9s %9s %9s %7s %s" % (l, t, n / t / 1e6, 100 * t_min / t, pr,
+              ratio(t, "gloo") if strata else "", ratio(t, "mpi") if strata else "",
+              retxs.get(l, "") if strata else "", spread.get(l, "") if strata else ""))
 PY
