@@ -236,7 +236,21 @@ typedef struct strata_config {
   int join;                   /* STRATA_JOIN (1/0): strata_comm_init joins a running job at its
                                  members' next strata_comm_grow instead of starting one; rank and
                                  world_size are then assigned, not read */
+  int encrypt;                /* STRATA_ENCRYPT: strata_encrypt_mode; TCP frames sealed with
+                                 AES-256-GCM or ChaCha20-Poly1305 under keys agreed per connection
+                                 (docs/security.md). Default AUTO */
 } strata_config;
+
+/* The longest STRATA_TIMEOUT honoured (about 11.6 days): longer values are clamped to it. */
+#define STRATA_TIMEOUT_MAX_S 1000000.0
+
+/* STRATA_ENCRYPT=off|on|auto. AUTO seals every TCP pair whose ends are on different hosts and
+ * leaves loopback (same-host) pairs in clear; a pair is sealed when either end asks for it. */
+typedef enum strata_encrypt_mode {
+  STRATA_ENCRYPT_OFF = 0,
+  STRATA_ENCRYPT_ON = 1,
+  STRATA_ENCRYPT_AUTO = 2
+} strata_encrypt_mode;
 
 /* Fill `cfg` with defaults (rank -1, world_size -1, shm on, 4 TCP streams, 30 s timeout, ...). */
 STRATA_API void strata_config_init(strata_config *cfg);

@@ -2,10 +2,15 @@
  * test_net_handshake.c — who may join: every TCP connection runs the authenticated handshake.
  *  - a rank with the wrong secret: BOTH sides fail with STRATA_ERR_AUTH and say "secret";
  *    with 3 ranks, the innocent third rank fails the same way, not with a vaguer error;
- *  - a rank of another job (same address): STRATA_ERR_JOB on both sides;
+ *  - a rank of another job (same address): it fails with STRATA_ERR_JOB at once; the rank it
+ *    dialed drops the connection (it proved nothing) and, the other job being invisible in its
+ *    store, times out naming the dropped connection's reason;
  *  - a rank speaking another protocol version: STRATA_ERR_VERSION on both sides;
  *  - a client that sends garbage is refused at once (it reads a REJECT, then EOF) and the real
  *    peer still joins;
+ *  - a stranger that sends one record to a listening port during start-up — a HELLO with another
+ *    version, job id or world size, a REJECT, a plausible HELLO followed by a bad AUTH — is
+ *    dropped and the job starts; and the responder never sends a MAC (AUTH) to it;
  *  - a client that connects and says nothing does not hang the open: alone it ends in
  *    STRATA_ERR_TIMEOUT at the deadline, next to a real peer it is simply ignored.
  */
@@ -54,7 +59,7 @@ static int refuse_body(const strata_net_fixture_rank *r) {
   strata_config cfg;
   strata_net_fixture_config(r, c->nranks, &cfg);
   cfg.tcp_streams = 2;
-  cfg.timeout_s = 5;
+  cfg.timeout_s = c->kind == BAD_JOB ? 2 : 5;
   strata_store *store = NULL;
   CHECK_OR_RETURN(strata_net_fixture_store(r, &store) == STRATA_OK, "store");
   if (r->rank == 1) {
@@ -73,11 +78,14 @@ static int refuse_body(const strata_net_fixture_rank *r) {
   printf("  rank %d: %s: %s\n", r->rank, strata_err_name(status), err);
   if (t) t->ops->destroy(t);
   strata_store_close(store);
-  CHECK_OR_RETURN(status == KIND_STATUS[c->kind], "got %s, want %s", strata_err_name(status),
-                  strata_err_name(KIND_STATUS[c->kind]));
+  /* rank 0 of a job cannot see another job's published failure: it waits out its timeout */
+  int expected = c->kind == BAD_JOB && r->rank == 0 ? STRATA_ERR_TIMEOUT : KIND_STATUS[c->kind];
+  CHECK_OR_RETURN(status == expected, "got %s, want %s", strata_err_name(status),
+                  strata_err_name(expected));
   CHECK_OR_RETURN(strstr(err, KIND_WORDS[c->kind]) != NULL, "the message does not say \"%s\"",
                   KIND_WORDS[c->kind]);
-  CHECK_OR_RETURN(took < 3.0, "took %.2f s: a refusal must not wait for the timeout", took);
+  if (expected != STRATA_ERR_TIMEOUT)
+    CHECK_OR_RETURN(took < 3.0, "took %.2f s: a refusal must not wait for the timeout", took);
   return 0;
 }
 
@@ -152,14 +160,13 @@ static int garbage_body(const strata_net_fixture_rank *r) {
     strata_store_set(store, "garbage/sent", "1", 1);
     CHECK_OR_RETURN(got >= 0, "the garbage connection was not closed within 3 s");
     CHECK_OR_RETURN(took < 1.0, "closing the garbage connection took %.2f s", took);
-    /* rank 0 sent its HELLO, then a REJECT(protocol) */
-    CHECK_OR_RETURN(got == 2 * (ssize_t)sizeof reply[0], "read %zd bytes, want HELLO + REJECT",
-                    got);
-    strata_wire_handshake_decode(&reply[1]);
+    /* the responder speaks only to a HELLO: garbage gets a REJECT(protocol) and nothing else */
+    CHECK_OR_RETURN(got == (ssize_t)sizeof reply[0], "read %zd bytes, want one REJECT", got);
+    strata_wire_handshake_decode(&reply[0]);
     CHECK_OR_RETURN(
-        memcmp(reply[1].magic, STRATA_WIRE_MAGIC, 4) == 0 && reply[1].kind == STRATA_WIRE_REJECT &&
-            reply[1].reason == STRATA_WIRE_REJECT_PROTOCOL,
-        "second record is not REJECT(protocol): kind %u reason %u", reply[1].kind, reply[1].reason);
+        memcmp(reply[0].magic, STRATA_WIRE_MAGIC, 4) == 0 && reply[0].kind == STRATA_WIRE_REJECT &&
+            reply[0].reason == STRATA_WIRE_REJECT_PROTOCOL,
+        "the record is not REJECT(protocol): kind %u reason %u", reply[0].kind, reply[0].reason);
     strata_store_close(store);
     return 0;
   }
@@ -174,6 +181,86 @@ static int garbage_body(const strata_net_fixture_rank *r) {
   open_rank(r, store, 10, &status, &took);
   strata_store_close(store);
   CHECK_OR_RETURN(status == STRATA_OK, "open failed after a garbage connection: %s",
+                  strata_err_name(status));
+  return 0;
+}
+
+/* ---- a stranger's one record on a listening port ---- */
+
+typedef enum { STRANGE_VERSION, STRANGE_JOB, STRANGE_WORLD, STRANGE_REJECT, STRANGE_BAD_AUTH } strange_kind;
+static const char *const STRANGE_NAMES[] = {"a HELLO of another version", "a HELLO of another job",
+                                            "a HELLO of another world size", "a REJECT",
+                                            "a plausible HELLO, then a bad AUTH"};
+
+/* A record as rank 1 of job "netfix" (2 ranks, the fixture's streams) would send it. */
+static strata_wire_handshake stranger_record(const strata_config *cfg, uint32_t kind) {
+  strata_wire_handshake h;
+  memset(&h, 0, sizeof h);
+  memcpy(h.magic, STRATA_WIRE_MAGIC, 4);
+  h.version = STRATA_WIRE_VERSION;
+  h.kind = kind;
+  h.rank = 1;
+  h.nranks = 2;
+  h.streams = (uint32_t)cfg->tcp_streams;
+  h.stream = 0;
+  snprintf(h.job_id, sizeof h.job_id, "%s", cfg->job_id);
+  for (size_t i = 0; i < sizeof h.nonce; i++) h.nonce[i] = (uint8_t)(9 + i);
+  return h;
+}
+
+/* Process 2 is the stranger: one record (two for the bad AUTH) to rank 0 before rank 1 starts;
+ * then ranks 0 and 1 must open as if nothing happened, and the stranger must never have read an
+ * AUTH. */
+static int strange_body(const strata_net_fixture_rank *r) {
+  strange_kind kind = *(const strange_kind *)r->arg;
+  strata_store *store = NULL;
+  CHECK_OR_RETURN(strata_net_fixture_store(r, &store) == STRATA_OK, "store");
+  if (r->rank == 2) {
+    strata_config cfg;
+    strata_net_fixture_config(r, 2, &cfg);
+    int fd = raw_connect(store);
+    CHECK_OR_RETURN(fd >= 0, "cannot connect to rank 0");
+    strata_wire_handshake h = stranger_record(&cfg, STRATA_WIRE_HELLO);
+    if (kind == STRANGE_VERSION) h.version = STRATA_WIRE_VERSION + 7;
+    if (kind == STRANGE_JOB) snprintf(h.job_id, sizeof h.job_id, "someone-else");
+    if (kind == STRANGE_WORLD) h.nranks = 5;
+    if (kind == STRANGE_REJECT) h.kind = STRATA_WIRE_REJECT, h.reason = STRATA_WIRE_REJECT_AUTH;
+    strata_wire_handshake_encode(&h);
+    CHECK_OR_RETURN(send(fd, &h, sizeof h, MSG_NOSIGNAL) == (ssize_t)sizeof h, "send");
+    if (kind == STRANGE_BAD_AUTH) {
+      h = stranger_record(&cfg, STRATA_WIRE_AUTH);
+      memset(h.mac, 0x5a, sizeof h.mac);
+      strata_wire_handshake_encode(&h);
+      CHECK_OR_RETURN(send(fd, &h, sizeof h, MSG_NOSIGNAL) == (ssize_t)sizeof h, "send");
+    }
+    strata_wire_handshake reply[4];
+    ssize_t got = read_until_closed(fd, (unsigned char *)reply, sizeof reply, 3);
+    close(fd);
+    strata_store_set(store, "strange/sent", "1", 1);
+    strata_store_close(store);
+    CHECK_OR_RETURN(got >= 0, "rank 0 did not close the stranger's connection within 3 s");
+    for (ssize_t i = 0; i < got / (ssize_t)sizeof reply[0]; i++) {
+      strata_wire_handshake_decode(&reply[i]);
+      CHECK_OR_RETURN(reply[i].kind == STRATA_WIRE_HELLO || reply[i].kind == STRATA_WIRE_REJECT,
+                      "the stranger read a record of kind %u (only HELLO or REJECT may reach it)",
+                      reply[i].kind);
+      static const uint8_t zero[STRATA_WIRE_MAC_BYTES];
+      CHECK_OR_RETURN(memcmp(reply[i].mac, zero, sizeof zero) == 0,
+                      "a record to the stranger carried a MAC");
+    }
+    return 0;
+  }
+  if (r->rank == 1) {
+    void *v = NULL;
+    size_t len;
+    CHECK_OR_RETURN(strata_store_get(store, "strange/sent", &v, &len, 10) == STRATA_OK, "wait");
+    free(v);
+  }
+  int status;
+  double took;
+  open_rank(r, store, 10, &status, &took);
+  strata_store_close(store);
+  CHECK_OR_RETURN(status == STRATA_OK, "the stranger's record broke the open: %s",
                   strata_err_name(status));
   return 0;
 }
@@ -226,6 +313,14 @@ int main(void) {
     printf("%s, %d ranks\n", KIND_NAMES[cases[i].kind], cases[i].nranks);
     fflush(stdout);
     int bad = strata_net_fixture_run(cases[i].nranks, refuse_body, (void *)&cases[i], 20, NULL);
+    printf("  %s\n", bad ? "FAILED" : "ok");
+    failed += bad != 0;
+  }
+  for (int k = STRANGE_VERSION; k <= STRANGE_BAD_AUTH; k++) {
+    printf("a stranger sends %s to rank 0, then the real peer joins\n", STRANGE_NAMES[k]);
+    fflush(stdout);
+    strange_kind kind = (strange_kind)k;
+    int bad = strata_net_fixture_run(3, strange_body, &kind, 20, NULL);
     printf("  %s\n", bad ? "FAILED" : "ok");
     failed += bad != 0;
   }

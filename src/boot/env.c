@@ -67,6 +67,7 @@ void strata_config_init(strata_config *cfg) {
   cfg->tcp_govern = 0;       /* opt-in: pays on a fat long link, can cost on a loaded one */
   cfg->chunk_bytes = 0;      /* the schedule builder's default */
   cfg->timeout_s = 30.0;
+  cfg->encrypt = STRATA_ENCRYPT_AUTO;
   cfg->algo = STRATA_ALGO_AUTO;
   cfg->compress = STRATA_COMPRESS_NONE;
   cfg->log_level = STRATA_LOG_WARN;
@@ -189,7 +190,20 @@ static int env_timeout(env_reader *r, const char *name, double *out) {
   double v = strtod(value, &end);
   if (errno || end == value || *end || !isfinite(v) || !(v > 0))
     return env_error(r, name, value, "seconds, a number > 0 such as 30 or 2.5");
-  *out = v;
+  /* a wait this long is "forever"; longer ones would overflow millisecond poll timeouts */
+  *out = v < STRATA_TIMEOUT_MAX_S ? v : STRATA_TIMEOUT_MAX_S;
+  return STRATA_OK;
+}
+
+/* STRATA_ENCRYPT: off, on or auto. */
+static int env_encrypt(env_reader *r, const char *name, int *out) {
+  const char *value = reader_get(r, name);
+  if (!value) return STRATA_OK;
+  if (!strcasecmp(value, "auto")) return *out = STRATA_ENCRYPT_AUTO, STRATA_OK;
+  int on = 0;
+  int status = env_bool(r, name, &on);
+  if (status != STRATA_OK) return env_error(r, name, value, "auto, on or off (also 1/0)");
+  *out = on ? STRATA_ENCRYPT_ON : STRATA_ENCRYPT_OFF;
   return STRATA_OK;
 }
 
@@ -350,6 +364,7 @@ static int overlay_strata(env_reader *r, strata_config *cfg) {
   TRY(env_op_timeout(r, "STRATA_OP_TIMEOUT", &cfg->op_timeout_s));
   TRY(env_bool(r, "STRATA_ELASTIC", &cfg->elastic));
   TRY(env_bool(r, "STRATA_JOIN", &cfg->join));
+  TRY(env_encrypt(r, "STRATA_ENCRYPT", &cfg->encrypt));
   TRY(env_algo(r, "STRATA_ALGO", &cfg->algo));
   TRY(env_log_level(r, "STRATA_LOG", &cfg->log_level));
   TRY(env_word(r, "STRATA_SITE", cfg->site, sizeof cfg->site));

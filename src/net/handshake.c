@@ -1,21 +1,38 @@
 /*
  * handshake.c — proving, on every TCP connection, that the other end is a rank of the same job,
- * speaking the same protocol, holding the same secret.
+ * speaking the same protocol, holding the same secret; and agreeing the connection's keys.
  *
- * The protocol is symmetric; both ends run the same three steps without waiting for each other:
+ * The dialing side is the initiator I, the accepting side the responder R:
  *
- *     HELLO   magic, version, job id, rank, world size, streams, stream index, a fresh nonce
- *     AUTH    HMAC-SHA256(key = SHA-256(secret), "strata-auth-v1" | verifier's nonce |
- *             prover's nonce | prover rank | verifier rank | stream | world size | streams |
- *             version | job id)
- *     verdict ACCEPT, or REJECT with a reason code
+ *     I -> R  HELLO   magic, version, job id, rank, world size, streams, stream index, flags,
+ *                     an ephemeral X25519 public key
+ *     R -> I  HELLO   the same about R (R answers only a HELLO that passed its checks)
+ *     I -> R  AUTH    MAC(K, "I" | transcript)
+ *     R -> I  AUTH    MAC(K, "R" | transcript), sent only once I's AUTH verified
+ *     I -> R  ACCEPT
+ *
+ * where K is the job key (core/secret.c: Argon2id of the secret, salted with the job id), MAC is
+ * BLAKE2b-256 keyed with K and the transcript is both HELLO records as sent plus the address R
+ * published in the store (R knows what it published; I knows what it dialed). So:
+ *  - R proves nothing to anyone who has not proven first: a stranger that connects to a
+ *    listening port gets a HELLO (public data and a fresh key) and never a MAC to test guesses
+ *    of the secret against;
+ *  - both MACs cover both ephemeral keys and both identities: a replayed or reflected record
+ *    fails (fresh keys per connection, the roles differ), and so does a relay that forwards the
+ *    records between I and an R that published another address than the one I dialed;
+ *  - the session keys are BLAKE2b(K, X25519(ephemeral keys) | transcript), one per direction, as
+ *    WireGuard mixes its pre-shared key into an ephemeral exchange: someone who learns K later
+ *    still cannot read a recorded session, and someone who sees the traffic cannot forge frames.
+ * Whether frames are sealed (seal.h) is agreed from the HELLO flags: a side that wants it
+ * (STRATA_ENCRYPT=on, or auto between two hosts) gets it; AES-256-GCM when both CPUs have
+ * AES-NI, ChaCha20-Poly1305 otherwise.
  *
  * Each side checks the peer's HELLO in a fixed order — magic, version, job id, world size and
- * stream count, rank and stream — then the peer's AUTH against its own nonce (constant-time
- * compare). The first failed check is sent to the peer as REJECT(reason) in place of the next
- * record, so BOTH ends can say which check failed: the refuser reports its own finding and the
- * refused side reports the REJECT it read. Binding both nonces and both ranks into the MAC stops
- * replay (fresh nonces) and reflection (prover and verifier ranks differ).
+ * stream count, rank and stream — then the peer's AUTH (constant-time compare). The first failed
+ * check is sent to the peer as REJECT(reason) in place of the next record, so both ends can say
+ * which check failed. What the caller makes of a failure depends on the side (tcp_mesh.c): a
+ * connection we accepted that fails proved nothing and is dropped; one we dialed reached the
+ * address a job member published, so its verdict is believed.
  *
  * After sending a REJECT the refuser shuts down its write side and drains what the peer still
  * sends for a short linger, so closing never turns into a RST that could destroy the REJECT
@@ -24,8 +41,8 @@
  * Invariants: a record is read with exactly the bytes it has left, never more, so the first data
  * frame after the handshake is untouched; nothing here blocks — the caller polls with
  * strata_handshake_events() and enforces the deadline with strata_handshake_expire().
- * Must never: trust a length or index from the peer before checking it, or compare secrets with
- * memcmp.
+ * Must never: trust a length or index from the peer before checking it, compare secrets with
+ * memcmp, or send a MAC before the peer's verified (responder).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -40,18 +57,21 @@
 
 #include "core/core.h"
 #include "net/handshake.h"
+#include "net/seal.h"
 
 enum {
   STAGE_HELLO = 0, /* waiting for the peer's HELLO */
   STAGE_AUTH,      /* waiting for the peer's AUTH */
   STAGE_VERDICT,   /* waiting for the peer's ACCEPT */
+  STAGE_FINAL,     /* sending our ACCEPT, the last record (initiator) */
   STAGE_REJECTING, /* sending our REJECT */
   STAGE_LINGER,    /* REJECT sent, write side shut; draining until EOF or the linger ends */
   STAGE_DONE
 };
 
 static const double HANDSHAKE_LINGER_S = 0.25;
-static const char MAC_DOMAIN[] = "strata-auth-v1";
+static const char MAC_DOMAIN[] = "strata-auth-v4";
+static const char SESSION_DOMAIN[] = "strata-session-v4";
 
 int strata_handshake_params_init(strata_handshake_params *params, const char *job_id,
                                  const char *secret, int rank, int nranks, int streams) {
@@ -59,11 +79,14 @@ int strata_handshake_params_init(strata_handshake_params *params, const char *jo
   memset(params, 0, sizeof *params);
   if (strlen(job_id) >= sizeof params->job_id) return STRATA_ERR_INVALID_ARG;
   strncpy(params->job_id, job_id, sizeof params->job_id - 1);
-  crypto_hash_sha256(params->key, (const unsigned char *)secret, strlen(secret));
+  int status = strata_secret_key(secret, job_id, params->key);
+  if (status != STRATA_OK) return status;
   params->version = STRATA_WIRE_VERSION;
   params->rank = rank;
   params->nranks = nranks;
   params->streams = streams;
+  params->encrypt = STRATA_ENCRYPT_AUTO;
+  params->aes = strata_seal_aes_available();
   return STRATA_OK;
 }
 
@@ -87,26 +110,96 @@ static void record_queue(strata_handshake *hs) {
   strata_wire_handshake_encode(&hs->out);
 }
 
-/* MAC proving knowledge of the key, bound to both nonces and the connection's identity. */
-static void compute_mac(uint8_t mac[STRATA_WIRE_MAC_BYTES], const strata_handshake_params *p,
-                        const uint8_t *verifier_nonce, const uint8_t *prover_nonce,
-                        uint32_t prover_rank, uint32_t verifier_rank, uint32_t stream) {
-  uint32_t fields[6] = {
-      htole32(prover_rank),         htole32(verifier_rank),        htole32(stream),
-      htole32((uint32_t)p->nranks), htole32((uint32_t)p->streams), htole32(p->version)};
-  crypto_auth_hmacsha256_state state;
-  crypto_auth_hmacsha256_init(&state, p->key, sizeof p->key);
-  crypto_auth_hmacsha256_update(&state, (const unsigned char *)MAC_DOMAIN, sizeof MAC_DOMAIN);
-  crypto_auth_hmacsha256_update(&state, verifier_nonce, STRATA_WIRE_NONCE_BYTES);
-  crypto_auth_hmacsha256_update(&state, prover_nonce, STRATA_WIRE_NONCE_BYTES);
-  crypto_auth_hmacsha256_update(&state, (const unsigned char *)fields, sizeof fields);
-  crypto_auth_hmacsha256_update(&state, (const unsigned char *)p->job_id, sizeof p->job_id);
-  crypto_auth_hmacsha256_final(&state, mac);
-  sodium_memzero(&state, sizeof state);
+int strata_handshake_same_host(int fd) {
+  struct sockaddr_storage mine, peer;
+  socklen_t mine_len = sizeof mine, peer_len = sizeof peer;
+  if (getsockname(fd, (struct sockaddr *)&mine, &mine_len) != 0 ||
+      getpeername(fd, (struct sockaddr *)&peer, &peer_len) != 0)
+    return 0;
+  if (peer.ss_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)&mine;
+    const struct sockaddr_in *b = (const struct sockaddr_in *)&peer;
+    if ((ntohl(b->sin_addr.s_addr) >> 24) == 127) return 1;
+    return mine.ss_family == AF_INET && a->sin_addr.s_addr == b->sin_addr.s_addr;
+  }
+  if (peer.ss_family == AF_INET6) {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&mine;
+    const struct sockaddr_in6 *b = (const struct sockaddr_in6 *)&peer;
+    if (IN6_IS_ADDR_LOOPBACK(&b->sin6_addr)) return 1;
+    if (IN6_IS_ADDR_V4MAPPED(&b->sin6_addr) && b->sin6_addr.s6_addr[12] == 127) return 1;
+    return mine.ss_family == AF_INET6 &&
+           memcmp(&a->sin6_addr, &b->sin6_addr, sizeof a->sin6_addr) == 0;
+  }
+  return peer.ss_family == AF_UNIX;
+}
+
+/* The transcript both MACs and the session keys bind: both HELLOs and the responder's address. */
+static void transcript_update(crypto_generichash_state *st, const strata_handshake *hs) {
+  uint32_t len = htole32((uint32_t)strlen(hs->bound_address));
+  crypto_generichash_update(st, hs->hello_initiator, sizeof hs->hello_initiator);
+  crypto_generichash_update(st, hs->hello_responder, sizeof hs->hello_responder);
+  crypto_generichash_update(st, (const unsigned char *)&len, sizeof len);
+  crypto_generichash_update(st, (const unsigned char *)hs->bound_address, strlen(hs->bound_address));
+}
+
+/* The MAC of `role` ('I' initiator, 'R' responder) over the transcript. */
+static void compute_mac(uint8_t mac[STRATA_WIRE_MAC_BYTES], const strata_handshake *hs,
+                        char role) {
+  crypto_generichash_state st;
+  crypto_generichash_init(&st, hs->params->key, STRATA_WIRE_KEY_BYTES, STRATA_WIRE_MAC_BYTES);
+  crypto_generichash_update(&st, (const unsigned char *)MAC_DOMAIN, sizeof MAC_DOMAIN);
+  crypto_generichash_update(&st, (const unsigned char *)&role, 1);
+  transcript_update(&st, hs);
+  crypto_generichash_final(&st, mac, STRATA_WIRE_MAC_BYTES);
+  sodium_memzero(&st, sizeof st);
+}
+
+/* Agree the connection's keys once both sides proved themselves. -1: the peer's public key is
+ * one that makes the exchange worthless (a small-order point). */
+static int derive_keys(strata_handshake *hs) {
+  const strata_wire_handshake *mine =
+      (const strata_wire_handshake *)(hs->accepting ? hs->hello_responder : hs->hello_initiator);
+  const strata_wire_handshake *peer =
+      (const strata_wire_handshake *)(hs->accepting ? hs->hello_initiator : hs->hello_responder);
+  uint8_t shared[crypto_scalarmult_BYTES];
+  if (crypto_scalarmult(shared, hs->my_secret, peer->nonce) != 0) return -1;
+  uint8_t session[2 * STRATA_SEAL_KEY_BYTES];
+  crypto_generichash_state st;
+  crypto_generichash_init(&st, hs->params->key, STRATA_WIRE_KEY_BYTES, sizeof session);
+  crypto_generichash_update(&st, (const unsigned char *)SESSION_DOMAIN, sizeof SESSION_DOMAIN);
+  crypto_generichash_update(&st, shared, sizeof shared);
+  transcript_update(&st, hs);
+  crypto_generichash_final(&st, session, sizeof session);
+  /* the first half seals I -> R, the second R -> I */
+  const uint8_t *to_responder = session, *to_initiator = session + STRATA_SEAL_KEY_BYTES;
+  memcpy(hs->keys.tx, hs->accepting ? to_initiator : to_responder, STRATA_SEAL_KEY_BYTES);
+  memcpy(hs->keys.rx, hs->accepting ? to_responder : to_initiator, STRATA_SEAL_KEY_BYTES);
+  uint32_t flags_mine = le32toh(mine->reason), flags_peer = le32toh(peer->reason);
+  hs->keys.encrypt = ((flags_mine | flags_peer) & STRATA_WIRE_FLAG_ENCRYPT) != 0;
+  hs->keys.cipher = (flags_mine & flags_peer & STRATA_WIRE_FLAG_AES) ? STRATA_SEAL_AES256_GCM
+                                                                    : STRATA_SEAL_CHACHA20_POLY1305;
+  sodium_memzero(shared, sizeof shared);
+  sodium_memzero(session, sizeof session);
+  sodium_memzero(&st, sizeof st);
+  sodium_memzero(hs->my_secret, sizeof hs->my_secret);
+  return 0;
+}
+
+/* Our HELLO: identity, flags and a fresh ephemeral public key; remembered for the transcript. */
+static void queue_hello(strata_handshake *hs) {
+  const strata_handshake_params *p = hs->params;
+  int want = p->encrypt == STRATA_ENCRYPT_ON ||
+             (p->encrypt == STRATA_ENCRYPT_AUTO && !strata_handshake_same_host(hs->fd));
+  uint32_t flags = (want ? STRATA_WIRE_FLAG_ENCRYPT : 0u) | (p->aes ? STRATA_WIRE_FLAG_AES : 0u);
+  record_init(hs, STRATA_WIRE_HELLO, flags);
+  randombytes_buf(hs->my_secret, sizeof hs->my_secret);
+  crypto_scalarmult_base(hs->out.nonce, hs->my_secret);
+  record_queue(hs);
+  memcpy(hs->accepting ? hs->hello_responder : hs->hello_initiator, &hs->out, sizeof hs->out);
 }
 
 void strata_handshake_start(strata_handshake *hs, const strata_handshake_params *params, int fd,
-                            int peer_rank, int stream) {
+                            int peer_rank, int stream, const char *address) {
   memset(hs, 0, sizeof *hs);
   hs->params = params;
   hs->fd = fd;
@@ -116,10 +209,12 @@ void strata_handshake_start(strata_handshake *hs, const strata_handshake_params 
   hs->claimed_rank = -1;
   hs->stage = STAGE_HELLO;
   hs->status = STRATA_ERR_IN_PROGRESS;
-  randombytes_buf(hs->my_nonce, sizeof hs->my_nonce);
-  record_init(hs, STRATA_WIRE_HELLO, 0);
-  memcpy(hs->out.nonce, hs->my_nonce, sizeof hs->my_nonce);
-  record_queue(hs);
+  snprintf(hs->bound_address, sizeof hs->bound_address, "%s",
+           hs->accepting ? params->address : (address ? address : ""));
+  if (hs->accepting)
+    hs->out_sent = sizeof hs->out; /* the responder speaks only when spoken to */
+  else
+    queue_hello(hs);
 }
 
 /* "rank 3" or "a connection from 10.0.0.2:41234" when the peer has not said who it is. */
@@ -250,14 +345,14 @@ static int check_hello(strata_handshake *hs, const strata_wire_handshake *r) {
                   "world size or stream count differs (peer: %u ranks, %u streams; this rank: "
                   "%d ranks, %d streams; check STRATA_WORLD_SIZE and STRATA_TCP_STREAMS)",
                   r->nranks, r->streams, p->nranks, p->streams);
-  /* The dialing side names the stream; the accepting side's HELLO cannot know it yet (the MAC
-   * binds both sides to the dialer's choice). */
+  /* The dialing side names the stream; the accepting side's HELLO echoes it. */
   int rank_ok, stream_ok = 1;
   if (hs->accepting) {
     rank_ok = r->rank > (uint32_t)p->rank && r->rank < (uint32_t)p->nranks;
     stream_ok = r->stream <= (uint32_t)p->streams;
   } else {
     rank_ok = r->rank == (uint32_t)hs->peer_rank;
+    stream_ok = r->stream == (uint32_t)hs->stream;
   }
   if (!rank_ok || !stream_ok)
     return refuse(hs, STRATA_WIRE_REJECT_RANK,
@@ -265,31 +360,44 @@ static int check_hello(strata_handshake *hs, const strata_wire_handshake *r) {
                   "with the same address?)",
                   r->rank, r->stream, hs->accepting ? "accepts only higher ranks" : "dialed");
   hs->peer_rank = (int)r->rank;
-  if (hs->accepting) hs->stream = (int)r->stream;
-  memcpy(hs->peer_nonce, r->nonce, sizeof hs->peer_nonce);
-  record_init(hs, STRATA_WIRE_AUTH, 0);
-  compute_mac(hs->out.mac, p, hs->peer_nonce, hs->my_nonce, (uint32_t)p->rank,
-              (uint32_t)hs->peer_rank, (uint32_t)hs->stream);
-  record_queue(hs);
+  if (hs->accepting) {
+    hs->stream = (int)r->stream;
+    memcpy(hs->hello_initiator, &hs->in, sizeof hs->hello_initiator);
+    queue_hello(hs); /* then wait for the initiator's proof */
+  } else {
+    memcpy(hs->hello_responder, &hs->in, sizeof hs->hello_responder);
+    record_init(hs, STRATA_WIRE_AUTH, 0);
+    compute_mac(hs->out.mac, hs, 'I');
+    record_queue(hs);
+  }
   hs->stage = STAGE_AUTH;
   return STRATA_ERR_IN_PROGRESS;
 }
 
 static int check_auth(strata_handshake *hs, const strata_wire_handshake *r) {
-  const strata_handshake_params *p = hs->params;
   if (r->kind != STRATA_WIRE_AUTH)
     return refuse(hs, STRATA_WIRE_REJECT_PROTOCOL, "expected AUTH, got record kind %u", r->kind);
   uint8_t expected[STRATA_WIRE_MAC_BYTES];
-  compute_mac(expected, p, hs->my_nonce, hs->peer_nonce, (uint32_t)hs->peer_rank, (uint32_t)p->rank,
-              (uint32_t)hs->stream);
+  compute_mac(expected, hs, hs->accepting ? 'I' : 'R');
   int ok = sodium_memcmp(expected, r->mac, sizeof expected) == 0;
   sodium_memzero(expected, sizeof expected);
   if (!ok)
     return refuse(hs, STRATA_WIRE_REJECT_AUTH,
-                  "wrong job secret (the peer does not know STRATA_SECRET)");
-  record_init(hs, STRATA_WIRE_ACCEPT, 0);
-  record_queue(hs);
-  hs->stage = STAGE_VERDICT;
+                  "wrong job secret (the peer does not know STRATA_SECRET%s)",
+                  hs->accepting ? "" : ", or it published another address than the one dialed");
+  hs->proven = 1;
+  if (derive_keys(hs) != 0)
+    return refuse(hs, STRATA_WIRE_REJECT_AUTH, "the peer's ephemeral key is invalid");
+  if (hs->accepting) {
+    record_init(hs, STRATA_WIRE_AUTH, 0);
+    compute_mac(hs->out.mac, hs, 'R');
+    record_queue(hs);
+    hs->stage = STAGE_VERDICT;
+  } else {
+    record_init(hs, STRATA_WIRE_ACCEPT, 0);
+    record_queue(hs);
+    hs->stage = STAGE_FINAL;
+  }
   return STRATA_ERR_IN_PROGRESS;
 }
 
@@ -304,7 +412,7 @@ static int on_record(strata_handshake *hs) {
       return check_hello(hs, &r);
     case STAGE_AUTH:
       return check_auth(hs, &r);
-    default:
+    default: /* STAGE_VERDICT: the responder waits for the initiator's ACCEPT */
       if (r.kind != STRATA_WIRE_ACCEPT)
         return refuse(hs, STRATA_WIRE_REJECT_PROTOCOL, "expected a verdict, got record kind %u",
                       r.kind);
@@ -404,6 +512,12 @@ int strata_handshake_advance(strata_handshake *hs) {
     if (hs->stage == STAGE_REJECTING || hs->stage == STAGE_LINGER) return advance_rejecting(hs);
     int sent = flush_out(hs);
     if (sent < 0) return peer_closed(hs, errno);
+    if (hs->stage == STAGE_FINAL) {
+      if (sent == 0) return STRATA_ERR_IN_PROGRESS;
+      hs->stage = STAGE_DONE;
+      hs->status = STRATA_OK;
+      return STRATA_OK;
+    }
     int got = fill_in(hs);
     if (got < 0 && errno == EPROTO) {
       hs->in_got = 0;
@@ -425,10 +539,10 @@ void strata_handshake_expire(strata_handshake *hs) {
   }
   char who[96];
   describe_peer(hs, who, sizeof who);
-  static const char *const waiting_for[] = {"HELLO", "AUTH", "verdict"};
+  static const char *const waiting_for[] = {"HELLO", "AUTH", "verdict", "read of our ACCEPT"};
   snprintf(hs->err, sizeof hs->err,
            "rank %d: %s sent no %s within the timeout (not a strata peer, or stuck)",
-           hs->params->rank, who, waiting_for[hs->stage < 3 ? hs->stage : 0]);
+           hs->params->rank, who, waiting_for[hs->stage < 4 ? hs->stage : 0]);
   fail(hs, STRATA_ERR_TIMEOUT);
 }
 
@@ -440,6 +554,8 @@ short strata_handshake_events(const strata_handshake *hs) {
       return POLLOUT;
     case STAGE_LINGER:
       return POLLIN;
+    case STAGE_FINAL:
+      return POLLOUT;
     default:
       return (short)(POLLIN | (hs->out_sent < sizeof hs->out ? POLLOUT : 0));
   }

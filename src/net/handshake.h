@@ -10,14 +10,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net/seal.h"
 #include "net/wire.h"
+
+#define STRATA_HANDSHAKE_ADDRESS_BYTES 320
 
 /* What this process says about itself; shared by all its handshakes. */
 typedef struct strata_handshake_params {
   char job_id[STRATA_WIRE_JOB_ID_BYTES]; /* NUL-padded */
-  uint8_t key[STRATA_WIRE_KEY_BYTES];    /* SHA-256 of the job secret */
+  uint8_t key[STRATA_WIRE_KEY_BYTES];    /* the job key (core/secret.c) */
   uint32_t version;                      /* announced protocol version */
   int rank, nranks, streams;
+  int encrypt;                                   /* strata_encrypt_mode */
+  int aes;                                       /* this CPU runs AES-256-GCM */
+  char address[STRATA_HANDSHAKE_ADDRESS_BYTES];  /* the address this rank published */
 } strata_handshake_params;
 
 typedef struct strata_handshake {
@@ -28,11 +34,15 @@ typedef struct strata_handshake {
   int accepting; /* 1: we accepted this connection, the peer must be a higher rank */
   int claimed_rank;  /* the rank an accepted peer's HELLO claims, before it is verified; or -1 */
   int stage;         /* handshake.c's enum */
+  int proven;        /* the peer's AUTH verified */
   int status;        /* STRATA_ERR_IN_PROGRESS until done; then STRATA_OK or the failure */
   int reject_status; /* the failure we are reporting while the REJECT drains */
   double linger_deadline_s;
-  uint8_t my_nonce[STRATA_WIRE_NONCE_BYTES];
-  uint8_t peer_nonce[STRATA_WIRE_NONCE_BYTES];
+  uint8_t my_secret[32];                               /* ephemeral X25519 secret key */
+  uint8_t hello_initiator[sizeof(strata_wire_handshake)]; /* both HELLOs as on the wire: */
+  uint8_t hello_responder[sizeof(strata_wire_handshake)]; /* what the MACs and keys bind */
+  char bound_address[STRATA_HANDSHAKE_ADDRESS_BYTES];     /* the responder's published address */
+  strata_seal_keys keys; /* after STRATA_OK: whether and how the connection's frames are sealed */
   strata_wire_handshake out; /* the record being sent (wire order) */
   size_t out_sent;           /* bytes of `out` sent; sizeof(out) = nothing pending */
   strata_wire_handshake in;  /* the record being received (wire order until complete) */
@@ -40,15 +50,17 @@ typedef struct strata_handshake {
   char err[400]; /* why it failed, one sentence naming both ranks */
 } strata_handshake;
 
-/* Fill params; key = SHA-256(secret). Calls sodium_init(). Returns STRATA_OK or
- * STRATA_ERR_SYSTEM (libsodium could not initialize) / STRATA_ERR_INVALID_ARG (job id too long). */
+/* Fill params (address empty, encrypt AUTO; the caller sets them). key = the job key of
+ * (secret, job id). Returns STRATA_OK, STRATA_ERR_SYSTEM (libsodium could not initialize),
+ * STRATA_ERR_NO_MEMORY (the key derivation) or STRATA_ERR_INVALID_ARG (job id too long). */
 int strata_handshake_params_init(strata_handshake_params *params, const char *job_id,
                                  const char *secret, int rank, int nranks, int streams);
 
 /* Start a handshake on a connected non-blocking socket. peer_rank/stream >= 0: we connected to
- * that rank for that stream; -1/-1: we accepted and learn them from the peer's HELLO. */
+ * that rank for that stream, at `address` (the text it published); -1/-1 (address NULL): we
+ * accepted and learn them from the peer's HELLO. */
 void strata_handshake_start(strata_handshake *hs, const strata_handshake_params *params, int fd,
-                            int peer_rank, int stream);
+                            int peer_rank, int stream, const char *address);
 
 /* Do whatever I/O is possible without blocking. Returns STRATA_ERR_IN_PROGRESS (poll for
  * strata_handshake_events() and call again), STRATA_OK (authenticated; hs->peer_rank and
@@ -56,6 +68,10 @@ void strata_handshake_start(strata_handshake *hs, const strata_handshake_params 
  * STRATA_ERR_VERSION / _JOB / _AUTH / _CONFIG / _PROTOCOL / _PEER_LOST / _SYSTEM with hs->err
  * saying which check failed on which side. The caller owns and closes the fd either way. */
 int strata_handshake_advance(strata_handshake *hs);
+
+/* 1 when the socket's two ends are on one host (loopback, or the same local and peer address):
+ * what STRATA_ENCRYPT=auto leaves in clear. */
+int strata_handshake_same_host(int fd);
 
 /* Fail a pending handshake whose deadline passed (STRATA_ERR_TIMEOUT, message in hs->err). */
 void strata_handshake_expire(strata_handshake *hs);

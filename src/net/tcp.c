@@ -65,6 +65,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "net/seal.h"
 #include "net/tcp.h"
 #include "net/tcp_govern.h"
 #include "net/tcp_mesh.h"
@@ -77,6 +78,10 @@ enum {
   TCP_MAX_IOV = 64,                /* iovecs per sendmsg */
   TCP_RX_READS_PER_PASS = 8,       /* reads per stream per progress(): other streams, peers and our
                                       own sends get their turn even while data pours in */
+  TCP_SEALED_PIECE_MAX_BYTES = 256 * 1024, /* on a sealed connection a piece is encrypted whole
+                                              before its first byte leaves and decrypted once its
+                                              last arrives: small enough that the copy stays in
+                                              cache and the pipe does not wait for the cipher */
   TCP_PIECE_MAX_BYTES = 128 * 1024 /* the unit a stream takes from the pending queue: about 1 ms
                                       of a 1 Gbit/s link, so a stalled stream (a loss being
                                       repaired) holds back little of a message. Larger pieces
@@ -104,11 +109,12 @@ void strata_tcp_set_announced_version_for_test(unsigned version) {
 }
 
 typedef struct tx_frame {
-  strata_xfer *x;           /* NULL for control frames */
-  strata_wire_frame header; /* wire order */
-  const uint8_t *payload;
-  uint64_t payload_bytes;
-  uint64_t sent; /* of sizeof header + payload_bytes */
+  strata_xfer *x; /* NULL for control frames */
+  uint8_t head[STRATA_WIRE_SEALED_HEADER_BYTES]; /* the header as sent: wire order, or sealed */
+  uint32_t head_bytes;
+  const uint8_t *payload; /* the caller's bytes, or the stream's ciphertext buffer */
+  uint64_t payload_bytes; /* on the wire (a sealed payload's tag included) */
+  uint64_t sent;          /* of head_bytes + payload_bytes */
 } tx_frame;
 
 typedef struct tcp_stream {
@@ -126,6 +132,13 @@ typedef struct tcp_stream {
   strata_xfer *x;           /* receive being filled; NULL while discarding */
   uint8_t *dst;
   uint64_t left; /* payload bytes of the current frame not read yet */
+  /* sealing (seal.h): tx seals what we send, rx opens what we read; both off in clear */
+  strata_seal tx, rx;
+  uint8_t *cipher; /* ciphertext of the one piece in flight (data streams hold one at a time) */
+  size_t cipher_cap;
+  uint8_t *payload_start; /* where the current sealed payload lands (NULL while discarding) */
+  uint8_t tag[STRATA_SEAL_TAG_BYTES];
+  size_t tag_left; /* tag bytes of the current frame not read yet */
 } tcp_stream;
 
 /* A receive: x->offset counts the bytes of frames matched so far, x->aux the bytes not yet
@@ -201,6 +214,7 @@ typedef struct tcp_transport {
 static uint64_t piece_bytes(const tcp_transport *t, const tcp_peer *p, uint64_t bytes) {
   if (bytes < STRATA_TCP_STRIPE_MIN_BYTES) return bytes ? bytes : 1;
   uint64_t piece = (bytes + (uint64_t)t->streams - 1) / (uint64_t)t->streams;
+  if (p->streams[0].tx.on && piece > TCP_SEALED_PIECE_MAX_BYTES) piece = TCP_SEALED_PIECE_MAX_BYTES;
   if (strata_tcp_tune_notsent_lowat_bytes(p->rtt_us) == 0) return piece; /* not a WAN */
   return piece < TCP_PIECE_MAX_BYTES ? piece : TCP_PIECE_MAX_BYTES;
 }
@@ -243,6 +257,14 @@ static void stream_close(tcp_stream *st) {
 }
 
 /* Make the peer's ABORT visible to the engine (first abort wins). */
+static void stream_free(tcp_stream *st) {
+  free(st->frames);
+  free(st->bounce);
+  free(st->cipher);
+  strata_seal_free(&st->tx);
+  strata_seal_free(&st->rx);
+}
+
 static void abort_publish(tcp_transport *t, tcp_peer *p) {
   if (p->abort_published) return;
   p->abort_published = 1;
@@ -349,6 +371,20 @@ static int fifo_grow(void **items, size_t elem, size_t *head, size_t count, size
   return STRATA_OK;
 }
 
+/* The frame's header as it goes on the wire: in clear, or sealed with the stream's next nonce
+ * (frames are sealed in the order they are queued, which is the order they are sent). */
+static void frame_head(tcp_stream *st, tx_frame *f, strata_wire_frame header) {
+  strata_wire_frame_encode(&header);
+  if (!st->tx.on) {
+    memcpy(f->head, &header, sizeof header);
+    f->head_bytes = sizeof header;
+    return;
+  }
+  strata_seal_close(&st->tx, f->head, (const uint8_t *)&header, sizeof header,
+                    f->head + sizeof header);
+  f->head_bytes = STRATA_WIRE_SEALED_HEADER_BYTES;
+}
+
 static int tx_push(tcp_stream *st, const tx_frame *frame) {
   if (st->count == st->cap) {
     void *items = st->frames;
@@ -372,11 +408,11 @@ static int tx_gather(const tcp_stream *st, struct iovec *iov) {
   for (size_t i = 0; i < st->count && n + 2 <= TCP_MAX_IOV; i++) {
     const tx_frame *f = &st->frames[(st->head + i) % st->cap];
     uint64_t sent = f->sent;
-    if (sent < sizeof f->header) {
-      iov[n++] = (struct iovec){(uint8_t *)&f->header + sent, sizeof f->header - sent};
+    if (sent < f->head_bytes) {
+      iov[n++] = (struct iovec){(uint8_t *)f->head + sent, f->head_bytes - sent};
       sent = 0;
     } else {
-      sent -= sizeof f->header;
+      sent -= f->head_bytes;
     }
     if (f->payload_bytes > sent)
       iov[n++] = (struct iovec){(uint8_t *)f->payload + sent, f->payload_bytes - sent};
@@ -388,7 +424,7 @@ static int tx_gather(const tcp_stream *st, struct iovec *iov) {
 static void tx_advance(tcp_transport *t, tcp_stream *st, size_t bytes) {
   while (bytes > 0 && st->count > 0) {
     tx_frame *f = &st->frames[st->head];
-    uint64_t total = sizeof f->header + f->payload_bytes, step = total - f->sent;
+    uint64_t total = f->head_bytes + f->payload_bytes, step = total - f->sent;
     if (bytes < step) {
       f->sent += bytes;
       return;
@@ -435,13 +471,24 @@ static int feed_piece(tcp_peer *p, tcp_stream *st) {
   uint64_t offset = e->assigned, rest = x->bytes - offset;
   uint64_t len = rest < e->piece_bytes ? rest : e->piece_bytes;
   tx_frame f = {.x = x, .payload = (const uint8_t *)x->buf + offset, .payload_bytes = len};
-  f.header = (strata_wire_frame){.type = STRATA_WIRE_DATA,
+  if (st->tx.on && len > 0 && st->cipher_cap < len + STRATA_SEAL_TAG_BYTES) {
+    uint8_t *grown = realloc(st->cipher, len + STRATA_SEAL_TAG_BYTES);
+    if (!grown) return STRATA_ERR_NO_MEMORY;
+    st->cipher = grown;
+    st->cipher_cap = len + STRATA_SEAL_TAG_BYTES;
+  }
+  frame_head(st, &f,
+             (strata_wire_frame){.type = STRATA_WIRE_DATA,
                                  .tag = x->tag,
                                  .msg_seq = e->seq,
                                  .msg_bytes = x->bytes,
                                  .stripe_offset = offset,
-                                 .stripe_bytes = len};
-  strata_wire_frame_encode(&f.header);
+                                 .stripe_bytes = len});
+  if (st->tx.on && len > 0) {
+    strata_seal_close(&st->tx, st->cipher, f.payload, len, st->cipher + len);
+    f.payload = st->cipher;
+    f.payload_bytes = len + STRATA_SEAL_TAG_BYTES;
+  }
   if (tx_push(st, &f) != STRATA_OK) return STRATA_ERR_NO_MEMORY;
   e->assigned += len;
   if (e->assigned >= x->bytes) { /* whole message handed out (a 0-byte one: its one frame) */
@@ -529,6 +576,36 @@ static void slots_retire(tcp_peer *p) {
   }
 }
 
+/* Bytes of a frame header on this stream's wire. */
+static size_t head_bytes(const tcp_stream *st) {
+  return st->rx.on ? STRATA_WIRE_SEALED_HEADER_BYTES : sizeof(strata_wire_frame);
+}
+
+/* A sealed frame did not open: it was altered, or one was dropped, replayed or reordered (the
+ * nonce is the frame's position). Nothing of it reaches the caller. */
+static int integrity_error(tcp_transport *t, tcp_peer *p, const tcp_stream *st, const char *what) {
+  char why[200];
+  snprintf(why, sizeof why,
+           "integrity check failed on %s %d: a %s was altered, dropped, replayed or reordered "
+           "on the way",
+           st == &p->control ? "the control connection" : "stream", st->index, what);
+  peer_fail(t, p, STRATA_ERR_PROTOCOL, why);
+  return -1;
+}
+
+/* Read the current header out of the bounce buffer (enough bytes are there). 0 or -1 failed. */
+static int header_take(tcp_transport *t, tcp_peer *p, tcp_stream *st, strata_wire_frame *h) {
+  const uint8_t *in = st->bounce + st->start;
+  st->start += head_bytes(st);
+  if (!st->rx.on) {
+    memcpy(h, in, sizeof *h);
+  } else if (strata_seal_open(&st->rx, (uint8_t *)h, in, sizeof *h, in + sizeof *h) != 0) {
+    return integrity_error(t, p, st, "frame header");
+  }
+  strata_wire_frame_decode(h);
+  return 0;
+}
+
 static int protocol_error(tcp_transport *t, tcp_peer *p, const tcp_stream *st, const char *what) {
   char why[200];
   snprintf(why, sizeof why, "protocol error on stream %d: %s (msg_seq %llu)", st->index, what,
@@ -576,6 +653,8 @@ static int header_match(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
   st->x = NULL;
   st->dst = NULL;
   st->left = h->stripe_bytes;
+  st->tag_left = st->rx.on && h->stripe_bytes ? STRATA_SEAL_TAG_BYTES : 0;
+  st->payload_start = NULL;
   st->matched = 1;
   if (!x) {
     if (!slot->discarding || h->stripe_bytes > slot->discard_left || h->stripe_bytes == 0)
@@ -594,6 +673,7 @@ static int header_match(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
   x->offset += h->stripe_bytes;
   st->x = x;
   st->dst = (uint8_t *)x->buf + h->stripe_offset;
+  st->payload_start = st->dst;
   return 1;
 }
 
@@ -655,6 +735,32 @@ static ssize_t bounce_fill(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
   return n;
 }
 
+/* The tag of a sealed payload, then the payload opened in place (a discarded one is only
+ * counted). Returns 1 frame complete, 0 EAGAIN, -1 failed. */
+static int payload_open(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
+  while (st->tag_left > 0) {
+    size_t avail = st->end - st->start;
+    if (avail == 0) {
+      ssize_t n = bounce_fill(t, p, st);
+      if (n <= 0) return (int)n;
+      continue;
+    }
+    size_t n = avail < st->tag_left ? avail : st->tag_left;
+    memcpy(st->tag + STRATA_SEAL_TAG_BYTES - st->tag_left, st->bounce + st->start, n);
+    st->start += n;
+    st->tag_left -= n;
+    if (st->tag_left == 0) {
+      if (!st->payload_start) {
+        strata_seal_skip(&st->rx);
+      } else if (strata_seal_open(&st->rx, st->payload_start, st->payload_start,
+                                  st->header.stripe_bytes, st->tag) != 0) {
+        return integrity_error(t, p, st, "payload");
+      }
+    }
+  }
+  return 1;
+}
+
 /* Move payload bytes of the current frame. Returns 1 frame complete, 0 EAGAIN, -1 failed. */
 static int payload_read(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
   while (st->left > 0) {
@@ -683,15 +789,16 @@ static int payload_read(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
     }
     if (n <= 0) return (int)n;
   }
-  return 1;
+  return payload_open(t, p, st);
 }
 
 /* Does this stream have work the kernel must supply bytes for? Any stream may carry the next
  * piece of a posted receive, so all are read while one is posted. */
 static int stream_wants_bytes(const tcp_peer *p, const tcp_stream *st) {
   if (st->fd < 0 || st->eof) return 0;
-  if (st->have_header) return st->matched && st->left > 0 && st->start == st->end;
-  return p->next_seq > p->base_seq && st->end - st->start < sizeof(strata_wire_frame);
+  if (st->have_header)
+    return st->matched && (st->left > 0 || st->tag_left > 0) && st->start == st->end;
+  return p->next_seq > p->base_seq && st->end - st->start < head_bytes(st);
 }
 
 /* Everything possible without blocking on one data stream. */
@@ -699,13 +806,11 @@ static void stream_receive(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
   t->rx_reads_left = TCP_RX_READS_PER_PASS;
   while (p->state == PEER_UP && !t->mismatch_seen) {
     if (!st->have_header) {
-      if (st->end - st->start < sizeof st->header) {
+      if (st->end - st->start < head_bytes(st)) {
         if (!stream_wants_bytes(p, st) || bounce_fill(t, p, st) <= 0) return;
         continue;
       }
-      memcpy(&st->header, st->bounce + st->start, sizeof st->header);
-      strata_wire_frame_decode(&st->header);
-      st->start += sizeof st->header;
+      if (header_take(t, p, st, &st->header) != 0) return;
       st->have_header = 1;
       st->matched = 0;
     }
@@ -744,11 +849,9 @@ static void control_frame(tcp_transport *t, tcp_peer *p, const strata_wire_frame
 static void control_receive(tcp_transport *t, tcp_peer *p) {
   tcp_stream *st = &p->control;
   while (p->state == PEER_UP && st->fd >= 0 && !st->eof) {
-    while (st->end - st->start >= sizeof(strata_wire_frame)) {
+    while (st->end - st->start >= head_bytes(st)) {
       strata_wire_frame f;
-      memcpy(&f, st->bounce + st->start, sizeof f);
-      st->start += sizeof f;
-      strata_wire_frame_decode(&f);
+      if (header_take(t, p, st, &f) != 0) return;
       control_frame(t, p, &f);
       if (p->state != PEER_UP) return;
     }
@@ -781,9 +884,9 @@ static void control_send(tcp_transport *t, tcp_peer *p, uint32_t type, uint64_t 
                          uint64_t op_seq) {
   if (p->state != PEER_UP || p->control.fd < 0) return;
   tx_frame f = {.x = NULL};
-  f.header = (strata_wire_frame){
-      .type = type, .tag = tag, .msg_seq = p->send_seq, .stripe_offset = op_seq};
-  strata_wire_frame_encode(&f.header);
+  frame_head(&p->control, &f,
+             (strata_wire_frame){
+                 .type = type, .tag = tag, .msg_seq = p->send_seq, .stripe_offset = op_seq});
   if (tx_push(&p->control, &f) == STRATA_OK) stream_flush(t, p, &p->control);
 }
 
@@ -1022,13 +1125,11 @@ static void tcp_destroy(strata_transport *base) {
       control_send(t, p, STRATA_WIRE_CLOSE, why, op_seq);
     for (int s = 0; p->streams && s < t->streams; s++) {
       stream_close(&p->streams[s]);
-      free(p->streams[s].frames);
-      free(p->streams[s].bounce);
+      stream_free(&p->streams[s]);
     }
     if (p->control.fd >= 0) shutdown(p->control.fd, SHUT_WR);
     stream_close(&p->control);
-    free(p->control.frames);
-    free(p->control.bounce);
+    stream_free(&p->control);
     free(p->streams);
     free(p->slots);
     free(p->pend);
@@ -1050,15 +1151,18 @@ static const strata_transport_ops tcp_ops = {
     .query = tcp_query,
 };
 
-static int stream_init(tcp_stream *st, int fd, int index) {
+static int stream_init(tcp_stream *st, int fd, int index, const strata_seal_keys *keys) {
   memset(st, 0, sizeof *st);
   st->fd = fd;
   st->index = index;
   st->bounce = malloc(TCP_BOUNCE_BYTES);
-  return st->bounce ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  if (!st->bounce) return STRATA_ERR_NO_MEMORY;
+  int status = strata_seal_init(&st->tx, keys->encrypt, keys->cipher, keys->tx);
+  if (status == STRATA_OK) status = strata_seal_init(&st->rx, keys->encrypt, keys->cipher, keys->rx);
+  return status;
 }
 
-static int peers_init(tcp_transport *t, int *fds) {
+static int peers_init(tcp_transport *t, int *fds, const strata_seal_keys *keys) {
   int per_peer = t->streams + 1;
   double now = strata_now_s();
   for (int q = 0; q < t->nranks; q++) {
@@ -1072,7 +1176,8 @@ static int peers_init(tcp_transport *t, int *fds) {
     for (int s = 0; s <= t->streams; s++) {
       int *fd = &fds[q * per_peer + s];
       tcp_stream *st = s < t->streams ? &p->streams[s] : &p->control;
-      if (stream_init(st, *fd, s) != STRATA_OK) return STRATA_ERR_NO_MEMORY;
+      int status = stream_init(st, *fd, s, &keys[q * per_peer + s]);
+      if (status != STRATA_OK) return status;
       *fd = -1; /* owned by the transport now */
     }
     struct tcp_info info;
@@ -1105,6 +1210,8 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
   }
   int per_peer = cfg->tcp_streams + 1;
   int *fds = malloc((size_t)nranks * (size_t)per_peer * sizeof *fds);
+  size_t keys_bytes = (size_t)nranks * (size_t)per_peer * sizeof(strata_seal_keys);
+  strata_seal_keys *keys = calloc(1, keys_bytes);
   tcp_transport *t = calloc(1, sizeof *t);
   if (t) t->peers = calloc((size_t)nranks, sizeof *t->peers);
   for (int q = 0; t && t->peers && q < nranks; q++) t->peers[q].control.fd = -1;
@@ -1112,9 +1219,9 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
   if (t) t->pollfds = calloc(t->pollfds_cap + 1, sizeof *t->pollfds);
   if (t) t->addresses = calloc((size_t)nranks, STRATA_TCP_ADDRESS_BYTES);
   int status =
-      fds && t && t->peers && t->pollfds && t->addresses ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+      fds && keys && t && t->peers && t->pollfds && t->addresses ? STRATA_OK : STRATA_ERR_NO_MEMORY;
   if (status == STRATA_OK)
-    status = strata_tcp_mesh_connect(cfg, rank, nranks, store, tcp_announced_version, fds,
+    status = strata_tcp_mesh_connect(cfg, rank, nranks, store, tcp_announced_version, fds, keys,
                                      t->addresses, err, err_len);
   if (t) {
     t->base.ops = &tcp_ops;
@@ -1128,7 +1235,9 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
     if (t->beat_s < TCP_BEAT_MIN_S) t->beat_s = TCP_BEAT_MIN_S;
     if (t->beat_s > TCP_BEAT_MAX_S) t->beat_s = TCP_BEAT_MAX_S;
   }
-  if (status == STRATA_OK) status = peers_init(t, fds);
+  if (status == STRATA_OK) status = peers_init(t, fds, keys);
+  if (keys) sodium_memzero(keys, keys_bytes);
+  free(keys);
   if (status != STRATA_OK) {
     if (status == STRATA_ERR_NO_MEMORY && err && err_len && !err[0])
       snprintf(err, err_len, "rank %d: out of memory opening the tcp transport", rank);

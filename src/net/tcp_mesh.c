@@ -59,6 +59,7 @@ typedef struct mesh_conn {
 
 typedef struct mesh {
   const strata_config *cfg;
+  strata_seal_keys *keys; /* [nranks * (streams + 1)] what each connection's handshake agreed */
   int rank, nranks, streams;
   strata_handshake_params params;
   int *fds;
@@ -69,6 +70,7 @@ typedef struct mesh {
   struct pollfd *pollfds;
   double deadline_s;
   int hard_status; /* first check that failed: ends the open at once */
+  char refused[400]; /* why the last connection we accepted was dropped (for a timeout's message) */
   int soft_status; /* a dialed connection was closed: ends it after the grace */
   double soft_deadline_s;
   int trouble_seen; /* a connect was refused or a handshake broke: a peer may have failed */
@@ -132,6 +134,7 @@ static int listen_on(mesh *m, const char *host, char *published, size_t publishe
   int port = local.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&local)->sin6_port)
                                          : ntohs(((struct sockaddr_in *)&local)->sin_port);
   snprintf(published, published_len, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+  snprintf(m->params.address, sizeof m->params.address, "%s", published);
   m->listen_fd = fd;
   return STRATA_OK;
 }
@@ -284,43 +287,54 @@ static void accept_all(mesh *m) {
     c->fd = fd;
     c->peer = c->stream = -1;
     c->phase = CONN_HANDSHAKE;
-    strata_handshake_start(&c->hs, &m->params, fd, -1, -1);
+    strata_handshake_start(&c->hs, &m->params, fd, -1, -1, NULL);
   }
 }
 
 static int is_check_failure(int status) {
+  /* the failures a rank publishes for the others: a misconfiguration, never a lost peer */
   return status == STRATA_ERR_VERSION || status == STRATA_ERR_JOB || status == STRATA_ERR_AUTH ||
          status == STRATA_ERR_CONFIG || status == STRATA_ERR_SYSTEM;
 }
 
+/* A connection we accepted is from anyone until it proves itself: whatever it does — another
+ * version, job or world size, a bad AUTH, a REJECT, garbage — it is dropped and logged, never
+ * fatal, so nobody can end a job by talking to a listening port. A connection we dialed reached
+ * the address a job member published in the (authenticated) store, so its verdict is believed
+ * and a failed check ends the open at once with the precise reason. */
 static void handshake_finished(mesh *m, mesh_conn *c, int status) {
   c->phase = CONN_FINISHED;
   if (status == STRATA_OK) {
-    int *slot = &m->fds[c->hs.peer_rank * (m->streams + 1) + c->hs.stream];
+    size_t index = (size_t)c->hs.peer_rank * (size_t)(m->streams + 1) + (size_t)c->hs.stream;
+    int *slot = &m->fds[index];
     if (*slot < 0) {
       strata_tcp_tune_established(m->cfg, c->fd, m->rank, c->hs.peer_rank, c->hs.stream);
       *slot = c->fd;
+      if (m->keys) m->keys[index] = c->hs.keys;
+      sodium_memzero(&c->hs.keys, sizeof c->hs.keys);
       c->fd = -1;
       m->connected++;
       return;
     }
     STRATA_LOG(STRATA_LOG_WARN, m->rank, "rank %d opened stream %d twice; closing the second",
                c->hs.peer_rank, c->hs.stream);
-  } else if (is_check_failure(status) || (c->dialing && status != STRATA_ERR_PEER_LOST)) {
+  } else if (!c->dialing) {
+    STRATA_LOG(STRATA_LOG_WARN, m->rank, "dropped an unauthenticated connection: %s", c->hs.err);
+    snprintf(m->refused, sizeof m->refused, "%s", c->hs.err);
+    m->trouble_seen = 1; /* perhaps a peer that gave up: look for a published cause */
+  } else if (status != STRATA_ERR_PEER_LOST) {
     if (!m->hard_status) {
       m->hard_status = status;
       mesh_error(m, status, "%s", c->hs.err);
     }
-  } else if (c->dialing) {
+  } else {
     if (!m->soft_status && !m->hard_status) {
       m->soft_status = status;
       m->soft_deadline_s = strata_now_s() + MESH_SOFT_ERROR_GRACE_S;
       mesh_error(m, status, "%s", c->hs.err);
     }
-  } else {
-    STRATA_LOG(STRATA_LOG_WARN, m->rank, "%s", c->hs.err);
-    m->trouble_seen = 1; /* perhaps a peer that gave up: look for a published cause */
   }
+  sodium_memzero(&c->hs.keys, sizeof c->hs.keys);
   conn_close(c);
 }
 
@@ -337,7 +351,7 @@ static void conn_connected(mesh *m, mesh_conn *c) {
     return;
   }
   c->phase = CONN_HANDSHAKE;
-  strata_handshake_start(&c->hs, &m->params, c->fd, c->peer, c->stream);
+  strata_handshake_start(&c->hs, &m->params, c->fd, c->peer, c->stream, c->addr_text);
 }
 
 static void conn_step(mesh *m, mesh_conn *c, short revents, double now) {
@@ -376,9 +390,9 @@ static int poll_once(mesh *m) {
     m->pollfds[i + 1] = (struct pollfd){.fd = c->fd, .events = conn_events(c)};
     if (c->phase == CONN_RETRY_WAIT && c->retry_at_s < wake_s) wake_s = c->retry_at_s;
   }
-  int timeout_ms = (int)((wake_s - now) * 1000) + 1;
-  if (timeout_ms > MESH_POLL_SLICE_MS) timeout_ms = MESH_POLL_SLICE_MS;
-  if (timeout_ms < 0) timeout_ms = 0;
+  /* in double until clamped: a deadline days away does not fit an int of milliseconds */
+  double wait_ms = (wake_s - now) * 1000 + 1;
+  int timeout_ms = wait_ms > MESH_POLL_SLICE_MS ? MESH_POLL_SLICE_MS : wait_ms < 0 ? 0 : (int)wait_ms;
   int ready = poll(m->pollfds, m->nconns + 1, timeout_ms);
   if (ready < 0 && errno != EINTR)
     return mesh_error(m, STRATA_ERR_SYSTEM, "rank %d: poll: %s", m->rank, strerror(errno));
@@ -418,6 +432,11 @@ static int timeout_error(mesh *m) {
                           peer, c->addr_text, waited,
                           c->last_errno ? strerror(c->last_errno) : "no answer");
       }
+      if (m->refused[0])
+        return mesh_error(m, STRATA_ERR_TIMEOUT,
+                          "rank %d: rank %d did not connect within %.1f s; a connection was "
+                          "dropped: %s",
+                          m->rank, peer, waited, m->refused);
       return mesh_error(
           m, STRATA_ERR_TIMEOUT,
           "rank %d: rank %d did not connect within %.1f s (is it running, with the "
@@ -526,11 +545,12 @@ static int mesh_run(mesh *m, strata_store *store) {
 }
 
 int strata_tcp_mesh_connect(const strata_config *cfg, int rank, int nranks, strata_store *store,
-                            unsigned version, int *fds, char *addresses, char *err,
-                            size_t err_len) {
+                            unsigned version, int *fds, strata_seal_keys *keys, char *addresses,
+                            char *err, size_t err_len) {
   for (int q = 0; q < nranks; q++)
     snprintf(addresses + (size_t)q * STRATA_TCP_ADDRESS_BYTES, STRATA_TCP_ADDRESS_BYTES, "?");
   mesh m = {.addresses = addresses,
+            .keys = keys,
             .cfg = cfg,
             .rank = rank,
             .nranks = nranks,
@@ -546,11 +566,14 @@ int strata_tcp_mesh_connect(const strata_config *cfg, int rank, int nranks, stra
   int status =
       strata_handshake_params_init(&m.params, cfg->job_id, cfg->secret, rank, nranks, m.streams);
   if (status != STRATA_OK) {
-    return mesh_error(
-        &m, status, "rank %d: %s", rank,
-        status == STRATA_ERR_SYSTEM ? "libsodium failed to initialize" : "job id too long");
+    return mesh_error(&m, status, "rank %d: %s", rank,
+                      status == STRATA_ERR_SYSTEM      ? "libsodium failed to initialize"
+                      : status == STRATA_ERR_NO_MEMORY ? "out of memory deriving the job key"
+                                                       : "job id too long");
   }
   m.params.version = version;
+  m.params.encrypt = cfg->encrypt;
+  strata_secret_warn_once(cfg->secret, rank);
   status = strata_tcp_tune_check(cfg, err, err_len);
   if (status != STRATA_OK) return status;
   m.pollfds = malloc(sizeof *m.pollfds);

@@ -6,7 +6,9 @@
  *   1. the handshake (handshake.c): each side sends HELLO, then AUTH, then a verdict (ACCEPT or
  *      REJECT). All four are the same fixed-size strata_wire_handshake record.
  *   2. frames (tcp.c): a strata_wire_frame header, followed for DATA by `stripe_bytes` bytes of
- *      payload.
+ *      payload. On a sealed connection (seal.h) the header travels as 48 bytes of ciphertext and
+ *      a 16-byte tag, and a non-empty payload as `stripe_bytes` bytes of ciphertext and a 16-byte
+ *      tag (STRATA_WIRE_SEALED_HEADER_BYTES, STRATA_SEAL_TAG_BYTES).
  *
  * Each peer pair has `streams` data connections (stream index 0 .. streams-1) and one control
  * connection (stream index == streams) that carries only ABORT, CLOSE and HEARTBEAT frames, so a
@@ -29,22 +31,28 @@
 #include <stdint.h>
 #include <string.h>
 
-#define STRATA_WIRE_VERSION 3u   /* 3: HEARTBEAT frames on the control connection (tcp.c) */
+#define STRATA_WIRE_VERSION 4u /* 4: the initiator proves first, ephemeral X25519 keys, sealed frames */
 #define STRATA_WIRE_MAGIC "STRT" /* 4 bytes, no NUL on the wire */
 
 #define STRATA_WIRE_JOB_ID_BYTES 64
-#define STRATA_WIRE_NONCE_BYTES 32
-#define STRATA_WIRE_MAC_BYTES 32 /* crypto_auth_hmacsha256_BYTES */
-#define STRATA_WIRE_KEY_BYTES 32 /* crypto_hash_sha256_BYTES: the HMAC key, SHA-256(secret) */
+#define STRATA_WIRE_NONCE_BYTES 32 /* HELLO: the sender's ephemeral X25519 public key */
+#define STRATA_WIRE_MAC_BYTES 32   /* BLAKE2b-256 keyed with the job key */
+#define STRATA_WIRE_KEY_BYTES 32   /* the job key: core/secret.c */
 
 /* ---- handshake ---- */
 
 typedef enum strata_wire_handshake_kind {
-  STRATA_WIRE_HELLO = 1,  /* identity + a fresh nonce */
-  STRATA_WIRE_AUTH = 2,   /* HMAC over the peer's nonce and both identities */
+  STRATA_WIRE_HELLO = 1,  /* identity + a fresh ephemeral public key; `reason` holds flags */
+  STRATA_WIRE_AUTH = 2,   /* MAC over both HELLOs and the responder's published address */
   STRATA_WIRE_ACCEPT = 3, /* verdict: every check passed */
   STRATA_WIRE_REJECT = 4  /* verdict: `reason` says which check failed; the sender then closes */
 } strata_wire_handshake_kind;
+
+/* HELLO flags (in `reason`) */
+enum {
+  STRATA_WIRE_FLAG_ENCRYPT = 1u, /* the sender wants this connection's frames sealed */
+  STRATA_WIRE_FLAG_AES = 2u      /* the sender can run AES-256-GCM (else ChaCha20-Poly1305) */
+};
 
 typedef enum strata_wire_reject_reason {
   STRATA_WIRE_REJECT_PROTOCOL = 1, /* malformed or unexpected record */
@@ -59,13 +67,13 @@ typedef struct strata_wire_handshake {
   uint8_t magic[4]; /* STRATA_WIRE_MAGIC (frozen at offset 0) */
   uint32_t version; /* the sender's protocol version (frozen at offset 4) */
   uint32_t kind;    /* strata_wire_handshake_kind */
-  uint32_t reason;  /* REJECT: strata_wire_reject_reason; else 0 */
+  uint32_t reason;  /* REJECT: strata_wire_reject_reason; HELLO: STRATA_WIRE_FLAG_*; else 0 */
   uint32_t rank;    /* the sender's rank */
   uint32_t nranks;  /* the sender's world size */
   uint32_t streams; /* data streams per peer pair the sender uses */
   uint32_t stream;  /* this connection's index: 0..streams-1 data, == streams control */
   char job_id[STRATA_WIRE_JOB_ID_BYTES];  /* NUL-padded */
-  uint8_t nonce[STRATA_WIRE_NONCE_BYTES]; /* HELLO: fresh random bytes */
+  uint8_t nonce[STRATA_WIRE_NONCE_BYTES]; /* HELLO: ephemeral X25519 public key */
   uint8_t mac[STRATA_WIRE_MAC_BYTES];     /* AUTH: see handshake.c */
 } strata_wire_handshake;
 
@@ -94,6 +102,7 @@ typedef struct strata_wire_frame {
 } strata_wire_frame;
 
 static_assert(sizeof(strata_wire_frame) == 48, "frame header is 48 bytes");
+#define STRATA_WIRE_SEALED_HEADER_BYTES (48 + 16)
 
 /* Host order -> wire order, in place (a no-op on little-endian hosts). */
 static inline void strata_wire_frame_encode(strata_wire_frame *f) {
