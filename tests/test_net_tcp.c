@@ -3,12 +3,15 @@
  *  - full mesh of 2, 3, 4 ranks with 1 and 4 streams: messages of 0, 1, 1000 B, 300 KiB and
  *    8 MiB (the last two striped) in both directions at once, many in flight, contents checked;
  *  - tag and size mismatch complete the receive with STRATA_ERR_MISMATCH, and the next message
- *    still arrives intact (the mismatched stripes are skipped);
+ *    still arrives intact (the mismatched stripes are skipped), in clear and sealed;
  *  - a peer killed with SIGKILL: a pending receive completes with STRATA_ERR_PEER_LOST within
  *    2 s, and a rank with nothing pending towards it is told too (the control check);
  *  - an ABORT overtakes megabytes of data the receiver never asked for;
  *  - a peer that closes in order is not reported as lost, and what it sent before leaving can
  *    still be received;
+ *  - the same exchange sealed (STRATA_ENCRYPT=on) with the CPU's best cipher, and with
+ *    ChaCha20-Poly1305 and a rekey every few frames; on loopback STRATA_ENCRYPT=auto leaves the
+ *    frames in clear;
  *  - strata_net_open picks tcp or shm per peer from the published host identities (that a process
  *    in another network namespace has another identity: test_net_identity.c).
  */
@@ -22,20 +25,29 @@
 #include "core/core.h"
 #include "helpers/net_fixture.h"
 #include "net/net.h"
+#include "net/seal.h"
 #include "net/tcp.h"
 #include "helpers/check.h"
 
 typedef struct mesh_case {
   int nranks, streams;
   const char *host; /* advertised host; NULL = 127.0.0.1 */
+  int sealed;       /* 0: STRATA_ENCRYPT=auto (clear on loopback); 1: on; 2: on, ChaCha20-Poly1305,
+                       rekeyed every 5 operations */
 } mesh_case;
 
 /* Open the TCP transport for process r as a rank of `nranks` with `streams`. */
-static int open_tcp_on(const strata_net_fixture_rank *r, int nranks, int streams, const char *host,
-                       strata_store **store, strata_transport **t) {
+static int open_tcp_sealed(const strata_net_fixture_rank *r, int nranks, int streams,
+                           const char *host, int sealed, strata_store **store,
+                           strata_transport **t) {
   strata_config cfg;
   strata_net_fixture_config(r, nranks, &cfg);
   cfg.tcp_streams = streams;
+  if (sealed) cfg.encrypt = STRATA_ENCRYPT_ON;
+  if (sealed == 2) {
+    strata_seal_set_aes_for_test(0);
+    strata_seal_set_rekey_after_for_test(5);
+  }
   if (host) snprintf(cfg.advertise_host, sizeof cfg.advertise_host, "%s", host);
   int status = strata_net_fixture_store(r, store);
   if (status != STRATA_OK) {
@@ -46,6 +58,11 @@ static int open_tcp_on(const strata_net_fixture_rank *r, int nranks, int streams
   status = strata_tcp_open(&cfg, r->rank, nranks, *store, t, err, sizeof err);
   if (status != STRATA_OK) printf("  rank %d: strata_tcp_open: %s\n", r->rank, err);
   return status;
+}
+
+static int open_tcp_on(const strata_net_fixture_rank *r, int nranks, int streams, const char *host,
+                       strata_store **store, strata_transport **t) {
+  return open_tcp_sealed(r, nranks, streams, host, 0, store, t);
 }
 
 static int open_tcp(const strata_net_fixture_rank *r, int nranks, int streams, strata_store **store,
@@ -73,8 +90,17 @@ static int mesh_body(const strata_net_fixture_rank *r) {
   int rank = r->rank, n = c->nranks, nmsgs = MESH_NSIZES + MESH_SMALL_BURST;
   strata_store *store = NULL;
   strata_transport *t = NULL;
-  if (open_tcp_on(r, n, c->streams, c->host, &store, &t) != STRATA_OK) return 1;
+  if (open_tcp_sealed(r, n, c->streams, c->host, c->sealed, &store, &t) != STRATA_OK) return 1;
   CHECK_OR_RETURN(!t->fuses_reduce, "tcp must not claim fused reductions");
+  for (int q = 0; q < n; q++) {
+    if (q == rank) continue;
+    int cipher = strata_tcp_peer_cipher(t, q);
+    int want = c->sealed == 0   ? -1
+               : c->sealed == 2 ? STRATA_SEAL_CHACHA20_POLY1305
+                                : (strata_seal_aes_available() ? STRATA_SEAL_AES256_GCM
+                                                               : STRATA_SEAL_CHACHA20_POLY1305);
+    CHECK_OR_RETURN(cipher == want, "frames to rank %d: cipher %d, want %d", q, cipher, want);
+  }
   /* one send buffer per message index (the pattern depends on sender and index, not receiver) */
   unsigned char **sendbufs = calloc((size_t)nmsgs, sizeof *sendbufs);
   unsigned char **recvbufs = calloc((size_t)(nmsgs * n), sizeof *recvbufs);
@@ -156,7 +182,8 @@ static int mismatch_body(const strata_net_fixture_rank *r) {
   int rank = r->rank;
   strata_store *store = NULL;
   strata_transport *t = NULL;
-  if (open_tcp(r, 2, 4, &store, &t) != STRATA_OK) return 1;
+  int sealed = r->arg ? *(const int *)r->arg : 0;
+  if (open_tcp_sealed(r, 2, 4, NULL, sealed, &store, &t) != STRATA_OK) return 1;
   strata_xfer xs[MISMATCH_N];
   unsigned char *bufs[MISMATCH_N];
   int done = 0;
@@ -454,11 +481,14 @@ static int net_open_body(const strata_net_fixture_rank *r) {
 int main(void) {
   alarm(240);
   int failed = 0;
-  static const mesh_case cases[] = {{2, 1, NULL}, {2, 4, NULL}, {3, 1, NULL}, {3, 4, NULL},
-                                    {4, 1, NULL}, {4, 4, NULL}, {2, 3, "::1"}};
+  static const mesh_case cases[] = {{2, 1, NULL, 0}, {2, 4, NULL, 0}, {3, 1, NULL, 0},
+                                    {3, 4, NULL, 0}, {4, 1, NULL, 0}, {4, 4, NULL, 0},
+                                    {2, 3, "::1", 0},  {3, 4, NULL, 1}, {2, 2, NULL, 2}};
+  static const char *const sealing[] = {"", ", sealed", ", sealed (ChaCha20-Poly1305, rekeyed)"};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    printf("mesh exchange: %d ranks, %d stream(s)%s%s\n", cases[i].nranks, cases[i].streams,
-           cases[i].host ? " over " : "", cases[i].host ? cases[i].host : "");
+    printf("mesh exchange: %d ranks, %d stream(s)%s%s%s\n", cases[i].nranks, cases[i].streams,
+           cases[i].host ? " over " : "", cases[i].host ? cases[i].host : "",
+           sealing[cases[i].sealed]);
     fflush(stdout);
     double start = strata_now_s();
     int bad = strata_net_fixture_run(cases[i].nranks, mesh_body, (void *)&cases[i], 60, NULL);
@@ -468,6 +498,12 @@ int main(void) {
   printf("tag and size mismatch\n");
   fflush(stdout);
   int bad = strata_net_fixture_run(2, mismatch_body, NULL, 30, NULL);
+  printf("  %s\n", bad ? "FAILED" : "ok");
+  failed += bad != 0;
+  printf("tag and size mismatch, sealed (the skipped stripes keep both ends' nonces in step)\n");
+  fflush(stdout);
+  static const int sealed_on = 1;
+  bad = strata_net_fixture_run(2, mismatch_body, (void *)&sealed_on, 30, NULL);
   printf("  %s\n", bad ? "FAILED" : "ok");
   failed += bad != 0;
 

@@ -15,13 +15,18 @@
 #include "net/seal.h"
 
 static uint64_t seal_rekey_after_for_test;
+static int seal_aes_forbidden_for_test;
+
+void strata_seal_set_aes_for_test(int allowed) {
+  seal_aes_forbidden_for_test = !allowed;
+}
 
 void strata_seal_set_rekey_after_for_test(uint64_t operations) {
   seal_rekey_after_for_test = operations;
 }
 
 int strata_seal_aes_available(void) {
-  if (sodium_init() < 0) return 0;
+  if (sodium_init() < 0 || seal_aes_forbidden_for_test) return 0;
   return crypto_aead_aes256gcm_is_available();
 }
 

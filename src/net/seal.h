@@ -59,5 +59,7 @@ void strata_seal_skip(strata_seal *s);
 
 /* Tests: rekey after this many operations instead of STRATA_SEAL_REKEY_AFTER (0 = default). */
 void strata_seal_set_rekey_after_for_test(uint64_t operations);
+/* Tests: 0 = act as if this CPU had no AES-NI (ChaCha20-Poly1305 then). */
+void strata_seal_set_aes_for_test(int allowed);
 
 #endif

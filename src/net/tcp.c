@@ -1069,6 +1069,13 @@ int strata_tcp_peer_alive(const strata_transport *base, int peer) {
   return p->state == PEER_UP && !p->closing;
 }
 
+int strata_tcp_peer_cipher(const strata_transport *base, int peer) {
+  const tcp_transport *t = (const tcp_transport *)base;
+  if (!t || base->ops != &tcp_ops || peer < 0 || peer >= t->nranks || peer == t->rank) return -1;
+  const tcp_stream *st = &t->peers[peer].streams[0];
+  return st->tx.on ? st->tx.cipher : -1;
+}
+
 const char *strata_tcp_peer_address(const strata_transport *base, int peer) {
   const tcp_transport *t = (const tcp_transport *)base;
   if (!t || base->ops != &tcp_ops || peer < 0 || peer >= t->nranks || !t->addresses) return "?";

@@ -45,6 +45,10 @@ void strata_tcp_keepalive(strata_transport *t);
 /* 1 if `peer` (or this rank) is connected, beating and has not said it is leaving. */
 int strata_tcp_peer_alive(const strata_transport *t, int peer);
 
+/* How the frames to and from `peer` travel: -1 in clear, else the strata_seal_cipher sealing
+ * them (every connection of a pair agrees the same way). */
+int strata_tcp_peer_cipher(const strata_transport *t, int peer);
+
 /* Test hook: the protocol version this process announces (default STRATA_WIRE_VERSION). */
 void strata_tcp_set_announced_version_for_test(unsigned version);
 
