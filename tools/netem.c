@@ -77,7 +77,8 @@ static void netem_usage(FILE *out) {
           "\n"
           "SPEC: A-B:PARAMS (both directions), A>B:PARAMS (one direction), *:PARAMS (all pairs)\n"
           "PARAMS: rate=1gbit,delay=25ms,jitter=1ms,jitter_dist=normal|uniform,loss=0.1%%,\n"
-          "        ge=P:R[:LOSS_BAD[:LOSS_GOOD]],reorder=1%%,reorder_gap=1ms,queue=6mb|50ms\n"
+          "        ge=P:R[:LOSS_BAD[:LOSS_GOOD]],reorder=1%%,reorder_gap=1ms,queue=6mb|50ms,\n"
+          "        flip=4mb (flip one bit of the TCP payload at that offset: tampering)\n"
           "Site K is namespace NAME-sK with address 10.77.K.1 (default NAME: %s). Needs root.\n",
           NETEM_DEFAULT_NAME);
 }

@@ -321,7 +321,41 @@ static void fwd_gso_segment(fwd_state *s, const unsigned char *pkt, const fwd_gs
   s->slot_segs[out] = 1;
 }
 
+/* flip_at_bytes: count the packet's TCP payload and flip one bit once the offset is reached. The
+ * checksum is fixed (or left to the receiver when the virtio header says it is still to be
+ * computed), so the receiving TCP accepts the altered byte as an attacker's would be. */
+static void fwd_tamper(fwd_state *s, strata_emu_link *link, unsigned char *buf, uint32_t ip_len) {
+  uint64_t at = link->params.flip_at_bytes;
+  if (!at || link->stats.flipped) return;
+  unsigned char *ip = buf + s->hdr_bytes;
+  if (ip_len < 40 || (ip[0] >> 4) != 4 || ip[9] != 6) return;
+  uint32_t ip_hdr = (ip[0] & 15u) * 4u, total = get16(ip + 2);
+  if (total > ip_len) total = ip_len;
+  if (ip_hdr < 20 || ip_hdr + 20 > total) return;
+  uint32_t hdr = ip_hdr + (ip[ip_hdr + 12] >> 4) * 4u;
+  if (hdr >= total) return;
+  uint32_t payload = total - hdr;
+  uint64_t before = link->stats.tcp_payload_bytes;
+  link->stats.tcp_payload_bytes += payload;
+  if (before + payload <= at) return;
+  ip[hdr + (uint32_t)(at - before)] ^= 0x01;
+  link->stats.flipped = 1;
+  if (s->hdr_bytes) {
+    struct virtio_net_hdr vh;
+    memcpy(&vh, buf, sizeof vh);
+    if (vh.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) return; /* the checksum is computed later */
+  }
+  unsigned char *tcp = ip + ip_hdr;
+  put16(tcp + 16, 0);
+  uint64_t sum = csum_add(0, ip + 12, 8); /* pseudo header: addresses, protocol, TCP length */
+  sum += 6u + (total - ip_hdr);
+  put16(tcp + 16, csum_fold(csum_add(sum, tcp, total - ip_hdr)));
+}
+
+/* Every packet queued here is delivered (the link admitted it), so a tampered one arrives. */
 static void fwd_queue(fwd_state *s, uint32_t slot, uint16_t link, uint64_t due) {
+  fwd_tamper(s, &s->links[link], s->pool + (size_t)slot * s->slot_bytes,
+             s->slot_len[slot] - s->hdr_bytes);
   s->slot_link[slot] = link;
   heap_push(s, (fwd_entry){.due_ns = due, .seq = s->seq++, .slot = slot});
 }
@@ -440,11 +474,13 @@ static void fwd_write_stats(fwd_state *s, int final) {
       if (!st->packets_in) continue; /* quiet pairs: K sites make K(K-1) lines otherwise */
       fprintf(f,
               "link %d>%d packets_in=%llu bytes_in=%llu packets_out=%llu bytes_out=%llu "
-              "dropped_queue=%llu dropped_loss=%llu dropped_pool=%llu reordered=%llu\n",
+              "dropped_queue=%llu dropped_loss=%llu dropped_pool=%llu reordered=%llu "
+              "flipped=%llu\n",
               src, dst, (unsigned long long)st->packets_in, (unsigned long long)st->bytes_in,
               (unsigned long long)st->packets_out, (unsigned long long)st->bytes_out,
               (unsigned long long)st->dropped_queue, (unsigned long long)st->dropped_loss,
-              (unsigned long long)st->dropped_pool, (unsigned long long)st->reordered);
+              (unsigned long long)st->dropped_pool, (unsigned long long)st->reordered,
+              (unsigned long long)st->flipped);
     }
   }
   if (fclose(f) == 0) rename(tmp, c->stats_path);

@@ -219,6 +219,7 @@ static int parse_item(const char *key, char *value, strata_emu_link_params *p) {
     if (!strcmp(value, "uniform")) return p->jitter_uniform = 1, 0;
     return -1;
   }
+  if (!strcmp(key, "flip")) return parse_size(value, &p->flip_at_bytes);
   if (!strcmp(key, "queue")) {
     uint64_t ns;
     if (parse_time(value, &ns) == 0) return p->queue_ns = ns, p->queue_bytes = 0, 0;
@@ -250,7 +251,7 @@ int strata_emu_link_params_parse(const char *text, strata_emu_link_params *param
     if (rc == -2) {
       snprintf(err, err_bytes,
                "unknown link parameter '%s' (expected rate, delay, jitter, jitter_dist, loss, ge, "
-               "reorder, reorder_gap, queue)",
+               "reorder, reorder_gap, queue, flip)",
                item);
       return -1;
     }
@@ -260,6 +261,7 @@ int strata_emu_link_params_parse(const char *text, strata_emu_link_params *param
                : !strcmp(item, "loss") || !strcmp(item, "reorder") ? "a probability like 1% or 0.01"
                : !strcmp(item, "ge")          ? "P:R[:LOSS_BAD[:LOSS_GOOD]] like 1%:30%"
                : !strcmp(item, "queue")       ? "a size like 256kb or 6mb, or a time like 50ms"
+               : !strcmp(item, "flip")        ? "a byte offset like 4mb"
                : !strcmp(item, "jitter_dist") ? "normal or uniform"
                                               : "a time with a unit: ns, us, ms or s");
       return -1;
@@ -309,5 +311,6 @@ void strata_emu_link_params_format(const strata_emu_link_params *p, char *out, s
     format_time(t1, sizeof t1, p->queue_ns);
     APPEND(",queue=%s", t1);
   }
+  if (p->flip_at_bytes) APPEND(",flip=%llub", (unsigned long long)p->flip_at_bytes);
 #undef APPEND
 }

@@ -33,6 +33,11 @@ typedef struct strata_emu_link_params {
   uint64_t reorder_gap_ns; /* how long a reordered packet is held back (default 1 ms) */
   uint64_t queue_bytes;    /* bottleneck queue limit; 0 = default (see _queue_default) */
   uint64_t queue_ns;       /* if set, the queue limit is this long at line rate */
+  uint64_t flip_at_bytes;  /* tampering: flip one bit of the TCP payload byte at this offset of
+                              all the TCP payload crossing this direction (retransmissions
+                              counted), once, fixing the checksum so TCP delivers it; 0 = never.
+                              What an on-path attacker does: shows that strata's sealed frames
+                              catch it (docs/security.md) */
 } strata_emu_link_params;
 
 typedef struct strata_emu_link_stats {
@@ -40,6 +45,8 @@ typedef struct strata_emu_link_stats {
   uint64_t packets_out, bytes_out;
   uint64_t dropped_queue, dropped_loss, dropped_pool;
   uint64_t reordered;
+  uint64_t tcp_payload_bytes; /* TCP payload admitted (for flip_at_bytes) */
+  uint64_t flipped;           /* bits flipped (0 or 1) */
 } strata_emu_link_stats;
 
 typedef struct strata_emu_link {

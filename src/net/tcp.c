@@ -306,6 +306,9 @@ static int fail_pending(tcp_transport *t, tcp_peer *p, int status) {
 
 /* The peer is gone: complete everything with `status`, close its sockets, and report it from
  * progress() if it left without CLOSE or something was still pending. */
+static void control_send(tcp_transport *t, tcp_peer *p, uint32_t type, uint64_t tag,
+                         uint64_t op_seq);
+
 static void peer_fail(tcp_transport *t, tcp_peer *p, int status, const char *why) {
   if (p->state == PEER_GONE) return;
   int failed = 0;
@@ -319,6 +322,16 @@ static void peer_fail(tcp_transport *t, tcp_peer *p, int status, const char *why
     slot->discarding = 0;
   }
   p->base_seq = p->next_seq;
+  if (status == STRATA_ERR_PROTOCOL && p->control.fd >= 0 && p->control.count == 0 &&
+      !p->control.eof) {
+    /* we end the pair over what it sent (a frame that failed its check): tell it why on the
+     * control connection, best effort, so it reports that rather than a vanished peer; what it
+     * already sent there is read first, so our close does not reset the connection under it */
+    control_send(t, p, STRATA_WIRE_CLOSE, (uint64_t)(int64_t)status, 0);
+    uint8_t sink[512];
+    while (recv(p->control.fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
+  }
   for (int s = 0; s < t->streams; s++) stream_close(&p->streams[s]);
   stream_close(&p->control);
   p->state = PEER_GONE;
@@ -1193,6 +1206,11 @@ static int peers_init(tcp_transport *t, int *fds, const strata_seal_keys *keys) 
     if (getsockopt(p->streams[0].fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0)
       p->rtt_us = info.tcpi_rtt;
     p->governed = t->govern && strata_tcp_tune_notsent_lowat_bytes(p->rtt_us) > 0;
+    const strata_seal *seal = &p->streams[0].tx;
+    STRATA_LOG(STRATA_LOG_INFO, t->rank, "tcp: frames to and from rank %d %s", q,
+               !seal->on ? "in clear"
+               : seal->cipher == STRATA_SEAL_AES256_GCM ? "sealed with AES-256-GCM"
+                                                        : "sealed with ChaCha20-Poly1305");
   }
   return STRATA_OK;
 }
