@@ -5,7 +5,7 @@ set -euo pipefail
 want=(cmake gcc g++ make pkg-config libsodium-dev libyaml-dev libjansson-dev python3-dev
       libtorch-dev pybind11-dev)
 case "${1:-build}" in
-  test)  want+=(openmpi-bin libopenmpi-dev python3-torch python3-numpy iperf3 iproute2 procps
+  test)  want+=(openmpi-bin libopenmpi-dev python3-torch python3-numpy iperf3 iproute2 procps tcpdump
                clang-format) ;;
   format) want=(clang-format) ;;
   bench) want+=(openmpi-bin libopenmpi-dev python3-torch python3-numpy iperf3 iproute2 procps) ;;
