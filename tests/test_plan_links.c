@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "helpers/check.h"
+#include "model/physics.h"
 #include "plan/plan.h"
 #include "topo/linkmatrix.h"
 #include "topo/topo.h"
@@ -256,6 +257,43 @@ static void test_partial_cover(void) {
   strata_topo_free(topo);
 }
 
+/* Sealing: strata seals routed cross-site TCP (STRATA_ENCRYPT=auto), which one core per rank
+ * caps at half its AES-GCM speed: a fat routed link is capped and the 3c role says so with the
+ * cost; a thin one is not; a WireGuard overlay (which seals already) is neither. */
+static void test_sealing_cost(void) {
+  static const char yaml[] =
+      "name: sealed\n"
+      "sites:\n"
+      "  - {name: a, fabric: ethernet, nodes: {count: 2, gpu: none}}\n"
+      "  - {name: b, fabric: ethernet, nodes: {count: 2, gpu: none}}\n"
+      "  - {name: c, fabric: ethernet, nodes: {count: 2, gpu: none}}\n"
+      "links:\n"
+      "  - {between: [a, b], physical: {kind: dark_fiber, km: 30, capacity_gbps: 400}}\n"
+      "  - {between: [b, c], physical: {kind: internet, km: 900}, overlay: wireguard}\n";
+  char err[1024];
+  strata_topo *topo = NULL;
+  int rc = strata_topo_load_string("sealed.yaml", yaml, sizeof yaml - 1, &topo, err, sizeof err);
+  CHECK(rc == STRATA_OK, "sealing topology loads");
+  if (rc != STRATA_OK) {
+    printf("%s\n", err);
+    return;
+  }
+  strata_workload w;
+  strata_workload_defaults(&w, STRATA_WORKLOAD_DILOCO);
+  w.wan_streams = 64; /* PCCL's curve: 45 Gb/s over a path that allows it */
+  strata_wan_model fat, overlay;
+  strata_plan_wan_model(topo, 0, &w, &fat);
+  strata_plan_wan_model(topo, 1, &w, &overlay);
+  double cap = strata_seal_cap_gbps();
+  printf("  400 Gb/s fiber: %.3g GB/s unsealed, %.3g sealed; overlay %.3g\n", fat.unsealed_gbps,
+         fat.gbps, overlay.gbps);
+  CHECK(fat.sealed && fat.unsealed_gbps > cap && near(fat.gbps, cap),
+        "a fat routed link is capped by sealing");
+  CHECK(!overlay.sealed && near(overlay.gbps, overlay.unsealed_gbps),
+        "a WireGuard overlay is not sealed again");
+  strata_topo_free(topo);
+}
+
 /* No topology: one site per matrix site, one CPU node per rank, inside figures from the matrix. */
 static void test_matrix_only(void) {
   char text[2048], err[1024];
@@ -349,6 +387,7 @@ int main(void) {
   test_by_name();
   test_by_order_and_clusters();
   test_partial_cover();
+  test_sealing_cost();
   test_matrix_only();
   test_malformed();
   if (failures) {

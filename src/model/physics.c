@@ -122,6 +122,13 @@ double strata_switch_headroom_per_port_bytes(double buffer_bytes, int lossless_p
   return buffer_bytes / lossless_ports;
 }
 
+/* AES-256-GCM runs at 5-6 GB/s on one core with AES-NI (ChaCha20-Poly1305 2.0-2.5 GB/s:
+ * jedisct1/aegis benchmarks, FACTS.md); the low end, halved because each byte a rank exchanges is
+ * sealed by the sender and opened by the receiver, each on one progress thread. */
+double strata_seal_cap_gbps(void) {
+  return STRATA_AEAD_AES256GCM_GBYTES_PER_CORE / 2;
+}
+
 /* WireGuard adds 60 B per packet over IPv4 and 80 B over IPv6 (Donenfeld, WireGuard list 2017);
  * wg-quick plans for the IPv6 case, so a 1500 B path gives a 1420 B tunnel MTU. */
 int strata_wireguard_mtu(int path_mtu) {

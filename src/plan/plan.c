@@ -238,15 +238,19 @@ void strata_plan_wan_model(const strata_topo *topo, int index, const strata_work
     }
   }
   out->gbps = gbit / 8.0;
+  out->unsealed_gbps = out->gbps;
+  out->sealed = !out->is_overlay && !out->is_extension && link->extension.kind != STRATA_EXT_IB_ROUTER;
+  if (out->sealed && out->gbps > strata_seal_cap_gbps()) out->gbps = strata_seal_cap_gbps();
 }
 
 void strata_plan_link_model(const strata_plan *plan, int link, strata_wan_model *out) {
   strata_plan_wan_model(plan->topo, link, &plan->workload, out);
   const strata_plan_measured_link *ml = strata_plan_measured_find(plan->measured, link);
   if (!ml) return;
-  /* what the probe's pairs got, as is: --streams does not rescale it (docs/plan.md) */
+  /* what the probe's pairs got, as is (sealed or not as they ran): --streams does not rescale it
+   * (docs/plan.md) */
   out->rtt_ms = 2 * ml->latency_us / 1000;
-  out->gbps = ml->gbps;
+  out->gbps = out->unsealed_gbps = ml->gbps;
   out->measured = 1;
 }
 
@@ -1088,16 +1092,30 @@ static void build_roles(strata_plan *p) {
                             : "routed RDMA between subnets (not one fabric)");
   }
   if (l >= 0 && (r = add_role(p, "3c"))) {
+    char sealing[200];
+    double cap = strata_seal_cap_gbps();
+    if (p->wan.unsealed_gbps > cap)
+      fmt(sealing, sizeof sealing,
+          "; sealed by strata (AES-256-GCM, %.3g GB/s per rank at one core's %.3g GB/s: "
+          "%.0f%% of the link's %.3g GB/s; STRATA_ENCRYPT=off on a trusted path)",
+          cap, STRATA_AEAD_AES256GCM_GBYTES_PER_CORE, 100 * cap / p->wan.unsealed_gbps,
+          p->wan.unsealed_gbps);
+    else
+      fmt(sealing, sizeof sealing,
+          "; sealed by strata (AES-256-GCM: a rank seals and opens %.3g GB/s on one core, "
+          "above the link's %.3g: no cost)",
+          cap, p->wan.unsealed_gbps);
     if (p->wan.is_overlay)
       fmt(r->technology, sizeof r->technology,
           "WireGuard over %s, MTU 1420, %.3g GB/s%s, TCP only (NCCL_NET=Socket, "
-          "NCCL_SOCKET_IFNAME=wg0)",
+          "NCCL_SOCKET_IFNAME=wg0; strata: STRATA_ENCRYPT=off, WireGuard seals already)",
           strata_transit_kind_name(t->links[l].overlay.transit), p->wan.gbps,
           p->wan.measured ? " (measured)" : "");
     else
-      fmt(r->technology, sizeof r->technology, "%s",
+      fmt(r->technology, sizeof r->technology, "%s%s",
           p->wan.is_extension ? "none needed (the path is owned and extended)"
-                              : "none: routed IP, collectives on strata TCP with many streams");
+                              : "none: routed IP, collectives on strata TCP with many streams",
+          p->wan.sealed ? sealing : "");
     fmt(r->carries, sizeof r->carries, "%s",
         p->wan.is_overlay ? "the cross-site collectives of the decision, over TCP" : "nothing");
   }

@@ -97,7 +97,7 @@ const strata_lint_info *strata_lint_get(size_t index);
 /* What one layer carries for this workload on this topology. */
 typedef struct strata_layer_role {
   char layer[8];        /* "1", "2", "3a", "3b", "3c", "4" */
-  char technology[128]; /* "NVLink4 + NVSwitch (8 GPUs), NVLS" */
+  char technology[384]; /* "NVLink4 + NVSwitch (8 GPUs), NVLS" */
   char carries[320];    /* what crosses it, and how much */
 } strata_layer_role;
 
@@ -121,6 +121,9 @@ typedef struct strata_wan_model {
   int is_overlay;   /* WireGuard */
   int owned;        /* dark fiber / DWDM / private backbone */
   int measured; /* rtt_ms and gbps come from a link matrix (strata plan --links), not the model */
+  int sealed;   /* strata seals its TCP frames across it (STRATA_ENCRYPT=auto between hosts; not
+                   over a WireGuard overlay, which seals already, nor RDMA extensions) */
+  double unsealed_gbps; /* gbps before the sealing cap (== gbps when sealing does not bind) */
 } strata_wan_model;
 
 /* ---- measured links (`strata plan --links MATRIX`, measured.c) ----
