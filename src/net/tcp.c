@@ -1279,3 +1279,90 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
   *out = &t->base;
   return STRATA_OK;
 }
+
+/* ---- fuzzing the frame decoder (tests/fuzz/fuzz_wire.c) ---- */
+
+static void fuzz_count_done(strata_xfer *x) {
+  ++*(int *)x->user;
+}
+
+/* A transport of rank 0 of 2, one data stream, whose peer's data and control connections are
+ * the far ends of socketpairs: `data` is what the peer sends on the data stream (the first
+ * `control_bytes` of it on the control connection instead), read against three posted receives
+ * (tags 1..3 of 0, 100 and 70000 bytes). Sealed with an all-zero key when `sealed`. Whatever the
+ * bytes, the transport must end in a completion or a failure, never read or write out of bounds,
+ * and leak nothing. */
+int strata_tcp_fuzz_frames_for_test(const uint8_t *data, size_t len, size_t control_bytes,
+                                    int sealed) {
+  int data_sv[2] = {-1, -1}, control_sv[2] = {-1, -1};
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, data_sv) != 0) return -1;
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, control_sv) != 0) {
+    close(data_sv[0]), close(data_sv[1]);
+    return -1;
+  }
+  if (control_bytes > len) control_bytes = len;
+  /* small inputs fit the socket buffers; what does not is cut (the peer then closes) */
+  ssize_t sent = send(control_sv[1], data, control_bytes, MSG_NOSIGNAL);
+  sent = send(data_sv[1], data + control_bytes, len - control_bytes, MSG_NOSIGNAL);
+  (void)sent;
+  shutdown(data_sv[1], SHUT_WR);
+  shutdown(control_sv[1], SHUT_WR);
+  tcp_transport *t = calloc(1, sizeof *t);
+  int fds[4] = {-1, -1, data_sv[0], control_sv[0]};
+  strata_seal_keys keys[4];
+  memset(keys, 0, sizeof keys);
+  for (int i = 0; i < 4; i++) keys[i].encrypt = sealed, keys[i].cipher = STRATA_SEAL_CHACHA20_POLY1305;
+  int status = STRATA_ERR_NO_MEMORY;
+  if (t) {
+    t->base.ops = &tcp_ops;
+    t->rank = 0;
+    t->nranks = 2;
+    t->streams = 1;
+    t->timeout_s = 10;
+    t->beat_s = 2;
+    t->peers = calloc(2, sizeof *t->peers);
+    t->pollfds_cap = 4;
+    t->pollfds = calloc(t->pollfds_cap + 1, sizeof *t->pollfds);
+    t->addresses = calloc(2, STRATA_TCP_ADDRESS_BYTES);
+    if (t->peers && t->pollfds && t->addresses) {
+      t->peers[0].control.fd = t->peers[1].control.fd = -1;
+      status = peers_init(t, fds, keys);
+    }
+  }
+  if (status == STRATA_OK) {
+    static const uint64_t sizes[3] = {0, 100, 70000};
+    uint8_t *bufs[3] = {NULL, malloc(100), malloc(70000)};
+    strata_xfer xs[3];
+    int done = 0, posted = 0;
+    for (int i = 0; i < 3; i++) {
+      xs[i] = (strata_xfer){.peer = 1,
+                            .tag = (uint64_t)i + 1,
+                            .bytes = sizes[i],
+                            .buf = bufs[i] ? (void *)bufs[i] : (void *)xs,
+                            .done = fuzz_count_done,
+                            .user = &done};
+      if ((sizes[i] && !bufs[i]) || tcp_post_recv(&t->base, &xs[i]) != STRATA_OK) break;
+      posted++;
+    }
+    for (int pass = 0; pass < 64 && done < posted; pass++) {
+      int failed_peer = -1;
+      if (tcp_progress(&t->base, &failed_peer) != STRATA_OK) break;
+    }
+    /* a receive still pending (the bytes ended mid-message) is failed by destroy's peer loss */
+    t->leaving = 1;
+    peer_fail(t, &t->peers[1], STRATA_ERR_PEER_LOST, "fuzz input ended");
+    deliver_completions(t);
+    free(bufs[1]);
+    free(bufs[2]);
+  } else {
+    for (int i = 2; i < 4; i++)
+      if (fds[i] >= 0) close(fds[i]);
+  }
+  if (t && t->peers)
+    tcp_destroy(&t->base);
+  else if (t)
+    free(t);
+  close(data_sv[1]);
+  close(control_sv[1]);
+  return 0;
+}

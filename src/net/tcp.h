@@ -49,6 +49,11 @@ int strata_tcp_peer_alive(const strata_transport *t, int peer);
  * them (every connection of a pair agrees the same way). */
 int strata_tcp_peer_cipher(const strata_transport *t, int peer);
 
+/* Fuzzing (tests/fuzz/fuzz_wire.c): feed `data` as a peer's bytes to a one-stream transport with
+ * three receives posted, sealed or in clear; see tcp.c. 0, or -1 when no socketpair. */
+int strata_tcp_fuzz_frames_for_test(const uint8_t *data, size_t len, size_t control_bytes,
+                                    int sealed);
+
 /* Test hook: the protocol version this process announces (default STRATA_WIRE_VERSION). */
 void strata_tcp_set_announced_version_for_test(unsigned version);
 
