@@ -15,6 +15,19 @@ int main(void) {
   strata_config_init(&cfg);
   CHECK(strata_config_set(&cfg, "timeout", "600", err, sizeof err) == STRATA_OK, "%s", err);
   CHECK(cfg.timeout_s == 600, "timeout %g", cfg.timeout_s);
+  /* "forever" is clamped where millisecond poll timeouts still hold it */
+  CHECK(strata_config_set(&cfg, "timeout", "3e9", err, sizeof err) == STRATA_OK, "%s", err);
+  CHECK(cfg.timeout_s == STRATA_TIMEOUT_MAX_S, "timeout 3e9 -> %g", cfg.timeout_s);
+  CHECK(strata_config_set(&cfg, "timeout", "600", err, sizeof err) == STRATA_OK, "%s", err);
+  CHECK(cfg.encrypt == STRATA_ENCRYPT_AUTO, "encrypt defaults to auto: %d", cfg.encrypt);
+  CHECK(strata_config_set(&cfg, "encrypt", "on", err, sizeof err) == STRATA_OK, "%s", err);
+  CHECK(cfg.encrypt == STRATA_ENCRYPT_ON, "encrypt on: %d", cfg.encrypt);
+  CHECK(strata_config_set(&cfg, "STRATA_ENCRYPT", "0", err, sizeof err) == STRATA_OK, "%s", err);
+  CHECK(cfg.encrypt == STRATA_ENCRYPT_OFF, "encrypt 0: %d", cfg.encrypt);
+  CHECK(strata_config_set(&cfg, "encrypt", "maybe", err, sizeof err) == STRATA_ERR_CONFIG &&
+            strstr(err, "auto, on or off"),
+        "encrypt=maybe: %s", err);
+  CHECK(strata_config_set(&cfg, "encrypt", "auto", err, sizeof err) == STRATA_OK, "%s", err);
   CHECK(strata_config_set(&cfg, "STRATA_TCP_STREAMS", "8", err, sizeof err) == STRATA_OK, "%s",
         err);
   CHECK(cfg.tcp_streams == 8, "streams %d", cfg.tcp_streams);

@@ -11,6 +11,7 @@
  *  - a stranger that sends one record to a listening port during start-up — a HELLO with another
  *    version, job id or world size, a REJECT, a plausible HELLO followed by a bad AUTH — is
  *    dropped and the job starts; and the responder never sends a MAC (AUTH) to it;
+ *  - STRATA_TIMEOUT beyond what an int of milliseconds holds does not make the wait spin;
  *  - a client that connects and says nothing does not hang the open: alone it ends in
  *    STRATA_ERR_TIMEOUT at the deadline, next to a real peer it is simply ignored.
  */
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -265,6 +267,35 @@ static int strange_body(const strata_net_fixture_rank *r) {
   return 0;
 }
 
+/* A timeout of a billion seconds (beyond an int of milliseconds) while rank 1 comes a second
+ * late: rank 0 waits without spinning (its CPU time stays a fraction of the wait) and opens. */
+static int huge_timeout_body(const strata_net_fixture_rank *r) {
+  strata_store *store = NULL;
+  CHECK_OR_RETURN(strata_net_fixture_store(r, &store) == STRATA_OK, "store");
+  strata_config cfg;
+  strata_net_fixture_config(r, 2, &cfg);
+  if (r->rank == 0) cfg.timeout_s = 1e9;
+  if (r->rank == 1) usleep(1000 * 1000);
+  struct rusage before, after;
+  getrusage(RUSAGE_SELF, &before);
+  strata_transport *t = NULL;
+  char err[512] = "";
+  int status = strata_tcp_open(&cfg, r->rank, 2, store, &t, err, sizeof err);
+  getrusage(RUSAGE_SELF, &after);
+  if (t) t->ops->destroy(t);
+  strata_store_close(store);
+  CHECK_OR_RETURN(status == STRATA_OK, "open: %s", err);
+  double cpu = (double)(after.ru_utime.tv_sec - before.ru_utime.tv_sec) +
+               (double)(after.ru_stime.tv_sec - before.ru_stime.tv_sec) +
+               1e-6 * (double)(after.ru_utime.tv_usec - before.ru_utime.tv_usec +
+                               after.ru_stime.tv_usec - before.ru_stime.tv_usec);
+  if (r->rank == 0) {
+    printf("  rank 0 waited about 1 s using %.3f s of CPU\n", cpu);
+    CHECK_OR_RETURN(cpu < 0.5, "rank 0 spun: %.3f s of CPU while waiting", cpu);
+  }
+  return 0;
+}
+
 /* process 1 (or 2) connects and says nothing. with_peer: rank 1 also joins. */
 static int silent_body(const strata_net_fixture_rank *r) {
   int with_peer = *(const int *)r->arg;
@@ -324,6 +355,11 @@ int main(void) {
     printf("  %s\n", bad ? "FAILED" : "ok");
     failed += bad != 0;
   }
+  printf("a timeout of 1e9 s and a peer a second late\n");
+  fflush(stdout);
+  int late_bad = strata_net_fixture_run(2, huge_timeout_body, NULL, 20, NULL);
+  printf("  %s\n", late_bad ? "FAILED" : "ok");
+  failed += late_bad != 0;
   printf("garbage client, then the real peer\n");
   fflush(stdout);
   int bad = strata_net_fixture_run(3, garbage_body, NULL, 20, NULL);
