@@ -3,7 +3,7 @@ BUILD ?= build
 PREFIX ?= /usr/local
 JOBS := $(shell nproc)
 
-.PHONY: all build deps test demo install bench diloco-demo clean format format-check
+.PHONY: all build deps test demo install bench diloco-demo clean format format-check fuzz
 
 all: build
 
@@ -29,6 +29,15 @@ bench: build
 diloco-demo: build
 	@scripts/deps.sh diloco
 	@BUILD=$(BUILD) bench/diloco/run.sh
+
+# Every libFuzzer harness (tests/fuzz/fuzz_*.c) for FUZZ_SECONDS each, one after another, built
+# with clang in build-fuzz; FUZZ=name runs one. Fails on any crash, hang or leak
+# (tests/fuzz/README.md).
+FUZZ_SECONDS ?= 60
+FUZZ ?=
+fuzz:
+	@scripts/deps.sh fuzz
+	@tests/fuzz/run.sh --build build-fuzz --seconds $(FUZZ_SECONDS) $(FUZZ)
 
 install: build
 	@cmake --install $(BUILD)

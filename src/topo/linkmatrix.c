@@ -160,7 +160,9 @@ static int read_square(const reader *r, const strata_ynode *n, const char *key, 
         return fail(r, cell, "expected a latency >= 0", key);
       if (i != j && !strcmp(key, "bandwidth_gbps") && v <= 0)
         return fail(r, cell, "expected a bandwidth > 0", key);
-      out[(size_t)i * (size_t)nranks + (size_t)j] = v;
+      /* The diagonal is ignored, so it is kept as 0 whatever it said; and -0 becomes 0, the
+       * number the writer spells for both, so that a matrix read back is the one written. */
+      out[(size_t)i * (size_t)nranks + (size_t)j] = i == j || v == 0 ? 0 : v;
     }
   }
   return STRATA_OK;
