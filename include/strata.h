@@ -499,6 +499,13 @@ typedef struct strata_store_server strata_store_server;
  * free one) from a background thread. STRATA_ERR_INVALID_ARG for a malformed address,
  * STRATA_ERR_SYSTEM when it cannot bind. */
 STRATA_API int strata_store_server_start(const char *addr, strata_store_server **out);
+/* As strata_store_server_start, for a job with a secret: every connection must prove, before any
+ * other request, that it knows the key derived from `secret` (STRATA_SECRET) and `job_id`
+ * (STRATA_JOB_ID) as the job's ranks derive it; others are refused and logged. With an empty or
+ * NULL secret the job id is ignored and it is strata_store_server_start. The secret is not kept
+ * (only the derived key). STRATA_ERR_NO_MEMORY when the key derivation cannot allocate. */
+STRATA_API int strata_store_server_start_auth(const char *addr, const char *secret,
+                                              const char *job_id, strata_store_server **out);
 /* The port actually bound. */
 STRATA_API int strata_store_server_port(const strata_store_server *server);
 /* Serve in the calling thread until the process receives SIGINT, SIGTERM or SIGHUP. */

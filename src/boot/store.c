@@ -17,6 +17,14 @@
  * refuses it belongs to an earlier communicator of the job (or another job) and is about to
  * close; the client waits for exactly that close, then connects again and finds the new one.
  *
+ * Every connection first proves the job key (store_wire.h: AUTH) and checks the store's proof in
+ * turn, so a rank never publishes its address to, or takes a peer's from, a stranger posing as
+ * the store. The key is derived before connecting (Argon2id is slow on purpose, and the server
+ * gives a stranger only STORE_SERVER_AUTH_TIMEOUT_S to answer). A refusal is final: retrying with
+ * the same key cannot succeed. A connection closed before the exchange completes (a store that
+ * is going away, or one that evicted us among a flood of strangers) is retried until the
+ * deadline.
+ *
  * A closed or reset connection gives STRATA_ERR_PEER_LOST and every later call on the handle
  * fails the same way. One mutex makes a handle safe to share between threads (calls serialize).
  * Must never: block without a deadline, or raise SIGPIPE (sends use MSG_NOSIGNAL).
@@ -27,6 +35,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,8 +210,8 @@ static int receive_reply(strata_store *s, uint32_t request_id, double deadline_s
         return s->broken = STRATA_ERR_PROTOCOL;
       if (s->in_len - 4 < len) break;
       const uint8_t *p = s->in + 4;
-      if (store_wire_get_u16(p) != STORE_WIRE_MAGIC || p[2] != STORE_WIRE_VERSION)
-        return s->broken = STRATA_ERR_PROTOCOL;
+      if (store_wire_get_u16(p) != STORE_WIRE_MAGIC) return s->broken = STRATA_ERR_PROTOCOL;
+      if (p[2] != STORE_WIRE_VERSION) return s->broken = STRATA_ERR_VERSION;
       uint32_t id = store_wire_get_u32(p + 4);
       int status = (int32_t)store_wire_get_u32(p + 8);
       size_t n = len - STORE_WIRE_REPLY_HEADER_BYTES;
@@ -236,6 +245,7 @@ static int call(strata_store *s, uint8_t op, const uint8_t *body, size_t len, do
   pthread_mutex_lock(&s->lock);
   int status = s->broken;
   if (status == STRATA_OK) {
+    if (s->next_request_id == STORE_WIRE_CHALLENGE_ID) s->next_request_id++;
     uint32_t id = s->next_request_id++;
     store_wire_put_u32(frame, (uint32_t)(STORE_WIRE_REQUEST_HEADER_BYTES + len));
     store_wire_put_u16(frame + 4, STORE_WIRE_MAGIC);
@@ -286,7 +296,41 @@ static int wait_closed(int fd, double deadline_s) {
 }
 
 /* What store_connect knows of the last store it reached, besides a store_wire_verdict. */
-enum { NO_VERDICT = -1, HELLO_UNANSWERED = -2 };
+enum { NO_VERDICT = -1, HELLO_UNANSWERED = -2, AUTH_UNANSWERED = -3, AUTH_REFUSED = -4,
+       AUTH_UNPROVEN = -5 };
+
+/* The exchange that opens every connection (store_wire.h: AUTH): the store's challenge, our
+ * proof, its proof. *verdict says which step failed, for the log. */
+static int authenticate(strata_store *s, const uint8_t key[32], double deadline_s, int *verdict) {
+  uint8_t *challenge = NULL, *reply = NULL;
+  size_t challenge_len = 0, reply_len = 0;
+  *verdict = AUTH_UNANSWERED;
+  pthread_mutex_lock(&s->lock);
+  int status = receive_reply(s, STORE_WIRE_CHALLENGE_ID, deadline_s, &challenge, &challenge_len);
+  pthread_mutex_unlock(&s->lock);
+  if (status == STRATA_OK && challenge_len != STORE_WIRE_AUTH_BYTES) status = STRATA_ERR_PROTOCOL;
+  uint8_t body[2 * STORE_WIRE_AUTH_BYTES];
+  if (status == STRATA_OK) {
+    randombytes_buf(body, STORE_WIRE_AUTH_BYTES);
+    store_net_auth_mac(key, STORE_NET_CLIENT_DOMAIN, challenge, body, body + STORE_WIRE_AUTH_BYTES);
+    double left_s = deadline_s - store_net_now_s();
+    status = left_s > 0 ? call(s, STORE_WIRE_AUTH, body, sizeof body, left_s, &reply, &reply_len)
+                        : STRATA_ERR_TIMEOUT;
+    if (status == STRATA_ERR_AUTH) *verdict = AUTH_REFUSED;
+  }
+  if (status == STRATA_OK) {
+    uint8_t expected[32];
+    store_net_auth_mac(key, STORE_NET_SERVER_DOMAIN, challenge, body, expected);
+    if (reply_len != sizeof expected || sodium_memcmp(reply, expected, sizeof expected) != 0) {
+      *verdict = AUTH_UNPROVEN;
+      status = STRATA_ERR_AUTH;
+    }
+  }
+  if (status == STRATA_OK) *verdict = NO_VERDICT;
+  free(challenge);
+  free(reply);
+  return status;
+}
 
 /* Says who we are; *verdict gets the store's answer (store_wire_verdict). */
 static int say_hello(strata_store *s, const char *job_id, int rank, int nranks, double deadline_s,
@@ -310,7 +354,22 @@ static int say_hello(strata_store *s, const char *job_id, int rank, int nranks, 
 
 static void log_connect_failure(const char *addr, double timeout_s, int status, int last_errno,
                                 int verdict, const char *job_id, int rank, int nranks) {
-  if (status != STRATA_ERR_TIMEOUT) {
+  if (verdict == AUTH_REFUSED) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1,
+               "store: the store at %s refused us: we do not know its job secret (do this rank "
+               "and the store have the same STRATA_SECRET and STRATA_JOB_ID?)",
+               addr);
+  } else if (verdict == AUTH_UNPROVEN) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1,
+               "store: the server at %s did not prove it knows the job secret: it is not this "
+               "job's store (or its STRATA_SECRET or STRATA_JOB_ID differs)",
+               addr);
+  } else if (status == STRATA_ERR_VERSION) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1,
+               "store: the store at %s speaks another version of the store protocol (this is "
+               "version %u): run the same strata on every rank and the store",
+               addr, STORE_WIRE_VERSION);
+  } else if (status != STRATA_ERR_TIMEOUT) {
     STRATA_LOG(STRATA_LOG_ERROR, -1, "store: cannot connect to %s: %s", addr,
                strata_strerror(status));
   } else if (verdict == STORE_WIRE_EARLIER) {
@@ -329,14 +388,19 @@ static void log_connect_failure(const char *addr, double timeout_s, int status, 
     STRATA_LOG(STRATA_LOG_ERROR, -1, "store: no store answered at %s within %.1f s (%s)", addr,
                timeout_s,
                verdict == HELLO_UNANSWERED ? "a server accepted the connection, then fell silent"
-               : last_errno                ? strerror(last_errno)
-                                           : "name lookup kept failing");
+               : verdict == AUTH_UNANSWERED
+                   ? "a server accepted the connection but did not complete the store's "
+                     "authentication (an older strata store, or not a store?)"
+               : last_errno ? strerror(last_errno)
+                            : "name lookup kept failing");
   }
 }
 
-/* Connects; with a job_id, to the store of that job's current communicator only (HELLO). */
-static int store_connect(const char *addr, const char *job_id, int rank, int nranks,
-                         double timeout_s, strata_store **out) {
+/* Connects, proving the key of (secret, key_job); with a job_id, to the store of that job's
+ * current communicator only (HELLO). */
+static int store_connect(const char *addr, const char *secret, const char *key_job,
+                         const char *job_id, int rank, int nranks, double timeout_s,
+                         strata_store **out) {
   if (!out) return STRATA_ERR_INVALID_ARG;
   *out = NULL;
   if (job_id && (rank < 0 || rank >= nranks || strlen(job_id) > STORE_WIRE_MAX_KEY_BYTES))
@@ -354,6 +418,13 @@ static int store_connect(const char *addr, const char *job_id, int rank, int nra
     return STRATA_ERR_INVALID_ARG;
   }
   snprintf(port_text, sizeof port_text, "%d", port);
+  uint8_t key[32];
+  status = store_net_auth_key(secret, key_job, key);
+  if (status != STRATA_OK) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "store: cannot derive the job key: %s",
+               strata_strerror(status));
+    return status;
+  }
   strata_store *s = calloc(1, sizeof *s);
   if (!s) return STRATA_ERR_NO_MEMORY;
   s->fd = -1;
@@ -370,10 +441,13 @@ static int store_connect(const char *addr, const char *job_id, int rank, int nra
     }
     store_net_set_nodelay(fd);
     s->fd = fd;
-    if (!job_id) break;
-    status = say_hello(s, job_id, rank, nranks, deadline_s, &verdict);
-    if (status == STRATA_OK && verdict == STORE_WIRE_WELCOME) break;
-    if (status == STRATA_ERR_TIMEOUT) verdict = HELLO_UNANSWERED;
+    status = authenticate(s, key, deadline_s, &verdict);
+    if (status == STRATA_OK && !job_id) break;
+    if (status == STRATA_OK) {
+      status = say_hello(s, job_id, rank, nranks, deadline_s, &verdict);
+      if (status == STRATA_OK && verdict == STORE_WIRE_WELCOME) break;
+      if (status == STRATA_ERR_TIMEOUT) verdict = HELLO_UNANSWERED;
+    }
     if (status == STRATA_OK) {
       STRATA_LOG(STRATA_LOG_DEBUG, -1, "store: %s serves %s; waiting for it to close", addr,
                  verdict == STORE_WIRE_EARLIER ? "an earlier communicator" : "another job");
@@ -388,6 +462,7 @@ static int store_connect(const char *addr, const char *job_id, int rank, int nra
     if (status != STRATA_OK) break;
     disconnect(s);
   }
+  sodium_memzero(key, sizeof key);
   if (status != STRATA_OK) {
     if (status != STRATA_ERR_NOT_FOUND) /* a name that does not resolve is logged where it fails */
       log_connect_failure(addr, timeout_s, status, last_errno, verdict, job_id, rank, nranks);
@@ -399,16 +474,26 @@ static int store_connect(const char *addr, const char *job_id, int rank, int nra
 }
 
 int strata_store_connect(const char *addr, double timeout_s, strata_store **out) {
-  return store_connect(addr, NULL, 0, 1, timeout_s, out);
+  return store_connect(addr, "", "", NULL, 0, 1, timeout_s, out);
+}
+
+int strata_store_connect_auth(const char *addr, const char *secret, const char *job_id,
+                              double timeout_s, strata_store **out) {
+  return store_connect(addr, secret, job_id, NULL, 0, 1, timeout_s, out);
 }
 
 int strata_store_connect_job(const char *addr, const char *job_id, int rank, int nranks,
                              double timeout_s, strata_store **out) {
+  return strata_store_connect_job_auth(addr, "", job_id, rank, nranks, timeout_s, out);
+}
+
+int strata_store_connect_job_auth(const char *addr, const char *secret, const char *job_id,
+                                  int rank, int nranks, double timeout_s, strata_store **out) {
   if (!job_id) {
     if (out) *out = NULL;
     return STRATA_ERR_INVALID_ARG;
   }
-  return store_connect(addr, job_id, rank, nranks, timeout_s, out);
+  return store_connect(addr, secret, job_id, job_id, rank, nranks, timeout_s, out);
 }
 
 /* ---- the caller's store ---- */
@@ -507,7 +592,7 @@ static int key_ok(const char *key) {
 }
 
 int strata_store_set(strata_store *s, const char *key, const void *value, size_t len) {
-  if (!s || !key_ok(key) || (!value && len) || len > STORE_WIRE_MAX_FRAME_BYTES)
+  if (!s || !key_ok(key) || (!value && len) || len > STORE_WIRE_MAX_VALUE_BYTES)
     return STRATA_ERR_INVALID_ARG;
   if (s->has_ops) return ops_status(s->ops.set(s->ops.context, key, value ? value : "", len));
   size_t key_len = strlen(key);
@@ -525,7 +610,7 @@ int strata_store_set(strata_store *s, const char *key, const void *value, size_t
 
 int strata_store_set_if_absent(strata_store *s, const char *key, const void *value, size_t len,
                                int *was_set) {
-  if (!s || !key_ok(key) || (!value && len) || len > STORE_WIRE_MAX_FRAME_BYTES || !was_set)
+  if (!s || !key_ok(key) || (!value && len) || len > STORE_WIRE_MAX_VALUE_BYTES || !was_set)
     return STRATA_ERR_INVALID_ARG;
   *was_set = 0;
   if (s->has_ops) {

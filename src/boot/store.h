@@ -14,17 +14,29 @@
 typedef struct strata_store strata_store;
 /* The server (strata_store_server_*) and strata_store_addr_parse are public: strata.h. */
 
+/* Every connection proves the job key first (store_wire.h: AUTH), the key of (secret, job_id)
+ * (core/secret.c; the job id counts only with a secret, and an elastic epoch's id names its base
+ * job's key). The functions without a secret use "" and so reach only stores started without
+ * one. A store that refuses our proof, or cannot prove its own, gives STRATA_ERR_AUTH at once and
+ * a log line naming its address. */
+
 /* Connect, retrying until timeout_s (the server may not be up yet). */
 int strata_store_connect(const char *addr, double timeout_s, strata_store **out);
+int strata_store_connect_auth(const char *addr, const char *secret, const char *job_id,
+                              double timeout_s, strata_store **out);
 /* A store that rank 0 of one communicator of job_id (nranks ranks) serves: it admits each rank
  * of that job once (store_wire.h: HELLO), so a later communicator of the job never uses it. */
 int strata_store_server_start_job(const char *addr, const char *job_id, int nranks,
                                   strata_store_server **out);
+int strata_store_server_start_job_auth(const char *addr, const char *secret, const char *job_id,
+                                       int nranks, strata_store_server **out);
 /* Connect as rank `rank` of nranks of job_id to the store its rank 0 serves: a store that serves an
  * earlier communicator of the job, or another job, is waited out until it closes, and the one
  * that replaces it is the one connected to (all within timeout_s). */
 int strata_store_connect_job(const char *addr, const char *job_id, int rank, int nranks,
                              double timeout_s, strata_store **out);
+int strata_store_connect_job_auth(const char *addr, const char *secret, const char *job_id,
+                                  int rank, int nranks, double timeout_s, strata_store **out);
 int strata_store_set(strata_store *s, const char *key, const void *value, size_t len);
 /* Wait until `key` exists (or timeout), then return a malloc'd copy in *value (caller frees). */
 int strata_store_get(strata_store *s, const char *key, void **value, size_t *len, double timeout_s);
@@ -39,6 +51,12 @@ int strata_store_add(strata_store *s, const char *key, int64_t delta, int64_t *r
 /* The local address ("a.b.c.d") of the connection to the store: how peers can reach us. */
 int strata_store_local_host(const strata_store *s, char *host, size_t len);
 void strata_store_close(strata_store *s);
+/* Runs `len` bytes, as one connection sent them, through the server's request parser and
+ * handlers (no socket, no thread; replies are discarded): for fuzzing (tests/fuzz/fuzz_store.c).
+ * `authenticated` 0 starts the connection as a stranger that must send AUTH first (for the key
+ * of the empty secret and a challenge of zeros). STRATA_OK if the server would keep the
+ * connection open, STRATA_ERR_PROTOCOL if it would close it, STRATA_ERR_NO_MEMORY. */
+int strata_store_server_feed(const uint8_t *bytes, size_t len, int authenticated);
 /* A store whose calls go to the caller's callbacks (strata.h: strata_store_ops, copied). The
  * local host peers reach us at is this host's route towards rendezvous_host (may be NULL or ""
  * when unknown). */

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -18,6 +19,8 @@
 
 #include "boot/store.h"
 #include "boot/store_net.h"
+#include "boot/store_wire.h"
+#include "core/core.h"
 #include "strata.h"
 
 double store_net_now_s(void) {
@@ -51,6 +54,26 @@ void store_net_format_host(const void *sockaddr, char *host, size_t len) {
   if (sa->sa_family == AF_INET) raw = &((const struct sockaddr_in *)sockaddr)->sin_addr;
   if (sa->sa_family == AF_INET6) raw = &((const struct sockaddr_in6 *)sockaddr)->sin6_addr;
   if (!raw || !inet_ntop(sa->sa_family, raw, host, (socklen_t)len)) snprintf(host, len, "?");
+}
+
+int store_net_auth_key(const char *secret, const char *job_id, uint8_t key[32]) {
+  if (secret && secret[0]) return strata_secret_key(secret, job_id ? job_id : "", key);
+  /* No secret: a public constant, so that stores and ranks agree whatever their job ids. Not
+   * strata_secret_key("", ...), whose one-entry cache would then alternate between this key and
+   * the data connections' and pay Argon2id again at every communicator. */
+  static const char no_secret[] = "strata-store-no-secret-v2";
+  crypto_generichash(key, 32, (const unsigned char *)no_secret, sizeof no_secret - 1, NULL, 0);
+  return STRATA_OK;
+}
+
+void store_net_auth_mac(const uint8_t key[32], const char *domain, const uint8_t *challenge,
+                        const uint8_t *nonce, uint8_t mac[32]) {
+  crypto_generichash_state st;
+  crypto_generichash_init(&st, key, 32, 32);
+  crypto_generichash_update(&st, (const unsigned char *)domain, strlen(domain) + 1);
+  crypto_generichash_update(&st, challenge, STORE_WIRE_AUTH_BYTES);
+  crypto_generichash_update(&st, nonce, STORE_WIRE_AUTH_BYTES);
+  crypto_generichash_final(&st, mac, 32);
 }
 
 static int addr_error(char *err, size_t err_len, const char *addr, const char *what) {

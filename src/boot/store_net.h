@@ -19,4 +19,14 @@ void store_net_set_nodelay(int fd);
 /* "a.b.c.d" or "v6" of a socket address; "?" when it cannot be printed. */
 void store_net_format_host(const void *sockaddr, char *host, size_t len);
 
+/* The key a store connection proves: the job key (core/secret.c) of (secret, job_id), or a public
+ * constant when there is no secret (store_wire.h: AUTH). */
+int store_net_auth_key(const char *secret, const char *job_id, uint8_t key[32]);
+/* One side's proof (store_wire.h: AUTH): BLAKE2b-256 keyed with key over (domain, challenge,
+ * nonce). */
+#define STORE_NET_CLIENT_DOMAIN "strata-store-client-v2"
+#define STORE_NET_SERVER_DOMAIN "strata-store-server-v2"
+void store_net_auth_mac(const uint8_t key[32], const char *domain, const uint8_t *challenge,
+                        const uint8_t *nonce, uint8_t mac[32]);
+
 #endif

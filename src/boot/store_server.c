@@ -13,14 +13,30 @@
  * size once, and tells any other caller to wait for it to close, which is how the job's next
  * communicator at the same address never mixes with this one.
  *
+ * Anyone who can reach the port can connect, so a connection starts as a stranger: the server sends
+ * it a challenge and it must prove the job key first (store_wire.h: AUTH), within
+ * STORE_SERVER_AUTH_TIMEOUT_S, in one frame of at most STORE_WIRE_MAX_AUTH_FRAME_BYTES. A stranger
+ * thus costs one small buffer and one MAC check, and cannot set, read or wait on anything. At most
+ * STORE_SERVER_MAX_STRANGERS strangers are held; when they are all there, a new connection evicts
+ * the oldest one that has had STORE_SERVER_EVICT_AGE_S to prove itself (a rank proves itself within
+ * one round trip of connecting, so a flood of idle strangers delays a rank by about that age, never
+ * by the timeout). Authenticated connections are ranks holding their store for the whole job: they
+ * never time out, but each is bounded: frames by STORE_WIRE_MAX_FRAME_BYTES (checked on the length
+ * word, before any buffering), values by STORE_WIRE_MAX_VALUE_BYTES, waiting requests by
+ * STORE_SERVER_MAX_WAITERS_PER_CONN, and unread replies by STORE_SERVER_MAX_BACKLOG_BYTES: past
+ * it, the server reads nothing more from that connection until its client reads. When accept()
+ * runs out of descriptors the listener is left alone for STORE_SERVER_ACCEPT_BACKOFF_S rather
+ * than polled again at once (a level-triggered listener with a waiting client would spin).
+ *
  * Invariants:
  *  - only the server thread touches the table, the connections and the waiters; stop() talks to
  *    it through a pipe and joins it, so no lock is needed;
  *  - a waiter points to a live connection: a connection is freed only after its waiters are;
  *  - the thread blocks every signal: process signals belong to the program that embeds us
  *    (`strata launch` forwards them, `strata store` waits for them in strata_store_server_run).
- * Must never: block in a read or write, trust a length field before checking it, or crash on a
- * malformed frame (the offending connection is closed, the others carry on).
+ * Must never: block in a read or write, trust a length field before checking it, act on a request
+ * of a connection that has not proven the job key, or crash on a malformed frame (the offending
+ * connection is closed and logged, the others carry on).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +45,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sodium.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +61,15 @@
 #include "boot/store_wire.h"
 #include "core/core.h"
 
+#define STORE_SERVER_MAX_CONNS 16384          /* authenticated ones: a rank each */
+#define STORE_SERVER_MAX_STRANGERS 1024       /* connections that have not proven the key yet */
+#define STORE_SERVER_AUTH_TIMEOUT_S 5.0       /* a stranger's time to prove the key */
+#define STORE_SERVER_EVICT_AGE_S 0.25         /* a stranger this old may make room for a new one */
+#define STORE_SERVER_ACCEPT_BACKOFF_S 0.1     /* out of descriptors: listener left alone this long */
+#define STORE_SERVER_MAX_WAITERS_PER_CONN 256 /* a rank's calls serialize: it waits on one or two */
+#define STORE_SERVER_MAX_BACKLOG_BYTES (32u << 20) /* unread replies that stop reading */
+#define STORE_SERVER_READ_AHEAD_BYTES 65536u /* beyond the frame being read */
+
 typedef struct store_entry {
   struct store_entry *next;
   char *key;
@@ -53,6 +80,13 @@ typedef struct store_entry {
 typedef struct store_conn {
   int fd;
   int dead;
+  int authenticated;
+  int closing; /* refused: nothing more is read; closed once the refusal is sent */
+  uint8_t challenge[STORE_WIRE_AUTH_BYTES];
+  double accepted_s;
+  struct store_conn *stranger_prev, *stranger_next; /* the strangers, oldest first */
+  uint32_t nwaiters;
+  char peer[64]; /* "host:port" for the log */
   uint8_t *in;
   size_t in_len, in_cap;
   uint8_t *out;
@@ -84,6 +118,12 @@ struct strata_store_server {
   struct pollfd *pfds;
   size_t pfds_cap;
   store_waiter *waiters;
+  uint8_t key[32]; /* the job key every connection proves (store_wire.h: AUTH) */
+  store_conn *strangers_oldest, *strangers_newest;
+  size_t nstrangers;
+  double listen_paused_until_s; /* the listener is not polled before then */
+  double last_refusal_log_s;
+  unsigned long refusals_unlogged;
   /* a job's store: the job and size it serves, and a bit per rank already admitted */
   char *job_id;
   uint32_t nranks;
@@ -185,6 +225,7 @@ static int conn_reserve_out(store_conn *c, size_t extra) {
 static void conn_reply(store_conn *c, uint32_t request_id, int status, const void *body,
                        size_t body_len) {
   size_t frame = 4 + STORE_WIRE_REPLY_HEADER_BYTES + body_len;
+  if (c->closing) return; /* refused: its waiters are dropped with it */
   if (c->dead || conn_reserve_out(c, frame) != 0) {
     c->dead = 1;
     return;
@@ -213,9 +254,12 @@ static void conn_reply_value(store_conn *c, uint32_t request_id, const store_ent
   free(body);
 }
 
-/* Writes what the socket takes now. */
+static size_t conn_backlog(const store_conn *c) { return c->out_len - c->out_off; }
+
+/* Writes what the socket takes now. A connection without a socket (the fuzzing entry point,
+ * strata_store_server_feed) keeps its replies. */
 static void conn_flush(store_conn *c) {
-  while (!c->dead && c->out_off < c->out_len) {
+  while (!c->dead && c->fd >= 0 && c->out_off < c->out_len) {
     ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
     if (n > 0) {
       c->out_off += (size_t)n;
@@ -231,6 +275,7 @@ static void conn_flush(store_conn *c) {
 /* ---- waiters ---- */
 
 static void waiter_free(store_waiter *w) {
+  w->conn->nwaiters--;
   for (uint32_t i = 0; i < w->nkeys; i++) free(w->keys[i]);
   free(w->keys);
   free(w);
@@ -291,6 +336,15 @@ static double waiters_next_deadline_s(const strata_store_server *srv) {
 
 /* ---- requests ---- */
 
+/* What handling a frame did to its connection: anything but FRAME_OK closes it. */
+typedef enum frame_result {
+  FRAME_OK = 0,
+  FRAME_MALFORMED = -1,
+  FRAME_OVER_LIMIT = -2, /* a value, or requests waiting at once, over the server's limits */
+  FRAME_UNAUTH = -3,     /* a request before AUTH */
+  FRAME_REFUSED = -4,    /* an AUTH that does not prove the key */
+} frame_result;
+
 typedef struct frame_reader {
   const uint8_t *p;
   size_t left;
@@ -332,7 +386,11 @@ static int handle_set(strata_store_server *srv, store_conn *c, uint32_t id, fram
   uint32_t len = read_u32(r);
   if (r->bad || len != r->left) {
     free(key);
-    return -1;
+    return FRAME_MALFORMED;
+  }
+  if (len > STORE_WIRE_MAX_VALUE_BYTES) {
+    free(key);
+    return FRAME_OVER_LIMIT;
   }
   int status = table_set(srv, key, r->p, len);
   conn_reply(c, id, status, NULL, 0);
@@ -350,7 +408,11 @@ static int handle_set_if_absent(strata_store_server *srv, store_conn *c, uint32_
   uint32_t len = read_u32(r);
   if (r->bad || len != r->left) {
     free(key);
-    return -1;
+    return FRAME_MALFORMED;
+  }
+  if (len > STORE_WIRE_MAX_VALUE_BYTES) {
+    free(key);
+    return FRAME_OVER_LIMIT;
   }
   uint8_t set = table_find(srv, key) == NULL;
   int status = set ? table_set(srv, key, r->p, len) : STRATA_OK;
@@ -432,11 +494,13 @@ static int handle_wait(strata_store_server *srv, store_conn *c, uint8_t op, uint
                        uint32_t timeout_ms, frame_reader *r) {
   uint32_t nkeys = op == STORE_WIRE_GET ? 1 : read_u32(r);
   if (r->bad || nkeys == 0 || nkeys > STORE_WIRE_MAX_WAIT_KEYS || nkeys > r->left / 5) return -1;
+  if (c->nwaiters >= STORE_SERVER_MAX_WAITERS_PER_CONN) return FRAME_OVER_LIMIT;
   store_waiter *w = calloc(1, sizeof *w);
   if (!w || !(w->keys = calloc(nkeys, sizeof *w->keys))) {
     free(w);
     return -1;
   }
+  c->nwaiters++;
   w->conn = c;
   w->request_id = id;
   w->op = op;
@@ -461,14 +525,80 @@ static int handle_wait(strata_store_server *srv, store_conn *c, uint8_t op, uint
   return 0;
 }
 
-/* One whole request frame (after the length word). Returns -1 when malformed. */
+/* ---- strangers: connections that have not proven the job key ---- */
+
+static void stranger_unlink(strata_store_server *srv, store_conn *c) {
+  if (c->authenticated) return;
+  if (c->stranger_prev) c->stranger_prev->stranger_next = c->stranger_next;
+  else if (srv->strangers_oldest == c) srv->strangers_oldest = c->stranger_next;
+  else return; /* not listed (already unlinked) */
+  if (c->stranger_next) c->stranger_next->stranger_prev = c->stranger_prev;
+  else srv->strangers_newest = c->stranger_prev;
+  c->stranger_prev = c->stranger_next = NULL;
+  srv->nstrangers--;
+}
+
+static void stranger_append(strata_store_server *srv, store_conn *c) {
+  c->stranger_prev = srv->strangers_newest;
+  c->stranger_next = NULL;
+  if (srv->strangers_newest) srv->strangers_newest->stranger_next = c;
+  else srv->strangers_oldest = c;
+  srv->strangers_newest = c;
+  srv->nstrangers++;
+}
+
+/* Closes c (at the next reap) and says why in the log. Strangers can make this happen at will, so
+ * the log gets at most one line a second, with a count of those it left out. */
+static void conn_refuse(strata_store_server *srv, store_conn *c, const char *fmt, ...) {
+  stranger_unlink(srv, c);
+  c->closing = 1;
+  double now_s = store_net_now_s();
+  if (now_s - srv->last_refusal_log_s < 1.0) {
+    srv->refusals_unlogged++;
+    return;
+  }
+  char why[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  if (srv->refusals_unlogged)
+    STRATA_LOG(STRATA_LOG_WARN, -1, "store: closing the connection from %s: %s (and %lu more "
+               "connections closed in the last second)", c->peer, why, srv->refusals_unlogged);
+  else
+    STRATA_LOG(STRATA_LOG_WARN, -1, "store: closing the connection from %s: %s", c->peer, why);
+  srv->last_refusal_log_s = now_s;
+  srv->refusals_unlogged = 0;
+}
+
+/* AUTH: the client proves the job key over our challenge and its nonce; only then do we prove it
+ * in turn (store_wire.h). */
+static int handle_auth(strata_store_server *srv, store_conn *c, uint32_t id, frame_reader *r) {
+  if (r->left != 2 * STORE_WIRE_AUTH_BYTES) return FRAME_MALFORMED;
+  const uint8_t *nonce = r->p, *client_mac = r->p + STORE_WIRE_AUTH_BYTES;
+  uint8_t expected[32];
+  store_net_auth_mac(srv->key, STORE_NET_CLIENT_DOMAIN, c->challenge, nonce, expected);
+  if (sodium_memcmp(expected, client_mac, sizeof expected) != 0) {
+    conn_reply(c, id, STRATA_ERR_AUTH, NULL, 0);
+    return FRAME_REFUSED;
+  }
+  stranger_unlink(srv, c);
+  c->authenticated = 1;
+  uint8_t server_mac[32];
+  store_net_auth_mac(srv->key, STORE_NET_SERVER_DOMAIN, c->challenge, nonce, server_mac);
+  conn_reply(c, id, STRATA_OK, server_mac, sizeof server_mac);
+  return FRAME_OK;
+}
+
+/* One whole request frame (after the length word): a frame_result. */
 static int handle_frame(strata_store_server *srv, store_conn *c, const uint8_t *p, size_t len) {
   if (len < STORE_WIRE_REQUEST_HEADER_BYTES || store_wire_get_u16(p) != STORE_WIRE_MAGIC ||
       p[2] != STORE_WIRE_VERSION)
-    return -1;
+    return FRAME_MALFORMED;
   uint8_t op = p[3];
   uint32_t id = store_wire_get_u32(p + 4), timeout_ms = store_wire_get_u32(p + 8);
   frame_reader r = {p + STORE_WIRE_REQUEST_HEADER_BYTES, len - STORE_WIRE_REQUEST_HEADER_BYTES, 0};
+  if (!c->authenticated) return op == STORE_WIRE_AUTH ? handle_auth(srv, c, id, &r) : FRAME_UNAUTH;
   switch (op) {
     case STORE_WIRE_SET:
       return handle_set(srv, c, id, &r);
@@ -482,24 +612,80 @@ static int handle_frame(strata_store_server *srv, store_conn *c, const uint8_t *
     case STORE_WIRE_SET_IF_ABSENT:
       return handle_set_if_absent(srv, c, id, &r);
     default:
-      return -1;
+      return FRAME_MALFORMED;
   }
+}
+
+/* The longest frame c may send now: a stranger only its AUTH. */
+static size_t conn_max_frame(const store_conn *c) {
+  return c->authenticated ? STORE_WIRE_MAX_FRAME_BYTES : STORE_WIRE_MAX_AUTH_FRAME_BYTES;
+}
+
+/* c reads nothing more while its client leaves this many replies unread, or once refused. */
+static int conn_paused(const store_conn *c) {
+  return c->dead || c->closing || conn_backlog(c) >= STORE_SERVER_MAX_BACKLOG_BYTES;
+}
+
+/* Handles the complete frames buffered in c, until c pauses. */
+static void conn_process(strata_store_server *srv, store_conn *c) {
+  size_t off = 0;
+  while (!conn_paused(c) && c->in_len - off >= 4) {
+    uint32_t len = store_wire_get_u32(c->in + off);
+    if (len > conn_max_frame(c)) {
+      conn_refuse(srv, c, c->authenticated ? "a frame of %u bytes (at most %u)"
+                                           : "a first frame of %u bytes (an AUTH has %u)",
+                  len, (unsigned)conn_max_frame(c));
+      break;
+    }
+    if (c->in_len - off - 4 < len) break;
+    int result = handle_frame(srv, c, c->in + off + 4, len);
+    off += 4 + (size_t)len;
+    if (result == FRAME_MALFORMED) conn_refuse(srv, c, "a malformed request");
+    if (result == FRAME_OVER_LIMIT)
+      conn_refuse(srv, c, "a request over the store's limits (a value over %u bytes, or %u "
+                  "requests waiting at once)", STORE_WIRE_MAX_VALUE_BYTES,
+                  STORE_SERVER_MAX_WAITERS_PER_CONN);
+    if (result == FRAME_UNAUTH)
+      conn_refuse(srv, c, "a request before proving the job secret");
+    if (result == FRAME_REFUSED)
+      conn_refuse(srv, c, "it does not know the job secret (is its STRATA_SECRET or "
+                  "STRATA_JOB_ID another job's?)");
+  }
+  memmove(c->in, c->in + off, c->in_len - off);
+  c->in_len -= off;
+  conn_flush(c);
+}
+
+/* Room to read into: the frame being read plus a little read-ahead, never more. */
+static int conn_reserve_in(store_conn *c) {
+  size_t need = c->in_len + 4096;
+  if (c->in_len >= 4) {
+    size_t frame = 4 + (size_t)store_wire_get_u32(c->in);
+    if (frame > need && frame <= 4 + conn_max_frame(c)) need = frame;
+  }
+  if (need <= c->in_cap) return 0;
+  size_t cap = c->in_cap ? c->in_cap : 512;
+  while (cap < need) cap *= 2;
+  size_t most = 4 + conn_max_frame(c) + STORE_SERVER_READ_AHEAD_BYTES;
+  if (cap > most) cap = most > need ? most : need;
+  uint8_t *in = realloc(c->in, cap);
+  if (!in) return -1;
+  c->in = in;
+  c->in_cap = cap;
+  return 0;
 }
 
 /* Reads what arrived and handles every complete frame. */
 static void conn_read(strata_store_server *srv, store_conn *c) {
-  for (;;) {
-    if (c->in_cap - c->in_len < 4096) {
-      size_t cap = c->in_cap ? c->in_cap * 2 : 8192;
-      uint8_t *in = realloc(c->in, cap);
-      if (!in) {
-        c->dead = 1;
-        return;
-      }
-      c->in = in;
-      c->in_cap = cap;
+  while (!conn_paused(c)) {
+    if (conn_reserve_in(c) != 0) {
+      c->dead = 1;
+      return;
     }
-    ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+    size_t room = c->in_cap - c->in_len;
+    if (!c->authenticated && room > STORE_WIRE_MAX_AUTH_FRAME_BYTES + 4)
+      room = STORE_WIRE_MAX_AUTH_FRAME_BYTES + 4;
+    ssize_t n = recv(c->fd, c->in + c->in_len, room, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n <= 0) {
@@ -507,23 +693,7 @@ static void conn_read(strata_store_server *srv, store_conn *c) {
       return;
     }
     c->in_len += (size_t)n;
-    size_t off = 0;
-    while (c->in_len - off >= 4) {
-      uint32_t len = store_wire_get_u32(c->in + off);
-      if (len > STORE_WIRE_MAX_FRAME_BYTES) {
-        c->dead = 1;
-        return;
-      }
-      if (c->in_len - off - 4 < len) break;
-      if (handle_frame(srv, c, c->in + off + 4, len) != 0) {
-        STRATA_LOG(STRATA_LOG_WARN, -1, "store: malformed request, closing that connection");
-        c->dead = 1;
-        return;
-      }
-      off += 4 + (size_t)len;
-    }
-    memmove(c->in, c->in + off, c->in_len - off);
-    c->in_len -= off;
+    conn_process(srv, c);
   }
   conn_flush(c);
 }
@@ -531,47 +701,120 @@ static void conn_read(strata_store_server *srv, store_conn *c) {
 /* ---- connections ---- */
 
 static void conn_free(store_conn *c) {
-  close(c->fd);
+  if (c->fd >= 0) close(c->fd);
   free(c->in);
   free(c->out);
   free(c);
 }
 
+/* Makes room for one more stranger: evicts the oldest if it had its chance. Returns 0 when there
+ * is room, else the time at which there will be. */
+static double strangers_make_room(strata_store_server *srv, double now_s) {
+  if (srv->nstrangers < STORE_SERVER_MAX_STRANGERS) return 0;
+  store_conn *oldest = srv->strangers_oldest;
+  if (now_s - oldest->accepted_s < STORE_SERVER_EVICT_AGE_S)
+    return oldest->accepted_s + STORE_SERVER_EVICT_AGE_S;
+  conn_refuse(srv, oldest, "%d connections had not proven the job secret; it was the oldest",
+              STORE_SERVER_MAX_STRANGERS);
+  return 0;
+}
+
+static int conns_reserve(strata_store_server *srv) {
+  if (srv->nconns < srv->conns_cap) return 0;
+  size_t cap = srv->conns_cap ? srv->conns_cap * 2 : 64;
+  store_conn **conns = realloc(srv->conns, cap * sizeof *conns);
+  if (!conns) return -1;
+  srv->conns = conns;
+  srv->conns_cap = cap;
+  return 0;
+}
+
+/* A new connection: a stranger until it proves the key; the challenge goes out at once. */
+static void conn_add(strata_store_server *srv, int fd, const struct sockaddr_storage *from,
+                     double now_s) {
+  store_conn *c = conns_reserve(srv) == 0 ? calloc(1, sizeof *c) : NULL;
+  if (!c) {
+    close(fd);
+    return;
+  }
+  c->fd = fd;
+  c->accepted_s = now_s;
+  char host[INET6_ADDRSTRLEN + 2] = "?";
+  store_net_format_host(from, host, sizeof host);
+  snprintf(c->peer, sizeof c->peer, "%s:%u", host,
+           ntohs(((const struct sockaddr_in *)from)->sin_port)); /* same offset for v6 */
+  randombytes_buf(c->challenge, sizeof c->challenge);
+  srv->conns[srv->nconns++] = c;
+  stranger_append(srv, c);
+  conn_reply(c, STORE_WIRE_CHALLENGE_ID, STRATA_OK, c->challenge, sizeof c->challenge);
+  conn_flush(c);
+}
+
 static void accept_clients(strata_store_server *srv) {
+  double now_s = store_net_now_s();
   for (;;) {
-    int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    double room_at_s = strangers_make_room(srv, now_s);
+    if (room_at_s > 0) {
+      srv->listen_paused_until_s = room_at_s;
+      return;
+    }
+    struct sockaddr_storage from;
+    socklen_t from_len = sizeof from;
+    memset(&from, 0, sizeof from);
+    int fd = accept4(srv->listen_fd, (struct sockaddr *)&from, &from_len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE)
-        STRATA_LOG(STRATA_LOG_ERROR, -1, "store: out of file descriptors, a client waits");
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        /* the client stays queued; poll the listener again only after a pause, or this loop
+         * would wake for it at once, forever */
+        srv->listen_paused_until_s = now_s + STORE_SERVER_ACCEPT_BACKOFF_S;
+        if (now_s - srv->last_refusal_log_s >= 1.0) {
+          STRATA_LOG(STRATA_LOG_ERROR, -1,
+                     "store: cannot accept a connection: %s (%zu connections open); retrying "
+                     "every %.0f ms",
+                     strerror(errno), srv->nconns, STORE_SERVER_ACCEPT_BACKOFF_S * 1000);
+          srv->last_refusal_log_s = now_s;
+        }
+      }
       return;
     }
     store_net_set_nodelay(fd);
-    if (srv->nconns == srv->conns_cap) {
-      size_t cap = srv->conns_cap ? srv->conns_cap * 2 : 64;
-      store_conn **conns = realloc(srv->conns, cap * sizeof *conns);
-      if (!conns) {
-        close(fd);
-        return;
+    if (srv->nconns - srv->nstrangers >= STORE_SERVER_MAX_CONNS) {
+      close(fd); /* only ranks that proved the key get this far: a job larger than we serve */
+      if (now_s - srv->last_refusal_log_s >= 1.0) {
+        STRATA_LOG(STRATA_LOG_ERROR, -1, "store: refusing a connection: %d are open already",
+                   STORE_SERVER_MAX_CONNS);
+        srv->last_refusal_log_s = now_s;
       }
-      srv->conns = conns;
-      srv->conns_cap = cap;
+      continue;
     }
-    store_conn *c = calloc(1, sizeof *c);
-    if (!c) {
-      close(fd);
-      return;
-    }
-    c->fd = fd;
-    srv->conns[srv->nconns++] = c;
+    conn_add(srv, fd, &from, now_s);
   }
+}
+
+/* Strangers that did not prove the key in time are refused; returns when the next one expires
+ * (0: none left). */
+static double strangers_expire(strata_store_server *srv, double now_s) {
+  while (srv->strangers_oldest) {
+    store_conn *c = srv->strangers_oldest;
+    double expires_s = c->accepted_s + STORE_SERVER_AUTH_TIMEOUT_S;
+    if (now_s < expires_s) return expires_s;
+    conn_refuse(srv, c, "it did not prove the job secret within %.0f s",
+                STORE_SERVER_AUTH_TIMEOUT_S);
+  }
+  return 0;
 }
 
 static void reap_dead_conns(strata_store_server *srv) {
   size_t kept = 0;
   for (size_t i = 0; i < srv->nconns; i++) {
     store_conn *c = srv->conns[i];
+    /* a refused connection is closed once its last reply (an AUTH refusal) went out */
+    if (c->closing && (c->fd < 0 || conn_backlog(c) == 0)) c->dead = 1;
+    if (c->closing && c->accepted_s + STORE_SERVER_AUTH_TIMEOUT_S < store_net_now_s()) c->dead = 1;
     if (c->dead) {
+      stranger_unlink(srv, c);
       waiters_drop_conn(srv, c);
       conn_free(c);
     } else {
@@ -582,7 +825,7 @@ static void reap_dead_conns(strata_store_server *srv) {
 }
 
 /* Builds the poll set: [0] wake pipe, [1] listener, [2 + i] connection i. */
-static int build_pollfds(strata_store_server *srv) {
+static int build_pollfds(strata_store_server *srv, double now_s) {
   size_t n = 2 + srv->nconns;
   if (n > srv->pfds_cap) {
     struct pollfd *pfds = realloc(srv->pfds, n * sizeof *pfds);
@@ -590,24 +833,38 @@ static int build_pollfds(strata_store_server *srv) {
     srv->pfds = pfds;
     srv->pfds_cap = n;
   }
+  int listening = now_s >= srv->listen_paused_until_s;
   srv->pfds[0] = (struct pollfd){.fd = srv->wake_fds[0], .events = POLLIN};
-  srv->pfds[1] = (struct pollfd){.fd = srv->listen_fd, .events = POLLIN};
+  srv->pfds[1] = (struct pollfd){.fd = listening ? srv->listen_fd : -1, .events = POLLIN};
   for (size_t i = 0; i < srv->nconns; i++) {
     store_conn *c = srv->conns[i];
-    short events = POLLIN;
-    if (c->out_off < c->out_len) events |= POLLOUT;
+    short events = conn_paused(c) ? 0 : POLLIN;
+    if (conn_backlog(c) > 0) events |= POLLOUT;
     srv->pfds[2 + i] = (struct pollfd){.fd = c->fd, .events = events};
   }
   return 0;
 }
 
+static double earliest_s(double a, double b) {
+  if (a <= 0) return b;
+  if (b <= 0) return a;
+  return a < b ? a : b;
+}
+
 static void *server_main(void *arg) {
   strata_store_server *srv = arg;
   for (;;) {
-    if (build_pollfds(srv) != 0) break;
+    double now_s = store_net_now_s();
+    double wake_s = strangers_expire(srv, now_s);
+    reap_dead_conns(srv);
+    wake_s = earliest_s(wake_s, waiters_next_deadline_s(srv));
+    if (now_s < srv->listen_paused_until_s) wake_s = earliest_s(wake_s, srv->listen_paused_until_s);
+    for (size_t i = 0; i < srv->nconns; i++)
+      if (srv->conns[i]->closing) /* a refusal its client does not read is dropped then */
+        wake_s = earliest_s(wake_s, srv->conns[i]->accepted_s + STORE_SERVER_AUTH_TIMEOUT_S);
+    if (build_pollfds(srv, now_s) != 0) break;
     size_t polled = srv->nconns;
-    double deadline_s = waiters_next_deadline_s(srv);
-    int timeout_ms = deadline_s < 0 ? -1 : store_net_poll_ms(deadline_s);
+    int timeout_ms = wake_s <= 0 ? -1 : store_net_poll_ms(wake_s);
     int ready = poll(srv->pfds, 2 + polled, timeout_ms);
     if (ready < 0 && errno != EINTR) {
       STRATA_LOG(STRATA_LOG_ERROR, -1, "store: poll failed: %s", strerror(errno));
@@ -617,12 +874,19 @@ static void *server_main(void *arg) {
     for (size_t i = 0; ready > 0 && i < polled; i++) {
       store_conn *c = srv->conns[i];
       short revents = srv->pfds[2 + i].revents;
-      if (revents & (POLLIN | POLLHUP | POLLERR)) conn_read(srv, c);
-      if (revents & POLLOUT) conn_flush(c);
+      if (revents & POLLOUT) {
+        int was_paused = conn_paused(c);
+        conn_flush(c);
+        /* the client read: what it sent meanwhile can be handled again */
+        if (was_paused && !conn_paused(c)) conn_process(srv, c);
+      }
+      if (revents & (POLLIN | POLLHUP | POLLERR)) {
+        if (!conn_paused(c)) conn_read(srv, c);
+        else if (revents & (POLLHUP | POLLERR)) c->dead = 1;
+      }
     }
     if (ready > 0 && (srv->pfds[1].revents & POLLIN)) accept_clients(srv);
     waiters_update(srv, NULL, store_net_now_s());
-    reap_dead_conns(srv);
   }
   atomic_store(&srv->running, 0);
   return NULL;
@@ -710,30 +974,45 @@ static void server_free(strata_store_server *srv) {
   table_free(srv);
   free(srv->job_id);
   free(srv->admitted);
+  sodium_memzero(srv->key, sizeof srv->key);
   if (srv->wake_fds[0] >= 0) close(srv->wake_fds[0]);
   if (srv->wake_fds[1] >= 0) close(srv->wake_fds[1]);
   free(srv);
 }
 
-/* job_id NULL: a store for anyone; else a job's store (see the top of this file). */
-static int server_start(const char *addr, const char *job_id, int nranks,
-                        strata_store_server **out) {
-  if (!addr || !out) return STRATA_ERR_INVALID_ARG;
-  *out = NULL;
+/* A server with its table and key, neither listening nor running. hello_job NULL: a store that
+ * welcomes every HELLO; else a job's store (see the top of this file). */
+static int server_new(const char *secret, const char *key_job, const char *hello_job, int nranks,
+                      strata_store_server **out) {
   strata_store_server *srv = calloc(1, sizeof *srv);
   if (!srv) return STRATA_ERR_NO_MEMORY;
   srv->listen_fd = srv->wake_fds[0] = srv->wake_fds[1] = -1;
   srv->nbuckets = 64;
   srv->buckets = calloc(srv->nbuckets, sizeof *srv->buckets);
   int status = srv->buckets ? STRATA_OK : STRATA_ERR_NO_MEMORY;
-  if (status == STRATA_OK && job_id) {
+  if (status == STRATA_OK && hello_job) {
     srv->nranks = (uint32_t)nranks;
-    srv->job_id = strdup(job_id);
+    srv->job_id = strdup(hello_job);
     srv->admitted = calloc(((size_t)nranks + 7) / 8, 1);
     if (!srv->job_id || !srv->admitted) status = STRATA_ERR_NO_MEMORY;
   }
-  if (status == STRATA_OK && pipe2(srv->wake_fds, O_CLOEXEC | O_NONBLOCK) != 0)
-    status = STRATA_ERR_SYSTEM;
+  if (status == STRATA_OK) status = store_net_auth_key(secret, key_job, srv->key);
+  if (status != STRATA_OK) {
+    server_free(srv);
+    return status;
+  }
+  *out = srv;
+  return STRATA_OK;
+}
+
+static int server_start(const char *addr, const char *secret, const char *key_job,
+                        const char *hello_job, int nranks, strata_store_server **out) {
+  if (!addr || !out) return STRATA_ERR_INVALID_ARG;
+  *out = NULL;
+  strata_store_server *srv;
+  int status = server_new(secret, key_job, hello_job, nranks, &srv);
+  if (status != STRATA_OK) return status;
+  if (pipe2(srv->wake_fds, O_CLOEXEC | O_NONBLOCK) != 0) status = STRATA_ERR_SYSTEM;
   raise_fd_limit();
   if (status == STRATA_OK) status = server_listen(srv, addr);
   atomic_store(&srv->running, 1);
@@ -748,14 +1027,58 @@ static int server_start(const char *addr, const char *job_id, int nranks,
 }
 
 int strata_store_server_start(const char *addr, strata_store_server **out) {
-  return server_start(addr, NULL, 0, out);
+  return server_start(addr, "", "", NULL, 0, out);
+}
+
+int strata_store_server_start_auth(const char *addr, const char *secret, const char *job_id,
+                                   strata_store_server **out) {
+  return server_start(addr, secret, job_id, NULL, 0, out);
 }
 
 int strata_store_server_start_job(const char *addr, const char *job_id, int nranks,
                                   strata_store_server **out) {
+  return strata_store_server_start_job_auth(addr, "", job_id, nranks, out);
+}
+
+int strata_store_server_start_job_auth(const char *addr, const char *secret, const char *job_id,
+                                       int nranks, strata_store_server **out) {
   if (out) *out = NULL;
   if (!job_id || nranks < 1) return STRATA_ERR_INVALID_ARG;
-  return server_start(addr, job_id, nranks, out);
+  return server_start(addr, secret, job_id, job_id, nranks, out);
+}
+
+/* One connection's bytes through the request parser, without sockets or a thread (store.h). */
+int strata_store_server_feed(const uint8_t *bytes, size_t len, int authenticated) {
+  strata_store_server *srv;
+  if (server_new("", "", NULL, 0, &srv) != STRATA_OK) return STRATA_ERR_NO_MEMORY;
+  store_conn *c = conns_reserve(srv) == 0 ? calloc(1, sizeof *c) : NULL;
+  if (!c) {
+    server_free(srv);
+    return STRATA_ERR_NO_MEMORY;
+  }
+  c->fd = -1;
+  c->accepted_s = store_net_now_s();
+  snprintf(c->peer, sizeof c->peer, "(fed bytes)");
+  srv->conns[srv->nconns++] = c;
+  if (authenticated) c->authenticated = 1;
+  else stranger_append(srv, c);
+  /* in pieces as a socket would hand them over; the client reads every reply at once */
+  size_t off = 0;
+  while (off < len && !c->dead && !c->closing) {
+    if (conn_reserve_in(c) != 0) break;
+    size_t room = c->in_cap - c->in_len;
+    if (!c->authenticated && room > STORE_WIRE_MAX_AUTH_FRAME_BYTES + 4)
+      room = STORE_WIRE_MAX_AUTH_FRAME_BYTES + 4;
+    size_t n = len - off < room ? len - off : room;
+    memcpy(c->in + c->in_len, bytes + off, n);
+    c->in_len += n;
+    off += n;
+    conn_process(srv, c);
+    c->out_off = c->out_len = 0;
+  }
+  int status = c->dead || c->closing ? STRATA_ERR_PROTOCOL : STRATA_OK;
+  server_free(srv);
+  return status;
 }
 
 int strata_store_server_port(const strata_store_server *server) {

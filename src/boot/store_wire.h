@@ -16,12 +16,29 @@
  *     WAIT u32 n, n × str key               WAIT  (empty)
  *     ADD  str key, i64 delta               ADD   i64 new value
  *     HELLO str job, u32 rank, u32 ranks    HELLO u8 verdict (store_wire_verdict)
+ *     AUTH  32 nonce, 32 mac                AUTH  32 mac
  *
  * where `str` and `bytes` are a u32 length and that many bytes (keys are not NUL-terminated on
- * the wire and at most STORE_WIRE_MAX_KEY_BYTES long; a HELLO's job may be empty).
+ * the wire and at most STORE_WIRE_MAX_KEY_BYTES long, values at most STORE_WIRE_MAX_VALUE_BYTES; a
+ * HELLO's job may be empty).
  *
- * HELLO is the first request of a rank whose communicator's rank 0 serves the store in-process
- * (a job's store: strata_store_server_start_job). Such a store lives and dies with one
+ * Authentication comes first. On accepting a connection the server sends a CHALLENGE: a reply
+ * frame with request id 0 (no client sends id 0) and status STRATA_OK whose body is 32 random
+ * bytes. The client's first request must be AUTH: its own 32 random bytes (nonce) and
+ *   client mac = BLAKE2b-256 keyed with K over ("strata-store-client-v2", challenge, nonce)
+ * where K is the job key (core/secret.c: Argon2id of the job secret salted with the job id), or
+ * for an empty secret BLAKE2b-256("strata-store-no-secret-v2"), so that stores and ranks without
+ * a secret agree whatever their job ids. The server compares in constant time; on a match it answers STRATA_OK with
+ *   server mac = BLAKE2b-256 keyed with K over ("strata-store-server-v2", challenge, nonce)
+ * so the client knows it reached a store of its job, and on a mismatch STRATA_ERR_AUTH, then
+ * closes. The server proves nothing before the client has. Anything but AUTH as the first request,
+ * or a first frame longer than STORE_WIRE_MAX_AUTH_FRAME_BYTES, closes the connection at once. The
+ * MACs authenticate who connects, not the frames after them: an on-path attacker who can rewrite
+ * TCP can still rewrite them (what rides on the store is authenticated again end to end where it
+ * matters: the data connections' handshakes).
+ *
+ * HELLO is the first request after AUTH of a rank whose communicator's rank 0 serves the store
+ * in-process (a job's store: strata_store_server_start_job). Such a store lives and dies with one
  * communicator, and the job's next communicator serves a fresh one at the same address, so a
  * rank that is done with the old one early could reach it while it goes away and use its keys.
  * A job's store admits each rank of its job and world size once: STORE_WIRE_WELCOME. A rank it
@@ -42,10 +59,17 @@
 #include <stdint.h>
 
 #define STORE_WIRE_MAGIC 0x5354u /* "ST" */
-#define STORE_WIRE_VERSION 1u
+#define STORE_WIRE_VERSION 2u
 #define STORE_WIRE_REQUEST_HEADER_BYTES 12u /* after the length word */
 #define STORE_WIRE_REPLY_HEADER_BYTES 12u
-#define STORE_WIRE_MAX_FRAME_BYTES (64u << 20)
+#define STORE_WIRE_MAX_VALUE_BYTES (16u << 20)
+/* a SET of the largest value with the longest key, or a WAIT for many keys; checked on the length
+ * word, before anything is buffered */
+#define STORE_WIRE_MAX_FRAME_BYTES (STORE_WIRE_MAX_VALUE_BYTES + (1u << 20))
+#define STORE_WIRE_AUTH_BYTES 32u /* challenge, nonce and each mac */
+/* the whole AUTH frame: header, nonce, mac; a stranger can make the server hold no more */
+#define STORE_WIRE_MAX_AUTH_FRAME_BYTES (STORE_WIRE_REQUEST_HEADER_BYTES + 2 * STORE_WIRE_AUTH_BYTES)
+#define STORE_WIRE_CHALLENGE_ID 0u
 #define STORE_WIRE_MAX_KEY_BYTES 4096u
 #define STORE_WIRE_MAX_WAIT_KEYS 65536u
 
@@ -57,6 +81,7 @@ typedef enum store_wire_op {
   STORE_WIRE_HELLO = 5,
   STORE_WIRE_SET_IF_ABSENT = 6, /* as SET when the key is missing; the reply's one byte says
                                    whether it was set (1) or held a value already (0) */
+  STORE_WIRE_AUTH = 7,          /* the first request of every connection (above) */
 } store_wire_op;
 
 typedef enum store_wire_verdict {
