@@ -7,7 +7,8 @@
 #   1. every file in tests/fuzz/regressions/X/ (inputs that once crashed, hung or leaked) is
 #      run once and must pass;
 #   2. the fuzzer runs for N seconds (default 60) on a working copy of the seed corpus
-#      tests/fuzz/corpus/X/ kept in DIR/corpus/X (--fresh starts it again from the seeds), with
+#      tests/fuzz/corpus/X/ kept in DIR/corpus/X, which grows from run to run (--fresh: a copy
+#      of the seeds alone in DIR/fresh-corpus/X, made again each time, as the suite wants), with
 #      tests/fuzz/X.dict when there is one. New inputs stay in the build directory, never in
 #      the repository's corpus.
 # Anything libFuzzer saves (crash-, leak-, timeout-, oom-) goes to DIR/artifacts/X/ and fails
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
     --fresh) fresh=1 ;;
     --build-only) do_run=0 ;;
     --no-build) do_build=0 ;;
-    -h | --help) sed -n '2,19s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,20s/^# \{0,1\}//p' "$0"; exit 0 ;;
     -*) echo "fuzz: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) names+=("${1#fuzz_}") ;;
   esac
@@ -91,7 +92,10 @@ for name in "${names[@]}"; do
   fi
 
   corpus=$build/corpus/$name
-  [ $fresh -eq 1 ] && rm -rf "$corpus"
+  if [ $fresh -eq 1 ]; then
+    corpus=$build/fresh-corpus/$name
+    rm -rf "$corpus"
+  fi
   mkdir -p "$corpus"
   if [ -d "$source_dir/tests/fuzz/corpus/$name" ]; then
     cp -p "$source_dir/tests/fuzz/corpus/$name"/* "$corpus"/ 2>/dev/null
