@@ -35,6 +35,15 @@
  * receive with STRATA_ERR_MISMATCH without touching its buffer; the rest of that message's
  * pieces are then read and discarded (counted in bytes).
  *
+ * Sealing. When the handshake agreed it (STRATA_ENCRYPT, seal.h), every frame header is sealed on
+ * its own and every non-empty payload whole: a piece is encrypted into the stream's ciphertext
+ * buffer when the stream takes it (a data stream holds one piece at a time, so one buffer per
+ * stream is enough; pieces are at most TCP_SEALED_PIECE_MAX_BYTES), and opened in place in the
+ * receive buffer once its tag arrived, before the receive can complete. A header that does not
+ * open is acted on in no way; a payload that does not open fails the peer. Both ends count the
+ * frames of each direction of each connection, and that count is the nonce, so the sender seals
+ * in queue order, which is wire order.
+ *
  * Failure. EOF, a reset or a protocol violation on any connection of a peer fails that peer:
  * every transfer with it completes with STRATA_ERR_PEER_LOST (or the violation) and progress()
  * returns the error once with *failed_peer. Control connections are read at least every
