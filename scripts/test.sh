@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole suite: the format check, the release build, then ASan+UBSan build, then the
-# engine's tests under TSan.
+# engine's tests under TSan. The release pass also builds the libFuzzer harnesses with clang (in
+# build-fuzz) and runs each for a few seconds (ctest fuzz_*; tests/fuzz/README.md), overlapped
+# with the other tests.
 # Prints each suite's time, the skipped tests, and one closing line "N passed, N failed" over all
 # three (a skipped test is neither).
 #
