@@ -209,7 +209,11 @@ static void table_free(strata_store_server *srv) {
 /* ---- replies ---- */
 
 static int conn_reserve_out(store_conn *c, size_t extra) {
-  if (c->out_off > 0 && c->out_off == c->out_len) c->out_off = c->out_len = 0;
+  if (c->out_off > 0) { /* what was sent makes room: the buffer stays the size of the backlog */
+    memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+    c->out_len -= c->out_off;
+    c->out_off = 0;
+  }
   if (c->out_len + extra <= c->out_cap) return 0;
   size_t cap = c->out_cap ? c->out_cap : 256;
   while (cap < c->out_len + extra) cap *= 2;
@@ -626,9 +630,9 @@ static int conn_paused(const store_conn *c) {
   return c->dead || c->closing || conn_backlog(c) >= STORE_SERVER_MAX_BACKLOG_BYTES;
 }
 
-/* Handles the complete frames buffered in c, until c pauses. */
-static void conn_process(strata_store_server *srv, store_conn *c) {
-  size_t off = 0;
+/* Handles the complete frames buffered in c, until c pauses; returns how many. */
+static size_t conn_process_some(strata_store_server *srv, store_conn *c) {
+  size_t off = 0, handled = 0;
   while (!conn_paused(c) && c->in_len - off >= 4) {
     uint32_t len = store_wire_get_u32(c->in + off);
     if (len > conn_max_frame(c)) {
@@ -640,19 +644,29 @@ static void conn_process(strata_store_server *srv, store_conn *c) {
     if (c->in_len - off - 4 < len) break;
     int result = handle_frame(srv, c, c->in + off + 4, len);
     off += 4 + (size_t)len;
+    handled++;
     if (result == FRAME_MALFORMED) conn_refuse(srv, c, "a malformed request");
     if (result == FRAME_OVER_LIMIT)
       conn_refuse(srv, c, "a request over the store's limits (a value over %u bytes, or %u "
                   "requests waiting at once)", STORE_WIRE_MAX_VALUE_BYTES,
                   STORE_SERVER_MAX_WAITERS_PER_CONN);
-    if (result == FRAME_UNAUTH)
-      conn_refuse(srv, c, "a request before proving the job secret");
+    if (result == FRAME_UNAUTH) conn_refuse(srv, c, "a request before proving the job secret");
     if (result == FRAME_REFUSED)
       conn_refuse(srv, c, "it does not know the job secret (is its STRATA_SECRET or "
                   "STRATA_JOB_ID another job's?)");
   }
   memmove(c->in, c->in + off, c->in_len - off);
   c->in_len -= off;
+  return handled;
+}
+
+/* Handles what c buffered and sends the replies, again while sending unpauses it: once a frame
+ * is in our buffer the kernel will not report it again. */
+static void conn_process(strata_store_server *srv, store_conn *c) {
+  while (conn_process_some(srv, c) > 0) {
+    conn_flush(c);
+    if (conn_paused(c)) return;
+  }
   conn_flush(c);
 }
 
@@ -875,10 +889,10 @@ static void *server_main(void *arg) {
       store_conn *c = srv->conns[i];
       short revents = srv->pfds[2 + i].revents;
       if (revents & POLLOUT) {
-        int was_paused = conn_paused(c);
         conn_flush(c);
-        /* the client read: what it sent meanwhile can be handled again */
-        if (was_paused && !conn_paused(c)) conn_process(srv, c);
+        /* the client read: what it sent while it did not can be handled now (the kernel will not
+         * report it again: it is in our buffer already) */
+        if (!conn_paused(c) && c->in_len >= 4) conn_process(srv, c);
       }
       if (revents & (POLLIN | POLLHUP | POLLERR)) {
         if (!conn_paused(c)) conn_read(srv, c);
@@ -1076,6 +1090,7 @@ int strata_store_server_feed(const uint8_t *bytes, size_t len, int authenticated
     conn_process(srv, c);
     c->out_off = c->out_len = 0;
   }
+  while (!c->dead && !c->closing && conn_process_some(srv, c) > 0) c->out_off = c->out_len = 0;
   int status = c->dead || c->closing ? STRATA_ERR_PROTOCOL : STRATA_OK;
   server_free(srv);
   return status;
