@@ -5,7 +5,8 @@
  * close their connection without growing the server, unread replies stop being produced, idle
  * strangers are closed, running out of descriptors does not spin, and a crowd of strangers
  * (idle, garbage, huge frames, bad proofs, a connection flood) does not delay the job's ranks
- * beyond a second.
+ * beyond a second. Also STRATA_SECRET_FILE, the way to give the store and the ranks a secret
+ * without putting it in the environment.
  *
  * Loopback only. Raw sockets play the strangers; the authenticated raw client (it knows the
  * secret) checks that a refusal is for the missing proof and not for a badly built frame.
@@ -321,6 +322,49 @@ static void test_emfile_backoff(void) {
         "the child never ran out of descriptors, so nothing was tested; its log: %s", log_text);
   close(down[1]);
   close(up[0]);
+}
+
+/* ---- STRATA_SECRET_FILE: the secret without the environment ---- */
+
+static void test_secret_file(void) {
+  char path[] = "/tmp/strata-secret-XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0 && write(fd, "file-secret\n", 12) == 12);
+  close(fd);
+  unsetenv("STRATA_SECRET");
+  setenv("STRATA_SECRET_FILE", path, 1);
+  strata_config cfg;
+  strata_config_init(&cfg);
+  char err[512] = "";
+  CHECK_STATUS(strata_config_from_env(&cfg, err, sizeof err), STRATA_OK);
+  CHECK(!strcmp(cfg.secret, "file-secret"), "read '%s' (%s)", cfg.secret, err);
+  /* both set: which one counts is not guessed */
+  setenv("STRATA_SECRET", "env-secret", 1);
+  strata_config_init(&cfg);
+  CHECK_STATUS(strata_config_from_env(&cfg, err, sizeof err), STRATA_ERR_CONFIG);
+  CHECK(strstr(err, "STRATA_SECRET_FILE") && strstr(err, "one of"), "err: %s", err);
+  unsetenv("STRATA_SECRET");
+  /* an empty file, a missing file: the error names the file, never a secret */
+  fd = open(path, O_WRONLY | O_TRUNC);
+  CHECK(fd >= 0 && write(fd, "\n", 1) == 1);
+  close(fd);
+  strata_config_init(&cfg);
+  CHECK_STATUS(strata_config_from_env(&cfg, err, sizeof err), STRATA_ERR_CONFIG);
+  CHECK(strstr(err, path) && strstr(err, "empty"), "err: %s", err);
+  unlink(path);
+  strata_config_init(&cfg);
+  CHECK_STATUS(strata_config_from_env(&cfg, err, sizeof err), STRATA_ERR_CONFIG);
+  CHECK(strstr(err, path) && strstr(err, "No such file"), "err: %s", err);
+  unsetenv("STRATA_SECRET_FILE");
+  /* as a setting too */
+  fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  CHECK(fd >= 0 && write(fd, "set-secret\r\n", 12) == 12);
+  close(fd);
+  strata_config_init(&cfg);
+  CHECK_STATUS(strata_config_set(&cfg, "secret_file", path, err, sizeof err), STRATA_OK);
+  CHECK(!strcmp(cfg.secret, "set-secret"), "read '%s'", cfg.secret);
+  unlink(path);
+  printf("STRATA_SECRET_FILE: %s\n", failures ? "FAILED" : "ok");
 }
 
 /* ---- authentication ---- */
@@ -837,6 +881,8 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   /* first: forked from a process that never ran a thread */
   test_emfile_backoff();
+
+  test_secret_file(); /* before any thread: it changes the environment */
 
   /* an idle stranger is watched while the other tests run */
   strata_store_server *idle_srv = NULL;

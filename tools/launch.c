@@ -5,7 +5,8 @@
  * The launcher serves the rendezvous store itself (so no rank has to) and gives every child
  * STRATA_ADDR (that store), STRATA_STORE_EXTERNAL=1, STRATA_RANK, STRATA_WORLD_SIZE,
  * STRATA_LOCAL_RANK, and a fresh STRATA_JOB_ID and 32-byte STRATA_SECRET unless the caller's
- * environment already sets them. --order permutes which rank the i-th child gets.
+ * environment already sets them (STRATA_SECRET_FILE counts as setting the secret). --order
+ * permutes which rank the i-th child gets.
  *
  * --sites MATRIX gives child i STRATA_SITE = the site of row i of a link matrix written by
  * `strata probe` (docs/link-matrix.md): the matrix's site labels when every row has one, else
@@ -367,7 +368,9 @@ static int prepare_shared_env(launcher *l) {
     if (random_hex(hex, 8) != 0) return -1;
     snprintf(l->job_env, sizeof l->job_env, "STRATA_JOB_ID=launch-%s", hex);
   }
-  if (!getenv("STRATA_SECRET") || !*getenv("STRATA_SECRET")) {
+  /* a secret in a file (STRATA_SECRET_FILE) is the caller's too: the ranks read it */
+  if ((!getenv("STRATA_SECRET") || !*getenv("STRATA_SECRET")) &&
+      (!getenv("STRATA_SECRET_FILE") || !*getenv("STRATA_SECRET_FILE"))) {
     if (random_hex(hex, 32) != 0) return -1;
     snprintf(l->secret_env, sizeof l->secret_env, "STRATA_SECRET=%s", hex);
   }

@@ -19,7 +19,8 @@
  * Invariants: a variable that is set but empty counts as unset; every value that is set is
  * checked, even when a higher-priority variable overrides it, and a bad one gives
  * STRATA_ERR_CONFIG with "NAME=VALUE: expected ..." in err. Must never: guess silently, or read
- * any state other than the environment (no files, no sockets).
+ * any state other than the environment (no sockets, and no file but STRATA_SECRET_FILE's, so that
+ * a secret can stay out of the environment that `ps e` and /proc show).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -180,6 +181,34 @@ static int env_word(env_reader *r, const char *name, char *out, size_t cap) {
       return env_error(r, name, value, "no spaces or control characters");
   snprintf(out, cap, "%s", value);
   return STRATA_OK;
+}
+
+/* STRATA_SECRET_FILE: the secret is the file's contents without its trailing newline(s). The
+ * error names the file, never what it holds. */
+static int env_secret_file(env_reader *r, const char *path, char *out, size_t cap) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    char expected[160];
+    snprintf(expected, sizeof expected, "a readable file holding the job secret (%s)",
+             strerror(errno));
+    return env_error(r, "STRATA_SECRET_FILE", path, expected);
+  }
+  char text[258];
+  size_t len = fread(text, 1, sizeof text - 1, f);
+  int failed = ferror(f);
+  fclose(f);
+  while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r')) len--;
+  const char *wrong = failed                    ? "a readable file holding the job secret"
+                      : len == 0                ? "a file holding the job secret (it is empty)"
+                      : len >= cap              ? "a secret of at most 255 characters"
+                      : memchr(text, '\0', len) ? "a secret without NUL bytes"
+                                                : NULL;
+  if (!wrong) {
+    memcpy(out, text, len);
+    out[len] = '\0';
+  }
+  memset(text, 0, sizeof text);
+  return wrong ? env_error(r, "STRATA_SECRET_FILE", path, wrong) : STRATA_OK;
 }
 
 static int env_timeout(env_reader *r, const char *name, double *out) {
@@ -347,6 +376,11 @@ static int overlay_strata(env_reader *r, strata_config *cfg) {
   if (secret && strlen(secret) >= sizeof cfg->secret)
     return env_error(r, "STRATA_SECRET", "(hidden)", "at most 255 characters");
   if (secret) snprintf(cfg->secret, sizeof cfg->secret, "%s", secret);
+  const char *secret_file = reader_get(r, "STRATA_SECRET_FILE");
+  if (secret_file && secret)
+    return env_error(r, "STRATA_SECRET_FILE", secret_file,
+                     "STRATA_SECRET unset (set one of STRATA_SECRET and STRATA_SECRET_FILE)");
+  if (secret_file) TRY(env_secret_file(r, secret_file, cfg->secret, sizeof cfg->secret));
   TRY(env_bool(r, "STRATA_SHM", &cfg->shm_enabled));
   TRY(env_bool(r, "STRATA_SHM_CMA", &cfg->shm_cma));
   TRY(env_int(r, "STRATA_TCP_STREAMS", 1, 64, &cfg->tcp_streams, NULL));
