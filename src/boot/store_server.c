@@ -655,8 +655,10 @@ static size_t conn_process_some(strata_store_server *srv, store_conn *c) {
       conn_refuse(srv, c, "it does not know the job secret (is its STRATA_SECRET or "
                   "STRATA_JOB_ID another job's?)");
   }
-  memmove(c->in, c->in + off, c->in_len - off);
-  c->in_len -= off;
+  if (off > 0) {
+    memmove(c->in, c->in + off, c->in_len - off);
+    c->in_len -= off;
+  }
   return handled;
 }
 
