@@ -69,6 +69,10 @@
 #define STORE_SERVER_MAX_WAITERS_PER_CONN 256 /* a rank's calls serialize: it waits on one or two */
 #define STORE_SERVER_MAX_BACKLOG_BYTES (32u << 20) /* unread replies that stop reading */
 #define STORE_SERVER_READ_AHEAD_BYTES 65536u /* beyond the frame being read */
+/* one connection's turn: then the others' (a client that sends many requests at once must not
+ * hold up everyone else while the server answers them all) */
+#define STORE_SERVER_TURN_FRAMES 64
+#define STORE_SERVER_TURN_REPLY_BYTES (4u << 20)
 
 typedef struct store_entry {
   struct store_entry *next;
@@ -86,6 +90,7 @@ typedef struct store_conn {
   double accepted_s;
   struct store_conn *stranger_prev, *stranger_next; /* the strangers, oldest first */
   uint32_t nwaiters;
+  int more; /* complete frames wait in `in` for its next turn */
   char peer[64]; /* "host:port" for the log */
   uint8_t *in;
   size_t in_len, in_cap;
@@ -209,12 +214,14 @@ static void table_free(strata_store_server *srv) {
 /* ---- replies ---- */
 
 static int conn_reserve_out(store_conn *c, size_t extra) {
-  if (c->out_off > 0) { /* what was sent makes room: the buffer stays the size of the backlog */
+  if (c->out_len + extra <= c->out_cap) return 0;
+  if (c->out_off > 0) { /* what was sent makes room before the buffer grows: it stays within
+                         * twice the backlog, and each byte moves at most once per doubling */
     memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
     c->out_len -= c->out_off;
     c->out_off = 0;
+    if (c->out_len + extra <= c->out_cap) return 0;
   }
-  if (c->out_len + extra <= c->out_cap) return 0;
   size_t cap = c->out_cap ? c->out_cap : 256;
   while (cap < c->out_len + extra) cap *= 2;
   uint8_t *out = realloc(c->out, cap);
@@ -224,15 +231,16 @@ static int conn_reserve_out(store_conn *c, size_t extra) {
   return 0;
 }
 
-/* Queues a reply frame; body may be NULL with body_len 0. Out of memory kills the connection
- * (its client then sees STRATA_ERR_PEER_LOST rather than a reply that never comes). */
-static void conn_reply(store_conn *c, uint32_t request_id, int status, const void *body,
-                       size_t body_len) {
+/* Room for a reply frame with body_len bytes of body, its header written: where the body goes,
+ * or NULL (nothing to send: a refused connection, or out of memory, which kills the connection so
+ * that its client sees STRATA_ERR_PEER_LOST rather than a reply that never comes). */
+static uint8_t *conn_reply_begin(store_conn *c, uint32_t request_id, int status,
+                                 size_t body_len) {
   size_t frame = 4 + STORE_WIRE_REPLY_HEADER_BYTES + body_len;
-  if (c->closing) return; /* refused: its waiters are dropped with it */
+  if (c->closing) return NULL; /* refused: its waiters are dropped with it */
   if (c->dead || conn_reserve_out(c, frame) != 0) {
     c->dead = 1;
-    return;
+    return NULL;
   }
   uint8_t *p = c->out + c->out_len;
   store_wire_put_u32(p, (uint32_t)(frame - 4));
@@ -241,21 +249,22 @@ static void conn_reply(store_conn *c, uint32_t request_id, int status, const voi
   p[7] = 0;
   store_wire_put_u32(p + 8, request_id);
   store_wire_put_u32(p + 12, (uint32_t)status);
-  if (body_len) memcpy(p + 16, body, body_len);
   c->out_len += frame;
+  return p + 16;
+}
+
+/* Queues a reply frame; body may be NULL with body_len 0. */
+static void conn_reply(store_conn *c, uint32_t request_id, int status, const void *body,
+                       size_t body_len) {
+  uint8_t *to = conn_reply_begin(c, request_id, status, body_len);
+  if (to && body_len) memcpy(to, body, body_len);
 }
 
 static void conn_reply_value(store_conn *c, uint32_t request_id, const store_entry *e) {
-  size_t body_len = 4 + e->len;
-  uint8_t *body = malloc(body_len);
-  if (!body) {
-    c->dead = 1;
-    return;
-  }
-  store_wire_put_u32(body, (uint32_t)e->len);
-  if (e->len) memcpy(body + 4, e->value, e->len);
-  conn_reply(c, request_id, STRATA_OK, body, body_len);
-  free(body);
+  uint8_t *to = conn_reply_begin(c, request_id, STRATA_OK, 4 + e->len);
+  if (!to) return;
+  store_wire_put_u32(to, (uint32_t)e->len);
+  if (e->len) memcpy(to + 4, e->value, e->len);
 }
 
 static size_t conn_backlog(const store_conn *c) { return c->out_len - c->out_off; }
@@ -630,10 +639,17 @@ static int conn_paused(const store_conn *c) {
   return c->dead || c->closing || conn_backlog(c) >= STORE_SERVER_MAX_BACKLOG_BYTES;
 }
 
-/* Handles the complete frames buffered in c, until c pauses; returns how many. */
+/* Handles the complete frames buffered in c, until c pauses or its turn is over (c->more); returns
+ * how many. */
 static size_t conn_process_some(strata_store_server *srv, store_conn *c) {
-  size_t off = 0, handled = 0;
+  size_t off = 0, handled = 0, backlog_before = conn_backlog(c);
+  c->more = 0;
   while (!conn_paused(c) && c->in_len - off >= 4) {
+    if (handled >= STORE_SERVER_TURN_FRAMES ||
+        conn_backlog(c) >= backlog_before + STORE_SERVER_TURN_REPLY_BYTES) {
+      c->more = 1;
+      break;
+    }
     uint32_t len = store_wire_get_u32(c->in + off);
     if (len > conn_max_frame(c)) {
       conn_refuse(srv, c, c->authenticated ? "a frame of %u bytes (at most %u)"
@@ -667,7 +683,7 @@ static size_t conn_process_some(strata_store_server *srv, store_conn *c) {
 static void conn_process(strata_store_server *srv, store_conn *c) {
   while (conn_process_some(srv, c) > 0) {
     conn_flush(c);
-    if (conn_paused(c)) return;
+    if (conn_paused(c) || c->more) return;
   }
   conn_flush(c);
 }
@@ -693,7 +709,7 @@ static int conn_reserve_in(store_conn *c) {
 
 /* Reads what arrived and handles every complete frame. */
 static void conn_read(strata_store_server *srv, store_conn *c) {
-  while (!conn_paused(c)) {
+  while (!conn_paused(c) && !c->more) { /* what is buffered is handled before more is read */
     if (conn_reserve_in(c) != 0) {
       c->dead = 1;
       return;
@@ -854,7 +870,7 @@ static int build_pollfds(strata_store_server *srv, double now_s) {
   srv->pfds[1] = (struct pollfd){.fd = listening ? srv->listen_fd : -1, .events = POLLIN};
   for (size_t i = 0; i < srv->nconns; i++) {
     store_conn *c = srv->conns[i];
-    short events = conn_paused(c) ? 0 : POLLIN;
+    short events = conn_paused(c) || c->more ? 0 : POLLIN;
     if (conn_backlog(c) > 0) events |= POLLOUT;
     srv->pfds[2 + i] = (struct pollfd){.fd = c->fd, .events = events};
   }
@@ -878,24 +894,26 @@ static void *server_main(void *arg) {
     for (size_t i = 0; i < srv->nconns; i++)
       if (srv->conns[i]->closing) /* a refusal its client does not read is dropped then */
         wake_s = earliest_s(wake_s, srv->conns[i]->accepted_s + STORE_SERVER_AUTH_TIMEOUT_S);
+    int turns_left = 0; /* connections with frames waiting for their next turn */
+    for (size_t i = 0; i < srv->nconns; i++)
+      turns_left |= srv->conns[i]->more && !conn_paused(srv->conns[i]);
     if (build_pollfds(srv, now_s) != 0) break;
     size_t polled = srv->nconns;
-    int timeout_ms = wake_s <= 0 ? -1 : store_net_poll_ms(wake_s);
+    int timeout_ms = turns_left ? 0 : wake_s <= 0 ? -1 : store_net_poll_ms(wake_s);
     int ready = poll(srv->pfds, 2 + polled, timeout_ms);
     if (ready < 0 && errno != EINTR) {
       STRATA_LOG(STRATA_LOG_ERROR, -1, "store: poll failed: %s", strerror(errno));
       break;
     }
     if (ready > 0 && srv->pfds[0].revents) break; /* stop() */
-    for (size_t i = 0; ready > 0 && i < polled; i++) {
+    for (size_t i = 0; (ready > 0 || turns_left) && i < polled; i++) {
       store_conn *c = srv->conns[i];
       short revents = srv->pfds[2 + i].revents;
-      if (revents & POLLOUT) {
-        conn_flush(c);
-        /* the client read: what it sent while it did not can be handled now (the kernel will not
-         * report it again: it is in our buffer already) */
-        if (!conn_paused(c) && c->in_len >= 4) conn_process(srv, c);
-      }
+      int flushed = (revents & POLLOUT) != 0;
+      if (flushed) conn_flush(c);
+      /* frames that wait for their turn, or for the client to read our replies: the kernel will
+       * not report them again, they are in our buffer already */
+      if (!conn_paused(c) && (c->more || (flushed && c->in_len >= 4))) conn_process(srv, c);
       if (revents & (POLLIN | POLLHUP | POLLERR)) {
         if (!conn_paused(c)) conn_read(srv, c);
         else if (revents & (POLLHUP | POLLERR)) c->dead = 1;
