@@ -103,8 +103,10 @@ static int read_reply(int fd, uint32_t *id, int *status, uint8_t *body, size_t c
     size_t step = n < sizeof sink ? n : sizeof sink;
     uint8_t *to = cap >= step ? body : sink;
     if (read_exact(fd, to, step, timeout_s) != 0) return -1;
-    if (cap >= step) body += step, cap -= step;
-    else cap = 0;
+    if (cap >= step)
+      body += step, cap -= step;
+    else
+      cap = 0;
     n -= step;
   }
   return 0;
@@ -583,8 +585,10 @@ static void test_size_limits(void) {
     close(fd);
   }
   size_t grew = rss_bytes() > rss_before ? rss_bytes() - rss_before : 0;
-  printf("8 strangers sending 63 MiB frames: %.1f MiB pushed before being closed, the process "
-         "grew %.1f MiB\n", pushed / 1048576.0, grew / 1048576.0);
+  printf(
+      "8 strangers sending 63 MiB frames: %.1f MiB pushed before being closed, the process "
+      "grew %.1f MiB\n",
+      pushed / 1048576.0, grew / 1048576.0);
   CHECK(grew < (16u << 20), "the server grew %zu bytes", grew);
 
   /* a rank's frame over the limit closes its connection before anything is buffered */
@@ -673,9 +677,10 @@ static void test_unread_replies(void) {
     if (rss > last_rss) last_rss = rss;
   }
   size_t grew = last_rss > rss_before ? last_rss - rss_before : 0;
-  printf("%d unread GETs of a 1 MiB value: the process grew %.1f MiB (unbounded: %d MiB); 20 "
-         "ADDs of a rank meanwhile took %.3f s\n",
-         GETS, grew / 1048576.0, GETS, rank_s);
+  printf(
+      "%d unread GETs of a 1 MiB value: the process grew %.1f MiB (unbounded: %d MiB); 20 "
+      "ADDs of a rank meanwhile took %.3f s\n",
+      GETS, grew / 1048576.0, GETS, rank_s);
   CHECK(grew < (128u << 20), "the server buffered %zu bytes of unread replies", grew);
   /* reading resumes the rest */
   int answered = 0;
@@ -839,9 +844,10 @@ static double run_ranks(const char *addr, const char *what, rank_run *runs) {
     if (runs[i].worst_op_s > worst_op_s) worst_op_s = runs[i].worst_op_s;
     if (runs[i].total_s > total_s) total_s = runs[i].total_s;
   }
-  printf("  %-16s %d ranks x %d rounds: slowest connect %.3f s, slowest round %.3f s, all "
-         "done in %.3f s, %d failures\n",
-         what, RANKS, ROUNDS, worst_connect_s, worst_op_s, total_s, failed);
+  printf(
+      "  %-16s %d ranks x %d rounds: slowest connect %.3f s, slowest round %.3f s, all "
+      "done in %.3f s, %d failures\n",
+      what, RANKS, ROUNDS, worst_connect_s, worst_op_s, total_s, failed);
   CHECK(failed == 0, "%s: %d failed store calls", what, failed);
   return worst_connect_s > worst_op_s ? worst_connect_s : worst_op_s;
 }
@@ -862,7 +868,7 @@ static void test_crowd(void) {
   addr_of(srv, addr, sizeof addr);
 
   crowd c = {.port = strata_store_server_port(srv)};
-  void *(*kinds[])(void *) = {crowd_flood, crowd_garbage, crowd_garbage, crowd_huge,
+  void *(*kinds[])(void *) = {crowd_flood, crowd_garbage,  crowd_garbage, crowd_huge,
                               crowd_huge,  crowd_bad_auth, crowd_bad_auth};
   enum { KINDS = sizeof kinds / sizeof kinds[0] };
   pthread_t threads[KINDS];
@@ -878,9 +884,10 @@ static void test_crowd(void) {
   long during = atomic_load(&c.connections) - before;
   atomic_store(&c.stop, 1);
   for (int i = 0; i < KINDS; i++) pthread_join(threads[i], NULL);
-  printf("  %ld stranger connections before the ranks started, %ld while they ran; slowest "
-         "step %.3f s among strangers, %.3f s alone\n",
-         before, during, crowded_s, alone_s);
+  printf(
+      "  %ld stranger connections before the ranks started, %ld while they ran; slowest "
+      "step %.3f s among strangers, %.3f s alone\n",
+      before, during, crowded_s, alone_s);
   CHECK(before >= 1200, "the strangers made only %ld connections", before);
   CHECK(crowded_s < 1.0, "a stranger delayed a rank by %.3f s", crowded_s);
   strata_store_server_stop(srv);

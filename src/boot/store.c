@@ -296,8 +296,13 @@ static int wait_closed(int fd, double deadline_s) {
 }
 
 /* What store_connect knows of the last store it reached, besides a store_wire_verdict. */
-enum { NO_VERDICT = -1, HELLO_UNANSWERED = -2, AUTH_UNANSWERED = -3, AUTH_REFUSED = -4,
-       AUTH_UNPROVEN = -5 };
+enum {
+  NO_VERDICT = -1,
+  HELLO_UNANSWERED = -2,
+  AUTH_UNANSWERED = -3,
+  AUTH_REFUSED = -4,
+  AUTH_UNPROVEN = -5
+};
 
 /* The exchange that opens every connection (store_wire.h: AUTH): the store's challenge, our
  * proof, its proof. *verdict says which step failed, for the log. */

@@ -13,8 +13,8 @@
  * size once, and tells any other caller to wait for it to close, which is how the job's next
  * communicator at the same address never mixes with this one.
  *
- * Anyone who can reach the port can connect, so a connection starts as a stranger: the server sends
- * it a challenge and it must prove the job key first (store_wire.h: AUTH), within
+ * Anyone who can reach the port can connect, so a connection starts as a stranger: the server
+ * sends it a challenge and it must prove the job key first (store_wire.h: AUTH), within
  * STORE_SERVER_AUTH_TIMEOUT_S, in one frame of at most STORE_WIRE_MAX_AUTH_FRAME_BYTES. A stranger
  * thus costs one small buffer and one MAC check, and cannot set, read or wait on anything. At most
  * STORE_SERVER_MAX_STRANGERS strangers are held; when they are all there, a new connection evicts
@@ -24,9 +24,11 @@
  * never time out, but each is bounded: frames by STORE_WIRE_MAX_FRAME_BYTES (checked on the length
  * word, before any buffering), values by STORE_WIRE_MAX_VALUE_BYTES, waiting requests by
  * STORE_SERVER_MAX_WAITERS_PER_CONN, and unread replies by STORE_SERVER_MAX_BACKLOG_BYTES: past
- * it, the server reads nothing more from that connection until its client reads. When accept()
- * runs out of descriptors the listener is left alone for STORE_SERVER_ACCEPT_BACKOFF_S rather
- * than polled again at once (a level-triggered listener with a waiting client would spin).
+ * it, the server reads nothing more from that connection until its client reads. A connection
+ * with many requests buffered is answered in turns (STORE_SERVER_TURN_*), the others served
+ * between them, so one greedy client does not hold up the rest. When accept() runs out of
+ * descriptors the listener is left alone for STORE_SERVER_ACCEPT_BACKOFF_S rather than polled
+ * again at once (a level-triggered listener with a waiting client would spin).
  *
  * Invariants:
  *  - only the server thread touches the table, the connections and the waiters; stop() talks to
@@ -61,14 +63,14 @@
 #include "boot/store_wire.h"
 #include "core/core.h"
 
-#define STORE_SERVER_MAX_CONNS 16384          /* authenticated ones: a rank each */
-#define STORE_SERVER_MAX_STRANGERS 1024       /* connections that have not proven the key yet */
-#define STORE_SERVER_AUTH_TIMEOUT_S 5.0       /* a stranger's time to prove the key */
-#define STORE_SERVER_EVICT_AGE_S 0.25         /* a stranger this old may make room for a new one */
-#define STORE_SERVER_ACCEPT_BACKOFF_S 0.1     /* out of descriptors: listener left alone this long */
-#define STORE_SERVER_MAX_WAITERS_PER_CONN 256 /* a rank's calls serialize: it waits on one or two */
+#define STORE_SERVER_MAX_CONNS 16384      /* authenticated ones: a rank each */
+#define STORE_SERVER_MAX_STRANGERS 1024   /* connections that have not proven the key yet */
+#define STORE_SERVER_AUTH_TIMEOUT_S 5.0   /* a stranger's time to prove the key */
+#define STORE_SERVER_EVICT_AGE_S 0.25     /* a stranger this old may make room for a new one */
+#define STORE_SERVER_ACCEPT_BACKOFF_S 0.1 /* out of descriptors: listener left alone this long */
+#define STORE_SERVER_MAX_WAITERS_PER_CONN 256      /* a rank waits on one or two at once */
 #define STORE_SERVER_MAX_BACKLOG_BYTES (32u << 20) /* unread replies that stop reading */
-#define STORE_SERVER_READ_AHEAD_BYTES 65536u /* beyond the frame being read */
+#define STORE_SERVER_READ_AHEAD_BYTES 65536u       /* beyond the frame being read */
 /* one connection's turn: then the others' (a client that sends many requests at once must not
  * hold up everyone else while the server answers them all) */
 #define STORE_SERVER_TURN_FRAMES 64
@@ -90,7 +92,7 @@ typedef struct store_conn {
   double accepted_s;
   struct store_conn *stranger_prev, *stranger_next; /* the strangers, oldest first */
   uint32_t nwaiters;
-  int more; /* complete frames wait in `in` for its next turn */
+  int more;      /* complete frames wait in `in` for its next turn */
   char peer[64]; /* "host:port" for the log */
   uint8_t *in;
   size_t in_len, in_cap;
@@ -234,8 +236,7 @@ static int conn_reserve_out(store_conn *c, size_t extra) {
 /* Room for a reply frame with body_len bytes of body, its header written: where the body goes,
  * or NULL (nothing to send: a refused connection, or out of memory, which kills the connection so
  * that its client sees STRATA_ERR_PEER_LOST rather than a reply that never comes). */
-static uint8_t *conn_reply_begin(store_conn *c, uint32_t request_id, int status,
-                                 size_t body_len) {
+static uint8_t *conn_reply_begin(store_conn *c, uint32_t request_id, int status, size_t body_len) {
   size_t frame = 4 + STORE_WIRE_REPLY_HEADER_BYTES + body_len;
   if (c->closing) return NULL; /* refused: its waiters are dropped with it */
   if (c->dead || conn_reserve_out(c, frame) != 0) {
@@ -267,7 +268,9 @@ static void conn_reply_value(store_conn *c, uint32_t request_id, const store_ent
   if (e->len) memcpy(to + 4, e->value, e->len);
 }
 
-static size_t conn_backlog(const store_conn *c) { return c->out_len - c->out_off; }
+static size_t conn_backlog(const store_conn *c) {
+  return c->out_len - c->out_off;
+}
 
 /* Writes what the socket takes now. A connection without a socket (the fuzzing entry point,
  * strata_store_server_feed) keeps its replies. */
@@ -542,11 +545,16 @@ static int handle_wait(strata_store_server *srv, store_conn *c, uint8_t op, uint
 
 static void stranger_unlink(strata_store_server *srv, store_conn *c) {
   if (c->authenticated) return;
-  if (c->stranger_prev) c->stranger_prev->stranger_next = c->stranger_next;
-  else if (srv->strangers_oldest == c) srv->strangers_oldest = c->stranger_next;
-  else return; /* not listed (already unlinked) */
-  if (c->stranger_next) c->stranger_next->stranger_prev = c->stranger_prev;
-  else srv->strangers_newest = c->stranger_prev;
+  if (c->stranger_prev)
+    c->stranger_prev->stranger_next = c->stranger_next;
+  else if (srv->strangers_oldest == c)
+    srv->strangers_oldest = c->stranger_next;
+  else
+    return; /* not listed (already unlinked) */
+  if (c->stranger_next)
+    c->stranger_next->stranger_prev = c->stranger_prev;
+  else
+    srv->strangers_newest = c->stranger_prev;
   c->stranger_prev = c->stranger_next = NULL;
   srv->nstrangers--;
 }
@@ -554,8 +562,10 @@ static void stranger_unlink(strata_store_server *srv, store_conn *c) {
 static void stranger_append(strata_store_server *srv, store_conn *c) {
   c->stranger_prev = srv->strangers_newest;
   c->stranger_next = NULL;
-  if (srv->strangers_newest) srv->strangers_newest->stranger_next = c;
-  else srv->strangers_oldest = c;
+  if (srv->strangers_newest)
+    srv->strangers_newest->stranger_next = c;
+  else
+    srv->strangers_oldest = c;
   srv->strangers_newest = c;
   srv->nstrangers++;
 }
@@ -576,8 +586,10 @@ static void conn_refuse(strata_store_server *srv, store_conn *c, const char *fmt
   vsnprintf(why, sizeof why, fmt, ap);
   va_end(ap);
   if (srv->refusals_unlogged)
-    STRATA_LOG(STRATA_LOG_WARN, -1, "store: closing the connection from %s: %s (and %lu more "
-               "connections closed in the last second)", c->peer, why, srv->refusals_unlogged);
+    STRATA_LOG(STRATA_LOG_WARN, -1,
+               "store: closing the connection from %s: %s (and %lu more "
+               "connections closed in the last second)",
+               c->peer, why, srv->refusals_unlogged);
   else
     STRATA_LOG(STRATA_LOG_WARN, -1, "store: closing the connection from %s: %s", c->peer, why);
   srv->last_refusal_log_s = now_s;
@@ -652,8 +664,9 @@ static size_t conn_process_some(strata_store_server *srv, store_conn *c) {
     }
     uint32_t len = store_wire_get_u32(c->in + off);
     if (len > conn_max_frame(c)) {
-      conn_refuse(srv, c, c->authenticated ? "a frame of %u bytes (at most %u)"
-                                           : "a first frame of %u bytes (an AUTH has %u)",
+      conn_refuse(srv, c,
+                  c->authenticated ? "a frame of %u bytes (at most %u)"
+                                   : "a first frame of %u bytes (an AUTH has %u)",
                   len, (unsigned)conn_max_frame(c));
       break;
     }
@@ -663,12 +676,14 @@ static size_t conn_process_some(strata_store_server *srv, store_conn *c) {
     handled++;
     if (result == FRAME_MALFORMED) conn_refuse(srv, c, "a malformed request");
     if (result == FRAME_OVER_LIMIT)
-      conn_refuse(srv, c, "a request over the store's limits (a value over %u bytes, or %u "
-                  "requests waiting at once)", STORE_WIRE_MAX_VALUE_BYTES,
-                  STORE_SERVER_MAX_WAITERS_PER_CONN);
+      conn_refuse(srv, c,
+                  "a request over the store's limits (a value over %u bytes, or %u "
+                  "requests waiting at once)",
+                  STORE_WIRE_MAX_VALUE_BYTES, STORE_SERVER_MAX_WAITERS_PER_CONN);
     if (result == FRAME_UNAUTH) conn_refuse(srv, c, "a request before proving the job secret");
     if (result == FRAME_REFUSED)
-      conn_refuse(srv, c, "it does not know the job secret (is its STRATA_SECRET or "
+      conn_refuse(srv, c,
+                  "it does not know the job secret (is its STRATA_SECRET or "
                   "STRATA_JOB_ID another job's?)");
   }
   if (off > 0) {
@@ -793,8 +808,8 @@ static void accept_clients(strata_store_server *srv) {
     struct sockaddr_storage from;
     socklen_t from_len = sizeof from;
     memset(&from, 0, sizeof from);
-    int fd = accept4(srv->listen_fd, (struct sockaddr *)&from, &from_len,
-                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd =
+        accept4(srv->listen_fd, (struct sockaddr *)&from, &from_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -915,8 +930,10 @@ static void *server_main(void *arg) {
        * not report them again, they are in our buffer already */
       if (!conn_paused(c) && (c->more || (flushed && c->in_len >= 4))) conn_process(srv, c);
       if (revents & (POLLIN | POLLHUP | POLLERR)) {
-        if (!conn_paused(c)) conn_read(srv, c);
-        else if (revents & (POLLHUP | POLLERR)) c->dead = 1;
+        if (!conn_paused(c))
+          conn_read(srv, c);
+        else if (revents & (POLLHUP | POLLERR))
+          c->dead = 1;
       }
     }
     if (ready > 0 && (srv->pfds[1].revents & POLLIN)) accept_clients(srv);
@@ -1094,8 +1111,10 @@ int strata_store_server_feed(const uint8_t *bytes, size_t len, int authenticated
   c->accepted_s = store_net_now_s();
   snprintf(c->peer, sizeof c->peer, "(fed bytes)");
   srv->conns[srv->nconns++] = c;
-  if (authenticated) c->authenticated = 1;
-  else stranger_append(srv, c);
+  if (authenticated)
+    c->authenticated = 1;
+  else
+    stranger_append(srv, c);
   /* in pieces as a socket would hand them over; the client reads every reply at once */
   size_t off = 0;
   while (off < len && !c->dead && !c->closing) {

@@ -25,17 +25,18 @@
  * Authentication comes first. On accepting a connection the server sends a CHALLENGE: a reply
  * frame with request id 0 (no client sends id 0) and status STRATA_OK whose body is 32 random
  * bytes. The client's first request must be AUTH: its own 32 random bytes (nonce) and
- *   client mac = BLAKE2b-256 keyed with K over ("strata-store-client-v2", challenge, nonce)
+ *   client mac = BLAKE2b-256 keyed with K over ("strata-store-client-v2\0", challenge, nonce)
  * where K is the job key (core/secret.c: Argon2id of the job secret salted with the job id), or
  * for an empty secret BLAKE2b-256("strata-store-no-secret-v2"), so that stores and ranks without
- * a secret agree whatever their job ids. The server compares in constant time; on a match it answers STRATA_OK with
- *   server mac = BLAKE2b-256 keyed with K over ("strata-store-server-v2", challenge, nonce)
+ * a secret agree whatever their job ids. The server compares in constant time; on a match it
+ * answers STRATA_OK with
+ *   server mac = BLAKE2b-256 keyed with K over ("strata-store-server-v2\0", challenge, nonce)
  * so the client knows it reached a store of its job, and on a mismatch STRATA_ERR_AUTH, then
- * closes. The server proves nothing before the client has. Anything but AUTH as the first request,
- * or a first frame longer than STORE_WIRE_MAX_AUTH_FRAME_BYTES, closes the connection at once. The
- * MACs authenticate who connects, not the frames after them: an on-path attacker who can rewrite
- * TCP can still rewrite them (what rides on the store is authenticated again end to end where it
- * matters: the data connections' handshakes).
+ * closes. The server proves nothing before the client has. Anything but AUTH as the first
+ * request, or a first frame longer than STORE_WIRE_MAX_AUTH_FRAME_BYTES, closes the connection at
+ * once. The MACs authenticate who connects, not the frames after them: an on-path attacker who
+ * can rewrite TCP can still rewrite them (what rides on the store is authenticated again end to
+ * end where it matters: the data connections' handshakes).
  *
  * HELLO is the first request after AUTH of a rank whose communicator's rank 0 serves the store
  * in-process (a job's store: strata_store_server_start_job). Such a store lives and dies with one
@@ -68,7 +69,8 @@
 #define STORE_WIRE_MAX_FRAME_BYTES (STORE_WIRE_MAX_VALUE_BYTES + (1u << 20))
 #define STORE_WIRE_AUTH_BYTES 32u /* challenge, nonce and each mac */
 /* the whole AUTH frame: header, nonce, mac; a stranger can make the server hold no more */
-#define STORE_WIRE_MAX_AUTH_FRAME_BYTES (STORE_WIRE_REQUEST_HEADER_BYTES + 2 * STORE_WIRE_AUTH_BYTES)
+#define STORE_WIRE_MAX_AUTH_FRAME_BYTES \
+  (STORE_WIRE_REQUEST_HEADER_BYTES + 2 * STORE_WIRE_AUTH_BYTES)
 #define STORE_WIRE_CHALLENGE_ID 0u
 #define STORE_WIRE_MAX_KEY_BYTES 4096u
 #define STORE_WIRE_MAX_WAIT_KEYS 65536u
