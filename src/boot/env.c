@@ -387,12 +387,7 @@ static int overlay_strata(env_reader *r, strata_config *cfg) {
   TRY(env_size(r, "STRATA_TCP_BUFFER", &cfg->tcp_buffer_bytes));
   TRY(env_word(r, "STRATA_TCP_CC", cfg->tcp_congestion, sizeof cfg->tcp_congestion));
   TRY(env_gbps(r, "STRATA_TCP_LINK_GBPS", &cfg->tcp_link_gbps));
-  /* auto and on are one mode: the governor holds only WAN pairs (src/net/tcp_govern.c) */
-  const char *govern = reader_get(r, "STRATA_TCP_GOVERN");
-  if (govern && !strcasecmp(govern, "auto"))
-    cfg->tcp_govern = 1;
-  else if (env_bool(r, "STRATA_TCP_GOVERN", &cfg->tcp_govern) != STRATA_OK)
-    return env_error(r, "STRATA_TCP_GOVERN", govern, "auto, on or off (also 1/0)");
+  TRY(env_bool(r, "STRATA_TCP_GOVERN", &cfg->tcp_govern));
   TRY(env_size(r, "STRATA_CHUNK", &cfg->chunk_bytes));
   TRY(env_timeout(r, "STRATA_TIMEOUT", &cfg->timeout_s));
   TRY(env_op_timeout(r, "STRATA_OP_TIMEOUT", &cfg->op_timeout_s));
