@@ -22,9 +22,11 @@ The exit status is non-zero when a target is missed.
 /dev/net/tun); the emulation is always taken down at the end.
 """
 import argparse
+import bisect
 import json
 import os
 import random
+import re
 import secrets
 import shutil
 import signal
@@ -61,6 +63,9 @@ def parse_args():
     p.add_argument("--out", help="directory for the logs (default: a new temporary one)")
     p.add_argument("--json", help="also write the report here as JSON")
     p.add_argument("--quiet", action="store_true", help="no line per action")
+    p.add_argument("--analyze", metavar="DIR",
+                   help="run nothing: report again on the logs a run left in DIR (its --out); "
+                        "give the run's --transport, --timeout, --duration, --seed, --ranks")
     return p.parse_args()
 
 
@@ -93,6 +98,9 @@ class Worker:
         self.thawed_at = None     # SIGCONTed then; must exit EXCLUDED
         self.member = False       # has been in a group (logged "members")
         self.read_at = 0
+
+    def returncode(self):
+        return self.proc.returncode
 
     def refresh(self):
         """Catch up on the worker's log: is it a member yet?"""
@@ -377,22 +385,33 @@ def report(chaos, stuck):
     args = chaos.args
     events = load_events(chaos)
     write_timeline(chaos, events)
-    by = lambda name: [e for e in events if e["ev"] == name]
+    # one pass sorts the events by kind (a long run logs millions), and each action's search
+    # starts at its own time by bisection rather than at the start of the run
+    by_kind = {}
+    for e in events:
+        by_kind.setdefault(e["ev"], []).append(e)
+    by = lambda name: by_kind.get(name, [])
     members_of = {}  # (worker id, epoch) -> the ids in its group
     for e in by("members"):
         members_of[(e["id"], e["epoch"])] = set(e["ids"])
-    ops = by("op")
+    ops = by("op")  # in time order, as events are
+    op_times = [e["t"] for e in ops]
     steps = {(e["epoch"], e["step"]) for e in ops}
+    fails = sorted((e["detected_t"], e["id"]) for e in by("fail") if "detected_t" in e)
+    fail_times = [f[0] for f in fails]
 
     def recovery(action):
         """Detection: the first failure a survivor logs after the action; recovery: the first
         collective completed by a group that no longer holds the victim."""
         t, victim = action["t"], action["id"]
-        detected = next((e["detected_t"] for e in by("fail")
-                         if e["id"] != victim and e.get("detected_t", 0) > t), None)
-        recovered = next((e["t"] for e in ops if e["t"] > t and e["id"] != victim
-                          and victim not in members_of.get((e["id"], e["epoch"]), {victim})),
-                         None)
+        detected = next((d for d, wid in fails[bisect.bisect_right(fail_times, t):]
+                         if wid != victim), None)
+        recovered = None
+        for i in range(bisect.bisect_right(op_times, t), len(ops)):
+            e = ops[i]
+            if e["id"] != victim and victim not in members_of.get((e["id"], e["epoch"]), {victim}):
+                recovered = e["t"]
+                break
         return (None if detected is None else detected - t,
                 None if recovered is None else recovered - t)
 
@@ -416,7 +435,7 @@ def report(chaos, stuck):
     thaw_results = {}
     for wid in thaws:
         w = chaos.workers[wid]
-        thaw_results[wid] = w.proc.returncode
+        thaw_results[wid] = w.returncode()
     thaw_bad = [wid for wid, rc in thaw_results.items() if rc != EXIT_EXCLUDED]
     # a worker excluded that nobody froze: the others took a live worker for dead
     excluded_live = sorted({e["id"] for e in by("excluded")} - thaws)
@@ -537,8 +556,48 @@ def print_report(r):
         print("  %s %s" % ("PASS" if ok else "FAIL", name))
 
 
+class Analyzed:
+    """What report() needs of a run, read back from the directory it left (--analyze)."""
+
+    class Worker:
+        def __init__(self, wid, log_path):
+            self.id, self.log_path = wid, log_path
+            self.excluded = False
+
+        def returncode(self):
+            return EXIT_EXCLUDED if self.excluded else 0
+
+    def __init__(self, args):
+        self.args, self.out = args, args.analyze
+        with open(os.path.join(self.out, "actions.jsonl")) as f:
+            self.actions = [json.loads(line) for line in f if line.strip()]
+        self.t_start = self.actions[0]["t"] if self.actions else 0
+        self.t_stop = self.t_start + args.duration
+        self.shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+        self.job = "chaos-"
+        self.workers = {}
+        for name in os.listdir(self.out):
+            m = re.fullmatch(r"w(\d+)\.jsonl", name)
+            if m:
+                self.workers[int(m.group(1))] = self.Worker(int(m.group(1)),
+                                                            os.path.join(self.out, name))
+        # a thawed worker that left with STRATA_ERR_EXCLUDED logged it
+        for w in self.workers.values():
+            with open(w.log_path) as f:
+                w.excluded = any('"excluded"' in line for line in f)
+        self.stuck = sorted(int(n[1:-7]) for n in os.listdir(self.out) if n.endswith(".stacks"))
+
+
 def main():
     args = parse_args()
+    if args.analyze:
+        chaos = Analyzed(args)
+        r = report(chaos, chaos.stuck)
+        print_report(r)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(r, f, indent=1)
+        return 0 if all(r["targets"].values()) else 1
     if args.transport == "sites" and (os.geteuid() != 0 or not os.path.exists("/dev/net/tun")):
         print("--transport sites needs root and /dev/net/tun", file=sys.stderr)
         return 77
