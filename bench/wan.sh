@@ -70,7 +70,8 @@ out=$here/results/wan-$(date -u +%Y%m%d-%H%M%S)
 mkdir -p "$out"
 addr0=10.77.0.1
 cleanup() { "$STRATA" netem down --name "$name" >/dev/null 2>&1; }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 1' INT TERM # a trap that only cleaned up would let the script run on
 note() { echo "# $*" >&2; }
 port=$((21000 + RANDOM % 20000))
 
