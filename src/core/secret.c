@@ -28,20 +28,15 @@ static uint8_t cached_id[crypto_generichash_BYTES];
 static uint8_t cached_key[STRATA_SECRET_KEY_BYTES];
 static int cached_valid;
 
-/* The salt a job id names: epochs of an elastic job ("<base>~e<n>~<hash>", engine/elastic.c)
- * share their base's, so every epoch derives the same key. */
+/* The salt a job id names: communicators derived from a job share its key, so the salt is the
+ * job id up to the first '/' (split communicators are "<job>/<n>/<color>", engine/comm.c) or '~'
+ * (elastic epochs are "<job, at most 32 characters>~e<n>~<hash>", engine/elastic.c), and at most
+ * 32 characters. The store, which knows only the job's own id, derives the same key. */
+enum { SECRET_SALT_NAME_MAX = 32 };
+
 static size_t salt_name_length(const char *job_id) {
-  size_t len = strlen(job_id);
-  const char *mark = strstr(job_id, "~e");
-  while (mark) {
-    const char *p = mark + 2;
-    size_t digits = strspn(p, "0123456789");
-    if (digits > 0 && p[digits] == '~' && strspn(p + digits + 1, "0123456789abcdef") == 8 &&
-        p[digits + 9] == '\0')
-      return (size_t)(mark - job_id);
-    mark = strstr(mark + 1, "~e");
-  }
-  return len;
+  size_t len = strcspn(job_id, "/~");
+  return len < SECRET_SALT_NAME_MAX ? len : SECRET_SALT_NAME_MAX;
 }
 
 int strata_secret_key(const char *secret, const char *job_id, uint8_t key[STRATA_SECRET_KEY_BYTES]) {
