@@ -24,6 +24,7 @@ demo: build
 bench: build
 	@scripts/deps.sh bench
 	@bench/run.sh
+	@BUILD=$(BUILD) bench/encrypt.sh
 
 # DiLoCo against synchronous data parallel on 2 emulated WAN sites (root; docs/diloco.md).
 diloco-demo: build
