@@ -189,7 +189,13 @@ static int garbage_body(const strata_net_fixture_rank *r) {
 
 /* ---- a stranger's one record on a listening port ---- */
 
-typedef enum { STRANGE_VERSION, STRANGE_JOB, STRANGE_WORLD, STRANGE_REJECT, STRANGE_BAD_AUTH } strange_kind;
+typedef enum {
+  STRANGE_VERSION,
+  STRANGE_JOB,
+  STRANGE_WORLD,
+  STRANGE_REJECT,
+  STRANGE_BAD_AUTH
+} strange_kind;
 static const char *const STRANGE_NAMES[] = {"a HELLO of another version", "a HELLO of another job",
                                             "a HELLO of another world size", "a REJECT",
                                             "a plausible HELLO, then a bad AUTH"};

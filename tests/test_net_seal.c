@@ -41,20 +41,22 @@ static int run_cipher(int cipher) {
     CHECK_OR_RETURN(memcmp(wire, plain, sizes[i]) == 0, "size %zu: wrong plaintext", sizes[i]);
   }
   /* every failure below ends the connection in the transport: start each case on fresh ends */
-#define FRESH_PAIR()                                                       \
-  do {                                                                     \
-    strata_seal_free(&tx);                                                 \
-    strata_seal_free(&rx);                                                 \
-    CHECK_OR_RETURN(strata_seal_init(&tx, 1, cipher, key) == 0, "init");   \
-    CHECK_OR_RETURN(strata_seal_init(&rx, 1, cipher, key) == 0, "init");   \
+#define FRESH_PAIR()                                                     \
+  do {                                                                   \
+    strata_seal_free(&tx);                                               \
+    strata_seal_free(&rx);                                               \
+    CHECK_OR_RETURN(strata_seal_init(&tx, 1, cipher, key) == 0, "init"); \
+    CHECK_OR_RETURN(strata_seal_init(&rx, 1, cipher, key) == 0, "init"); \
   } while (0)
   /* a flipped bit in the ciphertext, then in the tag */
   for (int where = 0; where < 2; where++) {
     FRESH_PAIR();
     fill(plain, 4096, 9);
     strata_seal_close(&tx, wire, plain, 4096, tag);
-    if (where == 0) wire[1234] ^= 0x10;
-    else tag[5] ^= 0x01;
+    if (where == 0)
+      wire[1234] ^= 0x10;
+    else
+      tag[5] ^= 0x01;
     CHECK_OR_RETURN(strata_seal_open(&rx, wire, wire, 4096, tag) != 0,
                     "a flipped bit in the %s opened", where ? "tag" : "ciphertext");
   }
@@ -103,8 +105,7 @@ static int run_cipher(int cipher) {
     uint8_t *tag_out = op == 0 ? t0 : op == 3 ? t3 : tag;
     strata_seal_close(&tx, out, plain, 64, tag_out);
     uint8_t opened[64];
-    CHECK_OR_RETURN(strata_seal_open(&rx, opened, out, 64, tag_out) == 0, "op %d after rekeys",
-                    op);
+    CHECK_OR_RETURN(strata_seal_open(&rx, opened, out, 64, tag_out) == 0, "op %d after rekeys", op);
     CHECK_OR_RETURN(memcmp(opened, plain, 64) == 0, "op %d: wrong plaintext", op);
   }
   CHECK_OR_RETURN(memcmp(at0, at3, 64) != 0, "counter 0 before and after a rekey sealed alike");

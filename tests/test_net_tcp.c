@@ -481,9 +481,9 @@ static int net_open_body(const strata_net_fixture_rank *r) {
 int main(void) {
   alarm(240);
   int failed = 0;
-  static const mesh_case cases[] = {{2, 1, NULL, 0}, {2, 4, NULL, 0}, {3, 1, NULL, 0},
-                                    {3, 4, NULL, 0}, {4, 1, NULL, 0}, {4, 4, NULL, 0},
-                                    {2, 3, "::1", 0},  {3, 4, NULL, 1}, {2, 2, NULL, 2}};
+  static const mesh_case cases[] = {{2, 1, NULL, 0},  {2, 4, NULL, 0}, {3, 1, NULL, 0},
+                                    {3, 4, NULL, 0},  {4, 1, NULL, 0}, {4, 4, NULL, 0},
+                                    {2, 3, "::1", 0}, {3, 4, NULL, 1}, {2, 2, NULL, 2}};
   static const char *const sealing[] = {"", ", sealed", ", sealed (ChaCha20-Poly1305, rekeyed)"};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     printf("mesh exchange: %d ranks, %d stream(s)%s%s%s\n", cases[i].nranks, cases[i].streams,

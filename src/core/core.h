@@ -12,8 +12,8 @@
 
 /* ---- logging: one process-wide level, set from the first communicator's config ---- */
 /* secret.c: the 32-byte key of a job, Argon2id of its secret salted with its job id (split and
- * elastic communicators salt like the job they came from). Cached per process. STRATA_OK, STRATA_ERR_SYSTEM (libsodium
- * would not start) or STRATA_ERR_NO_MEMORY. */
+ * elastic communicators salt like the job they came from). Cached per process. STRATA_OK,
+ * STRATA_ERR_SYSTEM (libsodium would not start) or STRATA_ERR_NO_MEMORY. */
 #define STRATA_SECRET_KEY_BYTES 32
 int strata_secret_key(const char *secret, const char *job_id, uint8_t key[STRATA_SECRET_KEY_BYTES]);
 /* Warns once per process, when `secret` is empty, that nothing is authenticated and how to fix. */

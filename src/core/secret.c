@@ -39,7 +39,8 @@ static size_t salt_name_length(const char *job_id) {
   return len < SECRET_SALT_NAME_MAX ? len : SECRET_SALT_NAME_MAX;
 }
 
-int strata_secret_key(const char *secret, const char *job_id, uint8_t key[STRATA_SECRET_KEY_BYTES]) {
+int strata_secret_key(const char *secret, const char *job_id,
+                      uint8_t key[STRATA_SECRET_KEY_BYTES]) {
   if (sodium_init() < 0) return STRATA_ERR_SYSTEM;
   if (!secret) secret = "";
   if (!job_id) job_id = "";

@@ -139,12 +139,12 @@ static void transcript_update(crypto_generichash_state *st, const strata_handsha
   crypto_generichash_update(st, hs->hello_initiator, sizeof hs->hello_initiator);
   crypto_generichash_update(st, hs->hello_responder, sizeof hs->hello_responder);
   crypto_generichash_update(st, (const unsigned char *)&len, sizeof len);
-  crypto_generichash_update(st, (const unsigned char *)hs->bound_address, strlen(hs->bound_address));
+  crypto_generichash_update(st, (const unsigned char *)hs->bound_address,
+                            strlen(hs->bound_address));
 }
 
 /* The MAC of `role` ('I' initiator, 'R' responder) over the transcript. */
-static void compute_mac(uint8_t mac[STRATA_WIRE_MAC_BYTES], const strata_handshake *hs,
-                        char role) {
+static void compute_mac(uint8_t mac[STRATA_WIRE_MAC_BYTES], const strata_handshake *hs, char role) {
   crypto_generichash_state st;
   crypto_generichash_init(&st, hs->params->key, STRATA_WIRE_KEY_BYTES, STRATA_WIRE_MAC_BYTES);
   crypto_generichash_update(&st, (const unsigned char *)MAC_DOMAIN, sizeof MAC_DOMAIN);
@@ -176,8 +176,9 @@ static int derive_keys(strata_handshake *hs) {
   memcpy(hs->keys.rx, hs->accepting ? to_responder : to_initiator, STRATA_SEAL_KEY_BYTES);
   uint32_t flags_mine = le32toh(mine->reason), flags_peer = le32toh(peer->reason);
   hs->keys.encrypt = ((flags_mine | flags_peer) & STRATA_WIRE_FLAG_ENCRYPT) != 0;
-  hs->keys.cipher = (flags_mine & flags_peer & STRATA_WIRE_FLAG_AES) ? STRATA_SEAL_AES256_GCM
-                                                                    : STRATA_SEAL_CHACHA20_POLY1305;
+  hs->keys.cipher = (flags_mine & flags_peer & STRATA_WIRE_FLAG_AES)
+                        ? STRATA_SEAL_AES256_GCM
+                        : STRATA_SEAL_CHACHA20_POLY1305;
   sodium_memzero(shared, sizeof shared);
   sodium_memzero(session, sizeof session);
   sodium_memzero(&st, sizeof st);

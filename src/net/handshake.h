@@ -21,9 +21,9 @@ typedef struct strata_handshake_params {
   uint8_t key[STRATA_WIRE_KEY_BYTES];    /* the job key (core/secret.c) */
   uint32_t version;                      /* announced protocol version */
   int rank, nranks, streams;
-  int encrypt;                                   /* strata_encrypt_mode */
-  int aes;                                       /* this CPU runs AES-256-GCM */
-  char address[STRATA_HANDSHAKE_ADDRESS_BYTES];  /* the address this rank published */
+  int encrypt;                                  /* strata_encrypt_mode */
+  int aes;                                      /* this CPU runs AES-256-GCM */
+  char address[STRATA_HANDSHAKE_ADDRESS_BYTES]; /* the address this rank published */
 } strata_handshake_params;
 
 typedef struct strata_handshake {
@@ -38,7 +38,7 @@ typedef struct strata_handshake {
   int status;        /* STRATA_ERR_IN_PROGRESS until done; then STRATA_OK or the failure */
   int reject_status; /* the failure we are reporting while the REJECT drains */
   double linger_deadline_s;
-  uint8_t my_secret[32];                               /* ephemeral X25519 secret key */
+  uint8_t my_secret[32];                                  /* ephemeral X25519 secret key */
   uint8_t hello_initiator[sizeof(strata_wire_handshake)]; /* both HELLOs as on the wire: */
   uint8_t hello_responder[sizeof(strata_wire_handshake)]; /* what the MACs and keys bind */
   char bound_address[STRATA_HANDSHAKE_ADDRESS_BYTES];     /* the responder's published address */

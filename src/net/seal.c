@@ -101,8 +101,8 @@ int strata_seal_open(strata_seal *s, uint8_t *out, const uint8_t *in, size_t len
     rc = crypto_aead_aes256gcm_decrypt_detached_afternm(out, NULL, in, len, tag, NULL, 0, nonce,
                                                         s->aes);
   else
-    rc = crypto_aead_chacha20poly1305_ietf_decrypt_detached(out, NULL, in, len, tag, NULL, 0,
-                                                            nonce, s->key);
+    rc = crypto_aead_chacha20poly1305_ietf_decrypt_detached(out, NULL, in, len, tag, NULL, 0, nonce,
+                                                            s->key);
   seal_step(s);
   return rc == 0 ? 0 : -1;
 }

@@ -26,10 +26,10 @@ typedef enum strata_seal_cipher {
 
 /* What the handshake agreed for one connection. */
 typedef struct strata_seal_keys {
-  int encrypt;                         /* 0: frames travel in clear */
-  int cipher;                          /* strata_seal_cipher */
-  uint8_t tx[STRATA_SEAL_KEY_BYTES];   /* our frames to the peer */
-  uint8_t rx[STRATA_SEAL_KEY_BYTES];   /* the peer's frames to us */
+  int encrypt;                       /* 0: frames travel in clear */
+  int cipher;                        /* strata_seal_cipher */
+  uint8_t tx[STRATA_SEAL_KEY_BYTES]; /* our frames to the peer */
+  uint8_t rx[STRATA_SEAL_KEY_BYTES]; /* the peer's frames to us */
 } strata_seal_keys;
 
 typedef struct strata_seal {

@@ -82,11 +82,11 @@
 #include "net/wire.h"
 
 enum {
-  TCP_MAX_STREAMS = 64,            /* one bit per stream in a uint64_t mask */
-  TCP_BOUNCE_BYTES = 16 * 1024,    /* per-stream read batching */
-  TCP_MAX_IOV = 64,                /* iovecs per sendmsg */
-  TCP_RX_READS_PER_PASS = 8,       /* reads per stream per progress(): other streams, peers and our
-                                      own sends get their turn even while data pours in */
+  TCP_MAX_STREAMS = 64,         /* one bit per stream in a uint64_t mask */
+  TCP_BOUNCE_BYTES = 16 * 1024, /* per-stream read batching */
+  TCP_MAX_IOV = 64,             /* iovecs per sendmsg */
+  TCP_RX_READS_PER_PASS = 8,    /* reads per stream per progress(): other streams, peers and our
+                                   own sends get their turn even while data pours in */
   TCP_SEALED_PIECE_MAX_BYTES = 256 * 1024, /* on a sealed connection a piece is encrypted whole
                                               before its first byte leaves and decrypted once its
                                               last arrives: small enough that the copy stays in
@@ -109,6 +109,9 @@ static const double TCP_ABORT_ORDER_S = 1.0;
 /* For a peer whose data goes by another transport (shm), that transport delivers the abort in
  * order with its data; ours is only the backup, used when the peer is gone or after this long. */
 static const double TCP_ABORT_BACKUP_S = 1.0;
+/* How long destroy waits for a peer we failed over a bad frame to take our CLOSE (control_linger).
+ */
+static const double TCP_TOLD_LINGER_S = 0.25;
 
 static unsigned tcp_announced_version = STRATA_WIRE_VERSION;
 static const strata_transport_ops tcp_ops;
@@ -118,7 +121,7 @@ void strata_tcp_set_announced_version_for_test(unsigned version) {
 }
 
 typedef struct tx_frame {
-  strata_xfer *x; /* NULL for control frames */
+  strata_xfer *x;                                /* NULL for control frames */
   uint8_t head[STRATA_WIRE_SEALED_HEADER_BYTES]; /* the header as sent: wire order, or sealed */
   uint32_t head_bytes;
   const uint8_t *payload; /* the caller's bytes, or the stream's ciphertext buffer */
@@ -192,6 +195,7 @@ typedef struct tcp_peer {
   uint64_t abort_seq;    /* messages the peer had posted to us before aborting */
   uint64_t abort_op_seq; /* the first operation its abort concerns */
   double abort_deadline_s;
+  int told_close;     /* we failed it over a bad frame and sent it CLOSE(status): destroy lingers */
   double heard_s;     /* when its control connection last gave us bytes (or we connected) */
   double next_beat_s; /* when we send it the next HEARTBEAT */
 } tcp_peer;
@@ -331,18 +335,22 @@ static void peer_fail(tcp_transport *t, tcp_peer *p, int status, const char *why
     slot->discarding = 0;
   }
   p->base_seq = p->next_seq;
+  int told = 0;
   if (status == STRATA_ERR_PROTOCOL && p->control.fd >= 0 && p->control.count == 0 &&
       !p->control.eof) {
     /* we end the pair over what it sent (a frame that failed its check): tell it why on the
-     * control connection, best effort, so it reports that rather than a vanished peer; what it
-     * already sent there is read first, so our close does not reset the connection under it */
+     * control connection, so it reports that rather than a vanished peer. Its connections stay
+     * open (unread, unpolled) until destroy: an EOF or a reset on a data stream, which it might
+     * see before the CLOSE on another connection, would tell it only that we are gone. */
     control_send(t, p, STRATA_WIRE_CLOSE, (uint64_t)(int64_t)status, 0);
-    uint8_t sink[512];
-    while (recv(p->control.fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
-    }
+    told = p->control.count == 0;
+    if (told) shutdown(p->control.fd, SHUT_WR);
+    p->told_close = told;
   }
-  for (int s = 0; s < t->streams; s++) stream_close(&p->streams[s]);
-  stream_close(&p->control);
+  if (!told) {
+    for (int s = 0; s < t->streams; s++) stream_close(&p->streams[s]);
+    stream_close(&p->control);
+  }
   p->state = PEER_GONE;
   p->lost_status = status;
   p->report = failed > 0 || !p->closing || status != STRATA_ERR_PEER_LOST;
@@ -1134,6 +1142,23 @@ static int tcp_query(const strata_transport *base, strata_transport_query what, 
 
 /* ---- open and destroy ---- */
 
+/* A peer we told why we end the pair must read that CLOSE before our close can reset the
+ * connection (a reset discards what it has not read): read what it still sends until it closes
+ * too, for at most TCP_TOLD_LINGER_S. */
+static void control_linger(tcp_peer *p) {
+  double deadline = strata_now_s() + TCP_TOLD_LINGER_S;
+  uint8_t sink[512];
+  while (p->control.fd >= 0) {
+    ssize_t n = recv(p->control.fd, sink, sizeof sink, MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && errno == EINTR)) continue;
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return;
+    double left = deadline - strata_now_s();
+    if (left <= 0) return;
+    struct pollfd pfd = {.fd = p->control.fd, .events = POLLIN};
+    poll(&pfd, 1, (int)(left * 1000) + 1);
+  }
+}
+
 static void tcp_destroy(strata_transport *base) {
   tcp_transport *t = (tcp_transport *)base;
   if (!t) return;
@@ -1152,6 +1177,7 @@ static void tcp_destroy(strata_transport *base) {
     /* orderly goodbye first, so the peer does not report us as lost */
     if (p->state == PEER_UP && p->control.count == 0)
       control_send(t, p, STRATA_WIRE_CLOSE, why, op_seq);
+    if (p->told_close) control_linger(p);
     for (int s = 0; p->streams && s < t->streams; s++) {
       stream_close(&p->streams[s]);
       stream_free(&p->streams[s]);
@@ -1187,7 +1213,8 @@ static int stream_init(tcp_stream *st, int fd, int index, const strata_seal_keys
   st->bounce = malloc(TCP_BOUNCE_BYTES);
   if (!st->bounce) return STRATA_ERR_NO_MEMORY;
   int status = strata_seal_init(&st->tx, keys->encrypt, keys->cipher, keys->tx);
-  if (status == STRATA_OK) status = strata_seal_init(&st->rx, keys->encrypt, keys->cipher, keys->rx);
+  if (status == STRATA_OK)
+    status = strata_seal_init(&st->rx, keys->encrypt, keys->cipher, keys->rx);
   return status;
 }
 
@@ -1217,7 +1244,7 @@ static int peers_init(tcp_transport *t, int *fds, const strata_seal_keys *keys) 
     p->governed = t->govern && strata_tcp_tune_notsent_lowat_bytes(p->rtt_us) > 0;
     const strata_seal *seal = &p->streams[0].tx;
     STRATA_LOG(STRATA_LOG_INFO, t->rank, "tcp: frames to and from rank %d %s", q,
-               !seal->on ? "in clear"
+               !seal->on                                ? "in clear"
                : seal->cipher == STRATA_SEAL_AES256_GCM ? "sealed with AES-256-GCM"
                                                         : "sealed with ChaCha20-Poly1305");
   }
@@ -1320,7 +1347,8 @@ int strata_tcp_fuzz_frames_for_test(const uint8_t *data, size_t len, size_t cont
   int fds[4] = {-1, -1, data_sv[0], control_sv[0]};
   strata_seal_keys keys[4];
   memset(keys, 0, sizeof keys);
-  for (int i = 0; i < 4; i++) keys[i].encrypt = sealed, keys[i].cipher = STRATA_SEAL_CHACHA20_POLY1305;
+  for (int i = 0; i < 4; i++)
+    keys[i].encrypt = sealed, keys[i].cipher = STRATA_SEAL_CHACHA20_POLY1305;
   int status = STRATA_ERR_NO_MEMORY;
   if (t) {
     t->base.ops = &tcp_ops;

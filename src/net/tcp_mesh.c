@@ -69,9 +69,9 @@ typedef struct mesh {
   size_t nconns, conns_cap;
   struct pollfd *pollfds;
   double deadline_s;
-  int hard_status; /* first check that failed: ends the open at once */
+  int hard_status;   /* first check that failed: ends the open at once */
   char refused[400]; /* why the last connection we accepted was dropped (for a timeout's message) */
-  int soft_status; /* a dialed connection was closed: ends it after the grace */
+  int soft_status;   /* a dialed connection was closed: ends it after the grace */
   double soft_deadline_s;
   int trouble_seen; /* a connect was refused or a handshake broke: a peer may have failed */
   double next_failure_check_s;
@@ -392,7 +392,9 @@ static int poll_once(mesh *m) {
   }
   /* in double until clamped: a deadline days away does not fit an int of milliseconds */
   double wait_ms = (wake_s - now) * 1000 + 1;
-  int timeout_ms = wait_ms > MESH_POLL_SLICE_MS ? MESH_POLL_SLICE_MS : wait_ms < 0 ? 0 : (int)wait_ms;
+  int timeout_ms = wait_ms > MESH_POLL_SLICE_MS ? MESH_POLL_SLICE_MS
+                   : wait_ms < 0                ? 0
+                                                : (int)wait_ms;
   int ready = poll(m->pollfds, m->nconns + 1, timeout_ms);
   if (ready < 0 && errno != EINTR)
     return mesh_error(m, STRATA_ERR_SYSTEM, "rank %d: poll: %s", m->rank, strerror(errno));

@@ -31,7 +31,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define STRATA_WIRE_VERSION 4u /* 4: the initiator proves first, ephemeral X25519 keys, sealed frames */
+#define STRATA_WIRE_VERSION \
+  4u /* 4: the initiator proves first, ephemeral X25519 keys, sealed frames */
 #define STRATA_WIRE_MAGIC "STRT" /* 4 bytes, no NUL on the wire */
 
 #define STRATA_WIRE_JOB_ID_BYTES 64

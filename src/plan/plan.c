@@ -239,7 +239,8 @@ void strata_plan_wan_model(const strata_topo *topo, int index, const strata_work
   }
   out->gbps = gbit / 8.0;
   out->unsealed_gbps = out->gbps;
-  out->sealed = !out->is_overlay && !out->is_extension && link->extension.kind != STRATA_EXT_IB_ROUTER;
+  out->sealed =
+      !out->is_overlay && !out->is_extension && link->extension.kind != STRATA_EXT_IB_ROUTER;
   if (out->sealed && out->gbps > strata_seal_cap_gbps()) out->gbps = strata_seal_cap_gbps();
 }
 
