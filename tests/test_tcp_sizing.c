@@ -141,8 +141,26 @@ static void test_loopback_socket(void) {
     strata_tcp_congestion_get(fresh, cc_fresh, sizeof cc_fresh);
     close(fresh);
   }
+  /* The tuner classifies the pair by the RTT the kernel measured for it. On a loaded host (the
+   * sanitizer passes run tests side by side on two cores) even loopback's handshake can take a
+   * millisecond, and the pair is then rightly tuned as a WAN one: the LAN checks below hold only
+   * for the RTT the tuner sees, read here (an idle socket takes no new samples in between). */
+  struct tcp_info info;
+  socklen_t ilen = sizeof info;
+  memset(&info, 0, sizeof info);
+  getsockopt(cfd, IPPROTO_TCP, TCP_INFO, &info, &ilen);
+  int lan = strata_tcp_tune_notsent_lowat_bytes(info.tcpi_rtt) == 0;
   strata_tcp_tune_established(&cfg, cfd, 0, 1, 0);
   strata_tcp_congestion_get(cfd, cc_after, sizeof cc_after);
+  if (!lan) {
+    printf(
+        "loopback measured %u us at connect (a loaded host): tuned as a WAN pair, LAN checks "
+        "not applicable\n",
+        info.tcpi_rtt);
+    close(cfd);
+    close(lfd);
+    return;
+  }
   if (!strcmp(system_default, "bbr") && have_cubic) {
     CHECK(!strcmp(cc_fresh, "cubic"), "system bbr: a socket starts with %s", cc_fresh);
     CHECK(!strcmp(cc_after, "cubic"), "system bbr: a loopback socket left tuning with %s",
