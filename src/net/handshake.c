@@ -386,7 +386,6 @@ static int check_auth(strata_handshake *hs, const strata_wire_handshake *r) {
     return refuse(hs, STRATA_WIRE_REJECT_AUTH,
                   "wrong job secret (the peer does not know STRATA_SECRET%s)",
                   hs->accepting ? "" : ", or it published another address than the one dialed");
-  hs->proven = 1;
   if (derive_keys(hs) != 0)
     return refuse(hs, STRATA_WIRE_REJECT_AUTH, "the peer's ephemeral key is invalid");
   if (hs->accepting) {

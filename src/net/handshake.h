@@ -34,7 +34,6 @@ typedef struct strata_handshake {
   int accepting; /* 1: we accepted this connection, the peer must be a higher rank */
   int claimed_rank;  /* the rank an accepted peer's HELLO claims, before it is verified; or -1 */
   int stage;         /* handshake.c's enum */
-  int proven;        /* the peer's AUTH verified */
   int status;        /* STRATA_ERR_IN_PROGRESS until done; then STRATA_OK or the failure */
   int reject_status; /* the failure we are reporting while the REJECT drains */
   double linger_deadline_s;

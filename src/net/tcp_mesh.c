@@ -41,6 +41,7 @@ static const double MESH_CONNECT_RETRY_S = 0.05;
 static const double MESH_SOFT_ERROR_GRACE_S = 0.5;
 static const int MESH_POLL_SLICE_MS = 100;
 static const double MESH_FAILURE_CHECK_S = 0.2;
+enum { MESH_DROPS_WARNED = 3 };
 
 enum { CONN_RETRY_WAIT, CONN_CONNECTING, CONN_HANDSHAKE, CONN_FINISHED };
 
@@ -71,6 +72,7 @@ typedef struct mesh {
   double deadline_s;
   int hard_status;   /* first check that failed: ends the open at once */
   char refused[400]; /* why the last connection we accepted was dropped (for a timeout's message) */
+  int dropped;       /* connections we accepted and dropped: only the first few are warned of */
   int soft_status;   /* a dialed connection was closed: ends it after the grace */
   double soft_deadline_s;
   int trouble_seen; /* a connect was refused or a handshake broke: a peer may have failed */
@@ -319,7 +321,9 @@ static void handshake_finished(mesh *m, mesh_conn *c, int status) {
     STRATA_LOG(STRATA_LOG_WARN, m->rank, "rank %d opened stream %d twice; closing the second",
                c->hs.peer_rank, c->hs.stream);
   } else if (!c->dialing) {
-    STRATA_LOG(STRATA_LOG_WARN, m->rank, "dropped an unauthenticated connection: %s", c->hs.err);
+    /* strangers can open connections as fast as they like: their log lines cannot */
+    strata_log_level level = ++m->dropped <= MESH_DROPS_WARNED ? STRATA_LOG_WARN : STRATA_LOG_DEBUG;
+    STRATA_LOG(level, m->rank, "dropped an unauthenticated connection: %s", c->hs.err);
     snprintf(m->refused, sizeof m->refused, "%s", c->hs.err);
     m->trouble_seen = 1; /* perhaps a peer that gave up: look for a published cause */
   } else if (status != STRATA_ERR_PEER_LOST) {
