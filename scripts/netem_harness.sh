@@ -49,8 +49,11 @@ trap 'exit 130' INT TERM HUP
   --lifetime $((limit + 60)) "${links[@]}" "${up_opts[@]}" >/dev/null || exit 1
 
 port=$((20000 + $$ % 20000))
-timeout -k 2 $((limit + 10)) "$strata" netem exec --name "$name" 0 -- \
-  "$strata" store --addr "10.77.0.1:$port" >/dev/null 2>&1 &
+job="netem-$name-$(od -An -tx1 -N4 /dev/urandom | tr -d ' \n')"
+secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+# the store admits only connections that prove the ranks' secret
+STRATA_JOB_ID=$job STRATA_SECRET=$secret timeout -k 2 $((limit + 10)) \
+  "$strata" netem exec --name "$name" 0 -- "$strata" store --addr "10.77.0.1:$port" >/dev/null 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do # the store is up once site 0 can connect to it
   "$strata" netem exec --name "$name" 0 -- bash -c "exec 3<>/dev/tcp/10.77.0.1/$port" 2>/dev/null && break
@@ -58,8 +61,6 @@ for _ in $(seq 100); do # the store is up once site 0 can connect to it
 done
 
 world=$((sites * per_site))
-job="netem-$name-$(od -An -tx1 -N4 /dev/urandom | tr -d ' \n')"
-secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 declare -A rank_of
 for ((k = 0; k < sites; k++)); do
   for ((m = 0; m < per_site; m++)); do

@@ -84,7 +84,9 @@ static int body(strata_comm *comm, int rank, int nranks, int init_status, void *
   /* 3. the caller's store */
   strata_config cfg = *strata_comm_config(comm);
   strata_store *client = NULL;
-  CHECK(strata_store_connect(cfg.store_addr, cfg.timeout_s, &client) == STRATA_OK, "connect");
+  CHECK(strata_store_connect_auth(cfg.store_addr, cfg.secret, cfg.job_id, cfg.timeout_s,
+                                  &client) == STRATA_OK,
+        "connect");
   if (!client) return 1;
   strata_store_ops ops = {
       .context = client, .set = forward_set, .get = forward_get, .add = forward_add};

@@ -606,7 +606,9 @@ static int fault_body(strata_comm *comm, int rank, int nranks, int init_status, 
    * its peers still finish an exchange with it breaks that exchange), told through the store. */
   const strata_config *cfg = strata_comm_config(comm);
   strata_store *store = NULL;
-  CHECK_OR_RETURN(strata_store_connect(cfg->store_addr, 10, &store) == STRATA_OK, "store");
+  CHECK_OR_RETURN(
+      strata_store_connect_auth(cfg->store_addr, cfg->secret, cfg->job_id, 10, &store) == STRATA_OK,
+      "store");
   char key[160];
   if (rank == 2) {
     for (int r = 0; r < 2; r++) {

@@ -5,8 +5,9 @@
  * The launcher serves the rendezvous store itself (so no rank has to) and gives every child
  * STRATA_ADDR (that store), STRATA_STORE_EXTERNAL=1, STRATA_RANK, STRATA_WORLD_SIZE,
  * STRATA_LOCAL_RANK, and a fresh STRATA_JOB_ID and 32-byte STRATA_SECRET unless the caller's
- * environment already sets them (STRATA_SECRET_FILE counts as setting the secret). --order
- * permutes which rank the i-th child gets.
+ * environment already sets them (STRATA_SECRET_FILE counts as setting the secret). The store
+ * admits only connections that prove that secret. --order permutes which rank the i-th child
+ * gets.
  *
  * --sites MATRIX gives child i STRATA_SITE = the site of row i of a link matrix written by
  * `strata probe` (docs/link-matrix.md): the matrix's site labels when every row has one, else
@@ -363,17 +364,38 @@ static int prepare_shared_env(launcher *l) {
   snprintf(l->addr_env, sizeof l->addr_env, "STRATA_ADDR=%s%s%s:%d", bracket ? "[" : "", reach,
            bracket ? "]" : "", port);
   snprintf(l->world_env, sizeof l->world_env, "STRATA_WORLD_SIZE=%d", l->opt.nranks);
+  return 0;
+}
+
+static int env_set(const char *name) { return getenv(name) && *getenv(name); }
+
+/* The job id and secret the ranks get (fresh ones unless the caller's environment has them) and
+ * the store requires: into secret and job, for strata_store_server_start_auth. Prints why and
+ * returns -1 when the caller's STRATA_* variables are invalid. */
+static int prepare_job_identity(launcher *l, char *secret, size_t secret_len, char *job,
+                                size_t job_len) {
   char hex[129];
-  if (!getenv("STRATA_JOB_ID") || !*getenv("STRATA_JOB_ID")) {
+  if (!env_set("STRATA_JOB_ID")) {
     if (random_hex(hex, 8) != 0) return -1;
     snprintf(l->job_env, sizeof l->job_env, "STRATA_JOB_ID=launch-%s", hex);
   }
-  /* a secret in a file (STRATA_SECRET_FILE) is the caller's too: the ranks read it */
-  if ((!getenv("STRATA_SECRET") || !*getenv("STRATA_SECRET")) &&
-      (!getenv("STRATA_SECRET_FILE") || !*getenv("STRATA_SECRET_FILE"))) {
+  if (!env_set("STRATA_SECRET") && !env_set("STRATA_SECRET_FILE")) {
     if (random_hex(hex, 32) != 0) return -1;
     snprintf(l->secret_env, sizeof l->secret_env, "STRATA_SECRET=%s", hex);
   }
+  /* what a rank will read: the caller's variables, as strata_config_from_env reads them */
+  strata_config cfg;
+  strata_config_init(&cfg);
+  char err[512];
+  if (strata_config_from_env(&cfg, err, sizeof err) != STRATA_OK) {
+    fprintf(stderr, "strata launch: %s\n", err);
+    return -1;
+  }
+  const char *chosen_job = l->job_env[0] ? strchr(l->job_env, '=') + 1 : cfg.job_id;
+  const char *chosen_secret = l->secret_env[0] ? strchr(l->secret_env, '=') + 1 : cfg.secret;
+  snprintf(job, job_len, "%s", chosen_job);
+  snprintf(secret, secret_len, "%s", chosen_secret);
+  memset(cfg.secret, 0, sizeof cfg.secret);
   return 0;
 }
 
@@ -785,7 +807,15 @@ int strata_cmd_launch(int argc, char **argv) {
     free(l.children);
     return rc;
   }
-  int status = strata_store_server_start(l.opt.addr, &l.server);
+  /* the store admits only connections that prove the job secret the ranks are given */
+  char secret[256], job[160];
+  if (prepare_job_identity(&l, secret, sizeof secret, job, sizeof job) != 0) {
+    free(order);
+    free(l.children);
+    return 2;
+  }
+  int status = strata_store_server_start_auth(l.opt.addr, secret, job, &l.server);
+  memset(secret, 0, sizeof secret);
   if (status != STRATA_OK) {
     fprintf(stderr, "strata launch: cannot serve the store on %s: %s\n", l.opt.addr,
             strata_strerror(status));

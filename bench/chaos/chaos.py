@@ -147,9 +147,11 @@ class Chaos:
         host = "10.77.0.1" if self.args.transport == "sites" else "127.0.0.1"
         self.store_addr = "%s:%d" % (host, port)
         with open(os.path.join(self.out, "store.log"), "w") as log:
+            # the store admits only connections that prove the workers' secret
+            env = dict(os.environ, STRATA_JOB_ID=self.job, STRATA_SECRET=self.secret)
             self.store = subprocess.Popen(
                 self.in_site(0, [self.strata, "store", "--addr", self.store_addr]),
-                stdout=log, stderr=subprocess.STDOUT)
+                stdout=log, stderr=subprocess.STDOUT, env=env)
         log_path = os.path.join(self.out, "store.log")
         for _ in range(200):  # until it says it listens (its address may be another site's)
             with open(log_path) as log:

@@ -99,8 +99,8 @@ static int connect_world(strata_comm *comm) {
    * another at the same address: ranks connect as members of this job so that a rank done early
    * never talks to the store that is going away (store_wire.h: HELLO). */
   if (!cfg->store_external && comm->rank == 0) {
-    status = strata_store_server_start_job(cfg->store_addr, cfg->job_id, comm->nranks,
-                                           &comm->store_server);
+    status = strata_store_server_start_job_auth(cfg->store_addr, cfg->secret, cfg->job_id,
+                                                comm->nranks, &comm->store_server);
     if (status != STRATA_OK) {
       STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "cannot serve the rendezvous store on %s: %s",
                  cfg->store_addr, strata_strerror(status));
@@ -108,9 +108,11 @@ static int connect_world(strata_comm *comm) {
     }
   }
   status = cfg->store_external
-               ? strata_store_connect(cfg->store_addr, cfg->timeout_s, &comm->store)
-               : strata_store_connect_job(cfg->store_addr, cfg->job_id, comm->rank, comm->nranks,
-                                          cfg->timeout_s, &comm->store);
+               ? strata_store_connect_auth(cfg->store_addr, cfg->secret, cfg->job_id,
+                                           cfg->timeout_s, &comm->store)
+               : strata_store_connect_job_auth(cfg->store_addr, cfg->secret, cfg->job_id,
+                                               comm->rank, comm->nranks, cfg->timeout_s,
+                                               &comm->store);
   if (status != STRATA_OK) {
     STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "cannot reach the rendezvous store at %s: %s",
                cfg->store_addr, strata_strerror(status));

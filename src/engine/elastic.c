@@ -352,7 +352,8 @@ static int next_epoch(strata_comm *comm, int rank, int size, strata_comm **out) 
   if (!(*out)->store) {
     status = comm->has_store_ops
                  ? strata_store_from_ops(&comm->store_ops, "", &(*out)->store)
-                 : strata_store_connect(cfg.store_addr, cfg.timeout_s, &(*out)->store);
+                 : strata_store_connect_auth(cfg.store_addr, cfg.secret, cfg.job_id, cfg.timeout_s,
+                                             &(*out)->store);
     if (status != STRATA_OK) {
       strata_comm_destroy(*out);
       *out = NULL;
@@ -428,7 +429,8 @@ int strata_comm_join(const strata_config *cfg, const strata_store_ops *ops, stra
   if (ops) {
     status = strata_store_from_ops(ops, "", &store);
   } else {
-    status = strata_store_connect(cfg->store_addr, cfg->timeout_s, &store);
+    status = strata_store_connect_auth(cfg->store_addr, cfg->secret, cfg->job_id, cfg->timeout_s,
+                                       &store);
   }
   if (status != STRATA_OK) {
     STRATA_LOG(STRATA_LOG_ERROR, -1, "join: cannot reach the rendezvous store at %s: %s",

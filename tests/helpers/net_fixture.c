@@ -40,7 +40,9 @@ static pid_t store_process_start(int *port) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     close(pipefd[0]);
     strata_store_server *server = NULL;
-    int p = strata_store_server_start("127.0.0.1:0", &server) == STRATA_OK
+    /* admits the ranks of strata_net_fixture_config and strata_test_run_ranks (ranks.c) */
+    int p = strata_store_server_start_auth("127.0.0.1:0", STRATA_NET_FIXTURE_SECRET,
+                                           STRATA_NET_FIXTURE_JOB, &server) == STRATA_OK
                 ? strata_store_server_port(server)
                 : -1;
     if (write(pipefd[1], &p, sizeof p) != (ssize_t)sizeof p) _exit(1);
@@ -120,8 +122,8 @@ void strata_net_fixture_config(const strata_net_fixture_rank *r, int nranks, str
   cfg->local_rank = r->rank;
   snprintf(cfg->store_addr, sizeof cfg->store_addr, "%s", r->store_addr);
   cfg->store_external = 1;
-  snprintf(cfg->job_id, sizeof cfg->job_id, "netfix");
-  snprintf(cfg->secret, sizeof cfg->secret, "fixture-secret");
+  snprintf(cfg->job_id, sizeof cfg->job_id, "%s", STRATA_NET_FIXTURE_JOB);
+  snprintf(cfg->secret, sizeof cfg->secret, "%s", STRATA_NET_FIXTURE_SECRET);
   snprintf(cfg->advertise_host, sizeof cfg->advertise_host, "127.0.0.1");
   cfg->timeout_s = 10;
   cfg->shm_enabled = 0;
@@ -134,7 +136,8 @@ void strata_net_fixture_config(const strata_net_fixture_rank *r, int nranks, str
 }
 
 int strata_net_fixture_store(const strata_net_fixture_rank *r, strata_store **out) {
-  return strata_store_connect(r->store_addr, 10.0, out);
+  return strata_store_connect_auth(r->store_addr, STRATA_NET_FIXTURE_SECRET, STRATA_NET_FIXTURE_JOB,
+                                   10.0, out);
 }
 
 void strata_net_fixture_count_done(strata_xfer *x) {

@@ -34,8 +34,12 @@ typedef int (*strata_net_fixture_fn)(const strata_net_fixture_rank *r);
 int strata_net_fixture_run(int nprocs, strata_net_fixture_fn fn, void *arg, double deadline_s,
                            int *statuses);
 
-/* A configuration for a transport test: defaults, then rank/world size, job id "netfix",
- * secret "fixture-secret", advertise host 127.0.0.1, timeout 10 s, shm off, 1 TCP stream, and
+/* The job and secret of the fixture's ranks; its store admits only connections that prove them. */
+#define STRATA_NET_FIXTURE_JOB "netfix"
+#define STRATA_NET_FIXTURE_SECRET "fixture-secret"
+
+/* A configuration for a transport test: defaults, then rank/world size, the fixture's job id and
+ * secret, advertise host 127.0.0.1, timeout 10 s, shm off, 1 TCP stream, and
  * the log level of STRATA_LOG when set. Change fields after the call. */
 void strata_net_fixture_config(const strata_net_fixture_rank *r, int nranks, strata_config *cfg);
 

@@ -20,8 +20,8 @@ static int run_child(int rank, int nranks, const char *addr, const strata_test_r
   cfg.local_rank = rank;
   snprintf(cfg.store_addr, sizeof cfg.store_addr, "%s", addr);
   cfg.store_external = 1;
-  snprintf(cfg.job_id, sizeof cfg.job_id, "test-%d", (int)getppid());
-  snprintf(cfg.secret, sizeof cfg.secret, "%s", o->secret ? o->secret : "test-secret");
+  snprintf(cfg.job_id, sizeof cfg.job_id, "%s", STRATA_NET_FIXTURE_JOB);
+  snprintf(cfg.secret, sizeof cfg.secret, "%s", o->secret ? o->secret : STRATA_NET_FIXTURE_SECRET);
   cfg.shm_enabled = o->shm;
   if (o->tcp_streams) cfg.tcp_streams = o->tcp_streams;
   cfg.timeout_s = o->timeout_s > 0 ? o->timeout_s : 10;

@@ -9,12 +9,13 @@
 #include "strata.h"
 
 typedef struct strata_test_ranks_opts {
-  int shm;            /* 1 = shared memory between ranks, 0 = TCP only */
-  int tcp_streams;    /* 0 = default */
-  double timeout_s;   /* communicator timeout; 0 = 10 s */
-  double deadline_s;  /* whole run; 0 = 120 s */
-  strata_algo algo;   /* forced algorithm, AUTO by default */
-  const char *secret; /* NULL = "test-secret" */
+  int shm;           /* 1 = shared memory between ranks, 0 = TCP only */
+  int tcp_streams;   /* 0 = default */
+  double timeout_s;  /* communicator timeout; 0 = 10 s */
+  double deadline_s; /* whole run; 0 = 120 s */
+  strata_algo algo;  /* forced algorithm, AUTO by default */
+  const char
+      *secret; /* NULL = the fixture's (net_fixture.h); another one is refused by the store */
   /* per-rank tweak of the configuration before init (may be NULL) */
   void (*tweak)(strata_config *cfg, int rank, void *arg);
 } strata_test_ranks_opts;
