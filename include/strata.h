@@ -332,14 +332,21 @@ STRATA_API int strata_comm_revoke(strata_comm *comm);
  * is left out; a live rank is waited for (up to STRATA_OP_TIMEOUT when set) — and get *out, a
  * communicator of the next epoch over those ranks, numbered 0..k-1 in their order in `comm`.
  * `comm` is revoked by it and is destroyed by the caller. A rank the others left out (it came
- * after they decided, or they took it for dead) gets STRATA_ERR_EXCLUDED and *out = NULL. */
+ * after they decided, or they took it for dead) gets STRATA_ERR_EXCLUDED and *out = NULL, and so
+ * does every later shrink or agree on `comm`. A shrink or agree that fails once this rank has
+ * taken part (STRATA_ERR_TIMEOUT, a store that did not answer) leaves its part in place: the next
+ * shrink or agree on `comm` finishes that same agreement, and so joins the group the others
+ * formed (or learns it was left out) instead of deciding another; a shrink called again after its
+ * group was decided (the new communicator failed to come up) forms that group again. */
 STRATA_API int strata_comm_shrink(strata_comm *comm, strata_comm **out);
 /* Agree: collective over the live ranks of `comm`, healthy or failed: *flag becomes the AND of
  * every live rank's *flag, the same on all of them, and the ranks that did not take part (dead
  * or frozen) become the failed set strata_comm_failed_ranks reports. Through the store: a few
- * round trips to it, not a data-path collective. STRATA_ERR_EXCLUDED as for shrink. A rank that
- * calls strata_comm_shrink meanwhile counts as false (the others then shrink too: after a
- * failure, ranks whose last call failed at different points still meet). */
+ * round trips to it, not a data-path collective. STRATA_ERR_EXCLUDED, and a call that failed
+ * once this rank took part, as for shrink: the next call gives the flag of the agreement the
+ * failed one had joined (what this rank contributed then counts). A rank that calls
+ * strata_comm_shrink meanwhile counts as false (the others then shrink too: after a failure,
+ * ranks whose last call failed at different points still meet). */
 STRATA_API int strata_comm_agree(strata_comm *comm, int *flag);
 /* After strata_comm_shrink(comm, ...) found that the last collective finished on this rank but
  * failed on another survivor (a rank died just after sending this one its last bytes): with

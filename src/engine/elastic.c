@@ -23,6 +23,13 @@
  * sent (its idle progress fails the communicator) and comes. The wait is bounded by
  * STRATA_OP_TIMEOUT when set.
  *
+ * A rank never moves past an agreement it took part in before it has read the decision. The
+ * others may have decided it and gone on with the group it names; a rank that gave up on it (its
+ * wait timed out, the store did not answer) and started the next one would find them gone and
+ * decide a group of its own — two groups of one epoch. So a failed call leaves the agreement open
+ * and the next agree or shrink resumes it with the contribution already in the store; a decision
+ * binds every rank it names, and one without this rank excludes it from `comm` for good.
+ *
  * Every communicator has an epoch; shrink and grow make one of the next epoch, whose job id
  * (and so its store keys, shared-memory names and the job id every handshake checks) is derived
  * from the job's base id and the epoch. A message of an older epoch travels on connections the
@@ -201,8 +208,26 @@ static int propose(strata_comm *comm, const char *prefix, const char *decision_k
   return status == STRATA_ERR_IN_PROGRESS ? STRATA_OK : status;
 }
 
-/* Steps 1-3 above: every live rank's contribution and who took part. */
-static int agree_over_store(strata_comm *comm, const char *prefix, int64_t mine, agreement *a) {
+/* Step 1: this rank's contribution to the agreement at <prefix>. Once in the store it stands —
+ * the others may decide on it at any time — so a call that resumes an agreement this rank left
+ * open keeps what it contributed then, whatever it would contribute now. A contribution whose
+ * write failed may have landed all the same: the resuming call reads before it writes again (a
+ * second ADD would count it twice). */
+static int contribute(strata_comm *comm, const char *prefix, int64_t mine) {
+  char key[256];
+  snprintf(key, sizeof key, "%s/in/%d", prefix, comm->rank);
+  int64_t stored = 0;
+  if (comm->agreement_open) {
+    int status = strata_store_add(comm->store, key, 0, &stored);
+    if (status != STRATA_OK || stored > 0) return status;
+  }
+  if (mine < 0) return STRATA_ERR_INVALID_ARG;
+  comm->agreement_open = 1;
+  return strata_store_add(comm->store, key, mine + 1, &stored);
+}
+
+/* Steps 2-3 above: every live rank's contribution and who took part. */
+static int agree_over_store(strata_comm *comm, const char *prefix, agreement *a) {
   int n = comm->nranks;
   a->n = n;
   a->member = calloc((size_t)n, sizeof *a->member);
@@ -211,18 +236,11 @@ static int agree_over_store(strata_comm *comm, const char *prefix, int64_t mine,
     agreement_free(a);
     return STRATA_ERR_NO_MEMORY;
   }
-  char key[256], decided_key[256], decision_key[256];
-  snprintf(key, sizeof key, "%s/in/%d", prefix, comm->rank);
-  int64_t ignored = 0;
-  int status =
-      mine >= 0 ? strata_store_add(comm->store, key, mine + 1, &ignored) : STRATA_ERR_INVALID_ARG;
-  if (status != STRATA_OK) {
-    agreement_free(a);
-    return status;
-  }
+  char decided_key[256], decision_key[256];
   snprintf(decision_key, sizeof decision_key, "%s/decision", prefix);
   snprintf(decided_key, sizeof decided_key, "%s/decided", prefix);
   double start = strata_now_s();
+  int out_of_time = 0, status;
   for (;;) {
     int64_t decided = 0;
     status = strata_store_add(comm->store, decided_key, 0, &decided);
@@ -233,6 +251,16 @@ static int agree_over_store(strata_comm *comm, const char *prefix, int64_t mine,
       status = strata_store_get(comm->store, decision_key, &data, &data_len, comm->cfg.timeout_s);
       if (status == STRATA_OK) status = decision_decode(data, data_len, n, a);
       free(data);
+      break;
+    }
+    /* out of time only just after a look that found no decision: one made while this rank was
+     * counting contributions is read, not missed */
+    if (out_of_time) {
+      STRATA_LOG(STRATA_LOG_ERROR, comm->rank,
+                 "%s: the live ranks did not all take part within %.1f s (STRATA_OP_TIMEOUT); "
+                 "this rank's contribution stands, and its next agree or shrink resumes here",
+                 prefix, comm->cfg.op_timeout_s);
+      status = STRATA_ERR_TIMEOUT;
       break;
     }
     /* can this rank decide? every rank alive in its view has contributed */
@@ -251,14 +279,8 @@ static int agree_over_store(strata_comm *comm, const char *prefix, int64_t mine,
       if (status != STRATA_OK) break;
       continue; /* the decision is read back like everyone else's */
     }
-    if (comm->cfg.op_timeout_s > 0 && strata_now_s() - start > comm->cfg.op_timeout_s) {
-      STRATA_LOG(STRATA_LOG_ERROR, comm->rank,
-                 "%s: the live ranks did not all take part within %.1f s (STRATA_OP_TIMEOUT)",
-                 prefix, comm->cfg.op_timeout_s);
-      status = STRATA_ERR_TIMEOUT;
-      break;
-    }
-    sleep_s(AGREE_POLL_S);
+    out_of_time = comm->cfg.op_timeout_s > 0 && strata_now_s() - start > comm->cfg.op_timeout_s;
+    if (!out_of_time) sleep_s(AGREE_POLL_S);
   }
   if (status != STRATA_OK) {
     agreement_free(a);
@@ -296,11 +318,24 @@ static int64_t payload_of(int64_t v) {
   return v >> KIND_BITS;
 }
 
+/* The agreement this rank takes part in next: the one it left open, if a call failed after
+ * contributing (timed out, lost the store), else a new one. A rank never moves past an
+ * agreement before it has read the decision: one the others decided names the groups they went
+ * on with, and a rank that skipped it could decide a group of its own in the next (two groups
+ * of one epoch). A decision without this rank ends its part in `comm` for good. */
 static int next_agreement(strata_comm *comm, int64_t contribution, agreement *a) {
+  if (comm->excluded) return STRATA_ERR_EXCLUDED;
   char prefix[200];
   snprintf(prefix, sizeof prefix, "%s/agreement/%llu", comm->cfg.job_id,
-           (unsigned long long)comm->agreements++);
-  return agree_over_store(comm, prefix, contribution, a);
+           (unsigned long long)comm->agreements);
+  int status = contribute(comm, prefix, contribution);
+  if (status == STRATA_OK) status = agree_over_store(comm, prefix, a);
+  if (status == STRATA_OK || status == STRATA_ERR_EXCLUDED) {
+    comm->agreements++;
+    comm->agreement_open = 0;
+  }
+  if (status == STRATA_ERR_EXCLUDED) comm->excluded = 1;
+  return status;
 }
 
 int strata_comm_agree(strata_comm *comm, int *flag) {
@@ -365,19 +400,13 @@ static int next_epoch(strata_comm *comm, int rank, int size, strata_comm **out) 
   return STRATA_OK;
 }
 
-int strata_comm_shrink(strata_comm *comm, strata_comm **out) {
-  if (!comm || !out) return STRATA_ERR_INVALID_ARG;
-  *out = NULL;
-  if (!comm->store) return STRATA_ERR_UNSUPPORTED;
-  quiesce(comm);
+/* The agreement of a shrink: every member of the decision shrinks, and this rank is one of them.
+ * Sets comm->shrink_rank and shrink_size, which bind this rank from then on. */
+static int shrink_agree(strata_comm *comm) {
   agreement a = {0};
-  int status;
   for (;;) {
-    status = next_agreement(comm, contribution_of(KIND_SHRINK, (int64_t)comm->colls_ok), &a);
-    if (status != STRATA_OK) {
-      STRATA_LOG(STRATA_LOG_WARN, comm->rank, "shrink: %s", strata_strerror(status));
-      return status;
-    }
+    int status = next_agreement(comm, contribution_of(KIND_SHRINK, (int64_t)comm->colls_ok), &a);
+    if (status != STRATA_OK) return status;
     int all = 1;
     for (int r = 0; r < a.n; r++)
       if (a.member[r] && kind_of(a.value[r]) != KIND_SHRINK) all = 0;
@@ -398,14 +427,30 @@ int strata_comm_shrink(strata_comm *comm, strata_comm **out) {
                "shrink: this rank finished %lld collective(s) that another survivor did not%s",
                (long long)ahead,
                comm->undo_ready ? " (strata_comm_undo puts the last one's input back)" : "");
-  int rank = 0;
-  for (int r = 0; r < comm->rank; r++) rank += a.member[r];
-  int size = a.members;
+  comm->shrink_rank = 0;
+  for (int r = 0; r < comm->rank; r++) comm->shrink_rank += a.member[r];
+  comm->shrink_size = a.members;
+  comm->shrink_decided = 1;
   record_failed(comm, &a);
   agreement_free(&a);
-  STRATA_LOG(STRATA_LOG_INFO, comm->rank, "shrink: %d of %d ranks go on; this one is rank %d", size,
-             comm->nranks, rank);
-  status = next_epoch(comm, rank, size, out);
+  STRATA_LOG(STRATA_LOG_INFO, comm->rank, "shrink: %d of %d ranks go on; this one is rank %d",
+             comm->shrink_size, comm->nranks, comm->shrink_rank);
+  return STRATA_OK;
+}
+
+int strata_comm_shrink(strata_comm *comm, strata_comm **out) {
+  if (!comm || !out) return STRATA_ERR_INVALID_ARG;
+  *out = NULL;
+  if (!comm->store) return STRATA_ERR_UNSUPPORTED;
+  quiesce(comm);
+  /* Called again after an error: a group the survivors decided on is the one to form (its new
+   * communicator may have failed to come up), and an agreement left open is resumed. */
+  int status = comm->shrink_decided ? STRATA_OK : shrink_agree(comm);
+  if (status != STRATA_OK) {
+    STRATA_LOG(STRATA_LOG_WARN, comm->rank, "shrink: %s", strata_strerror(status));
+    return status;
+  }
+  status = next_epoch(comm, comm->shrink_rank, comm->shrink_size, out);
   if (status != STRATA_OK)
     STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "shrink: the new communicator: %s",
                strata_strerror(status));

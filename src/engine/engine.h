@@ -137,10 +137,15 @@ struct strata_comm {
    * touch (strata_comm_release). */
   atomic_int requests_held;
   /* elastic.c */
-  uint64_t epoch;              /* 0 at init, +1 per shrink or grow */
-  char base_job[64];           /* the job id of epoch 0: joiners and later epochs derive from it */
-  uint64_t agreements;         /* agreements so far (agree, shrink): name their store keys */
-  atomic_int revoke_requested; /* strata_comm_revoke, from any thread, without the lock */
+  uint64_t epoch;      /* 0 at init, +1 per shrink or grow */
+  char base_job[64];   /* the job id of epoch 0: joiners and later epochs derive from it */
+  uint64_t agreements; /* agreements read so far (agree, shrink): name their store keys */
+  int agreement_open;  /* this rank contributed to agreement `agreements` and has not read
+                          its decision: the next agree or shrink resumes it */
+  int excluded;        /* an agreement of this communicator was decided without this rank */
+  int shrink_decided;  /* a shrink's agreement named this rank shrink_rank of shrink_size: */
+  int shrink_rank, shrink_size; /* a shrink called again forms that group, never another */
+  atomic_int revoke_requested;  /* strata_comm_revoke, from any thread, without the lock */
   uint64_t colls_ok; /* collectives finished with STRATA_OK: what shrink compares (elastic.c) */
   void *last_input, *last_input_dst; /* the input of the last in-place reduction that succeeded */
   uint64_t last_input_bytes;         /* (cfg.elastic), for strata_comm_undo */
