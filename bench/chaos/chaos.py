@@ -445,17 +445,26 @@ def report(chaos, stuck):
     # leaks: in-run (segments of an older epoch still mapped, fds or threads growing at equal
     # group size) and at the end (with no communicator left, back to the start's counts)
     leaks = []
-    first_at_size = {}
+    at_size = {}
     for e in by("resources"):
         if e["stale_fds"] or e["stale_maps"]:
             leaks.append("worker %d epoch %d: %d fds, %d mappings of older epochs' segments" %
                          (e["id"], e["epoch"], e["stale_fds"], e["stale_maps"]))
-        key = (e["id"], e["size"])
-        base = first_at_size.setdefault(key, e)
-        if e["threads"] > base["threads"] or e["fds"] > base["fds"] + 2:
-            leaks.append("worker %d at size %d, epoch %d: %d fds %d threads (first %d, %d)" %
-                         (e["id"], e["size"], e["epoch"], e["fds"], e["threads"], base["fds"],
-                          base["threads"]))
+        at_size.setdefault((e["id"], e["size"]), []).append(e)
+    # Growth at equal group size: a report can catch a dead peer's connections not yet closed or a
+    # thread not yet joined, so one report against another proves nothing; a leak grows with every
+    # epoch, so the least count of the later reports exceeds the least of the earlier ones.
+    for (wid, size), reports in sorted(at_size.items()):
+        if len(reports) < 4:
+            continue  # too few to tell growth from a transient; the final report still checks
+        half = len(reports) // 2
+        early, late = reports[:half], reports[half:]
+        fds0, fds1 = min(r["fds"] for r in early), min(r["fds"] for r in late)
+        thr0, thr1 = min(r["threads"] for r in early), min(r["threads"] for r in late)
+        if fds1 > fds0 + 2 or thr1 > thr0:
+            leaks.append("worker %d at size %d: at least %d fds %d threads in its later %d "
+                         "reports, %d and %d in its earlier %d" %
+                         (wid, size, fds1, thr1, len(late), fds0, thr0, len(early)))
     finals = by("final")
     for e in finals:
         if e["leaked_fds"] > 0 or e["leaked_threads"] > 0 or e["memfd_maps"] or e["memfd_fds"]:
