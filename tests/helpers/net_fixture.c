@@ -58,6 +58,11 @@ static pid_t store_process_start(int *port) {
 
 int strata_net_fixture_run(int nprocs, strata_net_fixture_fn fn, void *arg, double deadline_s,
                            int *statuses) {
+  /* The job key is memory-hard to derive (core/secret.c) and cached per process: derived here
+   * once, the store and every rank forked below inherit it instead of each paying for it. */
+  uint8_t key[STRATA_SECRET_KEY_BYTES];
+  if (strata_secret_key(STRATA_NET_FIXTURE_SECRET, STRATA_NET_FIXTURE_JOB, key) == STRATA_OK)
+    memset(key, 0, sizeof key);
   int port = 0;
   pid_t store_pid = store_process_start(&port);
   if (store_pid < 0) {
