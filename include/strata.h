@@ -336,8 +336,8 @@ STRATA_API int strata_comm_revoke(strata_comm *comm);
  * does every later shrink or agree on `comm`. A shrink or agree that fails once this rank has
  * taken part (STRATA_ERR_TIMEOUT, a store that did not answer) leaves its part in place: the next
  * shrink or agree on `comm` finishes that same agreement, and so joins the group the others
- * formed (or learns it was left out) instead of deciding another; a shrink called again after its
- * group was decided (the new communicator failed to come up) forms that group again. */
+ * formed (or learns it was left out) instead of deciding another. When the decided group's
+ * communicator fails to come up (a member died meanwhile), shrinking `comm` again agrees anew. */
 STRATA_API int strata_comm_shrink(strata_comm *comm, strata_comm **out);
 /* Agree: collective over the live ranks of `comm`, healthy or failed: *flag becomes the AND of
  * every live rank's *flag, the same on all of them, and the ranks that did not take part (dead

@@ -10,7 +10,9 @@
  *    contribution (stored all the same): the retry counts that contribution once;
  *  - the decision left this rank out: the retry returns STRATA_ERR_EXCLUDED, and so does every
  *    later shrink or agree on that communicator;
- *  - the same for agree: the retry returns the flag the other rank got.
+ *  - the same for agree: the retry returns the flag the other rank got;
+ *  - a member of the decided group dies before its communicator comes up: shrinking again agrees
+ *    anew, without it.
  * Each rank's store is the test's own (strata_store_ops forwarding to the fixture's store), so a
  * rank's reads can be lost and a decision rewritten at an exact point. The late rank starts
  * losing reads only once the other has written its decision (it waits for that key), so the
@@ -25,8 +27,9 @@
 #include "helpers/net_fixture.h"
 
 enum { COUNT = 4096 };
-static const double LATE_OP_TIMEOUT_S = 0.5; /* the late rank's STRATA_OP_TIMEOUT */
-static const double EVENT_TIMEOUT_S = 20;    /* bounds the wait for the other's decision */
+static const double LATE_OP_TIMEOUT_S = 0.5;   /* the late rank's STRATA_OP_TIMEOUT */
+static const double EVENT_TIMEOUT_S = 20;      /* bounds the wait for the other's decision */
+static const double MEMBER_DIES_TIMEOUT_S = 2; /* how long a group waits for a dead member */
 
 typedef struct test_store {
   strata_store *store;
@@ -34,7 +37,8 @@ typedef struct test_store {
   int lose_contribution_reply; /* the next contribution is stored, but its reply is lost */
   char lost_reply_key[512];    /* that contribution's key and value: it must count once */
   int64_t lost_reply_delta;
-  int exclude_rank; /* >= 0: a decision this rank proposes leaves that rank out */
+  int exclude_rank;       /* >= 0: a decision this rank proposes leaves that rank out */
+  int die_after_decision; /* the process exits once it has read an agreement's decision */
 } test_store;
 
 static int forward_set(void *context, const char *key, const void *value, size_t len) {
@@ -43,7 +47,13 @@ static int forward_set(void *context, const char *key, const void *value, size_t
 
 static int forward_get(void *context, const char *key, void **value, size_t *len,
                        double timeout_s) {
-  return strata_store_get(((test_store *)context)->store, key, value, len, timeout_s);
+  test_store *t = context;
+  int status = strata_store_get(t->store, key, value, len, timeout_s);
+  size_t key_len = strlen(key), suffix = strlen("/decision");
+  if (t->die_after_decision && status == STRATA_OK && key_len > suffix &&
+      !strcmp(key + key_len - suffix, "/decision"))
+    _exit(0); /* a member of the decided group dies before its communicator comes up */
+  return status;
 }
 
 /* "<job>/agreement/<n>/..." -> "<job>/agreement/<n>/decision"; 0 for any other key */
@@ -123,7 +133,8 @@ typedef enum scenario {
   DECIDED_BOTH,
   DECIDED_BOTH_REPLY_LOST,
   DECIDED_WITHOUT_LATE,
-  AGREE_DECIDED
+  AGREE_DECIDED,
+  MEMBER_DIES
 } scenario;
 
 enum { LATE = 1 }; /* the rank whose first call times out */
@@ -134,6 +145,7 @@ static int open_comm(const strata_net_fixture_rank *r, int nranks, test_store *t
   strata_net_fixture_config(r, nranks, &cfg);
   snprintf(cfg.job_id, sizeof cfg.job_id, "resume-%d-%d", (int)getppid(), *(int *)r->arg);
   if (r->rank == LATE) cfg.op_timeout_s = LATE_OP_TIMEOUT_S;
+  if (*(int *)r->arg == MEMBER_DIES) cfg.timeout_s = MEMBER_DIES_TIMEOUT_S;
   int status = strata_net_fixture_store(r, &t->store);
   strata_store_ops ops = {.context = t,
                           .set = forward_set,
@@ -256,6 +268,32 @@ static int agree_decided(strata_comm *comm, int rank, test_store *t) {
   return status != STRATA_OK || flag != 1;
 }
 
+/* Rank 2 dies; ranks 0 and 1 decide to go on together, and rank 1 dies as soon as it has read
+ * that decision. The group's communicator cannot come up; rank 0's next shrink must agree anew
+ * and go on alone (forming the decided group again would wait for rank 1 every time). */
+static int member_dies(strata_comm *comm, int rank, test_store *t) {
+  int all[3] = {0, 1, 2}, alone[1] = {0};
+  if (allreduce_checked(comm, rank, all, 3) != STRATA_OK) return 1;
+  if (rank == 2) _exit(0);
+  t->die_after_decision = rank == 1;
+  strata_comm *next = NULL;
+  int first = strata_comm_shrink(comm, &next);
+  if (first == STRATA_OK) { /* cannot be: rank 1 never makes the communicator */
+    fprintf(stderr, "rank 0: the group with a dead member came up\n");
+    strata_comm_destroy(next);
+    return 1;
+  }
+  int status = strata_comm_shrink(comm, &next);
+  if (status == STRATA_OK && (strata_comm_size(next) != 1 || strata_comm_epoch(next) != 1))
+    status = STRATA_ERR_MISMATCH;
+  if (status == STRATA_OK) status = allreduce_checked(next, 0, alone, 1);
+  if (status != STRATA_OK)
+    fprintf(stderr, "rank 0: first shrink %s, the next %s; want a communicator of rank 0 alone\n",
+            strata_err_name(first), strata_err_name(status));
+  strata_comm_destroy(next);
+  return status != STRATA_OK;
+}
+
 static int run_rank(const strata_net_fixture_rank *r) {
   scenario s = (scenario) * (int *)r->arg;
   test_store t = {.exclude_rank = -1};
@@ -264,6 +302,7 @@ static int run_rank(const strata_net_fixture_rank *r) {
   int bad = s == DECIDED_BOTH              ? decided_both(comm, r->rank, &t, 0)
             : s == DECIDED_BOTH_REPLY_LOST ? decided_both(comm, r->rank, &t, 1)
             : s == DECIDED_WITHOUT_LATE    ? decided_without_late(comm, r->rank, &t)
+            : s == MEMBER_DIES             ? member_dies(comm, r->rank, &t)
                                            : agree_decided(comm, r->rank, &t);
   strata_comm_destroy(comm);
   strata_store_close(t.store);
@@ -281,6 +320,7 @@ int main(void) {
        "a shrink whose contribution's reply was lost resumes with that contribution"},
       {DECIDED_WITHOUT_LATE, 2, "a shrink that timed out learns the others excluded it"},
       {AGREE_DECIDED, 2, "an agree that timed out returns the flag the other rank got"},
+      {MEMBER_DIES, 3, "a shrink whose decided group lost a member agrees anew without it"},
   };
   int failures = 0;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

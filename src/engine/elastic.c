@@ -385,10 +385,9 @@ static int next_epoch(strata_comm *comm, int rank, int size, strata_comm **out) 
   /* A communicator of one rank has no connections and so no store of its own; the last survivor
    * keeps the job's, to shrink and grow through it later. */
   if (!(*out)->store) {
-    status = comm->has_store_ops
-                 ? strata_store_from_ops(&comm->store_ops, "", &(*out)->store)
-                 : strata_store_connect_auth(cfg.store_addr, cfg.secret, cfg.job_id, cfg.timeout_s,
-                                             &(*out)->store);
+    status = comm->has_store_ops ? strata_store_from_ops(&comm->store_ops, "", &(*out)->store)
+                                 : strata_store_connect_auth(cfg.store_addr, cfg.secret, cfg.job_id,
+                                                             cfg.timeout_s, &(*out)->store);
     if (status != STRATA_OK) {
       strata_comm_destroy(*out);
       *out = NULL;
@@ -401,7 +400,7 @@ static int next_epoch(strata_comm *comm, int rank, int size, strata_comm **out) 
 }
 
 /* The agreement of a shrink: every member of the decision shrinks, and this rank is one of them.
- * Sets comm->shrink_rank and shrink_size, which bind this rank from then on. */
+ * Sets comm->shrink_rank and shrink_size: this rank's place in the group decided. */
 static int shrink_agree(strata_comm *comm) {
   agreement a = {0};
   for (;;) {
@@ -430,7 +429,6 @@ static int shrink_agree(strata_comm *comm) {
   comm->shrink_rank = 0;
   for (int r = 0; r < comm->rank; r++) comm->shrink_rank += a.member[r];
   comm->shrink_size = a.members;
-  comm->shrink_decided = 1;
   record_failed(comm, &a);
   agreement_free(&a);
   STRATA_LOG(STRATA_LOG_INFO, comm->rank, "shrink: %d of %d ranks go on; this one is rank %d",
@@ -443,13 +441,15 @@ int strata_comm_shrink(strata_comm *comm, strata_comm **out) {
   *out = NULL;
   if (!comm->store) return STRATA_ERR_UNSUPPORTED;
   quiesce(comm);
-  /* Called again after an error: a group the survivors decided on is the one to form (its new
-   * communicator may have failed to come up), and an agreement left open is resumed. */
-  int status = comm->shrink_decided ? STRATA_OK : shrink_agree(comm);
+  /* Called again after an error: an agreement left open is resumed (shrink_agree). */
+  int status = shrink_agree(comm);
   if (status != STRATA_OK) {
     STRATA_LOG(STRATA_LOG_WARN, comm->rank, "shrink: %s", strata_strerror(status));
     return status;
   }
+  /* The decided group's communicator fails to come up when one of its members dies meanwhile;
+   * the agreement is closed, so shrinking `comm` again agrees anew, without that member (forming
+   * the same group again would wait for the dead one every time). */
   status = next_epoch(comm, comm->shrink_rank, comm->shrink_size, out);
   if (status != STRATA_OK)
     STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "shrink: the new communicator: %s",

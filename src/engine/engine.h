@@ -143,8 +143,7 @@ struct strata_comm {
   int agreement_open;  /* this rank contributed to agreement `agreements` and has not read
                           its decision: the next agree or shrink resumes it */
   int excluded;        /* an agreement of this communicator was decided without this rank */
-  int shrink_decided;  /* a shrink's agreement named this rank shrink_rank of shrink_size: */
-  int shrink_rank, shrink_size; /* a shrink called again forms that group, never another */
+  int shrink_rank, shrink_size; /* this rank's place in the group its last shrink decided */
   atomic_int revoke_requested;  /* strata_comm_revoke, from any thread, without the lock */
   uint64_t colls_ok; /* collectives finished with STRATA_OK: what shrink compares (elastic.c) */
   void *last_input, *last_input_dst; /* the input of the last in-place reduction that succeeded */
