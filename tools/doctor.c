@@ -119,7 +119,7 @@ static int doctor_parse_link(doctor_options *opt, const char *text) {
   const char *rtt_text = end + 1;
   double rtt_ms = strtod(rtt_text, &end);
   if (end == rtt_text || *end || errno || !(rtt_ms > 0) || rtt_ms > 1e5) return -1;
-  return doctor_add_link(opt, text, gbit, rtt_ms);
+  return doctor_add_link(opt, "", gbit, rtt_ms); /* named by its figures */
 }
 
 typedef struct doctor_pair {
@@ -417,7 +417,7 @@ static void doctor_job_check_sweep(doctor_job *job) {
   if (job->sweep_status) {
     doctor_add(&job->job, "job_sweep", DOCTOR_FAIL,
                "run it alone for the full story: strata launch -n N -- strata bench allreduce "
-               "-b 64K -e 16M -f 4 (STRATA_LOG=info names each peer's transport)",
+               "-b 64K -e 16M -f 4 --predict (STRATA_LOG=info names each peer's transport)",
                "the allreduce sweep %s",
                job->sweep_status == 1 ? "failed or gave wrong results" : "could not start");
     return;
@@ -542,10 +542,10 @@ static void doctor_print_text(const doctor_options *opt, const doctor_job *job, 
     printf("\njob: %d ranks on %d node%s\n", job->nranks, job->nodes, job->nodes == 1 ? "" : "s");
     doctor_print_checks(&job->job);
     if (job->rows_count) {
-      printf(
-          "\n  sweep: strata bench allreduce -b 64K -e 16M -f 4 -n 10 -w 3 --predict; within ="
-          " predicted/measured busbw in [%.2f, %.2f] (docs/model.md)\n",
-          DOCTOR_BAND_LOW, DOCTOR_BAND_HIGH);
+      printf("\n  sweep: strata");
+      for (int i = 0; i < DOCTOR_SWEEP_ARGC; i++) printf(" %s", doctor_sweep_argv[i]);
+      printf("\n  within: predicted/measured busbw in [%.2f, %.2f] (docs/model.md)\n",
+             DOCTOR_BAND_LOW, DOCTOR_BAND_HIGH);
       printf("  %12s  %10s  %12s  %12s  %6s  %s\n", "size (B)", "time (us)", "busbw (GB/s)",
              "model (GB/s)", "ratio", "verdict");
       for (size_t i = 0; i < job->rows_count; i++) {

@@ -131,6 +131,29 @@ static long long doctor_read_third(const doctor_inputs *in, const char *path) {
   return c;
 }
 
+#define DOCTOR_MAX_ENTRIES 64
+typedef char doctor_name[256];
+
+static int doctor_compare_names(const void *a, const void *b) {
+  return strcmp(*(const doctor_name *)a, *(const doctor_name *)b);
+}
+
+/* The entries of a directory under the root, not starting with '.', sorted (readdir's order is
+ * the filesystem's, and the report must not depend on it); at most DOCTOR_MAX_ENTRIES. Returns
+ * how many, 0 when the directory is missing. */
+static int doctor_list(const doctor_inputs *in, const char *path, doctor_name *names) {
+  char full[4096];
+  snprintf(full, sizeof full, "%s%s", in->root, path);
+  DIR *dir = opendir(full);
+  int count = 0;
+  struct dirent *entry;
+  while (dir && count < DOCTOR_MAX_ENTRIES && (entry = readdir(dir)))
+    if (entry->d_name[0] != '.') snprintf(names[count++], sizeof names[0], "%s", entry->d_name);
+  if (dir) closedir(dir);
+  qsort(names, (size_t)count, sizeof names[0], doctor_compare_names);
+  return count;
+}
+
 static int doctor_is_real_root(const doctor_inputs *in) {
   return in->root[0] == '\0';
 }
@@ -173,24 +196,32 @@ static const char *doctor_human_bytes(double bytes, char *out, size_t len) {
 
 /* ---- cores and NUMA ---- */
 
-/* Online CPUs, and those this process may run on (the real root: its affinity mask, which a
- * container's cpuset narrows; a made-up tree: the online ones). */
-static void doctor_cpus(const doctor_inputs *in, int *online, int *allowed) {
+/* Online CPUs; those the node gives the job (a container's or scheduler's cpuset, cgroup v2 or
+ * v1, when the tree has one, else the online ones); and those this process may run on (the real
+ * root: its affinity mask, which `strata launch` narrows to one CPU per rank; a made-up tree: the
+ * node's). */
+static void doctor_cpus(const doctor_inputs *in, int *online, int *node, int *bound) {
   char list[1024];
   *online = doctor_read(in, "/sys/devices/system/cpu/online", list, sizeof list)
                 ? -1
                 : doctor_count_cpulist(list);
-  *allowed = *online;
-  if (!doctor_is_real_root(in)) return;
+  *node = *online;
+  if (!doctor_read(in, "/sys/fs/cgroup/cpuset.cpus.effective", list, sizeof list) ||
+      !doctor_read(in, "/sys/fs/cgroup/cpuset/cpuset.effective_cpus", list, sizeof list)) {
+    int cpuset = doctor_count_cpulist(list);
+    if (cpuset > 0 && (*node <= 0 || cpuset < *node)) *node = cpuset;
+  }
+  *bound = *node;
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) *allowed = CPU_COUNT(&set);
+  if (doctor_is_real_root(in) && sched_getaffinity(0, sizeof set, &set) == 0)
+    *bound = CPU_COUNT(&set);
 }
 
 static void doctor_check_cores(const doctor_inputs *in, doctor_report *report) {
-  int online = 0, allowed = 0;
-  doctor_cpus(in, &online, &allowed);
-  report->cpus = allowed > 0 ? allowed : 1;
-  char physical[96] = "";
+  int online = 0, node = 0, bound = 0;
+  doctor_cpus(in, &online, &node, &bound);
+  report->cpus = node > 0 ? node : 1;
+  char physical[96] = "", binding[64] = "";
 #ifdef STRATA_HAVE_HWLOC
   hwloc_topology_t topology;
   if (doctor_is_real_root(in) && hwloc_topology_init(&topology) == 0) {
@@ -201,46 +232,46 @@ static void doctor_check_cores(const doctor_inputs *in, doctor_report *report) {
     hwloc_topology_destroy(topology);
   }
 #endif
+  if (bound > 0 && bound < node)
+    snprintf(binding, sizeof binding, ", this rank bound to %d", bound);
   if (online <= 0) {
     doctor_add(report, "cores", DOCTOR_WARN,
                "check that /sys is mounted (mount -t sysfs sysfs /sys)",
                "cannot read /sys/devices/system/cpu/online");
     return;
   }
-  if (in->local_ranks > allowed) {
+  if (in->local_ranks > node) {
     doctor_add(report, "cores", DOCTOR_WARN,
                "run at most one rank per CPU (strata launch -n N), or give the job more CPUs "
                "(the container's or the scheduler's cpuset)",
-               "%d online CPUs%s, %d this process may use; %d ranks on this node share them: "
-               "each rank's engine thread wants a CPU of its own",
-               online, physical, allowed, in->local_ranks);
+               "%d online CPUs%s, %d for this job%s; %d ranks on this node share them: each "
+               "rank's engine thread wants a CPU of its own",
+               online, physical, node, binding, in->local_ranks);
     return;
   }
   doctor_add(report, "cores", DOCTOR_PASS, NULL,
-             "%d online CPUs%s, %d this process may use; %d rank%s on this node", online, physical,
-             allowed, in->local_ranks, in->local_ranks == 1 ? "" : "s");
+             "%d online CPUs%s, %d for this job%s; %d rank%s on this node", online, physical, node,
+             binding, in->local_ranks, in->local_ranks == 1 ? "" : "s");
 }
 
 static void doctor_check_numa(const doctor_inputs *in, doctor_report *report) {
-  char dir_path[4096], summary[256] = "";
-  doctor_path(in, "/sys/devices/system/node", dir_path, sizeof dir_path);
-  DIR *dir = opendir(dir_path);
+  char summary[256] = "";
+  doctor_name names[DOCTOR_MAX_ENTRIES];
+  int entries = doctor_list(in, "/sys/devices/system/node", names);
   int nodes = 0;
   size_t used = 0;
-  struct dirent *entry;
-  while (dir && (entry = readdir(dir))) {
+  for (int e = 0; e < entries; e++) {
     int id;
     char tail;
-    if (sscanf(entry->d_name, "node%d%c", &id, &tail) != 1) continue;
+    if (sscanf(names[e], "node%d%c", &id, &tail) != 1) continue;
     char path[320], list[1024];
-    snprintf(path, sizeof path, "/sys/devices/system/node/%s/cpulist", entry->d_name);
+    doctor_text(path, sizeof path, "/sys/devices/system/node/%s/cpulist", names[e]);
     int cpus = doctor_read(in, path, list, sizeof list) ? -1 : doctor_count_cpulist(list);
     nodes++;
     if (used < sizeof summary - 1)
       used += (size_t)snprintf(summary + used, sizeof summary - used, "%snode%d %d CPUs",
                                nodes > 1 ? ", " : "", id, cpus < 0 ? 0 : cpus);
   }
-  if (dir) closedir(dir);
   const char *source = "/sys";
 #ifdef STRATA_HAVE_HWLOC
   hwloc_topology_t topology;
@@ -417,15 +448,8 @@ static int doctor_limit(const doctor_inputs *in, const char *name, long long *so
 }
 
 static int doctor_rdma_devices(const doctor_inputs *in) {
-  char path[4096];
-  doctor_path(in, "/sys/class/infiniband", path, sizeof path);
-  DIR *dir = opendir(path);
-  int count = 0;
-  struct dirent *entry;
-  while (dir && (entry = readdir(dir)))
-    if (entry->d_name[0] != '.') count++;
-  if (dir) closedir(dir);
-  return count;
+  doctor_name names[DOCTOR_MAX_ENTRIES];
+  return doctor_list(in, "/sys/class/infiniband", names);
 }
 
 static void doctor_check_memlock(const doctor_inputs *in, doctor_report *report) {
@@ -535,10 +559,13 @@ static void doctor_check_tcp_buffers(const doctor_inputs *in, doctor_report *rep
   doctor_human_bytes(bdp, bdp_text, sizeof bdp_text);
   char what[DOCTOR_TEXT_BYTES];
   doctor_text(what, sizeof what,
-              "link %s%s %.3g Gb/s x %.3g ms = %s in flight; %d streams want %s each (x2 headroom, "
+              "link %s%s%.3g Gb/s x %.3g ms = %s in flight; %d streams want %s each (x2 headroom, "
               "src/net/tcp_tune.c); %s",
-              link->name, in->links_count > 1 ? " (the widest given)" : "", link->gbit_per_s,
-              link->rtt_ms, bdp_text, in->streams, want_text, sysctls);
+              link->name,
+              in->links_count > 1 ? " (the widest given): "
+              : link->name[0]     ? ": "
+                                  : "",
+              link->gbit_per_s, link->rtt_ms, bdp_text, in->streams, want_text, sysctls);
   long long bytes = (long long)ceil(want / DOCTOR_MIB) * (1 << 20);
   char fix[DOCTOR_TEXT_BYTES];
   snprintf(fix, sizeof fix,
@@ -622,29 +649,27 @@ static int doctor_is_tunnel(const char *name) {
 }
 
 static void doctor_check_mtu(const doctor_inputs *in, doctor_report *report) {
-  char path[4096], list[DOCTOR_TEXT_BYTES] = "", small[256] = "";
-  doctor_path(in, "/sys/class/net", path, sizeof path);
-  DIR *dir = opendir(path);
+  char list[DOCTOR_TEXT_BYTES] = "", small[256] = "";
+  doctor_name names[DOCTOR_MAX_ENTRIES];
+  int entries = doctor_list(in, "/sys/class/net", names);
   size_t used = 0;
   int count = 0;
-  struct dirent *entry;
-  while (dir && (entry = readdir(dir))) {
-    const char *name = entry->d_name;
-    if (name[0] == '.' || !strcmp(name, "lo")) continue;
+  for (int e = 0; e < entries; e++) {
+    const char *name = names[e];
+    if (!strcmp(name, "lo")) continue;
     char file[512], state[32] = "?";
     long long mtu = -1;
-    snprintf(file, sizeof file, "/sys/class/net/%s/mtu", name);
+    doctor_text(file, sizeof file, "/sys/class/net/%s/mtu", name);
     if (doctor_read_long(in, file, &mtu)) continue;
-    snprintf(file, sizeof file, "/sys/class/net/%s/operstate", name);
+    doctor_text(file, sizeof file, "/sys/class/net/%s/operstate", name);
     doctor_read(in, file, state, sizeof state);
     count++;
     if (used < sizeof list - 1)
       used += (size_t)snprintf(list + used, sizeof list - used, "%s%s %lld (%s)",
                                count > 1 ? ", " : "", name, mtu, state);
     if (mtu < 1500 && !doctor_is_tunnel(name) && !strcmp(state, "up") && !small[0])
-      snprintf(small, sizeof small, "%s", name);
+      doctor_text(small, sizeof small, "%s", name);
   }
-  if (dir) closedir(dir);
   if (!count) {
     doctor_add(report, "mtu", DOCTOR_INFO, NULL, "no network interface but lo");
     return;
@@ -744,15 +769,8 @@ static int doctor_nvml(int *gpus, int *nvlinks, char *name, size_t name_len) {
 
 /* GPUs the NVIDIA driver lists under /proc/driver/nvidia/gpus (a made-up tree can hold them). */
 static int doctor_driver_gpus(const doctor_inputs *in) {
-  char path[4096];
-  doctor_path(in, "/proc/driver/nvidia/gpus", path, sizeof path);
-  DIR *dir = opendir(path);
-  int count = 0;
-  struct dirent *entry;
-  while (dir && (entry = readdir(dir)))
-    if (entry->d_name[0] != '.') count++;
-  if (dir) closedir(dir);
-  return count;
+  doctor_name names[DOCTOR_MAX_ENTRIES];
+  return doctor_list(in, "/proc/driver/nvidia/gpus", names);
 }
 
 static void doctor_check_gpus(const doctor_inputs *in, doctor_report *report) {
@@ -766,6 +784,14 @@ static void doctor_check_gpus(const doctor_inputs *in, doctor_report *report) {
     doctor_add(report, "nvlink", gpus ? DOCTOR_PASS : DOCTOR_INFO, NULL,
                "NVML: %d active NVLink%s over %d GPU%s", nvlinks, nvlinks == 1 ? "" : "s", gpus,
                gpus == 1 ? "" : "s");
+    return;
+  }
+  if (listed > 0 && !doctor_is_real_root(in)) {
+    doctor_add(report, "gpus", DOCTOR_PASS, NULL,
+               "%d NVIDIA GPU%s under /proc/driver/nvidia/gpus (NVML belongs to the real root: "
+               "not asked under --root)",
+               listed, listed == 1 ? "" : "s");
+    doctor_add(report, "nvlink", DOCTOR_INFO, NULL, "NVLink state needs NVML");
     return;
   }
   if (listed > 0) {
@@ -785,31 +811,26 @@ static void doctor_check_gpus(const doctor_inputs *in, doctor_report *report) {
 }
 
 static void doctor_check_rdma(const doctor_inputs *in, doctor_report *report) {
-  char path[4096], list[DOCTOR_TEXT_BYTES] = "", down[256] = "";
-  doctor_path(in, "/sys/class/infiniband", path, sizeof path);
-  DIR *dir = opendir(path);
-  int count = 0;
+  char list[DOCTOR_TEXT_BYTES] = "", down[256] = "";
+  doctor_name names[DOCTOR_MAX_ENTRIES];
+  int count = doctor_list(in, "/sys/class/infiniband", names);
   size_t used = 0;
-  struct dirent *entry;
-  while (dir && (entry = readdir(dir))) {
-    const char *device = entry->d_name;
-    if (device[0] == '.') continue;
+  for (int e = 0; e < count; e++) {
+    const char *device = names[e];
     char file[512], state[64] = "?", rate[64] = "?", layer[32] = "?";
-    snprintf(file, sizeof file, "/sys/class/infiniband/%s/ports/1/state", device);
+    doctor_text(file, sizeof file, "/sys/class/infiniband/%s/ports/1/state", device);
     doctor_read(in, file, state, sizeof state);
-    snprintf(file, sizeof file, "/sys/class/infiniband/%s/ports/1/rate", device);
+    doctor_text(file, sizeof file, "/sys/class/infiniband/%s/ports/1/rate", device);
     doctor_read(in, file, rate, sizeof rate);
-    snprintf(file, sizeof file, "/sys/class/infiniband/%s/ports/1/link_layer", device);
+    doctor_text(file, sizeof file, "/sys/class/infiniband/%s/ports/1/link_layer", device);
     doctor_read(in, file, layer, sizeof layer);
     const char *state_name = strchr(state, ':') ? strchr(state, ':') + 2 : state;
-    count++;
     if (used < sizeof list - 1)
       used +=
-          (size_t)snprintf(list + used, sizeof list - used, "%s%s %s %s %s", count > 1 ? ", " : "",
-                           device, !strcmp(layer, "Ethernet") ? "RoCE" : layer, rate, state_name);
-    if (strcmp(state_name, "ACTIVE") && !down[0]) snprintf(down, sizeof down, "%s", device);
+          (size_t)snprintf(list + used, sizeof list - used, "%s%s %s %s %s", e ? ", " : "", device,
+                           !strcmp(layer, "Ethernet") ? "RoCE" : layer, rate, state_name);
+    if (strcmp(state_name, "ACTIVE") && !down[0]) doctor_text(down, sizeof down, "%s", device);
   }
-  if (dir) closedir(dir);
   if (!count) {
     doctor_add(report, "rdma", DOCTOR_INFO, NULL,
                "no RDMA device (/sys/class/infiniband is empty or absent): TCP between nodes");
