@@ -158,15 +158,25 @@ static int doctor_links_from_matrix(doctor_options *opt, const strata_link_matri
   return status;
 }
 
-/* The links between sites of a topology, as the planner models them. */
+/* The TCP links between sites of a topology, as the planner models them. A stream joins two
+ * nodes, so the rate a pair of ranks can fill is the link's, but no more than a node's NICs
+ * (the fastest node at either end); an extension carries RDMA across, not TCP, and is left out. */
 static int doctor_links_from_topology(doctor_options *opt, const strata_topo *topo) {
   strata_workload workload;
   strata_workload_defaults(&workload, strata_workload_auto(topo));
   for (int l = 0; l < topo->link_count; l++) {
     strata_wan_model model;
     strata_plan_wan_model(topo, l, &workload, &model);
-    if (!(model.gbps > 0) || !(model.rtt_ms > 0)) continue;
-    if (doctor_add_link(opt, topo->links[l].name, model.gbps * 8, model.rtt_ms)) return -1;
+    if (model.is_extension || !(model.gbps > 0) || !(model.rtt_ms > 0)) continue;
+    double gbit = model.gbps * 8, nic_gbit = 0;
+    for (int g = 0; g < topo->group_count; g++) {
+      const strata_topo_node_group *group = &topo->groups[g];
+      if (group->site != topo->links[l].site_a && group->site != topo->links[l].site_b) continue;
+      double node_gbit = strata_plan_node_nic_gbit(&group->spec);
+      if (node_gbit > nic_gbit) nic_gbit = node_gbit;
+    }
+    if (nic_gbit > 0 && nic_gbit < gbit) gbit = nic_gbit;
+    if (doctor_add_link(opt, topo->links[l].name, gbit, model.rtt_ms)) return -1;
   }
   return 0;
 }

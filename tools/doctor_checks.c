@@ -523,6 +523,11 @@ static const doctor_link *doctor_widest_link(const doctor_inputs *in) {
   return widest;
 }
 
+/* A fix never lowers a setting that is already higher. */
+static long long doctor_at_least(long long current, long long wanted) {
+  return current > wanted ? current : wanted;
+}
+
 static void doctor_check_tcp_buffers(const doctor_inputs *in, doctor_report *report) {
   long long rmem_max = -1, wmem_max = -1;
   doctor_read_long(in, "/proc/sys/net/core/rmem_max", &rmem_max);
@@ -559,7 +564,7 @@ static void doctor_check_tcp_buffers(const doctor_inputs *in, doctor_report *rep
   doctor_human_bytes(bdp, bdp_text, sizeof bdp_text);
   char what[DOCTOR_TEXT_BYTES];
   doctor_text(what, sizeof what,
-              "link %s%s%.3g Gb/s x %.3g ms = %s in flight; %d streams want %s each (x2 headroom, "
+              "link %s%s%.4g Gb/s x %.3g ms = %s in flight; %d streams want %s each (x2 headroom, "
               "src/net/tcp_tune.c); %s",
               link->name,
               in->links_count > 1 ? " (the widest given): "
@@ -572,7 +577,8 @@ static void doctor_check_tcp_buffers(const doctor_inputs *in, doctor_report *rep
            "sysctl -w net.core.rmem_max=%lld net.core.wmem_max=%lld "
            "net.ipv4.tcp_rmem='4096 131072 %lld' net.ipv4.tcp_wmem='4096 16384 %lld' "
            "(persist in /etc/sysctl.d/90-strata.conf)",
-           bytes, bytes, bytes, bytes);
+           doctor_at_least(rmem_max, bytes), doctor_at_least(wmem_max, bytes),
+           doctor_at_least(tcp_rmem, bytes), doctor_at_least(tcp_wmem, bytes));
   if (want <= autotuned) {
     doctor_add(report, "tcp_buffers", DOCTOR_PASS, NULL, "%s", what);
   } else if (want <= capped) {
@@ -583,7 +589,7 @@ static void doctor_check_tcp_buffers(const doctor_inputs *in, doctor_report *rep
   } else {
     double cap_gbit = reachable / 2 * in->streams * 8 / (link->rtt_ms * 1e-3) / 1e9;
     doctor_add(report, "tcp_buffers", DOCTOR_FAIL, fix,
-               "%s: a pair of ranks tops out near %.3g Gb/s of the link's %.3g", what, cap_gbit,
+               "%s: a pair of ranks tops out near %.3g Gb/s of the link's %.4g", what, cap_gbit,
                link->gbit_per_s);
   }
 }
