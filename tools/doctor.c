@@ -350,8 +350,9 @@ static void doctor_job_check_nodes(doctor_job *job) {
     for (int q = 0; q < job->nranks; q++) local += job->node_of[q] == r;
     if (local > job->reports[r].cpus && crowded_used < sizeof crowded - 1)
       crowded_used += (size_t)snprintf(crowded + crowded_used, sizeof crowded - crowded_used,
-                                       "%s%s: %d ranks on %d CPUs", crowded_used ? ", " : "",
-                                       job->reports[r].host, local, job->reports[r].cpus);
+                                       "%s%s: %d ranks on %d CPU%s", crowded_used ? ", " : "",
+                                       job->reports[r].host, local, job->reports[r].cpus,
+                                       job->reports[r].cpus == 1 ? "" : "s");
   }
   const doctor_report *first = &job->reports[0];
   for (int c = 0; c < first->count; c++) {
@@ -370,8 +371,13 @@ static void doctor_job_check_nodes(doctor_job *job) {
   }
   if (crowded[0] || differ[0]) {
     doctor_add(&job->job, "job_nodes", DOCTOR_WARN,
-               "run at most one rank per CPU; make the nodes alike (the fixes above, on every "
-               "node): the slowest node sets every collective's pace",
+               crowded[0] && differ[0]
+                   ? "run at most one rank per CPU; make the nodes alike (the fixes above, on "
+                     "every node): the slowest node sets every collective's pace"
+               : crowded[0] ? "run at most one rank per CPU (fewer ranks per node, or more CPUs "
+                              "in the job's cpuset)"
+                            : "make the nodes alike (the fixes above, on every node): the "
+                              "slowest node sets every collective's pace",
                "%d ranks on %d node%s%s%s%s%s", job->nranks, job->nodes, job->nodes == 1 ? "" : "s",
                crowded[0] ? "; more ranks than CPUs: " : "", crowded,
                differ[0] ? "; nodes differ in: " : "", differ);

@@ -347,15 +347,17 @@ static void doctor_check_memory(const doctor_inputs *in, doctor_report *report) 
   if (available < need) {
     doctor_add(report, "memory", DOCTOR_FAIL,
                "stop what holds the memory (ps aux --sort=-rss | head), or run fewer ranks here",
-               "%s available of %s; %d rank%s on this node need about %s (their shared-memory "
-               "segments and 256 MiB each) before any buffer of the program",
-               a, t, in->local_ranks, in->local_ranks == 1 ? "" : "s", n);
+               "%s available of %s; %d rank%s on this node need%s about %s (their "
+               "shared-memory segments and 256 MiB each) before any buffer of the program",
+               a, t, in->local_ranks, in->local_ranks == 1 ? "" : "s",
+               in->local_ranks == 1 ? "s" : "", n);
     return;
   }
   doctor_add(report, "memory", DOCTOR_PASS, NULL,
-             "%s available of %s; %d rank%s on this node need about %s before the program's "
-             "buffers",
-             a, t, in->local_ranks, in->local_ranks == 1 ? "" : "s", n);
+             "%s available of %s; %d rank%s on this node need%s about %s before the "
+             "program's buffers",
+             a, t, in->local_ranks, in->local_ranks == 1 ? "" : "s",
+             in->local_ranks == 1 ? "s" : "", n);
 }
 
 static void doctor_check_shm(const doctor_inputs *in, doctor_report *report) {
