@@ -855,11 +855,11 @@ static void doctor_check_rdma(const doctor_inputs *in, doctor_report *report) {
                "apt-get install rdma-core libibverbs1 ibverbs-providers",
                "%s; libibverbs.so.1 does not load, so nothing in user space can use them", list);
   } else if (down[0]) {
-    char fix[160];
-    snprintf(fix, sizeof fix,
-             "ibstat %s; bring the port up (cable, switch port, subnet manager: systemctl start "
-             "opensm on one node of an InfiniBand fabric)",
-             down);
+    char fix[DOCTOR_TEXT_BYTES];
+    doctor_text(fix, sizeof fix,
+                "ibstat %s; bring the port up (cable, switch port, subnet manager: systemctl start "
+                "opensm on one node of an InfiniBand fabric)",
+                down);
     doctor_add(report, "rdma", DOCTOR_WARN, fix, "%s: %s is not ACTIVE", list, down);
   } else {
     doctor_add(report, "rdma", DOCTOR_PASS, NULL, "%s", list);
