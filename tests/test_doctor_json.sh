@@ -2,7 +2,8 @@
 # test_doctor_json.sh BUILD_DIR — `strata doctor --json` on this very node: stdout is one JSON
 # document (python3's json.load reads it), it holds every check of docs/doctor.md once, graded
 # PASS/WARN/FAIL/INFO with a fix exactly for WARN and FAIL, and the exit status is the one the
-# document states (1 when a check FAILs, else 0). Whatever this node's grades are.
+# document states (1 when a check FAILs, else 0), whatever this node's grades are; and
+# docs/doctor.md has a row for every check.
 set -u
 build=${1:?usage: test_doctor_json.sh BUILD_DIR}
 strata="$build/strata"
@@ -36,6 +37,12 @@ print("test_doctor_json: %d PASS, %d WARN, %d FAIL, %d INFO on this node, exit %
 PY
   echo "FAIL strata doctor --json (exit $status)"; cat "$tmp/out" "$tmp/err"; exit 1
 fi
+# docs/doctor.md describes every check, node and job alike, in its tables
+src=$(cd "$(dirname "$0")/.." && pwd)
+for id in cores numa memory shm ptrace memlock nofile tcp_buffers congestion mtu clock gpus \
+  nvlink rdma job_nodes job_clock job_sweep; do
+  grep -q "^| \`$id\` |" "$src/docs/doctor.md" || { echo "FAIL docs/doctor.md: no row for $id"; exit 1; }
+done
 # the text report says the same
 "$strata" doctor --link 10,20 >"$tmp/text" 2>&1
 text_status=$?

@@ -44,8 +44,6 @@
 #define DOCTOR_WRAP_COLUMNS 100
 #define DOCTOR_CLOCK_ROUNDS 3
 #define DOCTOR_CLOCK_WARN_MS 10.0 /* beyond this, two nodes' log lines mislead about order */
-#define DOCTOR_MAX_JOB_CHECKS 4
-#define DOCTOR_TAG_CLOCK 7301
 
 /* The sweep: allreduce (the collective training runs) from 64 KiB (latency-bound) to 16 MiB
  * (bandwidth-bound) by 4x, few iterations: seconds on loopback, enough to see a broken path. */
@@ -289,7 +287,15 @@ static int doctor_parse(int argc, char **argv, doctor_options *opt) {
     return DOCTOR_EXIT_USAGE;
   }
   if (root && root[0] && doctor_set_root(opt, root)) return DOCTOR_EXIT_USAGE;
-  if (opt->topo_path && doctor_load_topo(opt)) return DOCTOR_EXIT_USAGE;
+  if (opt->topo_path) {
+    int given = opt->links_count;
+    if (doctor_load_topo(opt)) return DOCTOR_EXIT_USAGE;
+    if (opt->links_count == given)
+      fprintf(stderr,
+              "strata doctor: --topo %s: no TCP link between nodes in it (one site, fabric "
+              "extensions only, or one host): the TCP buffers are judged without it\n",
+              opt->topo_path);
+  }
   return 0;
 }
 

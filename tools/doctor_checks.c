@@ -272,15 +272,17 @@ static void doctor_check_numa(const doctor_inputs *in, doctor_report *report) {
       used += (size_t)snprintf(summary + used, sizeof summary - used, "%snode%d %d CPUs",
                                nodes > 1 ? ", " : "", id, cpus < 0 ? 0 : cpus);
   }
-  const char *source = "/sys";
+  char source[64] = "/sys";
 #ifdef STRATA_HAVE_HWLOC
   hwloc_topology_t topology;
   if (doctor_is_real_root(in) && hwloc_topology_init(&topology) == 0) {
     if (hwloc_topology_load(topology) == 0) {
       int hwloc_nodes = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_NUMANODE);
       if (hwloc_nodes > 0 && nodes == 0) nodes = hwloc_nodes;
-      source = "/sys; hwloc agrees";
-      if (hwloc_nodes != nodes) source = "hwloc";
+      if (hwloc_nodes == nodes)
+        snprintf(source, sizeof source, "/sys; hwloc agrees");
+      else
+        snprintf(source, sizeof source, "/sys; hwloc counts %d", hwloc_nodes);
     }
     hwloc_topology_destroy(topology);
   }
