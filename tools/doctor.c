@@ -34,6 +34,7 @@
 #include "doctor.h"
 #include "planner.h"
 #include "strata.h"
+#include "util.h"
 
 #define DOCTOR_EXIT_OK 0
 #define DOCTOR_EXIT_FAIL 1
@@ -309,15 +310,10 @@ static double doctor_wall_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static double doctor_mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* Collective. Rank 0 estimates each other node's wall-clock offset (NTP's way: its time between
- * ours before and after a round trip; the best of a few rounds) on the first rank of that node.
- * offsets_ms[node] on rank 0, with the half round trip bounding each in error_ms[node]. */
+/* Collective. Rank 0 estimates each other node's wall-clock offset (NTP's way: its time against
+ * the middle of our round trip to it; the round with the shortest trip of a few) on the first
+ * rank r of that node: offsets_ms[r] on rank 0, with half that round trip, which bounds the
+ * estimate's error, in error_ms[r]. */
 static int doctor_clock_offsets(strata_comm *comm, const doctor_job *job, double *offsets_ms,
                                 double *error_ms) {
   int rank = strata_comm_rank(comm);
@@ -327,10 +323,10 @@ static int doctor_clock_offsets(strata_comm *comm, const doctor_job *job, double
       double value = 0;
       int status = STRATA_OK;
       if (rank == 0) {
-        double sent = doctor_wall_s(), sent_mono = doctor_mono_s();
+        double sent = doctor_wall_s(), sent_mono = tool_now_s();
         status = strata_send(comm, &sent, 1, STRATA_F64, r);
         if (!status) status = strata_recv(comm, &value, 1, STRATA_F64, r);
-        double half_ms = (doctor_mono_s() - sent_mono) / 2 * 1e3;
+        double half_ms = (tool_now_s() - sent_mono) / 2 * 1e3;
         double offset_ms = (value - (sent + half_ms * 1e-3)) * 1e3;
         if (!status && (round == 0 || half_ms < error_ms[r])) {
           error_ms[r] = half_ms;
