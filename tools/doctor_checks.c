@@ -34,6 +34,7 @@
 #endif
 
 #define DOCTOR_MIB (1024.0 * 1024.0)
+#define DOCTOR_MAX_CPUS (1 << 20) /* beyond any machine: a cpulist saying more is malformed */
 #define DOCTOR_GIB (1024.0 * 1024.0 * 1024.0)
 /* src/net/shm_internal.h and shm_wire.h: each rank's segment holds a page and a ring per local
  * peer, rings of 1 MiB halved while the segment passes 16 MiB, down to 128 KiB. */
@@ -170,10 +171,11 @@ static int doctor_count_cpulist(const char *list) {
     p = end;
     if (*p == '-') {
       last = strtol(p + 1, &end, 10);
-      if (end == p + 1 || last < first) return -1;
+      if (end == p + 1 || last < first || last - first > DOCTOR_MAX_CPUS) return -1;
       p = end;
     }
     count += (int)(last - first + 1);
+    if (count > DOCTOR_MAX_CPUS) return -1;
     if (*p == ',')
       p++;
     else if (*p && !isspace((unsigned char)*p))
