@@ -239,7 +239,7 @@ static void doctor_check_cores(const doctor_inputs *in, doctor_report *report) {
   if (online <= 0) {
     doctor_add(report, "cores", DOCTOR_WARN,
                "check that /sys is mounted (mount -t sysfs sysfs /sys)",
-               "cannot read /sys/devices/system/cpu/online");
+               "cannot read or parse /sys/devices/system/cpu/online");
     return;
   }
   if (in->local_ranks > node) {
