@@ -51,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "bench_predict.h"
 #include "commands.h"
 #include "planner.h"
@@ -1451,7 +1452,8 @@ static void bench_json_discard(bench_ctx *ctx) {
   unlink(ctx->json_path);
 }
 
-static int bench_main(bench_ctx *ctx) {
+/* The run on ctx->comm; the rows land in *report, which the caller frees (report->rows). */
+static int bench_main(bench_ctx *ctx, bench_report *report) {
   const bench_options *opt = ctx->opt;
   int verdict = bench_preflight(ctx);
   if (verdict) {
@@ -1469,8 +1471,7 @@ static int bench_main(bench_ctx *ctx) {
     ctx->model = bench_predict_setup(ctx->comm, opt->types[0], opt->ops[0], ctx->sendbuf,
                                      ctx->recvbuf, ctx->alloc_bytes);
   if (ctx->rank == 0) bench_print_columns(opt->report_cputime ? "cputime" : "time", opt->predict);
-  bench_report report = {0};
-  int status = bench_run(ctx, &report);
+  int status = bench_run(ctx, report);
   bench_predict_free(ctx->model);
   bench_buffers_free(ctx);
   int exit_status = BENCH_EXIT_OK;
@@ -1479,13 +1480,12 @@ static int bench_main(bench_ctx *ctx) {
     exit_status = BENCH_EXIT_FAILED;
   } else {
     if (ctx->rank == 0) bench_print_wire(ctx);
-    if (ctx->rank == 0) bench_print_footer(opt, &report);
-    if (report.errors) exit_status = BENCH_EXIT_FAILED;
-    if (ctx->rank == 0 && opt->json_path && bench_write_json(ctx, &report))
+    if (ctx->rank == 0) bench_print_footer(opt, report);
+    if (report->errors) exit_status = BENCH_EXIT_FAILED;
+    if (ctx->rank == 0 && opt->json_path && bench_write_json(ctx, report))
       exit_status = BENCH_EXIT_FAILED;
   }
   bench_json_discard(ctx); /* still open: the run failed before writing it */
-  free(report.rows);
   return exit_status;
 }
 
@@ -1575,9 +1575,38 @@ int strata_cmd_bench(int argc, char **argv) {
   ctx.nranks = strata_comm_size(ctx.comm);
   ctx.argc = argc;
   ctx.argv = argv;
-  int exit_status = bench_main(&ctx);
+  bench_report report = {0};
+  int exit_status = bench_main(&ctx, &report);
+  free(report.rows);
   strata_comm_destroy(ctx.comm);
   free(ctx.rank_lines);
   free(ctx.json_path);
+  return exit_status;
+}
+
+int bench_sweep(strata_comm *comm, int argc, char **argv, bench_sweep_row **rows,
+                size_t *rows_count) {
+  *rows = NULL;
+  *rows_count = 0;
+  bench_options opt;
+  int status = bench_options_parse(argc, argv, &opt);
+  if (status) return BENCH_EXIT_USAGE; /* --help included: a caller's arguments are fixed */
+  bench_ctx ctx = {.opt = &opt, .comm = comm, .argc = argc, .argv = argv};
+  ctx.rank = strata_comm_rank(comm);
+  ctx.nranks = strata_comm_size(comm);
+  bench_report report = {0};
+  int exit_status = bench_main(&ctx, &report);
+  free(ctx.rank_lines);
+  free(ctx.json_path);
+  if (report.rows_count && (*rows = calloc(report.rows_count, sizeof **rows))) {
+    for (size_t i = 0; i < report.rows_count; i++) {
+      const bench_row *row = &report.rows[i];
+      (*rows)[i] =
+          (bench_sweep_row){row->bytes, row->out_of_place.time_us, row->out_of_place.busbw_gbps,
+                            row->predicted_busbw_gbps, row->out_of_place.wrong};
+    }
+    *rows_count = report.rows_count;
+  }
+  free(report.rows);
   return exit_status;
 }

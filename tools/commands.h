@@ -13,5 +13,6 @@ int strata_cmd_probe(int argc, char **argv);  /* tools/probe.c  */
 int strata_cmd_place(int argc, char **argv);  /* tools/place.c  */
 int strata_cmd_netem(int argc, char **argv);  /* tools/netem.c  */
 int strata_cmd_site(int argc, char **argv);   /* tools/site.c   */
+int strata_cmd_doctor(int argc, char **argv); /* tools/doctor.c */
 
 #endif

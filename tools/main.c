@@ -27,6 +27,8 @@ static const command commands[] = {
      "rank order from a link matrix: place F.json [--ring|--sites|--pipeline S]"},
     {"site", strata_cmd_site,
      "the site of a node in a topology: site FILE [NODE] (for STRATA_SITE)"},
+    {"doctor", strata_cmd_doctor,
+     "check this node (and, under a launcher, the job): doctor [--json] [--link GBPS,RTT_MS]"},
     {"netem", strata_cmd_netem,
      "emulate a WAN between sites on this host: netem up|down|status|exec|ping"},
 };
