@@ -142,6 +142,64 @@ static int is_cloud(strata_provider p) {
 
 /* ---- layer 3, per link ---- */
 
+/* The tests behind the error lints that rule fabric extension out: one definition each, used by
+ * the lints below and, through strata_plan_extension_blocker(), by the model and the decision. */
+
+int strata_plan_path_owned(const strata_topo_link *link) {
+  strata_phys_kind kind = link->physical.kind;
+  return kind == STRATA_PHYS_DARK_FIBER || kind == STRATA_PHYS_DWDM ||
+         kind == STRATA_PHYS_PRIVATE_BACKBONE;
+}
+
+static int metrox_past_reach(const strata_topo_link *k, double km) {
+  return k->extension.kind == STRATA_EXT_METROX && km > strata_optic_reach_km(STRATA_OPTIC_METROX3);
+}
+
+/* PFC headroom of the site's switches over a stretched lossless domain: the switch buffer
+ * (default Trident4 64 MB, a figure from secondary sources) over 32 ports, at the fabric's port
+ * rate (default 400G). */
+typedef struct roce_stretch {
+  double buffer_bytes, rate_gbit, headroom_bytes, max_km;
+} roce_stretch;
+
+static roce_stretch roce_stretch_of(const strata_topo *t, const strata_topo_link *k) {
+  const strata_topo_fabric *fab = &t->sites[k->site_a].fabric;
+  roce_stretch r;
+  r.buffer_bytes = strata_topo_is_set(fab->switch_buffer_mb) ? fab->switch_buffer_mb * 1e6
+                                                             : STRATA_SWITCH_BUFFER_TRIDENT4_BYTES;
+  r.rate_gbit = strata_topo_is_set(fab->link_gbps) ? fab->link_gbps : 400;
+  r.headroom_bytes = strata_switch_headroom_per_port_bytes(r.buffer_bytes, 32);
+  r.max_km = strata_roce_max_lossless_km(r.headroom_bytes, r.rate_gbit, 9216);
+  return r;
+}
+
+/* Only a lossless domain stretched across the link needs the headroom. RoCE aggregation as Meta's
+ * ATSW keeps each building lossless and absorbs bursts by oversubscription at the aggregation
+ * layer (the file says so by leaving extension.pfc unset or false). */
+static int roce_past_headroom(const strata_topo *t, const strata_topo_link *k, double km) {
+  return k->extension.kind == STRATA_EXT_ROCE_AGGREGATION && k->extension.pfc == 1 && km >= 0 &&
+         km > roce_stretch_of(t, k).max_km;
+}
+
+static int extension_unowned(const strata_topo_link *k) {
+  return k->extension.kind != STRATA_EXT_NONE && !strata_plan_path_owned(k) &&
+         k->physical.kind != STRATA_PHYS_UNSPECIFIED;
+}
+
+static int rdma_over_overlay(const strata_topo_link *k) {
+  return k->extension.kind != STRATA_EXT_NONE && k->overlay.kind == STRATA_OVERLAY_WIREGUARD;
+}
+
+const char *strata_plan_extension_blocker(const strata_topo *topo, int link) {
+  const strata_topo_link *k = &topo->links[link];
+  double km = strata_plan_link_km(topo, k);
+  if (metrox_past_reach(k, km)) return "L3-METROX-REACH";
+  if (roce_past_headroom(topo, k, km)) return "L3-ROCE-HEADROOM";
+  if (extension_unowned(k)) return "L3-EXT-UNOWNED";
+  if (rdma_over_overlay(k)) return "L3-RDMA-OVER-OVERLAY";
+  return NULL;
+}
+
 static void lint_link_reach(lint_ctx *c, const strata_topo_link *k, double km) {
   const strata_topo_physical *ph = &k->physical;
   const strata_topo_mark *m = best_mark(&ph->mark, &k->mark);
@@ -165,7 +223,7 @@ static void lint_link_reach(lint_ctx *c, const strata_topo_link *k, double km) {
            "(up to %.0f km)",
            strata_optic_reach_km(STRATA_OPTIC_ZR_PLUS), km,
            strata_optic_reach_km(STRATA_OPTIC_ZR_PLUS_REDUCED));
-  if (k->extension.kind == STRATA_EXT_METROX && km > strata_optic_reach_km(STRATA_OPTIC_METROX3))
+  if (metrox_past_reach(k, km))
     report(c, "L3-METROX-REACH", best_mark(&k->extension.mark, &k->mark), k->name,
            "keep MetroX to metro distances; beyond them route IP and change the algorithm "
            "(DiLoCo) instead of extending the fabric",
@@ -173,26 +231,17 @@ static void lint_link_reach(lint_ctx *c, const strata_topo_link *k, double km) {
            strata_optic_reach_km(STRATA_OPTIC_METROX3), km);
 }
 
-/* Headroom one lossless port of the site's switches can give, from its buffer (default
- * Trident4 64 MB, a figure from secondary sources, over 32 ports). */
 static void lint_roce_headroom(lint_ctx *c, const strata_topo_link *k, double km) {
-  if (k->extension.kind != STRATA_EXT_ROCE_AGGREGATION || km < 0) return;
-  const strata_topo *t = c->plan->topo;
-  const strata_topo_fabric *fab = &t->sites[k->site_a].fabric;
-  double buffer = strata_topo_is_set(fab->switch_buffer_mb) ? fab->switch_buffer_mb * 1e6
-                                                            : STRATA_SWITCH_BUFFER_TRIDENT4_BYTES;
-  double rate = strata_topo_is_set(fab->link_gbps) ? fab->link_gbps : 400;
-  double headroom = strata_switch_headroom_per_port_bytes(buffer, 32);
-  double max_km = strata_roce_max_lossless_km(headroom, rate, 9216);
-  if (km > max_km)
-    report(c, "L3-ROCE-HEADROOM", best_mark(&k->extension.mark, &k->mark), k->name,
-           "do not stretch PFC: aggregate RoCE at the building edge and accept oversubscription "
-           "(Meta's ATSW), keep the lossless domain inside each building, or extend with MetroX "
-           "on InfiniBand",
-           "lossless RoCE over %.0f km at %.0f Gb/s needs %.2f MB of PFC headroom per port; "
-           "%.0f MB of switch buffer over 32 ports leaves %.2f MB, enough for %.1f km",
-           km, rate, strata_pfc_headroom_bytes(rate, km, 9216) / 1e6, buffer / 1e6, headroom / 1e6,
-           max_km);
+  if (!roce_past_headroom(c->plan->topo, k, km)) return;
+  roce_stretch r = roce_stretch_of(c->plan->topo, k);
+  report(c, "L3-ROCE-HEADROOM", best_mark(&k->extension.mark, &k->mark), k->name,
+         "do not stretch PFC: aggregate RoCE at the building edge and accept oversubscription "
+         "(Meta's ATSW: extension.pfc false), keep the lossless domain inside each building, or "
+         "extend with MetroX on InfiniBand",
+         "lossless RoCE over %.0f km at %.0f Gb/s needs %.2f MB of PFC headroom per port; "
+         "%.0f MB of switch buffer over 32 ports leaves %.2f MB, enough for %.1f km",
+         km, r.rate_gbit, strata_pfc_headroom_bytes(r.rate_gbit, km, 9216) / 1e6,
+         r.buffer_bytes / 1e6, r.headroom_bytes / 1e6, r.max_km);
 }
 
 static void lint_link_kinds(lint_ctx *c, const strata_topo_link *k, const strata_wan_model *m) {
@@ -211,14 +260,13 @@ static void lint_link_kinds(lint_ctx *c, const strata_topo_link *k, const strata
            "ExpressRoute connect a site to the cloud, not two sites to each other, unless a "
            "site-to-site feature re-exports the backbone",
            a->name, b->name);
-  int ext = k->extension.kind != STRATA_EXT_NONE;
-  if (ext && !m->owned && k->physical.kind != STRATA_PHYS_UNSPECIFIED)
+  if (extension_unowned(k))
     report(c, "L3-EXT-UNOWNED", best_mark(&k->extension.mark, &k->mark), k->name,
            "fabric extension needs dark fiber or a DWDM wave you control; over a shared path use "
            "an overlay and change the algorithm (DiLoCo)",
            "%s over %s: an RDMA fabric cannot be extended over a path nobody owns end to end",
            strata_extension_kind_name(k->extension.kind), strata_phys_kind_name(k->physical.kind));
-  if (ext && k->overlay.kind == STRATA_OVERLAY_WIREGUARD)
+  if (rdma_over_overlay(k))
     report(c, "L3-RDMA-OVER-OVERLAY", best_mark(&k->overlay.mark, &k->mark), k->name,
            "pin collectives crossing the tunnel to TCP (NCCL_NET=Socket or NCCL_IB_DISABLE=1, "
            "NCCL_SOCKET_IFNAME=wg0, or strata's TCP transport); keep RDMA inside each site",
@@ -417,13 +465,17 @@ static void lint_decision(lint_ctx *c) {
            "TAU) or add WAN streams",
            "DiLoCo's outer sync still costs %.3g ms per %.0f ms step (%.0f%% utilization overall)",
            outer_ms, w->step_ms, 100 * p->utilization);
-  if (!strcmp(p->decision, "overlay+full-sync"))
+  /* only what the framework is said to ship can be a mistake; compared on the real sizes, so a
+   * delta larger than the weights (most values changing) never asks for delta sync */
+  double full = strata_plan_rl_full_bytes(w), delta = strata_plan_rl_delta_bytes(w);
+  if (w->kind == STRATA_WORKLOAD_RL && w->rl_sync == STRATA_RL_SYNC_FULL && delta < full)
     report(c, "L4-RL-FULL-SYNC", &none, "workload",
-           "send sparse deltas (only changed bf16 values and their indices) with periodic full "
-           "anchors (delta weight sync)",
-           "RL weight sync sends full weights (%.3g GB) across sites although only %.0f%% of "
-           "parameters change",
-           w->params * (double)strata_dtype_size(w->dtype) / 1e9, 100 * w->update_fraction);
+           "send sparse deltas (only changed values and their indices) with periodic full "
+           "anchors (delta weight sync; --rl-sync delta to plan it)",
+           "RL weight sync ships full weights (%.3g GB) across sites every %d step%s; with %.3g%% "
+           "of parameters changing, a sparse delta would be %.3g GB (%.3gx smaller)",
+           full / 1e9, w->sync_every, w->sync_every > 1 ? "s" : "", 100 * w->update_fraction,
+           delta / 1e9, full / delta);
   if (!strcmp(p->decision, "cross-wan-pipeline") && p->wan.rtt_ms / 2 > w->token_ms)
     report(c, "L4-INFER-PIPELINE-SLOW", &none, "workload",
            "if a full replica fits in one site, route requests to replicas (region-replica "

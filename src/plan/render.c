@@ -230,10 +230,12 @@ static json_t *json_decision(const strata_plan *p) {
   for (int i = 0; i < p->option_count; i++) {
     const strata_plan_option *o = &p->options[i];
     options = strata_json_append(
-        options, json_pack("{s:o, s:b, s:o, s:o, s:o, s:o}", "name", str(o->name), "available",
-                           o->available != 0, "comm_ms_per_step", num(o->comm_ms_per_step),
-                           "utilization", num(o->utilization), "wan_bytes_per_step",
-                           num(o->wan_bytes_per_step), "note", str(o->note)));
+        options,
+        json_pack("{s:o, s:b, s:o, s:o, s:o, s:o, s:o}", "name", str(o->name), "available",
+                  o->available != 0, "ruled_out_by",
+                  o->ruled_out_by[0] ? str(o->ruled_out_by) : json_null(), "comm_ms_per_step",
+                  num(o->comm_ms_per_step), "utilization", num(o->utilization),
+                  "wan_bytes_per_step", num(o->wan_bytes_per_step), "note", str(o->note)));
   }
   return json_pack("{s:o, s:o, s:o, s:o, s:o}", "choice", str(p->decision), "reason",
                    str(p->decision_reason), "comm_ms_per_step", num(p->comm_ms_per_step),
