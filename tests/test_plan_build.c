@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "coll/schedule.h"
 #include "core/compress.h"
@@ -399,6 +400,42 @@ static void test_scale(void) {
   strata_topo_free(t);
 }
 
+/* 10^8 nodes (8 x 10^8 GPUs) on two sites plan in well under a second of CPU for every workload:
+ * nothing may grow with the node count. Expanding the binomial tree's subtrees one by one cost
+ * seconds at 2 x 10^7 nodes and would take minutes here; 5 s of CPU for all five workloads is a
+ * bound a loaded machine keeps and a linear cost cannot. */
+static void test_scale_nodes(void) {
+  const char *yaml =
+      "sites:\n"
+      "  - {name: a, fabric: {kind: infiniband, speed: ndr}, nodes: {count: 50000000, template: "
+      "dgx-h100}}\n"
+      "  - {name: b, fabric: {kind: infiniband, speed: ndr}, nodes: {count: 50000000, template: "
+      "dgx-h100}}\n"
+      "links:\n"
+      "  - {between: [a, b], physical: {kind: dark_fiber, km: 30}, extension: metrox}\n";
+  char err[512];
+  strata_topo *t = NULL;
+  if (strata_topo_load_string("nodes", yaml, strlen(yaml), &t, err, sizeof err) != STRATA_OK) {
+    printf("FAIL 10^8-node topology: %s\n", err);
+    failures++;
+    return;
+  }
+  clock_t start = clock();
+  for (int k = 0; k < STRATA_WORKLOAD_KIND_COUNT; k++) {
+    strata_workload w;
+    strata_workload_defaults(&w, (strata_workload_kind)k);
+    strata_plan p;
+    CHECK(strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_OK, "10^8-node plan %d: %s", k,
+          err);
+    CHECK(p.nodes == 100000000, "10^8-node count");
+    strata_plan_free(&p);
+  }
+  double cpu_s = (double)(clock() - start) / CLOCKS_PER_SEC;
+  printf("10^8 nodes on 2 sites, 5 workloads: %.3f s of CPU\n", cpu_s);
+  CHECK(cpu_s < 5, "10^8 nodes took %.1f s of CPU to plan", cpu_s);
+  strata_topo_free(t);
+}
+
 /* Sites joined by MetroX form an island: DiLoCo's inner loop spans it, only the outer sync crosses
  * the WAN, and the extension is not flagged as unneeded. */
 static void test_islands(void) {
@@ -446,6 +483,7 @@ int main(void) {
   test_diloco_bytes();
   test_diloco_bytes_vs_schedules();
   test_scale();
+  test_scale_nodes();
   test_islands();
   if (failures) return 1;
   printf("ok\n");
