@@ -62,6 +62,12 @@ static const strata_lint_info catalog[] = {
      "full-weight RL sync across sites where a sparse delta would do"},
     {"L4-INFER-PIPELINE-SLOW", STRATA_SEVERITY_WARNING, 4,
      "cross-site model-parallel inference where the WAN hop dominates each token"},
+    {"L3-WAN-ONE-STREAM", STRATA_SEVERITY_WARNING, 3,
+     "a collective across a WAN link on one TCP stream, which cannot fill it"},
+    {"L4-ASYMMETRIC-SITES", STRATA_SEVERITY_WARNING, 4,
+     "sites of unequal compute synchronized together: the fast ones wait for the slowest"},
+    {"L4-ASYMMETRIC-LINKS", STRATA_SEVERITY_WARNING, 4,
+     "links between sites of very unequal bandwidth under one ring: the slowest sets the pace"},
 };
 
 #define CATALOG_COUNT (sizeof catalog / sizeof catalog[0])
@@ -360,6 +366,156 @@ static void lint_connectivity(lint_ctx *c) {
   free(parent);
 }
 
+/* One TCP stream moves at most its window per round trip, and on a long fat path far less than
+ * the path carries: PCCL measured ~3.7 Gb/s for one connection (arXiv 2505.14065). The window is
+ * Linux's default ceiling of autotuning, net.ipv4.tcp_rmem max = 6 MiB (ip-sysctl.rst). */
+#define ONE_STREAM_WINDOW_BYTES (6.0 * 1024 * 1024)
+#define ONE_STREAM_CAP_GBIT 3.7
+#define MAX_WAN_STREAMS 64 /* strata's STRATA_TCP_STREAMS limit */
+
+static int collective_crosses_sites(const strata_plan *p) {
+  strata_workload_kind k = p->workload.kind;
+  return p->sites > 1 && (k == STRATA_WORKLOAD_TRAIN_SYNC || k == STRATA_WORKLOAD_DILOCO ||
+                          k == STRATA_WORKLOAD_RL);
+}
+
+static void lint_one_stream(lint_ctx *c, const strata_topo_link *k, const strata_wan_model *m) {
+  const strata_plan *p = c->plan;
+  if (p->workload.wan_streams != 1 || !collective_crosses_sites(p) || m->is_extension ||
+      m->measured)
+    return;
+  int known = strata_topo_is_set(k->physical.capacity_gbps);
+  double path_gbit = known ? k->physical.capacity_gbps : 10; /* as strata_plan_wan_model assumes */
+  double rtt_s = m->rtt_ms / 1000;
+  double window_gbit = ONE_STREAM_WINDOW_BYTES * 8 / rtt_s / 1e9;
+  double one = fmin(fmin(window_gbit, ONE_STREAM_CAP_GBIT), path_gbit);
+  if (one >= 0.5 * path_gbit) return;
+  /* streams to fill the path: the BDP over one window, and along PCCL's curve (3.7 n^0.6 Gb/s)
+   * to the path's capacity; the larger, within what strata opens */
+  double bdp_bytes = path_gbit * 1e9 / 8 * rtt_s;
+  double by_window = ceil(bdp_bytes / ONE_STREAM_WINDOW_BYTES);
+  double by_cap = ceil(pow(path_gbit / ONE_STREAM_CAP_GBIT, log(64.0) / log(45.0 / 3.7)));
+  double need = fmin(fmax(fmax(by_window, by_cap), 2), MAX_WAN_STREAMS);
+  char fix[360];
+  snprintf(fix, sizeof fix,
+           "open %.0f TCP streams per peer across the link (strata: --streams %.0f, "
+           "STRATA_TCP_STREAMS=%.0f; NCCL over sockets: NCCL_SOCKET_NTHREADS x "
+           "NCCL_NSOCKS_PERTHREAD = %.0f, at most 64)",
+           need, need, need, need);
+  report(c, "L3-WAN-ONE-STREAM", &k->mark, k->name, fix,
+         "the %s workload's collectives cross %s on one TCP stream: %.3g Gb/s of the path's %.3g "
+         "Gb/s%s (window %.0f MiB / RTT %.3g ms = %.3g Gb/s; one flow ~%.3g Gb/s measured). "
+         "Filling it takes %.0f streams (BDP %.3g MB / window: %.0f; per-flow cap on PCCL's "
+         "curve: %.0f; strata opens at most 64)",
+         strata_workload_kind_name(p->workload.kind), k->name, one, path_gbit,
+         known ? "" : " (assumed)", ONE_STREAM_WINDOW_BYTES / (1024 * 1024), m->rtt_ms, window_gbit,
+         ONE_STREAM_CAP_GBIT, need, bdp_bytes / 1e6, by_window, by_cap);
+}
+
+/* Dense BF16 tensor TFLOPS per GPU, from NVIDIA's datasheets (A100 SXM 312; H100 and H200 SXM
+ * 989; HGX B200 2250; GB200 NVL72 180 PFLOPS over 72 GPUs = 2500). 0: not known (Rubin, CPUs). */
+static double gpu_dense_tflops(strata_gpu_model gpu) {
+  switch (gpu) {
+    case STRATA_GPU_A100:
+      return 312;
+    case STRATA_GPU_H100:
+    case STRATA_GPU_H200:
+      return 989;
+    case STRATA_GPU_B200:
+      return 2250;
+    case STRATA_GPU_GB200:
+      return 2500;
+    default:
+      return 0;
+  }
+}
+
+/* Site compute (dense TFLOPS) and its slowest GPU; 0 when any of its GPUs is not known. */
+static double site_tflops(const strata_topo *t, int s, double *slowest_gpu) {
+  const strata_topo_site *site = &t->sites[s];
+  double total = 0;
+  *slowest_gpu = INFINITY;
+  for (int g = site->group_begin; g < site->group_begin + site->group_count; g++) {
+    const strata_topo_node_group *grp = &t->groups[g];
+    double per = gpu_dense_tflops(grp->spec.gpu);
+    if (grp->spec.gpus < 1) continue;
+    if (per <= 0) return 0;
+    total += per * grp->spec.gpus * (double)grp->count;
+    *slowest_gpu = fmin(*slowest_gpu, per);
+  }
+  return total;
+}
+
+/* A synchronous step (data parallel: every rank the same batch) waits for the slowest GPU; an
+ * outer step of DiLoCo (every site the same batch and H) waits for the site of least compute.
+ * Below 3/4 of the fastest, a quarter of the fast side's time is spent waiting. */
+#define ASYMMETRY_WARN_RATIO 0.75
+
+static void lint_asymmetric_sites(lint_ctx *c) {
+  const strata_plan *p = c->plan;
+  const strata_topo *t = p->topo;
+  strata_workload_kind kind = p->workload.kind;
+  if (p->sites < 2 || (kind != STRATA_WORKLOAD_TRAIN_SYNC && kind != STRATA_WORKLOAD_DILOCO))
+    return;
+  int per_gpu = kind == STRATA_WORKLOAD_TRAIN_SYNC;
+  int lo = -1, hi = -1;
+  double lo_v = INFINITY, hi_v = 0;
+  for (int s = 0; s < t->site_count; s++) {
+    double slowest = 0, total = site_tflops(t, s, &slowest);
+    if (total <= 0) {
+      if (strata_topo_site_gpus(t, s) > 0) return; /* a GPU whose speed is not known */
+      continue;
+    }
+    double v = per_gpu ? slowest : total;
+    if (v < lo_v) lo_v = v, lo = s;
+    if (v > hi_v) hi_v = v, hi = s;
+  }
+  if (lo < 0 || hi < 0 || lo_v >= ASYMMETRY_WARN_RATIO * hi_v) return;
+  const strata_topo_mark none = {0, 0};
+  report(c, "L4-ASYMMETRIC-SITES", &none, "workload",
+         "placement: give each site work in proportion to its compute (batch per site, or "
+         "layers); DiLoCo with inner steps per site in that proportion; or hierarchical: train "
+         "the matched sites together and join the slow one through DiLoCo's outer sync",
+         per_gpu ? "per-step synchronous training waits for the slowest GPU: %s has %.0f dense "
+                   "TFLOPS per GPU, %s %.0f, so every step runs at %.0f%% of the fast GPUs' pace "
+                   "(straggler bound: they idle %.0f%% of each step)"
+                 : "DiLoCo's outer step waits for the site of least compute: %s has %.3g PFLOPS, "
+                   "%s %.3g, so with equal work per site the outer sync runs at %.0f%% of the fast "
+                   "site's pace (straggler bound: it idles %.0f%% of each outer period)",
+         t->sites[lo].name, per_gpu ? lo_v : lo_v / 1000, t->sites[hi].name,
+         per_gpu ? hi_v : hi_v / 1000, 100 * lo_v / hi_v, 100 * (1 - lo_v / hi_v));
+}
+
+/* A ring across sites moves one chunk per hop per step: the slowest link sets every step, the
+ * fast links sit idle for the difference. Only with three sites or more can the links differ
+ * along the ring (two sites share their one bottleneck, which the model already takes). */
+#define LINK_ASYMMETRY_WARN 4.0
+
+static void lint_asymmetric_links(lint_ctx *c) {
+  const strata_plan *p = c->plan;
+  const strata_topo *t = p->topo;
+  if (p->sites < 3 || !collective_crosses_sites(p) || p->workload.kind == STRATA_WORKLOAD_RL)
+    return;
+  int lo = -1, hi = -1;
+  double lo_g = INFINITY, hi_g = 0;
+  for (int i = 0; i < t->link_count; i++) {
+    strata_wan_model m;
+    strata_plan_link_model(p, i, &m);
+    if (m.gbps < lo_g) lo_g = m.gbps, lo = i;
+    if (m.gbps > hi_g) hi_g = m.gbps, hi = i;
+  }
+  if (lo < 0 || hi < 0 || !(lo_g > 0) || hi_g < LINK_ASYMMETRY_WARN * lo_g) return;
+  report(c, "L4-ASYMMETRIC-LINKS", &t->links[lo].mark, t->links[lo].name,
+         "placement: order the ring so the slow link carries one hop (strata place --ring on a "
+         "probed matrix); hierarchical: reduce inside the well-connected sites first and send "
+         "one shard over the slow link; or run DiLoCo across it",
+         "the links between sites differ %.3gx: %s carries %.3g GB/s, %s %.3g GB/s. A ring "
+         "across them moves at the slowest hop, so the fast links are used %.0f%% of the time "
+         "(straggler bound: the cross-site allreduce takes %.3gx what the fast links alone would)",
+         hi_g / lo_g, t->links[lo].name, lo_g, t->links[hi].name, hi_g, 100 * lo_g / hi_g,
+         hi_g / lo_g);
+}
+
 /* ---- layer 2 and 1, per site / node group ---- */
 
 static void lint_roce(lint_ctx *c, const strata_topo_site *s) {
@@ -495,8 +651,11 @@ int strata_plan_lint(strata_plan *plan) {
     lint_roce_headroom(&c, k, m.km);
     lint_link_kinds(&c, k, &m);
     lint_link_workload(&c, k, &m);
+    lint_one_stream(&c, k, &m);
   }
   lint_connectivity(&c);
+  lint_asymmetric_sites(&c);
+  lint_asymmetric_links(&c);
   lint_groups(&c);
   lint_decision(&c);
   return c.failed ? -1 : 0;
