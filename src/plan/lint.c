@@ -488,19 +488,23 @@ static void lint_asymmetric_sites(lint_ctx *c) {
 
 /* A ring across sites moves one chunk per hop per step: the slowest link sets every step, the
  * fast links sit idle for the difference. Only with three sites or more can the links differ
- * along the ring (two sites share their one bottleneck, which the model already takes). */
+ * along the ring (two sites share their one bottleneck, which the model already takes). Sites
+ * joined by extension into islands already run hierarchically (inner loop inside the island,
+ * outer sync between islands): there the ring is the one between islands, over the links that
+ * are not extensions. */
 #define LINK_ASYMMETRY_WARN 4.0
 
 static void lint_asymmetric_links(lint_ctx *c) {
   const strata_plan *p = c->plan;
   const strata_topo *t = p->topo;
-  if (p->sites < 3 || !collective_crosses_sites(p) || p->workload.kind == STRATA_WORKLOAD_RL)
-    return;
+  int ring = p->island_mode ? p->islands : p->sites;
+  if (ring < 3 || !collective_crosses_sites(p) || p->workload.kind == STRATA_WORKLOAD_RL) return;
   int lo = -1, hi = -1;
   double lo_g = INFINITY, hi_g = 0;
   for (int i = 0; i < t->link_count; i++) {
     strata_wan_model m;
     strata_plan_link_model(p, i, &m);
+    if (p->island_mode && m.is_extension) continue;
     if (m.gbps < lo_g) lo_g = m.gbps, lo = i;
     if (m.gbps > hi_g) hi_g = m.gbps, hi = i;
   }

@@ -214,6 +214,21 @@ static double link_capacity_gbit(const strata_topo_link *link) {
   return -1;
 }
 
+/* A path that loses packets at random caps each TCP stream at MSS·C / (RTT·√p), C = √(3/2)
+ * (Mathis, Semke, Mahdavi and Ott 1997), whatever its capacity; streams add up. The MSS is the
+ * MTU less 40 B of TCP/IP headers: 1460 on a bare path, the tunnel's MTU less 40 inside
+ * WireGuard (1380 at 1420). */
+static double lossy_tcp_gbit(const strata_topo_link *link, double rtt_ms, int streams) {
+  double mtu = 1500;
+  if (link->overlay.kind == STRATA_OVERLAY_WIREGUARD)
+    mtu = strata_topo_is_set(link->overlay.mtu_bytes) ? link->overlay.mtu_bytes
+                                                      : strata_wireguard_mtu(1500);
+  double mss = mtu > 40 ? mtu - 40 : 1;
+  double p = link->overlay.loss_pct / 100;
+  double per_stream_bit = mss * 8 * sqrt(1.5) / (rtt_ms / 1000 * sqrt(p));
+  return per_stream_bit * (streams > 0 ? streams : 1) / 1e9;
+}
+
 void strata_plan_wan_model(const strata_topo *topo, int index, const strata_workload *w,
                            strata_wan_model *out) {
   memset(out, 0, sizeof *out);
@@ -259,6 +274,10 @@ void strata_plan_wan_model(const strata_topo *topo, int index, const strata_work
       gbit *= strata_wireguard_efficiency(mtu);
     }
   }
+  int rdma = out->is_extension ||
+             (link->extension.kind == STRATA_EXT_IB_ROUTER && !out->extension_ruled_out);
+  if (!rdma && strata_topo_is_set(link->overlay.loss_pct) && link->overlay.loss_pct > 0)
+    gbit = fmin(gbit, lossy_tcp_gbit(link, out->rtt_ms, w ? w->wan_streams : 16));
   out->gbps = gbit / 8.0;
   out->unsealed_gbps = out->gbps;
   out->sealed = !out->is_overlay && !out->is_extension &&
