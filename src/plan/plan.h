@@ -69,7 +69,8 @@ int strata_workload_kind_parse(const char *name, strata_workload_kind *out);
 /* Defaults for a kind: 7e9 bf16 parameters, 500 ms steps, H = 500, 16-bit outer sync, ... */
 void strata_workload_defaults(strata_workload *w, strata_workload_kind kind);
 /* The workload a topology was evidently built for, when the user names none: train-sync on one
- * site or on sites joined only by fabric extension, diloco otherwise. */
+ * site or on sites joined only by fabric extension no error lint rules out
+ * (strata_plan_extension_blocker), diloco otherwise. */
 strata_workload_kind strata_workload_auto(const strata_topo *topo);
 
 /* ---- findings (lints) ---- */
