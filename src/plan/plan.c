@@ -740,6 +740,14 @@ static void train_options(strata_plan *p, double site_ms) {
                        : "blocking");
 }
 
+/* "possible", "not possible", or "ruled out by ID" for a decision's reason. */
+static void ext_state_text(const strata_plan_option *ext, char *buf, size_t len) {
+  if (ext->ruled_out_by[0])
+    fmt(buf, len, "ruled out by %s", ext->ruled_out_by);
+  else
+    fmt(buf, len, "%s", ext->available ? "possible" : "not possible");
+}
+
 static void decide_training(strata_plan *p, double site_ms) {
   const strata_workload *w = &p->workload;
   p->site_comm_ms = site_ms;
@@ -762,6 +770,8 @@ static void decide_training(strata_plan *p, double site_ms) {
   const strata_plan_option *ext = &p->options[0], *diloco = &p->options[p->option_count - 1];
   const strata_plan_option *per_step = p->option_count > 2 ? &p->options[1] : ext;
   const strata_plan_option *pick;
+  char ext_state[64];
+  ext_state_text(ext, ext_state, sizeof ext_state);
   if (w->kind == STRATA_WORKLOAD_TRAIN_SYNC && ext->available && ext->utilization >= 0.5) {
     pick = ext;
     fmt(p->decision_reason, sizeof p->decision_reason,
@@ -777,17 +787,21 @@ static void decide_training(strata_plan *p, double site_ms) {
       fmt(p->decision_reason, sizeof p->decision_reason,
           "per-step sync across sites is not viable here (%s: %.0f%% utilization; extension %s, "
           "%.0f%%): change the algorithm - DiLoCo keeps %.0f%% over the existing link",
-          per_step->name, 100 * per_step->utilization, ext->available ? "possible" : "not possible",
-          100 * ext->utilization, 100 * diloco->utilization);
+          per_step->name, 100 * per_step->utilization, ext_state, 100 * ext->utilization,
+          100 * diloco->utilization);
     else
       fmt(p->decision_reason, sizeof p->decision_reason,
           "the workload does not need per-step sync across %s, so no fabric extension: "
-          "DiLoCo over the existing link keeps %.0f%% utilization (extension would give %.0f%%%s)",
+          "DiLoCo over the existing link keeps %.0f%% utilization (extension would give "
+          "%.0f%%%s%s)",
           p->island_mode ? "islands (sites already joined by extension run the inner loop "
                            "together)"
                          : "sites",
           100 * diloco->utilization, 100 * ext->utilization,
-          ext->available ? ", at the price of MetroX" : " and is not possible here");
+          ext->available         ? ", at the price of MetroX"
+          : ext->ruled_out_by[0] ? ", but it is ruled out by "
+                                 : " and is not possible here",
+          ext->ruled_out_by);
   }
   fmt(p->decision, sizeof p->decision, "%s", pick->name);
   p->comm_ms_per_step = pick->comm_ms_per_step;
@@ -859,10 +873,13 @@ static void decide_rl(strata_plan *p, double site_ms) {
     p->utilization = pick->utilization;
     fmt(p->decision_reason, sizeof p->decision_reason,
         "rollout sites need the policy only every %d step%s: a %s of %.3g GB takes %.3g s over "
-        "the existing link (%.0f%% utilization) vs %.0f%% with fabric extension%s",
+        "the existing link (%.0f%% utilization) vs %.0f%% with fabric extension%s%s",
         every, every > 1 ? "s" : "", delta ? "sparse delta" : "full copy", bytes / 1e9,
         wan_ms / 1000, 100 * p->options[1].utilization, 100 * p->options[0].utilization,
-        pick == &p->options[0] ? ", so extension pays" : ", so no extension");
+        pick == &p->options[0]          ? ", so extension pays"
+        : p->options[0].ruled_out_by[0] ? ", which is ruled out by "
+                                        : ", so no extension",
+        p->options[0].ruled_out_by);
   } else {
     fmt(p->decision, sizeof p->decision, "colocated");
     p->comm_ms_per_step = per_step;
