@@ -82,6 +82,7 @@ assert not ext["available"] and ext["ruled_out_by"] == "L3-METROX-REACH", ext
 assert "L3-METROX-REACH" in ext["note"], ext
 assert plan["decision"]["choice"] != "fabric-extension", plan["decision"]["choice"]
 assert any(f["id"] == "L3-METROX-REACH" and f["severity"] == "error" for f in plan["findings"])
+assert plan["links"][0]["extension_ruled_out"] == "L3-METROX-REACH", plan["links"][0]
 PY
 # what the RL framework ships: full weights where a delta is smaller is flagged, and not otherwise
 expect_exit 0 "rl-sync full" "$strata" plan "$src/tests/data/lint-l4-rl-full-sync.yaml" --workload rl --rl-sync full
