@@ -17,7 +17,9 @@ static void fill(strata_link_matrix *m) {
     snprintf(m->host[i], sizeof m->host[i], "host-%d", i / 2);
     snprintf(m->site[i], sizeof m->site[i], i < n / 2 ? "east \"1\"" : "west");
     for (int j = 0; j < n; j++) {
-      m->latency_us[i * n + j] = i == j ? 0 : 1.0 / 3.0 + i * 1000 + j;
+      /* both directions halve one round trip, up to jitter: [i][j] and [j][i] differ by 1 in 1000
+       */
+      m->latency_us[i * n + j] = i == j ? 0 : 1.0 / 3.0 + (i + j) * 1000 + (i > j);
       m->bandwidth_gbps[i * n + j] = i == j ? 0 : 12.5 / (1 + i + 2 * j);
     }
   }
@@ -70,9 +72,22 @@ static void test_refusals(void) {
   refuse("{\"latency_us\": [[0, 1], [1]], \"bandwidth_gbps\": [[0, 1], [1, 0]]}",
          "bad.json:1:25: latency_us: expected 2 rows of 2 numbers");
   refuse("{\"latency_us\": [[0, -1], [1, 0]], \"bandwidth_gbps\": [[0, 1], [1, 0]]}",
-         "expected a latency >= 0");
+         "bad.json:1:21: latency_us: expected a latency from 0 to 1e7 us");
   refuse("{\"latency_us\": [[0, 1], [1, 0]], \"bandwidth_gbps\": [[0, 0], [1, 0]]}",
-         "expected a bandwidth > 0");
+         "expected a bandwidth from 1e-6 to 1e6 GB/s");
+  /* absurd figures whose send times sum to infinity in the placers (strata place --pipeline) */
+  refuse("{\"latency_us\": [[0, 1e308], [1e308, 0]], \"bandwidth_gbps\": [[0, 1], [1, 0]]}",
+         "bad.json:1:21: latency_us: expected a latency from 0 to 1e7 us");
+  refuse("{\"latency_us\": [[0, 1], [1, 0]], \"bandwidth_gbps\": [[0, 1e-300], [1, 0]]}",
+         "bad.json:1:57: bandwidth_gbps: expected a bandwidth from 1e-6");
+  /* a figure on the diagonal, and one-way latencies that disagree */
+  refuse("{\"latency_us\": [[5, 1], [1, 0]], \"bandwidth_gbps\": [[0, 1], [1, 0]]}",
+         "bad.json:1:18: latency_us: expected 0 or null on the diagonal");
+  refuse("{\"latency_us\": [[0, 1], [1, 0]], \"bandwidth_gbps\": [[0, 1], [1, 2]]}",
+         "bandwidth_gbps: expected 0 or null on the diagonal");
+  refuse("{\"latency_us\": [[0, 900], [10, 0]], \"bandwidth_gbps\": [[0, 1], [1, 0]]}",
+         "bad.json:1:28: latency_us: expected the one-way latency (RTT/2) of [0][1], 900, within "
+         "10%; got 10");
   refuse("{\"latency_us\": [[0, \"x\"], [1, 0]], \"bandwidth_gbps\": [[0, 1], [1, 0]]}",
          "expected a number");
   refuse("{\"latency_us\": [[0, 1], [1, 0]], \"bandwidth_gbps\": [[0, 1], [1, 0]], \"colour\": 1}",
@@ -88,6 +103,33 @@ static void test_refusals(void) {
       "0]]}",
       "expected a list of 2 strings");
   refuse("latency_us: [[0, 1], [1, 0]\nbandwidth_gbps: [[0, 1], [1, 0]]\n", "bad.json:");
+}
+
+/* What the loader refuses, strata_link_matrix_validate refuses in a matrix built in memory. */
+static void test_validate(void) {
+  strata_link_matrix m;
+  char err[256];
+  strata_link_matrix_alloc(&m, 2);
+  m.latency_us[1] = m.latency_us[2] = 100;
+  m.bandwidth_gbps[1] = m.bandwidth_gbps[2] = 1;
+  CHECK(strata_link_matrix_validate(&m, err, sizeof err) == STRATA_OK, "%s", err);
+  m.latency_us[2] = 105; /* jitter of two medians */
+  CHECK(strata_link_matrix_validate(&m, err, sizeof err) == STRATA_OK, "%s", err);
+  m.latency_us[2] = 200;
+  CHECK(strata_link_matrix_validate(&m, err, sizeof err) == STRATA_ERR_PARSE &&
+            strstr(err, "latency_us[1][0] = 200 but latency_us[0][1] = 100"),
+        "asymmetric: %s", err);
+  m.latency_us[2] = 100;
+  m.latency_us[0] = 3;
+  CHECK(strata_link_matrix_validate(&m, err, sizeof err) == STRATA_ERR_PARSE &&
+            strstr(err, "diagonal"),
+        "diagonal: %s", err);
+  m.latency_us[0] = 0;
+  m.latency_us[1] = m.latency_us[2] = 1e308;
+  CHECK(strata_link_matrix_validate(&m, err, sizeof err) == STRATA_ERR_PARSE &&
+            strstr(err, "latency_us[0][1] = 1e+308"),
+        "huge latency: %s", err);
+  strata_link_matrix_free(&m);
 }
 
 static void test_minimal_yaml(void) {
@@ -113,6 +155,7 @@ int main(void) {
   round_trip(STRATA_LINKMATRIX_JSON, "rt.json");
   round_trip(STRATA_LINKMATRIX_YAML, "rt.yaml");
   test_refusals();
+  test_validate();
   test_minimal_yaml();
   if (failures) {
     fprintf(stderr, "test_place_linkmatrix: %d failure(s)\n", failures);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "coll/schedule.h"
 #include "core/compress.h"
@@ -399,6 +400,77 @@ static void test_scale(void) {
   strata_topo_free(t);
 }
 
+/* A measured loss is used, not ignored: each TCP stream is held to MSS·√1.5 / (RTT·√p) (Mathis et
+ * al. 1997), so 1% loss at 40 ms leaves 16 streams ~54 Mb/s of a 100 Gb/s path, and more loss
+ * leaves less. */
+static double lossy_link_gbps(const char *loss) {
+  char yaml[512], err[512];
+  snprintf(yaml, sizeof yaml,
+           "sites:\n  - {name: a, nodes: {count: 1, template: dgx-h100}}\n"
+           "  - {name: b, nodes: {count: 1, template: dgx-h100}}\n"
+           "links:\n  - between: [a, b]\n    physical: {kind: internet, capacity_gbps: 100}\n"
+           "    overlay: {kind: wireguard, transit: internet, rtt_ms: 40, mtu_bytes: 1420%s%s}\n",
+           loss ? ", loss_pct: " : "", loss ? loss : "");
+  strata_topo *t = NULL;
+  if (strata_topo_load_string("loss", yaml, strlen(yaml), &t, err, sizeof err) != STRATA_OK) {
+    printf("FAIL loss topology: %s\n", err);
+    failures++;
+    return NAN;
+  }
+  strata_workload w;
+  strata_workload_defaults(&w, STRATA_WORKLOAD_DILOCO);
+  strata_wan_model m;
+  strata_plan_wan_model(t, 0, &w, &m);
+  strata_topo_free(t);
+  return m.gbps;
+}
+
+static void test_loss(void) {
+  double clean = lossy_link_gbps(NULL), zero = lossy_link_gbps("0");
+  double one = lossy_link_gbps("1"), ten = lossy_link_gbps("10");
+  double mathis_gbps = 16 * 1380 * 8 * sqrt(1.5) / (0.040 * sqrt(0.01)) / 8e9;
+  CHECK(zero == clean, "0%% loss changed the link: %g vs %g GB/s", zero, clean);
+  CHECK(fabs(one - mathis_gbps) < 1e-9 * mathis_gbps, "1%% loss: %g GB/s, Mathis says %g", one,
+        mathis_gbps);
+  CHECK(one < clean && ten < one, "loss does not slow the link: %g, %g, %g GB/s", clean, one, ten);
+}
+
+/* 10^8 nodes (8 x 10^8 GPUs) on two sites plan in well under a second of CPU for every workload:
+ * nothing may grow with the node count. Expanding the binomial tree's subtrees one by one cost
+ * seconds at 2 x 10^7 nodes and would take minutes here; 5 s of CPU for all five workloads is a
+ * bound a loaded machine keeps and a linear cost cannot. */
+static void test_scale_nodes(void) {
+  const char *yaml =
+      "sites:\n"
+      "  - {name: a, fabric: {kind: infiniband, speed: ndr}, nodes: {count: 50000000, template: "
+      "dgx-h100}}\n"
+      "  - {name: b, fabric: {kind: infiniband, speed: ndr}, nodes: {count: 50000000, template: "
+      "dgx-h100}}\n"
+      "links:\n"
+      "  - {between: [a, b], physical: {kind: dark_fiber, km: 30}, extension: metrox}\n";
+  char err[512];
+  strata_topo *t = NULL;
+  if (strata_topo_load_string("nodes", yaml, strlen(yaml), &t, err, sizeof err) != STRATA_OK) {
+    printf("FAIL 10^8-node topology: %s\n", err);
+    failures++;
+    return;
+  }
+  clock_t start = clock();
+  for (int k = 0; k < STRATA_WORKLOAD_KIND_COUNT; k++) {
+    strata_workload w;
+    strata_workload_defaults(&w, (strata_workload_kind)k);
+    strata_plan p;
+    CHECK(strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_OK, "10^8-node plan %d: %s", k,
+          err);
+    CHECK(p.nodes == 100000000, "10^8-node count");
+    strata_plan_free(&p);
+  }
+  double cpu_s = (double)(clock() - start) / CLOCKS_PER_SEC;
+  printf("10^8 nodes on 2 sites, 5 workloads: %.3f s of CPU\n", cpu_s);
+  CHECK(cpu_s < 5, "10^8 nodes took %.1f s of CPU to plan", cpu_s);
+  strata_topo_free(t);
+}
+
 /* Sites joined by MetroX form an island: DiLoCo's inner loop spans it, only the outer sync crosses
  * the WAN, and the extension is not flagged as unneeded. */
 static void test_islands(void) {
@@ -446,6 +518,8 @@ int main(void) {
   test_diloco_bytes();
   test_diloco_bytes_vs_schedules();
   test_scale();
+  test_scale_nodes();
+  test_loss();
   test_islands();
   if (failures) return 1;
   printf("ok\n");

@@ -73,6 +73,26 @@ expect_exit 0 "bringup" "$strata" plan --preset roce-cluster --workload bringup
 check "bringup checks" grep -q "all_reduce_perf" "$tmp/out"
 expect_exit 0 "lint file" "$strata" plan "$src/tests/data/lint-l3-metrox-reach.yaml" --json
 check "lint in JSON" grep -q '"id": "L3-METROX-REACH"' "$tmp/out"
+# an option an error rules out is shown as not possible, with the finding's id, and not chosen
+check "ruled out in JSON" "$py" - "$tmp/out" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+ext = [o for o in plan["decision"]["options"] if o["name"] == "fabric-extension"][0]
+assert not ext["available"] and ext["ruled_out_by"] == "L3-METROX-REACH", ext
+assert "L3-METROX-REACH" in ext["note"], ext
+assert plan["decision"]["choice"] != "fabric-extension", plan["decision"]["choice"]
+assert any(f["id"] == "L3-METROX-REACH" and f["severity"] == "error" for f in plan["findings"])
+assert plan["links"][0]["extension_ruled_out"] == "L3-METROX-REACH", plan["links"][0]
+PY
+# what the RL framework ships: full weights where a delta is smaller is flagged, and not otherwise
+expect_exit 0 "rl-sync full" "$strata" plan "$src/tests/data/lint-l4-rl-full-sync.yaml" --workload rl --rl-sync full
+check "full sync flagged" grep -q "L4-RL-FULL-SYNC" "$tmp/out"
+expect_exit 0 "rl-sync full, weights smaller" "$strata" plan "$src/tests/data/lint-l4-rl-full-sync.yaml" --workload rl --rl-sync full --update-fraction 1
+check "full sync of the smaller not flagged" sh -c "! grep -q L4-RL-FULL-SYNC '$tmp/out'"
+expect_exit 2 "rl-sync bad" "$strata" plan --preset dgx-h100 --workload rl --rl-sync sometimes && check "names the flag" grep -q -- "--rl-sync" "$tmp/err"
+# zero figures are refused where they are
+printf 'sites:\n  - {name: a}\n  - {name: b}\nlinks:\n  - between: [a, b]\n    physical: {kind: dark_fiber, km: 10, capacity_gbps: 0}\n' >"$tmp/zero.yaml"
+expect_exit 2 "zero capacity" "$strata" plan "$tmp/zero.yaml" && check "zero capacity at file:line:col" grep -q "zero.yaml:6:57: expected a number above 0" "$tmp/err"
 expect_exit 0 "svg to stdout" "$strata" plan --preset dgx-h100 --svg -
 check "svg on stdout" grep -q "^<svg" "$tmp/out"
 

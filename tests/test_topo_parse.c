@@ -374,7 +374,34 @@ static const struct {
      "t.yaml:3:50: expected kind: infiniband, roce or ethernet in a NIC"},
     {"sites:\n  - name: a\n  - name: b\nlinks:\n  - between: [a, b]\n"
      "    overlay: {kind: wireguard, loss_pct: 101}\n",
-     "t.yaml:6:42: expected a number from 0 to 100 (loss_pct), got '101'"},
+     "t.yaml:6:42: expected a percentage from 0 to below 100 (loss_pct: a path losing every "
+     "packet carries nothing), got '101'"},
+    /* zero rates and a total loss: planned with as if absent before, now refused where they are */
+    {"sites:\n  - name: a\n  - name: b\nlinks:\n  - between: [a, b]\n"
+     "    overlay: {kind: wireguard, loss_pct: 100}\n",
+     "t.yaml:6:42: expected a percentage from 0 to below 100 (loss_pct"},
+    {"sites:\n  - name: a\n  - name: b\nlinks:\n  - between: [a, b]\n"
+     "    overlay: {kind: wireguard, bandwidth_gbps: 0}\n",
+     "t.yaml:6:48: expected a number above 0 and at most 1e+09 (bandwidth_gbps), got '0'"},
+    {"sites:\n  - name: a\n  - name: b\nlinks:\n  - between: [a, b]\n"
+     "    overlay: {kind: wireguard, rtt_ms: 0}\n",
+     "t.yaml:6:40: expected a number above 0 and at most 100000 (rtt_ms), got '0'"},
+    {"sites:\n  - name: a\n  - name: b\nlinks:\n  - between: [a, b]\n"
+     "    physical: {kind: dark_fiber, km: 10, capacity_gbps: 0}\n",
+     "t.yaml:6:57: expected a number above 0 and at most 1e+09 (capacity_gbps), got '0'"},
+    {"sites:\n  - name: a\n  - name: b\nlinks:\n  - between: [a, b]\n"
+     "    extension: {kind: metrox, gbps: 0}\n",
+     "t.yaml:6:37: expected a number above 0 and at most 1e+09 (gbps), got '0'"},
+    {"sites:\n  - name: a\n    nodes: {count: 2, gpu: h100, gpus: 8, intra: {kind: nvlink, gbps: "
+     "0}}\n",
+     "t.yaml:3:71: expected a number above 0 and at most 1e+09 (gbps), got '0'"},
+    {"sites:\n  - name: a\n    nodes: {count: 2, gpu: h100, gpus: 8, nics: [{kind: ib, gbps: "
+     "0}]}\n",
+     "t.yaml:3:67: expected a number above 0 and at most 1e+07 (gbps), got '0'"},
+    {"sites:\n  - name: a\n    fabric: {kind: roce, link_gbps: 0, switch_buffer_mb: 64}\n",
+     "t.yaml:3:37: expected a number above 0 and at most 1e+07 (link_gbps), got '0'"},
+    {"sites:\n  - name: a\n    fabric: {kind: roce, switch_buffer_mb: 0}\n",
+     "t.yaml:3:44: expected a number above 0 and at most 1e+06 (switch_buffer_mb), got '0'"},
     {"sites:\n  - name: a\n  - name: b\nlinks:\n  - between: [a, b]\n    extension: {gbps: 10}\n",
      "t.yaml:6:16: expected kind: (one of none, metrox, ib_router, roce_aggregation) in fabric "
      "extension"},
@@ -426,7 +453,7 @@ static const struct {
      "t.yaml:4:19: expected a site defined under sites: (a), got 'b'"},
     {"sites:\n  - {name: a}\n  - {name: b}\nlinks:\n"
      "  - {between: [a, b], overlay: {kind: wireguard, rtt_ms: fast}}\n",
-     "t.yaml:5:58: expected a number from 0 to 100000 (rtt_ms), got 'fast'"},
+     "t.yaml:5:58: expected a number above 0 and at most 100000 (rtt_ms), got 'fast'"},
     {"sites:\n  - {name: a}\n  - {name: b}\nlinks:\n"
      "  - {name: l, between: [a, b]}\n  - {name: l, between: [b, a]}\n",
      "t.yaml:6:5: expected a unique link name, got a second 'l'"},
@@ -503,6 +530,13 @@ static void test_files_and_validate(void) {
     topo->links[0].site_b = 7;
     CHECK(strata_topo_validate(topo, err, sizeof err) == STRATA_ERR_PARSE);
     topo->links[0].site_b = 1;
+    topo->links[0].physical.capacity_gbps = 0; /* a zero rate set in code is refused too */
+    CHECK(strata_topo_validate(topo, err, sizeof err) == STRATA_ERR_PARSE);
+    CHECK(strstr(err, "capacity_gbps > 0") != NULL);
+    topo->links[0].physical.capacity_gbps = STRATA_TOPO_UNSET;
+    topo->links[0].overlay.loss_pct = 100;
+    CHECK(strata_topo_validate(topo, err, sizeof err) == STRATA_ERR_PARSE);
+    topo->links[0].overlay.loss_pct = STRATA_TOPO_UNSET;
     CHECK(strata_topo_validate(topo, err, sizeof err) == STRATA_OK);
     strata_topo_free(topo);
   }

@@ -45,6 +45,8 @@ static void plan_usage(FILE *out) {
           "  --delay TAU            inner steps a fragment's exchange overlaps, below H/P (0)\n"
           "  --streams S            TCP connections per peer across the WAN (16)\n"
           "  --update-fraction X    RL: share of parameters changed per sync (0.01)\n"
+          "  --rl-sync full|delta   RL: what the framework ships per sync (default auto: the\n"
+          "                         smaller); full when a delta is smaller trips L4-RL-FULL-SYNC\n"
           "  --sync-every N         RL: trainer steps between weight syncs (1)\n"
           "  --trainer-site NAME    RL: where the trainer runs (first site)\n"
           "  --kv-mb MB             inference: KV cache per request, MB (268)\n"
@@ -99,6 +101,7 @@ enum {
   OPT_DELAY,
   OPT_STREAMS,
   OPT_UPDATE,
+  OPT_RL_SYNC,
   OPT_SYNC_EVERY,
   OPT_TRAINER,
   OPT_KV,
@@ -124,6 +127,7 @@ static const struct option plan_options[] = {
     {"delay", required_argument, 0, OPT_DELAY},
     {"streams", required_argument, 0, OPT_STREAMS},
     {"update-fraction", required_argument, 0, OPT_UPDATE},
+    {"rl-sync", required_argument, 0, OPT_RL_SYNC},
     {"sync-every", required_argument, 0, OPT_SYNC_EVERY},
     {"trainer-site", required_argument, 0, OPT_TRAINER},
     {"kv-mb", required_argument, 0, OPT_KV},
@@ -143,7 +147,8 @@ typedef struct plan_args {
   strata_workload w; /* kind filled later when not given */
   /* numeric overrides, applied after the kind's defaults: NAN / -1 = not given */
   double params, step_ms, wire_bits, update_fraction, kv_mb, rps, token_ms;
-  int inner, fragments, delay, streams, sync_every, replicas, pipeline, dtype_given;
+  int inner, fragments, delay, streams, sync_every, replicas, pipeline, dtype_given, rl_sync_given;
+  strata_rl_sync rl_sync;
   strata_dtype dtype;
   const char *trainer;
 } plan_args;
@@ -200,6 +205,13 @@ static int parse_option(plan_args *a, int opt, const char *arg) {
       return parse_int("--streams", arg, 1, 1024, &a->streams);
     case OPT_UPDATE:
       return parse_double("--update-fraction", arg, 1e-9, 1, &a->update_fraction);
+    case OPT_RL_SYNC:
+      if (strata_rl_sync_parse(arg, &a->rl_sync) != STRATA_OK) {
+        fprintf(stderr, "strata plan: --rl-sync expects full, delta or auto, got '%s'\n", arg);
+        return -1;
+      }
+      a->rl_sync_given = 1;
+      return 0;
     case OPT_SYNC_EVERY:
       return parse_int("--sync-every", arg, 1, 100000000, &a->sync_every);
     case OPT_TRAINER:
@@ -237,6 +249,7 @@ static int apply_overrides(const plan_args *a, strata_workload *w) {
   if (!isnan(a->step_ms)) w->step_ms = a->step_ms;
   if (!isnan(a->wire_bits)) w->wire_bits = a->wire_bits;
   if (!isnan(a->update_fraction)) w->update_fraction = a->update_fraction;
+  if (a->rl_sync_given) w->rl_sync = a->rl_sync;
   if (!isnan(a->kv_mb)) w->kv_bytes_per_request = a->kv_mb * 1e6;
   if (!isnan(a->rps)) w->requests_per_s = a->rps;
   if (!isnan(a->token_ms)) w->token_ms = a->token_ms;

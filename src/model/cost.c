@@ -277,25 +277,61 @@ static double allgather_rhd_us(const strata_fabric *f, double p, double bytes) {
 /* Critical path of one round on a binomial subtree of n ranks (tree.c: the children of relative
  * rank 0 sit at distances 1, 2, 4, ... with subtrees of min(d, n − d) ranks). Broadcast: the
  * parent sends back to back, largest subtree first; reduce: it receives in increasing subtree
- * size and reduces each on arrival (its port took the bytes while its core was busy). */
-static double tree_path_us(const strata_fabric *f, double n, double c, int reduce) {
-  if (n <= 1) return 0;
+ * size and reduces each on arrival (its port took the bytes while its core was busy).
+ *
+ * Below the top distance d_top = pow2_floor(n − 1) every subtree is a full one of d = 2^j ranks
+ * (n − d > d), and the top one holds the n − d_top ranks left. So the path of n ranks needs the
+ * paths of full subtrees, each built from smaller full ones (tree_full_paths), and of one
+ * leftover, itself a smaller tree: O(log² n) work however many ranks, where expanding every
+ * subtree would cost O(n) (two sites of 10^7 nodes took seconds). The sums are the expansion's,
+ * term for term. */
+#define TREE_MAX_LOG2 1100 /* 2^1100 > DBL_MAX: every double n has its log2 below this */
+
+static double tree_step_path_us(const strata_fabric *f, double n, double c, int reduce,
+                                const double *full, double leftover_us) {
   double d_top = pow2_floor(n - 1), t = 0, sent = 0;
   if (reduce) {
-    for (double d = 1; d <= d_top; d *= 2) {
+    int j = 0;
+    for (double d = 1; d <= d_top; d *= 2, j++) {
       int l = level_of_distance(f, d);
       double xfer = xfer_us(c, level_gbps(f, l, 1));
-      double arrive = tree_path_us(f, fmin(d, n - d), c, 1) + f->level[l].alpha_us + xfer;
-      t = fmax(t, arrive) + reduce_us(f, c);
+      double below = d < d_top ? full[j] : leftover_us;
+      t = fmax(t, below + f->level[l].alpha_us + xfer) + reduce_us(f, c);
     }
     return t;
   }
-  for (double d = d_top; d >= 1; d /= 2) {
+  int j = 0;
+  while (ldexp(1, j) < d_top) j++;
+  for (double d = d_top; d >= 1; d /= 2, j--) {
     int l = level_of_distance(f, d);
     sent += xfer_us(c, level_gbps(f, l, 1));
-    t = fmax(t, sent + f->level[l].alpha_us + tree_path_us(f, fmin(d, n - d), c, 0));
+    double below = d < d_top ? full[j] : leftover_us;
+    t = fmax(t, sent + f->level[l].alpha_us + below);
   }
   return t;
+}
+
+/* full[j] = path of a full subtree of 2^j ranks, for 2^j <= top: its own leftover is full[j-1]. */
+static void tree_full_paths(const strata_fabric *f, double top, double c, int reduce,
+                            double *full) {
+  full[0] = 0;
+  for (int j = 1; ldexp(1, j) <= top; j++)
+    full[j] = tree_step_path_us(f, ldexp(1, j), c, reduce, full, full[j - 1]);
+}
+
+static double tree_leftover_path_us(const strata_fabric *f, double n, double c, int reduce,
+                                    const double *full) {
+  if (n <= 1) return 0;
+  double d_top = pow2_floor(n - 1);
+  double leftover = tree_leftover_path_us(f, n - d_top, c, reduce, full);
+  return tree_step_path_us(f, n, c, reduce, full, leftover);
+}
+
+static double tree_path_us(const strata_fabric *f, double n, double c, int reduce) {
+  if (n <= 1) return 0;
+  double full[TREE_MAX_LOG2];
+  tree_full_paths(f, pow2_floor(n - 1), c, reduce, full);
+  return tree_leftover_path_us(f, n, c, reduce, full);
 }
 
 /* Binomial tree pipelined in k rounds: the root's port (or core) is the busy resource. */

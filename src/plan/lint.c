@@ -62,6 +62,12 @@ static const strata_lint_info catalog[] = {
      "full-weight RL sync across sites where a sparse delta would do"},
     {"L4-INFER-PIPELINE-SLOW", STRATA_SEVERITY_WARNING, 4,
      "cross-site model-parallel inference where the WAN hop dominates each token"},
+    {"L3-WAN-ONE-STREAM", STRATA_SEVERITY_WARNING, 3,
+     "a collective across a WAN link on one TCP stream, which cannot fill it"},
+    {"L4-ASYMMETRIC-SITES", STRATA_SEVERITY_WARNING, 4,
+     "sites of unequal compute synchronized together: the fast ones wait for the slowest"},
+    {"L4-ASYMMETRIC-LINKS", STRATA_SEVERITY_WARNING, 4,
+     "links between sites of very unequal bandwidth under one ring: the slowest sets the pace"},
 };
 
 #define CATALOG_COUNT (sizeof catalog / sizeof catalog[0])
@@ -142,6 +148,64 @@ static int is_cloud(strata_provider p) {
 
 /* ---- layer 3, per link ---- */
 
+/* The tests behind the error lints that rule fabric extension out: one definition each, used by
+ * the lints below and, through strata_plan_extension_blocker(), by the model and the decision. */
+
+int strata_plan_path_owned(const strata_topo_link *link) {
+  strata_phys_kind kind = link->physical.kind;
+  return kind == STRATA_PHYS_DARK_FIBER || kind == STRATA_PHYS_DWDM ||
+         kind == STRATA_PHYS_PRIVATE_BACKBONE;
+}
+
+static int metrox_past_reach(const strata_topo_link *k, double km) {
+  return k->extension.kind == STRATA_EXT_METROX && km > strata_optic_reach_km(STRATA_OPTIC_METROX3);
+}
+
+/* PFC headroom of the site's switches over a stretched lossless domain: the switch buffer
+ * (default Trident4 64 MB, a figure from secondary sources) over 32 ports, at the fabric's port
+ * rate (default 400G). */
+typedef struct roce_stretch {
+  double buffer_bytes, rate_gbit, headroom_bytes, max_km;
+} roce_stretch;
+
+static roce_stretch roce_stretch_of(const strata_topo *t, const strata_topo_link *k) {
+  const strata_topo_fabric *fab = &t->sites[k->site_a].fabric;
+  roce_stretch r;
+  r.buffer_bytes = strata_topo_is_set(fab->switch_buffer_mb) ? fab->switch_buffer_mb * 1e6
+                                                             : STRATA_SWITCH_BUFFER_TRIDENT4_BYTES;
+  r.rate_gbit = strata_topo_is_set(fab->link_gbps) ? fab->link_gbps : 400;
+  r.headroom_bytes = strata_switch_headroom_per_port_bytes(r.buffer_bytes, 32);
+  r.max_km = strata_roce_max_lossless_km(r.headroom_bytes, r.rate_gbit, 9216);
+  return r;
+}
+
+/* Only a lossless domain stretched across the link needs the headroom. RoCE aggregation as Meta's
+ * ATSW keeps each building lossless and absorbs bursts by oversubscription at the aggregation
+ * layer (the file says so by leaving extension.pfc unset or false). */
+static int roce_past_headroom(const strata_topo *t, const strata_topo_link *k, double km) {
+  return k->extension.kind == STRATA_EXT_ROCE_AGGREGATION && k->extension.pfc == 1 && km >= 0 &&
+         km > roce_stretch_of(t, k).max_km;
+}
+
+static int extension_unowned(const strata_topo_link *k) {
+  return k->extension.kind != STRATA_EXT_NONE && !strata_plan_path_owned(k) &&
+         k->physical.kind != STRATA_PHYS_UNSPECIFIED;
+}
+
+static int rdma_over_overlay(const strata_topo_link *k) {
+  return k->extension.kind != STRATA_EXT_NONE && k->overlay.kind == STRATA_OVERLAY_WIREGUARD;
+}
+
+const char *strata_plan_extension_blocker(const strata_topo *topo, int link) {
+  const strata_topo_link *k = &topo->links[link];
+  double km = strata_plan_link_km(topo, k);
+  if (metrox_past_reach(k, km)) return "L3-METROX-REACH";
+  if (roce_past_headroom(topo, k, km)) return "L3-ROCE-HEADROOM";
+  if (extension_unowned(k)) return "L3-EXT-UNOWNED";
+  if (rdma_over_overlay(k)) return "L3-RDMA-OVER-OVERLAY";
+  return NULL;
+}
+
 static void lint_link_reach(lint_ctx *c, const strata_topo_link *k, double km) {
   const strata_topo_physical *ph = &k->physical;
   const strata_topo_mark *m = best_mark(&ph->mark, &k->mark);
@@ -165,7 +229,7 @@ static void lint_link_reach(lint_ctx *c, const strata_topo_link *k, double km) {
            "(up to %.0f km)",
            strata_optic_reach_km(STRATA_OPTIC_ZR_PLUS), km,
            strata_optic_reach_km(STRATA_OPTIC_ZR_PLUS_REDUCED));
-  if (k->extension.kind == STRATA_EXT_METROX && km > strata_optic_reach_km(STRATA_OPTIC_METROX3))
+  if (metrox_past_reach(k, km))
     report(c, "L3-METROX-REACH", best_mark(&k->extension.mark, &k->mark), k->name,
            "keep MetroX to metro distances; beyond them route IP and change the algorithm "
            "(DiLoCo) instead of extending the fabric",
@@ -173,26 +237,17 @@ static void lint_link_reach(lint_ctx *c, const strata_topo_link *k, double km) {
            strata_optic_reach_km(STRATA_OPTIC_METROX3), km);
 }
 
-/* Headroom one lossless port of the site's switches can give, from its buffer (default
- * Trident4 64 MB, a figure from secondary sources, over 32 ports). */
 static void lint_roce_headroom(lint_ctx *c, const strata_topo_link *k, double km) {
-  if (k->extension.kind != STRATA_EXT_ROCE_AGGREGATION || km < 0) return;
-  const strata_topo *t = c->plan->topo;
-  const strata_topo_fabric *fab = &t->sites[k->site_a].fabric;
-  double buffer = strata_topo_is_set(fab->switch_buffer_mb) ? fab->switch_buffer_mb * 1e6
-                                                            : STRATA_SWITCH_BUFFER_TRIDENT4_BYTES;
-  double rate = strata_topo_is_set(fab->link_gbps) ? fab->link_gbps : 400;
-  double headroom = strata_switch_headroom_per_port_bytes(buffer, 32);
-  double max_km = strata_roce_max_lossless_km(headroom, rate, 9216);
-  if (km > max_km)
-    report(c, "L3-ROCE-HEADROOM", best_mark(&k->extension.mark, &k->mark), k->name,
-           "do not stretch PFC: aggregate RoCE at the building edge and accept oversubscription "
-           "(Meta's ATSW), keep the lossless domain inside each building, or extend with MetroX "
-           "on InfiniBand",
-           "lossless RoCE over %.0f km at %.0f Gb/s needs %.2f MB of PFC headroom per port; "
-           "%.0f MB of switch buffer over 32 ports leaves %.2f MB, enough for %.1f km",
-           km, rate, strata_pfc_headroom_bytes(rate, km, 9216) / 1e6, buffer / 1e6, headroom / 1e6,
-           max_km);
+  if (!roce_past_headroom(c->plan->topo, k, km)) return;
+  roce_stretch r = roce_stretch_of(c->plan->topo, k);
+  report(c, "L3-ROCE-HEADROOM", best_mark(&k->extension.mark, &k->mark), k->name,
+         "do not stretch PFC: aggregate RoCE at the building edge and accept oversubscription "
+         "(Meta's ATSW: extension.pfc false), keep the lossless domain inside each building, or "
+         "extend with MetroX on InfiniBand",
+         "lossless RoCE over %.0f km at %.0f Gb/s needs %.2f MB of PFC headroom per port; "
+         "%.0f MB of switch buffer over 32 ports leaves %.2f MB, enough for %.1f km",
+         km, r.rate_gbit, strata_pfc_headroom_bytes(r.rate_gbit, km, 9216) / 1e6,
+         r.buffer_bytes / 1e6, r.headroom_bytes / 1e6, r.max_km);
 }
 
 static void lint_link_kinds(lint_ctx *c, const strata_topo_link *k, const strata_wan_model *m) {
@@ -211,14 +266,13 @@ static void lint_link_kinds(lint_ctx *c, const strata_topo_link *k, const strata
            "ExpressRoute connect a site to the cloud, not two sites to each other, unless a "
            "site-to-site feature re-exports the backbone",
            a->name, b->name);
-  int ext = k->extension.kind != STRATA_EXT_NONE;
-  if (ext && !m->owned && k->physical.kind != STRATA_PHYS_UNSPECIFIED)
+  if (extension_unowned(k))
     report(c, "L3-EXT-UNOWNED", best_mark(&k->extension.mark, &k->mark), k->name,
            "fabric extension needs dark fiber or a DWDM wave you control; over a shared path use "
            "an overlay and change the algorithm (DiLoCo)",
            "%s over %s: an RDMA fabric cannot be extended over a path nobody owns end to end",
            strata_extension_kind_name(k->extension.kind), strata_phys_kind_name(k->physical.kind));
-  if (ext && k->overlay.kind == STRATA_OVERLAY_WIREGUARD)
+  if (rdma_over_overlay(k))
     report(c, "L3-RDMA-OVER-OVERLAY", best_mark(&k->overlay.mark, &k->mark), k->name,
            "pin collectives crossing the tunnel to TCP (NCCL_NET=Socket or NCCL_IB_DISABLE=1, "
            "NCCL_SOCKET_IFNAME=wg0, or strata's TCP transport); keep RDMA inside each site",
@@ -310,6 +364,160 @@ static void lint_connectivity(lint_ctx *c) {
              "site %s is not reachable from %s by any link", t->sites[i].name, t->sites[0].name);
     }
   free(parent);
+}
+
+/* One TCP stream moves at most its window per round trip, and on a long fat path far less than
+ * the path carries: PCCL measured ~3.7 Gb/s for one connection (arXiv 2505.14065). The window is
+ * Linux's default ceiling of autotuning, net.ipv4.tcp_rmem max = 6 MiB (ip-sysctl.rst). */
+#define ONE_STREAM_WINDOW_BYTES (6.0 * 1024 * 1024)
+#define ONE_STREAM_CAP_GBIT 3.7
+#define MAX_WAN_STREAMS 64 /* strata's STRATA_TCP_STREAMS limit */
+
+static int collective_crosses_sites(const strata_plan *p) {
+  strata_workload_kind k = p->workload.kind;
+  return p->sites > 1 && (k == STRATA_WORKLOAD_TRAIN_SYNC || k == STRATA_WORKLOAD_DILOCO ||
+                          k == STRATA_WORKLOAD_RL);
+}
+
+static void lint_one_stream(lint_ctx *c, const strata_topo_link *k, const strata_wan_model *m) {
+  const strata_plan *p = c->plan;
+  if (p->workload.wan_streams != 1 || !collective_crosses_sites(p) || m->is_extension ||
+      m->measured)
+    return;
+  int known = strata_topo_is_set(k->physical.capacity_gbps);
+  double path_gbit = known ? k->physical.capacity_gbps : 10; /* as strata_plan_wan_model assumes */
+  double rtt_s = m->rtt_ms / 1000;
+  double window_gbit = ONE_STREAM_WINDOW_BYTES * 8 / rtt_s / 1e9;
+  double one = fmin(fmin(window_gbit, ONE_STREAM_CAP_GBIT), path_gbit);
+  if (one >= 0.5 * path_gbit) return;
+  /* streams to fill the path: the BDP over one window, and along PCCL's curve (3.7 n^0.6 Gb/s)
+   * to the path's capacity; the larger, within what strata opens */
+  double bdp_bytes = path_gbit * 1e9 / 8 * rtt_s;
+  double by_window = ceil(bdp_bytes / ONE_STREAM_WINDOW_BYTES);
+  double by_cap = ceil(pow(path_gbit / ONE_STREAM_CAP_GBIT, log(64.0) / log(45.0 / 3.7)));
+  double need = fmin(fmax(fmax(by_window, by_cap), 2), MAX_WAN_STREAMS);
+  char fix[360];
+  snprintf(fix, sizeof fix,
+           "open %.0f TCP streams per peer across the link (strata: --streams %.0f, "
+           "STRATA_TCP_STREAMS=%.0f; NCCL over sockets: NCCL_SOCKET_NTHREADS x "
+           "NCCL_NSOCKS_PERTHREAD = %.0f, at most 64)",
+           need, need, need, need);
+  report(c, "L3-WAN-ONE-STREAM", &k->mark, k->name, fix,
+         "the %s workload's collectives cross %s on one TCP stream: %.3g Gb/s of the path's %.3g "
+         "Gb/s%s (window %.0f MiB / RTT %.3g ms = %.3g Gb/s; one flow ~%.3g Gb/s measured). "
+         "Filling it takes %.0f streams (BDP %.3g MB / window: %.0f; per-flow cap on PCCL's "
+         "curve: %.0f; strata opens at most 64)",
+         strata_workload_kind_name(p->workload.kind), k->name, one, path_gbit,
+         known ? "" : " (assumed)", ONE_STREAM_WINDOW_BYTES / (1024 * 1024), m->rtt_ms, window_gbit,
+         ONE_STREAM_CAP_GBIT, need, bdp_bytes / 1e6, by_window, by_cap);
+}
+
+/* Dense BF16 tensor TFLOPS per GPU, from NVIDIA's datasheets (A100 SXM 312; H100 and H200 SXM
+ * 989; HGX B200 2250; GB200 NVL72 180 PFLOPS over 72 GPUs = 2500). 0: not known (Rubin, CPUs). */
+static double gpu_dense_tflops(strata_gpu_model gpu) {
+  switch (gpu) {
+    case STRATA_GPU_A100:
+      return 312;
+    case STRATA_GPU_H100:
+    case STRATA_GPU_H200:
+      return 989;
+    case STRATA_GPU_B200:
+      return 2250;
+    case STRATA_GPU_GB200:
+      return 2500;
+    default:
+      return 0;
+  }
+}
+
+/* Site compute (dense TFLOPS) and its slowest GPU; 0 when any of its GPUs is not known. */
+static double site_tflops(const strata_topo *t, int s, double *slowest_gpu) {
+  const strata_topo_site *site = &t->sites[s];
+  double total = 0;
+  *slowest_gpu = INFINITY;
+  for (int g = site->group_begin; g < site->group_begin + site->group_count; g++) {
+    const strata_topo_node_group *grp = &t->groups[g];
+    double per = gpu_dense_tflops(grp->spec.gpu);
+    if (grp->spec.gpus < 1) continue;
+    if (per <= 0) return 0;
+    total += per * grp->spec.gpus * (double)grp->count;
+    *slowest_gpu = fmin(*slowest_gpu, per);
+  }
+  return total;
+}
+
+/* A synchronous step (data parallel: every rank the same batch) waits for the slowest GPU; an
+ * outer step of DiLoCo (every site the same batch and H) waits for the site of least compute.
+ * Below 3/4 of the fastest, a quarter of the fast side's time is spent waiting. */
+#define ASYMMETRY_WARN_RATIO 0.75
+
+static void lint_asymmetric_sites(lint_ctx *c) {
+  const strata_plan *p = c->plan;
+  const strata_topo *t = p->topo;
+  strata_workload_kind kind = p->workload.kind;
+  if (p->sites < 2 || (kind != STRATA_WORKLOAD_TRAIN_SYNC && kind != STRATA_WORKLOAD_DILOCO))
+    return;
+  int per_gpu = kind == STRATA_WORKLOAD_TRAIN_SYNC;
+  int lo = -1, hi = -1;
+  double lo_v = INFINITY, hi_v = 0;
+  for (int s = 0; s < t->site_count; s++) {
+    double slowest = 0, total = site_tflops(t, s, &slowest);
+    if (total <= 0) {
+      if (strata_topo_site_gpus(t, s) > 0) return; /* a GPU whose speed is not known */
+      continue;
+    }
+    double v = per_gpu ? slowest : total;
+    if (v < lo_v) lo_v = v, lo = s;
+    if (v > hi_v) hi_v = v, hi = s;
+  }
+  if (lo < 0 || hi < 0 || lo_v >= ASYMMETRY_WARN_RATIO * hi_v) return;
+  const strata_topo_mark none = {0, 0};
+  report(c, "L4-ASYMMETRIC-SITES", &none, "workload",
+         "placement: give each site work in proportion to its compute (batch per site, or "
+         "layers); DiLoCo with inner steps per site in that proportion; or hierarchical: train "
+         "the matched sites together and join the slow one through DiLoCo's outer sync",
+         per_gpu ? "per-step synchronous training waits for the slowest GPU: %s has %.0f dense "
+                   "TFLOPS per GPU, %s %.0f, so every step runs at %.0f%% of the fast GPUs' pace "
+                   "(straggler bound: they idle %.0f%% of each step)"
+                 : "DiLoCo's outer step waits for the site of least compute: %s has %.3g PFLOPS, "
+                   "%s %.3g, so with equal work per site the outer sync runs at %.0f%% of the fast "
+                   "site's pace (straggler bound: it idles %.0f%% of each outer period)",
+         t->sites[lo].name, per_gpu ? lo_v : lo_v / 1000, t->sites[hi].name,
+         per_gpu ? hi_v : hi_v / 1000, 100 * lo_v / hi_v, 100 * (1 - lo_v / hi_v));
+}
+
+/* A ring across sites moves one chunk per hop per step: the slowest link sets every step, the
+ * fast links sit idle for the difference. Only with three sites or more can the links differ
+ * along the ring (two sites share their one bottleneck, which the model already takes). Sites
+ * joined by extension into islands already run hierarchically (inner loop inside the island,
+ * outer sync between islands): there the ring is the one between islands, over the links that
+ * are not extensions. */
+#define LINK_ASYMMETRY_WARN 4.0
+
+static void lint_asymmetric_links(lint_ctx *c) {
+  const strata_plan *p = c->plan;
+  const strata_topo *t = p->topo;
+  int ring = p->island_mode ? p->islands : p->sites;
+  if (ring < 3 || !collective_crosses_sites(p) || p->workload.kind == STRATA_WORKLOAD_RL) return;
+  int lo = -1, hi = -1;
+  double lo_g = INFINITY, hi_g = 0;
+  for (int i = 0; i < t->link_count; i++) {
+    strata_wan_model m;
+    strata_plan_link_model(p, i, &m);
+    if (p->island_mode && m.is_extension) continue;
+    if (m.gbps < lo_g) lo_g = m.gbps, lo = i;
+    if (m.gbps > hi_g) hi_g = m.gbps, hi = i;
+  }
+  if (lo < 0 || hi < 0 || !(lo_g > 0) || hi_g < LINK_ASYMMETRY_WARN * lo_g) return;
+  report(c, "L4-ASYMMETRIC-LINKS", &t->links[lo].mark, t->links[lo].name,
+         "placement: order the ring so the slow link carries one hop (strata place --ring on a "
+         "probed matrix); hierarchical: reduce inside the well-connected sites first and send "
+         "one shard over the slow link; or run DiLoCo across it",
+         "the links between sites differ %.3gx: %s carries %.3g GB/s, %s %.3g GB/s. A ring "
+         "across them moves at the slowest hop, so the fast links are used %.0f%% of the time "
+         "(straggler bound: the cross-site allreduce takes %.3gx what the fast links alone would)",
+         hi_g / lo_g, t->links[lo].name, lo_g, t->links[hi].name, hi_g, 100 * lo_g / hi_g,
+         hi_g / lo_g);
 }
 
 /* ---- layer 2 and 1, per site / node group ---- */
@@ -417,13 +625,17 @@ static void lint_decision(lint_ctx *c) {
            "TAU) or add WAN streams",
            "DiLoCo's outer sync still costs %.3g ms per %.0f ms step (%.0f%% utilization overall)",
            outer_ms, w->step_ms, 100 * p->utilization);
-  if (!strcmp(p->decision, "overlay+full-sync"))
+  /* only what the framework is said to ship can be a mistake; compared on the real sizes, so a
+   * delta larger than the weights (most values changing) never asks for delta sync */
+  double full = strata_plan_rl_full_bytes(w), delta = strata_plan_rl_delta_bytes(w);
+  if (w->kind == STRATA_WORKLOAD_RL && w->rl_sync == STRATA_RL_SYNC_FULL && delta < full)
     report(c, "L4-RL-FULL-SYNC", &none, "workload",
-           "send sparse deltas (only changed bf16 values and their indices) with periodic full "
-           "anchors (delta weight sync)",
-           "RL weight sync sends full weights (%.3g GB) across sites although only %.0f%% of "
-           "parameters change",
-           w->params * (double)strata_dtype_size(w->dtype) / 1e9, 100 * w->update_fraction);
+           "send sparse deltas (only changed values and their indices) with periodic full "
+           "anchors (delta weight sync; --rl-sync delta to plan it)",
+           "RL weight sync ships full weights (%.3g GB) across sites every %d step%s; with %.3g%% "
+           "of parameters changing, a sparse delta would be %.3g GB (%.3gx smaller)",
+           full / 1e9, w->sync_every, w->sync_every > 1 ? "s" : "", 100 * w->update_fraction,
+           delta / 1e9, full / delta);
   if (!strcmp(p->decision, "cross-wan-pipeline") && p->wan.rtt_ms / 2 > w->token_ms)
     report(c, "L4-INFER-PIPELINE-SLOW", &none, "workload",
            "if a full replica fits in one site, route requests to replicas (region-replica "
@@ -443,8 +655,11 @@ int strata_plan_lint(strata_plan *plan) {
     lint_roce_headroom(&c, k, m.km);
     lint_link_kinds(&c, k, &m);
     lint_link_workload(&c, k, &m);
+    lint_one_stream(&c, k, &m);
   }
   lint_connectivity(&c);
+  lint_asymmetric_sites(&c);
+  lint_asymmetric_links(&c);
   lint_groups(&c);
   lint_decision(&c);
   return c.failed ? -1 : 0;

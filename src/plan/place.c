@@ -692,7 +692,8 @@ int strata_place_pipeline(const strata_link_matrix *m, const strata_pipeline_spe
   }
   uint64_t state = seed;
   double best_cost = INFINITY;
-  for (int k = 0; k < n; k++) a[k] = k;
+  /* identity first, taken whatever it costs: slot_of is a placement even if no cost is finite */
+  for (int k = 0; k < n; k++) a[k] = slot_of[k] = k;
   try_start(m, &sh, spec, a, slot_of, &best_cost);
   /* Site-grouped ring, read stage-major (a stage's replicas side by side) and replica-major. */
   int rc = strata_place_sites_ring(m, spec->activation_bytes, seed, ring);

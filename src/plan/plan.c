@@ -71,14 +71,35 @@ void strata_workload_defaults(strata_workload *w, strata_workload_kind kind) {
   w->token_ms = 20;
 }
 
+/* The link makes its two sites one RDMA fabric: MetroX or RoCE aggregation that no error lint
+ * rules out (strata_plan_extension_blocker). */
+static int link_extends(const strata_topo *topo, int link) {
+  strata_extension_kind k = topo->links[link].extension.kind;
+  return (k == STRATA_EXT_METROX || k == STRATA_EXT_ROCE_AGGREGATION) &&
+         strata_plan_extension_blocker(topo, link) == NULL;
+}
+
 strata_workload_kind strata_workload_auto(const strata_topo *topo) {
   if (!topo || topo->site_count < 2) return STRATA_WORKLOAD_TRAIN_SYNC;
   if (topo->link_count == 0) return STRATA_WORKLOAD_DILOCO;
-  for (int i = 0; i < topo->link_count; i++) {
-    strata_extension_kind k = topo->links[i].extension.kind;
-    if (k != STRATA_EXT_METROX && k != STRATA_EXT_ROCE_AGGREGATION) return STRATA_WORKLOAD_DILOCO;
-  }
+  for (int i = 0; i < topo->link_count; i++)
+    if (!link_extends(topo, i)) return STRATA_WORKLOAD_DILOCO;
   return STRATA_WORKLOAD_TRAIN_SYNC;
+}
+
+static const char *const rl_sync_names[] = {"auto", "full", "delta"};
+
+const char *strata_rl_sync_name(strata_rl_sync sync) {
+  return (unsigned)sync < 3 ? rl_sync_names[sync] : "?";
+}
+
+int strata_rl_sync_parse(const char *name, strata_rl_sync *out) {
+  for (int i = 0; name && i < 3; i++)
+    if (!strcasecmp(name, rl_sync_names[i])) {
+      *out = (strata_rl_sync)i;
+      return STRATA_OK;
+    }
+  return STRATA_ERR_INVALID_ARG;
 }
 
 const char *strata_severity_name(strata_severity s) {
@@ -193,18 +214,33 @@ static double link_capacity_gbit(const strata_topo_link *link) {
   return -1;
 }
 
+/* A path that loses packets at random caps each TCP stream at MSS·C / (RTT·√p), C = √(3/2)
+ * (Mathis, Semke, Mahdavi and Ott 1997), whatever its capacity; streams add up. The MSS is the
+ * MTU less 40 B of TCP/IP headers: 1460 on a bare path, the tunnel's MTU less 40 inside
+ * WireGuard (1380 at 1420). */
+static double lossy_tcp_gbit(const strata_topo_link *link, double rtt_ms, int streams) {
+  double mtu = 1500;
+  if (link->overlay.kind == STRATA_OVERLAY_WIREGUARD)
+    mtu = strata_topo_is_set(link->overlay.mtu_bytes) ? link->overlay.mtu_bytes
+                                                      : strata_wireguard_mtu(1500);
+  double mss = mtu > 40 ? mtu - 40 : 1;
+  double p = link->overlay.loss_pct / 100;
+  double per_stream_bit = mss * 8 * sqrt(1.5) / (rtt_ms / 1000 * sqrt(p));
+  return per_stream_bit * (streams > 0 ? streams : 1) / 1e9;
+}
+
 void strata_plan_wan_model(const strata_topo *topo, int index, const strata_workload *w,
                            strata_wan_model *out) {
   memset(out, 0, sizeof *out);
   out->link = index;
   const strata_topo_link *link = &topo->links[index];
-  const strata_topo_physical *ph = &link->physical;
   out->km = strata_plan_link_km(topo, link);
-  out->owned = ph->kind == STRATA_PHYS_DARK_FIBER || ph->kind == STRATA_PHYS_DWDM ||
-               ph->kind == STRATA_PHYS_PRIVATE_BACKBONE;
+  out->owned = strata_plan_path_owned(link);
   out->is_overlay = link->overlay.kind == STRATA_OVERLAY_WIREGUARD;
-  out->is_extension = link->extension.kind == STRATA_EXT_METROX ||
-                      link->extension.kind == STRATA_EXT_ROCE_AGGREGATION;
+  /* an extension an error lint rules out carries nothing as RDMA: what is left is the routed
+   * (or tunnelled) path under it, modeled as such */
+  out->extension_ruled_out = strata_plan_extension_blocker(topo, index);
+  out->is_extension = link_extends(topo, index);
   /* RTT: measured, else the fiber floor, else assumed (30 ms internet, 1 ms owned) */
   if (strata_topo_is_set(link->overlay.rtt_ms))
     out->rtt_ms = link->overlay.rtt_ms;
@@ -214,7 +250,8 @@ void strata_plan_wan_model(const strata_topo *topo, int index, const strata_work
     out->rtt_ms = out->owned ? 1.0 : 30.0;
   double cap = link_capacity_gbit(link);
   double gbit;
-  if (out->is_extension || link->extension.kind == STRATA_EXT_IB_ROUTER) {
+  if (out->is_extension ||
+      (link->extension.kind == STRATA_EXT_IB_ROUTER && out->extension_ruled_out == NULL)) {
     /* RDMA across: the extension's capacity (MetroX-3: 400G per port, trade press) */
     gbit = strata_topo_is_set(link->extension.gbps) ? link->extension.gbps : (cap > 0 ? cap : 400);
     if (strata_topo_is_set(link->extension.oversubscription) &&
@@ -237,10 +274,14 @@ void strata_plan_wan_model(const strata_topo *topo, int index, const strata_work
       gbit *= strata_wireguard_efficiency(mtu);
     }
   }
+  int rdma = out->is_extension ||
+             (link->extension.kind == STRATA_EXT_IB_ROUTER && !out->extension_ruled_out);
+  if (!rdma && strata_topo_is_set(link->overlay.loss_pct) && link->overlay.loss_pct > 0)
+    gbit = fmin(gbit, lossy_tcp_gbit(link, out->rtt_ms, w ? w->wan_streams : 16));
   out->gbps = gbit / 8.0;
   out->unsealed_gbps = out->gbps;
-  out->sealed =
-      !out->is_overlay && !out->is_extension && link->extension.kind != STRATA_EXT_IB_ROUTER;
+  out->sealed = !out->is_overlay && !out->is_extension &&
+                (link->extension.kind != STRATA_EXT_IB_ROUTER || out->extension_ruled_out);
   if (out->sealed && out->gbps > strata_seal_cap_gbps()) out->gbps = strata_seal_cap_gbps();
 }
 
@@ -360,11 +401,9 @@ static int count_islands(const strata_topo *t) {
   int *parent = malloc((size_t)t->site_count * sizeof *parent);
   if (!parent) return t->site_count;
   for (int i = 0; i < t->site_count; i++) parent[i] = i;
-  for (int i = 0; i < t->link_count; i++) {
-    strata_extension_kind k = t->links[i].extension.kind;
-    if (k == STRATA_EXT_METROX || k == STRATA_EXT_ROCE_AGGREGATION)
+  for (int i = 0; i < t->link_count; i++)
+    if (link_extends(t, i))
       parent[island_root(parent, t->links[i].site_a)] = island_root(parent, t->links[i].site_b);
-  }
   int n = 0;
   for (int i = 0; i < t->site_count; i++) n += island_root(parent, i) == i;
   free(parent);
@@ -520,6 +559,8 @@ static double util(double step_ms, double comm_ms) {
   return step_ms > 0 ? step_ms / (step_ms + comm_ms) : 0;
 }
 
+static const char *extension_ruled_out(const strata_plan *p, char *why, size_t len);
+
 static strata_plan_option *add_option(strata_plan *p, const char *name, int available,
                                       double comm_ms, double wan_bytes) {
   if (p->option_count >= STRATA_PLAN_MAX_OPTIONS) return NULL;
@@ -530,6 +571,15 @@ static strata_plan_option *add_option(strata_plan *p, const char *name, int avai
   o->comm_ms_per_step = comm_ms;
   o->utilization = util(p->workload.step_ms, comm_ms);
   o->wan_bytes_per_step = wan_bytes;
+  /* an option a finding rules out carries that finding's id, so no reader takes it for a choice */
+  char why[200];
+  const char *id = NULL;
+  if (!strcmp(name, "fabric-extension") || !strcmp(name, "extension-pipeline"))
+    id = extension_ruled_out(p, why, sizeof why);
+  if (id) {
+    o->available = 0;
+    fmt(o->ruled_out_by, sizeof o->ruled_out_by, "%s", id);
+  }
   return o;
 }
 
@@ -539,8 +589,36 @@ static const strata_plan_option *find_option(const strata_plan *p, const char *n
   return NULL;
 }
 
-/* Can the bottleneck link carry a fabric extension (owned path, within MetroX reach)? */
+/* The error finding that rules out making every site one fabric, or NULL: an extension on any
+ * link that cannot work (strata_plan_extension_blocker, the bottleneck's first), or an IB router
+ * between sites, which joins subnets and is never one fabric (L3-IBROUTER-NOT-EXT: to get one,
+ * the router would have to be replaced). `why` gets the reason, the id first. */
+static const char *extension_ruled_out(const strata_plan *p, char *why, size_t len) {
+  const strata_topo *t = p->topo;
+  const char *id = NULL;
+  int link = -1;
+  if (p->wan.link >= 0 && p->wan.extension_ruled_out) {
+    id = p->wan.extension_ruled_out;
+    link = p->wan.link;
+  }
+  for (int i = 0; !id && i < t->link_count; i++)
+    if ((id = strata_plan_extension_blocker(t, i))) link = i;
+  for (int i = 0; !id && i < t->link_count; i++)
+    if (t->links[i].extension.kind == STRATA_EXT_IB_ROUTER) {
+      id = "L3-IBROUTER-NOT-EXT";
+      link = i;
+    }
+  if (!id) return NULL;
+  const strata_topo_link *k = &t->links[link];
+  fmt(why, len, "ruled out by %s: %s on %s cannot make one fabric (see the finding)", id,
+      strata_extension_kind_name(k->extension.kind), k->name);
+  return id;
+}
+
+/* Can every site become one fabric: an extension that works, or owned fiber within MetroX reach
+ * where one could be bought? Sets o->ruled_out_by when an error finding says no. */
 static int extension_possible(const strata_plan *p, char *why, size_t len) {
+  if (extension_ruled_out(p, why, len)) return 0;
   if (p->wan.is_extension) {
     fmt(why, len, "the link already extends the fabric");
     return 1;
@@ -662,6 +740,14 @@ static void train_options(strata_plan *p, double site_ms) {
                        : "blocking");
 }
 
+/* "possible", "not possible", or "ruled out by ID" for a decision's reason. */
+static void ext_state_text(const strata_plan_option *ext, char *buf, size_t len) {
+  if (ext->ruled_out_by[0])
+    fmt(buf, len, "ruled out by %s", ext->ruled_out_by);
+  else
+    fmt(buf, len, "%s", ext->available ? "possible" : "not possible");
+}
+
 static void decide_training(strata_plan *p, double site_ms) {
   const strata_workload *w = &p->workload;
   p->site_comm_ms = site_ms;
@@ -684,6 +770,8 @@ static void decide_training(strata_plan *p, double site_ms) {
   const strata_plan_option *ext = &p->options[0], *diloco = &p->options[p->option_count - 1];
   const strata_plan_option *per_step = p->option_count > 2 ? &p->options[1] : ext;
   const strata_plan_option *pick;
+  char ext_state[64];
+  ext_state_text(ext, ext_state, sizeof ext_state);
   if (w->kind == STRATA_WORKLOAD_TRAIN_SYNC && ext->available && ext->utilization >= 0.5) {
     pick = ext;
     fmt(p->decision_reason, sizeof p->decision_reason,
@@ -699,28 +787,41 @@ static void decide_training(strata_plan *p, double site_ms) {
       fmt(p->decision_reason, sizeof p->decision_reason,
           "per-step sync across sites is not viable here (%s: %.0f%% utilization; extension %s, "
           "%.0f%%): change the algorithm - DiLoCo keeps %.0f%% over the existing link",
-          per_step->name, 100 * per_step->utilization, ext->available ? "possible" : "not possible",
-          100 * ext->utilization, 100 * diloco->utilization);
+          per_step->name, 100 * per_step->utilization, ext_state, 100 * ext->utilization,
+          100 * diloco->utilization);
     else
       fmt(p->decision_reason, sizeof p->decision_reason,
           "the workload does not need per-step sync across %s, so no fabric extension: "
-          "DiLoCo over the existing link keeps %.0f%% utilization (extension would give %.0f%%%s)",
+          "DiLoCo over the existing link keeps %.0f%% utilization (extension would give "
+          "%.0f%%%s%s)",
           p->island_mode ? "islands (sites already joined by extension run the inner loop "
                            "together)"
                          : "sites",
           100 * diloco->utilization, 100 * ext->utilization,
-          ext->available ? ", at the price of MetroX" : " and is not possible here");
+          ext->available         ? ", at the price of MetroX"
+          : ext->ruled_out_by[0] ? ", but it is ruled out by "
+                                 : " and is not possible here",
+          ext->ruled_out_by);
   }
   fmt(p->decision, sizeof p->decision, "%s", pick->name);
   p->comm_ms_per_step = pick->comm_ms_per_step;
   p->utilization = pick->utilization;
 }
 
+double strata_plan_rl_full_bytes(const strata_workload *w) {
+  return grad_bytes(w);
+}
+
 /* Sparse delta: changed values plus 32-bit indices (TRL delta sync: 1.2 GB → 20–35 MB). */
+double strata_plan_rl_delta_bytes(const strata_workload *w) {
+  return w->params * w->update_fraction * ((double)strata_dtype_size(w->dtype) + 4);
+}
+
+/* What crosses per sync: what the framework ships when the workload says, else the smaller. */
 static double rl_sync_bytes(const strata_workload *w, int *delta) {
-  double full = grad_bytes(w);
-  double sparse = w->params * w->update_fraction * ((double)strata_dtype_size(w->dtype) + 4);
-  *delta = sparse < full;
+  double full = strata_plan_rl_full_bytes(w), sparse = strata_plan_rl_delta_bytes(w);
+  *delta =
+      w->rl_sync == STRATA_RL_SYNC_DELTA || (w->rl_sync == STRATA_RL_SYNC_AUTO && sparse < full);
   return *delta ? sparse : full;
 }
 
@@ -772,10 +873,13 @@ static void decide_rl(strata_plan *p, double site_ms) {
     p->utilization = pick->utilization;
     fmt(p->decision_reason, sizeof p->decision_reason,
         "rollout sites need the policy only every %d step%s: a %s of %.3g GB takes %.3g s over "
-        "the existing link (%.0f%% utilization) vs %.0f%% with fabric extension%s",
+        "the existing link (%.0f%% utilization) vs %.0f%% with fabric extension%s%s",
         every, every > 1 ? "s" : "", delta ? "sparse delta" : "full copy", bytes / 1e9,
         wan_ms / 1000, 100 * p->options[1].utilization, 100 * p->options[0].utilization,
-        pick == &p->options[0] ? ", so extension pays" : ", so no extension");
+        pick == &p->options[0]          ? ", so extension pays"
+        : p->options[0].ruled_out_by[0] ? ", which is ruled out by "
+                                        : ", so no extension",
+        p->options[0].ruled_out_by);
   } else {
     fmt(p->decision, sizeof p->decision, "colocated");
     p->comm_ms_per_step = per_step;
@@ -931,7 +1035,7 @@ int strata_plan_build_measured(const strata_topo *topo, const strata_workload *w
       w->fragments < 1 || w->wan_streams < 1 ||
       !(w->update_fraction > 0 && w->update_fraction <= 1) || w->sync_every < 1 ||
       !(w->kv_bytes_per_request >= 0) || w->replicas_per_site < 0 ||
-      strata_dtype_size(w->dtype) == 0) {
+      (unsigned)w->rl_sync > STRATA_RL_SYNC_DELTA || strata_dtype_size(w->dtype) == 0) {
     if (err && err_len)
       fmt(err, err_len,
           "invalid workload: params, step-ms, inner-steps, fragments, streams and "
@@ -1088,9 +1192,14 @@ static void build_roles(strata_plan *p) {
     fmt(r->technology, sizeof r->technology, "%s, %.3g GB/s%s",
         strata_extension_kind_name(t->links[l].extension.kind), p->wan.gbps,
         p->wan.measured ? " (measured)" : "");
-    fmt(r->carries, sizeof r->carries, "%s",
-        p->wan.is_extension ? "RDMA (NCCL over IB) across buildings: one fabric"
-                            : "routed RDMA between subnets (not one fabric)");
+    if (p->wan.extension_ruled_out)
+      fmt(r->carries, sizeof r->carries,
+          "nothing: ruled out by %s; the traffic rides the path under it (TCP)",
+          p->wan.extension_ruled_out);
+    else
+      fmt(r->carries, sizeof r->carries, "%s",
+          p->wan.is_extension ? "RDMA (NCCL over IB) across buildings: one fabric"
+                              : "routed RDMA between subnets (not one fabric)");
   }
   if (l >= 0 && (r = add_role(p, "3c"))) {
     char sealing[200];

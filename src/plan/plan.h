@@ -33,6 +33,16 @@ typedef enum strata_workload_kind {
   STRATA_WORKLOAD_KIND_COUNT
 } strata_workload_kind;
 
+/* What an RL framework ships from trainer to rollout workers at every weight sync. */
+typedef enum strata_rl_sync {
+  STRATA_RL_SYNC_AUTO = 0, /* the plan recommends: the smaller of full weights and a delta */
+  STRATA_RL_SYNC_FULL,     /* full weights (what most frameworks do by default) */
+  STRATA_RL_SYNC_DELTA     /* a sparse delta: changed values and their 32-bit indices */
+} strata_rl_sync;
+/* "auto", "full", "delta"; _parse returns STRATA_OK or STRATA_ERR_INVALID_ARG. */
+const char *strata_rl_sync_name(strata_rl_sync sync);
+int strata_rl_sync_parse(const char *name, strata_rl_sync *out);
+
 typedef struct strata_workload {
   strata_workload_kind kind;
   double params;      /* model parameters */
@@ -45,6 +55,7 @@ typedef struct strata_workload {
   int wan_streams;                         /* TCP connections per peer across the WAN */
   double update_fraction;                  /* RL: share of parameters that change per sync */
   int sync_every;                          /* RL: trainer steps between weight syncs */
+  strata_rl_sync rl_sync;                  /* RL: what the framework ships per sync */
   char trainer_site[STRATA_TOPO_NAME_MAX]; /* RL: "" = the first site */
   double kv_bytes_per_request;             /* inference: KV cache moved prefill → decode */
   double requests_per_s;                   /* inference: per site */
@@ -58,7 +69,8 @@ int strata_workload_kind_parse(const char *name, strata_workload_kind *out);
 /* Defaults for a kind: 7e9 bf16 parameters, 500 ms steps, H = 500, 16-bit outer sync, ... */
 void strata_workload_defaults(strata_workload *w, strata_workload_kind kind);
 /* The workload a topology was evidently built for, when the user names none: train-sync on one
- * site or on sites joined only by fabric extension, diloco otherwise. */
+ * site or on sites joined only by fabric extension no error lint rules out
+ * (strata_plan_extension_blocker), diloco otherwise. */
 strata_workload_kind strata_workload_auto(const strata_topo *topo);
 
 /* ---- findings (lints) ---- */
@@ -105,6 +117,7 @@ typedef struct strata_layer_role {
 typedef struct strata_plan_option {
   char name[40];             /* "fabric-extension", "overlay+diloco", "overlay-per-step" */
   int available;             /* the topology has what it needs */
+  char ruled_out_by[32];     /* "" or the id of the error finding that makes it impossible */
   double comm_ms_per_step;   /* exposed communication per training step */
   double utilization;        /* step / (step + exposed comm) */
   double wan_bytes_per_step; /* bytes per site crossing layer 3, per step (amortized) */
@@ -116,10 +129,12 @@ typedef struct strata_wan_model {
   int link;  /* index into topo->links, -1 if none */
   double km; /* route length used (given, from locations, or assumed) */
   double rtt_ms;
-  double gbps;      /* GB/s usable by collectives */
-  int is_extension; /* MetroX / RoCE aggregation: RDMA across */
-  int is_overlay;   /* WireGuard */
-  int owned;        /* dark fiber / DWDM / private backbone */
+  double gbps;                     /* GB/s usable by collectives */
+  int is_extension;                /* MetroX / RoCE aggregation that can work: RDMA across */
+  const char *extension_ruled_out; /* the error lint id when the link's extension cannot work
+                                      (strata_plan_extension_blocker), else NULL */
+  int is_overlay;                  /* WireGuard */
+  int owned;                       /* dark fiber / DWDM / private backbone */
   int measured; /* rtt_ms and gbps come from a link matrix (strata plan --links), not the model */
   int sealed;   /* strata seals its TCP frames across it (STRATA_ENCRYPT=auto between hosts; not
                    over a WireGuard overlay, which seals already, nor RDMA extensions) */
@@ -280,10 +295,23 @@ double strata_plan_link_km(const strata_topo *topo, const strata_topo_link *link
 /* The link as the model sees it (for one link). */
 void strata_plan_wan_model(const strata_topo *topo, int link, const strata_workload *w,
                            strata_wan_model *out);
+/* The error lint that says fabric extension cannot work over link `link`, from the topology
+ * alone (L3-METROX-REACH, L3-ROCE-HEADROOM, L3-EXT-UNOWNED, L3-RDMA-OVER-OVERLAY), or NULL. The
+ * lints fire on the same tests (lint.c), so the model treats such a link as the routed path it
+ * really is (is_extension 0, extension_ruled_out the id) and no decision picks an extension
+ * over it. An IB router is never extension (L3-IBROUTER-NOT-EXT; see plan.c). */
+const char *strata_plan_extension_blocker(const strata_topo *topo, int link);
+/* 1 when the physical path is owned end to end (dark fiber, DWDM, a private backbone). */
+int strata_plan_path_owned(const strata_topo_link *link);
 /* The link as this plan sees it: strata_plan_wan_model(), with the measured RTT (2 × the median
  * one-way latency) and bandwidth in place of the modeled ones when the plan has them for this
  * link (out->measured = 1). Everything after strata_plan_build uses this one. */
 void strata_plan_link_model(const strata_plan *plan, int link, strata_wan_model *out);
+
+/* RL weight sync: full weights (params x dtype), and a sparse delta (update_fraction of the
+ * values plus a 32-bit index each), in bytes. */
+double strata_plan_rl_full_bytes(const strata_workload *w);
+double strata_plan_rl_delta_bytes(const strata_workload *w);
 
 /* ---- writers ---- */
 void strata_plan_write_text(FILE *out, const strata_plan *plan);

@@ -230,10 +230,12 @@ static json_t *json_decision(const strata_plan *p) {
   for (int i = 0; i < p->option_count; i++) {
     const strata_plan_option *o = &p->options[i];
     options = strata_json_append(
-        options, json_pack("{s:o, s:b, s:o, s:o, s:o, s:o}", "name", str(o->name), "available",
-                           o->available != 0, "comm_ms_per_step", num(o->comm_ms_per_step),
-                           "utilization", num(o->utilization), "wan_bytes_per_step",
-                           num(o->wan_bytes_per_step), "note", str(o->note)));
+        options,
+        json_pack("{s:o, s:b, s:o, s:o, s:o, s:o, s:o}", "name", str(o->name), "available",
+                  o->available != 0, "ruled_out_by",
+                  o->ruled_out_by[0] ? str(o->ruled_out_by) : json_null(), "comm_ms_per_step",
+                  num(o->comm_ms_per_step), "utilization", num(o->utilization),
+                  "wan_bytes_per_step", num(o->wan_bytes_per_step), "note", str(o->note)));
   }
   return json_pack("{s:o, s:o, s:o, s:o, s:o}", "choice", str(p->decision), "reason",
                    str(p->decision_reason), "comm_ms_per_step", num(p->comm_ms_per_step),
@@ -258,12 +260,14 @@ static json_t *json_links(const strata_plan *p) {
     strata_plan_link_model(p, i, &m);
     const strata_plan_measured_link *ml = strata_plan_measured_find(p->measured, i);
     list = strata_json_append(
-        list, json_pack("{s:o, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:i}", "name",
-                        str(t->links[i].name), "site_a", str(t->sites[t->links[i].site_a].name),
-                        "site_b", str(t->sites[t->links[i].site_b].name), "source",
-                        m.measured ? "measured" : "modeled", "rtt_ms", num(m.rtt_ms), "latency_us",
-                        num(ml ? ml->latency_us : m.rtt_ms * 500), "bandwidth_gbps", num(m.gbps),
-                        "km", num(m.km >= 0 ? m.km : NAN), "pairs", ml ? ml->pairs : 0));
+        list,
+        json_pack("{s:o, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:i, s:o}", "name",
+                  str(t->links[i].name), "site_a", str(t->sites[t->links[i].site_a].name), "site_b",
+                  str(t->sites[t->links[i].site_b].name), "source",
+                  m.measured ? "measured" : "modeled", "rtt_ms", num(m.rtt_ms), "latency_us",
+                  num(ml ? ml->latency_us : m.rtt_ms * 500), "bandwidth_gbps", num(m.gbps), "km",
+                  num(m.km >= 0 ? m.km : NAN), "pairs", ml ? ml->pairs : 0, "extension_ruled_out",
+                  m.extension_ruled_out ? str(m.extension_ruled_out) : json_null()));
   }
   return list;
 }

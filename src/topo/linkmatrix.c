@@ -6,9 +6,11 @@
  * jansson tree (topo/json.h) and prints it in either spelling, numbers with 17 significant
  * digits so that a matrix written and read back is bit-identical.
  *
- * The loader is strict: an unknown key, a row of the wrong length, a negative latency or a zero
- * bandwidth off the diagonal is an error naming its position, because a silently wrong matrix
- * makes the placer optimize the wrong thing. The diagonal may be 0 or null and is ignored.
+ * The loader is strict: an unknown key, a row of the wrong length, a latency or bandwidth outside
+ * what a network can have (linkmatrix.h), a figure on the diagonal or one-way latencies that
+ * disagree between the two directions is an error naming its position, because a silently wrong
+ * matrix makes the placer optimize the wrong thing (or sum infinities). The diagonal is 0 or
+ * null.
  * Nothing here knows how the numbers were measured (tools/probe.c) or used (src/plan/place.c).
  */
 #include "topo/linkmatrix.h"
@@ -60,6 +62,26 @@ double strata_link_matrix_send_us(const strata_link_matrix *m, int i, int j, dou
          bytes / (strata_link_matrix_bandwidth_gbps(m, i, j) * 1e3);
 }
 
+/* Why a pair's figures are refused, or NULL: shared by the loader (which names file:line:col)
+ * and strata_link_matrix_validate (which names the cell). */
+static const char *latency_problem(double lat) {
+  if (!isfinite(lat) || lat < 0 || lat > STRATA_LINKMATRIX_MAX_LATENCY_US)
+    return "expected a latency from 0 to 1e7 us (10 s one way)";
+  return NULL;
+}
+
+static const char *bandwidth_problem(double bw) {
+  if (!isfinite(bw) || bw < STRATA_LINKMATRIX_MIN_GBPS || bw > STRATA_LINKMATRIX_MAX_GBPS)
+    return "expected a bandwidth from 1e-6 to 1e6 GB/s";
+  return NULL;
+}
+
+/* Both directions halve the same round trip; beyond jitter they disagree only by mistake (a
+ * round trip written in one cell, a typo), and the placer would optimize for the mistake. */
+static int latencies_disagree(double a, double b) {
+  return fabs(a - b) > STRATA_LINKMATRIX_LATENCY_ASYMMETRY * fmax(a, b);
+}
+
 int strata_link_matrix_validate(const strata_link_matrix *m, char *err, size_t err_len) {
   if (m->nranks < 1 || m->nranks > STRATA_LINKMATRIX_MAX_RANKS) {
     snprintf(err, err_len, "ranks must be 1..%d, not %d", STRATA_LINKMATRIX_MAX_RANKS, m->nranks);
@@ -67,16 +89,32 @@ int strata_link_matrix_validate(const strata_link_matrix *m, char *err, size_t e
   }
   for (int i = 0; i < m->nranks; i++)
     for (int j = 0; j < m->nranks; j++) {
-      if (i == j) continue;
       double lat = strata_link_matrix_latency_us(m, i, j);
       double bw = strata_link_matrix_bandwidth_gbps(m, i, j);
-      if (!isfinite(lat) || lat < 0) {
-        snprintf(err, err_len, "latency_us[%d][%d] = %g: expected a finite number >= 0", i, j, lat);
+      const char *problem = NULL;
+      if (i == j) {
+        if (lat != 0 || bw != 0) {
+          snprintf(err, err_len,
+                   "latency_us[%d][%d] = %g, bandwidth_gbps[%d][%d] = %g: expected 0 on the "
+                   "diagonal (a rank to itself)",
+                   i, j, lat, i, j, bw);
+          return STRATA_ERR_PARSE;
+        }
+        continue;
+      }
+      if ((problem = latency_problem(lat))) {
+        snprintf(err, err_len, "latency_us[%d][%d] = %g: %s", i, j, lat, problem);
         return STRATA_ERR_PARSE;
       }
-      if (!isfinite(bw) || bw <= 0) {
-        snprintf(err, err_len, "bandwidth_gbps[%d][%d] = %g: expected a finite number > 0", i, j,
-                 bw);
+      if ((problem = bandwidth_problem(bw))) {
+        snprintf(err, err_len, "bandwidth_gbps[%d][%d] = %g: %s", i, j, bw, problem);
+        return STRATA_ERR_PARSE;
+      }
+      if (j < i && latencies_disagree(lat, strata_link_matrix_latency_us(m, j, i))) {
+        snprintf(err, err_len,
+                 "latency_us[%d][%d] = %g but latency_us[%d][%d] = %g: expected one-way latencies "
+                 "(RTT/2) that agree both ways within 10%%",
+                 i, j, lat, j, i, strata_link_matrix_latency_us(m, j, i));
         return STRATA_ERR_PARSE;
       }
     }
@@ -152,17 +190,27 @@ static int read_square(const reader *r, const strata_ynode *n, const char *key, 
     for (int j = 0; j < nranks; j++) {
       const strata_ynode *cell = row->items[j];
       double v = 0;
+      int latency = !strcmp(key, "latency_us");
       if (i == j && scalar_is_null(cell))
         v = 0;
       else if (read_number(r, cell, key, &v))
         return STRATA_ERR_PARSE;
-      if (i != j && !strcmp(key, "latency_us") && v < 0)
-        return fail(r, cell, "expected a latency >= 0", key);
-      if (i != j && !strcmp(key, "bandwidth_gbps") && v <= 0)
-        return fail(r, cell, "expected a bandwidth > 0", key);
-      /* The diagonal is ignored, so it is kept as 0 whatever it said; and -0 becomes 0, the
-       * number the writer spells for both, so that a matrix read back is the one written. */
-      out[(size_t)i * (size_t)nranks + (size_t)j] = i == j || v == 0 ? 0 : v;
+      /* A figure on the diagonal says the file is not what it claims (shifted rows, a matrix of
+       * something else): refused rather than ignored. */
+      if (i == j && v != 0)
+        return fail(r, cell, "expected 0 or null on the diagonal (a rank to itself)", key);
+      const char *problem = i == j ? NULL : latency ? latency_problem(v) : bandwidth_problem(v);
+      if (problem) return fail(r, cell, problem, key);
+      if (latency && j < i && latencies_disagree(v, out[(size_t)j * (size_t)nranks + (size_t)i])) {
+        char both[160];
+        snprintf(both, sizeof both,
+                 "expected the one-way latency (RTT/2) of [%d][%d], %g, within 10%%; got %g", j, i,
+                 out[(size_t)j * (size_t)nranks + (size_t)i], v);
+        return fail(r, cell, both, key);
+      }
+      /* -0 becomes 0, the number the writer spells for both, so that a matrix read back is the
+       * one written. */
+      out[(size_t)i * (size_t)nranks + (size_t)j] = v == 0 ? 0 : v;
     }
   }
   return STRATA_OK;

@@ -10,8 +10,11 @@
  *    trip between i and j divided by 2, so latency_us is symmetric when it was measured;
  *  - bandwidth_gbps[i][j] is GIGABYTES per second (1e9 bytes/s, the unit of src/model/cost.h),
  *    sending from i to j; it need not equal bandwidth_gbps[j][i];
- *  - the diagonal is 0 for both and never used; every off-diagonal latency is >= 0 and every
- *    off-diagonal bandwidth is > 0 (the loader refuses anything else).
+ *  - the diagonal is 0 (or null in a file) for both and never used; every off-diagonal latency is
+ *    from 0 to STRATA_LINKMATRIX_MAX_LATENCY_US, latency_us[i][j] and [j][i] agree within
+ *    STRATA_LINKMATRIX_LATENCY_ASYMMETRY (both are the same RTT halved), and every off-diagonal
+ *    bandwidth is from STRATA_LINKMATRIX_MIN_GBPS to STRATA_LINKMATRIX_MAX_GBPS (the loader
+ *    refuses anything else, so every send time the placers sum stays finite).
  * Matrices are row-major arrays of nranks*nranks doubles owned by the struct.
  */
 #ifndef STRATA_TOPO_LINKMATRIX_H
@@ -21,6 +24,13 @@
 
 #define STRATA_LINKMATRIX_MAX_RANKS 4096
 #define STRATA_LINKMATRIX_LABEL_BYTES 64
+/* Bounds of a figure a network can have: 10 s one way is beyond any path on Earth or to a
+ * geostationary satellite (~0.27 s); 1 kB/s to 1 PB/s spans every link a rank can use. */
+#define STRATA_LINKMATRIX_MAX_LATENCY_US 1e7
+#define STRATA_LINKMATRIX_MIN_GBPS 1e-6
+#define STRATA_LINKMATRIX_MAX_GBPS 1e6
+/* latency_us[i][j] and [j][i] may differ by this share of the larger (jitter of two medians). */
+#define STRATA_LINKMATRIX_LATENCY_ASYMMETRY 0.1
 
 typedef struct strata_link_matrix {
   int nranks;

@@ -246,6 +246,10 @@ static int invalid(checker *c, strata_topo_mark mark, const char *fmt, ...) {
 static int number_ok(double value) {
   return value == STRATA_TOPO_UNSET || (value >= 0 && isfinite(value));
 }
+/* A rate, size or time the model divides by: unset, or above 0 (the parser's read_positive). */
+static int positive_ok(double value) {
+  return value == STRATA_TOPO_UNSET || (value > 0 && isfinite(value));
+}
 static int flag_ok(int value) {
   return value >= -1 && value <= 1;
 }
@@ -256,7 +260,7 @@ static int check_nic(checker *c, const strata_topo_nic *nic) {
       (unsigned)nic->ib_speed >= STRATA_IB_SPEED_COUNT)
     return invalid(c, nic->mark, "expected a known NIC kind, role and speed");
   if (nic->count < 1) return invalid(c, nic->mark, "expected a NIC count >= 1, got %d", nic->count);
-  if (!number_ok(nic->gbps)) return invalid(c, nic->mark, "expected NIC gbps >= 0");
+  if (!positive_ok(nic->gbps)) return invalid(c, nic->mark, "expected NIC gbps > 0");
   if (!flag_ok(nic->gpudirect_rdma) || !flag_ok(nic->pfc) || !flag_ok(nic->ecn))
     return invalid(c, nic->mark, "expected gpudirect_rdma, pfc, ecn to be -1, 0 or 1");
   if (nic->kind != STRATA_NIC_INFINIBAND && nic->ib_speed != STRATA_IB_UNSPECIFIED)
@@ -286,8 +290,8 @@ static int check_spec(checker *c, const strata_topo_node_spec *spec, strata_topo
     return invalid(c, mark,
                    "expected nvswitch_domain to be a multiple of the node's %d GPUs, got %d",
                    spec->gpus, domain);
-  if (!number_ok(spec->gpu_memory_gb) || !number_ok(spec->intra_gbps))
-    return invalid(c, mark, "expected gpu_memory_gb and intra gbps >= 0");
+  if (!positive_ok(spec->gpu_memory_gb) || !positive_ok(spec->intra_gbps))
+    return invalid(c, mark, "expected gpu_memory_gb and intra gbps > 0");
   if (spec->nic_count < 0 || spec->nic_count > STRATA_TOPO_MAX_NICS)
     return invalid(c, mark, "expected at most %d NIC entries", STRATA_TOPO_MAX_NICS);
   for (int i = 0; i < spec->nic_count; i++) {
@@ -303,8 +307,8 @@ static int check_fabric(checker *c, const strata_topo_fabric *fabric) {
     return invalid(c, fabric->mark, "expected a known fabric kind and speed");
   if (fabric->kind != STRATA_FABRIC_INFINIBAND && fabric->ib_speed != STRATA_IB_UNSPECIFIED)
     return invalid(c, fabric->mark, "expected an IB speed only in an infiniband fabric");
-  if (!number_ok(fabric->link_gbps) || !number_ok(fabric->switch_buffer_mb))
-    return invalid(c, fabric->mark, "expected link_gbps and switch_buffer_mb >= 0");
+  if (!positive_ok(fabric->link_gbps) || !positive_ok(fabric->switch_buffer_mb))
+    return invalid(c, fabric->mark, "expected link_gbps and switch_buffer_mb > 0");
   if (fabric->oversubscription != STRATA_TOPO_UNSET && !(fabric->oversubscription >= 1.0))
     return invalid(c, fabric->mark, "expected oversubscription >= 1 (x:1)");
   if (!flag_ok(fabric->sharp) || !flag_ok(fabric->pfc) || !flag_ok(fabric->ecn) ||
@@ -449,21 +453,23 @@ static int check_links(checker *c) {
     if ((unsigned)phys->kind >= STRATA_PHYS_KIND_COUNT ||
         (unsigned)phys->optics >= STRATA_OPTICS_COUNT)
       return invalid(c, phys->mark, "expected a known physical kind and optics");
-    if (!number_ok(phys->km) || !number_ok(phys->capacity_gbps) || phys->wavelengths < 0)
-      return invalid(c, phys->mark, "expected km, capacity_gbps and wavelengths >= 0");
+    if (!number_ok(phys->km) || !positive_ok(phys->capacity_gbps) || phys->wavelengths < 0)
+      return invalid(c, phys->mark, "expected km >= 0, capacity_gbps > 0 and wavelengths >= 0");
     const strata_topo_extension *ext = &link->extension;
-    if ((unsigned)ext->kind >= STRATA_EXT_KIND_COUNT || !number_ok(ext->gbps) ||
+    if ((unsigned)ext->kind >= STRATA_EXT_KIND_COUNT || !positive_ok(ext->gbps) ||
+        !flag_ok(ext->pfc) ||
         (ext->oversubscription != STRATA_TOPO_UNSET && !(ext->oversubscription >= 1.0)))
       return invalid(c, ext->mark,
-                     "expected a known extension kind, gbps >= 0, oversubscription >= 1");
+                     "expected a known extension kind, gbps > 0, oversubscription >= 1");
     const strata_topo_overlay *ov = &link->overlay;
     if ((unsigned)ov->kind >= STRATA_OVERLAY_KIND_COUNT ||
         (unsigned)ov->transit >= STRATA_TRANSIT_KIND_COUNT || !flag_ok(ov->site_to_site))
       return invalid(c, ov->mark, "expected a known overlay kind and transit");
-    if (!number_ok(ov->rtt_ms) || !number_ok(ov->bandwidth_gbps) || !number_ok(ov->loss_pct) ||
-        !number_ok(ov->mtu_bytes) || ov->loss_pct > 100)
-      return invalid(c, ov->mark,
-                     "expected rtt_ms, bandwidth_gbps, mtu_bytes >= 0 and loss_pct in [0, 100]");
+    if (!positive_ok(ov->rtt_ms) || !positive_ok(ov->bandwidth_gbps) || !number_ok(ov->loss_pct) ||
+        !number_ok(ov->mtu_bytes) || ov->loss_pct >= 100)
+      return invalid(
+          c, ov->mark,
+          "expected rtt_ms, bandwidth_gbps > 0, mtu_bytes >= 0 and loss_pct in [0, 100)");
   }
   int found = duplicate_of(t, 3);
   if (found >= 0)

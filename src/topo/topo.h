@@ -273,6 +273,10 @@ typedef struct strata_topo_extension {
   strata_extension_kind kind;
   double gbps;             /* capacity across the link; UNSET */
   double oversubscription; /* UNSET */
+  /* tri-state, ROCE_AGGREGATION: the lossless (PFC) domain spans the link. Unknown or 0 is the
+   * ATSW design: each building lossless on its own, the aggregation layer absorbing bursts
+   * with oversubscription instead of PFC headroom. */
+  int pfc;
   strata_topo_mark mark;
 } strata_topo_extension;
 

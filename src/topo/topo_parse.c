@@ -188,6 +188,36 @@ static int read_number(parser *p, const strata_ynode *node, double min, double m
   return STRATA_OK;
 }
 
+/* A rate, size or time the model divides by or scales with: 0 would be planned with as if it
+ * were absent (or divide by zero), so it is refused rather than read. */
+static int read_positive(parser *p, const strata_ynode *node, double max, const char *what,
+                         double *out) {
+  int status = scalar_text(p, node, what);
+  if (status != STRATA_OK) return status;
+  double value = 0;
+  char buf[64];
+  if (node->length == 0 || parse_double(node->text, &value) != 0 || !(value > 0) || value > max)
+    return fail(p, node, "expected a number above 0 and at most %g (%s), got %s", max, what,
+                describe(node, buf, sizeof buf));
+  *out = value;
+  return STRATA_OK;
+}
+
+/* A measured loss rate: a path that loses every packet carries nothing and is no link. */
+static int read_loss(parser *p, const strata_ynode *node, const char *what, double *out) {
+  int status = scalar_text(p, node, what);
+  if (status != STRATA_OK) return status;
+  double value = 0;
+  char buf[64];
+  if (node->length == 0 || parse_double(node->text, &value) != 0 || value < 0 || !(value < 100))
+    return fail(p, node,
+                "expected a percentage from 0 to below 100 (%s: a path losing every packet "
+                "carries nothing), got %s",
+                what, describe(node, buf, sizeof buf));
+  *out = value;
+  return STRATA_OK;
+}
+
 /* A ratio x:1 written as a number (3) or as text ("3:1"). */
 static int read_ratio(parser *p, const strata_ynode *node, const char *what, double *out) {
   int status = scalar_text(p, node, what);
@@ -280,6 +310,7 @@ static int read_name(parser *p, const strata_ynode *node, const char *what, char
 
 #define OPT_NUMBER(map, key, min, max, dst) \
   OPTIONAL(read_number(p, node_, min, max, key, dst), map, key)
+#define OPT_POSITIVE(map, key, max, dst) OPTIONAL(read_positive(p, node_, max, key, dst), map, key)
 #define OPT_INT(map, key, min, max, dst) \
   OPTIONAL(read_int32(p, node_, min, max, key, dst), map, key)
 #define OPT_BOOL(map, key, dst) OPTIONAL(read_bool(p, node_, key, dst), map, key)
@@ -370,7 +401,7 @@ static int parse_intra(parser *p, const strata_ynode *node, strata_topo_node_spe
   int pcie = spec->pcie;
   OPT_INT(node, "pcie", 3, 6, &pcie);
   spec->pcie = (strata_pcie_gen)pcie;
-  OPT_NUMBER(node, "gbps", 0, 1e9, &spec->intra_gbps);
+  OPT_POSITIVE(node, "gbps", 1e9, &spec->intra_gbps);
   return STRATA_OK;
 }
 
@@ -392,7 +423,7 @@ static int parse_nic(parser *p, const strata_ynode *node, strata_topo_nic *nic) 
   OPT_ENUM(node, "role", strata_topo_nic_role_table, &nic->role);
   OPT_ENUM(node, "speed", strata_topo_ib_speed_table, &nic->ib_speed);
   OPT_INT(node, "count", 1, MAX_NIC_PORTS, &nic->count);
-  OPT_NUMBER(node, "gbps", 0, 1e7, &nic->gbps);
+  OPT_POSITIVE(node, "gbps", 1e7, &nic->gbps);
   OPT_BOOL(node, "gpudirect_rdma", &nic->gpudirect_rdma);
   OPT_BOOL(node, "pfc", &nic->pfc);
   OPT_BOOL(node, "ecn", &nic->ecn);
@@ -443,7 +474,7 @@ static int parse_spec_keys(parser *p, const strata_ynode *map, spec_state *s) {
     if (status != STRATA_OK) return status;
     s->gpus_given = 1;
   }
-  OPT_NUMBER(map, "gpu_memory_gb", 0, 1e6, &s->spec.gpu_memory_gb);
+  OPT_POSITIVE(map, "gpu_memory_gb", 1e6, &s->spec.gpu_memory_gb);
   const strata_ynode *intra = map_get(map, "intra");
   if (intra != NULL) {
     int status = parse_intra(p, intra, &s->spec);
@@ -632,13 +663,13 @@ static int parse_fabric(parser *p, const strata_ynode *node, strata_topo_fabric 
   status = read_enum(p, kind, strata_topo_fabric_table, "fabric kind", (int *)&fabric->kind);
   if (status != STRATA_OK) return status;
   OPT_ENUM(node, "speed", strata_topo_ib_speed_table, &fabric->ib_speed);
-  OPT_NUMBER(node, "link_gbps", 0, 1e7, &fabric->link_gbps);
+  OPT_POSITIVE(node, "link_gbps", 1e7, &fabric->link_gbps);
   OPTIONAL(read_ratio(p, node_, "oversubscription", &fabric->oversubscription), node,
            "oversubscription");
   OPT_BOOL(node, "sharp", &fabric->sharp);
   OPT_BOOL(node, "pfc", &fabric->pfc);
   OPT_BOOL(node, "ecn", &fabric->ecn);
-  OPT_NUMBER(node, "switch_buffer_mb", 0, 1e6, &fabric->switch_buffer_mb);
+  OPT_POSITIVE(node, "switch_buffer_mb", 1e6, &fabric->switch_buffer_mb);
   OPT_BOOL(node, "rail_optimized", &fabric->rail_optimized);
   if (fabric->kind != STRATA_FABRIC_INFINIBAND && map_get(node, "speed"))
     return fail(p, map_get(node, "speed"),
@@ -751,7 +782,7 @@ static const char *const link_keys[] = {"name",      "between", "physical",
                                         "extension", "overlay", NULL};
 static const char *const physical_keys[] = {"kind",          "km",          "optics",
                                             "capacity_gbps", "wavelengths", NULL};
-static const char *const extension_keys[] = {"kind", "gbps", "oversubscription", NULL};
+static const char *const extension_keys[] = {"kind", "gbps", "oversubscription", "pfc", NULL};
 static const char *const overlay_keys[] = {
     "kind",   "transit",        "site_to_site", "site_to_site_feature",
     "rtt_ms", "bandwidth_gbps", "loss_pct",     "mtu_bytes",
@@ -786,7 +817,7 @@ static int parse_physical(parser *p, const strata_ynode *node, strata_topo_physi
   phys->kind = (strata_phys_kind)kind;
   OPT_NUMBER(node, "km", 0, 40075, &phys->km);
   OPT_ENUM(node, "optics", strata_topo_optics_table, &phys->optics);
-  OPT_NUMBER(node, "capacity_gbps", 0, 1e9, &phys->capacity_gbps);
+  OPT_POSITIVE(node, "capacity_gbps", 1e9, &phys->capacity_gbps);
   OPT_INT(node, "wavelengths", 1, 10000, &phys->wavelengths);
   return STRATA_OK;
 }
@@ -798,9 +829,14 @@ static int parse_extension(parser *p, const strata_ynode *node, strata_topo_exte
                             strata_topo_extension_table, 1, &kind);
   ext->kind = (strata_extension_kind)kind;
   if (status != STRATA_OK || node->kind == STRATA_YNODE_SCALAR) return status;
-  OPT_NUMBER(node, "gbps", 0, 1e9, &ext->gbps);
+  OPT_POSITIVE(node, "gbps", 1e9, &ext->gbps);
   OPTIONAL(read_ratio(p, node_, "oversubscription", &ext->oversubscription), node,
            "oversubscription");
+  OPT_BOOL(node, "pfc", &ext->pfc);
+  if (ext->pfc != STRATA_TOPO_UNKNOWN && ext->kind != STRATA_EXT_ROCE_AGGREGATION)
+    return fail(p, map_get(node, "pfc"),
+                "expected pfc only on a roce_aggregation extension (lossless RoCE across the "
+                "link)");
   return STRATA_OK;
 }
 
@@ -833,9 +869,9 @@ static int parse_overlay(parser *p, const strata_ynode *node, strata_topo_overla
   OPT_TEXT(node, "site_to_site_feature", overlay->site_to_site_feature);
   if (map_get(node, "site_to_site_feature") && overlay->site_to_site == STRATA_TOPO_UNKNOWN)
     overlay->site_to_site = overlay->site_to_site_feature[0] != '\0';
-  OPT_NUMBER(node, "rtt_ms", 0, 1e5, &overlay->rtt_ms);
-  OPT_NUMBER(node, "bandwidth_gbps", 0, 1e9, &overlay->bandwidth_gbps);
-  OPT_NUMBER(node, "loss_pct", 0, 100, &overlay->loss_pct);
+  OPT_POSITIVE(node, "rtt_ms", 1e5, &overlay->rtt_ms);
+  OPT_POSITIVE(node, "bandwidth_gbps", 1e9, &overlay->bandwidth_gbps);
+  OPTIONAL(read_loss(p, node_, "loss_pct", &overlay->loss_pct), node, "loss_pct");
   OPT_NUMBER(node, "mtu_bytes", 68, 1e6, &overlay->mtu_bytes);
   return STRATA_OK;
 }
@@ -885,6 +921,7 @@ static void link_init(strata_topo_link *link, const strata_ynode *node) {
   link->mark = node->mark;
   link->physical.km = link->physical.capacity_gbps = STRATA_TOPO_UNSET;
   link->extension.gbps = link->extension.oversubscription = STRATA_TOPO_UNSET;
+  link->extension.pfc = STRATA_TOPO_UNKNOWN;
   link->overlay.site_to_site = STRATA_TOPO_UNKNOWN;
   link->overlay.rtt_ms = link->overlay.bandwidth_gbps = STRATA_TOPO_UNSET;
   link->overlay.loss_pct = link->overlay.mtu_bytes = STRATA_TOPO_UNSET;
