@@ -84,8 +84,8 @@ static int body(strata_comm *comm, int rank, int nranks, int init_status, void *
   /* 3. the caller's store */
   strata_config cfg = *strata_comm_config(comm);
   strata_store *client = NULL;
-  CHECK(strata_store_connect_auth(cfg.store_addr, cfg.secret, cfg.job_id, cfg.timeout_s,
-                                  &client) == STRATA_OK,
+  CHECK(strata_store_connect_auth(cfg.store_addr, cfg.secret, cfg.job_id, cfg.timeout_s, &client) ==
+            STRATA_OK,
         "connect");
   if (!client) return 1;
   strata_store_ops ops = {

@@ -367,7 +367,9 @@ static int prepare_shared_env(launcher *l) {
   return 0;
 }
 
-static int env_set(const char *name) { return getenv(name) && *getenv(name); }
+static int env_set(const char *name) {
+  return getenv(name) && *getenv(name);
+}
 
 /* The job id and secret the ranks get (fresh ones unless the caller's environment has them) and
  * the store requires: into secret and job, for strata_store_server_start_auth. Prints why and

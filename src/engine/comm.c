@@ -107,12 +107,12 @@ static int connect_world(strata_comm *comm) {
       return status;
     }
   }
-  status = cfg->store_external
-               ? strata_store_connect_auth(cfg->store_addr, cfg->secret, cfg->job_id,
-                                           cfg->timeout_s, &comm->store)
-               : strata_store_connect_job_auth(cfg->store_addr, cfg->secret, cfg->job_id,
-                                               comm->rank, comm->nranks, cfg->timeout_s,
-                                               &comm->store);
+  status =
+      cfg->store_external
+          ? strata_store_connect_auth(cfg->store_addr, cfg->secret, cfg->job_id, cfg->timeout_s,
+                                      &comm->store)
+          : strata_store_connect_job_auth(cfg->store_addr, cfg->secret, cfg->job_id, comm->rank,
+                                          comm->nranks, cfg->timeout_s, &comm->store);
   if (status != STRATA_OK) {
     STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "cannot reach the rendezvous store at %s: %s",
                cfg->store_addr, strata_strerror(status));
