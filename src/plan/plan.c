@@ -289,6 +289,50 @@ static int clamp_int(double v) {
   return (int)llround(v);
 }
 
+/* NCCL's compute-capability class of a GPU (tuning.cc indexes its constants by it): Ampere 80,
+ * Hopper 90, Blackwell 100; Rubin uses Blackwell's, the newest NCCL publishes. */
+static int gpu_arch(strata_gpu_model gpu) {
+  switch (gpu) {
+    case STRATA_GPU_A100:
+      return 80;
+    case STRATA_GPU_H100:
+    case STRATA_GPU_H200:
+      return 90;
+    default:
+      return 100;
+  }
+}
+
+/* NVLink links per GPU: 12 on A100 (NVLink3), 18 on H100 and Blackwell (NVIDIA NVLink page);
+ * Rubin's count is not published, assumed 18. */
+static int nvlink_links(strata_nvlink_gen gen) {
+  return gen == STRATA_NVLINK_3 ? 12 : 18;
+}
+
+/* PCIe Gen3 x16 as NCCL models it (PCI_BW, src/graph/topo.h). */
+#define PCIE3_X16_GBPS 12.0
+
+/* Compute NIC ports of a node; *rdma is cleared when any of them is plain Ethernet (NCCL then
+ * falls back to its socket transport). */
+static int node_compute_nics(const strata_topo_node_spec *spec, int *rdma) {
+  int n = 0;
+  for (int i = 0; i < spec->nic_count; i++) {
+    if (spec->nics[i].role != STRATA_NIC_ROLE_COMPUTE) continue;
+    n += spec->nics[i].count;
+    if (spec->nics[i].kind == STRATA_NIC_ETHERNET) *rdma = 0;
+  }
+  return n;
+}
+
+/* GPUDirect RDMA on every compute NIC. A file that does not say is taken as on, NCCL's behaviour
+ * wherever the peer-memory module is loaded (lint L2-NO-GPUDIRECT covers an explicit off). */
+static int node_gpudirect(const strata_topo_node_spec *spec) {
+  for (int i = 0; i < spec->nic_count; i++)
+    if (spec->nics[i].role == STRATA_NIC_ROLE_COMPUTE && spec->nics[i].gpudirect_rdma == 0)
+      return 0;
+  return 1;
+}
+
 /* Level 0 (NVLink domain) and level 1 (site fabric) for the site whose main group is `g`. */
 static void site_levels(const strata_topo *t, int g, double site_ranks, strata_fabric *f) {
   const strata_topo_node_spec *spec = &t->groups[g].spec;
@@ -319,13 +363,39 @@ static void site_levels(const strata_topo *t, int g, double site_ranks, strata_f
                                                    : "ethernet";
   l1->fanout = clamp_int(site_ranks / domain);
   int rdma = fab->kind == STRATA_FABRIC_INFINIBAND || fab->kind == STRATA_FABRIC_ROCE;
+  int nics = node_compute_nics(spec, &rdma);
   const strata_tech_info *net = strata_tech_get(rdma ? STRATA_TECH_IB_NDR : STRATA_TECH_ETHERNET);
   double nic_gbit = strata_plan_node_nic_gbit(spec);
-  if (nic_gbit <= 0) nic_gbit = 10; /* a node with no compute NIC: assumed 10 GbE frontend */
-  double per_gpu = nic_gbit / 8.0 / gpus * net->efficiency;
+  if (nic_gbit <= 0 || nics < 1) { /* a node with no compute NIC: assumed 10 GbE frontend */
+    nic_gbit = 10;
+    nics = 1;
+    rdma = 0;
+  }
+  double per_port = nic_gbit / 8.0 / nics * net->efficiency;
   if (strata_topo_is_set(fab->oversubscription) && fab->oversubscription > 1)
-    per_gpu /= fab->oversubscription;
-  l1->per_rank_gbps = per_gpu;
+    per_port /= fab->oversubscription;
+  /* what NCCL runs on inside the site: the NVLink domain is its node, with every NIC of the
+   * domain's trays (NVL72: 18 trays of 4) */
+  strata_nccl_system *sys = &f->gpu;
+  memset(sys, 0, sizeof *sys);
+  sys->present = spec->gpu != STRATA_GPU_NONE && spec->gpus > 0;
+  sys->arch = gpu_arch(spec->gpu);
+  sys->nvlink_gbps = spec->intra == STRATA_INTRA_NVLINK ? l0->per_rank_gbps : 0;
+  sys->nvlink_links = spec->intra == STRATA_INTRA_NVLINK ? nvlink_links(spec->nvlink) : 0;
+  sys->intra_gbps = l0->per_rank_gbps;
+  sys->nvls = nvls;
+  sys->nvls_efficiency = l0->innet_efficiency;
+  sys->nics = nics * (domain > gpus ? domain / gpus : 1);
+  sys->nic_gbps = per_port;
+  sys->pcie_gbps = spec->pcie == STRATA_PCIE_3 ? PCIE3_X16_GBPS
+                                               : strata_tech_get(pcie_tech(spec->pcie))->peak_gbps;
+  sys->gpudirect = rdma && node_gpudirect(spec);
+  sys->sockets = !rdma;
+  sys->net_latency_us = rdma ? 0 : net->latency_us;
+  sys->collnet = fab->kind == STRATA_FABRIC_INFINIBAND && fab->sharp == 1;
+  sys->collnet_efficiency = SHARP_EFFICIENCY;
+  /* every GPU's share of the node's boundary, as NCCL's channels fill it (GPUDirect or not) */
+  l1->per_rank_gbps = sys->present ? strata_nccl_net_gbps(sys) / domain : per_port * nics / gpus;
   l1->alpha_us = net->latency_us;
   l1->innet = fab->kind == STRATA_FABRIC_INFINIBAND && fab->sharp == 1;
   l1->innet_efficiency = SHARP_EFFICIENCY;

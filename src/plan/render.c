@@ -143,14 +143,16 @@ void strata_plan_write_text(FILE *out, const strata_plan *p) {
             p->roles[i].carries);
   if (p->prediction_count > 0) {
     fprintf(out, "\npredictions (alpha-beta model; busbw as nccl-tests; * = fastest, chosen)\n");
-    fprintf(out, "  %-7s %-15s %10s  %-14s %10s %12s\n", "scope", "collective", "size", "algorithm",
+    fprintf(out, "  %-7s %-15s %10s  %-20s %10s %12s\n", "scope", "collective", "size", "algorithm",
             "time", "busbw GB/s");
     for (int i = 0; i < p->prediction_count; i++) {
       const strata_prediction *pr = &p->predictions[i];
-      char algo[24];
-      snprintf(algo, sizeof algo, "%s%s", strata_model_algo_name(pr->algo),
+      char algo[40];
+      snprintf(algo, sizeof algo, "%s%s%s%s", strata_model_algo_name(pr->algo),
+               pr->proto >= 0 ? "/" : "",
+               pr->proto >= 0 ? strata_nccl_proto_name((strata_nccl_proto)pr->proto) : "",
                p->prediction_chosen[i] ? " *" : "");
-      fprintf(out, "  %-7s %-15s %10s  %-14s %10s %12.1f\n", p->prediction_scope[i],
+      fprintf(out, "  %-7s %-15s %10s  %-20s %10s %12.1f\n", p->prediction_scope[i],
               strata_coll_name(pr->coll), human_bytes(pr->bytes, b1, sizeof b1), algo,
               human_us(pr->time_us, b2, sizeof b2), pr->busbw_gbps);
     }
@@ -216,11 +218,14 @@ static json_t *json_predictions(const strata_plan *p) {
   for (int i = 0; i < p->prediction_count; i++) {
     const strata_prediction *pr = &p->predictions[i];
     list = strata_json_append(
-        list, json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "scope",
-                        str(p->prediction_scope[i]), "collective", str(strata_coll_name(pr->coll)),
-                        "bytes", num(pr->bytes), "algorithm", str(strata_model_algo_name(pr->algo)),
-                        "time_us", num(pr->time_us), "algbw_gbps", num(pr->algbw_gbps),
-                        "busbw_gbps", num(pr->busbw_gbps), "chosen", p->prediction_chosen[i] != 0));
+        list,
+        json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:o}", "scope",
+                  str(p->prediction_scope[i]), "collective", str(strata_coll_name(pr->coll)),
+                  "bytes", num(pr->bytes), "algorithm", str(strata_model_algo_name(pr->algo)),
+                  "time_us", num(pr->time_us), "algbw_gbps", num(pr->algbw_gbps), "busbw_gbps",
+                  num(pr->busbw_gbps), "chosen", p->prediction_chosen[i] != 0, "protocol",
+                  pr->proto >= 0 ? str(strata_nccl_proto_name((strata_nccl_proto)pr->proto))
+                                 : json_null()));
   }
   return list;
 }
