@@ -34,6 +34,10 @@ static const published cases[] = {
      */
     {"nccl-dgx-a100-4.yaml", "4x DGX A100, 8x HDR", 8.0 * (1 << 30), 192, "nccl#812"},
     {"nccl-dgx-a100-16.yaml", "16x DGX A100, 8x HDR", 8.0 * (1 << 30), 192, "nccl#812"},
+    /* https://github.com/NVIDIA/nccl/issues/320: NVIDIA's estimate for CollNet (IB SHARP) on
+     * DGX A100 with 8 NICs, ~110 GB/s algbw, ~220 GB/s busbw (not a measurement) */
+    {"nccl-dgx-a100-16-sharp.yaml", "16x DGX A100, 8x HDR, SHARP", 8.0 * (1 << 30), 220,
+     "nccl#320 (estimate)"},
     /* https://github.com/NVIDIA/nccl/issues/1221: 8x H100 + 8x 400G RoCE, -b 4G -e 8G, NVLS on */
     {"nccl-h100-2.yaml", "2x H100, 8x 400G RoCE", 8.0 * (1 << 30), 430, "nccl#1221"},
     {"nccl-h100-4.yaml", "4x H100, 8x 400G RoCE", 8.0 * (1 << 30), 320, "nccl#1221"},
