@@ -8,6 +8,10 @@
  * crosses each boundary with one flow; recursive halving and all-to-all cross with every rank
  * of the group at once; binomial trees with one rank per group.
  *
+ * On GPUs inside a site (strata_fabric.gpu) the collectives NCCL carries are costed by
+ * model/nccl.c instead: NCCL, not strata's engine, runs there, with channels over every NIC of a
+ * node where the ring below would cross each node boundary with one flow.
+ *
  * Invariant: for a one-level fabric the sums below reduce exactly to the textbook formulas of
  * Thakur, Rabenseifner and Gropp ("Optimization of Collective Communication Operations in
  * MPICH", IJHPCA 2005), which is what tests/test_model_cost.c checks and what the simulator must
