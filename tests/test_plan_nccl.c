@@ -164,6 +164,33 @@ static void test_protocols(void) {
   CHECK(large == STRATA_NCCL_SIMPLE, "8 GB ring: Simple (%d)", large);
 }
 
+/* One GPU per node: NCCL's PAT allgather has log-depth latency, so it wins small allgathers on
+ * many nodes, where a ring pays a network hop per node. */
+static void test_pat(void) {
+  const char *yaml =
+      "sites:\n  - name: dc\n    fabric: {kind: infiniband, speed: ndr, oversubscription: 1}\n"
+      "    nodes: {count: 256, gpu: h100, gpus: 1, intra: none,\n"
+      "            nics: [{kind: infiniband, speed: ndr}]}\n";
+  strata_topo *t = NULL;
+  char err[512];
+  CHECK(strata_topo_load_string("pat", yaml, strlen(yaml), &t, err, sizeof err) == STRATA_OK,
+        "topology: %s", err);
+  if (!t) return;
+  strata_workload w;
+  strata_workload_defaults(&w, STRATA_WORKLOAD_TRAIN_SYNC);
+  strata_plan p;
+  CHECK(strata_plan_build(t, &w, &p, err, sizeof err) == STRATA_OK, "plan");
+  strata_prediction best;
+  CHECK(strata_cost_best(&p.site_fabric, STRATA_COLL_ALLGATHER, 1 << 20, &best) == 0 &&
+            best.algo == STRATA_MODEL_PAT,
+        "1 MiB allgather on 256 single-GPU nodes: PAT (%s)", strata_model_algo_name(best.algo));
+  CHECK(strata_cost_predict(&p.site_fabric, STRATA_COLL_ALLREDUCE, STRATA_MODEL_PAT, 1 << 20,
+                            &best) != 0,
+        "no PAT allreduce");
+  strata_plan_free(&p);
+  strata_topo_free(t);
+}
+
 /* SHARP in the fabric: NVLS with IB SHARP and CollNet apply, and NVLS+SHARP beats the ring. */
 static void test_sharp(void) {
   strata_topo *t = preset("ib-cluster");
@@ -202,6 +229,7 @@ int main(void) {
   test_gpudirect();
   test_protocols();
   test_sharp();
+  test_pat();
   if (failures) printf("%d failure(s)\n", failures);
   return failures != 0;
 }

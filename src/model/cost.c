@@ -27,7 +27,7 @@
 #include "model/physics.h"
 
 static const char *const algo_names[STRATA_MODEL_ALGO_COUNT] = {
-    "ring", "tree", "rhd", "direct", "hierarchical", "in-network", "nvls-tree", "collnet"};
+    "ring", "tree", "rhd", "direct", "hierarchical", "in-network", "nvls-tree", "collnet", "pat"};
 
 const char *strata_model_algo_name(strata_model_algo algo) {
   if ((int)algo < 0 || algo >= STRATA_MODEL_ALGO_COUNT) return "?";
@@ -449,6 +449,9 @@ static double nccl_us(const strata_fabric *f, strata_coll coll, strata_model_alg
       cand[ncand++] = STRATA_NCCL_COLLNET_DIRECT;
       cand[ncand++] = STRATA_NCCL_COLLNET_CHAIN;
       break;
+    case STRATA_MODEL_PAT:
+      cand[ncand++] = STRATA_NCCL_PAT;
+      break;
     default:
       return -1; /* strata's own schedules do not run where NCCL does */
   }
@@ -479,7 +482,7 @@ static double cost_us(const strata_fabric *f, strata_coll coll, strata_model_alg
   double p = (double)strata_fabric_nranks(f);
   if (p <= 1) return a == STRATA_MODEL_RING ? 0 : -1;
   if (nccl_scope(f, coll)) return nccl_us(f, coll, a, bytes, proto);
-  if (a == STRATA_MODEL_NVLS_TREE || a == STRATA_MODEL_COLLNET) return -1;
+  if (a == STRATA_MODEL_NVLS_TREE || a == STRATA_MODEL_COLLNET || a == STRATA_MODEL_PAT) return -1;
   switch (coll) {
     case STRATA_COLL_ALLREDUCE:
       return allreduce_us(f, a, p, bytes);

@@ -37,6 +37,7 @@ typedef enum strata_model_algo {
   STRATA_MODEL_INNET,     /* in-network reduction (NVLS inside a node, SHARP across) + hier */
   STRATA_MODEL_NVLS_TREE, /* NCCL: NVLS inside NVLink domains, a tree across them */
   STRATA_MODEL_COLLNET,   /* NCCL: CollNet (IB SHARP in the fabric), direct or chain */
+  STRATA_MODEL_PAT,       /* NCCL: PAT allgather / reduce-scatter, one GPU per node */
   STRATA_MODEL_ALGO_COUNT
 } strata_model_algo;
 

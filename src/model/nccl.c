@@ -27,7 +27,7 @@
 #include <string.h>
 
 static const char *const algo_names[STRATA_NCCL_ALGO_COUNT] = {
-    "tree", "ring", "collnet-direct", "collnet-chain", "nvls", "nvls-tree"};
+    "tree", "ring", "collnet-direct", "collnet-chain", "nvls", "nvls-tree", "pat"};
 static const char *const proto_names[STRATA_NCCL_PROTO_COUNT] = {"LL", "LL128", "Simple"};
 
 const char *strata_nccl_algo_name(strata_nccl_algo algo) {
@@ -43,11 +43,24 @@ static const double base_latency_us[STRATA_NCCL_ALGO_COUNT][STRATA_NCCL_PROTO_CO
     {6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, /* tree, ring */
     {0, 0, 0},        {0, 0, 0},        /* collnet direct, chain */
     {0, 0, 0},        {0, 0, 0},        /* nvls, nvls tree */
+    {8.0, 8.0, 8.0},                    /* pat */
 };
 static const double hw_latency_us[3][STRATA_NCCL_ALGO_COUNT][STRATA_NCCL_PROTO_COUNT] = {
-    {{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 25}, {0, 0, 25}},
-    {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}},
-    {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 20.9}},
+    {{0.6, 1.25, 4.0},
+     {0.6, 1.9, 3.4},
+     {0, 0, 3.7},
+     {0, 0, 2.8},
+     {0, 0, 25},
+     {0, 0, 25},
+     {0, 0, 4.0}},
+    {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 4.0}},
+    {{5.0, 8.5, 14},
+     {2.7, 4.0, 14.0},
+     {0, 0, 31},
+     {0, 0, 30},
+     {0, 0, 18},
+     {0, 0, 20.9},
+     {0, 0, 14}},
 };
 /* Rows: Volta, Ampere, Hopper, Blackwell; columns: 1 node, 2 nodes, more. */
 static const double ll_max_bws[4][3] = {
@@ -201,6 +214,13 @@ static double algbw_of(const strata_nccl_system *s, int ppn, int nodes, strata_c
       double cap = 0.5 * ch * per_ch_max_nvls_tree_bws[ai][ni];
       return fmin(fmin(s->intra_gbps * s->nvls_efficiency, inter), cap > 0 ? cap : INFINITY);
     }
+    case STRATA_NCCL_PAT: {
+      /* allgather and reduce-scatter only, Simple, and only with one GPU per node (ncclPatEnable);
+       * 0.75 of the network, already an algorithm bandwidth (tuning.cc converts nothing) */
+      if (allreduce || coll == STRATA_COLL_BROADCAST || coll == STRATA_COLL_REDUCE) return 0;
+      if (p != STRATA_NCCL_SIMPLE || ppn != 1 || nodes < 2) return 0;
+      return 0.75 * net;
+    }
     case STRATA_NCCL_COLLNET_DIRECT:
     case STRATA_NCCL_COLLNET_CHAIN: {
       /* SHARP in the fabric; NVSwitch systems only for Direct (tuning.cc); Simple only */
@@ -254,6 +274,8 @@ static double latency_of(const strata_nccl_system *s, int ppn, int nodes, strata
       return intra + (nodes > 1 ? inter : 0);
     case STRATA_NCCL_NVLS_TREE:
       return lat + intra + 2 * log2i(nodes) * inter;
+    case STRATA_NCCL_PAT: /* a logarithmic part and, still, a linear one (tuning.cc) */
+      return lat + log2i(nodes) * (inter / 3.5) + n * 2.8;
     default:
       return lat;
   }

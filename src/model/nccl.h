@@ -1,7 +1,7 @@
 /*
  * nccl.h — what NCCL does with a GPU cluster: its algorithms (ring, double binary tree, NVLS,
- * NVLS tree, CollNet/SHARP), its protocols (LL, LL128, Simple) and the cost model it picks them
- * with, fed with the bandwidths the hardware of a node actually delivers.
+ * NVLS tree, CollNet/SHARP, PAT), its protocols (LL, LL128, Simple) and the cost model it picks
+ * them with, fed with the bandwidths the hardware of a node actually delivers.
  *
  * The structure and every constant of the cost are NCCL's own (NVIDIA/nccl src/graph/tuning.cc:
  * baseLat, hwLat, llMaxBws, perChMax*Bws, the LL 1/2 and LL128 120/128 efficiencies, the tree's
@@ -26,6 +26,7 @@ typedef enum strata_nccl_algo {
   STRATA_NCCL_COLLNET_CHAIN,  /* SHARP, the node's GPUs chained to the NICs */
   STRATA_NCCL_NVLS,           /* NVLink SHARP in the NVSwitch (with IB SHARP across nodes) */
   STRATA_NCCL_NVLS_TREE,      /* NVLS inside nodes, a tree across them */
+  STRATA_NCCL_PAT,            /* allgather / reduce-scatter with one GPU per node: log depth */
   STRATA_NCCL_ALGO_COUNT
 } strata_nccl_algo;
 
