@@ -31,7 +31,7 @@ static void plan_usage(FILE *out) {
           "  --links MATRIX         measured link matrix (strata probe; JSON or YAML): its\n"
           "                         inter-site latency and bandwidth replace the modeled\n"
           "                         ones; alone, plan one CPU node per rank from it\n"
-          "  --workload KIND        train-sync | diloco | rl | inference | bringup\n"
+          "  --workload KIND        train-sync | diloco | rl | inference | bringup | fsdp\n"
           "                         (default: train-sync on one site or an extended fabric,\n"
           "                         diloco across any other link)\n"
           "  --params N             model parameters (7e9)\n"
@@ -54,6 +54,11 @@ static void plan_usage(FILE *out) {
           "  --replicas-per-site N  inference: full model replicas per site (1)\n"
           "  --cross-site-pipeline  inference: the model is split across sites\n"
           "  --token-ms MS          inference: decode compute per token (20)\n"
+          "  --tp N, --pp N         fsdp: tensor- and pipeline-parallel degrees (1, 1)\n"
+          "  --layers N             fsdp: transformer layers (32)\n"
+          "  --tokens N             fsdp: tokens per data-parallel replica per step (32768)\n"
+          "  --micro-batches M      fsdp: micro-batches per step (4 x pp; one 4k sequence each\n"
+          "                         without a pipeline)\n"
           "  --json                 print the plan as JSON (docs/plan-json.md)\n"
           "  --svg FILE             also draw the map as SVG into FILE ('-' = stdout)\n"
           "  -h, --help             this help\n");
@@ -109,6 +114,11 @@ enum {
   OPT_REPLICAS,
   OPT_PIPELINE,
   OPT_TOKEN_MS,
+  OPT_TP,
+  OPT_PP,
+  OPT_LAYERS,
+  OPT_TOKENS,
+  OPT_MICRO_BATCHES,
   OPT_JSON,
   OPT_SVG,
   OPT_LINKS
@@ -135,6 +145,11 @@ static const struct option plan_options[] = {
     {"replicas-per-site", required_argument, 0, OPT_REPLICAS},
     {"cross-site-pipeline", no_argument, 0, OPT_PIPELINE},
     {"token-ms", required_argument, 0, OPT_TOKEN_MS},
+    {"tp", required_argument, 0, OPT_TP},
+    {"pp", required_argument, 0, OPT_PP},
+    {"layers", required_argument, 0, OPT_LAYERS},
+    {"tokens", required_argument, 0, OPT_TOKENS},
+    {"micro-batches", required_argument, 0, OPT_MICRO_BATCHES},
     {"json", no_argument, 0, OPT_JSON},
     {"svg", required_argument, 0, OPT_SVG},
     {"links", required_argument, 0, OPT_LINKS},
@@ -146,9 +161,10 @@ typedef struct plan_args {
   int json, list, workload_given;
   strata_workload w; /* kind filled later when not given */
   /* numeric overrides, applied after the kind's defaults: NAN / -1 = not given */
-  double params, step_ms, wire_bits, update_fraction, kv_mb, rps, token_ms;
+  double params, step_ms, wire_bits, update_fraction, kv_mb, rps, token_ms, tokens;
   int inner, fragments, delay, streams, sync_every, replicas, pipeline, dtype_given, rl_sync_given;
   strata_rl_sync rl_sync;
+  int tp, pp, layers, micro_batches;
   strata_dtype dtype;
   const char *trainer;
 } plan_args;
@@ -164,7 +180,8 @@ static int parse_option(plan_args *a, int opt, const char *arg) {
     case OPT_WORKLOAD:
       if (strata_workload_kind_parse(arg, &a->w.kind) != STRATA_OK) {
         fprintf(stderr,
-                "strata plan: --workload expects train-sync, diloco, rl, inference or bringup, "
+                "strata plan: --workload expects train-sync, diloco, rl, inference, bringup or "
+                "fsdp, "
                 "got '%s'\n",
                 arg);
         return -1;
@@ -228,6 +245,16 @@ static int parse_option(plan_args *a, int opt, const char *arg) {
       return 0;
     case OPT_TOKEN_MS:
       return parse_double("--token-ms", arg, 1e-6, 1e9, &a->token_ms);
+    case OPT_TP:
+      return parse_int("--tp", arg, 1, 1000000, &a->tp);
+    case OPT_PP:
+      return parse_int("--pp", arg, 1, 1000000, &a->pp);
+    case OPT_LAYERS:
+      return parse_int("--layers", arg, 1, 1000000, &a->layers);
+    case OPT_TOKENS:
+      return parse_double("--tokens", arg, 1, 1e15, &a->tokens);
+    case OPT_MICRO_BATCHES:
+      return parse_int("--micro-batches", arg, 1, 100000000, &a->micro_batches);
     case OPT_JSON:
       a->json = 1;
       return 0;
@@ -271,13 +298,18 @@ static int apply_overrides(const plan_args *a, strata_workload *w) {
   if (a->replicas >= 0) w->replicas_per_site = a->replicas;
   if (a->pipeline) w->cross_site_pipeline = 1;
   if (a->trainer) snprintf(w->trainer_site, sizeof w->trainer_site, "%s", a->trainer);
+  if (a->tp > 0) w->tp = a->tp;
+  if (a->pp > 0) w->pp = a->pp;
+  if (a->layers > 0) w->layers = a->layers;
+  if (!isnan(a->tokens)) w->tokens_per_step = a->tokens;
+  if (a->micro_batches > 0) w->micro_batches = a->micro_batches;
   return 0;
 }
 
 static int parse_args(int argc, char **argv, plan_args *a) {
   memset(a, 0, sizeof *a);
   a->params = a->step_ms = a->wire_bits = a->update_fraction = a->kv_mb = a->rps = a->token_ms =
-      NAN;
+      a->tokens = NAN;
   a->inner = a->fragments = a->delay = a->streams = a->sync_every = a->replicas = -1;
   optind = 1;
   opterr = 0;

@@ -8,6 +8,10 @@
  * crosses each boundary with one flow; recursive halving and all-to-all cross with every rank
  * of the group at once; binomial trees with one rank per group.
  *
+ * On GPUs inside a site (strata_fabric.gpu) the collectives NCCL carries are costed by
+ * model/nccl.c instead: NCCL, not strata's engine, runs there, with channels over every NIC of a
+ * node where the ring below would cross each node boundary with one flow.
+ *
  * Invariant: for a one-level fabric the sums below reduce exactly to the textbook formulas of
  * Thakur, Rabenseifner and Gropp ("Optimization of Collective Communication Operations in
  * MPICH", IJHPCA 2005), which is what tests/test_model_cost.c checks and what the simulator must
@@ -23,7 +27,7 @@
 #include "model/physics.h"
 
 static const char *const algo_names[STRATA_MODEL_ALGO_COUNT] = {
-    "ring", "tree", "rhd", "direct", "hierarchical", "in-network"};
+    "ring", "tree", "rhd", "direct", "hierarchical", "in-network", "nvls-tree", "collnet", "pat"};
 
 const char *strata_model_algo_name(strata_model_algo algo) {
   if ((int)algo < 0 || algo >= STRATA_MODEL_ALGO_COUNT) return "?";
@@ -447,11 +451,74 @@ static double reduce_scatter_us(const strata_fabric *f, strata_model_algo a, dou
   }
 }
 
+/* NCCL carries the call: GPUs, and nothing beyond the site (levels 0 and 1). */
+static int nccl_scope(const strata_fabric *f, strata_coll coll) {
+  if (!f->gpu.present) return 0;
+  for (int l = 2; l < f->nlevels; l++)
+    if (f->level[l].fanout > 1) return 0;
+  return coll == STRATA_COLL_ALLREDUCE || coll == STRATA_COLL_REDUCE_SCATTER ||
+         coll == STRATA_COLL_ALLGATHER || coll == STRATA_COLL_BROADCAST ||
+         coll == STRATA_COLL_REDUCE;
+}
+
+/* NCCL's time for one model algorithm with the protocol NCCL would pick (*proto), or -1. */
+static double nccl_us(const strata_fabric *f, strata_coll coll, strata_model_algo a, double bytes,
+                      int *proto) {
+  int ppn = f->level[0].fanout > 0 ? f->level[0].fanout : 1;
+  int nodes = f->nlevels > 1 && f->level[1].fanout > 0 ? f->level[1].fanout : 1;
+  strata_nccl_algo cand[2];
+  int ncand = 0;
+  switch (a) {
+    case STRATA_MODEL_RING:
+      cand[ncand++] = STRATA_NCCL_RING;
+      break;
+    case STRATA_MODEL_TREE:
+      cand[ncand++] = STRATA_NCCL_TREE;
+      break;
+    case STRATA_MODEL_INNET:
+      cand[ncand++] = STRATA_NCCL_NVLS;
+      break;
+    case STRATA_MODEL_NVLS_TREE:
+      cand[ncand++] = STRATA_NCCL_NVLS_TREE;
+      break;
+    case STRATA_MODEL_COLLNET:
+      cand[ncand++] = STRATA_NCCL_COLLNET_DIRECT;
+      cand[ncand++] = STRATA_NCCL_COLLNET_CHAIN;
+      break;
+    case STRATA_MODEL_PAT:
+      cand[ncand++] = STRATA_NCCL_PAT;
+      break;
+    default:
+      return -1; /* strata's own schedules do not run where NCCL does */
+  }
+  double best = -1;
+  for (int i = 0; i < ncand; i++) {
+    strata_nccl_cost c;
+    if (strata_nccl_best_proto(&f->gpu, ppn, nodes, coll, cand[i], bytes, &c) != 0) continue;
+    if (best < 0 || c.time_us < best) {
+      best = c.time_us;
+      if (proto) *proto = (int)c.proto;
+    }
+  }
+  return best;
+}
+
+static double cost_us(const strata_fabric *f, strata_coll coll, strata_model_algo a, double bytes,
+                      int *proto);
+
 double strata_cost_time_us(const strata_fabric *f, strata_coll coll, strata_model_algo a,
                            double bytes) {
+  return cost_us(f, coll, a, bytes, NULL);
+}
+
+static double cost_us(const strata_fabric *f, strata_coll coll, strata_model_algo a, double bytes,
+                      int *proto) {
+  if (proto) *proto = -1;
   if (!f || f->nlevels < 1 || bytes < 0) return -1;
   double p = (double)strata_fabric_nranks(f);
   if (p <= 1) return a == STRATA_MODEL_RING ? 0 : -1;
+  if (nccl_scope(f, coll)) return nccl_us(f, coll, a, bytes, proto);
+  if (a == STRATA_MODEL_NVLS_TREE || a == STRATA_MODEL_COLLNET || a == STRATA_MODEL_PAT) return -1;
   switch (coll) {
     case STRATA_COLL_ALLREDUCE:
       return allreduce_us(f, a, p, bytes);
@@ -503,9 +570,11 @@ double strata_busbw_factor(strata_coll coll, long nranks) {
 
 int strata_cost_predict(const strata_fabric *f, strata_coll coll, strata_model_algo algo,
                         double bytes, strata_prediction *out) {
-  double t = strata_cost_time_us(f, coll, algo, bytes);
+  int proto = -1;
+  double t = cost_us(f, coll, algo, bytes, &proto);
   if (t < 0) return -1;
   memset(out, 0, sizeof *out);
+  out->proto = proto;
   out->coll = coll;
   out->bytes = bytes;
   out->algo = algo;

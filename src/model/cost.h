@@ -14,6 +14,7 @@
  * (p−1)/p·nγ binomial tree    reduce then broadcast, lg p·(α + nβ) each (+ nγ per reduce step)
  *   hierarchical     ring reduce-scatter up the levels, ring allgather down
  *   in-network       NVLS / SHARP: each rank sends n and receives n once; the switch reduces
+ * On GPUs inside a site the costs are NCCL's instead (strata_fabric.gpu, model/nccl.h).
  * Sizes follow nccl-tests: `bytes` is the allreduce/broadcast buffer, the total output of
  * allgather, the total input of reduce-scatter, the per-rank buffer of all-to-all.
  *
@@ -22,17 +23,21 @@
 #ifndef STRATA_MODEL_COST_H
 #define STRATA_MODEL_COST_H
 
+#include "model/nccl.h"
 #include "strata.h"
 
 #define STRATA_FABRIC_MAX_LEVELS 4
 
 typedef enum strata_model_algo {
   STRATA_MODEL_RING = 0,
-  STRATA_MODEL_TREE,   /* binomial trees */
-  STRATA_MODEL_RHD,    /* recursive halving-doubling / recursive doubling */
-  STRATA_MODEL_DIRECT, /* pairwise exchange */
-  STRATA_MODEL_HIER,   /* ring per level: reduce-scatter up, allgather down */
-  STRATA_MODEL_INNET,  /* in-network reduction (NVLS inside a node, SHARP across) + hier */
+  STRATA_MODEL_TREE,      /* binomial trees */
+  STRATA_MODEL_RHD,       /* recursive halving-doubling / recursive doubling */
+  STRATA_MODEL_DIRECT,    /* pairwise exchange */
+  STRATA_MODEL_HIER,      /* ring per level: reduce-scatter up, allgather down */
+  STRATA_MODEL_INNET,     /* in-network reduction (NVLS inside a node, SHARP across) + hier */
+  STRATA_MODEL_NVLS_TREE, /* NCCL: NVLS inside NVLink domains, a tree across them */
+  STRATA_MODEL_COLLNET,   /* NCCL: CollNet (IB SHARP in the fabric), direct or chain */
+  STRATA_MODEL_PAT,       /* NCCL: PAT allgather / reduce-scatter, one GPU per node */
   STRATA_MODEL_ALGO_COUNT
 } strata_model_algo;
 
@@ -57,6 +62,12 @@ typedef struct strata_fabric {
   strata_level level[STRATA_FABRIC_MAX_LEVELS];
   double reduce_gbps; /* γ = 1 / reduce_gbps; 0 = free */
   double chunk_bytes; /* pipelining unit of the schedules; 0 = the builders' default (1 MiB) */
+  /* GPUs NCCL runs on (gpu.present): inside a site (levels 0 and 1, no outer level with more
+   * than one member) the allreduce, reduce-scatter, allgather, broadcast and reduce are NCCL's
+   * (model/nccl.h: ring, double binary tree, NVLS, NVLS tree, CollNet, with their protocols),
+   * and strata's own schedules (rhd, direct, hierarchical) are not what runs there. Level 0 is
+   * then NCCL's node (an NVLink domain), level 1 the nodes on the site fabric. */
+  strata_nccl_system gpu;
 } strata_fabric;
 
 /* Product of fanouts (ranks), saturating at INT32_MAX. */
@@ -81,6 +92,7 @@ typedef struct strata_prediction {
   double time_us;
   double algbw_gbps;
   double busbw_gbps;
+  int proto; /* NCCL's protocol (strata_nccl_proto) where NCCL carries it, else -1 */
 } strata_prediction;
 
 /* Fill `out` for one algorithm; returns 0, or -1 if it does not apply. */

@@ -32,8 +32,8 @@
 
 /* ---- workloads ---- */
 
-static const char *const workload_names[STRATA_WORKLOAD_KIND_COUNT] = {"train-sync", "diloco", "rl",
-                                                                       "inference", "bringup"};
+static const char *const workload_names[STRATA_WORKLOAD_KIND_COUNT] = {
+    "train-sync", "diloco", "rl", "inference", "bringup", "fsdp"};
 
 const char *strata_workload_kind_name(strata_workload_kind kind) {
   if ((int)kind < 0 || kind >= STRATA_WORKLOAD_KIND_COUNT) return "?";
@@ -69,6 +69,10 @@ void strata_workload_defaults(strata_workload *w, strata_workload_kind kind) {
   w->requests_per_s = 10;
   w->replicas_per_site = 1;
   w->token_ms = 20;
+  w->tp = w->pp = 1;
+  w->layers = 32;                  /* a 7B transformer (Llama 2 7B: 32 layers) */
+  w->tokens_per_step = 8.0 * 4096; /* 8 sequences of 4k tokens per data-parallel replica */
+  w->micro_batches = 0;
 }
 
 /* The link makes its two sites one RDMA fabric: MetroX or RoCE aggregation that no error lint
@@ -330,6 +334,50 @@ static int clamp_int(double v) {
   return (int)llround(v);
 }
 
+/* NCCL's compute-capability class of a GPU (tuning.cc indexes its constants by it): Ampere 80,
+ * Hopper 90, Blackwell 100; Rubin uses Blackwell's, the newest NCCL publishes. */
+static int gpu_arch(strata_gpu_model gpu) {
+  switch (gpu) {
+    case STRATA_GPU_A100:
+      return 80;
+    case STRATA_GPU_H100:
+    case STRATA_GPU_H200:
+      return 90;
+    default:
+      return 100;
+  }
+}
+
+/* NVLink links per GPU: 12 on A100 (NVLink3), 18 on H100 and Blackwell (NVIDIA NVLink page);
+ * Rubin's count is not published, assumed 18. */
+static int nvlink_links(strata_nvlink_gen gen) {
+  return gen == STRATA_NVLINK_3 ? 12 : 18;
+}
+
+/* PCIe Gen3 x16 as NCCL models it (PCI_BW, src/graph/topo.h). */
+#define PCIE3_X16_GBPS 12.0
+
+/* Compute NIC ports of a node; *rdma is cleared when any of them is plain Ethernet (NCCL then
+ * falls back to its socket transport). */
+static int node_compute_nics(const strata_topo_node_spec *spec, int *rdma) {
+  int n = 0;
+  for (int i = 0; i < spec->nic_count; i++) {
+    if (spec->nics[i].role != STRATA_NIC_ROLE_COMPUTE) continue;
+    n += spec->nics[i].count;
+    if (spec->nics[i].kind == STRATA_NIC_ETHERNET) *rdma = 0;
+  }
+  return n;
+}
+
+/* GPUDirect RDMA on every compute NIC. A file that does not say is taken as on, NCCL's behaviour
+ * wherever the peer-memory module is loaded (lint L2-NO-GPUDIRECT covers an explicit off). */
+static int node_gpudirect(const strata_topo_node_spec *spec) {
+  for (int i = 0; i < spec->nic_count; i++)
+    if (spec->nics[i].role == STRATA_NIC_ROLE_COMPUTE && spec->nics[i].gpudirect_rdma == 0)
+      return 0;
+  return 1;
+}
+
 /* Level 0 (NVLink domain) and level 1 (site fabric) for the site whose main group is `g`. */
 static void site_levels(const strata_topo *t, int g, double site_ranks, strata_fabric *f) {
   const strata_topo_node_spec *spec = &t->groups[g].spec;
@@ -360,13 +408,39 @@ static void site_levels(const strata_topo *t, int g, double site_ranks, strata_f
                                                    : "ethernet";
   l1->fanout = clamp_int(site_ranks / domain);
   int rdma = fab->kind == STRATA_FABRIC_INFINIBAND || fab->kind == STRATA_FABRIC_ROCE;
+  int nics = node_compute_nics(spec, &rdma);
   const strata_tech_info *net = strata_tech_get(rdma ? STRATA_TECH_IB_NDR : STRATA_TECH_ETHERNET);
   double nic_gbit = strata_plan_node_nic_gbit(spec);
-  if (nic_gbit <= 0) nic_gbit = 10; /* a node with no compute NIC: assumed 10 GbE frontend */
-  double per_gpu = nic_gbit / 8.0 / gpus * net->efficiency;
+  if (nic_gbit <= 0 || nics < 1) { /* a node with no compute NIC: assumed 10 GbE frontend */
+    nic_gbit = 10;
+    nics = 1;
+    rdma = 0;
+  }
+  double per_port = nic_gbit / 8.0 / nics * net->efficiency;
   if (strata_topo_is_set(fab->oversubscription) && fab->oversubscription > 1)
-    per_gpu /= fab->oversubscription;
-  l1->per_rank_gbps = per_gpu;
+    per_port /= fab->oversubscription;
+  /* what NCCL runs on inside the site: the NVLink domain is its node, with every NIC of the
+   * domain's trays (NVL72: 18 trays of 4) */
+  strata_nccl_system *sys = &f->gpu;
+  memset(sys, 0, sizeof *sys);
+  sys->present = spec->gpu != STRATA_GPU_NONE && spec->gpus > 0;
+  sys->arch = gpu_arch(spec->gpu);
+  sys->nvlink_gbps = spec->intra == STRATA_INTRA_NVLINK ? l0->per_rank_gbps : 0;
+  sys->nvlink_links = spec->intra == STRATA_INTRA_NVLINK ? nvlink_links(spec->nvlink) : 0;
+  sys->intra_gbps = l0->per_rank_gbps;
+  sys->nvls = nvls;
+  sys->nvls_efficiency = l0->innet_efficiency;
+  sys->nics = nics * (domain > gpus ? domain / gpus : 1);
+  sys->nic_gbps = per_port;
+  sys->pcie_gbps = spec->pcie == STRATA_PCIE_3 ? PCIE3_X16_GBPS
+                                               : strata_tech_get(pcie_tech(spec->pcie))->peak_gbps;
+  sys->gpudirect = rdma && node_gpudirect(spec);
+  sys->sockets = !rdma;
+  sys->net_latency_us = rdma ? 0 : net->latency_us;
+  sys->collnet = fab->kind == STRATA_FABRIC_INFINIBAND && fab->sharp == 1;
+  sys->collnet_efficiency = SHARP_EFFICIENCY;
+  /* every GPU's share of the node's boundary, as NCCL's channels fill it (GPUDirect or not) */
+  l1->per_rank_gbps = sys->present ? strata_nccl_net_gbps(sys) / domain : per_port * nics / gpus;
   l1->alpha_us = net->latency_us;
   l1->innet = fab->kind == STRATA_FABRIC_INFINIBAND && fab->sharp == 1;
   l1->innet_efficiency = SHARP_EFFICIENCY;
@@ -830,6 +904,7 @@ static void decide_rl(strata_plan *p, double site_ms) {
   int delta = 0;
   double bytes = rl_sync_bytes(w, &delta);
   int every = w->sync_every > 0 ? w->sync_every : 1;
+  p->site_comm_ms = site_ms;
   /* inside the site: broadcast of the update to rollout GPUs (pipelined, best algorithm) */
   double local_ms = best_ms(&p->site_fabric, STRATA_COLL_BROADCAST, bytes);
   /* the trainer's uplink carries one copy per rollout site: the slowest link touching it */
@@ -849,6 +924,16 @@ static void decide_rl(strata_plan *p, double site_ms) {
   double wan_ms = 0;
   if (p->sites > 1 && up.link >= 0) wan_ms = (p->sites - 1) * bytes / (up.gbps * 1e6) + up.rtt_ms;
   double per_step = site_ms + (local_ms + wan_ms) / every;
+  /* Inside the trainer's site, two ways to place rollout (HybridFlow/verl colocates, AReaL
+   * disaggregates): colocated, the rollout engine runs on the trainer's GPUs and
+   * a sync regathers the weights out of the training shards inside each NVLink domain (an
+   * allgather of the sync's bytes over NVLink), and generation and training take turns on the
+   * GPUs; disaggregated, rollout has GPUs of its own and a sync broadcasts the bytes from the
+   * trainer over the site fabric, while generation overlaps training. */
+  strata_fabric domain = p->site_fabric;
+  domain.nlevels = 1;
+  double colocated_ms = best_ms(&domain, STRATA_COLL_ALLGATHER, bytes);
+  double disaggregated_ms = local_ms;
   if (p->sites > 1) {
     char why[200];
     int ext_ok = extension_possible(p, why, sizeof why);
@@ -881,13 +966,27 @@ static void decide_rl(strata_plan *p, double site_ms) {
                                         : ", so no extension",
         p->options[0].ruled_out_by);
   } else {
+    strata_plan_option *o = add_option(p, "colocated", 1, site_ms + colocated_ms / every, 0);
+    if (o)
+      fmt(o->note, sizeof o->note,
+          "rollout on the trainer's GPUs: each sync regathers %.3g MB inside every NVLink domain "
+          "(%.3g ms); generation and training take turns on the GPUs",
+          bytes / 1e6, colocated_ms);
+    o = add_option(p, "disaggregated", p->nodes > 1, site_ms + disaggregated_ms / every, 0);
+    if (o)
+      fmt(o->note, sizeof o->note,
+          "rollout on GPUs of its own: each sync broadcasts %.3g MB over the site fabric (%.3g "
+          "ms); generation overlaps training%s",
+          bytes / 1e6, disaggregated_ms, p->nodes > 1 ? "" : " (needs a second node)");
     fmt(p->decision, sizeof p->decision, "colocated");
-    p->comm_ms_per_step = per_step;
-    p->utilization = util(w->step_ms, per_step);
+    p->comm_ms_per_step = site_ms + colocated_ms / every;
+    p->utilization = util(w->step_ms, p->comm_ms_per_step);
     fmt(p->decision_reason, sizeof p->decision_reason,
-        "trainer and rollout workers share one site: the %s (%.3g MB) rides layers 1-2, %.3g ms "
-        "per sync",
-        delta ? "sparse delta" : "full weights", bytes / 1e6, local_ms);
+        "one site: the %s (%.3g MB) costs %.3g ms per sync colocated (regathered over NVLink) and "
+        "%.3g ms disaggregated (broadcast over the site fabric); colocated moves less, "
+        "disaggregated lets generation overlap training - the choice is the rollout's compute, "
+        "not the sync",
+        delta ? "sparse delta" : "full weights", bytes / 1e6, colocated_ms, disaggregated_ms);
   }
   fmt(p->summary, sizeof p->summary,
       "RL: trainer gradient allreduce %.3g ms/step; weight sync %.3g MB (%s, %.0f%% of parameters "
@@ -1017,6 +1116,151 @@ static void decide_bringup(strata_plan *p) {
       "measurement far below it points at the layer to fix");
 }
 
+/* ---- fsdp: sharded data parallel with tensor and pipeline parallel (strata_plan_fsdp) ---- */
+
+/* The fabric one dp group runs on. Pipeline stages are placed across NVLink domains, so a domain
+ * holds one stage: its GPUs form domain/tp dp groups' members (r), which share the domain's NICs
+ * while every group runs at once. The group spans ceil(dp / r) domains. */
+static void fsdp_dp_fabric(const strata_plan *p, int tp, int dp, strata_fabric *f, int *r_out) {
+  int domain = p->site_fabric.level[0].fanout > 0 ? p->site_fabric.level[0].fanout : 1;
+  int r = tp < domain ? domain / tp : 1;
+  if (r > dp) r = dp;
+  int domains = (dp + r - 1) / r;
+  int site_domains = p->site_fabric.level[1].fanout > 0 ? p->site_fabric.level[1].fanout : 1;
+  if (domains <= site_domains || p->sites < 2) {
+    *f = p->site_fabric;
+    f->nlevels = 2;
+    f->level[1].fanout = domains;
+  } else {
+    *f = p->global_fabric;
+    f->level[1].fanout = site_domains;
+    f->level[f->nlevels - 1].fanout = clamp_int(ceil((double)domains / site_domains));
+  }
+  f->level[0].fanout = r;
+  double share = (double)r / domain; /* of the domain's NICs, for one group */
+  strata_nccl_system *g = &f->gpu;
+  if (g->nics * share >= 1) {
+    g->nics = (int)floor(g->nics * share);
+  } else {
+    g->nic_gbps *= g->nics * share;
+    g->nics = 1;
+  }
+  *r_out = r;
+}
+
+static double fabric_ms(const strata_fabric *f, strata_coll coll, double bytes, char *algo,
+                        size_t len) {
+  strata_prediction pr;
+  if (strata_fabric_nranks(f) <= 1 || bytes <= 0 || strata_cost_best(f, coll, bytes, &pr) != 0) {
+    if (algo) fmt(algo, len, "none");
+    return 0;
+  }
+  if (algo)
+    fmt(algo, len, "%s%s%s", strata_model_algo_name(pr.algo), pr.proto >= 0 ? "/" : "",
+        pr.proto >= 0 ? strata_nccl_proto_name((strata_nccl_proto)pr.proto) : "");
+  return pr.time_us / 1000;
+}
+
+static void build_fsdp(strata_plan *p) {
+  const strata_workload *w = &p->workload;
+  strata_plan_fsdp *d = &p->fsdp;
+  memset(d, 0, sizeof *d);
+  d->modeled = 1;
+  double gpus = (double)(p->gpus > 0 ? p->gpus : p->nodes);
+  int tp = w->tp, pp = w->pp;
+  if ((double)tp * pp > gpus) {
+    fmt(d->note, sizeof d->note, "tp x pp = %d exceeds the %.0f GPUs: planned with tp 1, pp 1",
+        tp * pp, gpus);
+    tp = pp = 1;
+  }
+  int dp = clamp_int(floor(gpus / ((double)tp * pp)));
+  int domain = p->site_fabric.level[0].fanout > 0 ? p->site_fabric.level[0].fanout : 1;
+  if (tp > domain && !d->note[0])
+    fmt(d->note, sizeof d->note,
+        "tp %d spans more than one NVLink domain (%d GPUs): its allreduces cross the network", tp,
+        domain);
+  double dsz = (double)strata_dtype_size(w->dtype);
+  d->tp = tp;
+  d->pp = pp;
+  d->dp = dp;
+  d->layers = w->layers;
+  d->micro_batches = w->micro_batches > 0 ? w->micro_batches
+                     : pp > 1             ? 4 * pp
+                                          : clamp_int(ceil(w->tokens_per_step / 4096));
+  d->hidden = sqrt(w->params / (12.0 * w->layers));
+  double stage_layers = (double)w->layers / pp;
+  double mb_tokens = w->tokens_per_step / d->micro_batches;
+  /* FSDP over the dp group */
+  strata_fabric f;
+  fsdp_dp_fabric(p, tp, dp, &f, &d->dp_ranks_per_domain);
+  d->layer_bytes = w->params / ((double)w->layers * tp) * dsz;
+  d->allgather_ms = fabric_ms(&f, STRATA_COLL_ALLGATHER, d->layer_bytes, d->allgather_algo,
+                              sizeof d->allgather_algo);
+  d->reduce_scatter_ms = fabric_ms(&f, STRATA_COLL_REDUCE_SCATTER, d->layer_bytes, NULL, 0);
+  d->fsdp_ms = stage_layers * (2 * d->allgather_ms + d->reduce_scatter_ms);
+  d->fsdp_exposed_ms = fmax(d->allgather_ms, d->fsdp_ms - w->step_ms);
+  /* TP inside the NVLink domain (or across it, when tp is larger) */
+  strata_fabric tpf = p->site_fabric;
+  if (tp <= domain) {
+    tpf.nlevels = 1;
+    tpf.level[0].fanout = tp;
+  } else {
+    tpf.nlevels = 2;
+    tpf.level[1].fanout = clamp_int(ceil((double)tp / domain));
+  }
+  d->tp_bytes = tp > 1 ? mb_tokens * d->hidden * dsz : 0;
+  d->tp_allreduce_ms = tp > 1 ? fabric_ms(&tpf, STRATA_COLL_ALLREDUCE, d->tp_bytes, NULL, 0) : 0;
+  d->tp_ms = 4 * stage_layers * d->micro_batches * d->tp_allreduce_ms;
+  /* PP: across domains when there are enough of them, else over NVLink */
+  const strata_level *cross = p->site_fabric.level[1].fanout > 1 && gpus / domain >= pp
+                                  ? &p->site_fabric.level[1]
+                                  : &p->site_fabric.level[0];
+  d->pp_bytes = pp > 1 ? mb_tokens * d->hidden * dsz : 0;
+  d->pp_p2p_ms =
+      pp > 1 ? (cross->alpha_us + d->pp_bytes / (fmax(cross->per_rank_gbps, 1e-9) * 1e3)) / 1000
+             : 0;
+  d->pp_ms = 2.0 * (pp - 1) * d->pp_p2p_ms;
+  d->bubble_ms = (double)(pp - 1) / d->micro_batches * w->step_ms;
+  d->comm_ms = d->fsdp_exposed_ms + d->tp_ms + d->pp_ms;
+  d->step_total_ms = w->step_ms + d->comm_ms + d->bubble_ms;
+  /* memory per GPU */
+  double per_gpu_params = w->params / ((double)tp * pp);
+  d->weights_gb = per_gpu_params * dsz / dp / 1e9;
+  d->grads_gb = d->weights_gb;
+  d->optimizer_gb = per_gpu_params * 12.0 / dp / 1e9;
+  d->gathered_gb = 2 * d->layer_bytes / 1e9;
+  double in_flight = fmin(pp, d->micro_batches);
+  d->activations_gb = mb_tokens * d->hidden * (10.0 + 24.0 / tp) * stage_layers * in_flight / 1e9;
+  d->memory_gb = d->weights_gb + d->grads_gb + d->optimizer_gb + d->gathered_gb + d->activations_gb;
+  const strata_topo_node_spec *spec = &p->topo->groups[cluster_main_group(p->topo)].spec;
+  d->gpu_memory_gb = strata_topo_is_set(spec->gpu_memory_gb) ? spec->gpu_memory_gb : 0;
+  d->fits = d->gpu_memory_gb <= 0 || d->memory_gb <= d->gpu_memory_gb;
+}
+
+static void decide_fsdp(strata_plan *p) {
+  const strata_workload *w = &p->workload;
+  build_fsdp(p);
+  const strata_plan_fsdp *d = &p->fsdp;
+  p->comm_ms_per_step = d->comm_ms + d->bubble_ms;
+  p->utilization = w->step_ms / d->step_total_ms;
+  p->site_comm_ms = d->comm_ms;
+  fmt(p->decision, sizeof p->decision, "fsdp");
+  fmt(p->decision_reason, sizeof p->decision_reason,
+      "tp %d x pp %d x dp %d: FSDP exposes %.3g ms of its %.3g ms of allgather/reduce-scatter, "
+      "TP allreduces %.3g ms, pipeline %.3g ms of crossings and %.3g ms of bubble per %.0f ms "
+      "step; %.1f GB per GPU%s",
+      d->tp, d->pp, d->dp, d->fsdp_exposed_ms, d->fsdp_ms, d->tp_ms, d->pp_ms, d->bubble_ms,
+      w->step_ms, d->memory_gb,
+      d->gpu_memory_gb <= 0 ? " (GPU memory not given)"
+      : d->fits             ? ""
+                            : ", more than the GPU holds");
+  fmt(p->summary, sizeof p->summary,
+      "fsdp: %.3g B parameters (%s), tp %d, pp %d, dp %d; %.3g ms exposed communication + %.3g "
+      "ms bubble per %.0f ms step, %.0f%% compute utilization; %.1f GB per GPU",
+      w->params / 1e9, strata_dtype_name(w->dtype), d->tp, d->pp, d->dp, d->comm_ms, d->bubble_ms,
+      w->step_ms, 100 * p->utilization, d->memory_gb);
+}
+
 static void build_roles(strata_plan *p);
 
 int strata_plan_build(const strata_topo *topo, const strata_workload *w, strata_plan *out,
@@ -1035,11 +1279,14 @@ int strata_plan_build_measured(const strata_topo *topo, const strata_workload *w
       w->fragments < 1 || w->wan_streams < 1 ||
       !(w->update_fraction > 0 && w->update_fraction <= 1) || w->sync_every < 1 ||
       !(w->kv_bytes_per_request >= 0) || w->replicas_per_site < 0 ||
-      (unsigned)w->rl_sync > STRATA_RL_SYNC_DELTA || strata_dtype_size(w->dtype) == 0) {
+      (unsigned)w->rl_sync > STRATA_RL_SYNC_DELTA || strata_dtype_size(w->dtype) == 0 ||
+      w->tp < 1 || w->pp < 1 || w->layers < 1 || !(w->tokens_per_step > 0) ||
+      w->micro_batches < 0) {
     if (err && err_len)
       fmt(err, err_len,
           "invalid workload: params, step-ms, inner-steps, fragments, streams and "
-          "sync-every must be positive, wire-bits 32, 16, 8 or 4, update-fraction in (0,1]");
+          "sync-every must be positive, wire-bits 32, 16, 8 or 4, update-fraction in (0,1]; "
+          "tp, pp, layers and tokens at least 1");
     return STRATA_ERR_INVALID_ARG;
   }
   /* the library's limits (strata_diloco_options): P <= H, and a fragment's exchange must be
@@ -1082,6 +1329,9 @@ int strata_plan_build_measured(const strata_topo *topo, const strata_workload *w
       break;
     case STRATA_WORKLOAD_INFERENCE:
       decide_inference(out);
+      break;
+    case STRATA_WORKLOAD_FSDP:
+      decide_fsdp(out);
       break;
     default:
       decide_bringup(out);

@@ -30,6 +30,7 @@ typedef enum strata_workload_kind {
   STRATA_WORKLOAD_RL,             /* trainer → rollout weight sync */
   STRATA_WORKLOAD_INFERENCE,      /* disaggregated prefill/decode serving */
   STRATA_WORKLOAD_BRINGUP,        /* standing a cluster up: checks and expected figures */
+  STRATA_WORKLOAD_FSDP,           /* sharded data parallel, optionally with tensor and pipeline */
   STRATA_WORKLOAD_KIND_COUNT
 } strata_workload_kind;
 
@@ -62,6 +63,10 @@ typedef struct strata_workload {
   int replicas_per_site;   /* inference: full model replicas at each site (0 = none) */
   int cross_site_pipeline; /* inference: the model is split across sites */
   double token_ms;         /* inference: decode compute per token */
+  int tp, pp;              /* fsdp: tensor- and pipeline-parallel degrees (1 = none) */
+  int layers;              /* fsdp: transformer layers */
+  double tokens_per_step;  /* fsdp: tokens one data-parallel replica processes per step */
+  int micro_batches;       /* fsdp: micro-batches per step through the pipeline (0 = 4 x pp) */
 } strata_workload;
 
 const char *strata_workload_kind_name(strata_workload_kind kind); /* "train-sync", ... */
@@ -228,6 +233,44 @@ typedef struct strata_plan_diloco {
  * int4). Returns STRATA_OK or STRATA_ERR_INVALID_ARG for any other value. */
 int strata_plan_wire_encoding(double wire_bits, strata_compress *out);
 
+/* Sharded data parallel (FSDP / ZeRO-3) with tensor parallel degree tp inside NVLink domains and
+ * pipeline parallel degree pp across them; dp = GPUs / (tp x pp). Per step, for every layer of a
+ * pipeline stage: its parameters (one TP rank's part) are allgathered over the dp ranks holding
+ * the same TP rank and stage before the forward and again before the backward, and its gradients
+ * reduce-scattered after the backward (arXiv 2304.11277); every layer runs 2 TP allreduces of the
+ * activations forward and 2 backward per micro-batch (Megatron, arXiv 1909.08053); each
+ * micro-batch's activations cross each stage boundary forward and their gradients back. FSDP's
+ * collectives overlap the compute of other layers (prefetch): only what exceeds the step's compute,
+ * and never less than one layer's allgather, is exposed. TP allreduces are on the critical path.
+ * The pipeline costs its bubble, (pp - 1) / micro-batches of the compute, and the first and last
+ * crossings of the stage boundaries. Memory per GPU: the mixed-precision Adam states (dtype weights
+ * and gradients, f32 master weights and two moments: 2 + 2 + 12 bytes per bf16 parameter, ZeRO,
+ * arXiv 1910.02054) sharded over dp, two layers gathered at once, and the activations of the
+ * micro-batches 1F1B keeps in flight (s·b·h·(10 + 24/tp) bytes per layer with flash attention,
+ * arXiv 2205.05198). */
+typedef struct strata_plan_fsdp {
+  int modeled;
+  int tp, pp, dp, layers, micro_batches;
+  double hidden;           /* sqrt(params / (12 layers)): a transformer's 12 h^2 per layer */
+  int dp_ranks_per_domain; /* dp ranks sharing one NVLink domain (and its NICs) */
+  double layer_bytes;      /* one layer's parameters on one TP rank: each allgather */
+  double allgather_ms, reduce_scatter_ms; /* one layer's, over the dp group */
+  char allgather_algo[40];                /* the allgather's algorithm, e.g. "ring/Simple" */
+  double fsdp_ms; /* per step: (2 allgathers + 1 reduce-scatter) per stage layer */
+  double fsdp_exposed_ms;
+  double tp_bytes;               /* one TP allreduce: a micro-batch's activations */
+  double tp_allreduce_ms, tp_ms; /* one, and per step (4 per layer per micro-batch) */
+  double pp_bytes;               /* a micro-batch's activations across one stage boundary */
+  double pp_p2p_ms, pp_ms;       /* one crossing; exposed per step (first and last crossings) */
+  double bubble_ms;              /* idle compute of the pipeline's fill and drain */
+  double comm_ms;                /* exposed per step: fsdp + tp + pp (without the bubble) */
+  double step_total_ms;          /* compute + comm + bubble */
+  double weights_gb, grads_gb, optimizer_gb, gathered_gb, activations_gb, memory_gb;
+  double gpu_memory_gb; /* the node's, or 0 when the file does not say */
+  int fits;             /* memory_gb <= gpu_memory_gb (1 when unknown) */
+  char note[240];       /* why the degrees were adjusted, or "" */
+} strata_plan_fsdp;
+
 typedef struct strata_plan {
   const strata_topo *topo;
   const strata_plan_measured *measured; /* NULL, or the caller's, kept alive like topo */
@@ -260,6 +303,7 @@ typedef struct strata_plan {
   double site_comm_ms;     /* the per-step allreduce inside one site (layers 1-2) */
   double utilization;
   strata_plan_diloco diloco;                /* the outer sync's bytes and time (modeled or not) */
+  strata_plan_fsdp fsdp;                    /* the fsdp recipe (modeled for --workload fsdp) */
   char summary[480];                        /* the workload's headline numbers in one paragraph */
   char checks[STRATA_PLAN_MAX_CHECKS][200]; /* bringup: check — expected figure */
   int check_count;

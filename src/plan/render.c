@@ -120,6 +120,46 @@ static void text_measured_links(FILE *out, const strata_plan *p) {
   }
 }
 
+/* The fsdp recipe: degrees, per-step communication of each kind, memory per GPU. */
+static void text_fsdp(FILE *out, const strata_plan *p) {
+  const strata_plan_fsdp *d = &p->fsdp;
+  char b1[32], b2[32], b3[32], b4[32];
+  if (!d->modeled) return;
+  fprintf(out,
+          "\nFSDP (sharded data parallel): tp %d x pp %d x dp %d, %d layers, hidden %.0f, %d "
+          "micro-batch%s\n",
+          d->tp, d->pp, d->dp, d->layers, d->hidden, d->micro_batches,
+          d->micro_batches == 1 ? "" : "es");
+  if (d->note[0]) fprintf(out, "  note: %s\n", d->note);
+  fprintf(out,
+          "  FSDP per layer: allgather %s %s, reduce-scatter %s over %d dp ranks (%d per NVLink "
+          "domain, %s)\n",
+          human_bytes(d->layer_bytes, b1, sizeof b1),
+          human_us(d->allgather_ms * 1000, b2, sizeof b2),
+          human_us(d->reduce_scatter_ms * 1000, b3, sizeof b3), d->dp, d->dp_ranks_per_domain,
+          d->allgather_algo);
+  fprintf(out, "  FSDP per step: %s (2 allgathers + 1 reduce-scatter per layer), %s exposed\n",
+          human_us(d->fsdp_ms * 1000, b1, sizeof b1),
+          human_us(d->fsdp_exposed_ms * 1000, b2, sizeof b2));
+  if (d->tp > 1)
+    fprintf(out, "  TP allreduce of %s: %s each, 4 per layer per micro-batch: %s per step\n",
+            human_bytes(d->tp_bytes, b1, sizeof b1),
+            human_us(d->tp_allreduce_ms * 1000, b2, sizeof b2),
+            human_us(d->tp_ms * 1000, b3, sizeof b3));
+  if (d->pp > 1)
+    fprintf(out, "  PP send/recv of %s: %s each, %s exposed per step; bubble %s\n",
+            human_bytes(d->pp_bytes, b1, sizeof b1), human_us(d->pp_p2p_ms * 1000, b2, sizeof b2),
+            human_us(d->pp_ms * 1000, b3, sizeof b3), human_us(d->bubble_ms * 1000, b4, sizeof b4));
+  fprintf(out,
+          "  memory per GPU: %.1f GB = weights %.2f + gradients %.2f + Adam states %.2f + 2 "
+          "gathered layers %.2f + activations %.1f%s\n",
+          d->memory_gb, d->weights_gb, d->grads_gb, d->optimizer_gb, d->gathered_gb,
+          d->activations_gb,
+          d->gpu_memory_gb <= 0 ? " (GPU memory not given)"
+          : d->fits             ? ""
+                                : " - MORE THAN THE GPU HOLDS");
+}
+
 void strata_plan_write_text(FILE *out, const strata_plan *p) {
   const strata_topo *t = p->topo;
   const strata_workload *w = &p->workload;
@@ -143,14 +183,16 @@ void strata_plan_write_text(FILE *out, const strata_plan *p) {
             p->roles[i].carries);
   if (p->prediction_count > 0) {
     fprintf(out, "\npredictions (alpha-beta model; busbw as nccl-tests; * = fastest, chosen)\n");
-    fprintf(out, "  %-7s %-15s %10s  %-14s %10s %12s\n", "scope", "collective", "size", "algorithm",
+    fprintf(out, "  %-7s %-15s %10s  %-20s %10s %12s\n", "scope", "collective", "size", "algorithm",
             "time", "busbw GB/s");
     for (int i = 0; i < p->prediction_count; i++) {
       const strata_prediction *pr = &p->predictions[i];
-      char algo[24];
-      snprintf(algo, sizeof algo, "%s%s", strata_model_algo_name(pr->algo),
+      char algo[40];
+      snprintf(algo, sizeof algo, "%s%s%s%s", strata_model_algo_name(pr->algo),
+               pr->proto >= 0 ? "/" : "",
+               pr->proto >= 0 ? strata_nccl_proto_name((strata_nccl_proto)pr->proto) : "",
                p->prediction_chosen[i] ? " *" : "");
-      fprintf(out, "  %-7s %-15s %10s  %-14s %10s %12.1f\n", p->prediction_scope[i],
+      fprintf(out, "  %-7s %-15s %10s  %-20s %10s %12.1f\n", p->prediction_scope[i],
               strata_coll_name(pr->coll), human_bytes(pr->bytes, b1, sizeof b1), algo,
               human_us(pr->time_us, b2, sizeof b2), pr->busbw_gbps);
     }
@@ -167,6 +209,7 @@ void strata_plan_write_text(FILE *out, const strata_plan *p) {
     }
   }
   text_diloco(out, p);
+  text_fsdp(out, p);
   if (p->summary[0]) fprintf(out, "\n%s\n", p->summary);
   if (p->check_count > 0) {
     fprintf(out, "\nbring-up checks (expected figures from the model)\n");
@@ -216,11 +259,14 @@ static json_t *json_predictions(const strata_plan *p) {
   for (int i = 0; i < p->prediction_count; i++) {
     const strata_prediction *pr = &p->predictions[i];
     list = strata_json_append(
-        list, json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "scope",
-                        str(p->prediction_scope[i]), "collective", str(strata_coll_name(pr->coll)),
-                        "bytes", num(pr->bytes), "algorithm", str(strata_model_algo_name(pr->algo)),
-                        "time_us", num(pr->time_us), "algbw_gbps", num(pr->algbw_gbps),
-                        "busbw_gbps", num(pr->busbw_gbps), "chosen", p->prediction_chosen[i] != 0));
+        list,
+        json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:o}", "scope",
+                  str(p->prediction_scope[i]), "collective", str(strata_coll_name(pr->coll)),
+                  "bytes", num(pr->bytes), "algorithm", str(strata_model_algo_name(pr->algo)),
+                  "time_us", num(pr->time_us), "algbw_gbps", num(pr->algbw_gbps), "busbw_gbps",
+                  num(pr->busbw_gbps), "chosen", p->prediction_chosen[i] != 0, "protocol",
+                  pr->proto >= 0 ? str(strata_nccl_proto_name((strata_nccl_proto)pr->proto))
+                                 : json_null()));
   }
   return list;
 }
@@ -317,6 +363,35 @@ static json_t *json_diloco(const strata_plan *p) {
   return o;
 }
 
+/* fsdp: null, or the recipe's figures (strata_plan_fsdp). */
+static json_t *json_fsdp(const strata_plan *p) {
+  const strata_plan_fsdp *d = &p->fsdp;
+  if (!d->modeled) return json_null();
+  json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:o, s:i, s:o, s:o, s:o, s:o, s:o, s:o}", "tp",
+                        d->tp, "pp", d->pp, "dp", d->dp, "layers", d->layers, "micro_batches",
+                        d->micro_batches, "hidden", num(d->hidden), "dp_ranks_per_domain",
+                        d->dp_ranks_per_domain, "layer_bytes", num(d->layer_bytes), "allgather_ms",
+                        num(d->allgather_ms), "reduce_scatter_ms", num(d->reduce_scatter_ms),
+                        "allgather_algorithm", str(d->allgather_algo), "fsdp_ms_per_step",
+                        num(d->fsdp_ms), "fsdp_exposed_ms", num(d->fsdp_exposed_ms));
+  json_t *t = json_pack(
+      "{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:o}",
+      "tp_allreduce_bytes", num(d->tp_bytes), "tp_allreduce_ms", num(d->tp_allreduce_ms),
+      "tp_ms_per_step", num(d->tp_ms), "pp_bytes", num(d->pp_bytes), "pp_p2p_ms", num(d->pp_p2p_ms),
+      "pp_ms_per_step", num(d->pp_ms), "bubble_ms", num(d->bubble_ms), "comm_ms_per_step",
+      num(d->comm_ms), "step_ms", num(d->step_total_ms), "weights_gb", num(d->weights_gb),
+      "gradients_gb", num(d->grads_gb), "optimizer_gb", num(d->optimizer_gb), "gathered_gb",
+      num(d->gathered_gb), "activations_gb", num(d->activations_gb), "memory_gb", num(d->memory_gb),
+      "gpu_memory_gb", num(d->gpu_memory_gb), "fits", d->fits != 0, "note", str(d->note));
+  if (!o || !t || json_object_update(o, t) != 0) {
+    json_decref(o);
+    json_decref(t);
+    return NULL;
+  }
+  json_decref(t);
+  return o;
+}
+
 static json_t *json_checks(const strata_plan *p) {
   json_t *list = json_array();
   for (int i = 0; i < p->check_count; i++) list = strata_json_append(list, str(p->checks[i]));
@@ -336,12 +411,13 @@ static json_t *json_findings(const strata_plan *p) {
 }
 
 void strata_plan_write_json(FILE *out, const strata_plan *p) {
-  json_t *doc = json_pack(
-      "{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "schema", "strata-plan/1",
-      "topology", json_topology(p), "workload", json_workload(&p->workload), "links", json_links(p),
-      "link_matrix", json_link_matrix(p), "layers", json_layers(p), "predictions",
-      json_predictions(p), "decision", json_decision(p), "diloco", json_diloco(p), "summary",
-      str(p->summary), "checks", json_checks(p), "findings", json_findings(p));
+  json_t *doc =
+      json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "schema",
+                "strata-plan/1", "topology", json_topology(p), "workload",
+                json_workload(&p->workload), "links", json_links(p), "link_matrix",
+                json_link_matrix(p), "layers", json_layers(p), "predictions", json_predictions(p),
+                "decision", json_decision(p), "diloco", json_diloco(p), "fsdp", json_fsdp(p),
+                "summary", str(p->summary), "checks", json_checks(p), "findings", json_findings(p));
   if (strata_json_write(out, doc, PLAN_JSON_REAL_DIGITS) != 0)
     fprintf(stderr, "strata plan: writing the plan as JSON failed\n");
 }
