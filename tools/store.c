@@ -61,6 +61,7 @@ int strata_cmd_store(int argc, char **argv) {
   }
   strata_store_server *server;
   int status = strata_store_server_start_auth(addr, cfg.secret, cfg.job_id, &server);
+  int have_secret = cfg.secret[0] != '\0';
   memset(cfg.secret, 0, sizeof cfg.secret);
   if (status != STRATA_OK) {
     fprintf(stderr, "strata store: cannot serve on %s: %s\n", addr, strata_strerror(status));
@@ -70,7 +71,7 @@ int strata_cmd_store(int argc, char **argv) {
   printf("strata store listening on %s%s%s:%d\n", bracket ? "[" : "", host[0] ? host : "0.0.0.0",
          bracket ? "]" : "", strata_store_server_port(server));
   fflush(stdout);
-  if (!cfg.secret[0])
+  if (!have_secret)
     fprintf(stderr,
             "strata store: no job secret: anyone who can reach this port can read and change the "
             "job's keys. Set STRATA_SECRET (or STRATA_SECRET_FILE) and STRATA_JOB_ID, the same "

@@ -282,7 +282,17 @@ class Chaos:
             self.start_worker(joiner=False)
         self.say("%d workers over %s, store %s, logs in %s" %
                  (self.args.ranks, self.args.transport, self.store_addr, self.out))
-        end = self.t_start + self.args.duration
+        # The churn starts once the first group exists: a kill during the first init (a loaded
+        # host can take longer than STRATA_TIMEOUT to start them all) fails every init, and a run
+        # with no group tests nothing. Bounded: a group that never forms is the run's finding.
+        first = list(self.workers.values())
+        formed_by = time.time() + 30 + 10 * self.args.timeout
+        while time.time() < formed_by and not all(w.member for w in first) and \
+                any(w.proc.poll() is None for w in first):
+            time.sleep(0.05)
+            for w in first:
+                w.refresh()
+        end = time.time() + self.args.duration
         next_action = time.time() + self.rng.uniform(*self.args.interval)
         while time.time() < end:
             time.sleep(0.05)

@@ -330,7 +330,10 @@ static int next_agreement(strata_comm *comm, int64_t contribution, agreement *a)
            (unsigned long long)comm->agreements);
   int status = contribute(comm, prefix, contribution);
   if (status == STRATA_OK) status = agree_over_store(comm, prefix, a);
-  if (status == STRATA_OK || status == STRATA_ERR_EXCLUDED) {
+  /* A decision that cannot be read as this communicator's (another group of the same epoch
+   * wrote it: a grow that came up on some members only is followed by a shrink into the same
+   * epoch) never will be: resuming it would fail the same way on every call, so it is closed. */
+  if (status == STRATA_OK || status == STRATA_ERR_EXCLUDED || status == STRATA_ERR_PROTOCOL) {
     comm->agreements++;
     comm->agreement_open = 0;
   }
