@@ -66,7 +66,8 @@ typedef struct strata_kv_config {
   int backend;             /* strata_kv_backend towards every peer (AUTO by default) */
   int bulk_nice;           /* niceness added to bulk threads so the lane runs first (0 = 5;
                               negative = leave them alone) */
-  int encrypt;             /* strata_encrypt_mode: AUTO seals between hosts, ON everywhere */
+  int seal;                /* 0: sealed between hosts, clear within one (as STRATA_ENCRYPT=auto);
+                              1: always sealed; -1: never */
 } strata_kv_config;
 
 /* Zeroes *cfg: every field at its default. */

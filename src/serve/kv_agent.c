@@ -82,8 +82,11 @@ int strata_kv_agent_create(const strata_kv_config *cfg, strata_kv_agent **out) {
     status = strata_handshake_params_init(&a->initiator_params, a->job_id, a->secret, 1, 2,
                                           KV_HANDSHAKE_STREAMS);
   if (status == STRATA_OK) {
-    a->responder_params.encrypt = cfg->encrypt;
-    a->initiator_params.encrypt = cfg->encrypt;
+    int mode = cfg->seal > 0   ? STRATA_ENCRYPT_ON
+               : cfg->seal < 0 ? STRATA_ENCRYPT_OFF
+                               : STRATA_ENCRYPT_AUTO;
+    a->responder_params.encrypt = mode;
+    a->initiator_params.encrypt = mode;
     strata_secret_warn_once(a->secret, -1);
     status = kv_responder_start(a);
   }
