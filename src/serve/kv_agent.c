@@ -465,6 +465,9 @@ int strata_kv_peer_load(strata_kv_agent *a, const void *blob, size_t bytes, int 
     kv_peer_destroy(p);
     return status;
   }
+  pthread_mutex_lock(&a->lock);
+  p->ready = 1;
+  pthread_mutex_unlock(&a->lock);
   *peer = slot;
   return STRATA_OK;
 }

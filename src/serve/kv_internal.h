@@ -110,7 +110,9 @@ struct kv_peer {
   pthread_t threads[STRATA_KV_MAX_STREAMS];
   int threads_started;
   volatile int stopping;
-  int dead; /* a stream broke: every slice fails with dead_status */
+  int ready; /* connected: transfers and calls may use it */
+  int users; /* lane calls and notifications using it now (destroy waits for them) */
+  int dead;  /* a stream broke: every slice fails with dead_status */
   int dead_status;
   char dead_error[256];
   strata_kv_xfer *queue_head, *queue_tail;

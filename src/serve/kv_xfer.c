@@ -322,8 +322,9 @@ void kv_peer_destroy(kv_peer *p) {
     drop_remaining(x);
   }
   pthread_cond_broadcast(&a->cond);
-  pthread_mutex_unlock(&a->lock);
   if (p->lane.fd >= 0) shutdown(p->lane.fd, SHUT_RDWR);
+  while (p->users > 0) pthread_cond_wait(&a->cond, &a->lock); /* their I/O fails at once now */
+  pthread_mutex_unlock(&a->lock);
   /* Each thread brings its slice back (the shutdown and the stop flag end its I/O) and finishes
    * its transfer if that was the last one before it exits. */
   for (int i = 0; i < p->threads_started; i++) pthread_join(p->threads[i], NULL);
@@ -379,7 +380,7 @@ int strata_kv_xfer_post(strata_kv_agent *a, strata_kv_op op, int peer, const str
   pthread_mutex_lock(&a->lock);
   int status = STRATA_OK;
   kv_peer *p = peer >= 0 && peer < KV_MAX_PEERS ? a->peers[peer] : NULL;
-  if (!p || p->stopping)
+  if (!p || p->stopping || !p->ready)
     status = STRATA_ERR_NOT_FOUND;
   else if (p->dead)
     status = p->dead_status;
@@ -489,11 +490,21 @@ const char *strata_kv_xfer_error(strata_kv_xfer *x) {
 
 /* ---- the lane ---- */
 
+/* The peer, held (users) until lane_done so a concurrent forget waits for the call. */
 static kv_peer *lane_peer(strata_kv_agent *a, int peer) {
   pthread_mutex_lock(&a->lock);
   kv_peer *p = peer >= 0 && peer < KV_MAX_PEERS ? a->peers[peer] : NULL;
+  if (p && (!p->ready || p->stopping)) p = NULL;
+  if (p) p->users++;
   pthread_mutex_unlock(&a->lock);
   return p;
+}
+
+static void lane_done(strata_kv_agent *a, kv_peer *p) {
+  pthread_mutex_lock(&a->lock);
+  p->users--;
+  pthread_cond_broadcast(&a->cond);
+  pthread_mutex_unlock(&a->lock);
 }
 
 static void lane_break(kv_peer *p, int status) {
@@ -512,6 +523,7 @@ int strata_kv_notify(strata_kv_agent *a, int peer, const void *msg, size_t bytes
   int status = p->lane_broken ? STRATA_ERR_PEER_LOST : send_notif(&p->lane, msg, bytes);
   lane_break(p, status);
   pthread_mutex_unlock(&p->lane_lock);
+  lane_done(a, p);
   return status;
 }
 
@@ -526,6 +538,7 @@ int strata_kv_lane_call(strata_kv_agent *a, int peer, uint32_t tag, const void *
   pthread_mutex_lock(&p->lane_lock);
   if (p->lane_broken) {
     pthread_mutex_unlock(&p->lane_lock);
+    lane_done(a, p);
     return STRATA_ERR_PEER_LOST;
   }
   kv_conn *c = &p->lane;
@@ -551,5 +564,6 @@ int strata_kv_lane_call(strata_kv_agent *a, int peer, uint32_t tag, const void *
   }
   lane_break(p, status);
   pthread_mutex_unlock(&p->lane_lock);
+  lane_done(a, p);
   return status != STRATA_OK ? status : result;
 }
