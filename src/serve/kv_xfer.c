@@ -3,13 +3,13 @@
  * transfer's slices over them, and the lane's calls.
  *
  * A transfer is cut into slices of at most slice_bytes (one descriptor pair each, or part of
- * one) and queued on its peer; each of the peer's stream threads takes the next slice of the
- * oldest transfer, sends it, and waits for the target's verdict, so a transfer is striped over
- * every stream and transfers run in posting order. The thread that brings back a transfer's
- * last slice sends its notification (after every byte is in place at the target) and finishes
- * it. A stream that breaks marks the peer dead: its other streams are shut down, every slice
- * from then on fails with the same status without I/O, and posting to it fails at once — no
- * waiter outlives the agent's timeout.
+ * one) and queued on its peer; each of the peer's stream threads takes the next slices of the
+ * oldest transfer (one, or a batch of small ones), sends them, and reads the target's verdicts,
+ * so a transfer is striped over every stream and transfers run in posting order. The thread that
+ * brings back a transfer's last slice sends its notification (after every byte is in place at the
+ * target) and finishes it. A stream that breaks marks the peer dead: its other streams are shut
+ * down, every slice from then on fails with the same status without I/O, and posting to it fails at
+ * once — no waiter outlives the agent's timeout.
  *
  * Over SHM the slices carry no bytes: the target copies between its region and the addresses
  * named here (which post checked lie in this agent's registered regions).
@@ -155,8 +155,7 @@ static void drop_remaining(strata_kv_xfer *x) {
 }
 
 /* One slice on connection c: *verdict gets the target's answer. Returns the connection's state. */
-static int run_slice(kv_peer *p, kv_conn *c, strata_kv_xfer *x, size_t i, int *verdict, char *why,
-                     size_t why_len) {
+static int send_request(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t i) {
   const kv_slice *s = &x->slices[i];
   int shm = p->backend == STRATA_KV_BACKEND_SHM;
   kv_wire_header h = {.type = x->op == STRATA_KV_READ ? KV_READ : KV_WRITE,
@@ -168,8 +167,17 @@ static int run_slice(kv_peer *p, kv_conn *c, strata_kv_xfer *x, size_t i, int *v
   int status = kv_conn_send_header(c, &h);
   if (status == STRATA_OK && x->op == STRATA_KV_WRITE && !shm)
     status = kv_conn_send(c, (const void *)(uintptr_t)s->local, s->bytes);
+  return status;
+}
+
+/* The target's answer to slice i: *verdict, and its reason in why. Returns the connection's
+ * state. */
+static int recv_reply(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t i, int *verdict,
+                      char *why, size_t why_len) {
+  const kv_slice *s = &x->slices[i];
+  int shm = p->backend == STRATA_KV_BACKEND_SHM;
   kv_wire_header reply;
-  if (status == STRATA_OK) status = kv_conn_recv_header(c, &reply, 0);
+  int status = kv_conn_recv_header(c, &reply, 0);
   if (status != STRATA_OK) return status;
   if (reply.type != KV_DONE || reply.status > 0 || reply.aux_bytes >= why_len ||
       (reply.status == STRATA_OK && reply.aux_bytes) ||
@@ -222,6 +230,12 @@ static void maybe_finish(kv_peer *p, kv_conn *c, strata_kv_xfer *x) {
   pthread_cond_broadcast(&a->cond);
 }
 
+/* A stream sends a batch of consecutive slices of one transfer before reading their replies, so
+ * small blocks do not cost a round trip each. A batch is one direction's bytes only (a WRITE
+ * batch's replies are headers, a READ batch's requests are), so neither side can block on a full
+ * socket while the other waits for it: no deadlock, whatever the socket buffers. */
+enum { KV_BATCH_SLICES = 16 };
+
 static void *stream_loop(void *arg) {
   stream_arg *sa = arg;
   kv_peer *p = sa->peer;
@@ -235,17 +249,36 @@ static void *stream_loop(void *arg) {
     while (!p->stopping && !p->queue_head) pthread_cond_wait(&a->cond, &a->lock);
     if (p->stopping) break;
     strata_kv_xfer *x = p->queue_head;
-    size_t i = x->next++;
+    size_t first = x->next, n = 0;
+    uint64_t batch_bytes = 0;
+    while (x->next < x->nslices && n < KV_BATCH_SLICES &&
+           (n == 0 || batch_bytes + x->slices[x->next].bytes <= a->slice_bytes)) {
+      batch_bytes += x->slices[x->next].bytes;
+      x->next++;
+      n++;
+    }
     if (x->next == x->nslices) dequeue(p, x);
-    x->inflight++;
+    x->inflight += n;
     int dead = p->dead;
     pthread_mutex_unlock(&a->lock);
-    int verdict = STRATA_OK;
+    int status = STRATA_OK, refused = STRATA_OK;
+    size_t refused_slice = 0, sent = 0;
     char why[256] = "";
-    int status = dead ? STRATA_OK : run_slice(p, c, x, i, &verdict, why, sizeof why);
+    for (; !dead && status == STRATA_OK && sent < n; sent++)
+      status = send_request(p, c, x, first + sent);
+    for (size_t k = 0; !dead && status == STRATA_OK && k < sent; k++) {
+      int verdict = STRATA_OK;
+      char reason[256] = "";
+      status = recv_reply(p, c, x, first + k, &verdict, reason, sizeof reason);
+      if (status == STRATA_OK && verdict != STRATA_OK && refused == STRATA_OK) {
+        refused = verdict;
+        refused_slice = first + k;
+        memcpy(why, reason, sizeof why);
+      }
+    }
     pthread_mutex_lock(&a->lock);
-    x->inflight--;
-    x->done++;
+    x->inflight -= n;
+    x->done += n;
     if (dead || p->dead) {
       fail(x, p->dead ? p->dead_status : STRATA_ERR_PEER_LOST, p->dead_error);
     } else if (status != STRATA_OK) {
@@ -254,11 +287,11 @@ static void *stream_loop(void *arg) {
                strata_strerror(status));
       mark_dead(p, status == STRATA_ERR_ABORTED ? STRATA_ERR_PEER_LOST : status, line);
       fail(x, p->dead_status, p->dead_error);
-    } else if (verdict != STRATA_OK) {
+    } else if (refused != STRATA_OK) {
       char line[512];
-      snprintf(line, sizeof line, "peer %s refused slice %zu: %s", p->name, i,
-               why[0] ? why : strata_strerror(verdict));
-      fail(x, verdict, line);
+      snprintf(line, sizeof line, "peer %s refused slice %zu: %s", p->name, refused_slice,
+               why[0] ? why : strata_strerror(refused));
+      fail(x, refused, line);
     }
     maybe_finish(p, c, x);
     pthread_cond_broadcast(&a->cond);
