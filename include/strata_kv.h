@@ -77,8 +77,8 @@ STRATA_API void strata_kv_config_init(strata_kv_config *cfg);
  * STRATA_ERR_INVALID_ARG (no name, name too long, streams out of 1..STRATA_KV_MAX_STREAMS),
  * STRATA_ERR_SYSTEM (cannot listen), STRATA_ERR_NO_MEMORY. */
 STRATA_API int strata_kv_agent_create(const strata_kv_config *cfg, strata_kv_agent **out);
-/* Stop serving, fail every pending transfer (STRATA_ERR_ABORTED), close every connection and
- * free the agent. Transfers must still be released with strata_kv_xfer_release before. */
+/* Stop serving, close every connection and free the agent. Release its transfers first
+ * (strata_kv_xfer_release cancels and waits): a transfer refers to its agent. */
 STRATA_API void strata_kv_agent_destroy(strata_kv_agent *agent);
 STRATA_API const char *strata_kv_agent_name(const strata_kv_agent *agent);
 
@@ -101,7 +101,9 @@ STRATA_API int strata_kv_metadata_export(strata_kv_agent *agent, void **blob, si
  * the peer. Loading a blob of a name already loaded replaces that peer (a restarted agent): its
  * old connections close and its pending transfers fail with STRATA_ERR_PEER_LOST.
  * STRATA_ERR_PARSE for a malformed blob, STRATA_ERR_AUTH / _JOB / _VERSION when the handshake
- * fails, STRATA_ERR_PEER_LOST / _TIMEOUT when the peer cannot be reached. */
+ * fails, STRATA_ERR_PEER_LOST / _TIMEOUT when the peer cannot be reached, STRATA_ERR_UNSUPPORTED
+ * when backend SHM was asked and the peer is on another host or cannot reach this process's
+ * memory. */
 STRATA_API int strata_kv_peer_load(strata_kv_agent *agent, const void *blob, size_t bytes,
                                    int *peer);
 /* Close a peer's connections; its pending transfers fail with STRATA_ERR_PEER_LOST. */
@@ -146,7 +148,8 @@ STRATA_API int strata_kv_xfer_post(strata_kv_agent *agent, strata_kv_op op, int 
 /* STRATA_ERR_IN_PROGRESS while running; then STRATA_OK or why it failed: INVALID_ARG (the target
  * refused a descriptor), PEER_LOST, TIMEOUT, ABORTED (cancelled, or the agent destroyed). */
 STRATA_API int strata_kv_xfer_status(strata_kv_xfer *xfer);
-/* Wait up to timeout_s (< 0: until done; always bounded by the agent's timeout per slice). */
+/* Wait up to timeout_s (< 0: until done, which the agent's timeout per slice bounds): the
+ * outcome as strata_kv_xfer_status gives it, STRATA_ERR_IN_PROGRESS if timeout_s passed first. */
 STRATA_API int strata_kv_xfer_wait(strata_kv_xfer *xfer, double timeout_s);
 /* Stop handing out the transfer's remaining slices; it ends with STRATA_ERR_ABORTED once the
  * slices already on the wire are back. Bytes already moved stay moved. */
