@@ -66,6 +66,10 @@ typedef struct strata_kv_config {
   int backend;             /* strata_kv_backend towards every peer (AUTO by default) */
   int bulk_nice;           /* niceness added to bulk threads so the lane runs first (0 = 5;
                               negative = leave them alone) */
+  int lane_realtime;       /* 1: the target's lane threads run SCHED_FIFO (priority 1) where the
+                              process may (root, CAP_SYS_NICE; silently not otherwise), so a
+                              loaded host does not delay replies; a slow handler then delays
+                              the host's ordinary threads */
   int seal;                /* 0: sealed between hosts, clear within one (as STRATA_ENCRYPT=auto);
                               1: always sealed; -1: never */
 } strata_kv_config;

@@ -10,8 +10,11 @@
  * a pipe. Every transfer's bytes are checked once per size (the last one of the row).
  *
  * usage: kv_bench [-b 16K] [-e 4M] [-f 2] [-t 1G] [-n 5] [-w 1] [-B tcp,shm] [-s streams]
- *                 [-l 4096] [-L iterations]
+ *                 [-l 4096] [-L iterations] [-R]
+ * -R: the lane's serving threads and the calling thread at SCHED_FIFO 1 (where permitted).
  */
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +63,8 @@ static int echo(void *ctx, const char *from, uint32_t tag, const void *req, size
   return STRATA_OK;
 }
 
+static int realtime; /* -R: the lane's threads (and this caller) at SCHED_FIFO where permitted */
+
 static strata_kv_agent *make(const char *name, int backend, int streams) {
   strata_kv_config cfg;
   strata_kv_config_init(&cfg);
@@ -68,6 +73,7 @@ static strata_kv_agent *make(const char *name, int backend, int streams) {
   cfg.backend = backend;
   cfg.streams = streams;
   cfg.timeout_s = 30;
+  cfg.lane_realtime = realtime;
   strata_kv_agent *a = NULL;
   if (strata_kv_agent_create(&cfg, &a) != STRATA_OK) {
     fprintf(stderr, "kv_bench: cannot create agent %s\n", name);
@@ -130,7 +136,17 @@ typedef struct lane_stats {
   double p50_us, p99_us;
 } lane_stats;
 
+/* back to an ordinary thread after the lane's round trips */
+static void ordinary(void) {
+  struct sched_param param = {.sched_priority = 0};
+  pthread_setschedparam(pthread_self(), SCHED_OTHER, &param);
+}
+
 static lane_stats lane_rtts(strata_kv_agent *a, int peer, size_t bytes, int iterations) {
+  if (realtime) {
+    struct sched_param param = {.sched_priority = 1};
+    pthread_setschedparam(pthread_self(), SCHED_FIFO, &param);
+  }
   double *rtt = malloc(sizeof(double) * (size_t)iterations);
   char *req = calloc(1, bytes), *rep = calloc(1, bytes);
   for (int i = 0; i < iterations; i++) {
@@ -140,6 +156,7 @@ static lane_stats lane_rtts(strata_kv_agent *a, int peer, size_t bytes, int iter
     rtt[i] = (now_s() - t0) * 1e6;
     if (status != STRATA_OK) fprintf(stderr, "lane call: %s\n", strata_err_name(status));
   }
+  if (realtime) ordinary();
   qsort(rtt, (size_t)iterations, sizeof *rtt, cmp_double);
   lane_stats s = {rtt[iterations / 2], rtt[(int)(iterations * 0.99)]};
   free(rtt);
@@ -278,7 +295,7 @@ int main(int argc, char **argv) {
   int iters = 5, warmup = 1, streams = 4, lane_iters = 2000;
   const char *backends = "tcp,shm";
   int opt;
-  while ((opt = getopt(argc, argv, "b:e:f:t:n:w:B:s:l:L:")) != -1) {
+  while ((opt = getopt(argc, argv, "b:e:f:t:n:w:B:s:l:L:R")) != -1) {
     switch (opt) {
       case 'b':
         min_b = parse_size(optarg);
@@ -313,7 +330,7 @@ int main(int argc, char **argv) {
       default:
         fprintf(stderr,
                 "usage: kv_bench [-b min] [-e max] [-f factor] [-t total] [-n iters] "
-                "[-w warmup] [-B tcp,shm] [-s streams] [-l lane_bytes] [-L lane_iters]\n");
+                "[-w warmup] [-B tcp,shm] [-s streams] [-l lane_bytes] [-L lane_iters] [-R]\n");
         return 2;
     }
   }

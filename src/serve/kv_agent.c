@@ -12,6 +12,8 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -36,6 +38,11 @@ void kv_thread_nice(int nice) {
   errno = 0;
   int now = getpriority(PRIO_PROCESS, (id_t)tid);
   if (errno == 0) (void)setpriority(PRIO_PROCESS, (id_t)tid, now + nice);
+}
+
+void kv_thread_realtime(void) {
+  struct sched_param param = {.sched_priority = 1};
+  (void)pthread_setschedparam(pthread_self(), SCHED_FIFO, &param);
 }
 
 int strata_kv_agent_create(const strata_kv_config *cfg, strata_kv_agent **out) {
@@ -67,6 +74,7 @@ int strata_kv_agent_create(const strata_kv_config *cfg, strata_kv_agent **out) {
   a->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 10.0;
   a->backend = cfg->backend;
   a->bulk_nice = cfg->bulk_nice == 0 ? 5 : cfg->bulk_nice;
+  a->lane_realtime = cfg->lane_realtime > 0;
   a->next_region_id = 1;
   a->listen_fd = -1;
   a->wake_pipe[0] = a->wake_pipe[1] = -1;
@@ -100,7 +108,7 @@ int strata_kv_agent_create(const strata_kv_config *cfg, strata_kv_agent **out) {
 
 void strata_kv_agent_destroy(strata_kv_agent *a) {
   if (!a) return;
-  a->stopping = 1;
+  atomic_store(&a->stopping, 1);
   for (int i = 0; i < KV_MAX_PEERS; i++) {
     pthread_mutex_lock(&a->lock);
     kv_peer *p = a->peers[i];
@@ -447,7 +455,7 @@ int strata_kv_peer_load(strata_kv_agent *a, const void *blob, size_t bytes, int 
     if (!a->peers[i]) slot = i;
   if (slot >= 0) a->peers[slot] = p; /* reserved; not usable until connected */
   p->index = slot;
-  p->stopping = slot < 0;
+  atomic_store(&p->stopping, slot < 0);
   pthread_mutex_unlock(&a->lock);
   if (old) kv_peer_destroy(old);
   if (slot < 0) {

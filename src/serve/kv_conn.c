@@ -17,7 +17,7 @@
 
 enum { KV_POLL_SLICE_MS = 100 }; /* how often a wait looks at the stop flag */
 
-void kv_conn_init(kv_conn *c, int fd, double timeout_s, const volatile int *stop) {
+void kv_conn_init(kv_conn *c, int fd, double timeout_s, const atomic_int *stop) {
   memset(c, 0, sizeof *c);
   c->fd = fd;
   c->timeout_s = timeout_s;
@@ -48,7 +48,7 @@ void kv_conn_close(kv_conn *c) {
 /* Wait for `events`; idle waits have no deadline. */
 static int wait_fd(kv_conn *c, short events, double *deadline, int idle) {
   for (;;) {
-    if (c->stop && *c->stop) return STRATA_ERR_ABORTED;
+    if (c->stop && atomic_load_explicit(c->stop, memory_order_relaxed)) return STRATA_ERR_ABORTED;
     double now = strata_now_s();
     if (!idle && now >= *deadline) return STRATA_ERR_TIMEOUT;
     int wait_ms = KV_POLL_SLICE_MS;
@@ -161,7 +161,7 @@ int kv_conn_handshake(kv_conn *c, strata_handshake *hs, char *err, size_t err_le
   double deadline = strata_now_s() + c->timeout_s;
   int status;
   while ((status = strata_handshake_advance(hs)) == STRATA_ERR_IN_PROGRESS) {
-    if (c->stop && *c->stop) {
+    if (c->stop && atomic_load_explicit(c->stop, memory_order_relaxed)) {
       status = STRATA_ERR_ABORTED;
       break;
     }

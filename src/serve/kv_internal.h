@@ -14,6 +14,7 @@
 #define STRATA_SERVE_KV_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,10 +36,10 @@ typedef struct kv_conn {
   uint8_t *scratch; /* sealing buffer for outgoing parts */
   size_t scratch_cap;
   double timeout_s;
-  const volatile int *stop; /* nonzero: give up waiting (agent destroyed, peer forgotten) */
+  const atomic_int *stop; /* nonzero: give up waiting (agent destroyed, peer forgotten) */
 } kv_conn;
 
-void kv_conn_init(kv_conn *c, int fd, double timeout_s, const volatile int *stop);
+void kv_conn_init(kv_conn *c, int fd, double timeout_s, const atomic_int *stop);
 /* After a successful handshake: switch on sealing as agreed. */
 int kv_conn_keys(kv_conn *c, const strata_seal_keys *keys);
 void kv_conn_close(kv_conn *c);
@@ -109,7 +110,7 @@ struct kv_peer {
   kv_conn streams[STRATA_KV_MAX_STREAMS];
   pthread_t threads[STRATA_KV_MAX_STREAMS];
   int threads_started;
-  volatile int stopping;
+  atomic_int stopping;
   int ready; /* connected: transfers and calls may use it */
   int users; /* lane calls and notifications using it now (destroy waits for them) */
   int dead;  /* a stream broke: every slice fails with dead_status */
@@ -141,6 +142,7 @@ struct strata_kv_agent {
   double timeout_s;
   int backend;
   int bulk_nice;
+  int lane_realtime;
   strata_handshake_params responder_params, initiator_params;
   char listen_host[256];
   int listen_port;
@@ -151,7 +153,7 @@ struct strata_kv_agent {
   int wake_pipe[2];
   pthread_t listener;
   int listener_started;
-  volatile int stopping;
+  atomic_int stopping;
 
   pthread_mutex_t lock;
   pthread_cond_t cond;
@@ -179,6 +181,8 @@ int kv_local_covered(strata_kv_agent *a, uint64_t addr, uint64_t bytes);
 void kv_refusal(strata_kv_agent *a, const char *from, const char *err);
 int kv_notif_push(strata_kv_agent *a, const char *from, const void *msg, size_t bytes);
 void kv_thread_nice(int nice);
+/* SCHED_FIFO priority 1 for the calling thread when permitted; nothing otherwise. */
+void kv_thread_realtime(void);
 
 /* kv_responder.c */
 int kv_responder_start(strata_kv_agent *a);

@@ -157,6 +157,7 @@ static void *serve_connection(void *arg) {
   if (status == STRATA_OK) status = serve_hello(sc, &lane);
   uint8_t *request = NULL, *reply = NULL;
   if (status == STRATA_OK && !lane) kv_thread_nice(a->bulk_nice);
+  if (status == STRATA_OK && lane && a->lane_realtime) kv_thread_realtime();
   while (status == STRATA_OK) {
     kv_wire_header h;
     status = kv_conn_recv_header(&sc->conn, &h, 1);
@@ -241,7 +242,7 @@ static void accept_one(strata_kv_agent *a) {
 
 static void *listen_loop(void *arg) {
   strata_kv_agent *a = arg;
-  while (!a->stopping) {
+  while (!atomic_load(&a->stopping)) {
     struct pollfd pfd[2] = {{.fd = a->listen_fd, .events = POLLIN},
                             {.fd = a->wake_pipe[0], .events = POLLIN}};
     if (poll(pfd, 2, -1) < 0 && errno != EINTR) break;
@@ -279,7 +280,7 @@ int kv_responder_start(strata_kv_agent *a) {
 }
 
 void kv_responder_stop(strata_kv_agent *a) {
-  a->stopping = 1;
+  atomic_store(&a->stopping, 1);
   if (a->listener_started) {
     ssize_t n = write(a->wake_pipe[1], "x", 1);
     (void)n;

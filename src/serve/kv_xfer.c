@@ -347,7 +347,7 @@ int kv_peer_connect(strata_kv_agent *a, kv_peer *p, char *err, size_t err_len) {
 void kv_peer_destroy(kv_peer *p) {
   strata_kv_agent *a = p->agent;
   pthread_mutex_lock(&a->lock);
-  p->stopping = 1;
+  atomic_store(&p->stopping, 1);
   mark_dead(p, STRATA_ERR_PEER_LOST, "the peer was forgotten or the agent destroyed");
   while (p->queue_head) {
     strata_kv_xfer *x = p->queue_head;
@@ -447,13 +447,14 @@ int strata_kv_xfer_post(strata_kv_agent *a, strata_kv_op op, int peer, const str
       }
     }
   }
+  int notif_only = status == STRATA_OK && !x->finished && nslices == 0;
   pthread_mutex_unlock(&a->lock);
   if (status != STRATA_OK) {
     free(slices);
     free(x);
     return status;
   }
-  if (!x->finished && nslices == 0) {
+  if (notif_only) {
     int sent = strata_kv_notify(a, peer, notif, notif_bytes);
     pthread_mutex_lock(&a->lock);
     x->status = x->failure = sent;
