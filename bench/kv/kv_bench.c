@@ -327,6 +327,9 @@ int main(int argc, char **argv) {
       case 'L':
         lane_iters = atoi(optarg);
         break;
+      case 'R':
+        realtime = 1;
+        break;
       default:
         fprintf(stderr,
                 "usage: kv_bench [-b min] [-e max] [-f factor] [-t total] [-n iters] "
