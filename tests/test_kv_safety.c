@@ -265,6 +265,20 @@ static void hostile_client(void) {
         got < 0 ? strerror(errno) : "data");
   close(garbage);
   close(silent);
+  /* More silent strangers than the responder keeps: a real peer still gets in, promptly. */
+  {
+    enum { CROWD = KV_MAX_RESPONDER_CONNS + 44 };
+    static int crowd[CROWD];
+    for (int i = 0; i < CROWD; i++) {
+      crowd[i] = socket(AF_INET, SOCK_STREAM, 0);
+      if (connect(crowd[i], (struct sockaddr *)&sa, sizeof sa) != 0) CHECK(!"crowd connects");
+    }
+    strata_kv_agent *late = make_agent("late", SECRET, STRATA_KV_BACKEND_TCP);
+    int late_peer;
+    CHECK_STATUS(load(late, target, &late_peer), STRATA_OK);
+    strata_kv_agent_destroy(late);
+    for (int i = 0; i < CROWD; i++) close(crowd[i]);
+  }
   /* Another secret: refused at the handshake, both ways. */
   strata_kv_agent *stranger = make_agent("eve", "not the secret", STRATA_KV_BACKEND_TCP);
   CHECK_STATUS(load(stranger, target, &peer), STRATA_ERR_AUTH);

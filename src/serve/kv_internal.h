@@ -128,7 +128,9 @@ typedef struct kv_server_conn {
   pthread_t thread;
   kv_conn conn;
   int finished;
-  int shm; /* the peer passed the cross-memory probe: pid is its process */
+  int admitted; /* passed the handshake and HELLO: a peer of the job */
+  int evicted;  /* shut down to make room for a newer stranger */
+  int shm;      /* the peer passed the cross-memory probe: pid is its process */
   uint32_t pid;
   char from[STRATA_KV_NAME_BYTES];
 } kv_server_conn;

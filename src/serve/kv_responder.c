@@ -4,9 +4,10 @@
  * behalf.
  *
  * A connection is served only after the strata handshake proved the peer knows the job secret
- * (a stranger is dropped after at most the agent's timeout, and at most KV_MAX_RESPONDER_CONNS
- * connections exist at once, so a flood costs slots, not memory or threads without bound) and
- * after a HELLO that names the peer agent and the connection's kind.
+ * and a HELLO named the peer agent and the connection's kind. A stranger is dropped after at
+ * most the agent's timeout; past KV_MAX_RESPONDER_CONNS connections the oldest one still
+ * proving itself is dropped for the newcomer (accept_one), so a flood of silent strangers costs
+ * bounded threads and never locks a real peer out.
  *
  * Every READ and WRITE names (region id, address, length) in this process; kv_region_acquire
  * checks it against the region table as it is now and pins the region for the copy, so a
@@ -156,6 +157,9 @@ static void *serve_connection(void *arg) {
   int lane = 0;
   if (status == STRATA_OK) status = serve_hello(sc, &lane);
   uint8_t *request = NULL, *reply = NULL;
+  pthread_mutex_lock(&a->lock);
+  sc->admitted = status == STRATA_OK;
+  pthread_mutex_unlock(&a->lock);
   if (status == STRATA_OK && !lane) kv_thread_nice(a->bulk_nice);
   if (status == STRATA_OK && lane && a->lane_realtime) kv_thread_realtime();
   while (status == STRATA_OK) {
@@ -222,8 +226,22 @@ static void accept_one(strata_kv_agent *a) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   pthread_mutex_lock(&a->lock);
   reap(a, 0);
+  /* At the limit, the oldest connection still proving itself makes room: a crowd of silent
+   * strangers then delays a real peer by at most one poll slice, never locks it out. Evicted
+   * threads end within that slice; the hard cap bounds threads while they do. */
+  int room = a->nserver_conns < KV_MAX_RESPONDER_CONNS;
+  if (!room && a->nserver_conns < 2 * KV_MAX_RESPONDER_CONNS) {
+    kv_server_conn *oldest = NULL;
+    for (kv_server_conn *c = a->server_conns; c; c = c->next)
+      if (!c->admitted && !c->finished && !c->evicted) oldest = c;
+    if (oldest) {
+      oldest->evicted = 1;
+      shutdown(oldest->conn.fd, SHUT_RDWR);
+      room = 1;
+    }
+  }
   kv_server_conn *sc = NULL;
-  if (a->nserver_conns < KV_MAX_RESPONDER_CONNS) sc = calloc(1, sizeof *sc);
+  if (room) sc = calloc(1, sizeof *sc);
   if (sc) {
     sc->agent = a;
     kv_conn_init(&sc->conn, fd, a->timeout_s, &a->stopping);
