@@ -199,7 +199,8 @@ static int send_notif(kv_conn *c, const void *msg, size_t bytes) {
   if (status == STRATA_OK) status = kv_conn_send(c, msg, bytes);
   kv_wire_header reply;
   if (status == STRATA_OK) status = kv_conn_recv_header(c, &reply, 0);
-  if (status == STRATA_OK && (reply.type != KV_DONE || reply.aux_bytes || reply.bytes))
+  if (status == STRATA_OK &&
+      (reply.type != KV_DONE || reply.aux_bytes || reply.bytes || reply.status > 0))
     status = STRATA_ERR_PROTOCOL;
   return status == STRATA_OK ? reply.status : status;
 }
@@ -231,9 +232,10 @@ static void maybe_finish(kv_peer *p, kv_conn *c, strata_kv_xfer *x) {
 }
 
 /* A stream sends a batch of consecutive slices of one transfer before reading their replies, so
- * small blocks do not cost a round trip each. A batch is one direction's bytes only (a WRITE
- * batch's replies are headers, a READ batch's requests are), so neither side can block on a full
- * socket while the other waits for it: no deadlock, whatever the socket buffers. */
+ * small blocks do not cost a round trip each. A batch moves bulk bytes one way only (a WRITE
+ * batch's replies are headers and at most a refusal's reason each, a few KiB in all; a READ
+ * batch's requests are headers), so the side that is not reading never has more than a few KiB
+ * to send: neither blocks on a full socket while the other waits for it. */
 enum { KV_BATCH_SLICES = 16 };
 
 static void *stream_loop(void *arg) {
