@@ -112,8 +112,8 @@ static int serve_lane(kv_server_conn *sc, const kv_wire_header *h, uint8_t *requ
                      &reply_bytes);
   if (result == STRATA_OK && reply_bytes > STRATA_KV_LANE_MAX_BYTES)
     result = STRATA_ERR_INVALID_ARG; /* a handler that claims more than it was given room for */
-  if (result != STRATA_OK || result > 0) reply_bytes = 0;
   if (result > 0) result = STRATA_ERR_PROTOCOL; /* statuses are negative; keep the wire's rule */
+  if (result != STRATA_OK) reply_bytes = 0;
   kv_wire_header out = {
       .type = KV_LANE_REPLY, .status = result, .tag = h->tag, .aux_bytes = (uint32_t)reply_bytes};
   status = kv_conn_send_header(&sc->conn, &out);
