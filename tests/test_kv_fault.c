@@ -127,6 +127,8 @@ static void suite(int backend, const char *label) {
 
   /* Frozen: the transfer and the lane give up after about the timeout. */
   kill(child, SIGSTOP);
+  int stopped = 0; /* a thread mid-system-call finishes it before stopping: wait for the stop */
+  CHECK(waitpid(child, &stopped, WUNTRACED) == child && WIFSTOPPED(stopped));
   double t0 = now_s();
   CHECK_STATUS(strata_kv_xfer_post(a, STRATA_KV_READ, peer, &l, &r, 1, NULL, 0, &x), STRATA_OK);
   int status = strata_kv_xfer_wait(x, 20 * TIMEOUT_S);
@@ -140,8 +142,10 @@ static void suite(int backend, const char *label) {
                STRATA_ERR_TIMEOUT);
   CHECK(now_s() - t0 < 8 * TIMEOUT_S);
   /* The peer is now dead to us; so is a newly posted transfer. */
-  CHECK_STATUS(strata_kv_xfer_post(a, STRATA_KV_READ, peer, &l, &r, 1, NULL, 0, &x),
-               STRATA_ERR_TIMEOUT);
+  status = strata_kv_xfer_post(a, STRATA_KV_READ, peer, &l, &r, 1, NULL, 0, &x);
+  CHECK(status == STRATA_ERR_TIMEOUT, "%s: posting to a peer that timed out: %s", label,
+        strata_err_name(status));
+  if (status == STRATA_OK) strata_kv_xfer_release(x);
   CHECK_STATUS(strata_kv_peer_forget(a, peer), STRATA_OK);
 
   /* Killed: a fresh agent loading its blob cannot reach it. */
