@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_exports.sh BUILD_DIR — libstrata.so exports exactly the API of include/strata.h: the
-# functions declared there with STRATA_API, no more (an internal symbol a program could link to
+# functions declared there (and in strata_kv.h) with STRATA_API, no more (an internal symbol a program could link to
 # and come to depend on) and no fewer (a declared function a program cannot link). And the
 # runtime does not need libyaml: topology files are the planner's, inside the command.
 set -uo pipefail
@@ -14,9 +14,9 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # declared: every `STRATA_API ... name(` in the header, declarations over several lines included
-python3 - "$source_dir/include/strata.h" >"$tmp/declared" <<'PY'
+python3 - "$source_dir/include/strata.h" "$source_dir/include/strata_kv.h" >"$tmp/declared" <<'PY'
 import re, sys
-text = open(sys.argv[1]).read()
+text = "".join(open(path).read() for path in sys.argv[1:])
 text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
 text = re.sub(r"^\s*#.*$", " ", text, flags=re.M)
 for declaration in re.findall(r"\bSTRATA_API\b([^;{]*)", text):

@@ -1,0 +1,201 @@
+/*
+ * kv_internal.h — the agent of strata_kv.h, shared by serve/kv_*.c:
+ *   kv_conn.c       framed, optionally sealed, deadline-bounded I/O and the dialing side of a
+ *                   connection (handshake + HELLO)
+ *   kv_agent.c      the agent, its regions, metadata blobs, notifications, the store
+ *   kv_responder.c  the target: accepting, authenticating and serving connections
+ *   kv_xfer.c       the initiator: peers, their stream threads, transfers, the lane's calls
+ *
+ * Locking: one mutex per agent (agent->lock) guards regions, peers, queues, transfers and
+ * notifications; agent->cond is broadcast on every change anyone may wait for. No I/O is done
+ * with the lock held.
+ */
+#ifndef STRATA_SERVE_KV_INTERNAL_H
+#define STRATA_SERVE_KV_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net/handshake.h"
+#include "net/seal.h"
+#include "serve/kv_wire.h"
+#include "strata_kv.h"
+
+#define KV_MAX_PEERS 64
+#define KV_MAX_RESPONDER_CONNS 256
+#define KV_HANDSHAKE_STREAMS 64 /* announced by both sides; stream 63 is the lane */
+#define KV_LANE_STREAM 63
+#define KV_IDENTITY_BYTES 512
+
+typedef struct kv_conn {
+  int fd;
+  int sealed;
+  strata_seal tx, rx;
+  uint8_t *scratch; /* sealing buffer for outgoing parts */
+  size_t scratch_cap;
+  double timeout_s;
+  const atomic_int *stop; /* nonzero: give up waiting (agent destroyed, peer forgotten) */
+} kv_conn;
+
+void kv_conn_init(kv_conn *c, int fd, double timeout_s, const atomic_int *stop);
+/* After a successful handshake: switch on sealing as agreed. */
+int kv_conn_keys(kv_conn *c, const strata_seal_keys *keys);
+void kv_conn_close(kv_conn *c);
+/* One part (header, aux or payload) each; STRATA_OK, PEER_LOST, TIMEOUT, PROTOCOL (a sealed part
+ * failed to open), NO_MEMORY. */
+int kv_conn_send(kv_conn *c, const void *buf, size_t len);
+int kv_conn_recv(kv_conn *c, void *buf, size_t len);
+int kv_conn_discard(kv_conn *c, size_t len);
+/* A header; idle = 1 waits without a deadline for its first byte (a server between requests). */
+int kv_conn_send_header(kv_conn *c, const kv_wire_header *h);
+int kv_conn_recv_header(kv_conn *c, kv_wire_header *h, int idle);
+/* Drive a handshake on c->fd to its end within c->timeout_s. */
+int kv_conn_handshake(kv_conn *c, strata_handshake *hs, char *err, size_t err_len);
+
+typedef struct kv_region {
+  uint32_t id;
+  uint64_t base, bytes;
+  int active;
+  int users; /* slices copying to or from it now */
+} kv_region;
+
+typedef struct kv_notif {
+  struct kv_notif *next;
+  char from[STRATA_KV_NAME_BYTES];
+  size_t bytes;
+  uint8_t msg[];
+} kv_notif;
+
+typedef struct kv_remote_region {
+  uint32_t id;
+  uint64_t base, bytes;
+} kv_remote_region;
+
+typedef struct kv_slice {
+  uint64_t local, remote, bytes;
+  uint32_t region;
+} kv_slice;
+
+typedef struct kv_peer kv_peer;
+
+struct strata_kv_xfer {
+  strata_kv_agent *agent;
+  kv_peer *peer;
+  int op;
+  kv_slice *slices;
+  size_t nslices, next, done, inflight;
+  int status;   /* IN_PROGRESS, then the outcome */
+  int finished; /* status final, nothing refers to the peer any more */
+  int failure;  /* the first slice failure (the status once every slice is back) */
+  int queued;
+  strata_kv_xfer *queue_next;
+  uint8_t notif[STRATA_KV_NOTIF_MAX_BYTES];
+  size_t notif_bytes;
+  char error[256];
+};
+
+struct kv_peer {
+  strata_kv_agent *agent;
+  int index;
+  char name[STRATA_KV_NAME_BYTES];
+  char address[STRATA_HANDSHAKE_ADDRESS_BYTES];
+  char identity[KV_IDENTITY_BYTES];
+  uint32_t pid;
+  kv_remote_region *regions;
+  size_t nregions;
+  int backend; /* TCP or SHM */
+  int nstreams;
+  kv_conn streams[STRATA_KV_MAX_STREAMS];
+  pthread_t threads[STRATA_KV_MAX_STREAMS];
+  int threads_started;
+  atomic_int stopping;
+  int ready; /* connected: transfers and calls may use it */
+  int users; /* lane calls and notifications using it now (destroy waits for them) */
+  int dead;  /* a stream broke: every slice fails with dead_status */
+  int dead_status;
+  char dead_error[256];
+  strata_kv_xfer *queue_head, *queue_tail;
+  pthread_mutex_t lane_lock;
+  kv_conn lane;
+  int lane_broken;
+};
+
+typedef struct kv_server_conn {
+  struct kv_server_conn *next;
+  strata_kv_agent *agent;
+  pthread_t thread;
+  kv_conn conn;
+  int finished;
+  int admitted; /* passed the handshake and HELLO: a peer of the job */
+  int evicted;  /* shut down to make room for a newer stranger */
+  int shm;      /* the peer passed the cross-memory probe: pid is its process */
+  uint32_t pid;
+  char from[STRATA_KV_NAME_BYTES];
+} kv_server_conn;
+
+struct strata_kv_agent {
+  char name[STRATA_KV_NAME_BYTES];
+  char job_id[STRATA_WIRE_JOB_ID_BYTES];
+  char *secret;
+  int streams;
+  size_t slice_bytes;
+  double timeout_s;
+  int backend;
+  int bulk_nice;
+  int lane_realtime;
+  strata_handshake_params responder_params, initiator_params;
+  char listen_host[256];
+  int listen_port;
+  char address[STRATA_HANDSHAKE_ADDRESS_BYTES]; /* "host:port" as published */
+  char identity[KV_IDENTITY_BYTES];
+  volatile uint64_t canary; /* what a SHM target reads from us to prove it reaches our memory */
+  int listen_fd;
+  int wake_pipe[2];
+  pthread_t listener;
+  int listener_started;
+  atomic_int stopping;
+
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  kv_region *regions;
+  size_t nregions, regions_cap;
+  uint32_t next_region_id;
+  kv_peer *peers[KV_MAX_PEERS];
+  kv_notif *notif_head, *notif_tail;
+  kv_server_conn *server_conns;
+  int nserver_conns;
+  uint64_t refusals;
+  char last_refusal[256];
+  strata_kv_lane_handler lane_handler;
+  void *lane_ctx;
+};
+
+/* kv_agent.c */
+/* Check [addr, addr+bytes) against the agent's active region `region_id` and pin the region
+ * (users++). STRATA_OK with *ptr, or INVALID_ARG with why in err. */
+int kv_region_acquire(strata_kv_agent *a, uint32_t region_id, uint64_t addr, uint64_t bytes,
+                      void **ptr, char *err, size_t err_len);
+void kv_region_release(strata_kv_agent *a, uint32_t region_id);
+/* 1 when [addr, addr+bytes) lies inside one active local region. Lock held. */
+int kv_local_covered(strata_kv_agent *a, uint64_t addr, uint64_t bytes);
+void kv_refusal(strata_kv_agent *a, const char *from, const char *err);
+int kv_notif_push(strata_kv_agent *a, const char *from, const void *msg, size_t bytes);
+void kv_thread_nice(int nice);
+/* SCHED_FIFO priority 1 for the calling thread when permitted; nothing otherwise. */
+void kv_thread_realtime(void);
+
+/* kv_responder.c */
+int kv_responder_start(strata_kv_agent *a);
+void kv_responder_stop(strata_kv_agent *a);
+
+/* kv_xfer.c */
+int kv_peer_connect(strata_kv_agent *a, kv_peer *p, char *err, size_t err_len);
+void kv_peer_destroy(kv_peer *p);
+/* Open one connection of p: kind KV_FLAG_LANE or 0, shm asks for the cross-memory path.
+ * *shm_granted says whether the target granted it. */
+int kv_dial(strata_kv_agent *a, kv_peer *p, int stream, int flags, kv_conn *c, int *shm_granted,
+            char *err, size_t err_len);
+
+#endif

@@ -1,0 +1,318 @@
+/*
+ * kv_responder.c — the target side of an agent: one listening socket, one thread per accepted
+ * connection, and the only code that touches this process's registered memory on a peer's
+ * behalf.
+ *
+ * A connection is served only after the strata handshake proved the peer knows the job secret
+ * and a HELLO named the peer agent and the connection's kind. A stranger is dropped after at
+ * most the agent's timeout; past KV_MAX_RESPONDER_CONNS connections the oldest one still
+ * proving itself is dropped for the newcomer (accept_one), so a flood of silent strangers costs
+ * bounded threads and never locks a real peer out.
+ *
+ * Every READ and WRITE names (region id, address, length) in this process; kv_region_acquire
+ * checks it against the region table as it is now and pins the region for the copy, so a
+ * descriptor outside a region or of a withdrawn region is refused (and counted in
+ * strata_kv_agent_refusals) whatever the peer believes, and deregistration waits for the copies
+ * in flight. Over SHM the copy is ours too: process_vm_readv/writev between the pinned region and
+ * the initiator's memory, the initiator's process having been identified by reading a canary
+ * word it published (only a process that can read the initiator's memory passes, and only the
+ * initiator knows the value). A peer that sends a malformed frame loses its connection; its
+ * other connections and every other peer go on.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "serve/kv_internal.h"
+
+static int cma_copy(uint32_t pid, int to_peer, void *local, uint64_t remote, uint64_t bytes) {
+  uint64_t done = 0;
+  while (done < bytes) {
+    struct iovec mine = {(uint8_t *)local + done, bytes - done};
+    struct iovec theirs = {(void *)(uintptr_t)(remote + done), bytes - done};
+    ssize_t n = to_peer ? process_vm_writev((pid_t)pid, &mine, 1, &theirs, 1, 0)
+                        : process_vm_readv((pid_t)pid, &mine, 1, &theirs, 1, 0);
+    if (n > 0) {
+      done += (uint64_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 || errno == EFAULT) return STRATA_ERR_INVALID_ARG;
+    if (errno == ESRCH) return STRATA_ERR_PEER_LOST;
+    return STRATA_ERR_SYSTEM;
+  }
+  return STRATA_OK;
+}
+
+/* One READ or WRITE slice. Returns a connection-level failure, or STRATA_OK when the stream is
+ * still in step (the slice itself may have been refused: that travels in the reply). */
+static int serve_slice(kv_server_conn *sc, const kv_wire_header *h) {
+  strata_kv_agent *a = sc->agent;
+  int shm = (h->flags & KV_FLAG_SHM) != 0;
+  if (h->aux_bytes != 0 || h->bytes > KV_WIRE_MAX_SLICE_BYTES || (shm && !sc->shm))
+    return STRATA_ERR_PROTOCOL;
+  void *ptr = NULL;
+  char err[256] = "";
+  int status = kv_region_acquire(a, h->region, h->addr, h->bytes, &ptr, err, sizeof err);
+  if (status != STRATA_OK) kv_refusal(a, sc->from, err);
+  int wire = STRATA_OK;
+  if (h->type == KV_WRITE && !shm)
+    wire = status == STRATA_OK ? kv_conn_recv(&sc->conn, ptr, h->bytes)
+                               : kv_conn_discard(&sc->conn, h->bytes);
+  if (wire == STRATA_OK && status == STRATA_OK && shm)
+    status = cma_copy(sc->pid, h->type == KV_READ, ptr, h->local_addr, h->bytes);
+  if (status != STRATA_OK && !err[0])
+    snprintf(err, sizeof err, "cross-memory copy at agent %s failed: %s", a->name,
+             strata_strerror(status));
+  /* The reason travels back (aux), so the initiator's error says what the target saw. */
+  size_t err_bytes = status == STRATA_OK ? 0 : strlen(err);
+  kv_wire_header reply = {.type = KV_DONE, .status = status, .aux_bytes = (uint32_t)err_bytes};
+  int send_payload = wire == STRATA_OK && status == STRATA_OK && h->type == KV_READ && !shm;
+  if (send_payload) reply.bytes = h->bytes;
+  if (wire == STRATA_OK) wire = kv_conn_send_header(&sc->conn, &reply);
+  if (wire == STRATA_OK && err_bytes) wire = kv_conn_send(&sc->conn, err, err_bytes);
+  if (wire == STRATA_OK && send_payload) wire = kv_conn_send(&sc->conn, ptr, h->bytes);
+  if (ptr) kv_region_release(a, h->region);
+  return wire;
+}
+
+static int serve_notif(kv_server_conn *sc, const kv_wire_header *h) {
+  if (h->aux_bytes > STRATA_KV_NOTIF_MAX_BYTES) return STRATA_ERR_PROTOCOL;
+  uint8_t msg[STRATA_KV_NOTIF_MAX_BYTES];
+  int status = kv_conn_recv(&sc->conn, msg, h->aux_bytes);
+  if (status != STRATA_OK) return status;
+  kv_wire_header reply = {.type = KV_DONE,
+                          .status = kv_notif_push(sc->agent, sc->from, msg, h->aux_bytes)};
+  return kv_conn_send_header(&sc->conn, &reply);
+}
+
+static int serve_lane(kv_server_conn *sc, const kv_wire_header *h, uint8_t *request,
+                      uint8_t *reply) {
+  strata_kv_agent *a = sc->agent;
+  if (h->aux_bytes > STRATA_KV_LANE_MAX_BYTES) return STRATA_ERR_PROTOCOL;
+  int status = kv_conn_recv(&sc->conn, request, h->aux_bytes);
+  if (status != STRATA_OK) return status;
+  pthread_mutex_lock(&a->lock);
+  strata_kv_lane_handler handler = a->lane_handler;
+  void *ctx = a->lane_ctx;
+  pthread_mutex_unlock(&a->lock);
+  size_t reply_bytes = 0;
+  int result = STRATA_ERR_UNSUPPORTED;
+  if (handler)
+    result = handler(ctx, sc->from, h->tag, request, h->aux_bytes, reply, STRATA_KV_LANE_MAX_BYTES,
+                     &reply_bytes);
+  if (result == STRATA_OK && reply_bytes > STRATA_KV_LANE_MAX_BYTES)
+    result = STRATA_ERR_INVALID_ARG; /* a handler that claims more than it was given room for */
+  if (result > 0) result = STRATA_ERR_PROTOCOL; /* statuses are negative; keep the wire's rule */
+  if (result != STRATA_OK) reply_bytes = 0;
+  kv_wire_header out = {
+      .type = KV_LANE_REPLY, .status = result, .tag = h->tag, .aux_bytes = (uint32_t)reply_bytes};
+  status = kv_conn_send_header(&sc->conn, &out);
+  if (status == STRATA_OK) status = kv_conn_send(&sc->conn, reply, reply_bytes);
+  return status;
+}
+
+/* HELLO: who the peer is, what the connection carries, and for SHM the canary probe. */
+static int serve_hello(kv_server_conn *sc, int *lane) {
+  kv_wire_header h;
+  int status = kv_conn_recv_header(&sc->conn, &h, 0);
+  if (status != STRATA_OK) return status;
+  if (h.type != KV_HELLO || h.aux_bytes == 0 || h.aux_bytes >= STRATA_KV_NAME_BYTES)
+    return STRATA_ERR_PROTOCOL;
+  status = kv_conn_recv(&sc->conn, sc->from, h.aux_bytes);
+  if (status != STRATA_OK) return status;
+  sc->from[h.aux_bytes] = '\0';
+  if (strlen(sc->from) != h.aux_bytes) return STRATA_ERR_PROTOCOL;
+  *lane = (h.flags & KV_FLAG_LANE) != 0;
+  int granted = STRATA_OK;
+  if (h.flags & KV_FLAG_SHM) {
+    uint64_t seen = 0;
+    granted = h.addr > 0 && h.addr < INT32_MAX
+                  ? cma_copy((uint32_t)h.addr, 0, &seen, h.local_addr, sizeof seen)
+                  : STRATA_ERR_INVALID_ARG;
+    if (granted == STRATA_OK && seen != h.value) granted = STRATA_ERR_AUTH;
+    if (granted != STRATA_OK) granted = STRATA_ERR_UNSUPPORTED;
+    sc->shm = granted == STRATA_OK;
+    sc->pid = (uint32_t)h.addr;
+  }
+  kv_wire_header reply = {.type = KV_HELLO_OK, .status = granted};
+  return kv_conn_send_header(&sc->conn, &reply);
+}
+
+static void *serve_connection(void *arg) {
+  kv_server_conn *sc = arg;
+  strata_kv_agent *a = sc->agent;
+  strata_handshake hs;
+  strata_handshake_start(&hs, &a->responder_params, sc->conn.fd, -1, -1, NULL);
+  char err[400] = "";
+  int status = kv_conn_handshake(&sc->conn, &hs, err, sizeof err);
+  if (status == STRATA_OK) status = kv_conn_keys(&sc->conn, &hs.keys);
+  sodium_memzero(&hs, sizeof hs);
+  int lane = 0;
+  if (status == STRATA_OK) status = serve_hello(sc, &lane);
+  uint8_t *request = NULL, *reply = NULL;
+  pthread_mutex_lock(&a->lock);
+  sc->admitted = status == STRATA_OK;
+  pthread_mutex_unlock(&a->lock);
+  if (status == STRATA_OK && !lane) kv_thread_nice(a->bulk_nice);
+  if (status == STRATA_OK && lane && a->lane_realtime) kv_thread_realtime();
+  while (status == STRATA_OK) {
+    kv_wire_header h;
+    status = kv_conn_recv_header(&sc->conn, &h, 1);
+    if (status != STRATA_OK) break;
+    switch (h.type) {
+      case KV_READ:
+      case KV_WRITE:
+        status = serve_slice(sc, &h);
+        break;
+      case KV_NOTIF:
+        status = serve_notif(sc, &h);
+        break;
+      case KV_LANE:
+        if (!request) request = malloc(STRATA_KV_LANE_MAX_BYTES);
+        if (!reply) reply = malloc(STRATA_KV_LANE_MAX_BYTES);
+        status = request && reply ? serve_lane(sc, &h, request, reply) : STRATA_ERR_NO_MEMORY;
+        break;
+      default:
+        status = STRATA_ERR_PROTOCOL;
+    }
+  }
+  if (status == STRATA_ERR_PROTOCOL)
+    STRATA_LOG(STRATA_LOG_WARN, -1, "kv agent %s: dropped a connection of %s: malformed frame",
+               a->name, sc->from[0] ? sc->from : "an unauthenticated peer");
+  else if (status != STRATA_ERR_PEER_LOST && status != STRATA_ERR_ABORTED)
+    STRATA_LOG(STRATA_LOG_INFO, -1, "kv agent %s: connection of %s ended: %s", a->name,
+               sc->from[0] ? sc->from : "an unauthenticated peer",
+               err[0] ? err : strata_strerror(status));
+  free(request);
+  free(reply);
+  shutdown(sc->conn.fd, SHUT_RDWR);
+  pthread_mutex_lock(&a->lock);
+  sc->finished = 1;
+  pthread_mutex_unlock(&a->lock);
+  return NULL;
+}
+
+/* Join and free the connections whose threads ended. Lock held. */
+static void reap(strata_kv_agent *a, int all) {
+  kv_server_conn **link = &a->server_conns;
+  while (*link) {
+    kv_server_conn *sc = *link;
+    if (!all && !sc->finished) {
+      link = &sc->next;
+      continue;
+    }
+    *link = sc->next;
+    a->nserver_conns--;
+    pthread_mutex_unlock(&a->lock);
+    shutdown(sc->conn.fd, SHUT_RDWR);
+    pthread_join(sc->thread, NULL);
+    kv_conn_close(&sc->conn);
+    free(sc);
+    pthread_mutex_lock(&a->lock);
+  }
+}
+
+static void accept_one(strata_kv_agent *a) {
+  int fd = accept4(a->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) return;
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  pthread_mutex_lock(&a->lock);
+  reap(a, 0);
+  /* At the limit, the oldest connection still proving itself makes room: a crowd of silent
+   * strangers then delays a real peer by at most one poll slice, never locks it out. Evicted
+   * threads end within that slice; the hard cap bounds threads while they do. */
+  int room = a->nserver_conns < KV_MAX_RESPONDER_CONNS;
+  if (!room && a->nserver_conns < 2 * KV_MAX_RESPONDER_CONNS) {
+    kv_server_conn *oldest = NULL;
+    for (kv_server_conn *c = a->server_conns; c; c = c->next)
+      if (!c->admitted && !c->finished && !c->evicted) oldest = c;
+    if (oldest) {
+      oldest->evicted = 1;
+      shutdown(oldest->conn.fd, SHUT_RDWR);
+      room = 1;
+    }
+  }
+  kv_server_conn *sc = NULL;
+  if (room) sc = calloc(1, sizeof *sc);
+  if (sc) {
+    sc->agent = a;
+    kv_conn_init(&sc->conn, fd, a->timeout_s, &a->stopping);
+    if (pthread_create(&sc->thread, NULL, serve_connection, sc) == 0) {
+      sc->next = a->server_conns;
+      a->server_conns = sc;
+      a->nserver_conns++;
+      fd = -1;
+    } else {
+      free(sc);
+    }
+  }
+  pthread_mutex_unlock(&a->lock);
+  if (fd >= 0) close(fd); /* over the limit: refused before it costs a thread */
+}
+
+static void *listen_loop(void *arg) {
+  strata_kv_agent *a = arg;
+  while (!atomic_load(&a->stopping)) {
+    struct pollfd pfd[2] = {{.fd = a->listen_fd, .events = POLLIN},
+                            {.fd = a->wake_pipe[0], .events = POLLIN}};
+    if (poll(pfd, 2, -1) < 0 && errno != EINTR) break;
+    if (pfd[1].revents) break;
+    if (pfd[0].revents & POLLIN) accept_one(a);
+  }
+  return NULL;
+}
+
+int kv_responder_start(strata_kv_agent *a) {
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)a->listen_port)};
+  if (inet_pton(AF_INET, a->listen_host, &sa.sin_addr) != 1) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "kv agent %s: listen host '%s' is not an IPv4 address",
+               a->name, a->listen_host);
+    return STRATA_ERR_INVALID_ARG;
+  }
+  if (pipe2(a->wake_pipe, O_CLOEXEC) != 0) return STRATA_ERR_SYSTEM;
+  a->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  socklen_t len = sizeof sa;
+  if (a->listen_fd < 0 ||
+      setsockopt(a->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      bind(a->listen_fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+      listen(a->listen_fd, 128) != 0 ||
+      getsockname(a->listen_fd, (struct sockaddr *)&sa, &len) != 0) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "kv agent %s: cannot listen on %s:%d: %s", a->name,
+               a->listen_host, a->listen_port, strerror(errno));
+    return STRATA_ERR_SYSTEM;
+  }
+  snprintf(a->address, sizeof a->address, "%s:%u", a->listen_host, ntohs(sa.sin_port));
+  memcpy(a->responder_params.address, a->address, sizeof a->address);
+  if (pthread_create(&a->listener, NULL, listen_loop, a) != 0) return STRATA_ERR_SYSTEM;
+  a->listener_started = 1;
+  return STRATA_OK;
+}
+
+void kv_responder_stop(strata_kv_agent *a) {
+  atomic_store(&a->stopping, 1);
+  if (a->listener_started) {
+    ssize_t n = write(a->wake_pipe[1], "x", 1);
+    (void)n;
+    pthread_join(a->listener, NULL);
+    a->listener_started = 0;
+  }
+  pthread_mutex_lock(&a->lock);
+  reap(a, 1);
+  pthread_mutex_unlock(&a->lock);
+  if (a->listen_fd >= 0) close(a->listen_fd);
+  for (int i = 0; i < 2; i++)
+    if (a->wake_pipe[i] >= 0) close(a->wake_pipe[i]);
+  a->listen_fd = a->wake_pipe[0] = a->wake_pipe[1] = -1;
+}

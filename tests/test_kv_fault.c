@@ -1,0 +1,231 @@
+/*
+ * test_kv_fault.c — a KV peer in another process (fork), on each backend: transfers across the
+ * process boundary move the right bytes (SHM: the child copies with cross-memory attach into
+ * and out of this process); a peer that freezes (SIGSTOP) fails a transfer with
+ * STRATA_ERR_TIMEOUT within about the agent's timeout, and a lane call too; a peer that dies
+ * (SIGKILL) fails the next one with STRATA_ERR_PEER_LOST at once. Nothing waits past its
+ * timeout.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers/check.h"
+#include "strata.h"
+#include "strata_kv.h"
+
+#define SECRET "kv-fault-secret"
+#define BYTES (8u << 20)
+#define TIMEOUT_S 1.0
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static strata_kv_agent *make_agent(const char *name, int backend) {
+  strata_kv_config cfg;
+  strata_kv_config_init(&cfg);
+  cfg.name = name;
+  cfg.secret = SECRET;
+  cfg.backend = backend;
+  cfg.timeout_s = TIMEOUT_S;
+  strata_kv_agent *a = NULL;
+  if (strata_kv_agent_create(&cfg, &a) != STRATA_OK) return NULL;
+  return a;
+}
+
+static int echo(void *ctx, const char *from, uint32_t tag, const void *req, size_t len, void *reply,
+                size_t cap, size_t *reply_len) {
+  (void)ctx, (void)from, (void)tag;
+  if (len > cap) return STRATA_ERR_INVALID_ARG;
+  memcpy(reply, req, len);
+  *reply_len = len;
+  return STRATA_OK;
+}
+
+/* The child: a decode agent whose region holds i*3 bytes; it sends its blob and waits. */
+static void child_main(int backend, int to_parent) {
+  strata_kv_agent *a = make_agent("decode", backend);
+  if (!a) _exit(2);
+  strata_kv_lane_set_handler(a, echo, NULL);
+  uint8_t *mem = malloc(BYTES);
+  for (size_t i = 0; i < BYTES; i++) mem[i] = (uint8_t)(i * 3);
+  uint32_t id;
+  void *blob;
+  size_t bytes;
+  if (strata_kv_register(a, mem, BYTES, &id) || strata_kv_metadata_export(a, &blob, &bytes))
+    _exit(2);
+  uint64_t len = bytes;
+  if (write(to_parent, &len, sizeof len) != sizeof len ||
+      write(to_parent, blob, bytes) != (ssize_t)bytes)
+    _exit(2);
+  for (;;) pause(); /* until killed */
+}
+
+static void suite(int backend, const char *label) {
+  int pipefd[2];
+  if (pipe(pipefd) != 0) {
+    CHECK(!"pipe");
+    return;
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    close(pipefd[0]);
+    child_main(backend, pipefd[1]);
+  }
+  close(pipefd[1]);
+  uint64_t len = 0;
+  void *blob = NULL;
+  int ok = read(pipefd[0], &len, sizeof len) == sizeof len && len < (1 << 20) &&
+           (blob = malloc(len)) && read(pipefd[0], blob, len) == (ssize_t)len;
+  close(pipefd[0]);
+  strata_kv_agent *a = make_agent("prefill", backend);
+  uint8_t *local = calloc(1, BYTES);
+  uint32_t local_id;
+  int peer = -1;
+  if (!ok || !a) {
+    CHECK(!"the child published its metadata");
+    goto done;
+  }
+  CHECK_STATUS(strata_kv_register(a, local, BYTES, &local_id), STRATA_OK);
+  CHECK_STATUS(strata_kv_peer_load(a, blob, len, &peer), STRATA_OK);
+  uint32_t id;
+  uint64_t base, bytes;
+  CHECK_STATUS(strata_kv_peer_region(a, peer, 0, &id, &base, &bytes), STRATA_OK);
+  CHECK(bytes == BYTES);
+  /* READ it all, then WRITE half of it back shifted and READ that */
+  strata_kv_desc l = {(uint64_t)(uintptr_t)local, BYTES, 0, 0};
+  strata_kv_desc r = {base, BYTES, id, 0};
+  strata_kv_xfer *x;
+  CHECK_STATUS(strata_kv_xfer_post(a, STRATA_KV_READ, peer, &l, &r, 1, NULL, 0, &x), STRATA_OK);
+  CHECK_STATUS(strata_kv_xfer_wait(x, 20), STRATA_OK);
+  strata_kv_xfer_release(x);
+  size_t bad = 0;
+  for (size_t i = 0; i < BYTES; i++) bad += local[i] != (uint8_t)(i * 3);
+  CHECK(bad == 0, "%s: %zu bytes differ after a READ from another process", label, bad);
+  strata_kv_desc wl = {(uint64_t)(uintptr_t)local, BYTES / 2, 0, 0};
+  strata_kv_desc wr = {base + BYTES / 2, BYTES / 2, id, 0};
+  CHECK_STATUS(strata_kv_xfer_post(a, STRATA_KV_WRITE, peer, &wl, &wr, 1, NULL, 0, &x), STRATA_OK);
+  CHECK_STATUS(strata_kv_xfer_wait(x, 20), STRATA_OK);
+  strata_kv_xfer_release(x);
+  memset(local, 0, BYTES);
+  CHECK_STATUS(strata_kv_xfer_post(a, STRATA_KV_READ, peer, &l, &r, 1, NULL, 0, &x), STRATA_OK);
+  CHECK_STATUS(strata_kv_xfer_wait(x, 20), STRATA_OK);
+  strata_kv_xfer_release(x);
+  bad = 0;
+  for (size_t i = 0; i < BYTES; i++) bad += local[i] != (uint8_t)((i % (BYTES / 2)) * 3);
+  CHECK(bad == 0, "%s: %zu bytes differ after WRITE + READ", label, bad);
+  size_t got;
+  char reply[8];
+  CHECK_STATUS(strata_kv_lane_call(a, peer, 5, "ping", 4, reply, sizeof reply, &got, 0), STRATA_OK);
+
+  /* Frozen: the transfer and the lane give up after about the timeout. */
+  kill(child, SIGSTOP);
+  int stopped = 0; /* a thread mid-system-call finishes it before stopping: wait for the stop */
+  CHECK(waitpid(child, &stopped, WUNTRACED) == child && WIFSTOPPED(stopped));
+  double t0 = now_s();
+  CHECK_STATUS(strata_kv_xfer_post(a, STRATA_KV_READ, peer, &l, &r, 1, NULL, 0, &x), STRATA_OK);
+  int status = strata_kv_xfer_wait(x, 20 * TIMEOUT_S);
+  double waited = now_s() - t0;
+  CHECK(status == STRATA_ERR_TIMEOUT, "%s: a frozen peer: %s (%s)", label, strata_err_name(status),
+        strata_kv_xfer_error(x));
+  CHECK(waited < 8 * TIMEOUT_S, "%s: a frozen peer held the transfer %.1f s", label, waited);
+  strata_kv_xfer_release(x);
+  t0 = now_s();
+  CHECK_STATUS(strata_kv_lane_call(a, peer, 5, "ping", 4, reply, sizeof reply, &got, 0),
+               STRATA_ERR_TIMEOUT);
+  CHECK(now_s() - t0 < 8 * TIMEOUT_S);
+  /* The peer is now dead to us; so is a newly posted transfer. */
+  status = strata_kv_xfer_post(a, STRATA_KV_READ, peer, &l, &r, 1, NULL, 0, &x);
+  CHECK(status == STRATA_ERR_TIMEOUT, "%s: posting to a peer that timed out: %s", label,
+        strata_err_name(status));
+  if (status == STRATA_OK) strata_kv_xfer_release(x);
+  CHECK_STATUS(strata_kv_peer_forget(a, peer), STRATA_OK);
+
+  /* Killed: a fresh agent loading its blob cannot reach it. */
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  child = -1;
+  t0 = now_s();
+  status = strata_kv_peer_load(a, blob, len, &peer);
+  CHECK(status == STRATA_ERR_PEER_LOST, "%s: loading a dead peer: %s", label,
+        strata_err_name(status));
+  CHECK(now_s() - t0 < 8 * TIMEOUT_S);
+done:
+  if (child > 0) {
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+  }
+  strata_kv_agent_destroy(a);
+  free(local);
+  free(blob);
+  printf("%s: %s\n", label, failures ? "FAILED" : "ok");
+}
+
+/* A peer that dies mid-transfer: the transfer fails with PEER_LOST (or TIMEOUT), promptly. */
+static void killed_mid_transfer(int backend, const char *label) {
+  int pipefd[2];
+  if (pipe(pipefd) != 0) {
+    CHECK(!"pipe");
+    return;
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    close(pipefd[0]);
+    child_main(backend, pipefd[1]);
+  }
+  close(pipefd[1]);
+  uint64_t len = 0;
+  void *blob = NULL;
+  int ok = read(pipefd[0], &len, sizeof len) == sizeof len && len < (1 << 20) &&
+           (blob = malloc(len)) && read(pipefd[0], blob, len) == (ssize_t)len;
+  close(pipefd[0]);
+  strata_kv_agent *a = make_agent("prefill", backend);
+  uint8_t *local = calloc(1, BYTES);
+  uint32_t local_id;
+  int peer;
+  if (ok && a && strata_kv_register(a, local, BYTES, &local_id) == STRATA_OK &&
+      strata_kv_peer_load(a, blob, len, &peer) == STRATA_OK) {
+    uint32_t id;
+    uint64_t base, bytes;
+    strata_kv_peer_region(a, peer, 0, &id, &base, &bytes);
+    /* many small slices' worth: 64 reads of the region back to back */
+    strata_kv_desc l[64], r[64];
+    for (int i = 0; i < 64; i++) {
+      l[i] = (strata_kv_desc){(uint64_t)(uintptr_t)local, BYTES, 0, 0};
+      r[i] = (strata_kv_desc){base, BYTES, id, 0};
+    }
+    strata_kv_xfer *x;
+    CHECK_STATUS(strata_kv_xfer_post(a, STRATA_KV_READ, peer, l, r, 64, NULL, 0, &x), STRATA_OK);
+    kill(child, SIGKILL);
+    double t0 = now_s();
+    int status = strata_kv_xfer_wait(x, 20 * TIMEOUT_S);
+    CHECK(status == STRATA_ERR_PEER_LOST || status == STRATA_ERR_TIMEOUT || status == STRATA_OK,
+          "%s: killed mid-transfer: %s", label, strata_err_name(status));
+    CHECK(now_s() - t0 < 8 * TIMEOUT_S, "%s: waited %.1f s", label, now_s() - t0);
+    strata_kv_xfer_release(x);
+  } else {
+    CHECK(!"set up");
+  }
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  strata_kv_agent_destroy(a);
+  free(local);
+  free(blob);
+  printf("%s killed mid-transfer: %s\n", label, failures ? "FAILED" : "ok");
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  suite(STRATA_KV_BACKEND_TCP, "tcp");
+  suite(STRATA_KV_BACKEND_SHM, "shm");
+  killed_mid_transfer(STRATA_KV_BACKEND_TCP, "tcp");
+  killed_mid_transfer(STRATA_KV_BACKEND_SHM, "shm");
+  return failures != 0;
+}
