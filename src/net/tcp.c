@@ -66,6 +66,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,7 +320,7 @@ static int fail_pending(tcp_transport *t, tcp_peer *p, int status) {
 
 /* The peer is gone: complete everything with `status`, close its sockets, and report it from
  * progress() if it left without CLOSE or something was still pending. */
-static void control_send(tcp_transport *t, tcp_peer *p, uint32_t type, uint64_t tag,
+static int control_queue(tcp_transport *t, tcp_peer *p, uint32_t type, uint64_t tag,
                          uint64_t op_seq);
 
 static void peer_fail(tcp_transport *t, tcp_peer *p, int status, const char *why) {
@@ -342,8 +343,8 @@ static void peer_fail(tcp_transport *t, tcp_peer *p, int status, const char *why
      * control connection, so it reports that rather than a vanished peer. Its connections stay
      * open (unread, unpolled) until destroy: an EOF or a reset on a data stream, which it might
      * see before the CLOSE on another connection, would tell it only that we are gone. */
-    control_send(t, p, STRATA_WIRE_CLOSE, (uint64_t)(int64_t)status, 0);
-    told = p->control.count == 0;
+    told = control_queue(t, p, STRATA_WIRE_CLOSE, (uint64_t)(int64_t)status, 0) == STRATA_OK &&
+           p->control.count == 0;
     if (told) shutdown(p->control.fd, SHUT_WR);
     p->told_close = told;
   }
@@ -403,16 +404,16 @@ static int fifo_grow(void **items, size_t elem, size_t *head, size_t count, size
 
 /* The frame's header as it goes on the wire: in clear, or sealed with the stream's next nonce
  * (frames are sealed in the order they are queued, which is the order they are sent). */
-static void frame_head(tcp_stream *st, tx_frame *f, strata_wire_frame header) {
+static int frame_head(tcp_stream *st, tx_frame *f, strata_wire_frame header) {
   strata_wire_frame_encode(&header);
   if (!st->tx.on) {
     memcpy(f->head, &header, sizeof header);
     f->head_bytes = sizeof header;
-    return;
+    return STRATA_OK;
   }
-  strata_seal_close(&st->tx, f->head, (const uint8_t *)&header, sizeof header,
-                    f->head + sizeof header);
   f->head_bytes = STRATA_WIRE_SEALED_HEADER_BYTES;
+  return strata_seal_close(&st->tx, f->head, (const uint8_t *)&header, sizeof header,
+                           f->head + sizeof header);
 }
 
 static int tx_push(tcp_stream *st, const tx_frame *frame) {
@@ -507,15 +508,17 @@ static int feed_piece(tcp_peer *p, tcp_stream *st) {
     st->cipher = grown;
     st->cipher_cap = len + STRATA_SEAL_TAG_BYTES;
   }
-  frame_head(st, &f,
-             (strata_wire_frame){.type = STRATA_WIRE_DATA,
-                                 .tag = x->tag,
-                                 .msg_seq = e->seq,
-                                 .msg_bytes = x->bytes,
-                                 .stripe_offset = offset,
-                                 .stripe_bytes = len});
+  int status = frame_head(st, &f,
+                          (strata_wire_frame){.type = STRATA_WIRE_DATA,
+                                              .tag = x->tag,
+                                              .msg_seq = e->seq,
+                                              .msg_bytes = x->bytes,
+                                              .stripe_offset = offset,
+                                              .stripe_bytes = len});
+  if (status != STRATA_OK) return status;
   if (st->tx.on && len > 0) {
-    strata_seal_close(&st->tx, st->cipher, f.payload, len, st->cipher + len);
+    status = strata_seal_close(&st->tx, st->cipher, f.payload, len, st->cipher + len);
+    if (status != STRATA_OK) return status;
     f.payload = st->cipher;
     f.payload_bytes = len + STRATA_SEAL_TAG_BYTES;
   }
@@ -537,8 +540,11 @@ static void peer_feed(tcp_transport *t, tcp_peer *p) {
       int s = (p->feed_next + i) % t->streams;
       tcp_stream *st = &p->streams[s];
       if (st->count || st->fd < 0) continue;
-      if (feed_piece(p, st) != STRATA_OK) {
-        peer_fail(t, p, STRATA_ERR_NO_MEMORY, "out of memory queueing a send");
+      int status = feed_piece(p, st);
+      if (status != STRATA_OK) {
+        peer_fail(t, p, status,
+                  status == STRATA_ERR_NO_MEMORY ? "out of memory queueing a send"
+                                                 : "the cipher failed sealing a send");
         return;
       }
       p->feed_next = (s + 1) % t->streams;
@@ -623,14 +629,23 @@ static int integrity_error(tcp_transport *t, tcp_peer *p, const tcp_stream *st, 
   return -1;
 }
 
+/* A frame that did not open: the peer's (STRATA_ERR_PROTOCOL) or the cipher library's. */
+static int open_error(tcp_transport *t, tcp_peer *p, const tcp_stream *st, int status,
+                      const char *what) {
+  if (status == STRATA_ERR_PROTOCOL) return integrity_error(t, p, st, what);
+  peer_fail(t, p, status, "the cipher failed opening a frame");
+  return -1;
+}
+
 /* Read the current header out of the bounce buffer (enough bytes are there). 0 or -1 failed. */
 static int header_take(tcp_transport *t, tcp_peer *p, tcp_stream *st, strata_wire_frame *h) {
   const uint8_t *in = st->bounce + st->start;
   st->start += head_bytes(st);
   if (!st->rx.on) {
     memcpy(h, in, sizeof *h);
-  } else if (strata_seal_open(&st->rx, (uint8_t *)h, in, sizeof *h, in + sizeof *h) != 0) {
-    return integrity_error(t, p, st, "frame header");
+  } else {
+    int status = strata_seal_open(&st->rx, (uint8_t *)h, in, sizeof *h, in + sizeof *h);
+    if (status != STRATA_OK) return open_error(t, p, st, status, "frame header");
   }
   strata_wire_frame_decode(h);
   return 0;
@@ -780,12 +795,11 @@ static int payload_open(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
     st->start += n;
     st->tag_left -= n;
     if (st->tag_left == 0) {
-      if (!st->payload_start) {
-        strata_seal_skip(&st->rx);
-      } else if (strata_seal_open(&st->rx, st->payload_start, st->payload_start,
-                                  st->header.stripe_bytes, st->tag) != 0) {
-        return integrity_error(t, p, st, "payload");
-      }
+      int status = st->payload_start
+                       ? strata_seal_open(&st->rx, st->payload_start, st->payload_start,
+                                          st->header.stripe_bytes, st->tag)
+                       : strata_seal_skip(&st->rx);
+      if (status != STRATA_OK) return open_error(t, p, st, status, "payload");
     }
   }
   return 1;
@@ -910,14 +924,23 @@ static void control_receive(tcp_transport *t, tcp_peer *p) {
   }
 }
 
+/* Queue one control frame and write what the socket takes. STRATA_OK (also when the pair is no
+ * longer up), or STRATA_ERR_SYSTEM when the frame could not be sealed. */
+static int control_queue(tcp_transport *t, tcp_peer *p, uint32_t type, uint64_t tag,
+                         uint64_t op_seq) {
+  if (p->state != PEER_UP || p->control.fd < 0) return STRATA_OK;
+  tx_frame f = {.x = NULL};
+  strata_wire_frame header = {
+      .type = type, .tag = tag, .msg_seq = p->send_seq, .stripe_offset = op_seq};
+  if (frame_head(&p->control, &f, header) != STRATA_OK) return STRATA_ERR_SYSTEM;
+  if (tx_push(&p->control, &f) == STRATA_OK) stream_flush(t, p, &p->control);
+  return STRATA_OK;
+}
+
 static void control_send(tcp_transport *t, tcp_peer *p, uint32_t type, uint64_t tag,
                          uint64_t op_seq) {
-  if (p->state != PEER_UP || p->control.fd < 0) return;
-  tx_frame f = {.x = NULL};
-  frame_head(&p->control, &f,
-             (strata_wire_frame){
-                 .type = type, .tag = tag, .msg_seq = p->send_seq, .stripe_offset = op_seq});
-  if (tx_push(&p->control, &f) == STRATA_OK) stream_flush(t, p, &p->control);
+  if (control_queue(t, p, type, tag, op_seq) != STRATA_OK)
+    peer_fail(t, p, STRATA_ERR_SYSTEM, "the cipher failed sealing a control frame");
 }
 
 static void tcp_send_abort(strata_transport *base, int peer, int status, uint64_t op_seq) {
@@ -1302,6 +1325,8 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
   if (status != STRATA_OK) {
     if (status == STRATA_ERR_NO_MEMORY && err && err_len && !err[0])
       snprintf(err, err_len, "rank %d: out of memory opening the tcp transport", rank);
+    if (status == STRATA_ERR_SYSTEM && err && err_len && !err[0])
+      snprintf(err, err_len, "rank %d: OpenSSL could not set up the frames' cipher", rank);
     for (int i = 0; fds && status == STRATA_ERR_NO_MEMORY && i < nranks * per_peer; i++)
       if (fds[i] >= 0) close(fds[i]);
     if (t && t->peers)
