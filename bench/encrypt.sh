@@ -5,7 +5,7 @@
 #      bandwidth to hide the cipher behind, and both ranks' ciphers share this host's cores);
 #   2. across two `strata netem` sites joined by 1 Gbit/s with 25 ms each way (50 ms RTT), when
 #      run as root (namespaces it creates and removes);
-# and the cipher's own speed on one core (`strata bench --cipher`, libsodium's AES-256-GCM and
+# and the cipher's own speed on one core (`strata bench --cipher`, OpenSSL's AES-256-GCM and
 # ChaCha20-Poly1305). Prints a table of medians and the sealed/clear ratio per size.
 # Environment: BUILD (default build), ENC_REPEAT (rounds, default 3), ENC_SKIP_WAN=1.
 set -euo pipefail

@@ -6,8 +6,16 @@
  *    dropped frame all fail to open (the nonce is the frame's position, never sent);
  *  - after a rekey (every 3 operations here) both ends still agree, and the key really changed:
  *    the same plaintext at the same counter seals differently after it;
- *  - keys of the two directions differ, so one direction's frame does not open in the other.
+ *  - keys of the two directions differ, so one direction's frame does not open in the other;
+ *  - a frame that fails to open leaves zeros, never unverified plaintext;
+ *  - the wire is libsodium's AEAD (as it was when libsodium sealed the frames, so old and new
+ *    ends interoperate): the same key and counter seal to the same bytes and tag as libsodium's
+ *    detached AES-256-GCM / ChaCha20-Poly1305-IETF with the nonce counter LE + 4 zero bytes and
+ *    no associated data, across rekeys (BLAKE2b-256(key, "strata-rekey")), and each opens the
+ *    other's frames.
  */
+#include <endian.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,8 +65,10 @@ static int run_cipher(int cipher) {
       wire[1234] ^= 0x10;
     else
       tag[5] ^= 0x01;
-    CHECK_OR_RETURN(strata_seal_open(&rx, wire, wire, 4096, tag) != 0,
+    CHECK_OR_RETURN(strata_seal_open(&rx, wire, wire, 4096, tag) == STRATA_ERR_PROTOCOL,
                     "a flipped bit in the %s opened", where ? "tag" : "ciphertext");
+    for (size_t i = 0; i < 4096; i++)
+      CHECK_OR_RETURN(wire[i] == 0, "a frame that failed to open left byte %zu unwiped", i);
   }
   FRESH_PAIR();
   /* replay: the same frame twice */
@@ -117,6 +127,68 @@ static int run_cipher(int cipher) {
   return 0;
 }
 
+/* libsodium's detached AEAD of the cipher: what every strata before OpenSSL put on the wire. */
+static void sodium_seal(int cipher, uint8_t *out, uint8_t tag[16], const uint8_t *in, size_t len,
+                        const uint8_t nonce[12], const uint8_t key[32]) {
+  if (cipher == STRATA_SEAL_AES256_GCM)
+    crypto_aead_aes256gcm_encrypt_detached(out, tag, NULL, in, len, NULL, 0, NULL, nonce, key);
+  else
+    crypto_aead_chacha20poly1305_ietf_encrypt_detached(out, tag, NULL, in, len, NULL, 0, NULL,
+                                                       nonce, key);
+}
+
+static int sodium_open(int cipher, uint8_t *out, const uint8_t *in, size_t len,
+                       const uint8_t tag[16], const uint8_t nonce[12], const uint8_t key[32]) {
+  if (cipher == STRATA_SEAL_AES256_GCM)
+    return crypto_aead_aes256gcm_decrypt_detached(out, NULL, in, len, tag, NULL, 0, nonce, key);
+  return crypto_aead_chacha20poly1305_ietf_decrypt_detached(out, NULL, in, len, tag, NULL, 0, nonce,
+                                                            key);
+}
+
+static int run_interop(int cipher) {
+  enum { REKEY = 3, MAX = (1 << 20) + 13 };
+  static const size_t sizes[] = {0, 1, 48, 1000, 65536 + 13, MAX};
+  uint8_t key[STRATA_SEAL_KEY_BYTES], sodium_key[STRATA_SEAL_KEY_BYTES];
+  randombytes_buf(key, sizeof key);
+  memcpy(sodium_key, key, sizeof key);
+  strata_seal_set_rekey_after_for_test(REKEY);
+  strata_seal tx, rx;
+  CHECK_OR_RETURN(strata_seal_init(&tx, 1, cipher, key) == 0, "init");
+  CHECK_OR_RETURN(strata_seal_init(&rx, 1, cipher, key) == 0, "init");
+  strata_seal_set_rekey_after_for_test(0);
+  uint8_t *plain = malloc(MAX), *ours = malloc(MAX), *theirs = malloc(MAX), *back = malloc(MAX);
+  CHECK_OR_RETURN(plain && ours && theirs && back, "malloc");
+  for (int op = 0; op < 14; op++) {
+    size_t len = sizes[op % (sizeof sizes / sizeof sizes[0])];
+    uint64_t counter = htole64((uint64_t)(op % REKEY));
+    uint8_t nonce[12] = {0}, our_tag[16], their_tag[16];
+    memcpy(nonce, &counter, 8);
+    if (op > 0 && op % REKEY == 0) {
+      static const char domain[] = "strata-rekey";
+      crypto_generichash(sodium_key, sizeof sodium_key, (const unsigned char *)domain,
+                         sizeof domain - 1, sodium_key, sizeof sodium_key);
+    }
+    fill(plain, len, (unsigned)op + 17);
+    CHECK_OR_RETURN(strata_seal_close(&tx, ours, plain, len, our_tag) == 0, "op %d: seal", op);
+    sodium_seal(cipher, theirs, their_tag, plain, len, nonce, sodium_key);
+    CHECK_OR_RETURN(memcmp(ours, theirs, len) == 0 && memcmp(our_tag, their_tag, 16) == 0,
+                    "op %d, %zu bytes: sealed bytes differ from libsodium's", op, len);
+    CHECK_OR_RETURN(sodium_open(cipher, back, ours, len, our_tag, nonce, sodium_key) == 0 &&
+                        memcmp(back, plain, len) == 0,
+                    "op %d, %zu bytes: libsodium did not open our frame", op, len);
+    CHECK_OR_RETURN(strata_seal_open(&rx, theirs, theirs, len, their_tag) == 0 &&
+                        memcmp(theirs, plain, len) == 0,
+                    "op %d, %zu bytes: libsodium's frame did not open", op, len);
+  }
+  strata_seal_free(&tx);
+  strata_seal_free(&rx);
+  free(plain);
+  free(ours);
+  free(theirs);
+  free(back);
+  return 0;
+}
+
 int main(void) {
   if (sodium_init() < 0) {
     printf("libsodium did not start\n");
@@ -124,9 +196,11 @@ int main(void) {
   }
   printf("ChaCha20-Poly1305\n");
   failures += run_cipher(STRATA_SEAL_CHACHA20_POLY1305) != 0;
+  failures += run_interop(STRATA_SEAL_CHACHA20_POLY1305) != 0;
   if (strata_seal_aes_available()) {
     printf("AES-256-GCM\n");
     failures += run_cipher(STRATA_SEAL_AES256_GCM) != 0;
+    failures += run_interop(STRATA_SEAL_AES256_GCM) != 0;
   } else {
     printf("AES-256-GCM: this CPU has no AES-NI, not checked\n");
   }

@@ -123,8 +123,10 @@ double strata_switch_headroom_per_port_bytes(double buffer_bytes, int lossless_p
 }
 
 /* AES-256-GCM runs at 5-6 GB/s on one core with AES-NI (ChaCha20-Poly1305 2.0-2.5 GB/s:
- * jedisct1/aegis benchmarks, FACTS.md); the low end, halved because each byte a rank exchanges is
- * sealed by the sender and opened by the receiver, each on one progress thread. */
+ * jedisct1/aegis benchmarks, FACTS.md). seal.c's OpenSSL code measures a little under the low end
+ * on a shared 2-core guest with VAES (`strata bench --cipher`, docs/security.md), so the low end
+ * stays, halved because each byte a rank exchanges is sealed by the sender and opened by the
+ * receiver, each on one progress thread. */
 double strata_seal_cap_gbps(void) {
   return STRATA_AEAD_AES256GCM_GBYTES_PER_CORE / 2;
 }

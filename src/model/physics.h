@@ -75,8 +75,10 @@ double strata_switch_headroom_per_port_bytes(double buffer_bytes, int lossless_p
 #define STRATA_SWITCH_BUFFER_TOMAHAWK2_BYTES (42.0e6)
 
 /* ---- sealing (strata's own AEAD on TCP, src/net/seal.c) ---- */
-/* One core's AES-256-GCM with AES-NI, GB/s (16 KiB messages). A rank seals what it sends and
- * opens what it receives on its progress thread, so one rank moves at most half of it. */
+/* One core's AES-256-GCM with AES-NI, GB/s (16 KiB messages; the low end of published figures
+ * for code like OpenSSL's, which seal.c uses: libsodium 1.0.18's reaches about half of it). A rank
+ * seals what it sends and opens what it receives on its progress thread, so one rank moves at
+ * most half of it. */
 #define STRATA_AEAD_AES256GCM_GBYTES_PER_CORE 5.0
 double strata_seal_cap_gbps(void);
 

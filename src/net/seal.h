@@ -11,7 +11,6 @@
 #ifndef STRATA_NET_SEAL_H
 #define STRATA_NET_SEAL_H
 
-#include <sodium.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,30 +31,38 @@ typedef struct strata_seal_keys {
   uint8_t rx[STRATA_SEAL_KEY_BYTES]; /* the peer's frames to us */
 } strata_seal_keys;
 
+struct evp_cipher_ctx_st; /* OpenSSL's EVP_CIPHER_CTX, kept out of every includer */
+
 typedef struct strata_seal {
   int on;
   int cipher;
+  int failed;           /* the cipher library failed once: every later operation fails */
   uint64_t counter;     /* operations done under the current key */
   uint64_t rekey_after; /* STRATA_SEAL_REKEY_AFTER, smaller in tests */
   uint8_t key[STRATA_SEAL_KEY_BYTES];
-  crypto_aead_aes256gcm_state *aes; /* expanded AES key (aligned), when cipher is AES */
+  struct evp_cipher_ctx_st *ctx; /* keyed once (and at each rekey); only the nonce per frame */
 } strata_seal;
 
-/* 1 when this CPU can run AES-256-GCM in libsodium (AES-NI and PCLMUL). */
+/* 1 when this CPU has AES-NI and PCLMUL, so AES-256-GCM is fast and constant-time here. */
 int strata_seal_aes_available(void);
 
-/* Set up one direction from the agreed key. STRATA_OK or STRATA_ERR_NO_MEMORY. */
+/* Set up one direction from the agreed key. STRATA_OK, STRATA_ERR_NO_MEMORY, or
+ * STRATA_ERR_SYSTEM when the cipher library cannot provide the cipher. */
 int strata_seal_init(strata_seal *s, int on, int cipher, const uint8_t key[STRATA_SEAL_KEY_BYTES]);
 void strata_seal_free(strata_seal *s);
 
-/* out = ciphertext of in (len bytes; out == in allowed), tag = its authenticator. */
-void strata_seal_close(strata_seal *s, uint8_t *out, const uint8_t *in, size_t len,
-                       uint8_t tag[STRATA_SEAL_TAG_BYTES]);
-/* out = plaintext of in if tag verifies (0), else -1 and out is unspecified. out == in allowed. */
+/* out = ciphertext of in (len bytes; out == in allowed), tag = its authenticator. STRATA_OK, or
+ * STRATA_ERR_SYSTEM when the cipher library failed (the direction is then unusable). */
+int strata_seal_close(strata_seal *s, uint8_t *out, const uint8_t *in, size_t len,
+                      uint8_t tag[STRATA_SEAL_TAG_BYTES]);
+/* out = plaintext of in (out == in allowed). STRATA_OK when tag verifies; STRATA_ERR_PROTOCOL
+ * when it does not, STRATA_ERR_SYSTEM when the cipher library failed: then out holds zeros, never
+ * unverified plaintext. */
 int strata_seal_open(strata_seal *s, uint8_t *out, const uint8_t *in, size_t len,
                      const uint8_t tag[STRATA_SEAL_TAG_BYTES]);
-/* Count one operation without doing it (a frame the receiver discards unread). */
-void strata_seal_skip(strata_seal *s);
+/* Count one operation without doing it (a frame the receiver discards unread). STRATA_OK, or
+ * STRATA_ERR_SYSTEM when a rekey it reached failed. */
+int strata_seal_skip(strata_seal *s);
 
 /* Tests: rekey after this many operations instead of STRATA_SEAL_REKEY_AFTER (0 = default). */
 void strata_seal_set_rekey_after_for_test(uint64_t operations);

@@ -36,9 +36,10 @@
  * pieces are then read and discarded (counted in bytes).
  *
  * Sealing. When the handshake agreed it (STRATA_ENCRYPT, seal.h), every frame header is sealed on
- * its own and every non-empty payload whole: a piece is encrypted into the stream's ciphertext
- * buffer when the stream takes it (a data stream holds one piece at a time, so one buffer per
- * stream is enough; pieces are at most TCP_SEALED_PIECE_MAX_BYTES), and opened in place in the
+ * its own and every non-empty payload whole: a piece is encrypted into one of the stream's two
+ * ciphertext buffers when the stream takes it (a sealed data stream holds up to two pieces, so the
+ * next one is sealed while the socket still takes the last, and the buffers are used in turn;
+ * pieces are at most TCP_SEALED_PIECE_MAX_BYTES), and opened in place in the
  * receive buffer once its tag arrived, before the receive can complete. A header that does not
  * open is acted on in no way; a payload that does not open fails the peer. Both ends count the
  * frames of each direction of each connection, and that count is the nonce, so the sender seals
@@ -66,6 +67,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,8 +148,10 @@ typedef struct tcp_stream {
   uint64_t left; /* payload bytes of the current frame not read yet */
   /* sealing (seal.h): tx seals what we send, rx opens what we read; both off in clear */
   strata_seal tx, rx;
-  uint8_t *cipher; /* ciphertext of the one piece in flight (data streams hold one at a time) */
-  size_t cipher_cap;
+  uint8_t *cipher[2]; /* ciphertext of the (at most two) pieces queued, used in turn: the one
+                         to fill is never the one the socket may still be taking */
+  size_t cipher_cap[2];
+  int cipher_next;
   uint8_t *payload_start; /* where the current sealed payload lands (NULL while discarding) */
   uint8_t tag[STRATA_SEAL_TAG_BYTES];
   size_t tag_left; /* tag bytes of the current frame not read yet */
@@ -273,7 +277,8 @@ static void stream_close(tcp_stream *st) {
 static void stream_free(tcp_stream *st) {
   free(st->frames);
   free(st->bounce);
-  free(st->cipher);
+  free(st->cipher[0]);
+  free(st->cipher[1]);
   strata_seal_free(&st->tx);
   strata_seal_free(&st->rx);
 }
@@ -319,7 +324,7 @@ static int fail_pending(tcp_transport *t, tcp_peer *p, int status) {
 
 /* The peer is gone: complete everything with `status`, close its sockets, and report it from
  * progress() if it left without CLOSE or something was still pending. */
-static void control_send(tcp_transport *t, tcp_peer *p, uint32_t type, uint64_t tag,
+static int control_queue(tcp_transport *t, tcp_peer *p, uint32_t type, uint64_t tag,
                          uint64_t op_seq);
 
 static void peer_fail(tcp_transport *t, tcp_peer *p, int status, const char *why) {
@@ -342,8 +347,8 @@ static void peer_fail(tcp_transport *t, tcp_peer *p, int status, const char *why
      * control connection, so it reports that rather than a vanished peer. Its connections stay
      * open (unread, unpolled) until destroy: an EOF or a reset on a data stream, which it might
      * see before the CLOSE on another connection, would tell it only that we are gone. */
-    control_send(t, p, STRATA_WIRE_CLOSE, (uint64_t)(int64_t)status, 0);
-    told = p->control.count == 0;
+    told = control_queue(t, p, STRATA_WIRE_CLOSE, (uint64_t)(int64_t)status, 0) == STRATA_OK &&
+           p->control.count == 0;
     if (told) shutdown(p->control.fd, SHUT_WR);
     p->told_close = told;
   }
@@ -403,16 +408,16 @@ static int fifo_grow(void **items, size_t elem, size_t *head, size_t count, size
 
 /* The frame's header as it goes on the wire: in clear, or sealed with the stream's next nonce
  * (frames are sealed in the order they are queued, which is the order they are sent). */
-static void frame_head(tcp_stream *st, tx_frame *f, strata_wire_frame header) {
+static int frame_head(tcp_stream *st, tx_frame *f, strata_wire_frame header) {
   strata_wire_frame_encode(&header);
   if (!st->tx.on) {
     memcpy(f->head, &header, sizeof header);
     f->head_bytes = sizeof header;
-    return;
+    return STRATA_OK;
   }
-  strata_seal_close(&st->tx, f->head, (const uint8_t *)&header, sizeof header,
-                    f->head + sizeof header);
   f->head_bytes = STRATA_WIRE_SEALED_HEADER_BYTES;
+  return strata_seal_close(&st->tx, f->head, (const uint8_t *)&header, sizeof header,
+                           f->head + sizeof header);
 }
 
 static int tx_push(tcp_stream *st, const tx_frame *frame) {
@@ -501,22 +506,26 @@ static int feed_piece(tcp_peer *p, tcp_stream *st) {
   uint64_t offset = e->assigned, rest = x->bytes - offset;
   uint64_t len = rest < e->piece_bytes ? rest : e->piece_bytes;
   tx_frame f = {.x = x, .payload = (const uint8_t *)x->buf + offset, .payload_bytes = len};
-  if (st->tx.on && len > 0 && st->cipher_cap < len + STRATA_SEAL_TAG_BYTES) {
-    uint8_t *grown = realloc(st->cipher, len + STRATA_SEAL_TAG_BYTES);
+  int b = st->cipher_next;
+  if (st->tx.on && len > 0 && st->cipher_cap[b] < len + STRATA_SEAL_TAG_BYTES) {
+    uint8_t *grown = realloc(st->cipher[b], len + STRATA_SEAL_TAG_BYTES);
     if (!grown) return STRATA_ERR_NO_MEMORY;
-    st->cipher = grown;
-    st->cipher_cap = len + STRATA_SEAL_TAG_BYTES;
+    st->cipher[b] = grown;
+    st->cipher_cap[b] = len + STRATA_SEAL_TAG_BYTES;
   }
-  frame_head(st, &f,
-             (strata_wire_frame){.type = STRATA_WIRE_DATA,
-                                 .tag = x->tag,
-                                 .msg_seq = e->seq,
-                                 .msg_bytes = x->bytes,
-                                 .stripe_offset = offset,
-                                 .stripe_bytes = len});
+  int status = frame_head(st, &f,
+                          (strata_wire_frame){.type = STRATA_WIRE_DATA,
+                                              .tag = x->tag,
+                                              .msg_seq = e->seq,
+                                              .msg_bytes = x->bytes,
+                                              .stripe_offset = offset,
+                                              .stripe_bytes = len});
+  if (status != STRATA_OK) return status;
   if (st->tx.on && len > 0) {
-    strata_seal_close(&st->tx, st->cipher, f.payload, len, st->cipher + len);
-    f.payload = st->cipher;
+    status = strata_seal_close(&st->tx, st->cipher[b], f.payload, len, st->cipher[b] + len);
+    if (status != STRATA_OK) return status;
+    f.payload = st->cipher[b];
+    st->cipher_next = !b;
     f.payload_bytes = len + STRATA_SEAL_TAG_BYTES;
   }
   if (tx_push(st, &f) != STRATA_OK) return STRATA_ERR_NO_MEMORY;
@@ -536,9 +545,13 @@ static void peer_feed(tcp_transport *t, tcp_peer *p) {
     for (int i = 0; i < t->streams && p->pend_count && p->state == PEER_UP; i++) {
       int s = (p->feed_next + i) % t->streams;
       tcp_stream *st = &p->streams[s];
-      if (st->count || st->fd < 0) continue;
-      if (feed_piece(p, st) != STRATA_OK) {
-        peer_fail(t, p, STRATA_ERR_NO_MEMORY, "out of memory queueing a send");
+      /* sealed: a second piece, so the socket never waits for the cipher (bench/encrypt.sh) */
+      if (st->count >= (st->tx.on ? 2u : 1u) || st->fd < 0) continue;
+      int status = feed_piece(p, st);
+      if (status != STRATA_OK) {
+        peer_fail(t, p, status,
+                  status == STRATA_ERR_NO_MEMORY ? "out of memory queueing a send"
+                                                 : "the cipher failed sealing a send");
         return;
       }
       p->feed_next = (s + 1) % t->streams;
@@ -623,14 +636,23 @@ static int integrity_error(tcp_transport *t, tcp_peer *p, const tcp_stream *st, 
   return -1;
 }
 
+/* A frame that did not open: the peer's (STRATA_ERR_PROTOCOL) or the cipher library's. */
+static int open_error(tcp_transport *t, tcp_peer *p, const tcp_stream *st, int status,
+                      const char *what) {
+  if (status == STRATA_ERR_PROTOCOL) return integrity_error(t, p, st, what);
+  peer_fail(t, p, status, "the cipher failed opening a frame");
+  return -1;
+}
+
 /* Read the current header out of the bounce buffer (enough bytes are there). 0 or -1 failed. */
 static int header_take(tcp_transport *t, tcp_peer *p, tcp_stream *st, strata_wire_frame *h) {
   const uint8_t *in = st->bounce + st->start;
   st->start += head_bytes(st);
   if (!st->rx.on) {
     memcpy(h, in, sizeof *h);
-  } else if (strata_seal_open(&st->rx, (uint8_t *)h, in, sizeof *h, in + sizeof *h) != 0) {
-    return integrity_error(t, p, st, "frame header");
+  } else {
+    int status = strata_seal_open(&st->rx, (uint8_t *)h, in, sizeof *h, in + sizeof *h);
+    if (status != STRATA_OK) return open_error(t, p, st, status, "frame header");
   }
   strata_wire_frame_decode(h);
   return 0;
@@ -780,12 +802,11 @@ static int payload_open(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
     st->start += n;
     st->tag_left -= n;
     if (st->tag_left == 0) {
-      if (!st->payload_start) {
-        strata_seal_skip(&st->rx);
-      } else if (strata_seal_open(&st->rx, st->payload_start, st->payload_start,
-                                  st->header.stripe_bytes, st->tag) != 0) {
-        return integrity_error(t, p, st, "payload");
-      }
+      int status = st->payload_start
+                       ? strata_seal_open(&st->rx, st->payload_start, st->payload_start,
+                                          st->header.stripe_bytes, st->tag)
+                       : strata_seal_skip(&st->rx);
+      if (status != STRATA_OK) return open_error(t, p, st, status, "payload");
     }
   }
   return 1;
@@ -910,14 +931,23 @@ static void control_receive(tcp_transport *t, tcp_peer *p) {
   }
 }
 
+/* Queue one control frame and write what the socket takes. STRATA_OK (also when the pair is no
+ * longer up), or STRATA_ERR_SYSTEM when the frame could not be sealed. */
+static int control_queue(tcp_transport *t, tcp_peer *p, uint32_t type, uint64_t tag,
+                         uint64_t op_seq) {
+  if (p->state != PEER_UP || p->control.fd < 0) return STRATA_OK;
+  tx_frame f = {.x = NULL};
+  strata_wire_frame header = {
+      .type = type, .tag = tag, .msg_seq = p->send_seq, .stripe_offset = op_seq};
+  if (frame_head(&p->control, &f, header) != STRATA_OK) return STRATA_ERR_SYSTEM;
+  if (tx_push(&p->control, &f) == STRATA_OK) stream_flush(t, p, &p->control);
+  return STRATA_OK;
+}
+
 static void control_send(tcp_transport *t, tcp_peer *p, uint32_t type, uint64_t tag,
                          uint64_t op_seq) {
-  if (p->state != PEER_UP || p->control.fd < 0) return;
-  tx_frame f = {.x = NULL};
-  frame_head(&p->control, &f,
-             (strata_wire_frame){
-                 .type = type, .tag = tag, .msg_seq = p->send_seq, .stripe_offset = op_seq});
-  if (tx_push(&p->control, &f) == STRATA_OK) stream_flush(t, p, &p->control);
+  if (control_queue(t, p, type, tag, op_seq) != STRATA_OK)
+    peer_fail(t, p, STRATA_ERR_SYSTEM, "the cipher failed sealing a control frame");
 }
 
 static void tcp_send_abort(strata_transport *base, int peer, int status, uint64_t op_seq) {
@@ -1302,6 +1332,8 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
   if (status != STRATA_OK) {
     if (status == STRATA_ERR_NO_MEMORY && err && err_len && !err[0])
       snprintf(err, err_len, "rank %d: out of memory opening the tcp transport", rank);
+    if (status == STRATA_ERR_SYSTEM && err && err_len && !err[0])
+      snprintf(err, err_len, "rank %d: OpenSSL could not set up the frames' cipher", rank);
     for (int i = 0; fds && status == STRATA_ERR_NO_MEMORY && i < nranks * per_peer; i++)
       if (fds[i] >= 0) close(fds[i]);
     if (t && t->peers)
