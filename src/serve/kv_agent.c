@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>

@@ -30,6 +30,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <stdio.h>
+#include <sodium.h>
 
 #include "core/core.h"
 #include "serve/kv_internal.h"

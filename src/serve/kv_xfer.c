@@ -23,6 +23,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <stdio.h>
+#include <sodium.h>
 
 #include "core/core.h"
 #include "serve/kv_internal.h"
