@@ -66,6 +66,7 @@ struct strata_weights {
   int corrupt_next;
   /* subscriber */
   uint8_t **staging;
+  int distrust; /* a version failed its check: the next round starts from an anchor */
   /* fault injection (weights_debug.h) */
   long die_after_chunks;
 };
@@ -304,6 +305,7 @@ int strata_weights_publish(strata_weights *w, uint64_t *version) {
 /* ---- planning (rank 0) ---- */
 
 typedef struct request {
+  uint32_t distrust; /* the last round refused a version: come back through an anchor */
   uint64_t held, target, digest;
   char site[SITE_BYTES];
 } request;
@@ -311,6 +313,7 @@ typedef struct request {
 static void request_pack(uint8_t *p, const request *r) {
   memset(p, 0, REQUEST_BYTES);
   put_u32(p, REQUEST_MAGIC);
+  put_u32(p + 4, r->distrust);
   put_u64(p + 8, r->held);
   put_u64(p + 16, r->target);
   put_u64(p + 24, r->digest);
@@ -319,6 +322,7 @@ static void request_pack(uint8_t *p, const request *r) {
 
 static int request_unpack(const uint8_t *p, request *r) {
   if (get_u32(p) != REQUEST_MAGIC) return 0;
+  r->distrust = get_u32(p + 4);
   r->held = get_u64(p + 8);
   r->target = get_u64(p + 16);
   r->digest = get_u64(p + 24);
@@ -368,7 +372,7 @@ static void plan_one(strata_weights *w, const request *q, plan_rank *pr, uint8_t
     return;
   }
   uint64_t from = q->held;
-  if (by_anchor < by_patches) {
+  if (by_anchor < by_patches || (q->distrust && by_anchor != UINT64_MAX)) {
     pr->base = anchor;
     from = anchor;
     need_full[anchor - w->versions[0].version] = 1;
@@ -770,6 +774,7 @@ int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
   int rank = strata_comm_rank(comm), nranks = strata_comm_size(comm);
   uint8_t mine[REQUEST_BYTES], head[PLAN_HEAD_BYTES], *body = NULL, *stream = NULL;
   request q = {.held = w->version, .target = target, .digest = w->set.digest};
+  q.distrust = (uint32_t)w->distrust;
   my_site(comm, q.site);
   request_pack(mine, &q);
   plan p = {0};
@@ -846,9 +851,11 @@ int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
       if (w->set.tensors[i].bytes)
         memcpy(w->set.tensors[i].data, w->staging[i], w->set.tensors[i].bytes);
     w->version = me->target;
+    w->distrust = 0;
   } else if (touched) {
     staging_restore(w);
   }
+  if (local == STRATA_ERR_PROTOCOL) w->distrust = 1;
 
 verdict:
   status = round_verdict(w, comm, transport);
