@@ -3,9 +3,11 @@
 subscribers over 2 emulated sites).
 
 The weights are the update sequence sparsity.py measured (SEQ.npz, SEQ.json), tiled until they
-hold --params bf16 elements: tile k is the measured model at element offset k*E, and version v
-applies that run's step v-1 to every tile (version 1 is the initial weights). So every version
-changes exactly the measured fraction, in the measured places, of ~100M parameters.
+hold --params bf16 elements: tile k is the measured model at element offset k*E, starting from
+the run's state after step k, and version v applies the run's step k+v-1 to it. So every
+version of every tile is one real update (its measured fraction, in its measured places), and no
+two tiles of a version carry the same update — identical tiles would let zstd find one in the
+other and flatter the patch. The run must have at least tiles + versions - 2 steps.
 
 Rank 0 publishes and serves each version; ranks 1.. update to it. --mode patch publishes with
 anchors every 16 versions (subscribers receive patches); --mode full makes every version an
@@ -39,7 +41,10 @@ def main():
     seq = np.load(args.seq + ".npz")
     per_tile = meta["elements"]
     tiles = max(1, math.ceil(args.params / per_tile))
-    versions = min(args.versions, len(meta["steps"]) + 1)
+    versions = args.versions
+    if tiles + versions - 2 > len(meta["steps"]):
+        raise SystemExit(f"bench.py: {tiles} tiles x {versions} versions need "
+                         f"{tiles + versions - 2} measured steps, the run has {len(meta['steps'])}")
     comm = strata.Comm()
     rank = comm.rank
     flat = np.zeros(tiles * per_tile, dtype=np.uint16)
@@ -47,16 +52,18 @@ def main():
     tensors = [(f"tile{k}", (views[k], "bf16")) for k in range(tiles)]
     rows = []
     if rank == 0:
-        for view in views:
-            view[:] = seq["init"]
+        state = seq["init"].copy()
+        for k, view in enumerate(views):  # tile k starts after step k
+            if k > 0:
+                state[seq[f"idx{k}"]] = seq[f"val{k}"]
+            view[:] = state
         pub = weights.Publisher(tensors, anchor_every=1 if args.mode == "full" else 16,
                                 history=4)
     sub = None
     for v in range(1, versions + 1):
         if rank == 0 and v > 1:
-            idx, val = seq[f"idx{v - 1}"], seq[f"val{v - 1}"]
-            for view in views:
-                view[idx] = val
+            for k, view in enumerate(views):
+                view[seq[f"idx{k + v - 1}"]] = seq[f"val{k + v - 1}"]
         if rank == 0:
             t_publish = time.monotonic()
             pub.publish()

@@ -30,7 +30,7 @@ done
 [ -x "$strata" ] || { echo "weights: no $strata (make)" >&2; exit 1; }
 mkdir -p "$out"
 if [ -z "$seq" ]; then
-  PYTHONPATH="$build/python" "$py" "$here/sparsity.py" --out "$out/sequence" --lr 1e-6 --steps 20
+  PYTHONPATH="$build/python" "$py" "$here/sparsity.py" --out "$out/sequence" --lr 1e-6 --steps 40
   seq=$out/sequence/lr1e-06
 fi
 

@@ -42,7 +42,7 @@
 #define PLAN_BLOB_BYTES 24
 #define PLAN_RANK_BYTES 32
 #define SITE_BYTES 64
-#define SEND_WINDOW 4
+#define WINDOW 16 /* chunks in flight per hop, each way */
 
 typedef struct stored_version {
   uint64_t version;
@@ -77,6 +77,12 @@ typedef struct plan_blob {
   uint32_t kind;
   uint64_t bytes;
 } plan_blob;
+
+/* One chunk of a round's stream: where it lands, and the blob it completes (-1: none). */
+typedef struct chunk {
+  uint64_t offset, len;
+  int blob;
+} chunk;
 
 /* What the plan says about one rank. */
 typedef struct plan_rank {
@@ -577,7 +583,7 @@ static int table_match(strata_weights *w, const plan *p, size_t *map, int rank) 
 /* ---- the stream ---- */
 
 typedef struct sender {
-  strata_request *reqs[SEND_WINDOW];
+  strata_request *reqs[WINDOW];
   int head, count;
   int status;
   uint64_t bytes;
@@ -586,20 +592,20 @@ typedef struct sender {
 static void sender_wait_one(sender *s) {
   int status = strata_request_wait(s->reqs[s->head]);
   if (status != STRATA_OK && s->status == STRATA_OK) s->status = status;
-  s->head = (s->head + 1) % SEND_WINDOW;
+  s->head = (s->head + 1) % WINDOW;
   s->count--;
 }
 
 static void sender_post(sender *s, strata_comm *comm, const void *buf, size_t len, int peer) {
   if (s->status != STRATA_OK) return;
-  if (s->count == SEND_WINDOW) sender_wait_one(s);
+  if (s->count == WINDOW) sender_wait_one(s);
   strata_request *req = NULL;
   int status = strata_isend(comm, buf, len, STRATA_U8, peer, &req);
   if (status != STRATA_OK) {
     s->status = status;
     return;
   }
-  s->reqs[(s->head + s->count) % SEND_WINDOW] = req;
+  s->reqs[(s->head + s->count) % WINDOW] = req;
   s->count++;
   s->bytes += len;
 }
@@ -816,21 +822,45 @@ int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
                      (unsigned long long)p.stream_bytes);
     goto verdict;
   }
+  /* every chunk of the stream in order; receives are posted WINDOW chunks ahead, so a long link
+   * carries a window's bytes per round trip instead of one chunk's */
+  size_t nchunks = 0;
+  for (uint32_t i = 0; i < p.nblobs; i++)
+    nchunks += (size_t)((p.blobs[i].bytes + p.chunk_bytes - 1) / p.chunk_bytes);
+  chunk *chunks = calloc(nchunks ? nchunks : 1, sizeof *chunks);
+  if (!chunks) {
+    transport = fail(w, rank, STRATA_ERR_NO_MEMORY, "no memory for the round's chunk list");
+    goto verdict;
+  }
   uint64_t at = 0;
-  for (uint32_t i = 0; i < p.nblobs && transport == STRATA_OK; i++) {
-    uint8_t *blob = stream + at;
-    for (uint64_t off = 0; off < p.blobs[i].bytes; off += p.chunk_bytes) {
-      uint64_t len =
+  for (uint32_t i = 0, c = 0; i < p.nblobs; i++) {
+    for (uint64_t off = 0; off < p.blobs[i].bytes; off += p.chunk_bytes, c++) {
+      chunks[c].offset = at + off;
+      chunks[c].len =
           p.blobs[i].bytes - off < p.chunk_bytes ? p.blobs[i].bytes - off : p.chunk_bytes;
-      transport = strata_recv(comm, blob + off, len, STRATA_U8, me->prev);
-      if (transport != STRATA_OK) break;
-      maybe_die(w);
-      if (me->next >= 0) sender_post(&s, comm, blob + off, len, me->next);
+      chunks[c].blob = -1;
     }
+    if (p.blobs[i].bytes) chunks[c - 1].blob = (int)i;
     at += p.blobs[i].bytes;
-    if (transport != STRATA_OK || local != STRATA_OK || !wanted(me, w->version, &p.blobs[i]))
-      continue;
-    /* overlaps the next blob's arrival: the progress thread keeps receiving meanwhile */
+  }
+  strata_request *recvs[WINDOW] = {0};
+  size_t posted = 0;
+  for (size_t c = 0; c < nchunks && transport == STRATA_OK; c++) {
+    while (posted < nchunks && posted < c + WINDOW && transport == STRATA_OK) {
+      transport = strata_irecv(comm, stream + chunks[posted].offset, chunks[posted].len, STRATA_U8,
+                               me->prev, &recvs[posted % WINDOW]);
+      if (transport == STRATA_OK) posted++;
+    }
+    if (transport != STRATA_OK) break;
+    transport = strata_request_wait(recvs[c % WINDOW]);
+    recvs[c % WINDOW] = NULL;
+    if (transport != STRATA_OK) break;
+    maybe_die(w);
+    if (me->next >= 0) sender_post(&s, comm, stream + chunks[c].offset, chunks[c].len, me->next);
+    int i = chunks[c].blob;
+    if (i < 0 || local != STRATA_OK || !wanted(me, w->version, &p.blobs[i])) continue;
+    /* overlaps the next chunks' arrival: the progress thread keeps receiving meanwhile */
+    const uint8_t *blob = stream + chunks[c].offset + chunks[c].len - p.blobs[i].bytes;
     touched = 1;
     local = weights_blob_apply(&w->set, map, w->staging, blob, p.blobs[i].bytes, w->error,
                                sizeof w->error);
@@ -842,6 +872,10 @@ int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
     applied++;
     full_applied += p.blobs[i].kind == WEIGHTS_BLOB_FULL;
   }
+  if (transport != STRATA_OK) strata_comm_revoke(comm); /* ends the receives still posted */
+  for (size_t k = 0; k < WINDOW; k++)
+    if (recvs[k]) strata_request_wait(recvs[k]);
+  free(chunks);
   if (s.count || s.status != STRATA_OK) {
     int sent = sender_drain(&s);
     if (transport == STRATA_OK) transport = sent;
