@@ -711,7 +711,7 @@ typedef struct strata_weights_options {
   int history;        /* versions the publisher keeps patches of, for subscribers behind, >= 1
                          (default 32); the newest anchor and everything after it are always kept */
   int zstd_level;     /* 1..19 (default 1) */
-  size_t chunk_bytes; /* pipelining unit down the chain, >= 4096 (default 1 MiB) */
+  size_t chunk_bytes; /* pipelining unit down the chain, >= 4096 (default 8 MiB) */
 } strata_weights_options;
 
 /* What one published version cost (strata_weights_version_info). */

@@ -78,14 +78,14 @@ def _tensors(tensors):
 
 
 class Publisher(_strata.Weights):
-    """Publisher(tensors, anchor_every=16, history=32, zstd_level=1, chunk_bytes=1 << 20)
+    """Publisher(tensors, anchor_every=16, history=32, zstd_level=1, chunk_bytes=8 << 20)
 
     publish() -> version encodes the tensors' current bytes (local); serve(comm) -> info runs
     the publisher's side of a round (rank 0). version_info(v) -> dict of what v cost: anchor,
     elements, changed, full_bytes, patch_bytes, patch_raw_bytes, encode_s, hash_s.
     """
 
-    def __init__(self, tensors, anchor_every=16, history=32, zstd_level=1, chunk_bytes=1 << 20):
+    def __init__(self, tensors, anchor_every=16, history=32, zstd_level=1, chunk_bytes=8 << 20):
         described, keep = _tensors(tensors)
         super().__init__(True, described, int(anchor_every), int(history), int(zstd_level),
                          int(chunk_bytes), keep)

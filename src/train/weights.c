@@ -126,7 +126,7 @@ void strata_weights_options_init(strata_weights_options *opt) {
   opt->anchor_every = 16;
   opt->history = 32;
   opt->zstd_level = 1;
-  opt->chunk_bytes = 1 << 20;
+  opt->chunk_bytes = 8 << 20;
 }
 
 static int create(const strata_weights_tensor *tensors, size_t ntensors,
