@@ -699,8 +699,9 @@ typedef struct strata_weights strata_weights;
 
 typedef struct strata_weights_tensor {
   const char *name;   /* unique within the set, 1..255 bytes; copied */
-  void *data;         /* publisher: read at each publish; subscriber: written by update only.
-                         Caller-owned; must outlive the handle */
+  void *data;         /* publisher: read at each publish; subscriber: written by update only
+                         (and not by the caller: an update copies in only the tensors a version
+                         changed). Caller-owned; must outlive the handle */
   strata_dtype dtype; /* STRATA_BF16, STRATA_F16 or STRATA_F32 */
   int ndim;           /* 0..STRATA_WEIGHTS_MAX_DIMS (0 = a scalar) */
   int64_t shape[STRATA_WEIGHTS_MAX_DIMS]; /* each >= 0; elements = their product */

@@ -765,10 +765,16 @@ static int wanted(const plan_rank *me, uint64_t held, const plan_blob *b) {
   return b->version > from && b->version <= me->target;
 }
 
-static void staging_restore(strata_weights *w) {
-  for (size_t i = 0; i < w->set.count; i++)
-    if (w->set.tensors[i].bytes)
-      memcpy(w->staging[i], w->set.tensors[i].data, w->set.tensors[i].bytes);
+/* Copies the tensors a round wrote: staging into the buffers (commit) or back (restore). */
+static void copy_touched(strata_weights *w, const uint8_t *touched, int commit) {
+  for (size_t i = 0; i < w->set.count; i++) {
+    const weights_tensor *t = &w->set.tensors[i];
+    if (!touched[i] || !t->bytes) continue;
+    if (commit)
+      memcpy(t->data, w->staging[i], t->bytes);
+    else
+      memcpy(w->staging[i], t->data, t->bytes);
+  }
 }
 
 int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
@@ -787,7 +793,8 @@ int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
   size_t body_bytes = 0;
   size_t *map = calloc(w->set.count ? w->set.count : 1, sizeof *map);
   int local = STRATA_OK; /* why this rank is not brought to its target */
-  int applied = 0, full_applied = 0, touched = 0;
+  int applied = 0, full_applied = 0;
+  uint8_t *touched = calloc(w->set.count ? w->set.count : 1, 1);
   sender s = {.status = STRATA_OK};
   int transport =
       map ? strata_gather(comm, mine, NULL, REQUEST_BYTES, STRATA_U8, 0) : STRATA_ERR_NO_MEMORY;
@@ -861,8 +868,7 @@ int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
     if (i < 0 || local != STRATA_OK || !wanted(me, w->version, &p.blobs[i])) continue;
     /* overlaps the next chunks' arrival: the progress thread keeps receiving meanwhile */
     const uint8_t *blob = stream + chunks[c].offset + chunks[c].len - p.blobs[i].bytes;
-    touched = 1;
-    local = weights_blob_apply(&w->set, map, w->staging, blob, p.blobs[i].bytes, w->error,
+    local = weights_blob_apply(&w->set, map, w->staging, touched, blob, p.blobs[i].bytes, w->error,
                                sizeof w->error);
     if (local != STRATA_OK) {
       STRATA_LOG(STRATA_LOG_ERROR, rank, "weights: %s; version %llu kept", w->error,
@@ -881,13 +887,11 @@ int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
     if (transport == STRATA_OK) transport = sent;
   }
   if (transport == STRATA_OK && local == STRATA_OK) {
-    for (size_t i = 0; i < w->set.count; i++)
-      if (w->set.tensors[i].bytes)
-        memcpy(w->set.tensors[i].data, w->staging[i], w->set.tensors[i].bytes);
+    copy_touched(w, touched, 1);
     w->version = me->target;
     w->distrust = 0;
-  } else if (touched) {
-    staging_restore(w);
+  } else {
+    copy_touched(w, touched, 0);
   }
   if (local == STRATA_ERR_PROTOCOL) w->distrust = 1;
 
@@ -902,6 +906,7 @@ verdict:
     info->subscribers = nranks - 1;
   }
   free(map);
+  free(touched);
   free(body);
   free(stream);
   plan_free(&p);

@@ -77,8 +77,10 @@ int weights_blob_parse(const uint8_t *blob, size_t len, weights_blob_header *h, 
                        size_t err_len);
 /* Applies a blob to `staging` (tensor map[i] of `set` receives the publisher's tensor i) and
  * checks the digests: STRATA_ERR_PROTOCOL with a sentence naming the tensor when the blob does
- * not decode or a digest differs. On failure, staging is partly written: restore it. */
+ * not decode or a digest differs. touched[j] becomes 1 for every tensor j it wrote, so only those
+ * need copying (after success) or restoring (after a failure, when staging is partly written). */
 int weights_blob_apply(const weights_set *set, const size_t *map, uint8_t *const *staging,
-                       const uint8_t *blob, size_t len, char *err, size_t err_len);
+                       uint8_t *touched, const uint8_t *blob, size_t len, char *err,
+                       size_t err_len);
 
 #endif

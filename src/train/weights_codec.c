@@ -340,9 +340,10 @@ static int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
 
 /* Applies one tensor's part of a decompressed patch; *p advances past it. */
 static int apply_tensor(const weights_tensor *t, uint8_t *dst, const uint8_t **p,
-                        const uint8_t *end) {
+                        const uint8_t *end, uint64_t *changed_out) {
   uint64_t changed;
   if (!get_varint(p, end, &changed) || changed > t->elements) return 0;
+  *changed_out = changed;
   /* the gaps come first: find where the values start, then walk both */
   const uint8_t *gaps = *p;
   for (uint64_t k = 0; k < changed; k++) {
@@ -364,7 +365,8 @@ static int apply_tensor(const weights_tensor *t, uint8_t *dst, const uint8_t **p
 }
 
 int weights_blob_apply(const weights_set *set, const size_t *map, uint8_t *const *staging,
-                       const uint8_t *blob, size_t len, char *err, size_t err_len) {
+                       uint8_t *touched, const uint8_t *blob, size_t len, char *err,
+                       size_t err_len) {
   weights_blob_header h;
   int status = weights_blob_parse(blob, len, &h, err, err_len);
   if (status != STRATA_OK) return status;
@@ -383,6 +385,7 @@ int weights_blob_apply(const weights_set *set, const size_t *map, uint8_t *const
     for (size_t i = 0; i < set->count; i++) {
       const weights_tensor *t = &set->tensors[map[i]];
       if (t->bytes) memcpy(staging[map[i]], payload, t->bytes);
+      touched[map[i]] = 1;
       payload += t->bytes;
     }
   } else {
@@ -398,7 +401,10 @@ int weights_blob_apply(const weights_set *set, const size_t *map, uint8_t *const
     const uint8_t *p = raw, *end = raw + h.raw_bytes;
     for (size_t i = 0; i < set->count; i++) {
       const weights_tensor *t = &set->tensors[map[i]];
-      if (!apply_tensor(t, staging[map[i]], &p, end)) {
+      uint64_t changed = 1; /* a malformed tensor may have been written in part */
+      int good = apply_tensor(t, staging[map[i]], &p, end, &changed);
+      if (changed) touched[map[i]] = 1;
+      if (!good) {
         free(raw);
         snprintf(err, err_len, "version %llu: tensor '%s': malformed patch",
                  (unsigned long long)h.version, t->name);
