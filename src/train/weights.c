@@ -821,6 +821,8 @@ int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
   else if (local == STRATA_OK && me->status != STRATA_OK)
     local = fail(w, rank, me->status, "the publisher refused this subscriber: %s",
                  strata_err_name(me->status));
+  if (local == STRATA_OK && me->prev < 0 && me->target != w->version)
+    local = fail(w, rank, STRATA_ERR_PROTOCOL, "the plan brings this subscriber no bytes");
   if (me->prev < 0) goto verdict; /* nothing to receive this round */
 
   stream = malloc(p.stream_bytes ? p.stream_bytes : 1);
