@@ -245,17 +245,20 @@ static int patch_tensor(byte_buffer *b, const weights_tensor *t, const uint8_t *
   int status = buffer_reserve(b, 10 + changed * (10 + esize));
   if (status != STRATA_OK) return status;
   b->len += put_varint(b->bytes + b->len, changed);
+  /* one pass writes the gaps in place and the values past the gaps' worst case, then the values
+   * move down behind the gaps */
+  uint8_t *values = b->bytes + b->len + 10 * changed, *value = values;
   size_t last = 0;
   int first = 1;
   FOR_EACH_CHANGED(cur, prev, t->bytes, esize, index, {
     b->len += put_varint(b->bytes + b->len, first ? index : index - last - 1);
     last = index;
     first = 0;
+    memcpy(value, cur + index * esize, esize);
+    value += esize;
   });
-  FOR_EACH_CHANGED(cur, prev, t->bytes, esize, index, {
-    memcpy(b->bytes + b->len, cur + index * esize, esize);
-    b->len += esize;
-  });
+  memmove(b->bytes + b->len, values, changed * esize);
+  b->len += changed * esize;
   return STRATA_OK;
 }
 
