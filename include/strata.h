@@ -667,6 +667,124 @@ typedef struct strata_shared_sync_info {
 STRATA_API int strata_shared_sync(strata_comm *comm, strata_shared_state *state,
                                   strata_shared_sync_info *info);
 
+/* ---------------------------------------------------------------------------------------------
+ * RL weight sync (docs/weights.md): a trainer publishes numbered versions of a named set of
+ * tensors; rollout workers bring their own copies to the newest version (or a chosen one), bit
+ * for bit.
+ *
+ * A version is stored as a full copy or as a sparse patch — the indices (delta-encoded) and the
+ * new values of the elements whose bits changed since the previous version, zstd-compressed —
+ * whichever is smaller, and as a full copy (an "anchor") at least every anchor_every versions.
+ * Every version carries an xxHash3 digest of each tensor; a subscriber applies versions into a
+ * staging copy, checks every digest and only then writes its buffers, so they always hold a
+ * complete, checked version.
+ *
+ * Transport: rank 0 of a communicator is the publisher, every other rank a subscriber. A round
+ * is collective over the communicator — the publisher calls strata_weights_serve, every
+ * subscriber strata_weights_update — so membership follows the communicator: a subscriber joins
+ * by strata_comm_grow, a dead one is dropped by strata_comm_shrink, and each round takes the
+ * communicator it runs over. The publisher sends each byte once, down a chain of the
+ * subscribers (ordered by STRATA_SITE, so each other site is entered once) in pipelined chunks
+ * that each subscriber forwards while it applies. A failed round (a rank died, the publisher
+ * among them) fails on every live rank; subscribers keep their last complete version, and the
+ * survivors shrink and repeat the round.
+ *
+ * Not thread-safe: one thread drives a handle.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct strata_weights strata_weights;
+
+#define STRATA_WEIGHTS_MAX_DIMS 8
+/* The newest version, as a target of strata_weights_update. */
+#define STRATA_WEIGHTS_NEWEST 0u
+
+typedef struct strata_weights_tensor {
+  const char *name;   /* unique within the set, 1..255 bytes; copied */
+  void *data;         /* publisher: read at each publish; subscriber: written by update only
+                         (and not by the caller: an update copies in only the tensors a version
+                         changed). Caller-owned; must outlive the handle */
+  strata_dtype dtype; /* STRATA_BF16, STRATA_F16 or STRATA_F32 */
+  int ndim;           /* 0..STRATA_WEIGHTS_MAX_DIMS (0 = a scalar) */
+  int64_t shape[STRATA_WEIGHTS_MAX_DIMS]; /* each >= 0; elements = their product */
+} strata_weights_tensor;
+
+typedef struct strata_weights_options {
+  int anchor_every;   /* K: a full copy at least every K versions, >= 1 (default 16) */
+  int history;        /* versions the publisher keeps patches of, for subscribers behind, >= 1
+                         (default 32); the newest anchor and everything after it are always kept */
+  int zstd_level;     /* 1..19 (default 1) */
+  size_t chunk_bytes; /* pipelining unit down the chain, >= 4096 (default 8 MiB) */
+} strata_weights_options;
+
+/* What one published version cost (strata_weights_version_info). */
+typedef struct strata_weights_version_stats {
+  uint64_t version;
+  int anchor;           /* 1: stored as a full copy (forced, first, or smaller than the patch) */
+  uint64_t elements;    /* over all tensors */
+  uint64_t changed;     /* elements whose bits changed since the previous version */
+  uint64_t full_bytes;  /* a full copy's bytes on the wire */
+  uint64_t patch_bytes; /* the compressed patch's bytes on the wire (0 for the first) */
+  uint64_t patch_raw_bytes; /* the patch before zstd */
+  double encode_s;          /* diff + zstd */
+  double hash_s;            /* xxHash3 of every tensor */
+} strata_weights_version_stats;
+
+/* What one round did on this rank (strata_weights_serve / strata_weights_update). */
+typedef struct strata_weights_round_info {
+  uint64_t version;      /* subscriber: the version held after the call; publisher: newest */
+  uint64_t stream_bytes; /* bytes every subscriber of the chain received this round */
+  uint64_t bytes_sent;   /* by this rank (the publisher: once; a subscriber: forwarded) */
+  int blobs_applied;     /* subscriber: versions applied (full copies and patches) */
+  int full_applied;      /* subscriber: of which full copies */
+  int subscribers;       /* subscribers in the round */
+  int refused;           /* publisher: subscribers that could not be served (mismatched set,
+                            unknown version): each logs why */
+} strata_weights_round_info;
+
+/* Fills the defaults above. */
+STRATA_API void strata_weights_options_init(strata_weights_options *opt);
+/* A publisher over `ntensors` caller buffers (opt may be NULL: defaults). Publishes nothing yet.
+ * STRATA_ERR_INVALID_ARG for a bad option or tensor (duplicate or empty name, bad shape),
+ * STRATA_ERR_UNSUPPORTED for another dtype; strata_weights_error says which. */
+STRATA_API int strata_weights_publisher_create(const strata_weights_tensor *tensors,
+                                               size_t ntensors, const strata_weights_options *opt,
+                                               strata_weights **out);
+/* A subscriber over its own buffers, holding version 0 (nothing) until its first update. The set
+ * must match the publisher's (names, dtypes, shapes; in any order). */
+STRATA_API int strata_weights_subscriber_create(const strata_weights_tensor *tensors,
+                                                size_t ntensors, strata_weights **out);
+/* Publisher: reads the buffers, encodes them against the previous version and keeps the result;
+ * local, no communication. *version (may be NULL) = the new version number (1, 2, ...). */
+STRATA_API int strata_weights_publish(strata_weights *w, uint64_t *version);
+/* Publisher's side of a round over `comm` (it must be rank 0). Each subscriber gets the
+ * cheapest bytes to its target: the chain of patches from the version it holds, or the newest
+ * usable anchor and the patches after it. A subscriber that cannot be served (its tensor set
+ * differs, it asks for a version not kept) is counted in info->refused and told why; the round
+ * still succeeds for the others. Returns a transport error (STRATA_ERR_PEER_LOST, _REVOKED,
+ * _TIMEOUT, ...) when the round failed on any rank: shrink and call again. info may be NULL. */
+STRATA_API int strata_weights_serve(strata_weights *w, strata_comm *comm,
+                                    strata_weights_round_info *info);
+/* Subscriber's side of a round over `comm` (a rank other than 0): brings the buffers to version
+ * `target` (STRATA_WEIGHTS_NEWEST, or a number) and forwards the round's bytes down the chain.
+ * The buffers change only after every tensor of the target version matched its digest.
+ * Errors, each leaving the buffers and the held version as they were:
+ *   STRATA_ERR_MISMATCH  the tensor sets differ (strata_weights_error names the tensor);
+ *   STRATA_ERR_PROTOCOL  a version failed its digest check or did not decode (corrupted);
+ *   STRATA_ERR_NOT_FOUND the target is not (or no longer) published;
+ *   a transport error    the round failed somewhere (a rank died, the publisher among them):
+ *                        shrink and call again. The buffers hold a complete version; if this
+ *                        rank had already finished, the held version may be the new one. */
+STRATA_API int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
+                                     strata_weights_round_info *info);
+/* The version a subscriber holds (0 = none), or the newest a publisher published. */
+STRATA_API uint64_t strata_weights_version(const strata_weights *w);
+/* Publisher: what `version` cost. STRATA_ERR_NOT_FOUND when it is not kept any more. */
+STRATA_API int strata_weights_version_info(const strata_weights *w, uint64_t version,
+                                           strata_weights_version_stats *out);
+/* A sentence about the last error on `w` ("" if none). Valid until the next call on `w`. */
+STRATA_API const char *strata_weights_error(const strata_weights *w);
+/* Frees the handle (never the caller's buffers); NULL is accepted. */
+STRATA_API void strata_weights_destroy(strata_weights *w);
+
 #ifdef __cplusplus
 }
 #endif

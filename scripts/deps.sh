@@ -2,14 +2,15 @@
 # Install the Debian packages a target needs, only those missing (apt is never run when all
 # are there). Usage: deps.sh build|test|bench|diloco|format|fuzz
 set -euo pipefail
-want=(cmake gcc g++ make pkg-config libsodium-dev libssl-dev libyaml-dev libjansson-dev
-      python3-dev libtorch-dev pybind11-dev)
+want=(cmake gcc g++ make pkg-config libsodium-dev libssl-dev libzstd-dev libxxhash-dev libyaml-dev
+      libjansson-dev python3-dev libtorch-dev pybind11-dev)
 case "${1:-build}" in
   test)  want+=(openmpi-bin libopenmpi-dev python3-torch python3-numpy iperf3 iproute2 procps tcpdump
                clang-format clang libfuzzer-14-dev) ;;
   format) want=(clang-format) ;;
   # the libFuzzer harnesses (tests/fuzz): clang's fuzzer runtime and sanitizers
-  fuzz) want=(cmake make pkg-config libsodium-dev libssl-dev libyaml-dev libjansson-dev clang
+  fuzz) want=(cmake make pkg-config libsodium-dev libssl-dev libzstd-dev libxxhash-dev libyaml-dev
+              libjansson-dev clang
               libfuzzer-14-dev) ;;
   bench) want+=(openmpi-bin libopenmpi-dev python3-torch python3-numpy iperf3 iproute2 procps) ;;
   # torch's matrix products through OpenBLAS: Debian's default reference BLAS is several times

@@ -1159,6 +1159,244 @@ static PyTypeObject DiLoCoType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ---- RL weight sync ----
+ * A strata_weights publisher or subscriber over the caller's tensors, given by address: the
+ * Python layer (strata/weights.py) turns numpy arrays and torch tensors (bf16 included, by their
+ * storage) into (name, address, bytes, dtype, shape) and passes their owners in `keep`, which
+ * the object holds until close(), since the handle reads (publisher) or writes (subscriber) that
+ * memory on every call. Each round takes the communicator it runs over, so none is kept. */
+
+typedef struct WeightsObject {
+  PyObject_HEAD strata_weights *w; /* NULL once closed */
+  PyObject *keep;
+  int publisher;
+  int busy;
+} WeightsObject;
+
+static strata_weights *weights_get(WeightsObject *self) {
+  if (!self->w) {
+    PyErr_SetString(PyExc_ValueError, "the weights handle is closed");
+    return NULL;
+  }
+  if (self->busy) {
+    PyErr_SetString(PyExc_RuntimeError, "the weights handle is in use by another thread");
+    return NULL;
+  }
+  return self->w;
+}
+
+static int weights_tensor_arg(PyObject *item, Py_ssize_t index, strata_weights_tensor *t,
+                              PyObject **name_bytes) {
+  PyObject *name, *shape;
+  unsigned long long address, bytes;
+  int dtype;
+  if (!PyArg_ParseTuple(item, "UKKiO", &name, &address, &bytes, &dtype, &shape)) {
+    PyErr_Format(PyExc_TypeError, "tensor %zd: (name, address, bytes, dtype, shape) expected",
+                 index);
+    return -1;
+  }
+  *name_bytes = PyUnicode_AsUTF8String(name);
+  if (!*name_bytes) return -1;
+  t->name = PyBytes_AS_STRING(*name_bytes);
+  t->data = (void *)(uintptr_t)address;
+  t->dtype = (strata_dtype)dtype;
+  PyObject *seq = PySequence_Fast(shape, "shape must be a sequence of ints");
+  if (!seq) return -1;
+  Py_ssize_t ndim = PySequence_Fast_GET_SIZE(seq);
+  if (ndim > STRATA_WEIGHTS_MAX_DIMS) {
+    Py_DECREF(seq);
+    PyErr_Format(PyExc_ValueError, "tensor '%s': at most %d dimensions", t->name,
+                 STRATA_WEIGHTS_MAX_DIMS);
+    return -1;
+  }
+  t->ndim = (int)ndim;
+  unsigned long long elements = 1;
+  for (Py_ssize_t d = 0; d < ndim; d++) {
+    t->shape[d] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, d));
+    if (PyErr_Occurred()) {
+      Py_DECREF(seq);
+      return -1;
+    }
+    elements *= t->shape[d] > 0 ? (unsigned long long)t->shape[d] : 0;
+  }
+  Py_DECREF(seq);
+  size_t esize = dtype >= 0 && dtype < STRATA_DTYPE_COUNT ? strata_dtype_size(t->dtype) : 0;
+  if (esize && elements * esize != bytes) {
+    PyErr_Format(PyExc_ValueError, "tensor '%s': %llu bytes do not hold its shape", t->name, bytes);
+    return -1;
+  }
+  return 0;
+}
+
+static int Weights_init(WeightsObject *self, PyObject *args, PyObject *kwds) {
+  static char *keywords[] = {"publisher",  "tensors",     "anchor_every", "history",
+                             "zstd_level", "chunk_bytes", "keep",         NULL};
+  strata_weights_options opt;
+  strata_weights_options_init(&opt);
+  int publisher;
+  PyObject *tensors, *keep = Py_None;
+  Py_ssize_t chunk = (Py_ssize_t)opt.chunk_bytes;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "pO|iiinO:Weights", keywords, &publisher, &tensors,
+                                   &opt.anchor_every, &opt.history, &opt.zstd_level, &chunk, &keep))
+    return -1;
+  if (self->w) {
+    PyErr_SetString(PyExc_RuntimeError, "Weights is already initialised");
+    return -1;
+  }
+  opt.chunk_bytes = chunk > 0 ? (size_t)chunk : 0;
+  PyObject *seq = PySequence_Fast(tensors, "tensors must be a list");
+  if (!seq) return -1;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  strata_weights_tensor *ts = PyMem_Calloc(n ? (size_t)n : 1, sizeof *ts);
+  PyObject **names = PyMem_Calloc(n ? (size_t)n : 1, sizeof *names);
+  int bad = !ts || !names;
+  if (bad) PyErr_NoMemory();
+  for (Py_ssize_t i = 0; i < n && !bad; i++)
+    bad = weights_tensor_arg(PySequence_Fast_GET_ITEM(seq, i), i, &ts[i], &names[i]) != 0;
+  int status = STRATA_OK;
+  strata_weights *w = NULL;
+  if (!bad) {
+    Py_BEGIN_ALLOW_THREADS status = publisher
+                                        ? strata_weights_publisher_create(ts, (size_t)n, &opt, &w)
+                                        : strata_weights_subscriber_create(ts, (size_t)n, &w);
+    Py_END_ALLOW_THREADS
+  }
+  for (Py_ssize_t i = 0; names && i < n; i++) Py_XDECREF(names[i]);
+  PyMem_Free(names);
+  PyMem_Free(ts);
+  Py_DECREF(seq);
+  if (bad) return -1;
+  if (status != STRATA_OK) {
+    raise_status(status,
+                 "a bad tensor or option (STRATA_LOG=error names it; strata.h: "
+                 "strata_weights_tensor, strata_weights_options)");
+    return -1;
+  }
+  self->w = w;
+  self->publisher = publisher;
+  if (keep != Py_None) self->keep = Py_NewRef(keep);
+  return 0;
+}
+
+static void weights_close(WeightsObject *self) {
+  strata_weights *w = self->w;
+  self->w = NULL;
+  strata_weights_destroy(w);
+  Py_CLEAR(self->keep);
+}
+
+static void Weights_dealloc(WeightsObject *self) {
+  weights_close(self);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *round_info_dict(const strata_weights_round_info *info) {
+  return Py_BuildValue("{sKsKsKsisisisi}", "version", (unsigned long long)info->version,
+                       "stream_bytes", (unsigned long long)info->stream_bytes, "bytes_sent",
+                       (unsigned long long)info->bytes_sent, "blobs_applied", info->blobs_applied,
+                       "full_applied", info->full_applied, "subscribers", info->subscribers,
+                       "refused", info->refused);
+}
+
+static PyObject *Weights_publish(WeightsObject *self, PyObject *Py_UNUSED(ignored)) {
+  strata_weights *w = weights_get(self);
+  if (!w) return NULL;
+  uint64_t version = 0;
+  int status;
+  self->busy = 1;
+  Py_BEGIN_ALLOW_THREADS status = strata_weights_publish(w, &version);
+  Py_END_ALLOW_THREADS self->busy = 0;
+  if (status != STRATA_OK) return raise_status(status, strata_weights_error(w));
+  return PyLong_FromUnsignedLongLong(version);
+}
+
+static PyObject *weights_round(WeightsObject *self, PyObject *args, int serve) {
+  PyObject *comm_obj;
+  unsigned long long target = STRATA_WEIGHTS_NEWEST;
+  if (!PyArg_ParseTuple(args, serve ? "O!" : "O!|K", &CommType, &comm_obj, &target)) return NULL;
+  CommObject *comm = (CommObject *)comm_obj;
+  strata_weights *w = weights_get(self);
+  if (!w || comm_check(comm)) return NULL;
+  strata_weights_round_info info;
+  memset(&info, 0, sizeof info);
+  int status;
+  self->busy = 1;
+  Py_BEGIN_ALLOW_THREADS status = serve ? strata_weights_serve(w, comm->comm, &info)
+                                        : strata_weights_update(w, comm->comm, target, &info);
+  Py_END_ALLOW_THREADS self->busy = 0;
+  if (status != STRATA_OK) return raise_status(status, strata_weights_error(w));
+  return round_info_dict(&info);
+}
+
+static PyObject *Weights_serve(WeightsObject *self, PyObject *args) {
+  return weights_round(self, args, 1);
+}
+
+static PyObject *Weights_update(WeightsObject *self, PyObject *args) {
+  return weights_round(self, args, 0);
+}
+
+static PyObject *Weights_version_info(WeightsObject *self, PyObject *args) {
+  unsigned long long version;
+  if (!PyArg_ParseTuple(args, "K", &version)) return NULL;
+  strata_weights *w = weights_get(self);
+  if (!w) return NULL;
+  strata_weights_version_stats st;
+  int status = strata_weights_version_info(w, version, &st);
+  if (status != STRATA_OK)
+    return raise_status(status, "that version is not kept (or not a publisher)");
+  return Py_BuildValue(
+      "{sKsisKsKsKsKsKsdsd}", "version", (unsigned long long)st.version, "anchor", st.anchor,
+      "elements", (unsigned long long)st.elements, "changed", (unsigned long long)st.changed,
+      "full_bytes", (unsigned long long)st.full_bytes, "patch_bytes",
+      (unsigned long long)st.patch_bytes, "patch_raw_bytes", (unsigned long long)st.patch_raw_bytes,
+      "encode_s", st.encode_s, "hash_s", st.hash_s);
+}
+
+static PyObject *Weights_close(WeightsObject *self, PyObject *Py_UNUSED(ignored)) {
+  if (self->busy)
+    return PyErr_Format(PyExc_RuntimeError, "the weights handle is in use by another thread");
+  weights_close(self);
+  Py_RETURN_NONE;
+}
+
+static PyObject *Weights_version(WeightsObject *self, void *Py_UNUSED(closure)) {
+  return PyLong_FromUnsignedLongLong(self->w ? strata_weights_version(self->w) : 0);
+}
+
+static PyObject *Weights_closed(WeightsObject *self, void *Py_UNUSED(closure)) {
+  return PyBool_FromLong(self->w == NULL);
+}
+
+static PyMethodDef Weights_methods[] = {
+    {"publish", (PyCFunction)Weights_publish, METH_NOARGS,
+     "Publisher: encode the tensors' current bytes as the next version; returns its number."},
+    {"serve", (PyCFunction)Weights_serve, METH_VARARGS,
+     "serve(comm) -> info: the publisher's side of a round (rank 0 of comm)."},
+    {"update", (PyCFunction)Weights_update, METH_VARARGS,
+     "update(comm, target=0) -> info: a subscriber's side of a round; 0 = the newest version."},
+    {"version_info", (PyCFunction)Weights_version_info, METH_VARARGS,
+     "version_info(v) -> dict: what publishing version v cost (publisher)."},
+    {"close", (PyCFunction)Weights_close, METH_NOARGS, "Free the handle (idempotent)."},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Weights_getset[] = {
+    {"version", (getter)Weights_version, NULL, "held (subscriber) or newest (publisher)", NULL},
+    {"closed", (getter)Weights_closed, NULL, "True once closed", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject WeightsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "strata._strata.Weights",
+    .tp_basicsize = sizeof(WeightsObject),
+    .tp_dealloc = (destructor)Weights_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "A weight-sync publisher or subscriber (see strata.weights).",
+    .tp_methods = Weights_methods,
+    .tp_getset = Weights_getset,
+    .tp_init = (initproc)Weights_init,
+    .tp_new = PyType_GenericNew,
+};
+
 /* ---- module ---- */
 
 static PyObject *module_version(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
@@ -1206,13 +1444,14 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__strata(void) {
   if (PyType_Ready(&RequestType) < 0 || PyType_Ready(&CommType) < 0 ||
-      PyType_Ready(&DiLoCoType) < 0)
+      PyType_Ready(&DiLoCoType) < 0 || PyType_Ready(&WeightsType) < 0)
     return NULL;
   PyObject *m = PyModule_Create(&module_def);
   if (!m) return NULL;
   if (PyModule_AddObjectRef(m, "Comm", (PyObject *)&CommType) < 0 ||
       PyModule_AddObjectRef(m, "Request", (PyObject *)&RequestType) < 0 ||
-      PyModule_AddObjectRef(m, "DiLoCo", (PyObject *)&DiLoCoType) < 0) {
+      PyModule_AddObjectRef(m, "DiLoCo", (PyObject *)&DiLoCoType) < 0 ||
+      PyModule_AddObjectRef(m, "Weights", (PyObject *)&WeightsType) < 0) {
     Py_DECREF(m);
     return NULL;
   }

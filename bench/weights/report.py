@@ -1,0 +1,85 @@
+#!/usr/bin/python3
+"""bench/weights/report.py DIR — the weight-sync benchmark's table and targets from the per-rank
+JSON files bench.py wrote (DIR/patch.RANK.json, DIR/full.RANK.json). Writes DIR/summary.json.
+
+Per version: the bytes that crossed between the sites (every rank's wan_bytes_sent, summed) and
+the time from the round's start to the last subscriber's return, as patches and as full copies.
+Targets (issue 30): patch bytes <= 1/10 of a full copy; a full copy reaches the last subscriber
+within 1.3 x bytes / 1 Gbit/s + one RTT (50 ms); a patch version at least 4x sooner than a full
+copy; every subscriber's weights identical to the publisher's at every version.
+"""
+import json
+import os
+import sys
+
+LINK_BPS = 1e9
+RTT_S = 0.050
+
+
+def load(d, mode):
+    ranks = {}
+    for r in range(4):
+        path = os.path.join(d, f"{mode}.{r}.json")
+        if os.path.exists(path):
+            ranks[r] = json.load(open(path))["rows"]
+    return ranks
+
+
+def per_version(ranks):
+    out = {}
+    if 0 not in ranks:
+        return out
+    for i, row in enumerate(ranks[0]):
+        subs = [ranks[r][i] for r in ranks if r != 0 and i < len(ranks[r])]
+        out[row["version"]] = {
+            "seconds": max(s["end"] for s in subs) - row["start"] if subs else float("nan"),
+            "wan_bytes": sum(ranks[r][i]["wan_bytes_sent"] for r in ranks if i < len(ranks[r])),
+            "stream_bytes": row["stream_bytes"], "full_bytes": row["full_bytes"],
+            "patch_bytes": row["patch_bytes"], "changed": row["changed"],
+            "elements": row["elements"], "encode_s": row["encode_s"], "hash_s": row["hash_s"],
+            "identical": len(subs) == 3 and all(s["crc32"] == row["crc32"] for s in subs)}
+    return out
+
+
+def main():
+    d = sys.argv[1]
+    patch, full = per_version(load(d, "patch")), per_version(load(d, "full"))
+    if not patch or not full:
+        sys.exit("report: missing results (patch.*.json, full.*.json)")
+    print(f"{'v':>3} {'changed':>9} {'patch B':>12} {'full B':>12} {'WAN B patch':>12} "
+          f"{'WAN B full':>12} {'s patch':>8} {'s full':>8} {'speedup':>8} {'identical':>9}")
+    rows, ok = [], True
+    for v in sorted(patch):
+        p, f = patch[v], full.get(v)
+        if not f:
+            continue
+        speedup = f["seconds"] / p["seconds"] if p["seconds"] > 0 else float("inf")
+        same = p["identical"] and f["identical"]
+        print(f"{v:3d} {100 * p['changed'] / p['elements']:8.3f}% {p['patch_bytes']:12,} "
+              f"{p['full_bytes']:12,} {p['wan_bytes']:12,} {f['wan_bytes']:12,} "
+              f"{p['seconds']:8.3f} {f['seconds']:8.3f} {speedup:7.1f}x {str(same):>9}")
+        rows.append({"version": v, "patch": p, "full": f, "speedup": speedup})
+    later = [r for r in rows if r["version"] > 1]
+    checks = []
+    if later:
+        worst = max(r["patch"]["patch_bytes"] / r["patch"]["full_bytes"] for r in later)
+        checks.append((f"patch bytes <= 1/10 of full (worst {worst:.4f})", worst <= 0.1))
+        bound = lambda r: 1.3 * r["full"]["full_bytes"] * 8 / LINK_BPS + RTT_S  # noqa: E731
+        slow = max(r["full"]["seconds"] / bound(r) for r in rows)
+        checks.append((f"full copy within 1.3 x bytes/link + RTT (worst {slow:.2f} of the bound)",
+                       slow <= 1.0))
+        least = min(r["speedup"] for r in later)
+        checks.append((f"patch >= 4x sooner than full (least {least:.1f}x)", least >= 4))
+    same = all(r["patch"]["identical"] and r["full"]["identical"] for r in rows)
+    checks.append(("every subscriber identical to the publisher at every version", same))
+    for what, good in checks:
+        print(f"{'ok  ' if good else 'MISS'} {what}")
+        ok = ok and good
+    with open(os.path.join(d, "summary.json"), "w") as fh:
+        json.dump({"rows": rows, "checks": [{"what": w, "ok": g} for w, g in checks]}, fh,
+                  indent=1)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

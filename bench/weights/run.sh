@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# bench/weights/run.sh — RL weight sync over 2 emulated sites (issue 30, point 6): 1 publisher
+# and 3 subscribers, site 0 = publisher + subscriber 1, site 1 = subscribers 2 and 3, joined by
+# `strata netem` at 1 Gbit/s and 25 ms each way (50 ms RTT). The weights are the update sequence
+# bench/weights/sparsity.py measured, tiled to ~100M bf16 parameters; each version is sent once
+# as patches (--mode patch) and once as full copies (--mode full). Needs root and /dev/net/tun.
+#
+#   bench/weights/run.sh [--seq DIR/lr1e-06] [--params 100e6] [--versions 10] [--out DIR]
+#
+# Without --seq it first runs sparsity.py (lr 1e-6, 20 steps) into OUT/sequence. Prints the
+# per-version table and the targets (bench/weights/report.py); exits non-zero on a failure.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${BUILD:-$root/build}
+strata=$build/strata
+py=/usr/bin/python3
+seq="" params=100e6 versions=10 out=$root/bench/results/weights
+while [ $# -gt 0 ]; do
+  case $1 in
+    --seq) seq=$2; shift 2 ;;
+    --params) params=$2; shift 2 ;;
+    --versions) versions=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "weights: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[ "$(id -u)" -eq 0 ] && [ -c /dev/net/tun ] ||
+  { echo "weights: needs root and /dev/net/tun (strata netem)" >&2; exit 1; }
+[ -x "$strata" ] || { echo "weights: no $strata (make)" >&2; exit 1; }
+mkdir -p "$out"
+if [ -z "$seq" ]; then
+  PYTHONPATH="$build/python" "$py" "$here/sparsity.py" --out "$out/sequence" --lr 1e-6 --steps 40
+  seq=$out/sequence/lr1e-06
+fi
+
+name=wsync$$
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  "$strata" netem down --name "$name" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+"$strata" netem up --name "$name" --sites 2 --ranks-per-site 2 --lifetime 3600 \
+  --link '*:rate=1gbit,delay=25ms' >/dev/null
+echo "weights: 2 sites over strata netem ($name): 1 Gbit/s, 25 ms each way; results in $out"
+
+site_of=(0 0 1 1)
+fails=0
+for mode in patch full; do
+  rm -f "$out/$mode".*.json
+  port=$((20000 + RANDOM % 20000))
+  # the store in the publisher's site, as a trainer's launcher would run it
+  timeout -k 5 1800 "$strata" netem exec --name "$name" 0 -- \
+    "$strata" store --addr "10.77.0.1:$port" >"$out/$mode.store.log" 2>&1 &
+  store=$!
+  pids+=("$store")
+  sleep 0.3
+  children=()
+  for r in 0 1 2 3; do
+    s=${site_of[$r]}
+    timeout -k 5 1800 "$strata" netem exec --name "$name" "$s" -- env PYTHONPATH="$build/python" \
+      STRATA_ADDR="10.77.0.1:$port" STRATA_STORE_EXTERNAL=1 STRATA_RANK=$r STRATA_WORLD_SIZE=4 \
+      STRATA_JOB_ID="$name-$mode" STRATA_SITE="site$s" STRATA_TIMEOUT=120 STRATA_TCP_LINK_GBPS=1 \
+      "$py" "$here/bench.py" --seq "$seq" --params "$params" --versions "$versions" \
+      --mode "$mode" --out "$out/$mode.RANK.json" >"$out/$mode.$r.log" 2>&1 &
+    children+=($!)
+    pids+=($!)
+  done
+  rc=0
+  for pid in "${children[@]}"; do wait "$pid" || rc=1; done
+  kill "$store" 2>/dev/null || true
+  if [ $rc -ne 0 ]; then
+    echo "weights: mode $mode FAILED; the last lines of its ranks' logs:" >&2
+    tail -n 5 "$out/$mode".[0-3].log >&2 || true
+    fails=$((fails + 1))
+  fi
+done
+"$py" "$here/report.py" "$out" || fails=$((fails + 1))
+exit $((fails > 0))

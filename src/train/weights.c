@@ -1,0 +1,926 @@
+/*
+ * weights.c — RL weight sync: a publisher's versions and the rounds that bring subscribers to
+ * them (include/strata.h "RL weight sync"; docs/weights.md). weights_codec.c encodes and applies
+ * one version; this file decides what to keep, what each subscriber needs, and moves it.
+ *
+ * A round over a communicator, rank 0 publishing:
+ *   1. request  gather to rank 0: each subscriber's held version, target, set digest and site;
+ *   2. plan     rank 0 chooses, per subscriber, the cheaper of "patches from held" and "newest
+ *               usable anchor + patches", takes the union of the blobs chosen, orders the
+ *               subscribers that need bytes into a chain (grouped by site, the publisher's site
+ *               first) and broadcasts the plan: the tensor table, the blobs, each rank's choice;
+ *   3. stream   rank 0 sends every blob once to the head of the chain in chunks; each member
+ *               receives a chunk, forwards it to the next and applies every blob it needs as soon
+ *               as the blob is whole, into its staging copy, checking every digest;
+ *   4. agree    every live rank learns whether the stream reached everyone (strata_comm_agree):
+ *               all take the same branch, so survivors of a death shrink together.
+ *
+ * Invariants:
+ *  - a subscriber's staging copy holds the version it holds between rounds; its buffers change
+ *    only by a copy of a staging copy that passed every digest of the target version, so they
+ *    never show a half-applied or unchecked version;
+ *  - a rank that sees a transport error revokes the communicator: a member downstream of it,
+ *    blocked on a live but silent predecessor, is released instead of waiting forever;
+ *  - the publisher keeps every version from min(newest - history + 1, newest anchor) on, and
+ *    the full copy of the newest anchor only: memory is bounded by two copies of the set plus
+ *    the patches.
+ */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "train/weights.h"
+#include "train/weights_debug.h"
+
+#define REQUEST_MAGIC 0x31525753u /* "SWR1" */
+#define PLAN_MAGIC 0x31505753u    /* "SWP1" */
+#define REQUEST_BYTES 104
+#define PLAN_HEAD_BYTES 64
+#define PLAN_BLOB_BYTES 24
+#define PLAN_RANK_BYTES 32
+#define SITE_BYTES 64
+#define WINDOW 16 /* chunks in flight per hop, each way */
+
+typedef struct stored_version {
+  uint64_t version;
+  uint8_t *full, *patch; /* blobs; either may be NULL */
+  size_t full_len, patch_len;
+  strata_weights_version_stats stats;
+} stored_version;
+
+struct strata_weights {
+  int publisher;
+  weights_set set;
+  strata_weights_options opt;
+  uint64_t version; /* newest published, or held */
+  char error[512];
+  /* publisher */
+  uint8_t **previous; /* the newest version's bytes, per tensor */
+  uint64_t *hashes;
+  stored_version *versions; /* ascending */
+  size_t nversions, cap_versions;
+  uint64_t newest_anchor;
+  int corrupt_next;
+  /* subscriber */
+  uint8_t **staging;
+  int distrust; /* a version failed its check: the next round starts from an anchor */
+  /* fault injection (weights_debug.h) */
+  long die_after_chunks;
+};
+
+/* One blob of a round's stream. */
+typedef struct plan_blob {
+  uint64_t version;
+  uint32_t kind;
+  uint64_t bytes;
+} plan_blob;
+
+/* One chunk of a round's stream: where it lands, and the blob it completes (-1: none). */
+typedef struct chunk {
+  uint64_t offset, len;
+  int blob;
+} chunk;
+
+/* What the plan says about one rank. */
+typedef struct plan_rank {
+  uint64_t base; /* the anchor to start from, 0 = patches from the held version */
+  uint64_t target;
+  int32_t status; /* STRATA_OK, or why this subscriber is not served */
+  int32_t prev, next;
+} plan_rank;
+
+static void put_u32(uint8_t *p, uint32_t v) {
+  memcpy(p, &v, 4);
+}
+static void put_u64(uint8_t *p, uint64_t v) {
+  memcpy(p, &v, 8);
+}
+static uint32_t get_u32(const uint8_t *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+static uint64_t get_u64(const uint8_t *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+static int fail(strata_weights *w, int rank, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(strata_weights *w, int rank, int status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(w->error, sizeof w->error, fmt, ap);
+  va_end(ap);
+  STRATA_LOG(STRATA_LOG_ERROR, rank, "weights: %s", w->error);
+  return status;
+}
+
+void strata_weights_options_init(strata_weights_options *opt) {
+  if (!opt) return;
+  memset(opt, 0, sizeof *opt);
+  opt->anchor_every = 16;
+  opt->history = 32;
+  opt->zstd_level = 1;
+  opt->chunk_bytes = 8 << 20;
+}
+
+static int create(const strata_weights_tensor *tensors, size_t ntensors,
+                  const strata_weights_options *opt, int publisher, strata_weights **out) {
+  if (!out) return STRATA_ERR_INVALID_ARG;
+  *out = NULL;
+  strata_weights_options defaults;
+  strata_weights_options_init(&defaults);
+  if (!opt) opt = &defaults;
+  const char *bad = NULL;
+  if (opt->anchor_every < 1) bad = "anchor_every must be at least 1";
+  if (opt->history < 1) bad = "history must be at least 1";
+  if (opt->zstd_level < 1 || opt->zstd_level > 19) bad = "zstd_level must lie in 1..19";
+  if (opt->chunk_bytes < 4096) bad = "chunk_bytes must be at least 4096";
+  if (bad) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "weights: %s", bad);
+    return STRATA_ERR_INVALID_ARG;
+  }
+  strata_weights *w = calloc(1, sizeof *w);
+  if (!w) return STRATA_ERR_NO_MEMORY;
+  w->publisher = publisher;
+  w->opt = *opt;
+  int status = weights_set_init(&w->set, tensors, ntensors, w->error, sizeof w->error);
+  if (status != STRATA_OK) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "weights: %s", w->error);
+    free(w);
+    return status;
+  }
+  size_t n = w->set.count ? w->set.count : 1;
+  uint8_t ***copies = publisher ? &w->previous : &w->staging;
+  *copies = calloc(n, sizeof **copies);
+  w->hashes = calloc(n, sizeof *w->hashes);
+  status = *copies && w->hashes ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  for (size_t i = 0; i < w->set.count && status == STRATA_OK; i++) {
+    (*copies)[i] = calloc(w->set.tensors[i].bytes ? w->set.tensors[i].bytes : 1, 1);
+    if (!(*copies)[i]) status = STRATA_ERR_NO_MEMORY;
+  }
+  if (status != STRATA_OK) {
+    strata_weights_destroy(w);
+    return status;
+  }
+  *out = w;
+  return STRATA_OK;
+}
+
+int strata_weights_publisher_create(const strata_weights_tensor *tensors, size_t ntensors,
+                                    const strata_weights_options *opt, strata_weights **out) {
+  return create(tensors, ntensors, opt, 1, out);
+}
+
+int strata_weights_subscriber_create(const strata_weights_tensor *tensors, size_t ntensors,
+                                     strata_weights **out) {
+  return create(tensors, ntensors, NULL, 0, out);
+}
+
+static void free_version(stored_version *v) {
+  free(v->full);
+  free(v->patch);
+  v->full = v->patch = NULL;
+}
+
+void strata_weights_destroy(strata_weights *w) {
+  if (!w) return;
+  for (size_t i = 0; i < w->set.count; i++) {
+    if (w->previous) free(w->previous[i]);
+    if (w->staging) free(w->staging[i]);
+  }
+  free(w->previous);
+  free(w->staging);
+  free(w->hashes);
+  for (size_t i = 0; i < w->nversions; i++) free_version(&w->versions[i]);
+  free(w->versions);
+  weights_set_free(&w->set);
+  free(w);
+}
+
+uint64_t strata_weights_version(const strata_weights *w) {
+  return w ? w->version : 0;
+}
+
+const char *strata_weights_error(const strata_weights *w) {
+  return w ? w->error : "";
+}
+
+static stored_version *find_version(const strata_weights *w, uint64_t version) {
+  if (!w->nversions || version < w->versions[0].version ||
+      version > w->versions[w->nversions - 1].version)
+    return NULL;
+  return &w->versions[version - w->versions[0].version];
+}
+
+int strata_weights_version_info(const strata_weights *w, uint64_t version,
+                                strata_weights_version_stats *out) {
+  if (!w || !out || !w->publisher) return STRATA_ERR_INVALID_ARG;
+  const stored_version *v = find_version(w, version);
+  if (!v) return STRATA_ERR_NOT_FOUND;
+  *out = v->stats;
+  return STRATA_OK;
+}
+
+/* ---- publishing ---- */
+
+/* Drops what no subscriber can need any more: versions before min(newest - history + 1, newest
+ * anchor), and every full copy but the newest anchor's. */
+static void prune(strata_weights *w) {
+  uint64_t newest = w->version;
+  uint64_t keep_from = newest >= (uint64_t)w->opt.history ? newest - w->opt.history + 1 : 1;
+  if (w->newest_anchor < keep_from) keep_from = w->newest_anchor;
+  size_t drop = 0;
+  while (drop < w->nversions && w->versions[drop].version < keep_from) drop++;
+  for (size_t i = 0; i < w->nversions; i++)
+    if (i < drop || (w->versions[i].version != w->newest_anchor && w->versions[i].full)) {
+      free(w->versions[i].full);
+      w->versions[i].full = NULL;
+      if (i < drop) free_version(&w->versions[i]);
+    }
+  memmove(w->versions, w->versions + drop, (w->nversions - drop) * sizeof *w->versions);
+  w->nversions -= drop;
+}
+
+int strata_weights_publish(strata_weights *w, uint64_t *version) {
+  if (!w || !w->publisher) return STRATA_ERR_INVALID_ARG;
+  if (w->nversions == w->cap_versions) {
+    size_t cap = w->cap_versions ? 2 * w->cap_versions : 16;
+    stored_version *grown = realloc(w->versions, cap * sizeof *grown);
+    if (!grown) return STRATA_ERR_NO_MEMORY;
+    w->versions = grown;
+    w->cap_versions = cap;
+  }
+  stored_version v = {.version = w->version + 1};
+  v.stats.version = v.version;
+  for (size_t i = 0; i < w->set.count; i++) v.stats.elements += w->set.tensors[i].elements;
+  double t0 = strata_now_s();
+  weights_hash_all(&w->set, NULL, w->hashes);
+  double t1 = strata_now_s();
+  v.stats.hash_s = t1 - t0;
+  size_t full_len = WEIGHTS_BLOB_HEADER_BYTES + 8 * w->set.count + w->set.total_bytes;
+  v.stats.full_bytes = full_len;
+  int status = STRATA_OK;
+  if (v.version > 1) {
+    size_t raw_len = 0;
+    /* a patch larger than twice the full copy before compression will not win after it */
+    status = weights_encode_patch(&w->set, w->previous, v.version, w->hashes, w->opt.zstd_level,
+                                  2 * full_len + 64, w->corrupt_next == WEIGHTS_CORRUPT_VALUE,
+                                  &v.patch, &v.patch_len, &v.stats.changed, &raw_len);
+    if (status == STRATA_ERR_UNSUPPORTED) status = STRATA_OK; /* gave up: a full copy */
+    if (status != STRATA_OK) return fail(w, -1, status, "publish: encoding the patch failed");
+    v.stats.patch_raw_bytes = raw_len;
+    v.stats.patch_bytes = v.patch_len;
+    if (v.patch && w->corrupt_next == WEIGHTS_CORRUPT_FRAME) v.patch[v.patch_len / 2] ^= 0x40;
+    if (v.patch) w->corrupt_next = 0;
+  } else {
+    v.stats.changed = v.stats.elements;
+  }
+  v.stats.encode_s = strata_now_s() - t1;
+  int anchor = !v.patch || v.patch_len >= full_len ||
+               v.version - w->newest_anchor >= (uint64_t)w->opt.anchor_every;
+  if (anchor) {
+    status = weights_encode_full(&w->set, v.version, w->hashes, &v.full, &v.full_len);
+    if (status != STRATA_OK) {
+      free(v.patch);
+      return fail(w, -1, status, "publish: no memory for a full copy");
+    }
+    if (v.patch && v.patch_len >= full_len) { /* the full copy is the cheaper: never send it */
+      free(v.patch);
+      v.patch = NULL;
+      v.patch_len = 0;
+    }
+  }
+  v.stats.anchor = anchor;
+  for (size_t i = 0; i < w->set.count; i++)
+    if (w->set.tensors[i].bytes)
+      memcpy(w->previous[i], w->set.tensors[i].data, w->set.tensors[i].bytes);
+  w->versions[w->nversions++] = v;
+  w->version = v.version;
+  if (anchor) w->newest_anchor = v.version;
+  prune(w);
+  if (version) *version = w->version;
+  return STRATA_OK;
+}
+
+/* ---- planning (rank 0) ---- */
+
+typedef struct request {
+  uint32_t distrust; /* the last round refused a version: come back through an anchor */
+  uint64_t held, target, digest;
+  char site[SITE_BYTES];
+} request;
+
+static void request_pack(uint8_t *p, const request *r) {
+  memset(p, 0, REQUEST_BYTES);
+  put_u32(p, REQUEST_MAGIC);
+  put_u32(p + 4, r->distrust);
+  put_u64(p + 8, r->held);
+  put_u64(p + 16, r->target);
+  put_u64(p + 24, r->digest);
+  memcpy(p + 32, r->site, SITE_BYTES);
+}
+
+static int request_unpack(const uint8_t *p, request *r) {
+  if (get_u32(p) != REQUEST_MAGIC) return 0;
+  r->distrust = get_u32(p + 4);
+  r->held = get_u64(p + 8);
+  r->target = get_u64(p + 16);
+  r->digest = get_u64(p + 24);
+  memcpy(r->site, p + 32, SITE_BYTES);
+  r->site[SITE_BYTES - 1] = 0;
+  return 1;
+}
+
+/* Bytes of the patches (from, to], or UINT64_MAX when one is not kept. */
+static uint64_t patch_chain_bytes(const strata_weights *w, uint64_t from, uint64_t to) {
+  uint64_t bytes = 0;
+  for (uint64_t v = from + 1; v <= to; v++) {
+    const stored_version *s = find_version(w, v);
+    if (!s || !s->patch) return UINT64_MAX;
+    bytes += s->patch_len;
+  }
+  return bytes;
+}
+
+/* Chooses how rank r reaches its target; marks the blobs it needs. */
+static void plan_one(strata_weights *w, const request *q, plan_rank *pr, uint8_t *need_full,
+                     uint8_t *need_patch) {
+  uint64_t target = q->target == STRATA_WEIGHTS_NEWEST ? w->version : q->target;
+  pr->target = target;
+  pr->base = 0;
+  pr->status = STRATA_OK;
+  if (q->digest != w->set.digest) {
+    pr->status = STRATA_ERR_MISMATCH;
+    return;
+  }
+  if (target == q->held) return;
+  if (target > w->version || !find_version(w, target)) {
+    pr->status = STRATA_ERR_NOT_FOUND;
+    return;
+  }
+  uint64_t by_patches = q->held < target ? patch_chain_bytes(w, q->held, target) : UINT64_MAX;
+  uint64_t by_anchor = UINT64_MAX, anchor = 0;
+  for (uint64_t a = target; a >= w->versions[0].version && a > 0; a--) {
+    const stored_version *s = find_version(w, a);
+    if (!s->full) continue;
+    uint64_t rest = patch_chain_bytes(w, a, target);
+    if (rest != UINT64_MAX) by_anchor = s->full_len + rest, anchor = a;
+    break;
+  }
+  if (by_patches == UINT64_MAX && by_anchor == UINT64_MAX) {
+    pr->status = STRATA_ERR_NOT_FOUND;
+    return;
+  }
+  uint64_t from = q->held;
+  if (by_anchor < by_patches || (q->distrust && by_anchor != UINT64_MAX)) {
+    pr->base = anchor;
+    from = anchor;
+    need_full[anchor - w->versions[0].version] = 1;
+  }
+  for (uint64_t v = from + 1; v <= target; v++) need_patch[v - w->versions[0].version] = 1;
+}
+
+/* Orders the served subscribers into a chain: the publisher's site first, then each other site
+ * in the order its first rank appears, ranks ascending inside a site. */
+static void plan_chain(const request *reqs, plan_rank *ranks, int nranks, const char *my_site) {
+  int *order = malloc((size_t)nranks * sizeof *order), n = 0;
+  char *done = calloc((size_t)nranks, 1);
+  if (!order || !done) goto out;
+  for (int pass = 0; pass < 2; pass++)
+    for (int r = 1; r < nranks; r++) {
+      int member = ranks[r].status == STRATA_OK && ranks[r].target != reqs[r].held;
+      if (!member || done[r] || (pass == 0 && strcmp(reqs[r].site, my_site))) continue;
+      for (int s = r; s < nranks; s++) /* r and every later rank of its site */
+        if (!done[s] && !strcmp(reqs[s].site, reqs[r].site) && ranks[s].status == STRATA_OK &&
+            ranks[s].target != reqs[s].held) {
+          order[n++] = s;
+          done[s] = 1;
+        }
+    }
+  for (int i = 0; i < n; i++) {
+    ranks[order[i]].prev = i == 0 ? 0 : order[i - 1];
+    ranks[order[i]].next = i + 1 < n ? order[i + 1] : -1;
+  }
+  if (n) ranks[0].next = order[0];
+out:
+  free(order);
+  free(done);
+}
+
+/* ---- the plan on the wire ---- */
+
+typedef struct plan {
+  uint64_t newest, stream_bytes, chunk_bytes;
+  uint32_t nblobs, nranks;
+  plan_blob *blobs;
+  plan_rank *ranks;
+  uint8_t *table; /* the publisher's tensor table, as packed */
+  size_t table_bytes;
+} plan;
+
+static void plan_free(plan *p) {
+  free(p->blobs);
+  free(p->ranks);
+  free(p->table);
+  memset(p, 0, sizeof *p);
+}
+
+static size_t table_pack(const weights_set *set, uint8_t *out) {
+  size_t n = 4;
+  if (out) put_u32(out, (uint32_t)set->count);
+  for (size_t i = 0; i < set->count; i++) {
+    const weights_tensor *t = &set->tensors[i];
+    size_t len = strlen(t->name);
+    if (out) {
+      out[n] = (uint8_t)len;
+      memcpy(out + n + 1, t->name, len);
+      out[n + 1 + len] = (uint8_t)t->dtype;
+      out[n + 2 + len] = (uint8_t)t->ndim;
+      for (int d = 0; d < t->ndim; d++) put_u64(out + n + 3 + len + 8 * d, (uint64_t)t->shape[d]);
+    }
+    n += 3 + len + 8 * (size_t)t->ndim;
+  }
+  return n;
+}
+
+static int plan_pack(const plan *p, uint8_t head[PLAN_HEAD_BYTES], uint8_t **body,
+                     size_t *body_bytes) {
+  size_t n =
+      p->table_bytes + (size_t)p->nblobs * PLAN_BLOB_BYTES + (size_t)p->nranks * PLAN_RANK_BYTES;
+  uint8_t *b = calloc(n, 1);
+  if (!b) return STRATA_ERR_NO_MEMORY;
+  memcpy(b, p->table, p->table_bytes);
+  uint8_t *q = b + p->table_bytes;
+  for (uint32_t i = 0; i < p->nblobs; i++, q += PLAN_BLOB_BYTES) {
+    put_u64(q, p->blobs[i].version);
+    put_u32(q + 8, p->blobs[i].kind);
+    put_u64(q + 16, p->blobs[i].bytes);
+  }
+  for (uint32_t r = 0; r < p->nranks; r++, q += PLAN_RANK_BYTES) {
+    put_u64(q, p->ranks[r].base);
+    put_u64(q + 8, p->ranks[r].target);
+    put_u32(q + 16, (uint32_t)p->ranks[r].status);
+    put_u32(q + 20, (uint32_t)p->ranks[r].prev);
+    put_u32(q + 24, (uint32_t)p->ranks[r].next);
+  }
+  memset(head, 0, PLAN_HEAD_BYTES);
+  put_u32(head, PLAN_MAGIC);
+  put_u64(head + 8, n);
+  put_u64(head + 16, p->newest);
+  put_u64(head + 24, p->table_bytes);
+  put_u64(head + 32, p->stream_bytes);
+  put_u64(head + 40, p->chunk_bytes);
+  put_u32(head + 48, p->nblobs);
+  put_u32(head + 52, p->nranks);
+  *body = b;
+  *body_bytes = n;
+  return STRATA_OK;
+}
+
+/* Reads a plan's head; the body's size into *body_bytes. 0 when malformed. */
+static int plan_head_unpack(const uint8_t *head, plan *p, size_t *body_bytes, int nranks) {
+  memset(p, 0, sizeof *p);
+  if (get_u32(head) != PLAN_MAGIC) return 0;
+  *body_bytes = get_u64(head + 8);
+  p->newest = get_u64(head + 16);
+  p->table_bytes = get_u64(head + 24);
+  p->stream_bytes = get_u64(head + 32);
+  p->chunk_bytes = get_u64(head + 40);
+  p->nblobs = get_u32(head + 48);
+  p->nranks = get_u32(head + 52);
+  return p->nranks == (uint32_t)nranks && p->chunk_bytes >= 4096 && p->table_bytes >= 4 &&
+         p->nblobs < (1u << 24) &&
+         *body_bytes == p->table_bytes + (uint64_t)p->nblobs * PLAN_BLOB_BYTES +
+                            (uint64_t)p->nranks * PLAN_RANK_BYTES;
+}
+
+static int plan_body_unpack(const uint8_t *b, plan *p) {
+  p->table = malloc(p->table_bytes);
+  p->blobs = calloc(p->nblobs ? p->nblobs : 1, sizeof *p->blobs);
+  p->ranks = calloc(p->nranks, sizeof *p->ranks);
+  if (!p->table || !p->blobs || !p->ranks) return 0;
+  memcpy(p->table, b, p->table_bytes);
+  const uint8_t *q = b + p->table_bytes;
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < p->nblobs; i++, q += PLAN_BLOB_BYTES) {
+    p->blobs[i].version = get_u64(q);
+    p->blobs[i].kind = get_u32(q + 8);
+    p->blobs[i].bytes = get_u64(q + 16);
+    if (p->blobs[i].bytes > UINT64_MAX - sum) return 0;
+    sum += p->blobs[i].bytes;
+  }
+  for (uint32_t r = 0; r < p->nranks; r++, q += PLAN_RANK_BYTES) {
+    p->ranks[r].base = get_u64(q);
+    p->ranks[r].target = get_u64(q + 8);
+    p->ranks[r].status = (int32_t)get_u32(q + 16);
+    p->ranks[r].prev = (int32_t)get_u32(q + 20);
+    p->ranks[r].next = (int32_t)get_u32(q + 24);
+    if (p->ranks[r].prev < -1 || p->ranks[r].prev >= (int32_t)p->nranks || p->ranks[r].next < -1 ||
+        p->ranks[r].next >= (int32_t)p->nranks)
+      return 0;
+  }
+  return sum == p->stream_bytes;
+}
+
+/* Maps the publisher's tensor i to ours (map[i]), or names the first difference. */
+static int table_match(strata_weights *w, const plan *p, size_t *map, int rank) {
+  const uint8_t *q = p->table, *end = p->table + p->table_bytes;
+  uint32_t count = get_u32(q);
+  q += 4;
+  char *seen = calloc(w->set.count ? w->set.count : 1, 1);
+  if (!seen) return STRATA_ERR_NO_MEMORY;
+  int status = STRATA_OK;
+  for (uint32_t i = 0; i < count && status == STRATA_OK; i++) {
+    if (end - q < 3 || end - q < 3 + q[0] + 8 * (ptrdiff_t)q[q[0] + 2]) {
+      status = fail(w, rank, STRATA_ERR_PROTOCOL, "the publisher's tensor table is malformed");
+      break;
+    }
+    char name[WEIGHTS_NAME_MAX + 1];
+    memcpy(name, q + 1, q[0]);
+    name[q[0]] = 0;
+    strata_dtype dtype = (strata_dtype)q[q[0] + 1];
+    int ndim = q[q[0] + 2];
+    const uint8_t *shape = q + q[0] + 3;
+    q = shape + 8 * ndim;
+    size_t j = 0;
+    while (j < w->set.count && strcmp(w->set.tensors[j].name, name)) j++;
+    if (j == w->set.count || seen[j]) {
+      status = fail(w, rank, STRATA_ERR_MISMATCH,
+                    "tensor '%s' is published but this subscriber has no such tensor", name);
+      break;
+    }
+    const weights_tensor *t = &w->set.tensors[j];
+    int same_shape = t->ndim == ndim;
+    for (int d = 0; same_shape && d < ndim; d++)
+      same_shape = (uint64_t)t->shape[d] == get_u64(shape + 8 * d);
+    if (t->dtype != dtype)
+      status = fail(w, rank, STRATA_ERR_MISMATCH, "tensor '%s': %s here, %s at the publisher", name,
+                    strata_dtype_name(t->dtype), strata_dtype_name(dtype));
+    else if (!same_shape)
+      status = fail(w, rank, STRATA_ERR_MISMATCH,
+                    "tensor '%s': its shape differs from the publisher's", name);
+    seen[j] = 1;
+    map[i] = j;
+  }
+  if (status == STRATA_OK && count != w->set.count)
+    for (size_t j = 0; j < w->set.count; j++)
+      if (!seen[j]) {
+        status = fail(w, rank, STRATA_ERR_MISMATCH,
+                      "tensor '%s' is subscribed but the publisher has no such tensor",
+                      w->set.tensors[j].name);
+        break;
+      }
+  free(seen);
+  return status;
+}
+
+/* ---- the stream ---- */
+
+typedef struct sender {
+  strata_request *reqs[WINDOW];
+  int head, count;
+  int status;
+  uint64_t bytes;
+} sender;
+
+static void sender_wait_one(sender *s) {
+  int status = strata_request_wait(s->reqs[s->head]);
+  if (status != STRATA_OK && s->status == STRATA_OK) s->status = status;
+  s->head = (s->head + 1) % WINDOW;
+  s->count--;
+}
+
+static void sender_post(sender *s, strata_comm *comm, const void *buf, size_t len, int peer) {
+  if (s->status != STRATA_OK) return;
+  if (s->count == WINDOW) sender_wait_one(s);
+  strata_request *req = NULL;
+  int status = strata_isend(comm, buf, len, STRATA_U8, peer, &req);
+  if (status != STRATA_OK) {
+    s->status = status;
+    return;
+  }
+  s->reqs[(s->head + s->count) % WINDOW] = req;
+  s->count++;
+  s->bytes += len;
+}
+
+static int sender_drain(sender *s) {
+  while (s->count) sender_wait_one(s);
+  return s->status;
+}
+
+static void maybe_die(strata_weights *w) {
+  if (w->die_after_chunks > 0 && --w->die_after_chunks == 0) raise(SIGKILL);
+}
+
+/* Every live rank's verdict on the round; the first transport error here, or PEER_LOST when
+ * another rank saw one. */
+static int round_verdict(strata_weights *w, strata_comm *comm, int transport) {
+  if (transport != STRATA_OK) strata_comm_revoke(comm);
+  int ok = transport == STRATA_OK;
+  int status = strata_comm_agree(comm, &ok);
+  int rank = strata_comm_rank(comm);
+  if (status != STRATA_OK)
+    return fail(w, rank, status, "round: agreeing on its outcome failed (%s)",
+                strata_err_name(status));
+  if (transport != STRATA_OK)
+    return fail(w, rank, transport, "round: %s (shrink the communicator and repeat it)",
+                strata_strerror(transport));
+  if (!ok)
+    return fail(w, rank, STRATA_ERR_PEER_LOST,
+                "round: it failed on another rank (shrink the communicator and repeat it)");
+  return STRATA_OK;
+}
+
+static int role_check(strata_weights *w, strata_comm *comm, int publisher) {
+  if (!w || !comm) return STRATA_ERR_INVALID_ARG;
+  int rank = strata_comm_rank(comm);
+  if (w->publisher != publisher || (rank == 0) != publisher) {
+    /* the other ranks wait on this one in the round's first collective: release them */
+    strata_comm_revoke(comm);
+    return fail(w, rank, STRATA_ERR_INVALID_ARG,
+                "rank %d called %s with a %s handle: rank 0 publishes (serve), every other rank "
+                "subscribes (update)",
+                rank, publisher ? "serve" : "update", w->publisher ? "publisher" : "subscriber");
+  }
+  return STRATA_OK;
+}
+
+static void my_site(strata_comm *comm, char site[SITE_BYTES]) {
+  memset(site, 0, SITE_BYTES);
+  const strata_config *cfg = strata_comm_config(comm);
+  if (cfg) snprintf(site, SITE_BYTES, "%s", cfg->site);
+}
+
+int strata_weights_serve(strata_weights *w, strata_comm *comm, strata_weights_round_info *info) {
+  int status = role_check(w, comm, 1);
+  if (status != STRATA_OK) return status;
+  if (info) memset(info, 0, sizeof *info);
+  w->error[0] = 0;
+  int nranks = strata_comm_size(comm);
+  uint8_t *gathered = calloc((size_t)nranks, REQUEST_BYTES), mine[REQUEST_BYTES] = {0};
+  request *reqs = calloc((size_t)nranks, sizeof *reqs);
+  plan p = {.newest = w->version, .chunk_bytes = w->opt.chunk_bytes, .nranks = (uint32_t)nranks};
+  p.ranks = calloc((size_t)nranks, sizeof *p.ranks);
+  p.blobs = calloc(2 * (w->nversions ? w->nversions : 1), sizeof *p.blobs);
+  uint8_t *need = calloc(2 * (w->nversions ? w->nversions : 1), 1);
+  p.table_bytes = table_pack(&w->set, NULL);
+  p.table = malloc(p.table_bytes);
+  uint8_t head[PLAN_HEAD_BYTES], *body = NULL;
+  size_t body_bytes = 0;
+  int transport = STRATA_OK, refused = 0;
+  const stored_version **sources = calloc(2 * (w->nversions ? w->nversions : 1), sizeof *sources);
+  if (!gathered || !reqs || !p.ranks || !p.blobs || !need || !p.table || !sources) {
+    status = STRATA_ERR_NO_MEMORY;
+    strata_comm_revoke(comm);
+    goto out;
+  }
+  table_pack(&w->set, p.table);
+  request_pack(mine, &(request){0});
+  transport = strata_gather(comm, mine, gathered, REQUEST_BYTES, STRATA_U8, 0);
+  if (transport != STRATA_OK) goto verdict;
+
+  for (int r = 0; r < nranks; r++) p.ranks[r].prev = p.ranks[r].next = -1;
+  for (int r = 1; r < nranks; r++) {
+    if (!request_unpack(gathered + (size_t)r * REQUEST_BYTES, &reqs[r])) {
+      p.ranks[r].status = STRATA_ERR_PROTOCOL;
+      continue;
+    }
+    plan_one(w, &reqs[r], &p.ranks[r], need, need + w->nversions);
+    if (p.ranks[r].status != STRATA_OK) {
+      refused++;
+      STRATA_LOG(STRATA_LOG_WARN, 0, "weights: subscriber %d not served: %s", r,
+                 p.ranks[r].status == STRATA_ERR_MISMATCH ? "its tensor set differs"
+                                                          : "its target version is not kept");
+    }
+  }
+  for (size_t i = 0; i < w->nversions; i++) {
+    if (need[i]) {
+      p.blobs[p.nblobs] =
+          (plan_blob){w->versions[i].version, WEIGHTS_BLOB_FULL, w->versions[i].full_len};
+      sources[p.nblobs++] = &w->versions[i];
+    }
+    if (need[w->nversions + i]) {
+      p.blobs[p.nblobs] =
+          (plan_blob){w->versions[i].version, WEIGHTS_BLOB_PATCH, w->versions[i].patch_len};
+      sources[p.nblobs++] = &w->versions[i];
+    }
+  }
+  for (uint32_t i = 0; i < p.nblobs; i++) p.stream_bytes += p.blobs[i].bytes;
+  char site[SITE_BYTES];
+  my_site(comm, site);
+  plan_chain(reqs, p.ranks, nranks, site);
+  status = plan_pack(&p, head, &body, &body_bytes);
+  if (status != STRATA_OK) {
+    strata_comm_revoke(comm);
+    goto out;
+  }
+  transport = strata_broadcast(comm, head, head, PLAN_HEAD_BYTES, STRATA_U8, 0);
+  if (transport == STRATA_OK)
+    transport = strata_broadcast(comm, body, body, body_bytes, STRATA_U8, 0);
+  if (transport != STRATA_OK || p.ranks[0].next < 0) goto verdict;
+
+  sender s = {.status = STRATA_OK};
+  for (uint32_t i = 0; i < p.nblobs && s.status == STRATA_OK; i++) {
+    const uint8_t *blob =
+        p.blobs[i].kind == WEIGHTS_BLOB_FULL ? sources[i]->full : sources[i]->patch;
+    for (uint64_t off = 0; off < p.blobs[i].bytes && s.status == STRATA_OK; off += p.chunk_bytes) {
+      uint64_t len =
+          p.blobs[i].bytes - off < p.chunk_bytes ? p.blobs[i].bytes - off : p.chunk_bytes;
+      sender_post(&s, comm, blob + off, len, p.ranks[0].next);
+      maybe_die(w);
+    }
+  }
+  transport = sender_drain(&s);
+  if (info) info->bytes_sent = s.bytes;
+
+verdict:
+  status = round_verdict(w, comm, transport);
+  if (info) {
+    info->version = w->version;
+    info->stream_bytes = p.stream_bytes;
+    info->subscribers = nranks - 1;
+    info->refused = refused;
+  }
+out:
+  free(gathered);
+  free(reqs);
+  free(need);
+  free(sources);
+  free(body);
+  plan_free(&p);
+  return status;
+}
+
+/* Does this subscriber apply blob b (base anchor, then patches up to its target)? */
+static int wanted(const plan_rank *me, uint64_t held, const plan_blob *b) {
+  if (b->kind == WEIGHTS_BLOB_FULL) return me->base && b->version == me->base;
+  uint64_t from = me->base ? me->base : held;
+  return b->version > from && b->version <= me->target;
+}
+
+/* Copies the tensors a round wrote: staging into the buffers (commit) or back (restore). */
+static void copy_touched(strata_weights *w, const uint8_t *touched, int commit) {
+  for (size_t i = 0; i < w->set.count; i++) {
+    const weights_tensor *t = &w->set.tensors[i];
+    if (!touched[i] || !t->bytes) continue;
+    if (commit)
+      memcpy(t->data, w->staging[i], t->bytes);
+    else
+      memcpy(w->staging[i], t->data, t->bytes);
+  }
+}
+
+int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
+                          strata_weights_round_info *info) {
+  int status = role_check(w, comm, 0);
+  if (status != STRATA_OK) return status;
+  if (info) memset(info, 0, sizeof *info);
+  w->error[0] = 0;
+  int rank = strata_comm_rank(comm), nranks = strata_comm_size(comm);
+  uint8_t mine[REQUEST_BYTES], head[PLAN_HEAD_BYTES], *body = NULL, *stream = NULL;
+  request q = {.held = w->version, .target = target, .digest = w->set.digest};
+  q.distrust = (uint32_t)w->distrust;
+  my_site(comm, q.site);
+  request_pack(mine, &q);
+  plan p = {0};
+  size_t body_bytes = 0;
+  size_t *map = calloc(w->set.count ? w->set.count : 1, sizeof *map);
+  int local = STRATA_OK; /* why this rank is not brought to its target */
+  int applied = 0, full_applied = 0;
+  uint8_t *touched = calloc(w->set.count ? w->set.count : 1, 1);
+  sender s = {.status = STRATA_OK};
+  int transport =
+      map ? strata_gather(comm, mine, NULL, REQUEST_BYTES, STRATA_U8, 0) : STRATA_ERR_NO_MEMORY;
+  if (transport == STRATA_OK)
+    transport = strata_broadcast(comm, head, head, PLAN_HEAD_BYTES, STRATA_U8, 0);
+  if (transport != STRATA_OK) goto verdict;
+  if (!plan_head_unpack(head, &p, &body_bytes, nranks) || !(body = malloc(body_bytes))) {
+    transport = body_bytes ? STRATA_ERR_NO_MEMORY : STRATA_ERR_PROTOCOL;
+    fail(w, rank, transport, "the round's plan is malformed or too large");
+    goto verdict;
+  }
+  transport = strata_broadcast(comm, body, body, body_bytes, STRATA_U8, 0);
+  if (transport != STRATA_OK) goto verdict;
+  if (!plan_body_unpack(body, &p)) {
+    transport = fail(w, rank, STRATA_ERR_PROTOCOL, "the round's plan is malformed");
+    goto verdict;
+  }
+  const plan_rank *me = &p.ranks[rank];
+  local = table_match(w, &p, map, rank);
+  if (local == STRATA_OK && me->status == STRATA_ERR_NOT_FOUND)
+    local = fail(w, rank, STRATA_ERR_NOT_FOUND,
+                 "version %llu is not kept by the publisher (newest %llu)",
+                 (unsigned long long)(target ? target : p.newest), (unsigned long long)p.newest);
+  else if (local == STRATA_OK && me->status != STRATA_OK)
+    local = fail(w, rank, me->status, "the publisher refused this subscriber: %s",
+                 strata_err_name(me->status));
+  if (local == STRATA_OK && me->prev < 0 && me->target != w->version)
+    local = fail(w, rank, STRATA_ERR_PROTOCOL, "the plan brings this subscriber no bytes");
+  if (me->prev < 0) goto verdict; /* nothing to receive this round */
+
+  stream = malloc(p.stream_bytes ? p.stream_bytes : 1);
+  if (!stream) {
+    transport = fail(w, rank, STRATA_ERR_NO_MEMORY, "no memory for the round's %llu bytes",
+                     (unsigned long long)p.stream_bytes);
+    goto verdict;
+  }
+  /* every chunk of the stream in order; receives are posted WINDOW chunks ahead, so a long link
+   * carries a window's bytes per round trip instead of one chunk's */
+  size_t nchunks = 0;
+  for (uint32_t i = 0; i < p.nblobs; i++)
+    nchunks += (size_t)((p.blobs[i].bytes + p.chunk_bytes - 1) / p.chunk_bytes);
+  chunk *chunks = calloc(nchunks ? nchunks : 1, sizeof *chunks);
+  if (!chunks) {
+    transport = fail(w, rank, STRATA_ERR_NO_MEMORY, "no memory for the round's chunk list");
+    goto verdict;
+  }
+  uint64_t at = 0;
+  for (uint32_t i = 0, c = 0; i < p.nblobs; i++) {
+    for (uint64_t off = 0; off < p.blobs[i].bytes; off += p.chunk_bytes, c++) {
+      chunks[c].offset = at + off;
+      chunks[c].len =
+          p.blobs[i].bytes - off < p.chunk_bytes ? p.blobs[i].bytes - off : p.chunk_bytes;
+      chunks[c].blob = -1;
+    }
+    if (p.blobs[i].bytes) chunks[c - 1].blob = (int)i;
+    at += p.blobs[i].bytes;
+  }
+  strata_request *recvs[WINDOW] = {0};
+  size_t posted = 0;
+  for (size_t c = 0; c < nchunks && transport == STRATA_OK; c++) {
+    while (posted < nchunks && posted < c + WINDOW && transport == STRATA_OK) {
+      transport = strata_irecv(comm, stream + chunks[posted].offset, chunks[posted].len, STRATA_U8,
+                               me->prev, &recvs[posted % WINDOW]);
+      if (transport == STRATA_OK) posted++;
+    }
+    if (transport != STRATA_OK) break;
+    transport = strata_request_wait(recvs[c % WINDOW]);
+    recvs[c % WINDOW] = NULL;
+    if (transport != STRATA_OK) break;
+    maybe_die(w);
+    if (me->next >= 0) sender_post(&s, comm, stream + chunks[c].offset, chunks[c].len, me->next);
+    int i = chunks[c].blob;
+    if (i < 0 || local != STRATA_OK || !wanted(me, w->version, &p.blobs[i])) continue;
+    /* overlaps the next chunks' arrival: the progress thread keeps receiving meanwhile */
+    const uint8_t *blob = stream + chunks[c].offset + chunks[c].len - p.blobs[i].bytes;
+    local = weights_blob_apply(&w->set, map, w->staging, touched, blob, p.blobs[i].bytes, w->error,
+                               sizeof w->error);
+    if (local != STRATA_OK) {
+      STRATA_LOG(STRATA_LOG_ERROR, rank, "weights: %s; version %llu kept", w->error,
+                 (unsigned long long)w->version);
+      continue;
+    }
+    applied++;
+    full_applied += p.blobs[i].kind == WEIGHTS_BLOB_FULL;
+  }
+  if (transport != STRATA_OK) strata_comm_revoke(comm); /* ends the receives still posted */
+  for (size_t k = 0; k < WINDOW; k++)
+    if (recvs[k]) strata_request_wait(recvs[k]);
+  free(chunks);
+  if (s.count || s.status != STRATA_OK) {
+    int sent = sender_drain(&s);
+    if (transport == STRATA_OK) transport = sent;
+  }
+  if (transport == STRATA_OK && local == STRATA_OK) {
+    copy_touched(w, touched, 1);
+    w->version = me->target;
+    w->distrust = 0;
+  } else {
+    copy_touched(w, touched, 0);
+  }
+  if (local == STRATA_ERR_PROTOCOL) w->distrust = 1;
+
+verdict:
+  status = round_verdict(w, comm, transport);
+  if (info) {
+    info->version = w->version;
+    info->stream_bytes = p.stream_bytes;
+    info->bytes_sent = s.bytes;
+    info->blobs_applied = applied;
+    info->full_applied = full_applied;
+    info->subscribers = nranks - 1;
+  }
+  free(map);
+  free(touched);
+  free(body);
+  free(stream);
+  plan_free(&p);
+  return status != STRATA_OK ? status : local;
+}
+
+/* ---- fault injection for the tests (weights_debug.h) ---- */
+
+void weights_debug_die_after_chunks(strata_weights *w, long chunks) {
+  w->die_after_chunks = chunks;
+}
+
+void weights_debug_corrupt_next(strata_weights *w, int how) {
+  w->corrupt_next = how;
+}

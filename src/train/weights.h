@@ -1,0 +1,86 @@
+/*
+ * weights.h — internals of RL weight sync (include/strata.h "RL weight sync", docs/weights.md):
+ * the tensor set, the blob format of one encoded version, and the codec that writes and applies
+ * blobs. weights_codec.c knows nothing of communicators; weights.c runs rounds over one.
+ *
+ * A blob is one version in one encoding, self-describing and checked field by field on arrival:
+ *
+ *   u32 magic  u32 kind (FULL | PATCH)  u64 version  u32 ntensors  u32 zero
+ *   u64 raw_bytes (payload before zstd)  u64 payload_bytes
+ *   u64 hash[ntensors]   xxHash3-64 of each tensor of that version, publisher order
+ *   payload              FULL: every tensor's bytes, publisher order (not compressed)
+ *                        PATCH: one zstd frame of, per tensor in publisher order,
+ *                          varint changed, changed varint gaps, changed new element values
+ *                        where gap = index - previous index - 1 (the first: index)
+ *
+ * Integers are little-endian (the byte order of every host strata runs on); the header is
+ * read with memcpy, never cast.
+ */
+#ifndef STRATA_TRAIN_WEIGHTS_H
+#define STRATA_TRAIN_WEIGHTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata.h"
+
+#define WEIGHTS_BLOB_MAGIC 0x31425753u /* "SWB1" */
+#define WEIGHTS_BLOB_FULL 1u
+#define WEIGHTS_BLOB_PATCH 2u
+#define WEIGHTS_BLOB_HEADER_BYTES 40u
+#define WEIGHTS_NAME_MAX 255
+
+typedef struct weights_tensor {
+  char name[WEIGHTS_NAME_MAX + 1];
+  void *data; /* the caller's buffer */
+  strata_dtype dtype;
+  int ndim;
+  int64_t shape[STRATA_WEIGHTS_MAX_DIMS];
+  size_t elements, element_bytes, bytes;
+} weights_tensor;
+
+typedef struct weights_set {
+  size_t count;
+  weights_tensor *tensors;
+  size_t total_bytes;
+  uint64_t digest; /* of names, dtypes and shapes in name order: equal sets, equal digests */
+} weights_set;
+
+typedef struct weights_blob_header {
+  uint32_t kind;
+  uint64_t version;
+  uint32_t ntensors;
+  uint64_t raw_bytes, payload_bytes;
+} weights_blob_header;
+
+/* Checks and copies the caller's descriptions; err gets a sentence on failure. */
+int weights_set_init(weights_set *set, const strata_weights_tensor *tensors, size_t count,
+                     char *err, size_t err_len);
+void weights_set_free(weights_set *set);
+/* xxHash3-64 of every tensor of `set` whose bytes start at data[i] (the caller's when data is
+ * NULL). */
+void weights_hash_all(const weights_set *set, uint8_t *const *data, uint64_t *hashes);
+
+/* A full blob of the caller's buffers: *out from malloc. */
+int weights_encode_full(const weights_set *set, uint64_t version, const uint64_t *hashes,
+                        uint8_t **out, size_t *out_len);
+/* A patch blob from `previous[i]` (the last version's bytes of tensor i) to the caller's
+ * buffers. Gives up (STRATA_ERR_UNSUPPORTED, *out = NULL) once the patch before compression
+ * passes `give_up_bytes`: a full copy is then the smaller. *changed = elements that changed.
+ * `corrupt` (fault injection) flips the low bit of the patch's last byte before compression. */
+int weights_encode_patch(const weights_set *set, uint8_t *const *previous, uint64_t version,
+                         const uint64_t *hashes, int zstd_level, size_t give_up_bytes, int corrupt,
+                         uint8_t **out, size_t *out_len, uint64_t *changed, size_t *raw_len);
+
+/* Reads and checks a blob's header (magic, kind, sizes against `len`). */
+int weights_blob_parse(const uint8_t *blob, size_t len, weights_blob_header *h, char *err,
+                       size_t err_len);
+/* Applies a blob to `staging` (tensor map[i] of `set` receives the publisher's tensor i) and
+ * checks the digests: STRATA_ERR_PROTOCOL with a sentence naming the tensor when the blob does
+ * not decode or a digest differs. touched[j] becomes 1 for every tensor j it wrote, so only those
+ * need copying (after success) or restoring (after a failure, when staging is partly written). */
+int weights_blob_apply(const weights_set *set, const size_t *map, uint8_t *const *staging,
+                       uint8_t *touched, const uint8_t *blob, size_t len, char *err,
+                       size_t err_len);
+
+#endif
