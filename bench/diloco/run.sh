@@ -15,6 +15,12 @@
 #   diloco-h50-int8  H = 50, the outer gradient int8 on the wire
 #   diloco-h50-int4  H = 50, int4 on the wire
 #   diloco-h50-m09   H = 50 with the DiLoCo paper's outer momentum, 0.9
+#   diloco-h10-warm, diloco-h50-warm, streaming-h50-warm
+#                    the DiLoCo paper's protocol (arXiv 2311.08105, section 3: DiLoCo starts from
+#                    a model pretrained synchronously, 24k of 88k steps): the first quarter of the
+#                    steps (100 of 400) synchronous data parallel exactly as the sync run, then
+#                    DiLoCo from that model for the rest; the same tokens, batches and learning-
+#                    rate schedule as every other run, the warm-up's WAN bytes counted
 #
 # Every run uses the same inner optimizer (AdamW, lr 2e-3, warm-up then cosine) and the DiLoCo
 # runs the paper's outer one (SGD with Nesterov momentum, lr 0.7) except for the momentum: 0.6
@@ -30,10 +36,11 @@
 #
 # Raw results: bench/results/diloco/ (one JSON per rank and run, logs, summary.json).
 # Environment: BUILD (build dir, default build), DILOCO_STEPS (inner steps per rank, a multiple of
-# 50), DILOCO_RUNS (a subset of the names above, space separated), DILOCO_EXTRA (more train.py
-# arguments for every run), DILOCO_OUTER_MOMENTUM (0.6), DILOCO_SVG (the plot's path), DILOCO_OUT
-# (the results directory), DILOCO_TEXTBOOK=1 (adds textbook-h50: the pure-Python cross-check of
-# DiLoCo, not the library's).
+# 50; the -warm runs' synchronous warm-up is 50 x floor(steps / 200) of them, and they are left out
+# under 200), DILOCO_RUNS (a subset of the names above, space separated), DILOCO_EXTRA (more
+# train.py arguments for every run), DILOCO_OUTER_MOMENTUM (0.6), DILOCO_SVG (the plot's path),
+# DILOCO_OUT (the results directory), DILOCO_TEXTBOOK=1 (adds textbook-h50: the pure-Python
+# cross-check of DiLoCo, not the library's).
 # --quick: 50 inner steps per run (one H=50 round), a smoke test of the whole pipeline (results
 # and plot in bench/results/diloco-quick/).
 set -euo pipefail
@@ -68,7 +75,10 @@ fi
 steps=${DILOCO_STEPS:-400}
 [ $quick -eq 1 ] && steps=50
 if [ $((steps % 50)) -ne 0 ]; then echo "diloco: DILOCO_STEPS must be a multiple of 50" >&2; exit 2; fi
-runs=${DILOCO_RUNS:-sync diloco-h10 diloco-h50 streaming-h50 diloco-h50-int8 diloco-h50-int4 diloco-h50-m09}
+warm=$((50 * (steps / 200))) # a quarter of the run, a whole number of H = 50 rounds after it
+runs_default="sync diloco-h10 diloco-h50 streaming-h50 diloco-h50-int8 diloco-h50-int4 diloco-h50-m09"
+[ $warm -gt 0 ] && runs_default="$runs_default diloco-h10-warm diloco-h50-warm streaming-h50-warm"
+runs=${DILOCO_RUNS:-$runs_default}
 om=${DILOCO_OUTER_MOMENTUM:-0.6}
 [ "${DILOCO_TEXTBOOK:-0}" = 1 ] && runs="$runs textbook-h50"
 out=$root/bench/results/diloco
@@ -91,6 +101,9 @@ args_of() { # NAME -> train.py arguments of that run
     diloco-h50-int4) echo "$dl --sync-every 50 --compress int4" ;;
     diloco-h50-m09) echo "--mode diloco --outer-lr 0.7 --outer-momentum 0.9 --sync-every 50" ;;
     textbook-h50) echo "$dl --impl textbook --sync-every 50" ;;
+    *-warm)
+      [ $warm -gt 0 ] || { echo "diloco: $1 needs DILOCO_STEPS of at least 200" >&2; return 1; }
+      echo "$(args_of "${1%-warm}") --sync-warmup $warm" ;;
     *) echo "diloco: unknown run $1" >&2; return 1 ;;
   esac
 }

@@ -185,8 +185,16 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=6)
     ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=50, help="inner lr: linear warm-up steps")
+    ap.add_argument("--lr-floor", type=float, default=0.1,
+                    help="inner lr: the cosine decays to this fraction of the peak at the last step")
+    ap.add_argument("--sync-warmup", type=int, default=0,
+                    help="diloco: the first N steps are synchronous data parallel (gradients "
+                         "averaged every step, as --mode sync), DiLoCo starts from that model "
+                         "(arXiv 2311.08105 starts from a synchronously pretrained model)")
     ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--clip", type=float, default=0.0,
+                    help="clip each inner step's gradient to this global norm (0: no clipping)")
     ap.add_argument("--eval-every", type=int, default=50)
     ap.add_argument("--eval-seqs", type=int, default=64, help="sequences per checkpoint eval")
     ap.add_argument("--final-eval-seqs", type=int, default=512)
@@ -203,6 +211,8 @@ def main():
     torch.set_num_threads(1)
     comm = strata.Comm()
     rank, world = comm.rank, comm.size
+    if a.mode == "diloco" and a.impl == "strata":
+        import strata.torch as st  # before training: importing it under strata launch is collective
 
     train, held, nfiles = corpus(a.corpus)
     digest = hashlib.sha256(train + held).hexdigest()[:16]
@@ -227,10 +237,16 @@ def main():
     nparams = sum(p.numel() for p in model.parameters())
     inner = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95),
                               weight_decay=a.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(inner, lambda s: lr_factor(s, a.warmup, a.steps))
+    # One schedule over the whole run, the synchronous warm-up included, the same for every mode.
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        inner, lambda s: lr_factor(s, a.warmup, a.steps, a.lr_floor))
 
     params = list(model.parameters())
-    if a.mode == "sync":
+    if a.mode == "diloco" and not 0 <= a.sync_warmup < a.steps:
+        sys.exit("train.py: --sync-warmup must be at least 0 and less than --steps")
+    sync_steps = a.steps if a.mode == "sync" else a.sync_warmup
+    flat_grad = None
+    if sync_steps:
         # The gradients live in one flat buffer so one allreduce per step averages them all.
         flat_grad = torch.zeros(nparams)
         off = 0
@@ -244,19 +260,24 @@ def main():
             for p in params:
                 p.copy_(flat[off : off + p.numel()].view_as(p))
                 off += p.numel()
-        opt = inner
-    elif a.impl == "textbook":
-        if a.fragments != 1 or a.delay != 0 or a.compress not in ("none", "default"):
-            sys.exit("train.py: the textbook cross-check does fragments 1, delay 0, f32 only")
-        opt = TextbookDiLoCo(model, inner, comm, a.sync_every, a.outer_lr, a.outer_momentum, True)
-    else:
-        import strata.torch as st
 
-        opt = st.DiLoCo(model, inner, sync_every=a.sync_every, outer_lr=a.outer_lr,
-                        outer_momentum=a.outer_momentum, nesterov=True, fragments=a.fragments,
-                        delay=a.delay, alpha=a.alpha, compress=a.compress, comm=comm)
+    def start_diloco():
+        """The DiLoCo optimizer over the model as it is now (after any synchronous warm-up)."""
+        for p in params:
+            p.grad = None  # the inner steps' gradients are each rank's own again
+        if a.impl == "textbook":
+            if a.fragments != 1 or a.delay != 0 or a.compress not in ("none", "default"):
+                sys.exit("train.py: the textbook cross-check does fragments 1, delay 0, f32 only")
+            return TextbookDiLoCo(model, inner, comm, a.sync_every, a.outer_lr, a.outer_momentum,
+                                  True)
+        return st.DiLoCo(model, inner, sync_every=a.sync_every, outer_lr=a.outer_lr,
+                         outer_momentum=a.outer_momentum, nesterov=True, fragments=a.fragments,
+                         delay=a.delay, alpha=a.alpha, compress=a.compress, comm=comm)
+
+    opt = inner if sync_steps else start_diloco()
 
     stats0 = comm.stats()
+    stats_warm = stats0
     comm.barrier()
     ip0 = netem_bytes(a.strata, a.netem) if rank == 0 else None
     train_loss, evals = [], []
@@ -267,15 +288,20 @@ def main():
         starts = torch.randint(0, len(shard) - a.ctx - 1, (a.batch,), generator=gen)
         batch = windows(shard, starts, a.ctx)
         loss = loss_of(model, batch)
-        if a.mode == "sync":
+        if step <= sync_steps:
             opt.zero_grad(set_to_none=False)
             loss.backward()
             comm.allreduce(flat_grad, op="avg")
         else:
             opt.zero_grad()
             loss.backward()
+        if a.clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, a.clip)
         opt.step()
         sched.step()
+        if step == sync_steps and a.mode == "diloco":
+            stats_warm = comm.stats()
+            opt = start_diloco()
         train_loss.append(loss.item())
         if step % a.eval_every == 0 or step == a.steps:
             elapsed += time.perf_counter() - t0
@@ -302,10 +328,11 @@ def main():
             off += p.numel()
     final = evaluate(model, final_eval) if rank == 0 else None
 
-    def diff(key):
-        return stats1.get(key, 0) - stats0.get(key, 0) if key in stats1 else None
+    def diff(key, before=stats0):
+        return stats1.get(key, 0) - before.get(key, 0) if key in stats1 else None
 
     wan = diff("wan_bytes_sent")
+    wan_after_warmup = diff("wan_bytes_sent", stats_warm)
     out = {
         "name": a.name or a.mode, "rank": rank, "world": world, "site": os.environ.get("STRATA_SITE"),
         "config": {k: v for k, v in vars(a).items() if k != "out"},
@@ -315,6 +342,8 @@ def main():
         "wire_bytes_sent": diff("wire_bytes_sent"), "data_bytes_sent": diff("data_bytes_sent"),
         "wan_bytes_sent": wan if wan is not None else diff("wire_bytes_sent"),
         "wan_bytes_source": "wan_bytes_sent" if wan is not None else "wire_bytes_sent",
+        "sync_warmup_steps": a.sync_warmup if a.mode == "diloco" else a.steps,
+        "wan_bytes_sent_after_sync_warmup": wan_after_warmup,
         "netem_ip_bytes": {k: ip1[k] - ip0.get(k, 0) for k in ip1} if ip0 is not None and ip1 else None,
         "final_param_spread_max": spread.abs().max().item(),
         "final_eval_loss": final, "evals": evals, "train_loss": train_loss,
