@@ -272,8 +272,10 @@ static int agree_decided(strata_comm *comm, int rank, test_store *t) {
  * that decision. The group's communicator cannot come up; rank 0's next shrink must agree anew
  * and go on alone (forming the decided group again would wait for rank 1 every time). */
 static int member_dies(strata_comm *comm, int rank, test_store *t) {
-  int all[3] = {0, 1, 2}, alone[1] = {0};
+  int all[3] = {0, 1, 2}, alone[1] = {0}, flag = 1;
   if (allreduce_checked(comm, rank, all, 3) != STRATA_OK) return 1;
+  /* everyone has its allreduce's bytes before rank 2 leaves */
+  if (strata_comm_agree(comm, &flag) != STRATA_OK || !flag) return 1;
   if (rank == 2) _exit(0);
   t->die_after_decision = rank == 1;
   strata_comm *next = NULL;

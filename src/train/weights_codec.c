@@ -392,8 +392,14 @@ int weights_blob_apply(const weights_set *set, const size_t *map, uint8_t *const
       payload += t->bytes;
     }
   } else {
+    /* The sizes come from the wire: a frame that does not state its size, or one larger than any
+     * patch of this set can be (an index and a value per element, with room for the tensors'
+     * own headers), is refused before anything is allocated for it. */
     unsigned long long frame = ZSTD_getFrameContentSize(payload, h.payload_bytes);
-    uint8_t *raw = frame == h.raw_bytes ? malloc(h.raw_bytes ? h.raw_bytes : 1) : NULL;
+    unsigned long long bound = 16ull * set->total_bytes + 1024ull * (set->count + 1);
+    int sized = frame != ZSTD_CONTENTSIZE_ERROR && frame != ZSTD_CONTENTSIZE_UNKNOWN &&
+                frame == h.raw_bytes && h.raw_bytes <= bound;
+    uint8_t *raw = sized ? malloc(h.raw_bytes ? h.raw_bytes : 1) : NULL;
     size_t got = raw ? ZSTD_decompress(raw, h.raw_bytes, payload, h.payload_bytes) : 0;
     if (!raw || ZSTD_isError(got) || got != h.raw_bytes) {
       free(raw);
