@@ -92,23 +92,6 @@ typedef struct plan_rank {
   int32_t prev, next;
 } plan_rank;
 
-static void put_u32(uint8_t *p, uint32_t v) {
-  memcpy(p, &v, 4);
-}
-static void put_u64(uint8_t *p, uint64_t v) {
-  memcpy(p, &v, 8);
-}
-static uint32_t get_u32(const uint8_t *p) {
-  uint32_t v;
-  memcpy(&v, p, 4);
-  return v;
-}
-static uint64_t get_u64(const uint8_t *p) {
-  uint64_t v;
-  memcpy(&v, p, 8);
-  return v;
-}
-
 static int fail(strata_weights *w, int rank, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int fail(strata_weights *w, int rank, int status, const char *fmt, ...) {
@@ -318,20 +301,20 @@ typedef struct request {
 
 static void request_pack(uint8_t *p, const request *r) {
   memset(p, 0, REQUEST_BYTES);
-  put_u32(p, REQUEST_MAGIC);
-  put_u32(p + 4, r->distrust);
-  put_u64(p + 8, r->held);
-  put_u64(p + 16, r->target);
-  put_u64(p + 24, r->digest);
+  weights_put_u32(p, REQUEST_MAGIC);
+  weights_put_u32(p + 4, r->distrust);
+  weights_put_u64(p + 8, r->held);
+  weights_put_u64(p + 16, r->target);
+  weights_put_u64(p + 24, r->digest);
   memcpy(p + 32, r->site, SITE_BYTES);
 }
 
 static int request_unpack(const uint8_t *p, request *r) {
-  if (get_u32(p) != REQUEST_MAGIC) return 0;
-  r->distrust = get_u32(p + 4);
-  r->held = get_u64(p + 8);
-  r->target = get_u64(p + 16);
-  r->digest = get_u64(p + 24);
+  if (weights_get_u32(p) != REQUEST_MAGIC) return 0;
+  r->distrust = weights_get_u32(p + 4);
+  r->held = weights_get_u64(p + 8);
+  r->target = weights_get_u64(p + 16);
+  r->digest = weights_get_u64(p + 24);
   memcpy(r->site, p + 32, SITE_BYTES);
   r->site[SITE_BYTES - 1] = 0;
   return 1;
@@ -433,7 +416,7 @@ static void plan_free(plan *p) {
 
 static size_t table_pack(const weights_set *set, uint8_t *out) {
   size_t n = 4;
-  if (out) put_u32(out, (uint32_t)set->count);
+  if (out) weights_put_u32(out, (uint32_t)set->count);
   for (size_t i = 0; i < set->count; i++) {
     const weights_tensor *t = &set->tensors[i];
     size_t len = strlen(t->name);
@@ -442,7 +425,8 @@ static size_t table_pack(const weights_set *set, uint8_t *out) {
       memcpy(out + n + 1, t->name, len);
       out[n + 1 + len] = (uint8_t)t->dtype;
       out[n + 2 + len] = (uint8_t)t->ndim;
-      for (int d = 0; d < t->ndim; d++) put_u64(out + n + 3 + len + 8 * d, (uint64_t)t->shape[d]);
+      for (int d = 0; d < t->ndim; d++)
+        weights_put_u64(out + n + 3 + len + 8 * d, (uint64_t)t->shape[d]);
     }
     n += 3 + len + 8 * (size_t)t->ndim;
   }
@@ -458,26 +442,26 @@ static int plan_pack(const plan *p, uint8_t head[PLAN_HEAD_BYTES], uint8_t **bod
   memcpy(b, p->table, p->table_bytes);
   uint8_t *q = b + p->table_bytes;
   for (uint32_t i = 0; i < p->nblobs; i++, q += PLAN_BLOB_BYTES) {
-    put_u64(q, p->blobs[i].version);
-    put_u32(q + 8, p->blobs[i].kind);
-    put_u64(q + 16, p->blobs[i].bytes);
+    weights_put_u64(q, p->blobs[i].version);
+    weights_put_u32(q + 8, p->blobs[i].kind);
+    weights_put_u64(q + 16, p->blobs[i].bytes);
   }
   for (uint32_t r = 0; r < p->nranks; r++, q += PLAN_RANK_BYTES) {
-    put_u64(q, p->ranks[r].base);
-    put_u64(q + 8, p->ranks[r].target);
-    put_u32(q + 16, (uint32_t)p->ranks[r].status);
-    put_u32(q + 20, (uint32_t)p->ranks[r].prev);
-    put_u32(q + 24, (uint32_t)p->ranks[r].next);
+    weights_put_u64(q, p->ranks[r].base);
+    weights_put_u64(q + 8, p->ranks[r].target);
+    weights_put_u32(q + 16, (uint32_t)p->ranks[r].status);
+    weights_put_u32(q + 20, (uint32_t)p->ranks[r].prev);
+    weights_put_u32(q + 24, (uint32_t)p->ranks[r].next);
   }
   memset(head, 0, PLAN_HEAD_BYTES);
-  put_u32(head, PLAN_MAGIC);
-  put_u64(head + 8, n);
-  put_u64(head + 16, p->newest);
-  put_u64(head + 24, p->table_bytes);
-  put_u64(head + 32, p->stream_bytes);
-  put_u64(head + 40, p->chunk_bytes);
-  put_u32(head + 48, p->nblobs);
-  put_u32(head + 52, p->nranks);
+  weights_put_u32(head, PLAN_MAGIC);
+  weights_put_u64(head + 8, n);
+  weights_put_u64(head + 16, p->newest);
+  weights_put_u64(head + 24, p->table_bytes);
+  weights_put_u64(head + 32, p->stream_bytes);
+  weights_put_u64(head + 40, p->chunk_bytes);
+  weights_put_u32(head + 48, p->nblobs);
+  weights_put_u32(head + 52, p->nranks);
   *body = b;
   *body_bytes = n;
   return STRATA_OK;
@@ -486,14 +470,14 @@ static int plan_pack(const plan *p, uint8_t head[PLAN_HEAD_BYTES], uint8_t **bod
 /* Reads a plan's head; the body's size into *body_bytes. 0 when malformed. */
 static int plan_head_unpack(const uint8_t *head, plan *p, size_t *body_bytes, int nranks) {
   memset(p, 0, sizeof *p);
-  if (get_u32(head) != PLAN_MAGIC) return 0;
-  *body_bytes = get_u64(head + 8);
-  p->newest = get_u64(head + 16);
-  p->table_bytes = get_u64(head + 24);
-  p->stream_bytes = get_u64(head + 32);
-  p->chunk_bytes = get_u64(head + 40);
-  p->nblobs = get_u32(head + 48);
-  p->nranks = get_u32(head + 52);
+  if (weights_get_u32(head) != PLAN_MAGIC) return 0;
+  *body_bytes = weights_get_u64(head + 8);
+  p->newest = weights_get_u64(head + 16);
+  p->table_bytes = weights_get_u64(head + 24);
+  p->stream_bytes = weights_get_u64(head + 32);
+  p->chunk_bytes = weights_get_u64(head + 40);
+  p->nblobs = weights_get_u32(head + 48);
+  p->nranks = weights_get_u32(head + 52);
   return p->nranks == (uint32_t)nranks && p->chunk_bytes >= 4096 && p->table_bytes >= 4 &&
          p->nblobs < (1u << 24) &&
          *body_bytes == p->table_bytes + (uint64_t)p->nblobs * PLAN_BLOB_BYTES +
@@ -509,18 +493,18 @@ static int plan_body_unpack(const uint8_t *b, plan *p) {
   const uint8_t *q = b + p->table_bytes;
   uint64_t sum = 0;
   for (uint32_t i = 0; i < p->nblobs; i++, q += PLAN_BLOB_BYTES) {
-    p->blobs[i].version = get_u64(q);
-    p->blobs[i].kind = get_u32(q + 8);
-    p->blobs[i].bytes = get_u64(q + 16);
+    p->blobs[i].version = weights_get_u64(q);
+    p->blobs[i].kind = weights_get_u32(q + 8);
+    p->blobs[i].bytes = weights_get_u64(q + 16);
     if (p->blobs[i].bytes > UINT64_MAX - sum) return 0;
     sum += p->blobs[i].bytes;
   }
   for (uint32_t r = 0; r < p->nranks; r++, q += PLAN_RANK_BYTES) {
-    p->ranks[r].base = get_u64(q);
-    p->ranks[r].target = get_u64(q + 8);
-    p->ranks[r].status = (int32_t)get_u32(q + 16);
-    p->ranks[r].prev = (int32_t)get_u32(q + 20);
-    p->ranks[r].next = (int32_t)get_u32(q + 24);
+    p->ranks[r].base = weights_get_u64(q);
+    p->ranks[r].target = weights_get_u64(q + 8);
+    p->ranks[r].status = (int32_t)weights_get_u32(q + 16);
+    p->ranks[r].prev = (int32_t)weights_get_u32(q + 20);
+    p->ranks[r].next = (int32_t)weights_get_u32(q + 24);
     if (p->ranks[r].prev < -1 || p->ranks[r].prev >= (int32_t)p->nranks || p->ranks[r].next < -1 ||
         p->ranks[r].next >= (int32_t)p->nranks)
       return 0;
@@ -531,7 +515,7 @@ static int plan_body_unpack(const uint8_t *b, plan *p) {
 /* Maps the publisher's tensor i to ours (map[i]), or names the first difference. */
 static int table_match(strata_weights *w, const plan *p, size_t *map, int rank) {
   const uint8_t *q = p->table, *end = p->table + p->table_bytes;
-  uint32_t count = get_u32(q);
+  uint32_t count = weights_get_u32(q);
   q += 4;
   char *seen = calloc(w->set.count ? w->set.count : 1, 1);
   if (!seen) return STRATA_ERR_NO_MEMORY;
@@ -558,7 +542,7 @@ static int table_match(strata_weights *w, const plan *p, size_t *map, int rank) 
     const weights_tensor *t = &w->set.tensors[j];
     int same_shape = t->ndim == ndim;
     for (int d = 0; same_shape && d < ndim; d++)
-      same_shape = (uint64_t)t->shape[d] == get_u64(shape + 8 * d);
+      same_shape = (uint64_t)t->shape[d] == weights_get_u64(shape + 8 * d);
     if (t->dtype != dtype)
       status = fail(w, rank, STRATA_ERR_MISMATCH, "tensor '%s': %s here, %s at the publisher", name,
                     strata_dtype_name(t->dtype), strata_dtype_name(dtype));

@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "strata.h"
 
@@ -82,5 +83,23 @@ int weights_blob_parse(const uint8_t *blob, size_t len, weights_blob_header *h, 
 int weights_blob_apply(const weights_set *set, const size_t *map, uint8_t *const *staging,
                        uint8_t *touched, const uint8_t *blob, size_t len, char *err,
                        size_t err_len);
+
+/* Little-endian-host field access for the version and round records (unaligned-safe). */
+static inline void weights_put_u32(uint8_t *p, uint32_t v) {
+  memcpy(p, &v, 4);
+}
+static inline void weights_put_u64(uint8_t *p, uint64_t v) {
+  memcpy(p, &v, 8);
+}
+static inline uint32_t weights_get_u32(const uint8_t *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+static inline uint64_t weights_get_u64(const uint8_t *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
 
 #endif

@@ -124,38 +124,21 @@ void weights_hash_all(const weights_set *set, uint8_t *const *data, uint64_t *ha
 
 /* ---- writing ---- */
 
-static void put_u32(uint8_t *p, uint32_t v) {
-  memcpy(p, &v, 4);
-}
-static void put_u64(uint8_t *p, uint64_t v) {
-  memcpy(p, &v, 8);
-}
-static uint32_t get_u32(const uint8_t *p) {
-  uint32_t v;
-  memcpy(&v, p, 4);
-  return v;
-}
-static uint64_t get_u64(const uint8_t *p) {
-  uint64_t v;
-  memcpy(&v, p, 8);
-  return v;
-}
-
 static size_t header_bytes(size_t ntensors) {
   return WEIGHTS_BLOB_HEADER_BYTES + 8 * ntensors;
 }
 
 static void write_header(uint8_t *blob, uint32_t kind, uint64_t version, const weights_set *set,
                          const uint64_t *hashes, uint64_t raw_bytes, uint64_t payload_bytes) {
-  put_u32(blob, WEIGHTS_BLOB_MAGIC);
-  put_u32(blob + 4, kind);
-  put_u64(blob + 8, version);
-  put_u32(blob + 16, (uint32_t)set->count);
-  put_u32(blob + 20, 0);
-  put_u64(blob + 24, raw_bytes);
-  put_u64(blob + 32, payload_bytes);
+  weights_put_u32(blob, WEIGHTS_BLOB_MAGIC);
+  weights_put_u32(blob + 4, kind);
+  weights_put_u64(blob + 8, version);
+  weights_put_u32(blob + 16, (uint32_t)set->count);
+  weights_put_u32(blob + 20, 0);
+  weights_put_u64(blob + 24, raw_bytes);
+  weights_put_u64(blob + 32, payload_bytes);
   for (size_t i = 0; i < set->count; i++)
-    put_u64(blob + WEIGHTS_BLOB_HEADER_BYTES + 8 * i, hashes[i]);
+    weights_put_u64(blob + WEIGHTS_BLOB_HEADER_BYTES + 8 * i, hashes[i]);
 }
 
 int weights_encode_full(const weights_set *set, uint64_t version, const uint64_t *hashes,
@@ -307,15 +290,15 @@ int weights_encode_patch(const weights_set *set, uint8_t *const *previous, uint6
 
 int weights_blob_parse(const uint8_t *blob, size_t len, weights_blob_header *h, char *err,
                        size_t err_len) {
-  if (len < WEIGHTS_BLOB_HEADER_BYTES || get_u32(blob) != WEIGHTS_BLOB_MAGIC) {
+  if (len < WEIGHTS_BLOB_HEADER_BYTES || weights_get_u32(blob) != WEIGHTS_BLOB_MAGIC) {
     snprintf(err, err_len, "a version's bytes do not start with a version header");
     return STRATA_ERR_PROTOCOL;
   }
-  h->kind = get_u32(blob + 4);
-  h->version = get_u64(blob + 8);
-  h->ntensors = get_u32(blob + 16);
-  h->raw_bytes = get_u64(blob + 24);
-  h->payload_bytes = get_u64(blob + 32);
+  h->kind = weights_get_u32(blob + 4);
+  h->version = weights_get_u64(blob + 8);
+  h->ntensors = weights_get_u32(blob + 16);
+  h->raw_bytes = weights_get_u64(blob + 24);
+  h->payload_bytes = weights_get_u64(blob + 32);
   if ((h->kind != WEIGHTS_BLOB_FULL && h->kind != WEIGHTS_BLOB_PATCH) ||
       h->ntensors > (len - WEIGHTS_BLOB_HEADER_BYTES) / 8 ||
       h->payload_bytes != len - header_bytes(h->ntensors) ||
@@ -424,7 +407,7 @@ int weights_blob_apply(const weights_set *set, const size_t *map, uint8_t *const
   }
   for (size_t i = 0; i < set->count; i++) {
     const weights_tensor *t = &set->tensors[map[i]];
-    uint64_t want = get_u64(blob + WEIGHTS_BLOB_HEADER_BYTES + 8 * i);
+    uint64_t want = weights_get_u64(blob + WEIGHTS_BLOB_HEADER_BYTES + 8 * i);
     if (XXH3_64bits(staging[map[i]], t->bytes) != want) {
       snprintf(err, err_len,
                "version %llu: tensor '%s' differs from the publisher's digest after applying the "
