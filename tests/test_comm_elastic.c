@@ -8,7 +8,10 @@
  *  - agree: the AND of the flags, on a healthy communicator and after a death, with the failed
  *    set; a rank that shrinks while another agrees after a failure: they meet in the shrink;
  *  - grow: a process started later joins, members keep their ranks; the last survivor of a
- *    job, alone in its communicator, still admits one.
+ *    job, alone in its communicator, still admits one;
+ *  - lineages that part never meet: the members drop the grown communicator and shrink the old
+ *    one (a grow that came up on some members only), the joiner goes on with the grown one, and
+ *    the two groups of one epoch number each agree and shrink on their own.
  * Over shared memory and over TCP. Ranks are processes (tests/helpers/ranks.c); the store is
  * served apart from them, as elastic jobs need. The harness destroys the communicator it made.
  */
@@ -24,10 +27,8 @@
 #include "boot/store.h"
 #include "helpers/ranks.h"
 
-static const double TIMEOUT_S = 2.5;
-/* short for the test, long enough for a loaded machine */ /* short for the test, long enough
-                                                              for a loaded machine */
-enum { COUNT = 1 << 16 }; /* 256 KiB of f32: several messages per allreduce */
+static const double TIMEOUT_S = 2.5; /* short for the test, long enough for a loaded machine */
+enum { COUNT = 1 << 16 };            /* 256 KiB of f32: several messages per allreduce */
 
 /* Rank `id`'s input: distinct per rank and element, small integers (exact sums). */
 static float input(int id, int i) {
@@ -356,6 +357,62 @@ static int lone_body(strata_comm *comm, int rank, int n, int init_status, void *
   return status != STRATA_OK;
 }
 
+/* ---- two groups of one epoch ----
+ * Members 0 and 1 grow with joiner 2 (epoch 1), then leave the grown communicator and shrink the
+ * old one (epoch 1 again, without the joiner) and agree there; only then does the joiner find
+ * itself alone in the grown one and shrink it. The two groups have the same epoch number and
+ * each runs agreement 0: their job ids, and so their store keys, must differ, or the joiner
+ * reads the members' decision (a group of 2 where it expects 3: STRATA_ERR_PROTOCOL). */
+#define PARTED_KEY "parted-test/members-agreed"
+
+static int parted_signal(const strata_comm *comm, int set) {
+  const strata_config *cfg = strata_comm_config(comm);
+  strata_store *store = NULL;
+  int status = strata_store_connect_auth(cfg->store_addr, cfg->secret, cfg->job_id, 10, &store);
+  void *value = NULL;
+  size_t len = 0;
+  if (status == STRATA_OK)
+    status = set ? strata_store_set(store, PARTED_KEY, "1", 1)
+                 : strata_store_get(store, PARTED_KEY, &value, &len, 20);
+  free(value);
+  strata_store_close(store);
+  return status;
+}
+
+static int parted_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  (void)arg;
+  if (!comm) return fprintf(stderr, "rank %d: init: %s\n", rank, strata_strerror(init_status)), 1;
+  int all[3] = {0, 1, 2}, pair[2] = {0, 1};
+  strata_comm *grown = comm;
+  int status = STRATA_OK;
+  if (rank < 2) status = strata_test_grow_to(comm, n, 20, &grown);
+  if (status == STRATA_OK) status = allreduce_checked(grown, rank, all, n);
+  if (status != STRATA_OK) return fprintf(stderr, "rank %d: grown: %s\n", rank, name(status)), 1;
+  if (rank == 2) { /* the joiner: alone in the grown communicator once the members agreed */
+    status = parted_signal(grown, 0);
+    if (status == STRATA_OK && allreduce_checked(grown, rank, all, n) == STRATA_OK) status = -1;
+    strata_comm *alone = NULL;
+    if (status == STRATA_OK) status = strata_comm_shrink(grown, &alone);
+    int flag = 1;
+    if (status == STRATA_OK && strata_comm_size(alone) != 1) status = -1;
+    if (status == STRATA_OK) status = strata_comm_agree(alone, &flag);
+    strata_comm_destroy(alone);
+    if (status != STRATA_OK) fprintf(stderr, "joiner: %s\n", name(status));
+    return status != STRATA_OK;
+  }
+  strata_comm *shrunk = NULL;
+  int flag = 1;
+  status = strata_comm_shrink(comm, &shrunk); /* the old communicator: epoch 1 again */
+  if (status == STRATA_OK && strata_comm_size(shrunk) != 2) status = -1;
+  if (status == STRATA_OK) status = strata_comm_agree(shrunk, &flag);
+  if (status == STRATA_OK && rank == 0) status = parted_signal(shrunk, 1);
+  strata_comm_destroy(grown); /* the joiner's peers in the grown communicator go */
+  if (status == STRATA_OK) status = allreduce_checked(shrunk, rank, pair, 2);
+  strata_comm_destroy(shrunk);
+  if (status != STRATA_OK) fprintf(stderr, "rank %d: members: %s\n", rank, name(status));
+  return status != STRATA_OK;
+}
+
 int main(void) {
   int failures = 0;
   for (int shm = 1; shm >= 0; shm--) {
@@ -399,6 +456,11 @@ int main(void) {
     bad = strata_test_run_ranks(3, &ol, lone_body, NULL);
     printf("%s the last survivor admits a joiner (%s)\n", bad == 1 ? "ok" : "FAIL", via);
     failures += bad != 1;
+
+    bad = strata_test_run_ranks(3, &ol, parted_body, NULL);
+    printf("%s two groups of one epoch keep apart (%s): %d failed\n", bad ? "FAIL" : "ok", via,
+           bad);
+    failures += bad != 0;
 
     strata_test_ranks_opts og = o;
     og.tweak = grow_tweak;

@@ -32,9 +32,9 @@
  *
  * Every communicator has an epoch; shrink and grow make one of the next epoch, whose job id
  * (and so its store keys, shared-memory names and the job id every handshake checks) is derived
- * from the job's base id and the epoch. A message of an older epoch travels on connections the
- * new communicator does not have and could not authenticate into: it is never mixed into a newer
- * collective.
+ * from its parent's job id and what formed it (strata_epoch_job_id). A message of an older epoch
+ * travels on connections the new communicator does not have and could not authenticate into: it is
+ * never mixed into a newer collective.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -53,21 +53,23 @@ enum { STRATA_JOIN_MAX_RANKS = 1 << 20 };
 /* How often a rank waiting for an agreement looks at the store and at its detector. */
 static const double AGREE_POLL_S = 0.005;
 
-/* The job id of epoch `epoch` of job `base`: every member derives the same one. */
-void strata_epoch_job_id(const char *base, uint64_t epoch, char *out, size_t len) {
-  if (epoch == 0) {
-    snprintf(out, len, "%s", base);
-    return;
-  }
+/* The job id of a communicator of epoch `epoch` that `how` formed from the communicator whose
+ * job id is `parent` (job `base`): a shrink names its deciding agreement ("shrink", index), a
+ * grow the ticket count it granted up to ("grow", count). Every member of the new group derives
+ * the same id from what it shares with the others (joiners read it in their grant), and two
+ * groups that parted never share one, even at one epoch number: a grow that came up on some
+ * members only, followed by a shrink of the old communicator, makes two groups of epoch e + 1
+ * whose agreements must not read each other's decisions. The job's base id comes first, so the
+ * key's salt (core/secret.c: the id up to '~') is the job's own. */
+void strata_epoch_job_id(const char *base, const char *parent, uint64_t epoch, const char *how,
+                         uint64_t count, char *out, size_t len) {
   uint64_t h = 1469598103934665603ull;
-  char text[128];
-  int n = snprintf(text, sizeof text, "%s/epoch/%llu", base, (unsigned long long)epoch);
+  char text[256];
+  int n = snprintf(text, sizeof text, "%s|%s|%llu|%llu", parent, how, (unsigned long long)epoch,
+                   (unsigned long long)count);
   for (int i = 0; i < n && i < (int)sizeof text; i++)
     h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
-  char id[128];
-  snprintf(id, sizeof id, "%.32s~e%llu~%08llx", base, (unsigned long long)epoch,
-           (unsigned long long)(h & 0xffffffffull));
-  snprintf(out, len, "%s", id);
+  snprintf(out, len, "%.32s~e%llu~%016llx", base, (unsigned long long)epoch, (unsigned long long)h);
 }
 
 int strata_comm_revoke(strata_comm *comm) {
@@ -371,15 +373,17 @@ int strata_comm_failed_ranks(const strata_comm *comm, int *ranks, int capacity) 
   return comm->nfailed;
 }
 
-/* A communicator of the next epoch over the same store: rank `rank` of `size`. The store keeps
+/* A communicator of the next epoch over the same store: rank `rank` of `size`, job `job_id`
+ * (strata_epoch_job_id). The store keeps
  * being served by whichever process served it (a server this rank runs moves to the new
  * communicator, so destroying the old one does not take the store away). */
-static int next_epoch(strata_comm *comm, int rank, int size, strata_comm **out) {
+static int next_epoch(strata_comm *comm, int rank, int size, const char *job_id,
+                      strata_comm **out) {
   strata_config cfg = comm->cfg;
   cfg.rank = rank;
   cfg.world_size = size;
   cfg.chunk_bytes = comm->chunk_bytes_asked;
-  strata_epoch_job_id(comm->base_job, comm->epoch + 1, cfg.job_id, sizeof cfg.job_id);
+  snprintf(cfg.job_id, sizeof cfg.job_id, "%s", job_id);
   if (!comm->has_store_ops) cfg.store_external = 1;
   int status = strata_comm_create(&cfg, comm->has_store_ops ? &comm->store_ops : NULL, out);
   if (status != STRATA_OK) return status;
@@ -412,7 +416,10 @@ static int shrink_agree(strata_comm *comm) {
     int all = 1;
     for (int r = 0; r < a.n; r++)
       if (a.member[r] && kind_of(a.value[r]) != KIND_SHRINK) all = 0;
-    if (all) break;
+    if (all) {
+      comm->shrink_agreement = comm->agreements - 1; /* next_agreement counted it */
+      break;
+    }
     /* some member was in strata_comm_agree: it learnt "no" and comes to shrink next */
     agreement_free(&a);
   }
@@ -453,7 +460,10 @@ int strata_comm_shrink(strata_comm *comm, strata_comm **out) {
   /* The decided group's communicator fails to come up when one of its members dies meanwhile;
    * the agreement is closed, so shrinking `comm` again agrees anew, without that member (forming
    * the same group again would wait for the dead one every time). */
-  status = next_epoch(comm, comm->shrink_rank, comm->shrink_size, out);
+  char job_id[sizeof comm->cfg.job_id];
+  strata_epoch_job_id(comm->base_job, comm->cfg.job_id, comm->epoch + 1, "shrink",
+                      comm->shrink_agreement, job_id, sizeof job_id);
+  status = next_epoch(comm, comm->shrink_rank, comm->shrink_size, job_id, out);
   if (status != STRATA_OK)
     STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "shrink: the new communicator: %s",
                strata_strerror(status));
@@ -467,6 +477,19 @@ int strata_comm_shrink(strata_comm *comm, strata_comm **out) {
 
 static void join_key(const char *base, const char *what, char *out, size_t len) {
   snprintf(out, len, "%s/join/%s", base, what);
+}
+
+/* Is `id` a job id a grow of job `base` writes for epoch `epoch`: the base's first 32 characters,
+ * "~e<epoch>~" and 16 hex digits? */
+static int grant_job_id_ok(const char *base, unsigned long long epoch, const char *id) {
+  char prefix[64];
+  int n = snprintf(prefix, sizeof prefix, "%.32s~e%llu~", base, epoch);
+  if (n <= 0 || (size_t)n >= sizeof prefix || strncmp(id, prefix, (size_t)n) != 0) return 0;
+  const char *hex = id + n;
+  if (strlen(hex) != 16) return 0;
+  for (int i = 0; i < 16; i++)
+    if (!((hex[i] >= '0' && hex[i] <= '9') || (hex[i] >= 'a' && hex[i] <= 'f'))) return 0;
+  return 1;
 }
 
 int strata_comm_join(const strata_config *cfg, const strata_store_ops *ops, strata_comm **out) {
@@ -509,15 +532,17 @@ int strata_comm_join(const strata_config *cfg, const strata_store_ops *ops, stra
                strata_strerror(status));
     return status;
   }
-  char text[128] = "";
+  char text[160] = "", job_id[sizeof cfg->job_id] = "";
   memcpy(text, data, len < sizeof text - 1 ? len : sizeof text - 1);
   free(data);
   unsigned long long epoch = 0;
-  int rank = -1, size = -1;
-  /* the grant comes from the store, which anyone who reaches it can write: refuse what no grow
-   * writes (a rank outside the size, a size no communicator can have) */
-  if (sscanf(text, "%llu %d %d", &epoch, &rank, &size) != 3 || rank < 0 || size <= rank ||
-      size > STRATA_JOIN_MAX_RANKS) {
+  int rank = -1, size = -1, used = 0;
+  /* the grant comes from the store, which only holders of the job secret can write; still,
+   * refuse what no grow writes: a rank outside the size, a size no communicator can have, a job
+   * id that is not one of this job's (strata_epoch_job_id: "<base, at most 32>~e<epoch>~...") */
+  if (sscanf(text, "%llu %d %d %63s%n", &epoch, &rank, &size, job_id, &used) != 4 || rank < 0 ||
+      size <= rank || size > STRATA_JOIN_MAX_RANKS || (size_t)used != strlen(text) ||
+      !grant_job_id_ok(cfg->job_id, epoch, job_id)) {
     STRATA_LOG(STRATA_LOG_ERROR, -1, "join: the grant for ticket %lld is malformed",
                (long long)ticket);
     return STRATA_ERR_PROTOCOL;
@@ -527,7 +552,7 @@ int strata_comm_join(const strata_config *cfg, const strata_store_ops *ops, stra
   mine.world_size = size;
   mine.store_external = 1;
   mine.join = 0;
-  strata_epoch_job_id(cfg->job_id, epoch, mine.job_id, sizeof mine.job_id);
+  snprintf(mine.job_id, sizeof mine.job_id, "%s", job_id);
   status = strata_comm_create(&mine, ops, out);
   if (status != STRATA_OK) return status;
   (*out)->epoch = epoch;
@@ -556,13 +581,17 @@ int strata_comm_grow(strata_comm *comm, strata_comm **out) {
   int64_t joining = counts[1] - counts[0];
   if (joining <= 0) return STRATA_OK; /* nobody waits: keep going on `comm` */
   int size = comm->nranks + (int)joining;
+  char job_id[sizeof comm->cfg.job_id];
+  strata_epoch_job_id(comm->base_job, comm->cfg.job_id, comm->epoch + 1, "grow",
+                      (uint64_t)counts[1], job_id, sizeof job_id);
   if (comm->rank == 0) {
     for (int64_t t = counts[0] + 1; t <= counts[1] && status == STRATA_OK; t++) {
-      char what[64], grant[96];
+      char what[64], grant[160];
       snprintf(what, sizeof what, "%lld/grant", (long long)t);
       join_key(comm->base_job, what, key, sizeof key);
-      int len = snprintf(grant, sizeof grant, "%llu %d %d", (unsigned long long)(comm->epoch + 1),
-                         comm->nranks + (int)(t - counts[0] - 1), size);
+      int len =
+          snprintf(grant, sizeof grant, "%llu %d %d %s", (unsigned long long)(comm->epoch + 1),
+                   comm->nranks + (int)(t - counts[0] - 1), size, job_id);
       status = strata_store_set(comm->store, key, grant, (size_t)len);
     }
     int64_t ignored;
@@ -570,7 +599,7 @@ int strata_comm_grow(strata_comm *comm, strata_comm **out) {
     if (status == STRATA_OK) status = strata_store_add(comm->store, key, joining, &ignored);
   }
   if (status != STRATA_OK) return status;
-  status = next_epoch(comm, comm->rank, size, out);
+  status = next_epoch(comm, comm->rank, size, job_id, out);
   if (status == STRATA_OK)
     STRATA_LOG(STRATA_LOG_INFO, comm->rank, "grow: %lld joined; %d ranks (epoch %llu)",
                (long long)joining, size, (unsigned long long)(comm->epoch + 1));

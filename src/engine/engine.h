@@ -144,6 +144,7 @@ struct strata_comm {
                           its decision: the next agree or shrink resumes it */
   int excluded;        /* an agreement of this communicator was decided without this rank */
   int shrink_rank, shrink_size; /* this rank's place in the group its last shrink decided */
+  uint64_t shrink_agreement;    /* the agreement that decided it: names the group's job id */
   atomic_int revoke_requested;  /* strata_comm_revoke, from any thread, without the lock */
   uint64_t colls_ok; /* collectives finished with STRATA_OK: what shrink compares (elastic.c) */
   void *last_input, *last_input_dst; /* the input of the last in-place reduction that succeeded */
@@ -168,8 +169,11 @@ int strata_comm_create(const strata_config *cfg, const strata_store_ops *store_o
                        strata_comm **out);
 /* elastic.c: a process joining a running job (cfg->join): waits for the members' next grow. */
 int strata_comm_join(const strata_config *cfg, const strata_store_ops *ops, strata_comm **out);
-/* elastic.c: the job id of epoch `epoch` of the job whose epoch-0 id is `base`. */
-void strata_epoch_job_id(const char *base, uint64_t epoch, char *out, size_t len);
+/* elastic.c: the job id of a communicator of epoch `epoch` formed from the one whose job id is
+ * `parent` (job `base`, its epoch-0 id) by `how` ("shrink" with the deciding agreement's index,
+ * "grow" with the tickets granted). */
+void strata_epoch_job_id(const char *base, const char *parent, uint64_t epoch, const char *how,
+                         uint64_t count, char *out, size_t len);
 void strata_operation_free(strata_operation *op);
 /* A 64-byte aligned buffer of at least `bytes` (its size in *cap), from the cache or new; NULL
  * when out of memory. strata_scratch_give returns it (thread safe, no other lock needed);
