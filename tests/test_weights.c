@@ -3,7 +3,9 @@
  * bit, through full copies and patch chains, down the chain; a late joiner gets an anchor and
  * the patches after it; a corrupted version is refused and the previous one kept; a mismatched
  * tensor set is named; a subscriber that dies mid-update does not stop the others; a publisher
- * that dies leaves the subscribers on their last version, without a hang.
+ * that dies leaves the subscribers on their last version, without a hang; with sites and hosts,
+ * the fan-out sends one copy per site (the WAN carries one per remote site) and chains the
+ * members of a site host by host, and the deaths above end the same way over that tree.
  *
  * The model is three tensors (bf16, f16, f32, one of odd length) whose version v every rank can
  * compute by itself: version 1 sets every element, each later version changes about 1 element
@@ -99,6 +101,28 @@ static int publish(strata_weights *w, model *m, int v, int dense) {
   CHECK_OR_RETURN(status == STRATA_OK && got == (uint64_t)v, "publish v%d: %s, got v%llu", v,
                   strata_err_name(status), (unsigned long long)got);
   return 0;
+}
+
+/* Where ranks are: a site (STRATA_SITE, through the engine's site table) and a host name the
+ * plan takes instead of the real host identity (every rank of a test shares one machine). */
+typedef struct layout {
+  const char *site[8];
+  const char *host[8];
+} layout;
+
+/* Five ranks, two sites: site a holds the publisher (host h0), rank 1 (host h1) and rank 2
+ * (host h0); site b holds ranks 3 and 4 (host h2). The tree: 0 -> 2 -> 1 in site a (the
+ * publisher's host first), 0 -> 3 -> 4 over the WAN into site b. */
+static const layout TWO_SITES = {{"a", "a", "a", "b", "b"}, {"h0", "h1", "h0", "h2", "h2"}};
+static const int TWO_SITES_PARENT[5] = {-1, 2, 0, 0, 3};
+
+static void layout_tweak(strata_config *cfg, int rank, void *arg) {
+  const layout *l = arg;
+  if (l && l->site[rank]) snprintf(cfg->site, sizeof cfg->site, "%s", l->site[rank]);
+}
+
+static void layout_apply(strata_weights *w, const layout *l, int rank) {
+  if (w && l && l->host[rank]) weights_debug_host(w, l->host[rank]);
 }
 
 /* ---- 1. chain: full copies, patches, a dense version, targets, a lagging subscriber ---- */
@@ -274,14 +298,16 @@ static int mismatch_body(strata_comm *comm, int rank, int n, int init_status, vo
 
 /* ---- 4. a subscriber dies mid-update: the others complete (shrink, repeat) ---- */
 
+/* arg: NULL (one site, one host: a chain 0 -> 1 -> 2 -> 3, rank 2 dies inside it) or
+ * TWO_SITES (rank 3, site b's entry and rank 4's parent, dies) */
 static int subscriber_death_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
   failures = 0; /* this rank's own: the parent's count came with the fork */
-  (void)arg;
   CHECK_OR_RETURN(comm, "init: %s", strata_err_name(init_status));
   model *m = calloc(1, sizeof *m);
   strata_weights *w = rank == 0 ? make_publisher(m, 4, 4096) : make_subscriber(m);
   CHECK_OR_RETURN(w, "create");
-  if (rank == 2) weights_debug_die_after_chunks(w, 5); /* of the full copy's 33 chunks */
+  layout_apply(w, arg, rank);
+  if (rank == (arg ? 3 : 2)) weights_debug_die_after_chunks(w, 5); /* of the full copy's 33 */
   if (rank == 0 && publish(w, m, 1, 0)) return 1;
   /* the round rank 2 dies in fails on the others; shrunk, the same round completes */
   strata_comm *work = comm;
@@ -308,13 +334,15 @@ static int subscriber_death_body(strata_comm *comm, int rank, int n, int init_st
 
 /* ---- 5. the publisher dies mid-update: subscribers keep their version, no hang ---- */
 
+/* arg: NULL (a chain) or TWO_SITES (the publisher feeds both sites when it dies) */
 static int publisher_death_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
   failures = 0; /* this rank's own: the parent's count came with the fork */
-  (void)arg, (void)n;
+  (void)n;
   CHECK_OR_RETURN(comm, "init: %s", strata_err_name(init_status));
   model *m = calloc(1, sizeof *m);
   strata_weights *w = rank == 0 ? make_publisher(m, 4, 4096) : make_subscriber(m);
   CHECK_OR_RETURN(w, "create");
+  layout_apply(w, arg, rank);
   for (int v = 1; v <= 2; v++) {
     if (rank == 0) {
       if (publish(w, m, v, 2)) return 1; /* v2 dense: a full copy of 33 chunks */
@@ -397,6 +425,58 @@ static int join_body(strata_comm *comm, int rank, int n, int init_status, void *
   return failures != 0;
 }
 
+/* ---- 7. the fan-out tree over sites and hosts ---- */
+
+static uint64_t wan_sent(strata_comm *comm) {
+  strata_comm_stats st;
+  return strata_comm_get_stats(comm, &st) == STRATA_OK ? st.wan_bytes_sent : 0;
+}
+
+static int tree_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  failures = 0; /* this rank's own: the parent's count came with the fork */
+  (void)n, (void)arg;
+  CHECK_OR_RETURN(comm, "init: %s", strata_err_name(init_status));
+  model *m = calloc(1, sizeof *m);
+  strata_weights *w = rank == 0 ? make_publisher(m, 4, 8192) : make_subscriber(m);
+  CHECK_OR_RETURN(w, "create");
+  layout_apply(w, &TWO_SITES, rank);
+  /* v1 a full copy, v2 a patch: both go down the same tree */
+  for (int v = 1; v <= 2; v++) {
+    if (rank == 0 && publish(w, m, v, 0)) return 1;
+    strata_weights_round_info info;
+    uint64_t wan0 = wan_sent(comm);
+    int status = rank == 0 ? strata_weights_serve(w, comm, &info)
+                           : strata_weights_update(w, comm, STRATA_WEIGHTS_NEWEST, &info);
+    CHECK_OR_RETURN(status == STRATA_OK, "v%d: %s (%s)", v, strata_err_name(status),
+                    strata_weights_error(w));
+    uint64_t wan = wan_sent(comm) - wan0, stream = info.stream_bytes;
+    /* the round's own messages (request, plan) are a few hundred bytes: far below a stream */
+    uint64_t small = stream / 8;
+    if (rank == 0) {
+      CHECK(info.bytes_sent == 2 * stream,
+            "v%d: the publisher sent %llu bytes, not one copy "
+            "per site (2 x %llu)",
+            v, (unsigned long long)info.bytes_sent, (unsigned long long)stream);
+      CHECK(wan >= stream && wan < stream + small,
+            "v%d: the publisher sent %llu bytes across sites, not one %llu-byte copy", v,
+            (unsigned long long)wan, (unsigned long long)stream);
+    } else {
+      CHECK(weights_debug_parent(w) == TWO_SITES_PARENT[rank], "v%d: rank %d fed by %d, not %d", v,
+            rank, weights_debug_parent(w), TWO_SITES_PARENT[rank]);
+      CHECK(wan < small, "v%d: rank %d sent %llu bytes across sites", v, rank,
+            (unsigned long long)wan);
+      int leaf = rank == 1 || rank == 4;
+      CHECK(info.bytes_sent == (leaf ? 0 : stream), "v%d: rank %d forwarded %llu of %llu bytes", v,
+            rank, (unsigned long long)info.bytes_sent, (unsigned long long)stream);
+      CHECK(holds(m, v, 0) && strata_weights_version(w) == (uint64_t)v, "rank %d lacks v%d", rank,
+            v);
+    }
+  }
+  strata_weights_destroy(w);
+  free(m);
+  return failures != 0;
+}
+
 /* ---- bad input ---- */
 
 static void bad_input(void) {
@@ -426,10 +506,11 @@ static void bad_input(void) {
 }
 
 static void run(const char *what, int nranks, strata_test_body body, int expected_dead,
-                void (*tweak)(strata_config *, int, void *)) {
+                void (*tweak)(strata_config *, int, void *), const layout *l) {
   strata_test_ranks_opts o = {.shm = 0, .timeout_s = 3, .deadline_s = 20, .tweak = tweak};
+  if (l) o.tweak = layout_tweak;
   double t0 = strata_test_now_s();
-  int bad = strata_test_run_ranks(nranks, &o, body, NULL);
+  int bad = strata_test_run_ranks(nranks, &o, body, (void *)l);
   CHECK(bad == expected_dead, "%s: %d ranks failed (%d die on purpose)", what, bad, expected_dead);
   printf("%s %s (%.1f s)\n", bad == expected_dead ? "ok" : "FAIL", what, strata_test_now_s() - t0);
   fflush(stdout);
@@ -437,13 +518,19 @@ static void run(const char *what, int nranks, strata_test_body body, int expecte
 
 int main(void) {
   bad_input();
-  run("chain: full copies, patches, targets, a lagging subscriber", 4, chain_body, 0, NULL);
-  run("corrupted versions refused, previous kept", 3, corrupt_body, 0, NULL);
-  run("mismatched tensor sets named", 4, mismatch_body, 0, NULL);
-  run("a subscriber dies mid-update, the others complete", 4, subscriber_death_body, 1, NULL);
+  run("chain: full copies, patches, targets, a lagging subscriber", 4, chain_body, 0, NULL, NULL);
+  run("corrupted versions refused, previous kept", 3, corrupt_body, 0, NULL, NULL);
+  run("mismatched tensor sets named", 4, mismatch_body, 0, NULL, NULL);
+  run("a subscriber dies mid-update, the others complete", 4, subscriber_death_body, 1, NULL, NULL);
   run("the publisher dies mid-update, subscribers keep their version", 3, publisher_death_body, 1,
-      NULL);
-  run("a late joiner gets anchor + patches", JOIN_MEMBERS + 1, join_body, 0, join_tweak);
+      NULL, NULL);
+  run("a late joiner gets anchor + patches", JOIN_MEMBERS + 1, join_body, 0, join_tweak, NULL);
+  run("tree: one copy per site, a chain host by host inside a site", 5, tree_body, 0, NULL,
+      &TWO_SITES);
+  run("tree: a site's entry dies mid-update, the others complete", 5, subscriber_death_body, 1,
+      NULL, &TWO_SITES);
+  run("tree: the publisher dies mid-update, subscribers keep their version", 5,
+      publisher_death_body, 1, NULL, &TWO_SITES);
   printf("%d failed\n", failures);
   return failures != 0;
 }
