@@ -50,6 +50,8 @@ def main():
     comm = strata.Comm()
     rank = comm.rank
     flat = np.zeros(tiles * per_tile, dtype=np.uint16)
+    flat.fill(1)  # resident, as a worker's weights are: a first touch is no part of a round
+    flat.fill(0)
     views = [flat[k * per_tile:(k + 1) * per_tile] for k in range(tiles)]
     tensors = [(f"tile{k}", (views[k], "bf16")) for k in range(tiles)]
     rows = []

@@ -45,6 +45,17 @@ trap 'exit 130' INT TERM
 "$strata" netem up --name "$name" --sites 2 --ranks-per-site 2 --lifetime 3600 \
   --link '*:rate=1gbit,delay=25ms' >/dev/null
 echo "weights: 2 sites over strata netem ($name): 1 Gbit/s, 25 ms each way; results in $out"
+# A round is a burst after seconds of idle (the publisher encodes between rounds): Linux then
+# restarts a connection from its initial window (net.ipv4.tcp_slow_start_after_idle), ~9 round
+# trips before 8 MiB are in flight. Hosts that move bulk data over a WAN turn that off; the sites
+# here do unless WEIGHTS_IDLE_RESTART=1 (a per-namespace setting: the host's own is untouched).
+if [ "${WEIGHTS_IDLE_RESTART:-0}" != 1 ]; then
+  for s in 0 1; do
+    "$strata" netem exec --name "$name" "$s" -- sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
+  done
+fi
+echo "weights: tcp_slow_start_after_idle $("$strata" netem exec --name "$name" 0 -- \
+  sysctl -n net.ipv4.tcp_slow_start_after_idle), congestion control ${STRATA_TCP_CC:-default}"
 # the host is shared: the load average goes with the figures
 echo "weights: load average at start: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/load.txt"
 

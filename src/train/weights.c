@@ -43,6 +43,9 @@
 #define PLAN_MAGIC 0x31505753u    /* "SWP1" */
 #define REQUEST_BYTES 104
 #define PLAN_HEAD_BYTES 64
+/* The plan's first broadcast: its head and the body's first bytes. A plan that fits (about a
+ * hundred tensors) crosses the WAN once; a larger one sends the rest in a second broadcast. */
+#define PLAN_FIRST_BYTES 4096
 #define PLAN_BLOB_BYTES 24
 #define PLAN_RANK_BYTES 32
 #define HOST_BYTES 512 /* as src/net/net.c prints it */
@@ -482,6 +485,21 @@ static int plan_pack(const plan *p, uint8_t head[PLAN_HEAD_BYTES], uint8_t **bod
   return STRATA_OK;
 }
 
+/* The bytes of the body that travel in the first broadcast, after the head; with `out`, writes
+ * the head and those bytes there. */
+static size_t plan_first_pack(uint8_t *out, const uint8_t *head, const uint8_t *body,
+                              size_t body_bytes) {
+  size_t inline_bytes = body_bytes < PLAN_FIRST_BYTES - PLAN_HEAD_BYTES
+                            ? body_bytes
+                            : PLAN_FIRST_BYTES - PLAN_HEAD_BYTES;
+  if (out) {
+    memset(out, 0, PLAN_FIRST_BYTES);
+    memcpy(out, head, PLAN_HEAD_BYTES);
+    memcpy(out + PLAN_HEAD_BYTES, body, inline_bytes);
+  }
+  return inline_bytes;
+}
+
 /* Reads a plan's head; the body's size into *body_bytes. 0 when malformed. */
 static int plan_head_unpack(const uint8_t *head, plan *p, size_t *body_bytes, int nranks) {
   memset(p, 0, sizeof *p);
@@ -722,7 +740,7 @@ int strata_weights_serve(strata_weights *w, strata_comm *comm, strata_weights_ro
   uint8_t *need = calloc(2 * (w->nversions ? w->nversions : 1), 1);
   p.table_bytes = table_pack(&w->set, NULL);
   p.table = malloc(p.table_bytes);
-  uint8_t head[PLAN_HEAD_BYTES], *body = NULL;
+  uint8_t head[PLAN_HEAD_BYTES], *body = NULL, first[PLAN_FIRST_BYTES];
   size_t body_bytes = 0;
   int transport = STRATA_OK, refused = 0;
   fanout f = {0};
@@ -772,9 +790,11 @@ int strata_weights_serve(strata_weights *w, strata_comm *comm, strata_weights_ro
     strata_comm_revoke(comm);
     goto out;
   }
-  transport = strata_broadcast(comm, head, head, PLAN_HEAD_BYTES, STRATA_U8, 0);
-  if (transport == STRATA_OK)
-    transport = strata_broadcast(comm, body, body, body_bytes, STRATA_U8, 0);
+  size_t inline_bytes = plan_first_pack(first, head, body, body_bytes);
+  transport = strata_broadcast(comm, first, first, PLAN_FIRST_BYTES, STRATA_U8, 0);
+  if (transport == STRATA_OK && body_bytes > inline_bytes)
+    transport = strata_broadcast(comm, body + inline_bytes, body + inline_bytes,
+                                 body_bytes - inline_bytes, STRATA_U8, 0);
   if (transport != STRATA_OK || !f.count) goto verdict;
 
   /* chunk by chunk, each to every child, so all the sites' streams move at once */
@@ -840,7 +860,7 @@ int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
   w->error[0] = 0;
   w->last_parent = -1;
   int rank = strata_comm_rank(comm), nranks = strata_comm_size(comm);
-  uint8_t mine[REQUEST_BYTES], head[PLAN_HEAD_BYTES], *body = NULL, *stream = NULL;
+  uint8_t mine[REQUEST_BYTES], first[PLAN_FIRST_BYTES], *body = NULL, *stream = NULL;
   request q = {.held = w->version, .target = target, .digest = w->set.digest, .host = my_host(w)};
   q.distrust = (uint32_t)w->distrust;
   request_pack(mine, &q);
@@ -860,14 +880,18 @@ int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
   int transport =
       map ? strata_gather(comm, mine, NULL, REQUEST_BYTES, STRATA_U8, 0) : STRATA_ERR_NO_MEMORY;
   if (transport == STRATA_OK)
-    transport = strata_broadcast(comm, head, head, PLAN_HEAD_BYTES, STRATA_U8, 0);
+    transport = strata_broadcast(comm, first, first, PLAN_FIRST_BYTES, STRATA_U8, 0);
   if (transport != STRATA_OK) goto verdict;
-  if (!plan_head_unpack(head, &p, &body_bytes, nranks) || !(body = malloc(body_bytes))) {
+  if (!plan_head_unpack(first, &p, &body_bytes, nranks) || !(body = malloc(body_bytes))) {
     transport = body_bytes ? STRATA_ERR_NO_MEMORY : STRATA_ERR_PROTOCOL;
     fail(w, rank, transport, "the round's plan is malformed or too large");
     goto verdict;
   }
-  transport = strata_broadcast(comm, body, body, body_bytes, STRATA_U8, 0);
+  size_t inline_bytes = plan_first_pack(NULL, first, NULL, body_bytes);
+  memcpy(body, first + PLAN_HEAD_BYTES, inline_bytes);
+  if (body_bytes > inline_bytes)
+    transport = strata_broadcast(comm, body + inline_bytes, body + inline_bytes,
+                                 body_bytes - inline_bytes, STRATA_U8, 0);
   if (transport != STRATA_OK) goto verdict;
   if (!plan_body_unpack(body, &p)) {
     transport = fail(w, rank, STRATA_ERR_PROTOCOL, "the round's plan is malformed");
