@@ -55,7 +55,7 @@ if [ "${WEIGHTS_IDLE_RESTART:-0}" != 1 ]; then
   done
 fi
 echo "weights: tcp_slow_start_after_idle $("$strata" netem exec --name "$name" 0 -- \
-  sysctl -n net.ipv4.tcp_slow_start_after_idle), congestion control ${STRATA_TCP_CC:-default}"
+  sysctl -n net.ipv4.tcp_slow_start_after_idle | head -n 1), congestion control ${STRATA_TCP_CC:-default}"
 # the host is shared: the load average goes with the figures
 echo "weights: load average at start: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/load.txt"
 
