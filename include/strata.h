@@ -683,12 +683,13 @@ STRATA_API int strata_shared_sync(strata_comm *comm, strata_shared_state *state,
  * is collective over the communicator — the publisher calls strata_weights_serve, every
  * subscriber strata_weights_update — so membership follows the communicator: a subscriber joins
  * by strata_comm_grow, a dead one is dropped by strata_comm_shrink, and each round takes the
- * communicator it runs over. The publisher sends one copy per site (STRATA_SITE), whatever
- * the number of subscribers: to the first subscriber of every site, which starts a chain of
- * that site's subscribers, host by host; the stream moves in pipelined chunks that each
- * subscriber forwards while it applies. A failed round (a rank died, the publisher among them)
- * fails on every live rank; subscribers keep their last complete version, and the survivors
- * shrink and repeat the round.
+ * communicator it runs over. The bytes go down a fan-out tree: a chain of each site's
+ * subscribers, host by host, whose head in every other site (STRATA_SITE) receives the site's
+ * one copy over the WAN from the head of the publisher's site; the publisher sends one copy,
+ * however many subscribers. The stream moves in pipelined chunks that each subscriber forwards
+ * while it applies. A failed round (a rank died, the publisher among them) fails on every live
+ * rank; subscribers keep their last complete version, and the survivors shrink and repeat the
+ * round.
  *
  * Not thread-safe: one thread drives a handle.
  * ------------------------------------------------------------------------------------------- */
@@ -733,8 +734,8 @@ typedef struct strata_weights_version_stats {
 typedef struct strata_weights_round_info {
   uint64_t version;      /* subscriber: the version held after the call; publisher: newest */
   uint64_t stream_bytes; /* bytes every subscriber of the chain received this round */
-  uint64_t bytes_sent;   /* by this rank (the publisher: once per site with subscribers in
-                            the round; a subscriber: what it forwarded) */
+  uint64_t bytes_sent;   /* by this rank: one copy per child in the fan-out tree (the
+                            publisher: one, or one per site when no subscriber shares its site) */
   int blobs_applied;     /* subscriber: versions applied (full copies and patches) */
   int full_applied;      /* subscriber: of which full copies */
   int subscribers;       /* subscribers in the round */

@@ -7,9 +7,9 @@
  *   1. request  gather to rank 0: each subscriber's held version, target, set digest and host;
  *   2. plan     rank 0 chooses, per subscriber, the cheaper of "patches from held" and "newest
  *               usable anchor + patches", takes the union of the blobs chosen, arranges the
- *               subscribers that need bytes into a fan-out tree (plan_tree: one copy per site,
- *               a chain host by host inside a site) and broadcasts the plan: the tensor table,
- *               the blobs, each rank's choice and parent;
+ *               subscribers that need bytes into a fan-out tree (plan_tree: a chain host by
+ *               host inside a site, one copy into every other site) and broadcasts the plan:
+ *               the tensor table, the blobs, each rank's choice and parent;
  *   3. stream   rank 0 sends every blob once to each of its children in chunks; each member
  *               receives a chunk from its parent, forwards it to its children and applies it:
  *               a full copy chunk by chunk as it arrives (copy and digest per tensor), a patch as
@@ -379,26 +379,26 @@ static void plan_one(strata_weights *w, const request *q, plan_rank *pr, uint8_t
   for (uint64_t v = from + 1; v <= target; v++) need_patch[v - w->versions[0].version] = 1;
 }
 
-/* The fan-out tree, in the shape of the hierarchical broadcast (src/coll/hier.c): the publisher
- * sends one copy to every site that has members — its own site's first member, and over the WAN
- * the first member of every other site — and inside a site the members form a chain, host by
- * host (the publisher's host first), ranks ascending within a host. So every byte crosses into a
- * site once, enters a host once, and relays between the members of one host over shared memory;
- * no member sends more than one copy, and the publisher one per site, however many subscribers.
- * A chain rather than a wider tree inside a site: pipelined, it delivers at the rate of its
- * slowest hop, and a tree would make every inner member send two or more copies over one link.
- * Sites are the engine's (comm->site_of_rank, STRATA_SITE agreed at init); hosts come from the
- * requests. */
+/* The fan-out tree. Inside a site the members form a chain, host by host (the publisher's host
+ * first), ranks ascending within a host: a host is entered once and its members relay to each
+ * other over shared memory. Across sites, as the hierarchical broadcast does (src/coll/hier.c),
+ * one member per site receives the site's one copy over the WAN — from the relay, the first
+ * member of the publisher's site (the publisher itself when its site has none), so every remote
+ * site is fed at once rather than through another site, and the trainer sends one copy however
+ * many subscribers and sites. A chain rather than a wider tree inside a site: pipelined, it
+ * delivers at the rate of its slowest hop, where an inner node of a wider tree sends two or more
+ * copies down one link. Sites are the engine's (comm->site_of_rank, agreed from STRATA_SITE at
+ * init); hosts come from the requests. */
 static void plan_tree(const request *reqs, const int *site_of_rank, plan_rank *ranks, int nranks) {
   char *placed = calloc((size_t)nranks, 1);
   if (!placed) return;
   for (int r = 1; r < nranks; r++)
     placed[r] = !(ranks[r].status == STRATA_OK && ranks[r].target != reqs[r].held);
-  /* sites in order of their first rank (the publisher's first); inside one, the publisher's
-   * host, then the others in order of their first member */
+  int relay = 0;
+  /* sites in order of their first rank, the publisher's first */
   for (int first = 0; first < nranks; first++) {
     int site = site_of_rank ? site_of_rank[first] : 0, tail = -1;
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 2; pass++) /* the publisher's host, then the others */
       for (int h = 1; h < nranks; h++) {
         if (placed[h] || (site_of_rank ? site_of_rank[h] : 0) != site) continue;
         if (pass == 0 && reqs[h].host != reqs[0].host) continue;
@@ -406,11 +406,14 @@ static void plan_tree(const request *reqs, const int *site_of_rank, plan_rank *r
           if (placed[r] || (site_of_rank ? site_of_rank[r] : 0) != site ||
               reqs[r].host != reqs[h].host)
             continue;
-          ranks[r].parent = tail < 0 ? 0 : tail;
+          ranks[r].parent = tail >= 0 ? tail : first == 0 ? 0 : relay;
           tail = r;
           placed[r] = 1;
         }
       }
+    if (first == 0 && tail >= 0) /* the head of the publisher's site's chain */
+      for (int r = 1; r < nranks; r++)
+        if (ranks[r].parent == 0) relay = r;
   }
   free(placed);
 }
