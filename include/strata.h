@@ -733,7 +733,7 @@ typedef struct strata_weights_version_stats {
 /* What one round did on this rank (strata_weights_serve / strata_weights_update). */
 typedef struct strata_weights_round_info {
   uint64_t version;      /* subscriber: the version held after the call; publisher: newest */
-  uint64_t stream_bytes; /* bytes every subscriber of the chain received this round */
+  uint64_t stream_bytes; /* bytes every subscriber of the fan-out received this round */
   uint64_t bytes_sent;   /* by this rank: one copy per child in the fan-out tree (the
                             publisher: one, or one per site when no subscriber shares its site) */
   int blobs_applied;     /* subscriber: versions applied (full copies and patches) */
@@ -770,7 +770,7 @@ STRATA_API int strata_weights_publish(strata_weights *w, uint64_t *version);
 STRATA_API int strata_weights_serve(strata_weights *w, strata_comm *comm,
                                     strata_weights_round_info *info);
 /* Subscriber's side of a round over `comm` (a rank other than 0): brings the buffers to version
- * `target` (STRATA_WEIGHTS_NEWEST, or a number) and forwards the round's bytes down the chain.
+ * `target` (STRATA_WEIGHTS_NEWEST, or a number) and forwards the round's bytes down the fan-out.
  * The buffers change only after every tensor of the target version matched its digest.
  * Errors, each leaving the buffers and the held version as they were:
  *   STRATA_ERR_MISMATCH  the tensor sets differ (strata_weights_error names the tensor);

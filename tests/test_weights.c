@@ -4,8 +4,9 @@
  * the patches after it; a corrupted version is refused and the previous one kept; a mismatched
  * tensor set is named; a subscriber that dies mid-update does not stop the others; a publisher
  * that dies leaves the subscribers on their last version, without a hang; with sites and hosts,
- * the fan-out sends one copy per site (the WAN carries one per remote site) and chains the
- * members of a site host by host, and the deaths above end the same way over that tree.
+ * the fan-out sends one copy into each remote site (the trainer one copy when a subscriber shares
+ * its site) and chains the members of a site host by host, and the deaths above end the same way
+ * over that tree.
  *
  * The model is three tensors (bf16, f16, f32, one of odd length) whose version v every rank can
  * compute by itself: version 1 sets every element, each later version changes about 1 element

@@ -21,8 +21,10 @@
  *  - a subscriber's staging copy holds the version it holds between rounds; its buffers change
  *    only by a copy of a staging copy that passed every digest of the target version, so they
  *    never show a half-applied or unchecked version;
- *  - a rank that sees a transport error revokes the communicator: a member downstream of it,
- *    blocked on a live but silent predecessor, is released instead of waiting forever;
+ *  - a rank that sees a transport error revokes the communicator: a member below it in the
+ *    tree, blocked on a live but silent parent, is released instead of waiting forever;
+ *  - a full copy's tensors are copied and checked while later chunks arrive; nothing but the
+ *    commit follows the last byte;
  *  - the publisher keeps every version from min(newest - history + 1, newest anchor) on, and
  *    the full copy of the newest anchor only: memory is bounded by two copies of the set plus
  *    the patches.
