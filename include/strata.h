@@ -683,11 +683,13 @@ STRATA_API int strata_shared_sync(strata_comm *comm, strata_shared_state *state,
  * is collective over the communicator — the publisher calls strata_weights_serve, every
  * subscriber strata_weights_update — so membership follows the communicator: a subscriber joins
  * by strata_comm_grow, a dead one is dropped by strata_comm_shrink, and each round takes the
- * communicator it runs over. The publisher sends each byte once, down a chain of the
- * subscribers (ordered by STRATA_SITE, so each other site is entered once) in pipelined chunks
- * that each subscriber forwards while it applies. A failed round (a rank died, the publisher
- * among them) fails on every live rank; subscribers keep their last complete version, and the
- * survivors shrink and repeat the round.
+ * communicator it runs over. The bytes go down a fan-out tree: a chain of each site's
+ * subscribers, host by host, whose head in every other site (STRATA_SITE) receives the site's
+ * one copy over the WAN from the head of the publisher's site; the publisher sends one copy,
+ * however many subscribers. The stream moves in pipelined chunks that each subscriber forwards
+ * while it applies. A failed round (a rank died, the publisher among them) fails on every live
+ * rank; subscribers keep their last complete version, and the survivors shrink and repeat the
+ * round.
  *
  * Not thread-safe: one thread drives a handle.
  * ------------------------------------------------------------------------------------------- */
@@ -712,7 +714,7 @@ typedef struct strata_weights_options {
   int history;        /* versions the publisher keeps patches of, for subscribers behind, >= 1
                          (default 32); the newest anchor and everything after it are always kept */
   int zstd_level;     /* 1..19 (default 1) */
-  size_t chunk_bytes; /* pipelining unit down the chain, >= 4096 (default 8 MiB) */
+  size_t chunk_bytes; /* pipelining unit down the fan-out, >= 4096 (default 8 MiB) */
 } strata_weights_options;
 
 /* What one published version cost (strata_weights_version_info). */
@@ -731,13 +733,17 @@ typedef struct strata_weights_version_stats {
 /* What one round did on this rank (strata_weights_serve / strata_weights_update). */
 typedef struct strata_weights_round_info {
   uint64_t version;      /* subscriber: the version held after the call; publisher: newest */
-  uint64_t stream_bytes; /* bytes every subscriber of the chain received this round */
-  uint64_t bytes_sent;   /* by this rank (the publisher: once; a subscriber: forwarded) */
+  uint64_t stream_bytes; /* bytes every subscriber of the fan-out received this round */
+  uint64_t bytes_sent;   /* by this rank: one copy per child in the fan-out tree (the
+                            publisher: one, or one per site when no subscriber shares its site) */
   int blobs_applied;     /* subscriber: versions applied (full copies and patches) */
   int full_applied;      /* subscriber: of which full copies */
   int subscribers;       /* subscribers in the round */
   int refused;           /* publisher: subscribers that could not be served (mismatched set,
                             unknown version): each logs why */
+  double reached_s;      /* subscriber: seconds from the call until its buffers held the target
+                            (0: they did not change); publisher: until its last byte was sent.
+                            The rest of the call is the verdict every rank agrees on */
 } strata_weights_round_info;
 
 /* Fills the defaults above. */
@@ -764,7 +770,7 @@ STRATA_API int strata_weights_publish(strata_weights *w, uint64_t *version);
 STRATA_API int strata_weights_serve(strata_weights *w, strata_comm *comm,
                                     strata_weights_round_info *info);
 /* Subscriber's side of a round over `comm` (a rank other than 0): brings the buffers to version
- * `target` (STRATA_WEIGHTS_NEWEST, or a number) and forwards the round's bytes down the chain.
+ * `target` (STRATA_WEIGHTS_NEWEST, or a number) and forwards the round's bytes down the fan-out.
  * The buffers change only after every tensor of the target version matched its digest.
  * Errors, each leaving the buffers and the held version as they were:
  *   STRATA_ERR_MISMATCH  the tensor sets differ (strata_weights_error names the tensor);

@@ -3,7 +3,10 @@
  * bit, through full copies and patch chains, down the chain; a late joiner gets an anchor and
  * the patches after it; a corrupted version is refused and the previous one kept; a mismatched
  * tensor set is named; a subscriber that dies mid-update does not stop the others; a publisher
- * that dies leaves the subscribers on their last version, without a hang.
+ * that dies leaves the subscribers on their last version, without a hang; with sites and hosts,
+ * the fan-out sends one copy into each remote site (the trainer one copy when a subscriber shares
+ * its site) and chains the members of a site host by host, and the deaths above end the same way
+ * over that tree.
  *
  * The model is three tensors (bf16, f16, f32, one of odd length) whose version v every rank can
  * compute by itself: version 1 sets every element, each later version changes about 1 element
@@ -99,6 +102,34 @@ static int publish(strata_weights *w, model *m, int v, int dense) {
   CHECK_OR_RETURN(status == STRATA_OK && got == (uint64_t)v, "publish v%d: %s, got v%llu", v,
                   strata_err_name(status), (unsigned long long)got);
   return 0;
+}
+
+/* Where ranks are: a site (STRATA_SITE, through the engine's site table) and a host name the
+ * plan takes instead of the real host identity (every rank of a test shares one machine). */
+typedef struct layout {
+  const char *site[8];
+  const char *host[8];
+  int parent[8]; /* the fan-out tree the plan must make (the "tree" cases) */
+} layout;
+
+/* Five ranks, two sites: site a holds the publisher (host h0), rank 1 (host h1) and rank 2
+ * (host h0); site b holds ranks 3 and 4 (host h2). The tree: 0 -> 2 -> 1 in site a (the
+ * publisher's host first), and 2 (the head of the publisher's site) -> 3 -> 4 over the WAN into
+ * site b. */
+static const layout TWO_SITES = {
+    {"a", "a", "a", "b", "b"}, {"h0", "h1", "h0", "h2", "h2"}, {-1, 2, 0, 2, 3}};
+/* The publisher alone in its site feeds each other site itself: 0 -> 1 -> 3 -> 2 in site b
+ * (host h1, then h2: rank 3 of host h1 comes before rank 2), 0 -> 4 in site c. */
+static const layout ALONE = {
+    {"a", "b", "b", "b", "c"}, {"h0", "h1", "h2", "h1", "h3"}, {-1, 0, 3, 1, 0}};
+
+static void layout_tweak(strata_config *cfg, int rank, void *arg) {
+  const layout *l = arg;
+  if (l && l->site[rank]) snprintf(cfg->site, sizeof cfg->site, "%s", l->site[rank]);
+}
+
+static void layout_apply(strata_weights *w, const layout *l, int rank) {
+  if (w && l && l->host[rank]) weights_debug_host(w, l->host[rank]);
 }
 
 /* ---- 1. chain: full copies, patches, a dense version, targets, a lagging subscriber ---- */
@@ -274,14 +305,16 @@ static int mismatch_body(strata_comm *comm, int rank, int n, int init_status, vo
 
 /* ---- 4. a subscriber dies mid-update: the others complete (shrink, repeat) ---- */
 
+/* arg: NULL (one site, one host: a chain 0 -> 1 -> 2 -> 3, rank 2 dies inside it) or
+ * TWO_SITES (rank 3, site b's entry and rank 4's parent, dies) */
 static int subscriber_death_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
   failures = 0; /* this rank's own: the parent's count came with the fork */
-  (void)arg;
   CHECK_OR_RETURN(comm, "init: %s", strata_err_name(init_status));
   model *m = calloc(1, sizeof *m);
   strata_weights *w = rank == 0 ? make_publisher(m, 4, 4096) : make_subscriber(m);
   CHECK_OR_RETURN(w, "create");
-  if (rank == 2) weights_debug_die_after_chunks(w, 5); /* of the full copy's 33 chunks */
+  layout_apply(w, arg, rank);
+  if (rank == (arg ? 3 : 2)) weights_debug_die_after_chunks(w, 5); /* of the full copy's 33 */
   if (rank == 0 && publish(w, m, 1, 0)) return 1;
   /* the round rank 2 dies in fails on the others; shrunk, the same round completes */
   strata_comm *work = comm;
@@ -308,13 +341,15 @@ static int subscriber_death_body(strata_comm *comm, int rank, int n, int init_st
 
 /* ---- 5. the publisher dies mid-update: subscribers keep their version, no hang ---- */
 
+/* arg: NULL (a chain) or TWO_SITES (the publisher feeds both sites when it dies) */
 static int publisher_death_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
   failures = 0; /* this rank's own: the parent's count came with the fork */
-  (void)arg, (void)n;
+  (void)n;
   CHECK_OR_RETURN(comm, "init: %s", strata_err_name(init_status));
   model *m = calloc(1, sizeof *m);
   strata_weights *w = rank == 0 ? make_publisher(m, 4, 4096) : make_subscriber(m);
   CHECK_OR_RETURN(w, "create");
+  layout_apply(w, arg, rank);
   for (int v = 1; v <= 2; v++) {
     if (rank == 0) {
       if (publish(w, m, v, 2)) return 1; /* v2 dense: a full copy of 33 chunks */
@@ -397,6 +432,90 @@ static int join_body(strata_comm *comm, int rank, int n, int init_status, void *
   return failures != 0;
 }
 
+/* ---- 7. the fan-out tree over sites and hosts ---- */
+
+static uint64_t wan_sent(strata_comm *comm) {
+  strata_comm_stats st;
+  return strata_comm_get_stats(comm, &st) == STRATA_OK ? st.wan_bytes_sent : 0;
+}
+
+/* arg: a layout with its expected tree. Every rank checks its parent, that it sent one copy per
+ * child (the publisher included) and, for the full copy, that the bytes it sent across sites are
+ * one copy per child in another site (the round's own messages are a few KiB). */
+static int tree_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  failures = 0; /* this rank's own: the parent's count came with the fork */
+  const layout *l = arg;
+  CHECK_OR_RETURN(comm, "init: %s", strata_err_name(init_status));
+  model *m = calloc(1, sizeof *m);
+  strata_weights *w = rank == 0 ? make_publisher(m, 4, 8192) : make_subscriber(m);
+  CHECK_OR_RETURN(w, "create");
+  layout_apply(w, l, rank);
+  uint64_t children = 0, remote_children = 0;
+  for (int r = 1; r < n; r++)
+    if (l->parent[r] == rank) {
+      children++;
+      remote_children += strcmp(l->site[r], l->site[rank]) != 0;
+    }
+  /* v1 a full copy, v2 a patch: both go down the same tree */
+  for (int v = 1; v <= 2; v++) {
+    if (rank == 0 && publish(w, m, v, 0)) return 1;
+    strata_weights_round_info info;
+    uint64_t wan0 = wan_sent(comm);
+    int status = rank == 0 ? strata_weights_serve(w, comm, &info)
+                           : strata_weights_update(w, comm, STRATA_WEIGHTS_NEWEST, &info);
+    CHECK_OR_RETURN(status == STRATA_OK, "v%d: %s (%s)", v, strata_err_name(status),
+                    strata_weights_error(w));
+    uint64_t wan = wan_sent(comm) - wan0, stream = info.stream_bytes;
+    CHECK(info.bytes_sent == children * stream, "v%d: rank %d sent %llu bytes, not %llu copies", v,
+          rank, (unsigned long long)info.bytes_sent, (unsigned long long)children);
+    if (v == 1)
+      CHECK(wan >= remote_children * stream && wan < remote_children * stream + stream / 8,
+            "v1: rank %d sent %llu bytes across sites, not %llu copies of %llu", rank,
+            (unsigned long long)wan, (unsigned long long)remote_children,
+            (unsigned long long)stream);
+    if (rank == 0) continue;
+    CHECK(weights_debug_parent(w) == l->parent[rank], "v%d: rank %d fed by %d, not %d", v, rank,
+          weights_debug_parent(w), l->parent[rank]);
+    CHECK(holds(m, v, 0) && strata_weights_version(w) == (uint64_t)v, "rank %d lacks v%d", rank, v);
+  }
+  strata_weights_destroy(w);
+  free(m);
+  return failures != 0;
+}
+
+/* ---- 8. a plan larger than its first broadcast (many tensors, long names) ---- */
+
+enum { MANY = 240, MANY_ELEMENTS = 5 };
+
+static int many_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  failures = 0; /* this rank's own: the parent's count came with the fork */
+  (void)n, (void)arg;
+  CHECK_OR_RETURN(comm, "init: %s", strata_err_name(init_status));
+  static float data[MANY][MANY_ELEMENTS];
+  static char names[MANY][64];
+  strata_weights_tensor t[MANY];
+  for (int i = 0; i < MANY; i++) {
+    snprintf(names[i], sizeof names[i], "model.layers.%03d.self_attention.output_projection", i);
+    t[i] = (strata_weights_tensor){names[i], data[i], STRATA_F32, 1, {MANY_ELEMENTS}};
+    for (int e = 0; e < MANY_ELEMENTS; e++) data[i][e] = rank == 0 ? (float)(i * 10 + e) : 0.0f;
+  }
+  strata_weights *w = NULL;
+  int status = rank == 0 ? strata_weights_publisher_create(t, MANY, NULL, &w)
+                         : strata_weights_subscriber_create(t, MANY, &w);
+  CHECK_OR_RETURN(status == STRATA_OK, "create: %s", strata_err_name(status));
+  if (rank == 0) CHECK_OR_RETURN(strata_weights_publish(w, NULL) == STRATA_OK, "publish");
+  status = rank == 0 ? strata_weights_serve(w, comm, NULL)
+                     : strata_weights_update(w, comm, STRATA_WEIGHTS_NEWEST, NULL);
+  CHECK_OR_RETURN(status == STRATA_OK, "round: %s (%s)", strata_err_name(status),
+                  strata_weights_error(w));
+  int same = 1;
+  for (int i = 0; i < MANY; i++)
+    for (int e = 0; e < MANY_ELEMENTS; e++) same &= data[i][e] == (float)(i * 10 + e);
+  CHECK(same && strata_weights_version(w) == 1, "rank %d lacks v1 of %d tensors", rank, MANY);
+  strata_weights_destroy(w);
+  return failures != 0;
+}
+
 /* ---- bad input ---- */
 
 static void bad_input(void) {
@@ -426,10 +545,11 @@ static void bad_input(void) {
 }
 
 static void run(const char *what, int nranks, strata_test_body body, int expected_dead,
-                void (*tweak)(strata_config *, int, void *)) {
+                void (*tweak)(strata_config *, int, void *), const layout *l) {
   strata_test_ranks_opts o = {.shm = 0, .timeout_s = 3, .deadline_s = 20, .tweak = tweak};
+  if (l) o.tweak = layout_tweak;
   double t0 = strata_test_now_s();
-  int bad = strata_test_run_ranks(nranks, &o, body, NULL);
+  int bad = strata_test_run_ranks(nranks, &o, body, (void *)l);
   CHECK(bad == expected_dead, "%s: %d ranks failed (%d die on purpose)", what, bad, expected_dead);
   printf("%s %s (%.1f s)\n", bad == expected_dead ? "ok" : "FAIL", what, strata_test_now_s() - t0);
   fflush(stdout);
@@ -437,13 +557,21 @@ static void run(const char *what, int nranks, strata_test_body body, int expecte
 
 int main(void) {
   bad_input();
-  run("chain: full copies, patches, targets, a lagging subscriber", 4, chain_body, 0, NULL);
-  run("corrupted versions refused, previous kept", 3, corrupt_body, 0, NULL);
-  run("mismatched tensor sets named", 4, mismatch_body, 0, NULL);
-  run("a subscriber dies mid-update, the others complete", 4, subscriber_death_body, 1, NULL);
+  run("chain: full copies, patches, targets, a lagging subscriber", 4, chain_body, 0, NULL, NULL);
+  run("corrupted versions refused, previous kept", 3, corrupt_body, 0, NULL, NULL);
+  run("mismatched tensor sets named", 4, mismatch_body, 0, NULL, NULL);
+  run("a subscriber dies mid-update, the others complete", 4, subscriber_death_body, 1, NULL, NULL);
   run("the publisher dies mid-update, subscribers keep their version", 3, publisher_death_body, 1,
-      NULL);
-  run("a late joiner gets anchor + patches", JOIN_MEMBERS + 1, join_body, 0, join_tweak);
+      NULL, NULL);
+  run("a late joiner gets anchor + patches", JOIN_MEMBERS + 1, join_body, 0, join_tweak, NULL);
+  run("tree: one copy per site, a chain host by host inside a site", 5, tree_body, 0, NULL,
+      &TWO_SITES);
+  run("tree: a publisher alone in its site feeds every other site", 5, tree_body, 0, NULL, &ALONE);
+  run("tree: a site's entry dies mid-update, the others complete", 5, subscriber_death_body, 1,
+      NULL, &TWO_SITES);
+  run("tree: the publisher dies mid-update, subscribers keep their version", 5,
+      publisher_death_body, 1, NULL, &TWO_SITES);
+  run("a plan larger than its first broadcast", 3, many_body, 0, NULL, NULL);
   printf("%d failed\n", failures);
   return failures != 0;
 }

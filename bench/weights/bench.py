@@ -13,8 +13,10 @@ Rank 0 publishes and serves each version; ranks 1.. update to it. --mode patch p
 anchors every 16 versions (subscribers receive patches); --mode full makes every version an
 anchor and gives every subscriber a fresh handle each round, so each round carries a full copy.
 Every rank writes OUT (RANK replaced by its rank): per version the round's start and end on the
-monotonic clock (one host: comparable across ranks), bytes in the stream, bytes this rank sent
-across sites (strata's wan_bytes_sent) and a CRC-32 of its weights.
+monotonic clock (one host: comparable across ranks), when its buffers held the version (a
+subscriber; the rest of the call is the round's verdict), bytes in the stream, bytes this rank sent
+across sites (strata's wan_bytes_sent), the CPU seconds the process spent in the round (every
+thread: what a 2-core host must fit beside the emulator) and a CRC-32 of its weights.
 """
 import argparse
 import json
@@ -48,6 +50,8 @@ def main():
     comm = strata.Comm()
     rank = comm.rank
     flat = np.zeros(tiles * per_tile, dtype=np.uint16)
+    flat.fill(1)  # resident, as a worker's weights are: a first touch is no part of a round
+    flat.fill(0)
     views = [flat[k * per_tile:(k + 1) * per_tile] for k in range(tiles)]
     tensors = [(f"tile{k}", (views[k], "bf16")) for k in range(tiles)]
     rows = []
@@ -74,12 +78,13 @@ def main():
             sub = weights.Subscriber(tensors)
         wan0 = comm.stats()["wan_bytes_sent"]
         comm.barrier()  # every rank starts the round together: the time is the round's own
-        start = time.monotonic()
+        start, cpu0 = time.monotonic(), time.process_time()
         info = pub.serve(comm) if rank == 0 else sub.update(comm)
-        end = time.monotonic()
+        end, cpu_s = time.monotonic(), time.process_time() - cpu0
         row = {"version": v, "start": start, "end": end, "stream_bytes": info["stream_bytes"],
                "bytes_sent": info["bytes_sent"],
-               "wan_bytes_sent": comm.stats()["wan_bytes_sent"] - wan0,
+               "wan_bytes_sent": comm.stats()["wan_bytes_sent"] - wan0, "cpu_s": cpu_s,
+               "reached": start + info.get("reached_s", 0.0),
                "crc32": zlib.crc32(flat)}
         if rank == 0:
             st = pub.version_info(v)

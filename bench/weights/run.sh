@@ -45,6 +45,27 @@ trap 'exit 130' INT TERM
 "$strata" netem up --name "$name" --sites 2 --ranks-per-site 2 --lifetime 3600 \
   --link '*:rate=1gbit,delay=25ms' >/dev/null
 echo "weights: 2 sites over strata netem ($name): 1 Gbit/s, 25 ms each way; results in $out"
+# A round is a burst after seconds of idle (the publisher encodes between rounds): Linux then
+# restarts a connection from its initial window (net.ipv4.tcp_slow_start_after_idle), ~9 round
+# trips before 8 MiB are in flight. Hosts that move bulk data over a WAN turn that off; the sites
+# here do unless WEIGHTS_IDLE_RESTART=1 (a per-namespace setting: the host's own is untouched).
+if [ "${WEIGHTS_IDLE_RESTART:-0}" != 1 ]; then
+  for s in 0 1; do
+    "$strata" netem exec --name "$name" "$s" -- sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
+  done
+fi
+echo "weights: tcp_slow_start_after_idle $("$strata" netem exec --name "$name" 0 -- \
+  sysctl -n net.ipv4.tcp_slow_start_after_idle | head -n 1), congestion control ${STRATA_TCP_CC:-default}"
+# the host is shared: the load average goes with the figures
+echo "weights: load average at start: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/load.txt"
+
+# CPU seconds the emulator's forwarder has used so far (utime + stime)
+forwarder_cpu() {
+  local pid
+  pid=$(cat "/run/strata-netem/$name/pid" 2>/dev/null) || { echo nan; return; }
+  awk -v tck="$(getconf CLK_TCK)" '{ printf "%.2f\n", ($14 + $15) / tck }' "/proc/$pid/stat" \
+    2>/dev/null || echo nan
+}
 
 site_of=(0 0 1 1)
 fails=0
@@ -58,6 +79,7 @@ for mode in patch full; do
   pids+=("$store")
   sleep 0.3
   children=()
+  cpu_before=$(forwarder_cpu) wall_before=$(date +%s.%N)
   for r in 0 1 2 3; do
     s=${site_of[$r]}
     timeout -k 5 1800 "$strata" netem exec --name "$name" "$s" -- env PYTHONPATH="$build/python" \
@@ -71,11 +93,16 @@ for mode in patch full; do
   rc=0
   for pid in "${children[@]}"; do wait "$pid" || rc=1; done
   kill "$store" 2>/dev/null || true
+  echo "{\"forwarder_cpu_s\": $(awk -v a="$cpu_before" -v b="$(forwarder_cpu)" \
+    'BEGIN { print b - a }'), \"wall_s\": $(awk -v a="$wall_before" -v b="$(date +%s.%N)" \
+    'BEGIN { print b - a }')}" >"$out/$mode.forwarder.json"
   if [ $rc -ne 0 ]; then
     echo "weights: mode $mode FAILED; the last lines of its ranks' logs:" >&2
     tail -n 5 "$out/$mode".[0-3].log >&2 || true
     fails=$((fails + 1))
   fi
 done
+echo "weights: load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/load.txt"
+"$strata" netem status --name "$name" >"$out/netem.status" 2>&1 || true
 "$py" "$here/report.py" "$out" || fails=$((fails + 1))
 exit $((fails > 0))

@@ -1291,11 +1291,11 @@ static void Weights_dealloc(WeightsObject *self) {
 }
 
 static PyObject *round_info_dict(const strata_weights_round_info *info) {
-  return Py_BuildValue("{sKsKsKsisisisi}", "version", (unsigned long long)info->version,
+  return Py_BuildValue("{sKsKsKsisisisisd}", "version", (unsigned long long)info->version,
                        "stream_bytes", (unsigned long long)info->stream_bytes, "bytes_sent",
                        (unsigned long long)info->bytes_sent, "blobs_applied", info->blobs_applied,
                        "full_applied", info->full_applied, "subscribers", info->subscribers,
-                       "refused", info->refused);
+                       "refused", info->refused, "reached_s", info->reached_s);
 }
 
 static PyObject *Weights_publish(WeightsObject *self, PyObject *Py_UNUSED(ignored)) {

@@ -100,7 +100,7 @@ class Publisher(_strata.Weights):
 
 class Subscriber(_strata.Weights):
     """Subscriber(tensors): update(comm, target=NEWEST) -> info brings the tensors to a version
-    (the newest, or a number) and forwards the round's bytes down the chain; `version` is the
+    (the newest, or a number) and forwards the round's bytes down the fan-out; `version` is the
     one held (0 = none yet). The tensors change only once the whole version passed its check.
     """
 

@@ -4,14 +4,16 @@
  * one version; this file decides what to keep, what each subscriber needs, and moves it.
  *
  * A round over a communicator, rank 0 publishing:
- *   1. request  gather to rank 0: each subscriber's held version, target, set digest and site;
+ *   1. request  gather to rank 0: each subscriber's held version, target, set digest and host;
  *   2. plan     rank 0 chooses, per subscriber, the cheaper of "patches from held" and "newest
- *               usable anchor + patches", takes the union of the blobs chosen, orders the
- *               subscribers that need bytes into a chain (grouped by site, the publisher's site
- *               first) and broadcasts the plan: the tensor table, the blobs, each rank's choice;
- *   3. stream   rank 0 sends every blob once to the head of the chain in chunks; each member
- *               receives a chunk, forwards it to the next and applies every blob it needs as soon
- *               as the blob is whole, into its staging copy, checking every digest;
+ *               usable anchor + patches", takes the union of the blobs chosen, arranges the
+ *               subscribers that need bytes into a fan-out tree (plan_tree: a chain host by
+ *               host inside a site, one copy into every other site) and broadcasts the plan:
+ *               the tensor table, the blobs, each rank's choice and parent;
+ *   3. stream   rank 0 sends every blob once to each of its children in chunks; each member
+ *               receives a chunk from its parent, forwards it to its children and applies it:
+ *               a full copy chunk by chunk as it arrives (copy and digest per tensor), a patch as
+ *               soon as it is whole, into its staging copy, checking every digest;
  *   4. agree    every live rank learns whether the stream reached everyone (strata_comm_agree):
  *               all take the same branch, so survivors of a death shrink together.
  *
@@ -19,8 +21,10 @@
  *  - a subscriber's staging copy holds the version it holds between rounds; its buffers change
  *    only by a copy of a staging copy that passed every digest of the target version, so they
  *    never show a half-applied or unchecked version;
- *  - a rank that sees a transport error revokes the communicator: a member downstream of it,
- *    blocked on a live but silent predecessor, is released instead of waiting forever;
+ *  - a rank that sees a transport error revokes the communicator: a member below it in the
+ *    tree, blocked on a live but silent parent, is released instead of waiting forever;
+ *  - a full copy's tensors are copied and checked while later chunks arrive; nothing but the
+ *    commit follows the last byte;
  *  - the publisher keeps every version from min(newest - history + 1, newest anchor) on, and
  *    the full copy of the newest anchor only: memory is bounded by two copies of the set plus
  *    the patches.
@@ -32,6 +36,8 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "engine/engine.h"
+#include "net/net.h"
 #include "train/weights.h"
 #include "train/weights_debug.h"
 
@@ -39,10 +45,13 @@
 #define PLAN_MAGIC 0x31505753u    /* "SWP1" */
 #define REQUEST_BYTES 104
 #define PLAN_HEAD_BYTES 64
+/* The plan's first broadcast: its head and the body's first bytes. A plan that fits (about a
+ * hundred tensors) crosses the WAN once; a larger one sends the rest in a second broadcast. */
+#define PLAN_FIRST_BYTES 4096
 #define PLAN_BLOB_BYTES 24
 #define PLAN_RANK_BYTES 32
-#define SITE_BYTES 64
-#define WINDOW 16 /* chunks in flight per hop, each way */
+#define HOST_BYTES 512 /* as src/net/net.c prints it */
+#define WINDOW 16      /* chunks in flight per hop, each way */
 
 typedef struct stored_version {
   uint64_t version;
@@ -66,9 +75,11 @@ struct strata_weights {
   int corrupt_next;
   /* subscriber */
   uint8_t **staging;
-  int distrust; /* a version failed its check: the next round starts from an anchor */
-  /* fault injection (weights_debug.h) */
+  int distrust;    /* a version failed its check: the next round starts from an anchor */
+  int last_parent; /* who sent this rank the last round's stream (-1: nobody) */
+  /* fault injection and test hooks (weights_debug.h) */
   long die_after_chunks;
+  char host_override[HOST_BYTES];
 };
 
 /* One blob of a round's stream. */
@@ -78,10 +89,11 @@ typedef struct plan_blob {
   uint64_t bytes;
 } plan_blob;
 
-/* One chunk of a round's stream: where it lands, and the blob it completes (-1: none). */
+/* One chunk of a round's stream: where it lands, the blob it belongs to, and whether it is the
+ * blob's last. */
 typedef struct chunk {
   uint64_t offset, len;
-  int blob;
+  int blob, last;
 } chunk;
 
 /* What the plan says about one rank. */
@@ -89,7 +101,7 @@ typedef struct plan_rank {
   uint64_t base; /* the anchor to start from, 0 = patches from the held version */
   uint64_t target;
   int32_t status; /* STRATA_OK, or why this subscriber is not served */
-  int32_t prev, next;
+  int32_t parent; /* who sends it the stream: -1 = nobody (it needs no bytes) */
 } plan_rank;
 
 static int fail(strata_weights *w, int rank, int status, const char *fmt, ...)
@@ -132,6 +144,7 @@ static int create(const strata_weights_tensor *tensors, size_t ntensors,
   if (!w) return STRATA_ERR_NO_MEMORY;
   w->publisher = publisher;
   w->opt = *opt;
+  w->last_parent = -1;
   int status = weights_set_init(&w->set, tensors, ntensors, w->error, sizeof w->error);
   if (status != STRATA_OK) {
     STRATA_LOG(STRATA_LOG_ERROR, -1, "weights: %s", w->error);
@@ -296,7 +309,7 @@ int strata_weights_publish(strata_weights *w, uint64_t *version) {
 typedef struct request {
   uint32_t distrust; /* the last round refused a version: come back through an anchor */
   uint64_t held, target, digest;
-  char site[SITE_BYTES];
+  uint64_t host; /* digest of the host identity: equal = shared memory between the two */
 } request;
 
 static void request_pack(uint8_t *p, const request *r) {
@@ -306,7 +319,7 @@ static void request_pack(uint8_t *p, const request *r) {
   weights_put_u64(p + 8, r->held);
   weights_put_u64(p + 16, r->target);
   weights_put_u64(p + 24, r->digest);
-  memcpy(p + 32, r->site, SITE_BYTES);
+  weights_put_u64(p + 32, r->host);
 }
 
 static int request_unpack(const uint8_t *p, request *r) {
@@ -315,8 +328,7 @@ static int request_unpack(const uint8_t *p, request *r) {
   r->held = weights_get_u64(p + 8);
   r->target = weights_get_u64(p + 16);
   r->digest = weights_get_u64(p + 24);
-  memcpy(r->site, p + 32, SITE_BYTES);
-  r->site[SITE_BYTES - 1] = 0;
+  r->host = weights_get_u64(p + 32);
   return 1;
 }
 
@@ -369,31 +381,43 @@ static void plan_one(strata_weights *w, const request *q, plan_rank *pr, uint8_t
   for (uint64_t v = from + 1; v <= target; v++) need_patch[v - w->versions[0].version] = 1;
 }
 
-/* Orders the served subscribers into a chain: the publisher's site first, then each other site
- * in the order its first rank appears, ranks ascending inside a site. */
-static void plan_chain(const request *reqs, plan_rank *ranks, int nranks, const char *my_site) {
-  int *order = malloc((size_t)nranks * sizeof *order), n = 0;
-  char *done = calloc((size_t)nranks, 1);
-  if (!order || !done) goto out;
-  for (int pass = 0; pass < 2; pass++)
-    for (int r = 1; r < nranks; r++) {
-      int member = ranks[r].status == STRATA_OK && ranks[r].target != reqs[r].held;
-      if (!member || done[r] || (pass == 0 && strcmp(reqs[r].site, my_site))) continue;
-      for (int s = r; s < nranks; s++) /* r and every later rank of its site */
-        if (!done[s] && !strcmp(reqs[s].site, reqs[r].site) && ranks[s].status == STRATA_OK &&
-            ranks[s].target != reqs[s].held) {
-          order[n++] = s;
-          done[s] = 1;
+/* The fan-out tree. Inside a site the members form a chain, host by host (the publisher's host
+ * first), ranks ascending within a host: a host is entered once and its members relay to each
+ * other over shared memory. Across sites, as the hierarchical broadcast does (src/coll/hier.c),
+ * one member per site receives the site's one copy over the WAN — from the relay, the first
+ * member of the publisher's site (the publisher itself when its site has none), so every remote
+ * site is fed at once rather than through another site, and the trainer sends one copy however
+ * many subscribers and sites. A chain rather than a wider tree inside a site: pipelined, it
+ * delivers at the rate of its slowest hop, where an inner node of a wider tree sends two or more
+ * copies down one link. Sites are the engine's (comm->site_of_rank, agreed from STRATA_SITE at
+ * init); hosts come from the requests. */
+static void plan_tree(const request *reqs, const int *site_of_rank, plan_rank *ranks, int nranks) {
+  char *placed = calloc((size_t)nranks, 1);
+  if (!placed) return;
+  for (int r = 1; r < nranks; r++)
+    placed[r] = !(ranks[r].status == STRATA_OK && ranks[r].target != reqs[r].held);
+  int relay = 0;
+  /* sites in order of their first rank, the publisher's first */
+  for (int first = 0; first < nranks; first++) {
+    int site = site_of_rank ? site_of_rank[first] : 0, tail = -1;
+    for (int pass = 0; pass < 2; pass++) /* the publisher's host, then the others */
+      for (int h = 1; h < nranks; h++) {
+        if (placed[h] || (site_of_rank ? site_of_rank[h] : 0) != site) continue;
+        if (pass == 0 && reqs[h].host != reqs[0].host) continue;
+        for (int r = h; r < nranks; r++) { /* h and every later member of its host */
+          if (placed[r] || (site_of_rank ? site_of_rank[r] : 0) != site ||
+              reqs[r].host != reqs[h].host)
+            continue;
+          ranks[r].parent = tail >= 0 ? tail : first == 0 ? 0 : relay;
+          tail = r;
+          placed[r] = 1;
         }
-    }
-  for (int i = 0; i < n; i++) {
-    ranks[order[i]].prev = i == 0 ? 0 : order[i - 1];
-    ranks[order[i]].next = i + 1 < n ? order[i + 1] : -1;
+      }
+    if (first == 0 && tail >= 0) /* the head of the publisher's site's chain */
+      for (int r = 1; r < nranks; r++)
+        if (ranks[r].parent == 0) relay = r;
   }
-  if (n) ranks[0].next = order[0];
-out:
-  free(order);
-  free(done);
+  free(placed);
 }
 
 /* ---- the plan on the wire ---- */
@@ -450,8 +474,7 @@ static int plan_pack(const plan *p, uint8_t head[PLAN_HEAD_BYTES], uint8_t **bod
     weights_put_u64(q, p->ranks[r].base);
     weights_put_u64(q + 8, p->ranks[r].target);
     weights_put_u32(q + 16, (uint32_t)p->ranks[r].status);
-    weights_put_u32(q + 20, (uint32_t)p->ranks[r].prev);
-    weights_put_u32(q + 24, (uint32_t)p->ranks[r].next);
+    weights_put_u32(q + 20, (uint32_t)p->ranks[r].parent);
   }
   memset(head, 0, PLAN_HEAD_BYTES);
   weights_put_u32(head, PLAN_MAGIC);
@@ -465,6 +488,21 @@ static int plan_pack(const plan *p, uint8_t head[PLAN_HEAD_BYTES], uint8_t **bod
   *body = b;
   *body_bytes = n;
   return STRATA_OK;
+}
+
+/* The bytes of the body that travel in the first broadcast, after the head; with `out`, writes
+ * the head and those bytes there. */
+static size_t plan_first_pack(uint8_t *out, const uint8_t *head, const uint8_t *body,
+                              size_t body_bytes) {
+  size_t inline_bytes = body_bytes < PLAN_FIRST_BYTES - PLAN_HEAD_BYTES
+                            ? body_bytes
+                            : PLAN_FIRST_BYTES - PLAN_HEAD_BYTES;
+  if (out) {
+    memset(out, 0, PLAN_FIRST_BYTES);
+    memcpy(out, head, PLAN_HEAD_BYTES);
+    memcpy(out + PLAN_HEAD_BYTES, body, inline_bytes);
+  }
+  return inline_bytes;
 }
 
 /* Reads a plan's head; the body's size into *body_bytes. 0 when malformed. */
@@ -503,10 +541,9 @@ static int plan_body_unpack(const uint8_t *b, plan *p) {
     p->ranks[r].base = weights_get_u64(q);
     p->ranks[r].target = weights_get_u64(q + 8);
     p->ranks[r].status = (int32_t)weights_get_u32(q + 16);
-    p->ranks[r].prev = (int32_t)weights_get_u32(q + 20);
-    p->ranks[r].next = (int32_t)weights_get_u32(q + 24);
-    if (p->ranks[r].prev < -1 || p->ranks[r].prev >= (int32_t)p->nranks || p->ranks[r].next < -1 ||
-        p->ranks[r].next >= (int32_t)p->nranks)
+    p->ranks[r].parent = (int32_t)weights_get_u32(q + 20);
+    if (p->ranks[r].parent < -1 || p->ranks[r].parent >= (int32_t)p->nranks ||
+        p->ranks[r].parent == (int32_t)r)
       return 0;
   }
   return sum == p->stream_bytes;
@@ -599,6 +636,53 @@ static int sender_drain(sender *s) {
   return s->status;
 }
 
+/* A member's children in the plan's tree (ascending), each with its own window: every chunk goes
+ * to each of them. */
+typedef struct fanout {
+  int count;
+  int *peers;
+  sender *senders;
+} fanout;
+
+static int fanout_init(fanout *f, const plan *p, int me) {
+  memset(f, 0, sizeof *f);
+  for (uint32_t r = 0; r < p->nranks; r++) f->count += p->ranks[r].parent == me;
+  if (!f->count) return STRATA_OK;
+  f->peers = calloc((size_t)f->count, sizeof *f->peers);
+  f->senders = calloc((size_t)f->count, sizeof *f->senders);
+  if (!f->peers || !f->senders) return STRATA_ERR_NO_MEMORY;
+  for (uint32_t r = 0, k = 0; r < p->nranks; r++)
+    if (p->ranks[r].parent == me) f->peers[k++] = (int)r;
+  return STRATA_OK;
+}
+
+/* Posts one chunk to every child; the first failure, if any. */
+static int fanout_post(fanout *f, strata_comm *comm, const void *buf, size_t len) {
+  for (int k = 0; k < f->count; k++) {
+    sender_post(&f->senders[k], comm, buf, len, f->peers[k]);
+    if (f->senders[k].status != STRATA_OK) return f->senders[k].status;
+  }
+  return STRATA_OK;
+}
+
+/* Waits for every send; the first failure, and the bytes sent into *bytes. */
+static int fanout_drain(fanout *f, uint64_t *bytes) {
+  int status = STRATA_OK;
+  *bytes = 0;
+  for (int k = 0; k < f->count; k++) {
+    int sent = sender_drain(&f->senders[k]);
+    if (status == STRATA_OK) status = sent;
+    *bytes += f->senders[k].bytes;
+  }
+  return status;
+}
+
+static void fanout_free(fanout *f) {
+  free(f->peers);
+  free(f->senders);
+  memset(f, 0, sizeof *f);
+}
+
 static void maybe_die(strata_weights *w) {
   if (w->die_after_chunks > 0 && --w->die_after_chunks == 0) raise(SIGKILL);
 }
@@ -636,16 +720,21 @@ static int role_check(strata_weights *w, strata_comm *comm, int publisher) {
   return STRATA_OK;
 }
 
-static void my_site(strata_comm *comm, char site[SITE_BYTES]) {
-  memset(site, 0, SITE_BYTES);
-  const strata_config *cfg = strata_comm_config(comm);
-  if (cfg) snprintf(site, SITE_BYTES, "%s", cfg->site);
+/* This process's host, as the plan compares hosts: equal values share memory. */
+static uint64_t my_host(const strata_weights *w) {
+  char id[HOST_BYTES];
+  if (w->host_override[0])
+    snprintf(id, sizeof id, "%s", w->host_override);
+  else
+    strata_net_host_identity(id, sizeof id);
+  return weights_digest_bytes(id, strlen(id));
 }
 
 int strata_weights_serve(strata_weights *w, strata_comm *comm, strata_weights_round_info *info) {
   int status = role_check(w, comm, 1);
   if (status != STRATA_OK) return status;
   if (info) memset(info, 0, sizeof *info);
+  double t_start = strata_now_s();
   w->error[0] = 0;
   int nranks = strata_comm_size(comm);
   uint8_t *gathered = calloc((size_t)nranks, REQUEST_BYTES), mine[REQUEST_BYTES] = {0};
@@ -656,9 +745,10 @@ int strata_weights_serve(strata_weights *w, strata_comm *comm, strata_weights_ro
   uint8_t *need = calloc(2 * (w->nversions ? w->nversions : 1), 1);
   p.table_bytes = table_pack(&w->set, NULL);
   p.table = malloc(p.table_bytes);
-  uint8_t head[PLAN_HEAD_BYTES], *body = NULL;
+  uint8_t head[PLAN_HEAD_BYTES], *body = NULL, first[PLAN_FIRST_BYTES];
   size_t body_bytes = 0;
   int transport = STRATA_OK, refused = 0;
+  fanout f = {0};
   const stored_version **sources = calloc(2 * (w->nversions ? w->nversions : 1), sizeof *sources);
   if (!gathered || !reqs || !p.ranks || !p.blobs || !need || !p.table || !sources) {
     status = STRATA_ERR_NO_MEMORY;
@@ -666,11 +756,12 @@ int strata_weights_serve(strata_weights *w, strata_comm *comm, strata_weights_ro
     goto out;
   }
   table_pack(&w->set, p.table);
-  request_pack(mine, &(request){0});
+  reqs[0] = (request){.host = my_host(w)};
+  request_pack(mine, &reqs[0]);
   transport = strata_gather(comm, mine, gathered, REQUEST_BYTES, STRATA_U8, 0);
   if (transport != STRATA_OK) goto verdict;
 
-  for (int r = 0; r < nranks; r++) p.ranks[r].prev = p.ranks[r].next = -1;
+  for (int r = 0; r < nranks; r++) p.ranks[r].parent = -1;
   for (int r = 1; r < nranks; r++) {
     if (!request_unpack(gathered + (size_t)r * REQUEST_BYTES, &reqs[r])) {
       p.ranks[r].status = STRATA_ERR_PROTOCOL;
@@ -697,32 +788,36 @@ int strata_weights_serve(strata_weights *w, strata_comm *comm, strata_weights_ro
     }
   }
   for (uint32_t i = 0; i < p.nblobs; i++) p.stream_bytes += p.blobs[i].bytes;
-  char site[SITE_BYTES];
-  my_site(comm, site);
-  plan_chain(reqs, p.ranks, nranks, site);
+  plan_tree(reqs, comm->site_of_rank, p.ranks, nranks);
   status = plan_pack(&p, head, &body, &body_bytes);
+  if (status == STRATA_OK) status = fanout_init(&f, &p, 0);
   if (status != STRATA_OK) {
     strata_comm_revoke(comm);
     goto out;
   }
-  transport = strata_broadcast(comm, head, head, PLAN_HEAD_BYTES, STRATA_U8, 0);
-  if (transport == STRATA_OK)
-    transport = strata_broadcast(comm, body, body, body_bytes, STRATA_U8, 0);
-  if (transport != STRATA_OK || p.ranks[0].next < 0) goto verdict;
+  size_t inline_bytes = plan_first_pack(first, head, body, body_bytes);
+  transport = strata_broadcast(comm, first, first, PLAN_FIRST_BYTES, STRATA_U8, 0);
+  if (transport == STRATA_OK && body_bytes > inline_bytes)
+    transport = strata_broadcast(comm, body + inline_bytes, body + inline_bytes,
+                                 body_bytes - inline_bytes, STRATA_U8, 0);
+  if (transport != STRATA_OK || !f.count) goto verdict;
 
-  sender s = {.status = STRATA_OK};
-  for (uint32_t i = 0; i < p.nblobs && s.status == STRATA_OK; i++) {
+  /* chunk by chunk, each to every child, so all the sites' streams move at once */
+  int posted = STRATA_OK;
+  for (uint32_t i = 0; i < p.nblobs && posted == STRATA_OK; i++) {
     const uint8_t *blob =
         p.blobs[i].kind == WEIGHTS_BLOB_FULL ? sources[i]->full : sources[i]->patch;
-    for (uint64_t off = 0; off < p.blobs[i].bytes && s.status == STRATA_OK; off += p.chunk_bytes) {
+    for (uint64_t off = 0; off < p.blobs[i].bytes && posted == STRATA_OK; off += p.chunk_bytes) {
       uint64_t len =
           p.blobs[i].bytes - off < p.chunk_bytes ? p.blobs[i].bytes - off : p.chunk_bytes;
-      sender_post(&s, comm, blob + off, len, p.ranks[0].next);
+      posted = fanout_post(&f, comm, blob + off, len);
       maybe_die(w);
     }
   }
-  transport = sender_drain(&s);
-  if (info) info->bytes_sent = s.bytes;
+  uint64_t sent = 0;
+  transport = fanout_drain(&f, &sent);
+  if (info) info->bytes_sent = sent;
+  if (info) info->reached_s = strata_now_s() - t_start;
 
 verdict:
   status = round_verdict(w, comm, transport);
@@ -733,6 +828,7 @@ verdict:
     info->refused = refused;
   }
 out:
+  fanout_free(&f);
   free(gathered);
   free(reqs);
   free(need);
@@ -767,36 +863,47 @@ int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
   if (status != STRATA_OK) return status;
   if (info) memset(info, 0, sizeof *info);
   w->error[0] = 0;
+  w->last_parent = -1;
   int rank = strata_comm_rank(comm), nranks = strata_comm_size(comm);
-  uint8_t mine[REQUEST_BYTES], head[PLAN_HEAD_BYTES], *body = NULL, *stream = NULL;
-  request q = {.held = w->version, .target = target, .digest = w->set.digest};
+  uint8_t mine[REQUEST_BYTES], first[PLAN_FIRST_BYTES], *body = NULL, *stream = NULL;
+  request q = {.held = w->version, .target = target, .digest = w->set.digest, .host = my_host(w)};
   q.distrust = (uint32_t)w->distrust;
-  my_site(comm, q.site);
   request_pack(mine, &q);
   plan p = {0};
   size_t body_bytes = 0;
   size_t *map = calloc(w->set.count ? w->set.count : 1, sizeof *map);
   int local = STRATA_OK; /* why this rank is not brought to its target */
-  int applied = 0, full_applied = 0;
+  int applied = 0, full_applied = 0, wanted_blobs = 0, committed = 0;
   uint8_t *touched = calloc(w->set.count ? w->set.count : 1, 1);
-  sender s = {.status = STRATA_OK};
+  fanout f = {0};
+  uint64_t sent = 0, *starts = NULL;
+  chunk *chunks = NULL;
+  weights_full_cursor cursor = {0};
+  const plan_rank *me = NULL;
+  /* where a round's time goes (logged at INFO): the plan, the stream, the commit, the verdict */
+  double t_start = strata_now_s(), t_plan = 0, t_first = 0, t_stream = 0, t_commit = 0;
   int transport =
       map ? strata_gather(comm, mine, NULL, REQUEST_BYTES, STRATA_U8, 0) : STRATA_ERR_NO_MEMORY;
   if (transport == STRATA_OK)
-    transport = strata_broadcast(comm, head, head, PLAN_HEAD_BYTES, STRATA_U8, 0);
+    transport = strata_broadcast(comm, first, first, PLAN_FIRST_BYTES, STRATA_U8, 0);
   if (transport != STRATA_OK) goto verdict;
-  if (!plan_head_unpack(head, &p, &body_bytes, nranks) || !(body = malloc(body_bytes))) {
+  if (!plan_head_unpack(first, &p, &body_bytes, nranks) || !(body = malloc(body_bytes))) {
     transport = body_bytes ? STRATA_ERR_NO_MEMORY : STRATA_ERR_PROTOCOL;
     fail(w, rank, transport, "the round's plan is malformed or too large");
     goto verdict;
   }
-  transport = strata_broadcast(comm, body, body, body_bytes, STRATA_U8, 0);
+  size_t inline_bytes = plan_first_pack(NULL, first, NULL, body_bytes);
+  memcpy(body, first + PLAN_HEAD_BYTES, inline_bytes);
+  if (body_bytes > inline_bytes)
+    transport = strata_broadcast(comm, body + inline_bytes, body + inline_bytes,
+                                 body_bytes - inline_bytes, STRATA_U8, 0);
   if (transport != STRATA_OK) goto verdict;
   if (!plan_body_unpack(body, &p)) {
     transport = fail(w, rank, STRATA_ERR_PROTOCOL, "the round's plan is malformed");
     goto verdict;
   }
-  const plan_rank *me = &p.ranks[rank];
+  me = &p.ranks[rank];
+  t_plan = strata_now_s();
   local = table_match(w, &p, map, rank);
   if (local == STRATA_OK && me->status == STRATA_ERR_NOT_FOUND)
     local = fail(w, rank, STRATA_ERR_NOT_FOUND,
@@ -805,61 +912,74 @@ int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
   else if (local == STRATA_OK && me->status != STRATA_OK)
     local = fail(w, rank, me->status, "the publisher refused this subscriber: %s",
                  strata_err_name(me->status));
-  if (local == STRATA_OK && me->prev < 0 && me->target != w->version)
+  if (local == STRATA_OK && me->parent < 0 && me->target != w->version)
     local = fail(w, rank, STRATA_ERR_PROTOCOL, "the plan brings this subscriber no bytes");
-  if (me->prev < 0) goto verdict; /* nothing to receive this round */
+  if (me->parent < 0) goto verdict; /* nothing to receive this round */
+  w->last_parent = me->parent;
 
+  /* every chunk of the stream in order, with the blob it belongs to */
+  size_t nchunks = 0;
+  for (uint32_t i = 0; i < p.nblobs; i++) {
+    nchunks += (size_t)((p.blobs[i].bytes + p.chunk_bytes - 1) / p.chunk_bytes);
+    wanted_blobs += local == STRATA_OK && wanted(me, w->version, &p.blobs[i]);
+  }
   stream = malloc(p.stream_bytes ? p.stream_bytes : 1);
-  if (!stream) {
+  chunks = calloc(nchunks ? nchunks : 1, sizeof *chunks);
+  starts = calloc(p.nblobs ? p.nblobs : 1, sizeof *starts);
+  if (!stream || !chunks || !starts || fanout_init(&f, &p, rank) != STRATA_OK) {
     transport = fail(w, rank, STRATA_ERR_NO_MEMORY, "no memory for the round's %llu bytes",
                      (unsigned long long)p.stream_bytes);
     goto verdict;
   }
-  /* every chunk of the stream in order; receives are posted WINDOW chunks ahead, so a long link
-   * carries a window's bytes per round trip instead of one chunk's */
-  size_t nchunks = 0;
-  for (uint32_t i = 0; i < p.nblobs; i++)
-    nchunks += (size_t)((p.blobs[i].bytes + p.chunk_bytes - 1) / p.chunk_bytes);
-  chunk *chunks = calloc(nchunks ? nchunks : 1, sizeof *chunks);
-  if (!chunks) {
-    transport = fail(w, rank, STRATA_ERR_NO_MEMORY, "no memory for the round's chunk list");
-    goto verdict;
-  }
   uint64_t at = 0;
   for (uint32_t i = 0, c = 0; i < p.nblobs; i++) {
+    starts[i] = at;
     for (uint64_t off = 0; off < p.blobs[i].bytes; off += p.chunk_bytes, c++) {
       chunks[c].offset = at + off;
       chunks[c].len =
           p.blobs[i].bytes - off < p.chunk_bytes ? p.blobs[i].bytes - off : p.chunk_bytes;
-      chunks[c].blob = -1;
+      chunks[c].blob = (int)i;
+      chunks[c].last = off + chunks[c].len == p.blobs[i].bytes;
     }
-    if (p.blobs[i].bytes) chunks[c - 1].blob = (int)i;
     at += p.blobs[i].bytes;
   }
+  /* receives are posted WINDOW chunks ahead, so a long link carries a window's bytes per round
+   * trip instead of one chunk's; while this thread forwards and applies chunk c, the progress
+   * thread receives the chunks after it */
   strata_request *recvs[WINDOW] = {0};
   size_t posted = 0;
   for (size_t c = 0; c < nchunks && transport == STRATA_OK; c++) {
     while (posted < nchunks && posted < c + WINDOW && transport == STRATA_OK) {
       transport = strata_irecv(comm, stream + chunks[posted].offset, chunks[posted].len, STRATA_U8,
-                               me->prev, &recvs[posted % WINDOW]);
+                               me->parent, &recvs[posted % WINDOW]);
       if (transport == STRATA_OK) posted++;
     }
     if (transport != STRATA_OK) break;
     transport = strata_request_wait(recvs[c % WINDOW]);
     recvs[c % WINDOW] = NULL;
     if (transport != STRATA_OK) break;
+    if (c == 0) t_first = strata_now_s();
     maybe_die(w);
-    if (me->next >= 0) sender_post(&s, comm, stream + chunks[c].offset, chunks[c].len, me->next);
+    fanout_post(&f, comm, stream + chunks[c].offset, chunks[c].len);
     int i = chunks[c].blob;
-    if (i < 0 || local != STRATA_OK || !wanted(me, w->version, &p.blobs[i])) continue;
-    /* overlaps the next chunks' arrival: the progress thread keeps receiving meanwhile */
-    const uint8_t *blob = stream + chunks[c].offset + chunks[c].len - p.blobs[i].bytes;
-    local = weights_blob_apply(&w->set, map, w->staging, touched, blob, p.blobs[i].bytes, w->error,
-                               sizeof w->error);
+    if (local != STRATA_OK || !wanted(me, w->version, &p.blobs[i])) continue;
+    const uint8_t *blob = stream + starts[i];
+    if (p.blobs[i].kind == WEIGHTS_BLOB_FULL) /* tensor by tensor, as it arrives */
+      local = weights_full_apply_prefix(&w->set, map, w->staging, touched, &cursor, blob,
+                                        chunks[c].offset + chunks[c].len - starts[i],
+                                        p.blobs[i].bytes, w->error, sizeof w->error);
+    else if (chunks[c].last) /* a patch decodes whole (zstd frame) */
+      local = weights_blob_apply(&w->set, map, w->staging, touched, blob, p.blobs[i].bytes,
+                                 w->error, sizeof w->error);
     if (local != STRATA_OK) {
       STRATA_LOG(STRATA_LOG_ERROR, rank, "weights: %s; version %llu kept", w->error,
                  (unsigned long long)w->version);
       continue;
+    }
+    if (!chunks[c].last) continue;
+    if (p.blobs[i].kind == WEIGHTS_BLOB_FULL) {
+      weights_full_cursor_free(&cursor);
+      memset(&cursor, 0, sizeof cursor);
     }
     applied++;
     full_applied += p.blobs[i].kind == WEIGHTS_BLOB_FULL;
@@ -867,30 +987,44 @@ int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
   if (transport != STRATA_OK) strata_comm_revoke(comm); /* ends the receives still posted */
   for (size_t k = 0; k < WINDOW; k++)
     if (recvs[k]) strata_request_wait(recvs[k]);
-  free(chunks);
-  if (s.count || s.status != STRATA_OK) {
-    int sent = sender_drain(&s);
-    if (transport == STRATA_OK) transport = sent;
-  }
+  int forwarded = fanout_drain(&f, &sent);
+  if (transport == STRATA_OK) transport = forwarded;
+  t_stream = strata_now_s();
+  if (transport == STRATA_OK && local == STRATA_OK && applied != wanted_blobs)
+    local = fail(w, rank, STRATA_ERR_PROTOCOL, "the round's stream lacked a version it needs");
   if (transport == STRATA_OK && local == STRATA_OK) {
     copy_touched(w, touched, 1);
     w->version = me->target;
     w->distrust = 0;
+    committed = 1;
   } else {
     copy_touched(w, touched, 0);
   }
   if (local == STRATA_ERR_PROTOCOL) w->distrust = 1;
+  t_commit = strata_now_s();
 
 verdict:
   status = round_verdict(w, comm, transport);
+  if (me && t_commit > 0)
+    STRATA_LOG(STRATA_LOG_INFO, rank,
+               "weights: round to v%llu, %llu bytes from rank %d: plan %.3f s, first chunk after "
+               "%.3f s, stream %.3f s, commit %.3f s, verdict %.3f s",
+               (unsigned long long)me->target, (unsigned long long)p.stream_bytes, me->parent,
+               t_plan - t_start, t_first > 0 ? t_first - t_plan : 0.0, t_stream - t_plan,
+               t_commit - t_stream, strata_now_s() - t_commit);
   if (info) {
     info->version = w->version;
     info->stream_bytes = p.stream_bytes;
-    info->bytes_sent = s.bytes;
+    info->bytes_sent = sent;
     info->blobs_applied = applied;
     info->full_applied = full_applied;
     info->subscribers = nranks - 1;
+    info->reached_s = committed ? t_commit - t_start : 0;
   }
+  weights_full_cursor_free(&cursor);
+  fanout_free(&f);
+  free(chunks);
+  free(starts);
   free(map);
   free(touched);
   free(body);
@@ -899,7 +1033,7 @@ verdict:
   return status != STRATA_OK ? status : local;
 }
 
-/* ---- fault injection for the tests (weights_debug.h) ---- */
+/* ---- fault injection and test hooks (weights_debug.h) ---- */
 
 void weights_debug_die_after_chunks(strata_weights *w, long chunks) {
   w->die_after_chunks = chunks;
@@ -907,4 +1041,12 @@ void weights_debug_die_after_chunks(strata_weights *w, long chunks) {
 
 void weights_debug_corrupt_next(strata_weights *w, int how) {
   w->corrupt_next = how;
+}
+
+void weights_debug_host(strata_weights *w, const char *host) {
+  snprintf(w->host_override, sizeof w->host_override, "%s", host ? host : "");
+}
+
+int weights_debug_parent(const strata_weights *w) {
+  return w->last_parent;
 }

@@ -62,6 +62,9 @@ void weights_set_free(weights_set *set);
  * NULL). */
 void weights_hash_all(const weights_set *set, uint8_t *const *data, uint64_t *hashes);
 
+/* xxHash3-64 of `len` bytes. */
+uint64_t weights_digest_bytes(const void *data, size_t len);
+
 /* A full blob of the caller's buffers: *out from malloc. */
 int weights_encode_full(const weights_set *set, uint64_t version, const uint64_t *hashes,
                         uint8_t **out, size_t *out_len);
@@ -83,6 +86,26 @@ int weights_blob_parse(const uint8_t *blob, size_t len, weights_blob_header *h, 
 int weights_blob_apply(const weights_set *set, const size_t *map, uint8_t *const *staging,
                        uint8_t *touched, const uint8_t *blob, size_t len, char *err,
                        size_t err_len);
+
+/* A full blob applied while it arrives, so copying and hashing overlap the rest of the stream
+ * instead of following it: weights_full_apply_prefix takes the blob's first `arrived` bytes (of
+ * `len`, the whole blob's size, known from the round's plan), copies into staging the tensor
+ * bytes not copied yet and checks each tensor's digest as soon as its last byte is in.
+ * STRATA_ERR_PROTOCOL with a sentence (the header is malformed, a digest differs): the cursor
+ * is then spent. The call with arrived == len finishes the blob. touched as for
+ * weights_blob_apply. The cursor starts zeroed; weights_full_cursor_free releases it. */
+typedef struct weights_full_cursor {
+  int started, failed;
+  weights_blob_header header;
+  size_t tensor;        /* the publisher's tensor being copied */
+  uint64_t tensor_done; /* its bytes copied so far */
+  uint64_t applied;     /* payload bytes copied */
+  void *hash_state;     /* XXH3 of the tensor being copied */
+} weights_full_cursor;
+int weights_full_apply_prefix(const weights_set *set, const size_t *map, uint8_t *const *staging,
+                              uint8_t *touched, weights_full_cursor *c, const uint8_t *blob,
+                              size_t arrived, size_t len, char *err, size_t err_len);
+void weights_full_cursor_free(weights_full_cursor *c);
 
 /* Little-endian-host field access for the version and round records (unaligned-safe). */
 static inline void weights_put_u32(uint8_t *p, uint32_t v) {

@@ -117,6 +117,10 @@ void weights_set_free(weights_set *set) {
   memset(set, 0, sizeof *set);
 }
 
+uint64_t weights_digest_bytes(const void *data, size_t len) {
+  return XXH3_64bits(data, len);
+}
+
 void weights_hash_all(const weights_set *set, uint8_t *const *data, uint64_t *hashes) {
   for (size_t i = 0; i < set->count; i++)
     hashes[i] = XXH3_64bits(data ? data[i] : set->tensors[i].data, set->tensors[i].bytes);
@@ -363,59 +367,122 @@ int weights_blob_apply(const weights_set *set, const size_t *map, uint8_t *const
   }
   const uint8_t *payload = blob + header_bytes(h.ntensors);
   if (h.kind == WEIGHTS_BLOB_FULL) {
-    if (h.raw_bytes != set->total_bytes) {
-      snprintf(err, err_len, "version %llu: a full copy of %llu bytes for a set of %zu",
-               (unsigned long long)h.version, (unsigned long long)h.raw_bytes, set->total_bytes);
-      return STRATA_ERR_PROTOCOL;
-    }
-    for (size_t i = 0; i < set->count; i++) {
-      const weights_tensor *t = &set->tensors[map[i]];
-      if (t->bytes) memcpy(staging[map[i]], payload, t->bytes);
-      touched[map[i]] = 1;
-      payload += t->bytes;
-    }
-  } else {
-    /* The sizes come from the wire: a frame that does not state its size, or one larger than any
-     * patch of this set can be (an index and a value per element, with room for the tensors'
-     * own headers), is refused before anything is allocated for it. */
-    unsigned long long frame = ZSTD_getFrameContentSize(payload, h.payload_bytes);
-    unsigned long long bound = 16ull * set->total_bytes + 1024ull * (set->count + 1);
-    int sized = frame != ZSTD_CONTENTSIZE_ERROR && frame != ZSTD_CONTENTSIZE_UNKNOWN &&
-                frame == h.raw_bytes && h.raw_bytes <= bound;
-    uint8_t *raw = sized ? malloc(h.raw_bytes ? h.raw_bytes : 1) : NULL;
-    size_t got = raw ? ZSTD_decompress(raw, h.raw_bytes, payload, h.payload_bytes) : 0;
-    if (!raw || ZSTD_isError(got) || got != h.raw_bytes) {
-      free(raw);
-      snprintf(err, err_len, "version %llu: the patch does not decompress",
-               (unsigned long long)h.version);
-      return STRATA_ERR_PROTOCOL;
-    }
-    const uint8_t *p = raw, *end = raw + h.raw_bytes;
-    for (size_t i = 0; i < set->count; i++) {
-      const weights_tensor *t = &set->tensors[map[i]];
-      uint64_t changed = 1; /* a malformed tensor may have been written in part */
-      int good = apply_tensor(t, staging[map[i]], &p, end, &changed);
-      if (changed) touched[map[i]] = 1;
-      if (!good) {
-        free(raw);
-        snprintf(err, err_len, "version %llu: tensor '%s': malformed patch",
-                 (unsigned long long)h.version, t->name);
-        return STRATA_ERR_PROTOCOL;
-      }
-    }
-    free(raw);
+    weights_full_cursor c = {0};
+    status =
+        weights_full_apply_prefix(set, map, staging, touched, &c, blob, len, len, err, err_len);
+    weights_full_cursor_free(&c);
+    return status;
   }
+  /* The sizes come from the wire: a frame that does not state its size, or one larger than any
+   * patch of this set can be (an index and a value per element, with room for the tensors'
+   * own headers), is refused before anything is allocated for it. */
+  unsigned long long frame = ZSTD_getFrameContentSize(payload, h.payload_bytes);
+  unsigned long long bound = 16ull * set->total_bytes + 1024ull * (set->count + 1);
+  int sized = frame != ZSTD_CONTENTSIZE_ERROR && frame != ZSTD_CONTENTSIZE_UNKNOWN &&
+              frame == h.raw_bytes && h.raw_bytes <= bound;
+  uint8_t *raw = sized ? malloc(h.raw_bytes ? h.raw_bytes : 1) : NULL;
+  size_t got = raw ? ZSTD_decompress(raw, h.raw_bytes, payload, h.payload_bytes) : 0;
+  if (!raw || ZSTD_isError(got) || got != h.raw_bytes) {
+    free(raw);
+    snprintf(err, err_len, "version %llu: the patch does not decompress",
+             (unsigned long long)h.version);
+    return STRATA_ERR_PROTOCOL;
+  }
+  const uint8_t *p = raw, *end = raw + h.raw_bytes;
+  for (size_t i = 0; i < set->count; i++) {
+    const weights_tensor *t = &set->tensors[map[i]];
+    uint64_t changed = 1; /* a malformed tensor may have been written in part */
+    int good = apply_tensor(t, staging[map[i]], &p, end, &changed);
+    if (changed) touched[map[i]] = 1;
+    if (!good) {
+      free(raw);
+      snprintf(err, err_len, "version %llu: tensor '%s': malformed patch",
+               (unsigned long long)h.version, t->name);
+      return STRATA_ERR_PROTOCOL;
+    }
+  }
+  free(raw);
   for (size_t i = 0; i < set->count; i++) {
     const weights_tensor *t = &set->tensors[map[i]];
     uint64_t want = weights_get_u64(blob + WEIGHTS_BLOB_HEADER_BYTES + 8 * i);
     if (XXH3_64bits(staging[map[i]], t->bytes) != want) {
       snprintf(err, err_len,
                "version %llu: tensor '%s' differs from the publisher's digest after applying the "
-               "%s (corrupted)",
-               (unsigned long long)h.version, t->name,
-               h.kind == WEIGHTS_BLOB_FULL ? "full copy" : "patch");
+               "patch (corrupted)",
+               (unsigned long long)h.version, t->name);
       return STRATA_ERR_PROTOCOL;
     }
+  }
+  return STRATA_OK;
+}
+
+void weights_full_cursor_free(weights_full_cursor *c) {
+  if (c->hash_state) XXH3_freeState(c->hash_state);
+  c->hash_state = NULL;
+}
+
+static int cursor_fail(weights_full_cursor *c, char *err, size_t err_len, const char *name) {
+  c->failed = 1;
+  snprintf(err, err_len,
+           "version %llu: tensor '%s' differs from the publisher's digest after applying the full "
+           "copy (corrupted)",
+           (unsigned long long)c->header.version, name);
+  return STRATA_ERR_PROTOCOL;
+}
+
+int weights_full_apply_prefix(const weights_set *set, const size_t *map, uint8_t *const *staging,
+                              uint8_t *touched, weights_full_cursor *c, const uint8_t *blob,
+                              size_t arrived, size_t len, char *err, size_t err_len) {
+  if (c->failed) return STRATA_ERR_PROTOCOL;
+  if (!c->started) {
+    /* the header and the digests come first; until they are in, nothing can be placed */
+    if (arrived < len &&
+        (arrived < WEIGHTS_BLOB_HEADER_BYTES || arrived < header_bytes(set->count)))
+      return STRATA_OK;
+    int status = weights_blob_parse(blob, len, &c->header, err, err_len);
+    if (status == STRATA_OK && c->header.kind != WEIGHTS_BLOB_FULL) {
+      snprintf(err, err_len, "version %llu: a patch where the plan said a full copy",
+               (unsigned long long)c->header.version);
+      status = STRATA_ERR_PROTOCOL;
+    } else if (status == STRATA_OK && c->header.ntensors != set->count) {
+      snprintf(err, err_len, "version %llu carries %u tensors, the set has %zu",
+               (unsigned long long)c->header.version, c->header.ntensors, set->count);
+      status = STRATA_ERR_PROTOCOL;
+    } else if (status == STRATA_OK && c->header.raw_bytes != set->total_bytes) {
+      snprintf(err, err_len, "version %llu: a full copy of %llu bytes for a set of %zu",
+               (unsigned long long)c->header.version, (unsigned long long)c->header.raw_bytes,
+               set->total_bytes);
+      status = STRATA_ERR_PROTOCOL;
+    }
+    if (status == STRATA_OK && !(c->hash_state = XXH3_createState())) status = STRATA_ERR_NO_MEMORY;
+    if (status != STRATA_OK) {
+      c->failed = 1;
+      return status;
+    }
+    XXH3_64bits_reset(c->hash_state);
+    c->started = 1;
+  }
+  size_t head = header_bytes(set->count);
+  uint64_t avail = arrived > head ? arrived - head : 0;
+  while (c->tensor < set->count) {
+    const weights_tensor *t = &set->tensors[map[c->tensor]];
+    uint64_t take = t->bytes - c->tensor_done;
+    if (take > avail - c->applied) take = avail - c->applied;
+    if (take) {
+      uint8_t *dst = staging[map[c->tensor]] + c->tensor_done;
+      memcpy(dst, blob + head + c->applied, take);
+      XXH3_64bits_update(c->hash_state, dst, take);
+      touched[map[c->tensor]] = 1;
+      c->tensor_done += take;
+      c->applied += take;
+    }
+    if (c->tensor_done < t->bytes) break; /* the rest of this tensor has not arrived */
+    uint64_t want = weights_get_u64(blob + WEIGHTS_BLOB_HEADER_BYTES + 8 * c->tensor);
+    touched[map[c->tensor]] = 1;
+    if (XXH3_64bits_digest(c->hash_state) != want) return cursor_fail(c, err, err_len, t->name);
+    XXH3_64bits_reset(c->hash_state);
+    c->tensor++;
+    c->tensor_done = 0;
   }
   return STRATA_OK;
 }
