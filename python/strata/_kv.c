@@ -187,18 +187,17 @@ static int agent_ready(AgentObject *self) {
 }
 
 static int Agent_init(AgentObject *self, PyObject *args, PyObject *kwds) {
-  static char *keywords[] = {"name",      "secret",      "job_id",        "listen_host",
-                             "listen_port", "streams",   "slice_bytes",   "timeout",
-                             "backend",   "bulk_nice",   "lane_realtime", "seal",
-                             NULL};
+  static char *keywords[] = {
+      "name",    "secret",  "job_id",    "listen_host",   "listen_port", "streams", "slice_bytes",
+      "timeout", "backend", "bulk_nice", "lane_realtime", "seal",        NULL};
   strata_kv_config cfg;
   strata_kv_config_init(&cfg);
   const char *name = NULL, *secret = NULL, *job_id = NULL, *listen_host = NULL;
   Py_ssize_t slice_bytes = 0;
   if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zzziindiiii", keywords, &name, &secret, &job_id,
                                    &listen_host, &cfg.listen_port, &cfg.streams, &slice_bytes,
-                                   &cfg.timeout_s, &cfg.backend, &cfg.bulk_nice,
-                                   &cfg.lane_realtime, &cfg.seal))
+                                   &cfg.timeout_s, &cfg.backend, &cfg.bulk_nice, &cfg.lane_realtime,
+                                   &cfg.seal))
     return -1;
   if (self->agent) {
     PyErr_SetString(PyExc_RuntimeError, "the agent is already initialised");
@@ -443,9 +442,9 @@ static PyObject *Agent_post(AgentObject *self, PyObject *args) {
     goto done;
   }
   strata_kv_xfer *xfer = NULL;
-  int status = strata_kv_xfer_post(self->agent, op ? STRATA_KV_WRITE : STRATA_KV_READ, peer,
-                                   local, remote, (size_t)nlocal, notif.buf,
-                                   notif.buf ? (size_t)notif.len : 0, &xfer);
+  int status =
+      strata_kv_xfer_post(self->agent, op ? STRATA_KV_WRITE : STRATA_KV_READ, peer, local, remote,
+                          (size_t)nlocal, notif.buf, notif.buf ? (size_t)notif.len : 0, &xfer);
   if (status != STRATA_OK) {
     raise_status(status, "cannot post the transfer");
     goto done;
@@ -646,9 +645,8 @@ static int Store_init(StoreObject *self, PyObject *args, PyObject *kwds) {
   }
   strata_store *s = NULL;
   int status;
-  Py_BEGIN_ALLOW_THREADS status = strata_store_connect_auth(addr, secret ? secret : "",
-                                                            job_id ? job_id : "strata-kv",
-                                                            timeout_s, &s);
+  Py_BEGIN_ALLOW_THREADS status = strata_store_connect_auth(
+      addr, secret ? secret : "", job_id ? job_id : "strata-kv", timeout_s, &s);
   Py_END_ALLOW_THREADS if (status != STRATA_OK) {
     raise_status(status, "cannot connect to the store");
     return -1;
@@ -757,8 +755,8 @@ static int StoreServer_init(StoreServerObject *self, PyObject *args, PyObject *k
     PyErr_SetString(PyExc_RuntimeError, "the store server is already running");
     return -1;
   }
-  int status = strata_store_server_start_auth(addr, secret, job_id ? job_id : "strata-kv",
-                                              &self->server);
+  int status =
+      strata_store_server_start_auth(addr, secret, job_id ? job_id : "strata-kv", &self->server);
   if (status != STRATA_OK) {
     raise_status(status, "cannot start the store server");
     return -1;
@@ -790,8 +788,7 @@ static void StoreServer_dealloc(StoreServerObject *self) {
 }
 
 static PyMethodDef StoreServer_methods[] = {
-    {"stop", (PyCFunction)StoreServer_stop, METH_NOARGS, "stop serving"},
-    {NULL, NULL, 0, NULL}};
+    {"stop", (PyCFunction)StoreServer_stop, METH_NOARGS, "stop serving"}, {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef StoreServer_getset[] = {
     {"port", (getter)StoreServer_port, NULL, "the port bound", NULL},
@@ -817,9 +814,13 @@ static PyMethodDef module_methods[] = {
      "address(buffer, writable=True) -> (addr, bytes) of a C-contiguous buffer"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef kv_module = {PyModuleDef_HEAD_INIT, "_kv",
-                                       "strata_kv.h: the agent, its transfers and the lane.", -1,
-                                       module_methods};
+static struct PyModuleDef kv_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_kv",
+    .m_doc = "strata_kv.h: the agent, its transfers and the lane.",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
 
 PyMODINIT_FUNC PyInit__kv(void) {
   PyTypeObject *types[] = {&AgentType, &XferType, &StoreType, &StoreServerType};

@@ -20,6 +20,7 @@ strata.tinylm (weights from a seed on every process). Run `python3 -m strata.ser
 Wire: a lane message is a 4-byte little-endian header length, a JSON header, then float32 rows.
 """
 import argparse
+import concurrent.futures
 import heapq
 import json
 import os
@@ -489,6 +490,73 @@ class Router:
             return header["tokens"], name, len(tried) + 1
 
 
+# ---- open-loop load against the router ----
+
+def run_load(router, cfg, rate, duration, new_tokens=8, prompts=4, seed=1, kill_pid_file=None,
+             kill_at=None, workers=64):
+    """Poisson arrivals at `rate` per second for `duration` seconds, each request submitted at
+    its arrival time whatever the earlier ones are doing (open loop: latency counts from the
+    scheduled arrival, so a stalled system is not hidden by a slowed client). With kill_pid_file,
+    SIGKILL that process at kill_at seconds. Every reply is checked against a local run of its
+    prompt: a request that fails or returns other tokens is lost."""
+    rng = random.Random(seed)
+    texts = [list(f"request {i}: ".encode()) for i in range(prompts)]
+    want = [tinylm.generate_local(cfg, t, new_tokens) for t in texts]
+    arrivals, t = [], rng.expovariate(rate)
+    while t < duration:
+        arrivals.append(t)
+        t += rng.expovariate(rate)
+    results = [None] * len(arrivals)
+    start = time.perf_counter() + 0.05
+
+    def one(i):
+        try:
+            tokens, name, attempts = router.submit(texts[i % prompts], new_tokens)
+            ok = tokens == want[i % prompts]
+        except (Error, NoRouteError):
+            ok, name, attempts = False, None, 0
+        results[i] = (time.perf_counter() - start - arrivals[i], ok, name, attempts,
+                      time.perf_counter() - start)
+
+    killed = None
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        for i, at in enumerate(arrivals):
+            if kill_pid_file and killed is None and at >= kill_at:
+                killed = _kill_from(kill_pid_file, start + kill_at)
+            delay = start + at - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            pool.submit(one, i)
+        if kill_pid_file and killed is None:
+            killed = _kill_from(kill_pid_file, start + kill_at)
+    done = [r for r in results if r and r[1]]
+    lat = sorted(r[0] * 1e3 for r in done)
+    end = max((r[4] for r in done), default=0.0)
+    served = {}
+    for r in done:
+        served[r[2]] = served.get(r[2], 0) + 1
+    return {"rate": rate, "duration_s": duration, "offered": len(arrivals), "completed": len(done),
+            "lost": len(arrivals) - len(done), "throughput_rps": len(done) / end if end else 0.0,
+            "p50_ms": _pct(lat, 0.50), "p99_ms": _pct(lat, 0.99),
+            "retried": sum(1 for r in done if r[3] > 1), "served": served, "killed": killed}
+
+
+def _pct(sorted_values, q):
+    if not sorted_values:
+        return None
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def _kill_from(pid_file, when):
+    delay = when - time.perf_counter()
+    if delay > 0:
+        time.sleep(delay)
+    with open(pid_file) as f:
+        pid = int(f.read().split()[0])
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
 # ---- command line ----
 
 def _config(args):
@@ -510,6 +578,7 @@ def main(argv=None):
     common.add_argument("--blocks", type=int, default=8, help="the model's blocks (layers)")
     common.add_argument("--d-model", type=int, default=64)
     common.add_argument("--timeout", type=float, default=10.0)
+    common.add_argument("--pings", type=int, default=5, help="lane round trips per server")
     s = sub.add_parser("store", help="serve a rendezvous store until interrupted")
     s.add_argument("--addr", default="127.0.0.1:0")
     s.add_argument("--secret", default=os.environ.get("STRATA_SECRET", ""))
@@ -521,13 +590,23 @@ def main(argv=None):
         s.add_argument("--listen-host", default=None)
         s.add_argument("--token-ms", type=float, default=0.0,
                        help="pad each step to this many ms (an emulated accelerator's speed)")
+        s.add_argument("--pid-file", default=None, help="write this process's pid there")
         if kind == "server":
             s.add_argument("--span", required=True, help="blocks A:B (A inclusive)")
     s = sub.add_parser("generate", parents=[common], help="greedy generation through span servers")
     s.add_argument("--prompt", default="strata serves ")
     s.add_argument("--tokens", type=int, default=32)
     s.add_argument("--check", action="store_true", help="compare with an unsplit local run")
+    s.add_argument("--json", default=None, help="append the result as one JSON line here")
     s = sub.add_parser("route", parents=[common], help="print the route the client would take")
+    s = sub.add_parser("load", parents=[common], help="open-loop Poisson load through a router")
+    s.add_argument("--rate", type=float, required=True, help="requests per second")
+    s.add_argument("--duration", type=float, default=10.0, help="seconds of arrivals")
+    s.add_argument("--tokens", type=int, default=8, help="tokens per request")
+    s.add_argument("--replicas", type=int, default=1, help="wait for this many replicas")
+    s.add_argument("--kill-pid-file", default=None, help="SIGKILL the pid in this file ...")
+    s.add_argument("--kill-at", type=float, default=None, help="... this many seconds in")
+    s.add_argument("--json", default=None, help="append the result as one JSON line here")
     args = p.parse_args(argv)
 
     if args.cmd == "store":
@@ -541,6 +620,27 @@ def main(argv=None):
         server.stop()
         return 0
     cfg = _config(args)
+    if getattr(args, "pid_file", None):
+        with open(args.pid_file, "w") as f:
+            f.write(f"{os.getpid()}\n")
+    if args.cmd == "load":
+        router = Router(args.store, args.secret, args.job, timeout=args.timeout)
+        try:
+            deadline = time.monotonic() + 30
+            while len(router.replicas) < args.replicas and time.monotonic() < deadline:
+                time.sleep(0.2)
+            result = run_load(router, cfg, args.rate, args.duration, args.tokens,
+                              seed=args.seed, kill_pid_file=args.kill_pid_file,
+                              kill_at=args.kill_at)
+            result["replicas"] = {n: round(r["rtt_ms"], 3) for n, r in router.replicas.items()}
+        finally:
+            router.close()
+        line = json.dumps(result)
+        print(line, flush=True)
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(line + "\n")
+        return 0 if result["lost"] == 0 else 1
     if args.cmd == "server":
         a, b = (int(v) for v in args.span.split(":"))
         srv = SpanServer(args.name, args.store, args.secret, args.job, cfg, a, b,
@@ -554,7 +654,8 @@ def main(argv=None):
         print(f"{args.name}: replica", flush=True)
         srv.serve_forever()
         return 0
-    client = PipelineClient(args.store, args.secret, args.job, cfg, timeout=args.timeout)
+    client = PipelineClient(args.store, args.secret, args.job, cfg, timeout=args.timeout,
+                            pings=args.pings)
     try:
         client.discover()
         hops, cost = client.plan()
@@ -562,12 +663,22 @@ def main(argv=None):
               f"  (predicted {cost:.2f} ms/token)", flush=True)
         if args.cmd == "route":
             return 0
+        t0 = time.perf_counter()
         out, lat = client.generate(_tokens(args.prompt), args.tokens)
-        lat_sorted = sorted(lat[1:]) or lat
+        wall = time.perf_counter() - t0
+        decode = sorted(lat[1:]) or lat  # the first step is the prompt's (prefill)
+        result = {"tokens": out, "route": [list(h) for h in hops], "predicted_ms": cost,
+                  "p50_ms": _pct(decode, 0.50), "p99_ms": _pct(decode, 0.99),
+                  "mean_ms": sum(decode) / len(decode), "tokens_per_s": len(out) / wall,
+                  "failovers": client.failovers, "replayed_steps": client.replayed_steps,
+                  "rtt_ms": {n: s["rtt_ms"] for n, s in client.servers.items()}}
         print(f"tokens: {out}")
-        print(f"per-token ms: p50 {lat_sorted[len(lat_sorted) // 2]:.2f} "
-              f"p99 {lat_sorted[min(len(lat_sorted) - 1, int(len(lat_sorted) * 0.99))]:.2f}; "
-              f"failovers {client.failovers}, replayed steps {client.replayed_steps}")
+        print(f"per-token ms: p50 {result['p50_ms']:.2f} p99 {result['p99_ms']:.2f}, "
+              f"{result['tokens_per_s']:.1f} tokens/s; failovers {client.failovers}, "
+              f"replayed steps {client.replayed_steps}", flush=True)
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(result) + "\n")
         if args.check:
             same = out == tinylm.generate_local(cfg, _tokens(args.prompt), args.tokens)
             print("equal to the unsplit run" if same else "DIFFERENT from the unsplit run")

@@ -46,7 +46,7 @@ def pattern():
 
 def target(store_addr, backend):
     """The second process: regions, a lane handler, and checks of what it received."""
-    agent = kv.Agent("target", secret=SECRET, backend=backend, timeout=5)
+    agent = kv.Agent(f"target-{backend}", secret=SECRET, backend=backend, timeout=5)
     cache = pattern()
     spare = np.zeros(4096, np.uint8)
     agent.register(cache)
@@ -118,7 +118,7 @@ def raises(fn, classes, what):
 
 def run_initiator(store_addr, backend, child):
     with kv.Agent("initiator", secret=SECRET, backend=backend, timeout=5) as agent:
-        peer = agent.fetch(store_addr, "target", timeout=30)
+        peer = agent.fetch(store_addr, f"target-{backend}", timeout=30)
         print(f"{backend}: connected to {peer}", flush=True)
         check(len(peer.regions) == 2, f"{backend}: the target describes {len(peer.regions)} regions")
         remote, spare = peer.regions[0], peer.regions[1]
