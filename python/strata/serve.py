@@ -53,6 +53,8 @@ def pack(header, rows=None):
 
 
 def unpack(msg, d_model=None):
+    if not msg:
+        return {}, None  # a handler that answered None
     n = struct.unpack_from("<I", msg)[0]
     header = json.loads(msg[4:4 + n])
     body = msg[4 + n:]
