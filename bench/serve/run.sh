@@ -96,7 +96,7 @@ done
 cat "$out/route.log"
 at 0 "$py" -m strata.serve generate --store "$store" "${common[@]}" --job pipe --tokens 64 \
   --check --json "$out/pipeline.jsonl" | tee "$out/generate.log"
-"$strata" plan --topology "$here/sites3.yaml" --workload inference --cross-site-pipeline \
+"$strata" plan "$here/sites3.yaml" --workload inference --cross-site-pipeline \
   --token-ms "$token_ms" | tee "$out/plan.txt"
 
 # ---- replicas ----

@@ -48,6 +48,9 @@ def make_weights(cfg):
         w[f"{i}.ln1"] = 1 + randn(d, scale=0.1)
         w[f"{i}.ln2"] = 1 + randn(d, scale=0.1)
     w["ln_f"] = 1 + randn(d, scale=0.1)
+    # An output head of its own: tied to the embedding, random weights make every token predict
+    # itself, and a generation that repeats one token would prove little about serving.
+    w["head"] = randn(d, cfg.vocab, scale=1 / math.sqrt(d))
     return w
 
 
@@ -110,11 +113,12 @@ class Blocks:
 
 
 class Head:
-    """The client's part: embedding in, final norm and (tied) output head out."""
+    """The client's part: embedding in, final norm and output head out."""
 
     def __init__(self, cfg, weights=None):
         w = weights if weights is not None else make_weights(cfg)
         self.cfg, self.embed, self.pos, self.ln_f = cfg, w["embed"], w["pos"], w["ln_f"]
+        self.head = w["head"]
 
     def inputs(self, tokens, position):
         """Activations entering block 0 for tokens placed from `position` on."""
@@ -126,7 +130,7 @@ class Head:
     @torch.no_grad()
     def next_token(self, hidden):
         """Greedy: the most likely token after the last row."""
-        return int((_norm(hidden[-1], self.ln_f) @ self.embed.T).argmax())
+        return int((_norm(hidden[-1], self.ln_f) @ self.head).argmax())
 
 
 def generate_local(cfg, prompt, new_tokens):
