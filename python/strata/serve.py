@@ -533,12 +533,12 @@ def run_load(router, cfg, rate, duration, new_tokens=8, prompts=4, seed=1, kill_
             killed = _kill_from(kill_pid_file, start + kill_at)
     done = [r for r in results if r and r[1]]
     lat = sorted(r[0] * 1e3 for r in done)
-    end = max((r[4] for r in done), default=0.0)
+    end = max([duration] + [r[4] for r in done])  # arrivals' span, or the last reply's time
     served = {}
     for r in done:
         served[r[2]] = served.get(r[2], 0) + 1
     return {"rate": rate, "duration_s": duration, "offered": len(arrivals), "completed": len(done),
-            "lost": len(arrivals) - len(done), "throughput_rps": len(done) / end if end else 0.0,
+            "lost": len(arrivals) - len(done), "throughput_rps": len(done) / end,
             "p50_ms": _pct(lat, 0.50), "p99_ms": _pct(lat, 0.99),
             "retried": sum(1 for r in done if r[3] > 1), "served": served, "killed": killed}
 
