@@ -1,7 +1,8 @@
 """strata.kv from Python: two processes on loopback (this script starts the second one).
 
 For each backend (tcp, then auto: shm where this host allows cross-memory attach):
-1. the target publishes its metadata through an authenticated store; the initiator fetches it;
+1. the target publishes its metadata through an authenticated store; the initiator fetches it,
+   and later loads it again as bytes (carried by the lane), which replaces the peer in place;
 2. a READ of the target's numpy region (16 descriptors, scattered) lands bit for bit, also into a
    CPU torch tensor when torch is there; a WRITE with a notification reaches the target, which
    checks its bytes when the notification arrives;
@@ -64,6 +65,8 @@ def target(store_addr, backend):
         if tag == 5:
             doomed.deregister()
             return b"gone"
+        if tag == 6:
+            return agent.metadata()
         return None
 
     agent.set_handler(handler)
@@ -83,6 +86,9 @@ def target(store_addr, backend):
                 ok = False
         elif msg == b"bye":
             break
+    # The initiator closes our stdin once its notify returned: closing the agent before that
+    # could cut the notification's acknowledgement off the wire.
+    sys.stdin.read()
     refused, last = agent.refusals()
     errors, last_error = agent.handler_errors()
     if refused < 3 or errors != 3:
@@ -94,7 +100,8 @@ def target(store_addr, backend):
 
 
 def initiator(store_addr, backend):
-    child = subprocess.Popen([sys.executable, __file__, "--target", store_addr, backend])
+    child = subprocess.Popen([sys.executable, __file__, "--target", store_addr, backend],
+                             stdin=subprocess.PIPE)
     try:
         run_initiator(store_addr, backend, child)
     finally:
@@ -155,6 +162,12 @@ def run_initiator(store_addr, backend, child):
         raises(lambda: agent.write(peer, [(region, 0, 16)], [kv.Desc(remote.addr, 16, 999)])
                .wait(), strata.InvalidArgError, f"{backend}: WRITE into an unknown region")
         check(agent.call(peer, 5, b"") == b"gone", f"{backend}: tag 5 reply")
+        # The metadata as bytes (here carried by the lane): loading it replaces the peer in place,
+        # and the new description no longer lists the deregistered region.
+        reloaded = agent.load(agent.call(peer, 6))
+        check(reloaded.name == f"target-{backend}" and len(reloaded.regions) == 1,
+              f"{backend}: the reloaded peer {reloaded} describes {reloaded.regions}")
+        peer = reloaded
         e = raises(lambda: agent.read(peer, [(region, 0, 16)], [(spare, 0, 16)]).wait(),
                    strata.InvalidArgError, f"{backend}: READ of a deregistered region")
         if e is not None:
@@ -187,7 +200,9 @@ def run_initiator(store_addr, backend, child):
         t.release()
 
         # 6. The target leaves.
+        check(child.poll() is None, f"{backend}: the target exited early ({child.poll()})")
         agent.notify(peer, b"bye")
+        child.stdin.close()
         code = child.wait(timeout=30)
         check(code == 0, f"{backend}: the target process exited {code}")
         raises(lambda: agent.call(peer, 1, b"ping", timeout=5),
