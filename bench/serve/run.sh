@@ -6,9 +6,11 @@
 # (8 blocks); every server pads a whole-model step to TOKEN_MS (20 ms, the planner's default
 # --token-ms) in proportion to the blocks it holds, as an accelerator of that speed would.
 #
-#   pipeline  span servers s0 [0:3), s1 [3:6), s2 [6:8); the client generates 64 tokens:
-#             per-token p50/p99 and tokens/s, next to `strata plan --workload inference
-#             --cross-site-pipeline` for bench/serve/sites3.yaml (the same round trips)
+#   pipeline  span servers s0 [0:3), s1 [3:6), s2 [6:8) and a 3x slower standby for [3:6) at
+#             s1; the client generates 64 tokens: per-token p50/p99 and tokens/s, next to
+#             `strata plan --workload inference --cross-site-pipeline` for
+#             bench/serve/sites3.yaml (the same round trips); then again killing p1 after 24
+#             tokens (failover to the standby, 24 steps replayed; the tokens are checked)
 #   replicas  a full replica at each site; `python3 -m strata.serve load` (router + open-loop
 #             Poisson arrivals, 8 tokens a request) at RATES requests/s for DURATION s each,
 #             then again killing the s1 replica 40% of the way in; lost requests must be 0
@@ -85,17 +87,27 @@ for s in 0 1 2; do
   b=${spans[$s]#*:}
   pad=$("$py" -c "print($token_ms * ($b - $a) / 8)")
   at "$s" "$py" -m strata.serve server --store "$store" "${common[@]}" --job pipe --name "p$s" \
-    --span "${spans[$s]}" --token-ms "$pad" --listen-host "10.77.$s.1" >"$out/p$s.log" 2>&1 &
+    --span "${spans[$s]}" --token-ms "$pad" --listen-host "10.77.$s.1" --pid-file "$out/p$s.pid" \
+    >"$out/p$s.log" 2>&1 &
   pids+=($!)
 done
-for _ in $(seq 60); do # until all three have announced themselves
+# A standby for s1's span at s1, three times slower: routes avoid it until p1 dies.
+at 1 "$py" -m strata.serve server --store "$store" "${common[@]}" --job pipe --name b1 \
+  --span 3:6 --token-ms "$("$py" -c "print(3 * $token_ms * 3 / 8)")" --listen-host 10.77.1.1 \
+  >"$out/b1.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 60); do # until all four have announced themselves
   if at 0 "$py" -m strata.serve route --store "$store" "${common[@]}" --job pipe --pings 1 \
-    >"$out/route.log" 2>&1; then break; fi
+    --expect 4 >"$out/route.log" 2>&1; then break; fi
   sleep 1
 done
 cat "$out/route.log"
 at 0 "$py" -m strata.serve generate --store "$store" "${common[@]}" --job pipe --tokens 64 \
   --check --json "$out/pipeline.jsonl" | tee "$out/generate.log"
+# The same with p1 killed after 24 tokens: the client fails over to b1 and replays 24 steps.
+at 0 "$py" -m strata.serve generate --store "$store" "${common[@]}" --job pipe --tokens 64 \
+  --check --json "$out/pipeline.jsonl" --kill-pid-file "$out/p1.pid" --kill-after-tokens 24 |
+  tee "$out/generate-kill.log"
 "$strata" plan "$here/sites3.yaml" --workload inference --cross-site-pipeline \
   --token-ms "$token_ms" | tee "$out/plan.txt"
 

@@ -600,7 +600,11 @@ def main(argv=None):
     s.add_argument("--tokens", type=int, default=32)
     s.add_argument("--check", action="store_true", help="compare with an unsplit local run")
     s.add_argument("--json", default=None, help="append the result as one JSON line here")
+    s.add_argument("--expect", type=int, default=0, help="fail unless this many servers answer")
+    s.add_argument("--kill-pid-file", default=None, help="SIGKILL the pid in this file ...")
+    s.add_argument("--kill-after-tokens", type=int, default=0, help="... after this many tokens")
     s = sub.add_parser("route", parents=[common], help="print the route the client would take")
+    s.add_argument("--expect", type=int, default=0, help="fail unless this many servers answer")
     s = sub.add_parser("load", parents=[common], help="open-loop Poisson load through a router")
     s.add_argument("--rate", type=float, required=True, help="requests per second")
     s.add_argument("--duration", type=float, default=10.0, help="seconds of arrivals")
@@ -660,19 +664,27 @@ def main(argv=None):
                             pings=args.pings)
     try:
         client.discover()
+        if len(client.servers) < args.expect:
+            print(f"{len(client.servers)} span servers answer, not {args.expect}", file=sys.stderr)
+            return 1
         hops, cost = client.plan()
         print("route: " + " -> ".join(f"{n}[{a}:{b}]" for n, a, b in hops) +
               f"  (predicted {cost:.2f} ms/token)", flush=True)
         if args.cmd == "route":
             return 0
+        def on_step(k, token):
+            if args.kill_pid_file and k + 1 == args.kill_after_tokens:
+                _kill_from(args.kill_pid_file, 0.0)
+
         t0 = time.perf_counter()
-        out, lat = client.generate(_tokens(args.prompt), args.tokens)
+        out, lat = client.generate(_tokens(args.prompt), args.tokens, on_step=on_step)
         wall = time.perf_counter() - t0
         decode = sorted(lat[1:]) or lat  # the first step is the prompt's (prefill)
         result = {"tokens": out, "route": [list(h) for h in hops], "predicted_ms": cost,
                   "p50_ms": _pct(decode, 0.50), "p99_ms": _pct(decode, 0.99),
                   "mean_ms": sum(decode) / len(decode), "tokens_per_s": len(out) / wall,
                   "failovers": client.failovers, "replayed_steps": client.replayed_steps,
+                  "final_route": [list(h) for h in client.route], "step_ms": lat,
                   "rtt_ms": {n: s["rtt_ms"] for n, s in client.servers.items()}}
         print(f"tokens: {out}")
         print(f"per-token ms: p50 {result['p50_ms']:.2f} p99 {result['p99_ms']:.2f}, "
