@@ -438,6 +438,14 @@ class Router:
         while not self.stop.wait(self.health_s):
             for name, r in list(self.replicas.items()):
                 try:
+                    if not r["healthy"]:
+                        # A failed call leaves its connection broken for good: connect both
+                        # agents again from the store's blob (a restarted replica's, if any).
+                        check_peer = self.checker.fetch(self.store_addr, name, timeout=1.0)
+                        self._ping(check_peer)
+                        peer = self.agent.fetch(self.store_addr, name, timeout=1.0)
+                        with self.lock:
+                            r["peer"], r["check_peer"] = peer, check_peer
                     rtt = self._ping(r["check_peer"])
                     with self.lock:
                         r["healthy"] = True

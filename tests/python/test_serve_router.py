@@ -7,7 +7,9 @@ requests are in flight at R1 (the router says so), the test kills R1 (SIGKILL). 
 2. at least one request was retried on another replica (the ones in flight at R1);
 3. the router spread the load (at least two replicas served requests) and its health checks
    marked R1 unhealthy;
-4. a request after the kill goes to a live replica at the first attempt.
+4. a request after the kill goes to a live replica at the first attempt;
+5. R1 restarted under its name is taken back by the health checks, and the router's request
+   connection to it works (a failed call leaves a connection broken: the router reconnects).
 Exits 0 when all held, 77 without torch.
 """
 import concurrent.futures
@@ -24,6 +26,7 @@ except ImportError:
     print("skipped: python3 has no numpy or torch")
     sys.exit(77)
 
+import strata
 import strata.kv as kv
 from strata import serve, tinylm
 
@@ -37,13 +40,16 @@ def check(cond, what):
         print(f"FAILED {what}", flush=True)
 
 
+def start_replica(addr, name):
+    return subprocess.Popen([sys.executable, "-m", "strata.serve", "replica", "--store", addr,
+                             "--secret", SECRET, "--job", JOB, "--name", name, "--token-ms", "15",
+                             "--timeout", "5"])
+
+
 def main():
     store_server = kv.StoreServer("127.0.0.1:0", secret=SECRET, job_id=JOB)
     addr = f"127.0.0.1:{store_server.port}"
-    procs = {name: subprocess.Popen([sys.executable, "-m", "strata.serve", "replica", "--store",
-                                     addr, "--secret", SECRET, "--job", JOB, "--name", name,
-                                     "--token-ms", "15", "--timeout", "5"])
-             for name in ("R0", "R1", "R2")}
+    procs = {name: start_replica(addr, name) for name in ("R0", "R1", "R2")}
     router = None
     try:
         store = kv.Store(addr, SECRET, JOB)
@@ -87,6 +93,21 @@ def main():
         tokens, name, attempts = router.submit(prompts[0], 8)
         check(tokens == want[0] and name != "R1" and attempts == 1,
               f"after the kill: {name}, {attempts} attempts")
+
+        # 5. R1 restarted under its name: the health checks connect to it again.
+        procs["R1"] = start_replica(addr, "R1")
+        deadline = time.monotonic() + 60
+        while not router.replicas["R1"]["healthy"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        check(router.replicas["R1"]["healthy"], "the restarted R1 was not taken back")
+        try:
+            header, _ = serve.unpack(router.agent.call(router.replicas["R1"]["peer"],
+                                                       serve.TAG_GENERATE, serve.pack(
+                                                           {"id": 1, "prompt": prompts[1],
+                                                            "tokens": 8})))
+            check(header["tokens"] == want[1], "the restarted R1 generated other tokens")
+        except strata.Error as e:
+            check(False, f"the router's request connection to the restarted R1 failed: {e}")
     finally:
         if router:
             router.close()
