@@ -23,12 +23,33 @@
 #include <Python.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "boot/store.h"
 #include "strata.h"
 #include "strata_kv.h"
 
 static PyObject *error_classes; /* status -> class, installed by kv.py (_set_errors) */
+
+/* Run stmt without the GIL, counted in `busy` so that whoever destroys the object under it (a
+ * close() from another thread) first waits for it (wait_idle): every such call is bounded by a
+ * timeout. The counter changes only with the GIL held. */
+#define BLOCKING(busy, stmt) \
+  do {                       \
+    (busy)++;                \
+    Py_BEGIN_ALLOW_THREADS;  \
+    stmt;                    \
+    Py_END_ALLOW_THREADS;    \
+    (busy)--;                \
+  } while (0)
+
+static void wait_idle(const int *busy) {
+  while (*busy > 0) {
+    Py_BEGIN_ALLOW_THREADS;
+    usleep(1000);
+    Py_END_ALLOW_THREADS;
+  }
+}
 static PyObject *error_base;
 
 static PyObject *raise_status(int status, const char *context) {
@@ -157,6 +178,7 @@ typedef struct AgentObject {
   PyObject_HEAD strata_kv_agent *agent;
   handler_state *handler;
   XferObject *xfers; /* open transfers, released before the agent is destroyed */
+  int busy;          /* calls running without the GIL */
 } AgentObject;
 
 struct XferObject {
@@ -164,6 +186,7 @@ struct XferObject {
   AgentObject *owner;
   PyObject *keep; /* the owners of the local memory */
   XferObject *prev, *next;
+  int busy; /* waits running without the GIL */
 };
 
 static PyTypeObject AgentType, XferType;
@@ -171,6 +194,9 @@ static PyTypeObject AgentType, XferType;
 static void xfer_release(XferObject *x) {
   if (!x->xfer) return;
   strata_kv_xfer *xfer = x->xfer;
+  if (x->busy) strata_kv_xfer_cancel(xfer); /* another thread waits on it: end that wait soon */
+  wait_idle(&x->busy);
+  if (!x->xfer) return; /* released meanwhile by the thread that waited */
   x->xfer = NULL;
   Py_BEGIN_ALLOW_THREADS strata_kv_xfer_release(xfer);
   Py_END_ALLOW_THREADS if (x->prev) x->prev->next = x->next;
@@ -230,10 +256,11 @@ static int Agent_init(AgentObject *self, PyObject *args, PyObject *kwds) {
 }
 
 static void agent_close(AgentObject *self) {
+  strata_kv_agent *agent = self->agent;
+  self->agent = NULL; /* later calls fail; the ones running are waited for */
+  wait_idle(&self->busy);
   while (self->xfers) xfer_release(self->xfers);
-  if (self->agent) {
-    strata_kv_agent *agent = self->agent;
-    self->agent = NULL;
+  if (agent) {
     Py_BEGIN_ALLOW_THREADS strata_kv_agent_destroy(agent);
     Py_END_ALLOW_THREADS
   }
@@ -296,9 +323,8 @@ static PyObject *Agent_deregister(AgentObject *self, PyObject *arg) {
   if (!agent_ready(self)) return NULL;
   strata_kv_agent *agent = self->agent;
   int status;
-  Py_BEGIN_ALLOW_THREADS status = strata_kv_deregister(agent, (uint32_t)id);
-  Py_END_ALLOW_THREADS if (status != STRATA_OK) return raise_status(status,
-                                                                    "cannot deregister the region");
+  BLOCKING(self->busy, status = strata_kv_deregister(agent, (uint32_t)id));
+  if (status != STRATA_OK) return raise_status(status, "cannot deregister the region");
   Py_RETURN_NONE;
 }
 
@@ -319,8 +345,8 @@ static PyObject *Agent_load(AgentObject *self, PyObject *arg) {
   if (PyObject_GetBuffer(arg, &view, PyBUF_C_CONTIGUOUS) != 0) return NULL;
   strata_kv_agent *agent = self->agent;
   int peer = -1, status;
-  Py_BEGIN_ALLOW_THREADS status = strata_kv_peer_load(agent, view.buf, (size_t)view.len, &peer);
-  Py_END_ALLOW_THREADS PyBuffer_Release(&view);
+  BLOCKING(self->busy, status = strata_kv_peer_load(agent, view.buf, (size_t)view.len, &peer));
+  PyBuffer_Release(&view);
   if (status != STRATA_OK) return raise_status(status, "cannot load the peer's metadata");
   return PyLong_FromLong(peer);
 }
@@ -331,9 +357,8 @@ static PyObject *Agent_forget(AgentObject *self, PyObject *arg) {
   if (!agent_ready(self)) return NULL;
   strata_kv_agent *agent = self->agent;
   int status;
-  Py_BEGIN_ALLOW_THREADS status = strata_kv_peer_forget(agent, peer);
-  Py_END_ALLOW_THREADS if (status != STRATA_OK) return raise_status(status,
-                                                                    "cannot forget the peer");
+  BLOCKING(self->busy, status = strata_kv_peer_forget(agent, peer));
+  if (status != STRATA_OK) return raise_status(status, "cannot forget the peer");
   Py_RETURN_NONE;
 }
 
@@ -375,9 +400,8 @@ static PyObject *Agent_publish(AgentObject *self, PyObject *args) {
   if (!agent_ready(self)) return NULL;
   strata_kv_agent *agent = self->agent;
   int status;
-  Py_BEGIN_ALLOW_THREADS status = strata_kv_metadata_publish(agent, store, timeout_s);
-  Py_END_ALLOW_THREADS if (status != STRATA_OK) return raise_status(
-      status, "cannot publish the metadata to the store");
+  BLOCKING(self->busy, status = strata_kv_metadata_publish(agent, store, timeout_s));
+  if (status != STRATA_OK) return raise_status(status, "cannot publish the metadata to the store");
   Py_RETURN_NONE;
 }
 
@@ -388,9 +412,8 @@ static PyObject *Agent_fetch(AgentObject *self, PyObject *args) {
   if (!agent_ready(self)) return NULL;
   strata_kv_agent *agent = self->agent;
   int peer = -1, status;
-  Py_BEGIN_ALLOW_THREADS status = strata_kv_peer_fetch(agent, store, name, timeout_s, &peer);
-  Py_END_ALLOW_THREADS if (status != STRATA_OK) return raise_status(
-      status, "cannot fetch the peer from the store");
+  BLOCKING(self->busy, status = strata_kv_peer_fetch(agent, store, name, timeout_s, &peer));
+  if (status != STRATA_OK) return raise_status(status, "cannot fetch the peer from the store");
   return PyLong_FromLong(peer);
 }
 
@@ -455,6 +478,7 @@ static PyObject *Agent_post(AgentObject *self, PyObject *args) {
     goto done;
   }
   x->xfer = xfer;
+  x->busy = 0;
   x->owner = (AgentObject *)Py_NewRef(self);
   x->keep = Py_NewRef(keep);
   x->prev = NULL;
@@ -478,8 +502,8 @@ static PyObject *Agent_notify(AgentObject *self, PyObject *args) {
   }
   strata_kv_agent *agent = self->agent;
   int status;
-  Py_BEGIN_ALLOW_THREADS status = strata_kv_notify(agent, peer, msg.buf, (size_t)msg.len);
-  Py_END_ALLOW_THREADS PyBuffer_Release(&msg);
+  BLOCKING(self->busy, status = strata_kv_notify(agent, peer, msg.buf, (size_t)msg.len));
+  PyBuffer_Release(&msg);
   if (status != STRATA_OK) return raise_status(status, "cannot notify the peer");
   Py_RETURN_NONE;
 }
@@ -493,9 +517,9 @@ static PyObject *Agent_notif_get(AgentObject *self, PyObject *args) {
   uint8_t msg[STRATA_KV_NOTIF_MAX_BYTES];
   size_t bytes = 0;
   int status;
-  Py_BEGIN_ALLOW_THREADS status =
-      strata_kv_notifs_get(agent, from, msg, sizeof msg, &bytes, timeout_s);
-  Py_END_ALLOW_THREADS if (status == STRATA_ERR_TIMEOUT) Py_RETURN_NONE;
+  BLOCKING(self->busy,
+           status = strata_kv_notifs_get(agent, from, msg, sizeof msg, &bytes, timeout_s));
+  if (status == STRATA_ERR_TIMEOUT) Py_RETURN_NONE;
   if (status != STRATA_OK) return raise_status(status, "cannot take a notification");
   return Py_BuildValue("(sy#)", from, (const char *)msg, (Py_ssize_t)bytes);
 }
@@ -525,10 +549,10 @@ static PyObject *Agent_lane_call(AgentObject *self, PyObject *args) {
   strata_kv_agent *agent = self->agent;
   size_t reply_bytes = 0;
   int status;
-  Py_BEGIN_ALLOW_THREADS status =
-      strata_kv_lane_call(agent, peer, tag, request.buf, (size_t)request.len, reply,
-                          STRATA_KV_LANE_MAX_BYTES, &reply_bytes, timeout_s);
-  Py_END_ALLOW_THREADS PyBuffer_Release(&request);
+  BLOCKING(self->busy,
+           status = strata_kv_lane_call(agent, peer, tag, request.buf, (size_t)request.len, reply,
+                                        STRATA_KV_LANE_MAX_BYTES, &reply_bytes, timeout_s));
+  PyBuffer_Release(&request);
   PyObject *r = status == STRATA_OK
                     ? PyBytes_FromStringAndSize((const char *)reply, (Py_ssize_t)reply_bytes)
                     : raise_status(status, "the lane call failed");
@@ -579,8 +603,8 @@ static PyObject *Xfer_wait(XferObject *self, PyObject *args) {
   if (!self->xfer) return raise_status(STRATA_ERR_INVALID_ARG, "the transfer is released");
   strata_kv_xfer *xfer = self->xfer;
   int status;
-  Py_BEGIN_ALLOW_THREADS status = strata_kv_xfer_wait(xfer, timeout_s);
-  Py_END_ALLOW_THREADS return PyLong_FromLong(status);
+  BLOCKING(self->busy, status = strata_kv_xfer_wait(xfer, timeout_s));
+  return PyLong_FromLong(status);
 }
 
 static PyObject *Xfer_status(XferObject *self, PyObject *Py_UNUSED(ignored)) {
@@ -630,6 +654,7 @@ static PyTypeObject XferType = {
 
 typedef struct StoreObject {
   PyObject_HEAD strata_store *store;
+  int busy; /* calls running without the GIL */
 } StoreObject;
 
 static int Store_init(StoreObject *self, PyObject *args, PyObject *kwds) {
@@ -659,6 +684,7 @@ static void store_close(StoreObject *self) {
   if (!self->store) return;
   strata_store *s = self->store;
   self->store = NULL;
+  wait_idle(&self->busy);
   Py_BEGIN_ALLOW_THREADS strata_store_close(s);
   Py_END_ALLOW_THREADS
 }
@@ -679,8 +705,8 @@ static PyObject *Store_set(StoreObject *self, PyObject *args) {
   }
   strata_store *s = self->store;
   int status;
-  Py_BEGIN_ALLOW_THREADS status = strata_store_set(s, key, value.buf, (size_t)value.len);
-  Py_END_ALLOW_THREADS PyBuffer_Release(&value);
+  BLOCKING(self->busy, status = strata_store_set(s, key, value.buf, (size_t)value.len));
+  PyBuffer_Release(&value);
   if (status != STRATA_OK) return raise_status(status, "store set failed");
   Py_RETURN_NONE;
 }
@@ -694,8 +720,8 @@ static PyObject *Store_get(StoreObject *self, PyObject *args) {
   void *value = NULL;
   size_t len = 0;
   int status;
-  Py_BEGIN_ALLOW_THREADS status = strata_store_get(s, key, &value, &len, timeout_s);
-  Py_END_ALLOW_THREADS if (status != STRATA_OK) return raise_status(status, "store get failed");
+  BLOCKING(self->busy, status = strata_store_get(s, key, &value, &len, timeout_s));
+  if (status != STRATA_OK) return raise_status(status, "store get failed");
   PyObject *r = PyBytes_FromStringAndSize(value, (Py_ssize_t)len);
   free(value);
   return r;
@@ -709,8 +735,8 @@ static PyObject *Store_add(StoreObject *self, PyObject *args) {
   strata_store *s = self->store;
   int64_t result = 0;
   int status;
-  Py_BEGIN_ALLOW_THREADS status = strata_store_add(s, key, delta, &result);
-  Py_END_ALLOW_THREADS if (status != STRATA_OK) return raise_status(status, "store add failed");
+  BLOCKING(self->busy, status = strata_store_add(s, key, delta, &result));
+  if (status != STRATA_OK) return raise_status(status, "store add failed");
   return PyLong_FromLongLong(result);
 }
 

@@ -13,12 +13,14 @@ For each backend (tcp, then auto: shm where this host allows cross-memory attach
    that raises strata.NotFoundError gives NotFoundError; a reply above 64 KiB is an error; the
    lane still answers afterwards; the target counts three handler errors;
 5. a cancelled transfer ends (ABORTED, or OK if it finished first) and releases;
-6. once the target has exited, a lane call raises PeerLostError or TimeoutError, never hangs.
+6. once the target has exited, a lane call raises PeerLostError or TimeoutError, never hangs;
+7. closing an agent while another thread waits in it (the GIL released) ends that wait.
 Exits 0 when all held, 77 without numpy.
 """
 import os
 import subprocess
 import sys
+import threading
 import time
 
 try:
@@ -209,6 +211,20 @@ def run_initiator(store_addr, backend, child):
                (strata.PeerLostError, strata.TimeoutError), f"{backend}: a call to an exited target")
 
 
+def close_under_waiters():
+    """close() from one thread while another waits without the GIL in the same agent: the close
+    waits for that call (bounded by its timeout), which then returns; nothing crashes."""
+    agent = kv.Agent("closing", secret=SECRET, timeout=5)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(agent.get_notif(timeout=1.0)))
+    waiter.start()
+    time.sleep(0.2)  # let it enter the wait; the check does not depend on it
+    agent.close()
+    waiter.join(timeout=10)
+    check(not waiter.is_alive() and got == [None], f"a wait during close ended with {got}")
+    raises(lambda: agent.get_notif(0), strata.InvalidArgError, "a call on a closed agent")
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--target":
         target(sys.argv[2], sys.argv[3])
@@ -216,6 +232,7 @@ if __name__ == "__main__":
     addr = f"127.0.0.1:{server.port}"
     for backend in ("tcp", "auto"):
         initiator(addr, backend)
+    close_under_waiters()
     server.stop()
     print("ok" if not failed else f"{len(failed)} checks failed", flush=True)
     sys.exit(0 if not failed else 1)
