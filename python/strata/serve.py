@@ -577,7 +577,26 @@ def _tokens(text):
     return list(text.encode())
 
 
+def _span(text):
+    try:
+        a, b = (int(v) for v in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected blocks A:B, got {text!r}") from None
+    if not 0 <= a < b:
+        raise argparse.ArgumentTypeError(f"blocks {text} are empty or negative")
+    return a, b
+
+
 def main(argv=None):
+    """The command line; bad input is a message and status 2 (usage) or 1 (a failed run)."""
+    try:
+        return _main(argv)
+    except (Error, NoRouteError, ValueError, OSError) as e:
+        print(f"strata.serve: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+def _main(argv):
     p = argparse.ArgumentParser(prog="python3 -m strata.serve", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     common = argparse.ArgumentParser(add_help=False)
@@ -602,7 +621,7 @@ def main(argv=None):
                        help="pad each step to this many ms (an emulated accelerator's speed)")
         s.add_argument("--pid-file", default=None, help="write this process's pid there")
         if kind == "server":
-            s.add_argument("--span", required=True, help="blocks A:B (A inclusive)")
+            s.add_argument("--span", required=True, type=_span, help="blocks A:B (A inclusive)")
     s = sub.add_parser("generate", parents=[common], help="greedy generation through span servers")
     s.add_argument("--prompt", default="strata serves ")
     s.add_argument("--tokens", type=int, default=32)
@@ -656,7 +675,9 @@ def main(argv=None):
                 f.write(line + "\n")
         return 0 if result["lost"] == 0 else 1
     if args.cmd == "server":
-        a, b = (int(v) for v in args.span.split(":"))
+        a, b = args.span
+        if b > cfg.blocks:
+            p.error(f"--span {a}:{b} goes past the model's {cfg.blocks} blocks")
         srv = SpanServer(args.name, args.store, args.secret, args.job, cfg, a, b,
                          args.listen_host, args.token_ms, args.timeout)
         print(f"{args.name}: blocks {a}:{b}, {srv.compute_ms:.3f} ms/block", flush=True)

@@ -8,7 +8,9 @@ kills A: the client must route C[0:8] and replay 14 steps. Checked:
 1. the tokens equal an unsplit local run's (tinylm.generate_local), all 24 (and that run is
    not one token repeated, so the comparison means something);
 2. the routes were A,B then A,C[4:8] then C[0:8]; 2 failovers; 6 + 14 replayed steps;
-3. the whole run ends well inside the test's time limit (the lane calls have a 5 s timeout).
+3. the whole run ends well inside the test's time limit (the lane calls have a 5 s timeout);
+4. bad input (an empty span; fewer live servers than asked for, A and B being dead) is a
+   message and a non-zero status.
 Exits 0 when all held, 77 without torch.
 """
 import signal
@@ -81,6 +83,16 @@ def main():
               f"routes {routes}")
         check(client.failovers == 2, f"{client.failovers} failovers, not 2")
         check(client.replayed_steps == 20, f"{client.replayed_steps} replayed steps, not 6 + 14")
+
+        # 4. Bad input: a message and a non-zero status, no traceback.
+        for args, code, words in (
+                (["server", "--store", addr, "--name", "x", "--span", "5:3"], 2, "--span"),
+                (["generate", "--store", addr, "--secret", SECRET, "--job", JOB, "--expect", "3"],
+                 1, "span servers answer, not 3")):
+            r = subprocess.run([sys.executable, "-m", "strata.serve"] + args, capture_output=True,
+                               text=True, timeout=60)
+            check(r.returncode == code and words in r.stderr and "Traceback" not in r.stderr,
+                  f"{args}: status {r.returncode}, stderr {r.stderr[-300:]!r}")
     finally:
         if client:
             client.close()
