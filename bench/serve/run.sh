@@ -2,7 +2,7 @@
 # bench/serve/run.sh [--quick] — strata.serve on 3 emulated sites (docs/serving.md), root.
 #
 # `strata netem` sites s0, s1, s2 (one-way delays 0-1 10 ms, 0-2 20 ms, 1-2 15 ms: round trips
-# 20, 40, 30 ms); the store, the client and the router run at s0. The model is strata.tinylm
+# 20, 40, 30 ms); the store and the router run at s0, the pipeline's client at s1. The model is strata.tinylm
 # (8 blocks); every server pads a whole-model step to TOKEN_MS (20 ms, the planner's default
 # --token-ms) in proportion to the blocks it holds, as an accelerator of that speed would.
 #
@@ -102,10 +102,12 @@ for _ in $(seq 60); do # until all four have announced themselves
   sleep 1
 done
 cat "$out/route.log"
-at 0 "$py" -m strata.serve generate --store "$store" "${common[@]}" --job pipe --tokens 64 \
+# The client at s1, where `strata plan` places it (the site whose round trips to the others sum
+# least: 20 + 30 ms).
+at 1 "$py" -m strata.serve generate --store "$store" "${common[@]}" --job pipe --tokens 64 \
   --check --json "$out/pipeline.jsonl" | tee "$out/generate.log"
 # The same with p1 killed after 24 tokens: the client fails over to b1 and replays 24 steps.
-at 0 "$py" -m strata.serve generate --store "$store" "${common[@]}" --job pipe --tokens 64 \
+at 1 "$py" -m strata.serve generate --store "$store" "${common[@]}" --job pipe --tokens 64 \
   --check --json "$out/pipeline.jsonl" --kill-pid-file "$out/p1.pid" --kill-after-tokens 24 |
   tee "$out/generate-kill.log"
 "$strata" plan "$here/sites3.yaml" --workload inference --cross-site-pipeline \
