@@ -636,12 +636,13 @@ static void lint_decision(lint_ctx *c) {
            "of parameters changing, a sparse delta would be %.3g GB (%.3gx smaller)",
            full / 1e9, w->sync_every, w->sync_every > 1 ? "s" : "", 100 * w->update_fraction,
            delta / 1e9, full / delta);
-  if (!strcmp(p->decision, "cross-wan-pipeline") && p->wan.rtt_ms / 2 > w->token_ms)
+  if (!strcmp(p->decision, "cross-wan-pipeline") && p->wan.rtt_ms > w->token_ms)
     report(c, "L4-INFER-PIPELINE-SLOW", &none, "workload",
            "if a full replica fits in one site, route requests to replicas (region-replica "
            "routing); otherwise batch more sequences per step to amortize the hop",
-           "each decode token waits %.3g ms per site boundary, more than its %.3g ms of compute",
-           p->wan.rtt_ms / 2, w->token_ms);
+           "each decode token waits %.3g ms per remote site (a round trip), more than its %.3g ms "
+           "of compute",
+           p->wan.rtt_ms, w->token_ms);
 }
 
 int strata_plan_lint(strata_plan *plan) {

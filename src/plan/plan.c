@@ -995,6 +995,31 @@ static void decide_rl(strata_plan *p, double site_ms) {
       every > 1 ? "s" : "");
 }
 
+/* A pipeline's client sits at one site and makes a round trip to every other site per token: the
+ * sum of those round trips, from the site where it is least, each over the direct link between
+ * the two sites (the fastest one if several; the plan's WAN link where none joins them). */
+static double pipeline_round_trips_ms(const strata_plan *p) {
+  const strata_topo *t = p->topo;
+  double best = -1;
+  for (int c = 0; c < t->site_count; c++) {
+    double sum = 0;
+    for (int j = 0; j < t->site_count; j++) {
+      if (j == c) continue;
+      int links[8];
+      int n = strata_topo_links_between(t, c, j, links, 8);
+      double rtt = -1;
+      for (int k = 0; k < n && k < 8; k++) {
+        strata_wan_model m;
+        strata_plan_link_model(p, links[k], &m);
+        if (rtt < 0 || m.rtt_ms < rtt) rtt = m.rtt_ms;
+      }
+      sum += rtt >= 0 ? rtt : p->wan.rtt_ms;
+    }
+    if (best < 0 || sum < best) best = sum;
+  }
+  return best >= 0 ? best : (p->sites - 1) * p->wan.rtt_ms;
+}
+
 static void decide_inference(strata_plan *p) {
   const strata_workload *w = &p->workload;
   /* prefill → decode KV transfer: one GPU's NIC share inside the site (NIXL / Mooncake style) */
@@ -1003,10 +1028,14 @@ static void decide_inference(strata_plan *p) {
   double load_gbps = w->kv_bytes_per_request * w->requests_per_s / 1e9;
   p->comm_ms_per_step = kv_ms;
   p->utilization = 0;
-  /* per decode token of a model split across sites, activations cross every site boundary:
-   * hidden 4096 × dtype (a 7B model) */
+  /* per decode token of a model split across sites, activations (hidden 4096 × dtype, a 7B
+   * model) go to every remote site's span and back: the client that holds the embedding and
+   * the head drives each hop itself (Petals' client-side routing, strata.serve), so a remote
+   * span costs a whole round trip, not the half of one a server-to-server chain would. */
   double act = 4096.0 * (double)strata_dtype_size(w->dtype);
-  double hop_ms = p->wan.rtt_ms / 2 + act / (p->wan.gbps * 1e6);
+  double act_ms = 2 * act / (p->wan.gbps * 1e6);
+  double trips_ms = p->sites > 1 ? pipeline_round_trips_ms(p) : 0;
+  double hop_ms = p->sites > 1 ? trips_ms / (p->sites - 1) + act_ms : 0; /* the mean remote site */
   int split = w->cross_site_pipeline || w->replicas_per_site == 0;
   if (p->sites > 1) {
     strata_plan_option *o = add_option(p, "replica-routing", w->replicas_per_site > 0, 0, 0);
@@ -1017,12 +1046,12 @@ static void decide_inference(strata_plan *p) {
           "traffic across sites (needs a replica per site)");
     }
     double added = (p->sites - 1) * hop_ms;
-    o = add_option(p, "cross-wan-pipeline", 1, added, act * (p->sites - 1));
+    o = add_option(p, "cross-wan-pipeline", 1, added, 2 * act * (p->sites - 1));
     if (o) {
       o->utilization = w->token_ms / (w->token_ms + added);
       fmt(o->note, sizeof o->note,
-          "every decode token waits %.3g ms per site boundary (RTT/2 + "
-          "activations); comm is per token",
+          "every decode token waits %.3g ms per remote site on average (a client round trip "
+          "+ activations both ways); comm is per token",
           hop_ms);
     }
     char why[200];
@@ -1038,9 +1067,11 @@ static void decide_inference(strata_plan *p) {
     double token_ms = w->token_ms + (p->sites - 1) * hop_ms;
     fmt(p->decision, sizeof p->decision, "cross-wan-pipeline");
     fmt(p->decision_reason, sizeof p->decision_reason,
-        "the model is split across %d sites: every decode token crosses %d site boundar%s "
-        "(%.3g ms each), %.3g ms/token = %.3g tokens/s per sequence vs %.3g tokens/s on one site",
-        p->sites, p->sites - 1, p->sites > 2 ? "ies" : "y", hop_ms, token_ms, 1000 / token_ms,
+        "the model is split across %d sites: every decode token makes a round trip to %d remote "
+        "site%s (%.3g ms each on average), %.3g ms/token = %.3g tokens/s per sequence vs %.3g "
+        "tokens/s on one "
+        "site",
+        p->sites, p->sites - 1, p->sites > 2 ? "s" : "", hop_ms, token_ms, 1000 / token_ms,
         1000 / w->token_ms);
   } else if (p->sites > 1) {
     fmt(p->decision, sizeof p->decision, "replica-routing");

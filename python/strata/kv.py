@@ -1,0 +1,308 @@
+"""strata.kv: one-sided transfers of registered memory between processes, and the lane.
+
+    import numpy as np, strata.kv as kv
+    agent = kv.Agent("decode", secret="s3cret")          # listens on 127.0.0.1, any port
+    cache = np.zeros(1 << 20, np.float32)
+    region = agent.register(cache)                      # numpy, bytearray, CPU torch tensor
+    agent.publish("127.0.0.1:29400")                    # or: blob = agent.metadata()
+    ...
+    peer = agent.fetch("127.0.0.1:29400", "prefill")    # or: peer = agent.load(blob)
+    t = agent.read(peer, [(region, 0, 4096)], [(peer.regions[0], 0, 4096)])
+    t.wait()                                            # raises the failure, if any
+
+The lane: `agent.set_handler(fn)` runs fn(from_name, tag, request: bytes) -> bytes for each
+request a peer sends with `agent.call(peer, tag, request)`; an exception in fn reaches the
+caller as an error (its status for a strata.Error, AbortedError otherwise). Semantics, limits
+and the safety rules are the C library's: include/strata_kv.h and docs/kv.md.
+"""
+import atexit
+import collections
+import weakref
+
+from . import Error, _errors
+from . import _kv, _strata
+
+_STATUS_NAMES = _strata.status_names()
+
+_kv._set_errors(Error, _errors)
+
+__all__ = ["Agent", "Region", "RemoteRegion", "Desc", "Peer", "Transfer", "Store", "StoreServer",
+           "LANE_MAX_BYTES", "NOTIF_MAX_BYTES"]
+
+LANE_MAX_BYTES = _kv.LANE_MAX_BYTES
+NOTIF_MAX_BYTES = _kv.NOTIF_MAX_BYTES
+Store = _kv.Store
+StoreServer = _kv.StoreServer
+
+_BACKENDS = {"auto": 0, "tcp": 1, "shm": 2}
+_BACKEND_NAMES = {v: k for k, v in _BACKENDS.items()}
+_IN_PROGRESS = -16
+
+# A peer's region as its metadata describes it; a raw descriptor in any address space.
+RemoteRegion = collections.namedtuple("RemoteRegion", "id addr nbytes")
+Desc = collections.namedtuple("Desc", "addr nbytes region", defaults=(0,))
+
+_live_agents = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+    # Serving threads take the GIL to run a handler: stop them while the interpreter still runs.
+    for agent in list(_live_agents):
+        agent.close()
+
+
+def _raise(status, message):
+    raise _errors.get(status, Error)(status, _status_name(status), message)
+
+
+def _status_name(status):
+    return _STATUS_NAMES.get(status, str(status))
+
+
+class Region:
+    """Memory registered with an agent: .id, .addr, .nbytes; its owner is kept alive."""
+
+    def __init__(self, agent, obj):
+        if type(obj).__module__.startswith("torch") and hasattr(obj, "data_ptr"):
+            if obj.device.type != "cpu":
+                raise TypeError(f"strata.kv registers CPU memory only; this tensor is on {obj.device}")
+            if not obj.is_contiguous():
+                raise ValueError("the tensor is not contiguous (call .contiguous() first)")
+            self.addr, self.nbytes, self._owner = obj.data_ptr(), obj.numel() * obj.element_size(), obj
+        else:
+            view = memoryview(obj)  # holds the export: a numpy array cannot be resized under it
+            if not view.c_contiguous:
+                raise ValueError("the buffer is not C-contiguous (numpy: np.ascontiguousarray)")
+            if view.readonly:
+                raise TypeError("the buffer is read-only; a region must be writable")
+            self.addr, self.nbytes = _kv.address(view)
+            self._owner = view
+        if self.nbytes == 0:
+            raise ValueError("a region needs at least one byte")
+        self.agent = agent
+        self.id = agent._c.register(self.addr, self.nbytes)
+        self.obj = obj
+        self.active = True
+
+    def deregister(self):
+        """Withdraw the region (waits for copies touching it now); transfers still holding it keep
+        its memory alive until they are released."""
+        if self.active:
+            self.active = False
+            self.agent._regions.pop(self.id, None)
+            self.agent._c.deregister(self.id)
+
+    def desc(self, offset=0, nbytes=None):
+        nbytes = self.nbytes - offset if nbytes is None else nbytes
+        if offset < 0 or nbytes < 0:
+            raise ValueError("offsets and lengths are not negative")
+        return Desc(self.addr + offset, nbytes)
+
+    def __repr__(self):
+        return f"<strata.kv.Region {self.id}: {self.nbytes} bytes at {self.addr:#x}>"
+
+
+class Peer:
+    """A loaded peer: .index, .name, .regions (RemoteRegion list, in its metadata's order),
+    .backend ("tcp" or "shm")."""
+
+    def __init__(self, agent, index, name):
+        self.agent, self.index, self.name = agent, index, name
+        self.regions = [RemoteRegion(*r) for r in agent._c.peer_regions(index)]
+        self.backend = _BACKEND_NAMES.get(agent._c.peer_backend(index), "?")
+
+    def __repr__(self):
+        return f"<strata.kv.Peer {self.name!r} #{self.index} over {self.backend}>"
+
+
+class Transfer:
+    """A posted READ or WRITE. wait() raises its failure; done(), status, cancel(), release()."""
+
+    def __init__(self, c, keep):
+        self._c, self._keep = c, keep
+
+    @property
+    def status(self):
+        """The C status name now: STRATA_ERR_IN_PROGRESS, then STRATA_OK or the failure."""
+        code = self._c.status()
+        return "STRATA_OK" if code == 0 else _status_name(code)
+
+    def done(self):
+        return self._c.status() != _IN_PROGRESS
+
+    def wait(self, timeout=None):
+        """Wait (the GIL released) until done; raise its failure. With a timeout, return False
+        if it is still running then, True once it succeeded."""
+        code = self._c.wait(-1.0 if timeout is None else float(timeout))
+        if code == _IN_PROGRESS:
+            return False
+        if code != 0:
+            _raise(code, self._c.error() or "the transfer failed")
+        return True
+
+    def cancel(self):
+        self._c.cancel()
+
+    def release(self):
+        self._c.release()
+        self._keep = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+class Agent:
+    """An agent per process: Agent(name, secret=None, backend="auto", **config).
+
+    config: job_id, listen_host ("127.0.0.1"), listen_port (0 = any), streams (4),
+    slice_bytes (1 MiB), timeout (10 s), bulk_nice, lane_realtime, seal (0 auto, 1, -1)."""
+
+    def __init__(self, name, secret=None, backend="auto", job_id=None, listen_host=None,
+                 listen_port=0, streams=0, slice_bytes=0, timeout=0.0, bulk_nice=0,
+                 lane_realtime=False, seal=0):
+        if backend not in _BACKENDS:
+            raise ValueError(f"unknown backend {backend!r} (one of: auto, tcp, shm)")
+        self._c = _kv.Agent(name, secret, job_id, listen_host, int(listen_port), int(streams),
+                            int(slice_bytes), float(timeout), _BACKENDS[backend], int(bulk_nice),
+                            int(bool(lane_realtime)), int(seal))
+        self._regions = {}
+        self._handler = None
+        _live_agents.add(self)
+
+    @property
+    def name(self):
+        return self._c.name
+
+    def close(self):
+        """Cancel and release open transfers, stop serving, free the agent."""
+        self._c.close()
+        self._regions.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- memory and metadata ----
+    def register(self, obj):
+        region = Region(self, obj)
+        self._regions[region.id] = region
+        return region
+
+    def metadata(self):
+        """This agent's metadata blob (export again after registering more memory)."""
+        return self._c.metadata()
+
+    def load(self, blob):
+        """Connect to the peer a blob describes; a known name is replaced (a restarted peer)."""
+        index = self._c.load(blob)
+        return Peer(self, index, _blob_name(blob))
+
+    def publish(self, store, timeout=10.0):
+        """Put the metadata in the store at kv/<job id>/<name>."""
+        self._c.publish(store, float(timeout))
+
+    def fetch(self, store, name, timeout=10.0):
+        """Wait up to timeout for a peer's metadata in the store, then load it."""
+        return Peer(self, self._c.fetch(store, name, float(timeout)), name)
+
+    def forget(self, peer):
+        self._c.forget(_index(peer))
+
+    def refusals(self):
+        """(count, last reason) of what this agent's responder refused."""
+        return self._c.refusals()
+
+    # ---- transfers ----
+    def _local(self, items):
+        descs, keep = [], []
+        for item in items:
+            if isinstance(item, Region):
+                item = (item, 0, item.nbytes)
+            if isinstance(item, tuple) and len(item) == 3 and isinstance(item[0], Region):
+                region, offset, nbytes = item
+                descs.append(region.desc(offset, nbytes)[:2])
+                keep.append(region)
+            else:
+                d = Desc(*item)
+                descs.append((d.addr, d.nbytes))
+                keep.extend(r for r in self._regions.values()
+                            if r.addr <= d.addr < r.addr + r.nbytes)
+        return descs, keep
+
+    @staticmethod
+    def _remote(items):
+        descs = []
+        for item in items:
+            if isinstance(item, RemoteRegion):
+                item = (item, 0, item.nbytes)
+            if isinstance(item, tuple) and len(item) == 3 and isinstance(item[0], RemoteRegion):
+                region, offset, nbytes = item
+                if offset < 0 or nbytes < 0:
+                    raise ValueError("offsets and lengths are not negative")
+                descs.append((region.addr + offset, nbytes, region.id))
+            else:
+                d = Desc(*item)
+                descs.append((d.addr, d.nbytes, d.region))
+        return descs
+
+    def _post(self, op, peer, local, remote, notif):
+        descs, keep = self._local(local)
+        c = self._c.post(op, _index(peer), descs, self._remote(remote), notif, tuple(keep))
+        return Transfer(c, keep)
+
+    def read(self, peer, local, remote):
+        """Post a READ (remote -> local) of descriptor pairs. Local items: Region, (Region,
+        offset, nbytes) or Desc(addr, nbytes); remote items: RemoteRegion, (RemoteRegion,
+        offset, nbytes) or Desc(addr, nbytes, region). Returns a running Transfer."""
+        return self._post(0, peer, local, remote, None)
+
+    def write(self, peer, local, remote, notif=None):
+        """Post a WRITE (local -> remote); notif (bytes) reaches the target once every byte is
+        in place."""
+        return self._post(1, peer, local, remote, notif)
+
+    # ---- notifications and the lane ----
+    def notify(self, peer, msg):
+        self._c.notify(_index(peer), bytes(msg))
+
+    def get_notif(self, timeout=0.0):
+        """The oldest notification as (sender name, bytes), or None if none came in time."""
+        return self._c.notif_get(float(timeout))
+
+    def set_handler(self, handler):
+        """handler(from_name, tag, request: bytes) -> bytes-like or None, run for each lane
+        request on the agent's serving thread of that peer (the GIL taken for it)."""
+        self._handler = handler
+        self._c.set_handler(handler)
+
+    def handler_errors(self):
+        """(count, last) of the exceptions the lane handler raised."""
+        return self._c.handler_errors()
+
+    def call(self, peer, tag, request=b"", timeout=0.0):
+        """Send a request (at most LANE_MAX_BYTES) on the lane and return the reply (bytes).
+        timeout <= 0: the agent's. Raises the handler's status."""
+        return self._c.lane_call(_index(peer), int(tag), request, float(timeout))
+
+    def __repr__(self):
+        return f"<strata.kv.Agent {self.name!r}>"
+
+
+def _index(peer):
+    return peer.index if isinstance(peer, Peer) else int(peer)
+
+
+def _blob_name(blob):
+    """The agent name in a metadata blob (after its magic and version, a 16-bit little-endian
+    length then the bytes), for display only; '?' if it cannot be read."""
+    raw = bytes(blob)
+    if len(raw) < 10:
+        return "?"
+    n = int.from_bytes(raw[8:10], "little")
+    return raw[10:10 + n].decode("utf-8", "replace") or "?"
