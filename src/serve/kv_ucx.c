@@ -164,8 +164,9 @@ struct kv_ucx {
   ucp_worker_h worker;
   ucp_address_t *address;
   size_t address_bytes;
-  int efd;     /* the worker's event fd, -1 when UCX gives none (then it polls) */
-  int wake_fd; /* an eventfd: work was queued */
+  int efd;          /* the worker's event fd, -1 when UCX gives none (then it polls) */
+  int no_peer_mode; /* the transports cannot do UCP_ERR_HANDLING_MODE_PEER */
+  int wake_fd;      /* an eventfd: work was queued */
   pthread_t thread;
   int thread_started;
   atomic_int stop;
@@ -450,6 +451,11 @@ static void on_endpoint_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
   pthread_mutex_unlock(&u->lock);
 }
 
+/* The endpoint reports its peer's failure (UCP_ERR_HANDLING_MODE_PEER) where the transports
+ * can: tcp can, UCX's shared-memory transports (posix, sysv) cannot, and with them alone an
+ * endpoint in that mode has no transport at all. There it is made without: a dead or silent
+ * peer is still found, by its TCP connection closing and by the batch's deadline, and the
+ * endpoint is then force-closed all the same. */
 static void link_open(kv_ucx *u, kv_ucx_link *l) {
   ucp_ep_params_t params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
                                           UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -458,7 +464,18 @@ static void link_open(kv_ucx *u, kv_ucx_link *l) {
                             .err_mode = UCP_ERR_HANDLING_MODE_PEER,
                             .err_handler = {.cb = on_endpoint_error, .arg = l}};
   ucp_ep_h ep = NULL;
-  ucs_status_t s = ucp_ep_create(u->worker, &params, &ep);
+  ucs_status_t s = UCS_ERR_UNREACHABLE;
+  if (!u->no_peer_mode) s = ucp_ep_create(u->worker, &params, &ep);
+  if (s == UCS_ERR_UNREACHABLE) {
+    params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    s = ucp_ep_create(u->worker, &params, &ep);
+    if (s == UCS_OK && !u->no_peer_mode) /* UCX said why, once: the next links go straight here */
+      STRATA_LOG(STRATA_LOG_INFO, -1,
+                 "kv agent %s: UCX's transports here cannot report a peer's failure; a dead "
+                 "peer is found by its TCP connection and the timeout",
+                 u->agent->name);
+    u->no_peer_mode = s == UCS_OK;
+  }
   pthread_mutex_lock(&u->lock);
   free(l->address);
   l->address = NULL;
