@@ -280,8 +280,8 @@ static void test_backend_env(void) {
   strata_kv_agent_destroy(b);
   a = NULL;
   setenv("STRATA_KV_BACKEND", "ucx", 1);
-  int want = strata_kv_backend_supported(STRATA_KV_BACKEND_UCX) ? STRATA_OK
-                                                                 : STRATA_ERR_UNSUPPORTED;
+  int want =
+      strata_kv_backend_supported(STRATA_KV_BACKEND_UCX) ? STRATA_OK : STRATA_ERR_UNSUPPORTED;
   CHECK_STATUS(make_agent("x", STRATA_KV_BACKEND_AUTO, 0, &a), want);
   strata_kv_agent_destroy(a);
   unsetenv("STRATA_KV_BACKEND");

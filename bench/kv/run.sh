@@ -26,6 +26,7 @@ ROUNDS=${1:-3}
 TOTAL=${KV_TOTAL:-1G}
 SIZES=${KV_SIZES:-"262144 1048576 4194304"}
 ITERS=${KV_ITERS:-3}
+STREAMS=4 # strata-kv-bench's default
 KVB=$BUILD/strata-kv-bench
 die() { echo "bench/kv/run.sh: $*" >&2; exit 1; }
 [ -x "$KVB" ] || die "$KVB not built (make test or cmake -DSTRATA_BUILD_TESTS=ON)"
@@ -50,8 +51,12 @@ perftest() { # tls eager size log
   env "${env[@]}" timeout 300 ucx_perftest -p $port >/dev/null 2>&1 &
   local server=$!
   sleep 0.5
+  # as many messages outstanding as the backend has bytes in flight: its streams x a batch of
+  # at most one slice (1 MiB) each
+  local outstanding=$(((STREAMS << 20) / size))
+  [ $outstanding -ge 1 ] || outstanding=1
   env "${env[@]}" timeout 300 ucx_perftest 127.0.0.1 -p $port -t ucp_am_bw -s "$size" \
-    -n $((n * ITERS)) -w "$n" -f >"$log" 2>&1 || echo "perftest failed: $log" >&2
+    -n $((n * ITERS)) -w "$n" -O $outstanding -f >"$log" 2>&1 || echo "perftest failed: $log" >&2
   wait $server 2>/dev/null || true
 }
 
@@ -92,15 +97,16 @@ def kv(path):  # size -> GB/s
         pass
     return rows
 
-def perftest(path):  # GB/s from the "Final:" line: overall bandwidth in MB/s (2^20 B)
+def perftest(path):  # GB/s from the last row of `-f`: overall bandwidth in MB/s (2^20 B)
+    value = None
     try:
         for line in open(path):
-            if line.startswith("Final:"):
-                f = line.split()
-                return float(f[6]) * 1048576 / 1e9
-    except OSError:
+            f = line.split()
+            if len(f) == 8 and f[0].isdigit():
+                value = float(f[5]) * 1048576 / 1e9
+    except (OSError, ValueError):
         pass
-    return None
+    return value
 
 def iperf(path):  # both directions at once, GB/s
     try:
