@@ -370,8 +370,8 @@ int strata_kv_bench_main(int argc, char **argv) {
         return 2;
     }
   }
-  if (min_b == 0 || factor <= 1 || iters < 1 || lane_iters < 8 || lane_bytes == 0 ||
-      lane_bytes > STRATA_KV_LANE_MAX_BYTES || total < max_b) {
+  if (min_b == 0 || min_b > max_b || factor <= 1 || iters < 1 || lane_iters < 8 ||
+      lane_bytes == 0 || lane_bytes > STRATA_KV_LANE_MAX_BYTES || total < max_b) {
     fprintf(stderr, "kv_bench: bad arguments\n");
     return 2;
   }
