@@ -35,6 +35,8 @@
 /* A stream sends a batch of at most this many consecutive slices before reading their replies
  * (kv_xfer.c); the UCX backend sizes its table of slices in flight by it. */
 #define KV_BATCH_SLICES 16
+/* Over UCX a batch may carry this many slices' worth of bytes (a stream's bytes in flight). */
+#define KV_UCX_BATCH_SLICES_OF_BYTES 4
 
 typedef struct kv_conn {
   int fd;

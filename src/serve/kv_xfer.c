@@ -277,9 +277,12 @@ static void *stream_loop(void *arg) {
     if (p->stopping) break;
     strata_kv_xfer *x = p->queue_head;
     size_t first = x->next, n = 0;
-    uint64_t batch_bytes = 0;
+    /* Over UCX no socket can fill up, so a batch may hold more bytes: fewer hand-offs to the
+     * worker thread per transfer. */
+    uint64_t batch_bytes = 0, batch_cap = a->slice_bytes;
+    if (p->backend == STRATA_KV_BACKEND_UCX) batch_cap *= KV_UCX_BATCH_SLICES_OF_BYTES;
     while (x->next < x->nslices && n < KV_BATCH_SLICES &&
-           (n == 0 || batch_bytes + x->slices[x->next].bytes <= a->slice_bytes)) {
+           (n == 0 || batch_bytes + x->slices[x->next].bytes <= batch_cap)) {
       batch_bytes += x->slices[x->next].bytes;
       x->next++;
       n++;
