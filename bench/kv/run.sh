@@ -86,6 +86,12 @@ for round in $(seq 1 "$ROUNDS"); do
   "$out/membw" -s 256 -r 5 -t 2 >"$out/r$round-membw.json" 2>&1 || echo "membw failed" >&2
 done
 
+# Small blocks and the lane, once, every backend (UCX over tcp): 16 KiB blocks, then 4 KiB lane
+# round trips idle, during bulk WRITEs, and the same bytes as a WRITE queued behind one.
+echo "lane: load $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/load.txt"
+UCX_TLS=tcp "$KVB" -B tcp,shm,ucx -t 256M -b 16K -e 16K -n 2 -w 1 -L 2000 >"$out/lane.txt" 2>&1 ||
+  echo "lane run failed" >&2
+
 python3 - "$out" "$ROUNDS" "$SIZES" <<'PY' | tee "$out/summary.txt"
 import json, re, statistics, sys
 out, rounds, sizes = sys.argv[1], int(sys.argv[2]), [int(s) for s in sys.argv[3].split()]
@@ -149,6 +155,30 @@ for tls in ("tcp", "shm"):
             print(f"{size:9d} {r:5d} {fmt(mine):>9} {fmt(cached):>13} {fmt(eager):>14} {fmt(ratio):>8} {fmt(cached_ratio):>12} {fmt(default):>16}")
         if ratios and cached_ratios:
             print(f"{size:9d} {'med':>5} {'':>9} {'':>13} {'':>14} {statistics.median(ratios):8.2f} {statistics.median(cached_ratios):12.2f}")
+print("\n## 16 KiB blocks (256 MiB per transfer) and the 4 KiB lane, one run (UCX_TLS=tcp)")
+print(f"{'backend':>8} {'16K GB/s':>9} {'idle p50':>9} {'idle p99':>9} {'bulk p50':>9} {'bulk p99':>9} {'behind bulk':>12}  (us)")
+backend, row = None, {}
+def flush():
+    if backend:
+        print(f"{backend:>8} {row.get('bw', '-'):>9} {row.get('ip50', '-'):>9} {row.get('ip99', '-'):>9} {row.get('bp50', '-'):>9} {row.get('bp99', '-'):>9} {row.get('behind', '-'):>12}")
+try:
+    for line in open(f"{out}/lane.txt"):
+        m = re.match(r"# backend (\w+)", line)
+        if m:
+            flush(); backend, row = m.group(1), {}
+            continue
+        f = line.split()
+        if len(f) >= 4 and f[0] == "16384": row["bw"] = f[3]
+        m = re.search(r"idle\s+p50\s+([\d.]+)\s+p99\s+([\d.]+)", line)
+        if m: row["ip50"], row["ip99"] = m.groups()
+        m = re.search(r"during bulk WRITEs\s+p50\s+([\d.]+)\s+p99\s+([\d.]+)", line)
+        if m: row["bp50"], row["bp99"] = m.groups()
+        m = re.search(r"median ([\d.]+)", line)
+        if m: row["behind"] = m.group(1)
+    flush()
+except OSError:
+    print("(no lane run)")
+
 for name, ref_name, ref in (("tcp", "iperf3 duplex", lambda r: iperf(f"{out}/r{r}-iperf3.json")),
                             ("shm", "memcpy 1 thread", lambda r: membw(f"{out}/r{r}-membw.json"))):
     print(f"\n## strata {name} backend vs {ref_name}")
