@@ -342,6 +342,18 @@ int main(int argc, char **argv) {
       return 77;
     }
     suite(STRATA_KV_BACKEND_UCX, 0, "ucx");
+    /* backend UCX towards an agent that runs no UCP worker: refused, clearly */
+    strata_kv_agent *ucx = NULL, *plain = NULL;
+    if (make_agent("prefill", STRATA_KV_BACKEND_UCX, 0, &ucx) == STRATA_OK &&
+        make_agent("decode", STRATA_KV_BACKEND_TCP, 0, &plain) == STRATA_OK) {
+      int peer;
+      CHECK_STATUS(load(ucx, plain, &peer), STRATA_ERR_UNSUPPORTED);
+      CHECK_STATUS(load(plain, ucx, &peer), STRATA_OK); /* the other way: TCP, as it asked */
+    } else {
+      CHECK(!"agents created");
+    }
+    strata_kv_agent_destroy(ucx);
+    strata_kv_agent_destroy(plain);
     return failures != 0;
   }
   if (!only[0] || !strcmp(only, "tcp")) suite(STRATA_KV_BACKEND_TCP, 0, "tcp");
