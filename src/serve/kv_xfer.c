@@ -316,8 +316,12 @@ static void *stream_loop(void *arg) {
       fail(x, p->dead ? p->dead_status : STRATA_ERR_PEER_LOST, p->dead_error);
     } else if (status != STRATA_OK) {
       char line[512];
-      snprintf(line, sizeof line, "stream %d to %s broke: %s", index, p->address,
-               strata_strerror(status));
+      if (ucx)
+        snprintf(line, sizeof line, "UCX slices of stream %d to %s failed: %s", index, p->address,
+                 strata_strerror(status));
+      else
+        snprintf(line, sizeof line, "stream %d to %s broke: %s", index, p->address,
+                 strata_strerror(status));
       mark_dead(p, status == STRATA_ERR_ABORTED ? STRATA_ERR_PEER_LOST : status, line);
       fail(x, p->dead_status, p->dead_error);
     } else if (refused != STRATA_OK) {
