@@ -84,8 +84,8 @@ typedef struct strata_kv_config {
 
 /* Zeroes *cfg: every field at its default. */
 STRATA_API void strata_kv_config_init(strata_kv_config *cfg);
-/* 1 when this build of libstrata has the backend (AUTO, TCP and SHM always; UCX when it was
- * built with libucx-dev), 0 otherwise. */
+/* 1 when this libstrata has the backend (AUTO, TCP and SHM always; UCX when it was built with
+ * libucx-dev and libucp.so.0 loads, which it is then, once), 0 otherwise. */
 STRATA_API int strata_kv_backend_supported(int backend);
 
 /* Create an agent: binds its responder's listening socket and starts serving (and, for backend

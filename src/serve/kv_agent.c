@@ -84,7 +84,7 @@ int strata_kv_agent_create(const strata_kv_config *cfg, strata_kv_agent **out) {
   if (!strata_kv_backend_supported(backend)) {
     STRATA_LOG(STRATA_LOG_ERROR, -1,
                "kv agent %s: backend UCX asked, but this libstrata was built without UCX "
-               "(libucx-dev)",
+               "(libucx-dev) or libucp.so.0 does not load",
                cfg->name);
     return STRATA_ERR_UNSUPPORTED;
   }
@@ -137,7 +137,7 @@ int strata_kv_agent_create(const strata_kv_config *cfg, strata_kv_agent **out) {
   }
   /* UCX runs when asked, or under AUTO where it may be chosen: towards another host with an
    * RDMA device on both sides. Under AUTO a UCX that does not start leaves TCP and SHM. */
-  int rdma = kv_ucx_built() && kv_ucx_rdma_present();
+  int rdma = kv_ucx_rdma_present() && kv_ucx_built(); /* libucp is loaded only if needed */
   if (status == STRATA_OK &&
       (a->backend == STRATA_KV_BACKEND_UCX || (a->backend == STRATA_KV_BACKEND_AUTO && rdma))) {
     int started = kv_ucx_start(a);

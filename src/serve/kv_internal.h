@@ -233,7 +233,7 @@ int kv_dial(strata_kv_agent *a, kv_peer *p, int stream, int flags, kv_conn *c, i
             kv_ucx_hello *ucx, char *err, size_t err_len);
 
 /* kv_ucx.c — every function exists in a build without UCX: start says UNSUPPORTED, the rest are
- * never reached (no agent has a->ucx). */
+ * never reached (no agent has a->ucx). kv_ucx_built: built with UCX and libucp.so.0 loads. */
 int kv_ucx_built(void);
 int kv_ucx_rdma_present(void);
 int kv_ucx_start(strata_kv_agent *a);

@@ -109,6 +109,40 @@ int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, 
 #else
 
 #include <ucp/api/ucp.h>
+#include <dlfcn.h>
+
+/* libucp is opened when an agent first needs UCX, not linked: libucm, which comes with it,
+ * replaces mmap, munmap and madvise for the whole process, and that should happen only in a
+ * process that uses this backend, never in every program that links libstrata. */
+/* clang-format off */
+#define KV_UCP_FUNCTIONS(X)                                                            \
+  X(ucp_am_send_nbx) X(ucp_cleanup) X(ucp_config_read) X(ucp_config_release)           \
+  X(ucp_ep_close_nbx) X(ucp_ep_create) X(ucp_init_version) X(ucp_request_check_status) \
+  X(ucp_request_free) X(ucp_worker_arm) X(ucp_worker_create) X(ucp_worker_destroy)     \
+  X(ucp_worker_get_address) X(ucp_worker_get_efd) X(ucp_worker_progress)               \
+  X(ucp_worker_release_address) X(ucp_worker_set_am_recv_handler)
+/* clang-format on */
+
+static struct {
+#define KV_UCP_POINTER(name) __typeof__(&name) name;
+  KV_UCP_FUNCTIONS(KV_UCP_POINTER)
+#undef KV_UCP_POINTER
+} api;
+static int api_loaded; /* 1 loaded, -1 not */
+static pthread_once_t api_once = PTHREAD_ONCE_INIT;
+
+static void api_load(void) {
+  void *library = dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
+  int ok = library != NULL;
+#define KV_UCP_SYMBOL(name) \
+  if (ok && !(api.name = (__typeof__(api.name))dlsym(library, #name))) ok = 0;
+  KV_UCP_FUNCTIONS(KV_UCP_SYMBOL)
+#undef KV_UCP_SYMBOL
+  api_loaded = ok ? 1 : -1;
+  if (!ok)
+    STRATA_LOG(STRATA_LOG_INFO, -1, "kv: no UCX backend: %s",
+               library ? "libucp.so.0 lacks a function it needs" : dlerror());
+}
 
 #define KV_UCX_MAX_OPS (KV_MAX_PEERS * STRATA_KV_MAX_STREAMS * KV_BATCH_SLICES)
 enum { KV_UCX_IDLE_WAIT_MS = 100 }; /* the longest the worker sleeps: timeouts are checked */
@@ -185,7 +219,8 @@ struct kv_ucx {
 };
 
 int kv_ucx_built(void) {
-  return 1;
+  pthread_once(&api_once, api_load);
+  return api_loaded == 1;
 }
 
 static void wake(kv_ucx *u) {
@@ -241,7 +276,7 @@ static void op_sent(void *request, ucs_status_t status, void *user_data) {
   else
     op_complete(u, op);
   pthread_mutex_unlock(&u->lock);
-  ucp_request_free(request);
+  api.ucp_request_free(request);
 }
 
 /* The target's answer to one of our slices. */
@@ -293,8 +328,8 @@ static void send_op(kv_ucx *u, kv_ucx_op *op) {
                                .cb.send = op_sent,
                                .user_data = op};
   int write = op->type == KV_WRITE;
-  ucs_status_ptr_t r = ucp_am_send_nbx(l->ep, KV_UCX_AM_REQUEST, &op->wire, sizeof op->wire,
-                                       write ? op->local : NULL, write ? op->bytes : 0, &param);
+  ucs_status_ptr_t r = api.ucp_am_send_nbx(l->ep, KV_UCX_AM_REQUEST, &op->wire, sizeof op->wire,
+                                           write ? op->local : NULL, write ? op->bytes : 0, &param);
   if (UCS_PTR_IS_PTR(r)) return; /* op_sent follows */
   pthread_mutex_lock(&u->lock);
   op->send_done = 1;
@@ -327,7 +362,7 @@ static void job_sent(void *request, ucs_status_t status, void *user_data) {
   if (job->next) job->next->prev = job->prev;
   pthread_mutex_unlock(&u->lock);
   job_finish(u, job);
-  ucp_request_free(request);
+  api.ucp_request_free(request);
 }
 
 static void send_job(kv_ucx *u, kv_ucx_job *job) {
@@ -352,8 +387,8 @@ static void send_job(kv_ucx *u, kv_ucx_job *job) {
   if (u->inflight) u->inflight->prev = job;
   u->inflight = job;
   pthread_mutex_unlock(&u->lock);
-  ucs_status_ptr_t r = ucp_am_send_nbx(l->ep, KV_UCX_AM_REPLY, &job->wire, sizeof job->wire,
-                                       job->data, job->data_bytes, &param);
+  ucs_status_ptr_t r = api.ucp_am_send_nbx(l->ep, KV_UCX_AM_REPLY, &job->wire, sizeof job->wire,
+                                           job->data, job->data_bytes, &param);
   if (UCS_PTR_IS_PTR(r)) return;
   pthread_mutex_lock(&u->lock);
   if (job->prev)
@@ -465,10 +500,10 @@ static void link_open(kv_ucx *u, kv_ucx_link *l) {
                             .err_handler = {.cb = on_endpoint_error, .arg = l}};
   ucp_ep_h ep = NULL;
   ucs_status_t s = UCS_ERR_UNREACHABLE;
-  if (!u->no_peer_mode) s = ucp_ep_create(u->worker, &params, &ep);
+  if (!u->no_peer_mode) s = api.ucp_ep_create(u->worker, &params, &ep);
   if (s == UCS_ERR_UNREACHABLE) {
     params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-    s = ucp_ep_create(u->worker, &params, &ep);
+    s = api.ucp_ep_create(u->worker, &params, &ep);
     if (s == UCS_OK && !u->no_peer_mode) /* UCX said why, once: the next links go straight here */
       STRATA_LOG(STRATA_LOG_INFO, -1,
                  "kv agent %s: UCX's transports here cannot report a peer's failure; a dead "
@@ -509,15 +544,15 @@ static void links_tend(kv_ucx *u) {
       pthread_mutex_unlock(&u->lock);
       ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                                    .flags = UCP_EP_CLOSE_FLAG_FORCE};
-      ucs_status_ptr_t r = ep ? ucp_ep_close_nbx(ep, &param) : NULL;
+      ucs_status_ptr_t r = ep ? api.ucp_ep_close_nbx(ep, &param) : NULL;
       pthread_mutex_lock(&u->lock);
       if (UCS_PTR_IS_PTR(r)) l->close_request = r;
       /* slices awaiting a reply that will not come now */
       for (size_t slot = 0; slot < KV_UCX_MAX_OPS && l->ops; slot++)
         if (u->ops[slot] && u->ops[slot]->link == l) op_fail(u, u->ops[slot], l->failure);
     }
-    if (l->close_request && ucp_request_check_status(l->close_request) != UCS_INPROGRESS) {
-      ucp_request_free(l->close_request);
+    if (l->close_request && api.ucp_request_check_status(l->close_request) != UCS_INPROGRESS) {
+      api.ucp_request_free(l->close_request);
       l->close_request = NULL;
     }
     if (l->released && l->closed && !l->close_request && !l->ops && !l->jobs) {
@@ -694,7 +729,7 @@ static void *worker_loop(void *arg) {
   double next_expiry_check = 0;
   for (;;) {
     int busy = 0;
-    while (ucp_worker_progress(u->worker)) busy = 1;
+    while (api.ucp_worker_progress(u->worker)) busy = 1;
     busy |= drain_queues(u);
     pthread_mutex_lock(&u->lock);
     int changed = u->links_changed, stopping = atomic_load(&u->stop);
@@ -717,7 +752,7 @@ static void *worker_loop(void *arg) {
     struct pollfd pfd[2] = {{.fd = u->wake_fd, .events = POLLIN}, {.fd = u->efd, .events = POLLIN}};
     int nfds = 1;
     if (u->efd >= 0) {
-      ucs_status_t armed = ucp_worker_arm(u->worker);
+      ucs_status_t armed = api.ucp_worker_arm(u->worker);
       if (armed == UCS_ERR_BUSY) continue;
       nfds = armed == UCS_OK ? 2 : 1;
     }
@@ -738,27 +773,28 @@ void kv_ucx_address(strata_kv_agent *a, const void **address, size_t *bytes) {
 
 static int worker_create(kv_ucx *u, int wakeup) {
   ucp_config_t *config;
-  if (ucp_config_read(NULL, NULL, &config) != UCS_OK) return STRATA_ERR_SYSTEM;
+  if (api.ucp_config_read(NULL, NULL, &config) != UCS_OK) return STRATA_ERR_SYSTEM;
   ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
                          .features = UCP_FEATURE_AM | (wakeup ? UCP_FEATURE_WAKEUP : 0),
                          .name = "strata-kv"};
-  ucs_status_t s = ucp_init(&params, config, &u->context);
-  ucp_config_release(config);
+  ucs_status_t s = api.ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &u->context);
+  api.ucp_config_release(config);
   if (s != UCS_OK) return STRATA_ERR_UNSUPPORTED;
   ucp_worker_params_t worker_params = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                                        .thread_mode = UCS_THREAD_MODE_SINGLE};
-  s = ucp_worker_create(u->context, &worker_params, &u->worker);
+  s = api.ucp_worker_create(u->context, &worker_params, &u->worker);
   if (s != UCS_OK) {
-    ucp_cleanup(u->context);
+    api.ucp_cleanup(u->context);
     u->context = NULL;
     return STRATA_ERR_UNSUPPORTED;
   }
   u->efd = -1;
-  if (wakeup && ucp_worker_get_efd(u->worker, &u->efd) != UCS_OK) u->efd = -1;
+  if (wakeup && api.ucp_worker_get_efd(u->worker, &u->efd) != UCS_OK) u->efd = -1;
   return STRATA_OK;
 }
 
 int kv_ucx_start(strata_kv_agent *a) {
+  if (!kv_ucx_built()) return STRATA_ERR_UNSUPPORTED;
   kv_ucx *u = calloc(1, sizeof *u);
   if (!u) return STRATA_ERR_NO_MEMORY;
   a->ucx = u; /* kv_ucx_stop undoes whatever part of this succeeds */
@@ -783,14 +819,15 @@ int kv_ucx_start(strata_kv_agent *a) {
         .flags = UCP_AM_FLAG_WHOLE_MSG,
         .cb = on_request,
         .arg = u};
-    if (ucp_worker_set_am_recv_handler(u->worker, &handler) != UCS_OK) status = STRATA_ERR_SYSTEM;
+    if (api.ucp_worker_set_am_recv_handler(u->worker, &handler) != UCS_OK)
+      status = STRATA_ERR_SYSTEM;
     handler.id = KV_UCX_AM_REPLY;
     handler.cb = on_reply;
-    if (status == STRATA_OK && ucp_worker_set_am_recv_handler(u->worker, &handler) != UCS_OK)
+    if (status == STRATA_OK && api.ucp_worker_set_am_recv_handler(u->worker, &handler) != UCS_OK)
       status = STRATA_ERR_SYSTEM;
   }
   if (status == STRATA_OK &&
-      ucp_worker_get_address(u->worker, &u->address, &u->address_bytes) != UCS_OK)
+      api.ucp_worker_get_address(u->worker, &u->address, &u->address_bytes) != UCS_OK)
     status = STRATA_ERR_SYSTEM;
   if (status == STRATA_OK && u->address_bytes > KV_UCX_MAX_ADDRESS_BYTES)
     status = STRATA_ERR_UNSUPPORTED;
@@ -827,9 +864,9 @@ void kv_ucx_stop(strata_kv_agent *a) {
     wake(u);
     pthread_join(u->thread, NULL);
   }
-  if (u->address) ucp_worker_release_address(u->worker, u->address);
-  if (u->worker) ucp_worker_destroy(u->worker);
-  if (u->context) ucp_cleanup(u->context);
+  if (u->address) api.ucp_worker_release_address(u->worker, u->address);
+  if (u->worker) api.ucp_worker_destroy(u->worker);
+  if (u->context) api.ucp_cleanup(u->context);
   if (u->wake_fd >= 0) close(u->wake_fd);
   free(u->ops);
   free(u->generations);
