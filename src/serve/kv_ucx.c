@@ -790,6 +790,8 @@ static int worker_create(kv_ucx *u, int wakeup) {
   }
   u->efd = -1;
   if (wakeup && api.ucp_worker_get_efd(u->worker, &u->efd) != UCS_OK) u->efd = -1;
+  STRATA_LOG(STRATA_LOG_DEBUG, -1, "kv agent %s: UCP worker up, %s", u->agent->name,
+             u->efd >= 0 ? "sleeping on its event fd when idle" : "polling it when idle");
   return STRATA_OK;
 }
 
