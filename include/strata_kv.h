@@ -16,10 +16,12 @@
  * strata_kv_deregister returns, no transfer touches that region.
  *
  * Backends (strata_kv_backend): TCP, with each transfer sliced and striped over several
- * authenticated (and, between hosts, sealed) connections, and SHM between processes of one host,
+ * authenticated (and, between hosts, sealed) connections; SHM between processes of one host,
  * where the target copies between its region and the initiator's memory with cross-memory
- * attach after checking the descriptor. Every call that waits takes or inherits a timeout; a peer
- * that dies or falls silent fails its transfers with STRATA_ERR_PEER_LOST or STRATA_ERR_TIMEOUT.
+ * attach after checking the descriptor; and UCX (when built with libucx), where the slices
+ * travel as UCP active messages that the target checks the same way. Every call that waits takes
+ * or inherits a timeout; a peer that dies or falls silent fails its transfers with
+ * STRATA_ERR_PEER_LOST or STRATA_ERR_TIMEOUT.
  *
  * Errors are strata_status codes (strata.h). The agent is thread-safe.
  */
@@ -38,10 +40,16 @@ extern "C" {
 typedef struct strata_kv_agent strata_kv_agent;
 typedef struct strata_kv_xfer strata_kv_xfer;
 
+/* AUTO: SHM towards an agent of this host when cross-memory attach works; towards another host,
+ * UCX when both agents have UCX and an RDMA device (/sys/class/infiniband), else TCP. UCX is
+ * never chosen automatically over its tcp or shm transports, which strata's own TCP and SHM
+ * backends outrun (docs/kv.md). The environment variable STRATA_KV_BACKEND (auto, tcp, shm,
+ * ucx) sets the backend of an agent whose config leaves it at AUTO. */
 typedef enum strata_kv_backend {
-  STRATA_KV_BACKEND_AUTO = 0, /* SHM towards an agent of this host when it works, else TCP */
+  STRATA_KV_BACKEND_AUTO = 0,
   STRATA_KV_BACKEND_TCP = 1,
-  STRATA_KV_BACKEND_SHM = 2
+  STRATA_KV_BACKEND_SHM = 2,
+  STRATA_KV_BACKEND_UCX = 3 /* UCP active messages (libucx); STRATA_ERR_UNSUPPORTED without it */
 } strata_kv_backend;
 
 typedef enum strata_kv_op {
@@ -76,9 +84,14 @@ typedef struct strata_kv_config {
 
 /* Zeroes *cfg: every field at its default. */
 STRATA_API void strata_kv_config_init(strata_kv_config *cfg);
+/* 1 when this libstrata has the backend (AUTO, TCP and SHM always; UCX when it was built with
+ * libucx-dev and libucp.so.0 loads, which it is then, once), 0 otherwise. */
+STRATA_API int strata_kv_backend_supported(int backend);
 
-/* Create an agent: binds its responder's listening socket and starts serving. STRATA_OK,
- * STRATA_ERR_INVALID_ARG (no name, name too long, streams out of 1..STRATA_KV_MAX_STREAMS),
+/* Create an agent: binds its responder's listening socket and starts serving (and, for backend
+ * UCX, its UCP worker). STRATA_OK, STRATA_ERR_INVALID_ARG (no name, name too long, streams out
+ * of 1..STRATA_KV_MAX_STREAMS), STRATA_ERR_CONFIG (STRATA_KV_BACKEND names no backend),
+ * STRATA_ERR_UNSUPPORTED (backend UCX in a build without it, or UCX cannot start),
  * STRATA_ERR_SYSTEM (cannot listen), STRATA_ERR_NO_MEMORY. */
 STRATA_API int strata_kv_agent_create(const strata_kv_config *cfg, strata_kv_agent **out);
 /* Stop serving, close every connection and free the agent. Release its transfers first
@@ -98,7 +111,8 @@ STRATA_API int strata_kv_register(strata_kv_agent *agent, void *addr, size_t byt
 STRATA_API int strata_kv_deregister(strata_kv_agent *agent, uint32_t region_id);
 
 /* ---- metadata ---- */
-/* This agent's metadata (name, listening address, host identity, regions) as a malloc'd blob
+/* This agent's metadata (name, listening address, host identity, regions and, with UCX, its
+ * UCP worker address) as a malloc'd blob
  * the caller frees. Export again after registering more memory. */
 STRATA_API int strata_kv_metadata_export(strata_kv_agent *agent, void **blob, size_t *bytes);
 /* Load a peer's blob and connect to it (bounded by the timeout). *peer gets a small index for
@@ -112,7 +126,7 @@ STRATA_API int strata_kv_peer_load(strata_kv_agent *agent, const void *blob, siz
                                    int *peer);
 /* Close a peer's connections; its pending transfers fail with STRATA_ERR_PEER_LOST. */
 STRATA_API int strata_kv_peer_forget(strata_kv_agent *agent, int peer);
-/* The backend chosen towards a loaded peer (TCP or SHM), or a negative status. */
+/* The backend chosen towards a loaded peer (TCP, SHM or UCX), or a negative status. */
 STRATA_API int strata_kv_peer_backend(strata_kv_agent *agent, int peer);
 /* The peer's region number `index` (0-based, in its blob's order) as it described it:
  * STRATA_ERR_NOT_FOUND past the last. */

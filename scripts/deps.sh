@@ -3,16 +3,18 @@
 # are there). Usage: deps.sh build|test|bench|diloco|format|fuzz
 set -euo pipefail
 want=(cmake gcc g++ make pkg-config libsodium-dev libssl-dev libzstd-dev libxxhash-dev libyaml-dev
-      libjansson-dev python3-dev libtorch-dev pybind11-dev)
+      libjansson-dev python3-dev libtorch-dev pybind11-dev libucx-dev)
 case "${1:-build}" in
   test)  want+=(openmpi-bin libopenmpi-dev python3-torch python3-numpy iperf3 iproute2 procps tcpdump
-               clang-format clang libfuzzer-14-dev) ;;
+               clang-format clang libfuzzer-14-dev ucx-utils) ;;
   format) want=(clang-format) ;;
   # the libFuzzer harnesses (tests/fuzz): clang's fuzzer runtime and sanitizers
   fuzz) want=(cmake make pkg-config libsodium-dev libssl-dev libzstd-dev libxxhash-dev libyaml-dev
               libjansson-dev clang
               libfuzzer-14-dev) ;;
-  bench) want+=(openmpi-bin libopenmpi-dev python3-torch python3-numpy iperf3 iproute2 procps) ;;
+  # ucx-utils: ucx_perftest beside KV transfer's UCX backend (bench/kv/run.sh)
+  bench) want+=(openmpi-bin libopenmpi-dev python3-torch python3-numpy iperf3 iproute2 procps
+                ucx-utils) ;;
   # torch's matrix products through OpenBLAS: Debian's default reference BLAS is several times
   # slower, which turns the demonstration's minutes into hours
   diloco) want+=(python3-torch python3-numpy iproute2 procps libopenblas0-serial) ;;

@@ -52,6 +52,17 @@ expect_usage "one collective" allreduce broadcast
 expect_usage "want 0 or 1" allreduce -c 2
 "$strata" bench --help >"$tmp/help" 2>&1 || fail "strata bench --help: non-zero exit"
 grep -q -- "--minbytes" "$tmp/help" || fail "strata bench --help does not describe -b"
+grep -q -- "strata bench kv" "$tmp/help" || fail "strata bench --help does not mention kv"
+
+# ---- strata bench kv: KV transfer between two processes of this host, no launcher ----
+expect_usage "usage: strata bench kv" kv --frobnicate
+expect_usage "bad arguments" kv -b 4M -e 1M -t 2M
+if timeout 60 "$strata" bench kv -B tcp -N -t 4M -b 1M -e 1M -n 1 -w 0 >"$tmp/kv.out" 2>"$tmp/kv.err"; then
+  grep -Eq '^ +1048576 +4 +[0-9]+ +[0-9.]+ +ok$' "$tmp/kv.out" ||
+    fail "strata bench kv: no checked row: $(cat "$tmp/kv.out")"
+else
+  fail "strata bench kv: $(tail -3 "$tmp/kv.err")"
+fi
 
 # ---- table checks ----
 # check_table FILE NAME ROWS: the nccl-tests shape, ROWS rows, every checked #wrong 0.

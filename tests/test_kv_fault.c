@@ -4,7 +4,7 @@
  * and out of this process); a peer that freezes (SIGSTOP) fails a transfer with
  * STRATA_ERR_TIMEOUT within about the agent's timeout, and a lane call too; a peer that dies
  * (SIGKILL) fails the next one with STRATA_ERR_PEER_LOST at once. Nothing waits past its
- * timeout.
+ * timeout. `test_kv_fault ucx` runs the same on the UCX backend (77, skipped, without UCX).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -221,8 +221,17 @@ static void killed_mid_transfer(int backend, const char *label) {
   printf("%s killed mid-transfer: %s\n", label, failures ? "FAILED" : "ok");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
+  if (argc > 1 && !strcmp(argv[1], "ucx")) {
+    if (!strata_kv_backend_supported(STRATA_KV_BACKEND_UCX)) {
+      printf("ucx: SKIP (built without UCX)\n");
+      return 77;
+    }
+    suite(STRATA_KV_BACKEND_UCX, "ucx");
+    killed_mid_transfer(STRATA_KV_BACKEND_UCX, "ucx");
+    return failures != 0;
+  }
   suite(STRATA_KV_BACKEND_TCP, "tcp");
   suite(STRATA_KV_BACKEND_SHM, "shm");
   killed_mid_transfer(STRATA_KV_BACKEND_TCP, "tcp");

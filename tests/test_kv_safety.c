@@ -14,6 +14,11 @@
  * delaying a real peer; an agent of another secret is refused with STRATA_ERR_AUTH; every
  * truncation and a sample of corruptions of a metadata blob parse to STRATA_ERR_PARSE or a peer,
  * never a crash.
+ *
+ * `test_kv_safety ucx` (77, skipped, without UCX): the crafted descriptors on the UCX backend,
+ * and an initiator whose token is not the one the target issued: its WRITE is refused and
+ * counted at the target, leaves the region as it was, and fails at the initiator within the
+ * timeout instead of hanging.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -186,7 +191,7 @@ static int raw_dial(strata_kv_agent *self, strata_kv_agent *target, kv_peer *p, 
   snprintf(p->address, sizeof p->address, "%s", target->address);
   int granted;
   char err[400] = "";
-  return kv_dial(self, p, 0, 0, c, &granted, err, sizeof err);
+  return kv_dial(self, p, 0, 0, c, &granted, NULL, err, sizeof err);
 }
 
 /* 1 when the target closed the connection (EOF or reset) within its timeout. */
@@ -325,8 +330,60 @@ static void blobs(void) {
   printf("metadata blobs: %s\n", failures ? "FAILED" : "ok");
 }
 
-int main(void) {
+/* A peer of the job that presents a token the target never issued (a UCX sender that did not
+ * come through the authenticated HELLO, as far as the target can tell). */
+static void forged_token(void) {
+  strata_kv_agent *target = make_agent("decode", SECRET, STRATA_KV_BACKEND_UCX);
+  strata_kv_agent *initiator = make_agent("prefill", SECRET, STRATA_KV_BACKEND_UCX);
+  if (!target || !initiator) return;
+  uint8_t *mem = malloc(REGION), *local = malloc(REGION);
+  memset(mem, 0x77, REGION);
+  memset(local, 0x33, REGION);
+  uint32_t id, local_id;
+  CHECK_STATUS(strata_kv_register(target, mem, REGION, &id), STRATA_OK);
+  CHECK_STATUS(strata_kv_register(initiator, local, REGION, &local_id), STRATA_OK);
+  int peer;
+  CHECK_STATUS(load(initiator, target, &peer), STRATA_OK);
+  CHECK(strata_kv_peer_backend(initiator, peer) == STRATA_KV_BACKEND_UCX);
+  strata_kv_desc l = {(uint64_t)(uintptr_t)local, 4096, 0, 0};
+  strata_kv_desc r = {(uint64_t)(uintptr_t)mem, 4096, id, 0};
+  strata_kv_xfer *x;
+  /* first the real token: the WRITE lands */
+  CHECK_STATUS(strata_kv_xfer_post(initiator, STRATA_KV_WRITE, peer, &l, &r, 1, NULL, 0, &x),
+               STRATA_OK);
+  CHECK_STATUS(strata_kv_xfer_wait(x, 10), STRATA_OK);
+  strata_kv_xfer_release(x);
+  CHECK(mem[0] == 0x33 && mem[4095] == 0x33 && mem[4096] == 0x77);
+  uint64_t before = strata_kv_agent_refusals(target, NULL, 0);
+  kv_ucx_forge_token_for_test(initiator->peers[peer]->ucx_link);
+  memset(local, 0x44, REGION);
+  CHECK_STATUS(strata_kv_xfer_post(initiator, STRATA_KV_WRITE, peer, &l, &r, 1, NULL, 0, &x),
+               STRATA_OK);
+  CHECK_STATUS(strata_kv_xfer_wait(x, 30), STRATA_ERR_TIMEOUT); /* no answer to a stranger */
+  strata_kv_xfer_release(x);
+  char last[256];
+  CHECK(strata_kv_agent_refusals(target, last, sizeof last) == before + 1,
+        "the target counts the forged request");
+  CHECK(strstr(last, "token"), "target's '%s'", last);
+  CHECK(mem[0] == 0x33 && mem[4095] == 0x33, "a forged WRITE changed the region");
+  strata_kv_agent_destroy(initiator);
+  strata_kv_agent_destroy(target);
+  free(mem);
+  free(local);
+  printf("ucx forged token: %s\n", failures ? "FAILED" : "ok");
+}
+
+int main(int argc, char **argv) {
   strata_log_set_level(STRATA_LOG_ERROR);
+  if (argc > 1 && !strcmp(argv[1], "ucx")) {
+    if (!strata_kv_backend_supported(STRATA_KV_BACKEND_UCX)) {
+      printf("ucx: SKIP (built without UCX)\n");
+      return 77;
+    }
+    crafted_descriptors(STRATA_KV_BACKEND_UCX, "ucx");
+    forged_token();
+    return failures != 0;
+  }
   crafted_descriptors(STRATA_KV_BACKEND_TCP, "tcp");
   crafted_descriptors(STRATA_KV_BACKEND_SHM, "shm");
   hostile_client();

@@ -1,6 +1,7 @@
 /*
  * test_kv_xfer.c — the KV agent's transfer suite (strata_kv.h), run once per backend: TCP in
- * clear, TCP sealed, and SHM (the target copies by cross-memory attach). Two agents of this
+ * clear, TCP sealed, and SHM (the target copies by cross-memory attach); `test_kv_xfer ucx` runs
+ * it on UCX (its own ctest entries; exit 77, skipped, in a build without UCX). Two agents of this
  * process on loopback: WRITE of many descriptors of mixed sizes (several slices each, striped
  * over the streams) with a notification, READ back, a notification alone, cancel, a transfer of
  * nothing, loading a restarted peer by name, the metadata through an authenticated store (and a
@@ -61,7 +62,7 @@ static int pair_open(pair *p, int backend, int encrypt) {
   CHECK_STATUS(strata_kv_register(p->target, p->remote, REGION_BYTES, &p->remote_region),
                STRATA_OK);
   CHECK_STATUS(load(p->initiator, p->target, &p->peer), STRATA_OK);
-  int want = backend == STRATA_KV_BACKEND_SHM ? STRATA_KV_BACKEND_SHM : STRATA_KV_BACKEND_TCP;
+  int want = backend == STRATA_KV_BACKEND_AUTO ? STRATA_KV_BACKEND_SHM : backend;
   CHECK(strata_kv_peer_backend(p->initiator, p->peer) == want, "backend %d, want %d",
         strata_kv_peer_backend(p->initiator, p->peer), want);
   return failures;
@@ -192,6 +193,37 @@ static void test_cancel(pair *p) {
   (void)strata_kv_notifs_get(p->target, NULL, msg, sizeof msg, &bytes, 0);
 }
 
+/* Deregistering a region while a transfer reads it: deregister returns once the slices touching
+ * it are done, every later slice is refused, and the memory is freed at once (an access after
+ * that is a use after free under AddressSanitizer). */
+static void test_deregister_in_flight(pair *p) {
+  enum { BYTES = 8 << 20 };
+  uint8_t *mem = malloc(BYTES);
+  memset(mem, 0x5c, BYTES);
+  memset(p->local, 0, REGION_BYTES);
+  uint32_t id;
+  CHECK_STATUS(strata_kv_register(p->target, mem, BYTES, &id), STRATA_OK);
+  strata_kv_desc l[4], r[4];
+  for (int i = 0; i < 4; i++) {
+    l[i] = (strata_kv_desc){(uint64_t)(uintptr_t)p->local + (uint64_t)i * BYTES / 2, BYTES, 0, 0};
+    r[i] = (strata_kv_desc){(uint64_t)(uintptr_t)mem, BYTES, id, 0};
+  }
+  strata_kv_xfer *x;
+  CHECK_STATUS(strata_kv_xfer_post(p->initiator, STRATA_KV_READ, p->peer, l, r, 4, NULL, 0, &x),
+               STRATA_OK);
+  CHECK_STATUS(strata_kv_deregister(p->target, id), STRATA_OK);
+  memset(mem, 0xee, BYTES);
+  free(mem);
+  int status = strata_kv_xfer_wait(x, 20);
+  CHECK(status == STRATA_OK || status == STRATA_ERR_INVALID_ARG, "READ across deregister: %s",
+        strata_err_name(status));
+  strata_kv_xfer_release(x);
+  /* nothing the READ brought back is from after the deregistration */
+  size_t late = 0;
+  for (size_t i = 0; i < REGION_BYTES; i++) late += p->local[i] == 0xee;
+  CHECK(late == 0, "%zu bytes read after the region was withdrawn", late);
+}
+
 /* A restarted target (same name, new agent) replaces its predecessor; old transfers fail. */
 static void test_restart(pair *p, int backend, int encrypt) {
   strata_kv_agent *again;
@@ -256,12 +288,44 @@ static void test_store(pair *p) {
   strata_store_server_stop(other);
 }
 
+/* STRATA_KV_BACKEND names the backend of an agent whose config leaves AUTO; a config that
+ * names one wins; a value that names none is refused. */
+static void test_backend_env(void) {
+  strata_kv_agent *a = NULL, *b = NULL;
+  setenv("STRATA_KV_BACKEND", "bogus", 1);
+  CHECK_STATUS(make_agent("x", STRATA_KV_BACKEND_AUTO, 0, &a), STRATA_ERR_CONFIG);
+  setenv("STRATA_KV_BACKEND", "tcp", 1);
+  if (make_agent("prefill", STRATA_KV_BACKEND_AUTO, 0, &a) == STRATA_OK &&
+      make_agent("decode", STRATA_KV_BACKEND_SHM, 0, &b) == STRATA_OK) {
+    int peer;
+    CHECK_STATUS(load(a, b, &peer), STRATA_OK);
+    CHECK(strata_kv_peer_backend(a, peer) == STRATA_KV_BACKEND_TCP, "AUTO + env tcp: %d",
+          strata_kv_peer_backend(a, peer));
+    CHECK_STATUS(load(b, a, &peer), STRATA_OK);
+    CHECK(strata_kv_peer_backend(b, peer) == STRATA_KV_BACKEND_SHM, "a config's SHM wins: %d",
+          strata_kv_peer_backend(b, peer));
+  } else {
+    CHECK(!"agents created");
+  }
+  strata_kv_agent_destroy(a);
+  strata_kv_agent_destroy(b);
+  a = NULL;
+  setenv("STRATA_KV_BACKEND", "ucx", 1);
+  int want =
+      strata_kv_backend_supported(STRATA_KV_BACKEND_UCX) ? STRATA_OK : STRATA_ERR_UNSUPPORTED;
+  CHECK_STATUS(make_agent("x", STRATA_KV_BACKEND_AUTO, 0, &a), want);
+  strata_kv_agent_destroy(a);
+  unsetenv("STRATA_KV_BACKEND");
+  printf("backend from the environment: %s\n", failures ? "FAILED" : "ok");
+}
+
 static void suite(int backend, int encrypt, const char *label) {
   pair p;
   if (pair_open(&p, backend, encrypt) == 0) {
     test_write_read(&p, label);
     test_small_things(&p);
     test_cancel(&p);
+    test_deregister_in_flight(&p);
     test_store(&p);
     test_write_read(&p, label); /* through the peer fetched from the store */
     test_restart(&p, backend, encrypt);
@@ -272,8 +336,29 @@ static void suite(int backend, int encrypt, const char *label) {
 
 int main(int argc, char **argv) {
   const char *only = argc > 1 ? argv[1] : "";
+  if (!strcmp(only, "ucx")) {
+    if (!strata_kv_backend_supported(STRATA_KV_BACKEND_UCX)) {
+      printf("ucx: SKIP (built without UCX)\n");
+      return 77;
+    }
+    suite(STRATA_KV_BACKEND_UCX, 0, "ucx");
+    /* backend UCX towards an agent that runs no UCP worker: refused, clearly */
+    strata_kv_agent *ucx = NULL, *plain = NULL;
+    if (make_agent("prefill", STRATA_KV_BACKEND_UCX, 0, &ucx) == STRATA_OK &&
+        make_agent("decode", STRATA_KV_BACKEND_TCP, 0, &plain) == STRATA_OK) {
+      int peer;
+      CHECK_STATUS(load(ucx, plain, &peer), STRATA_ERR_UNSUPPORTED);
+      CHECK_STATUS(load(plain, ucx, &peer), STRATA_OK); /* the other way: TCP, as it asked */
+    } else {
+      CHECK(!"agents created");
+    }
+    strata_kv_agent_destroy(ucx);
+    strata_kv_agent_destroy(plain);
+    return failures != 0;
+  }
   if (!only[0] || !strcmp(only, "tcp")) suite(STRATA_KV_BACKEND_TCP, 0, "tcp");
   if (!only[0] || !strcmp(only, "tcp-sealed")) suite(STRATA_KV_BACKEND_TCP, 1, "tcp-sealed");
   if (!only[0] || !strcmp(only, "shm")) suite(STRATA_KV_BACKEND_SHM, 0, "shm");
+  if (!only[0]) test_backend_env();
   return failures != 0;
 }

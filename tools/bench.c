@@ -206,6 +206,8 @@ static void bench_usage(FILE *out) {
           "sendrecv\n"
           "        (nccl-tests' names all_reduce, all_gather, ..._perf are accepted too, and\n"
           "        strata run through a link named all_reduce_perf, ... is that test)\n"
+          "  strata bench kv [-b -e -f -t -n -w -B tcp,shm,ucx ...]: KV-cache transfer between\n"
+          "        two processes of this host (docs/kv.md); no launcher\n"
           "  -b, --minbytes SIZE      smallest size (8, 64K, 1M, 2G; default 32M)\n"
           "  -e, --maxbytes SIZE      largest size (default 32M)\n"
           "  -f, --stepfactor N       multiply the size by N each step (default 1: use -i)\n"
@@ -1554,6 +1556,7 @@ static int bench_cipher(void) {
 
 int strata_cmd_bench(int argc, char **argv) {
   if (argc == 2 && !strcmp(argv[1], "--cipher")) return bench_cipher();
+  if (argc >= 2 && !strcmp(argv[1], "kv")) return strata_kv_bench_main(argc - 1, argv + 1);
   bench_options opt;
   int status = bench_options_parse(argc, argv, &opt);
   if (status == -1) {

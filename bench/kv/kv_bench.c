@@ -2,16 +2,19 @@
  * kv_bench.c — KV-cache transfer prefill -> decode with the strata_kv agent, in the shape of
  * nccl-tests: for each block size from -b to -e (×-f), N blocks making -t bytes in all are
  * WRITTEN from the prefill process's registered region into the decode process's, -n timed
- * transfers after -w warm-up ones, over each backend asked for (-B tcp,shm). Then the
+ * transfers after -w warm-up ones, over each backend asked for (-B tcp,shm,ucx). Then the
  * low-latency lane: round trips of a -l byte request idle, while bulk WRITEs run, and the same
  * request sent as a small WRITE queued behind the bulk transfer (what the lane avoids).
  *
  * Two processes on this host (fork): the child is the decode agent; the metadata travels over
  * a pipe. Every transfer's bytes are checked once per size (the last one of the row).
  *
- * usage: kv_bench [-b 16K] [-e 4M] [-f 2] [-t 1G] [-n 5] [-w 1] [-B tcp,shm] [-s streams]
- *                 [-l 4096] [-L iterations] [-R]
+ * usage: kv_bench [-b 16K] [-e 4M] [-f 2] [-t 1G] [-n 5] [-w 1] [-B tcp,shm,ucx] [-s streams]
+ *                 [-l 4096] [-L iterations] [-R] [-N]
  * -R: the lane's serving threads and the calling thread at SCHED_FIFO 1 (where permitted).
+ * -N: no lane measurements (the transfer table alone).
+ * UCX picks its transports from UCX_TLS as usual (bench/kv/run.sh sets it). The same code is
+ * `strata bench kv ARGS` (tools/bench.c), built into the command with STRATA_KV_BENCH_COMMAND.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -64,6 +67,18 @@ static int echo(void *ctx, const char *from, uint32_t tag, const void *req, size
 }
 
 static int realtime; /* -R: the lane's threads (and this caller) at SCHED_FIFO where permitted */
+static int no_lane;  /* -N */
+
+static const char *backend_name(int backend) {
+  switch (backend) {
+    case STRATA_KV_BACKEND_SHM:
+      return "shm";
+    case STRATA_KV_BACKEND_UCX:
+      return "ucx";
+    default:
+      return "tcp";
+  }
+}
 
 static strata_kv_agent *make(const char *name, int backend, int streams) {
   strata_kv_config cfg;
@@ -195,9 +210,11 @@ static void run_backend(int backend, int streams, size_t min_b, size_t max_b, do
   uint32_t remote_region;
   uint64_t remote_base, remote_bytes;
   strata_kv_peer_region(a, peer, 0, &remote_region, &remote_base, &remote_bytes);
-  const char *name = strata_kv_peer_backend(a, peer) == STRATA_KV_BACKEND_SHM ? "shm" : "tcp";
-  printf("# backend %s, %d streams, %zu bytes per transfer, WRITE prefill -> decode\n", name,
-         streams, total);
+  const char *name = backend_name(strata_kv_peer_backend(a, peer));
+  const char *tls = getenv("UCX_TLS");
+  printf("# backend %s%s%s, %d streams, %zu bytes per transfer, WRITE prefill -> decode\n", name,
+         backend == STRATA_KV_BACKEND_UCX && tls ? ", UCX_TLS=" : "",
+         backend == STRATA_KV_BACKEND_UCX && tls ? tls : "", streams, total);
   printf("#%12s %8s %12s %10s %6s\n", "size(B)", "blocks", "time(us)", "algbw(GB/s)", "check");
   for (size_t b = min_b; b <= max_b; b = (size_t)(b * factor)) {
     size_t n = total / b;
@@ -244,6 +261,15 @@ static void run_backend(int backend, int streams, size_t min_b, size_t max_b, do
     free(local);
     free(remote);
   }
+  if (no_lane) {
+    strata_kv_agent_destroy(a);
+    close(down[1]);
+    int wstatus;
+    waitpid(child, &wstatus, 0);
+    close(up[0]);
+    free(mem);
+    return;
+  }
   /* the lane: idle, under bulk load, and the same bytes queued behind bulk */
   lane_stats idle = lane_rtts(a, peer, lane_bytes, lane_iters);
   strata_kv_desc big_l = {(uint64_t)(uintptr_t)mem, total, 0, 0};
@@ -289,13 +315,16 @@ static void run_backend(int backend, int streams, size_t min_b, size_t max_b, do
   free(mem);
 }
 
-int main(int argc, char **argv) {
+int strata_kv_bench_main(int argc, char **argv);
+
+int strata_kv_bench_main(int argc, char **argv) {
   size_t min_b = 16 << 10, max_b = 4 << 20, total = 1u << 30, lane_bytes = 4096;
   double factor = 2;
   int iters = 5, warmup = 1, streams = 4, lane_iters = 2000;
   const char *backends = "tcp,shm";
   int opt;
-  while ((opt = getopt(argc, argv, "b:e:f:t:n:w:B:s:l:L:R")) != -1) {
+  optind = 1;
+  while ((opt = getopt(argc, argv, "b:e:f:t:n:w:B:s:l:L:RN")) != -1) {
     switch (opt) {
       case 'b':
         min_b = parse_size(optarg);
@@ -330,16 +359,24 @@ int main(int argc, char **argv) {
       case 'R':
         realtime = 1;
         break;
+      case 'N':
+        no_lane = 1;
+        break;
       default:
         fprintf(stderr,
-                "usage: kv_bench [-b min] [-e max] [-f factor] [-t total] [-n iters] "
-                "[-w warmup] [-B tcp,shm] [-s streams] [-l lane_bytes] [-L lane_iters] [-R]\n");
+                "usage: strata bench kv [-b min] [-e max] [-f factor] [-t total] "
+                "[-n iters] [-w warmup] [-B tcp,shm,ucx] [-s streams] [-l lane_bytes] "
+                "[-L lane_iters] [-R] [-N]\n");
         return 2;
     }
   }
-  if (min_b == 0 || factor <= 1 || iters < 1 || lane_iters < 8 || lane_bytes == 0 ||
-      lane_bytes > STRATA_KV_LANE_MAX_BYTES || total < max_b) {
+  if (min_b == 0 || min_b > max_b || factor <= 1 || iters < 1 || lane_iters < 8 ||
+      lane_bytes == 0 || lane_bytes > STRATA_KV_LANE_MAX_BYTES || total < max_b) {
     fprintf(stderr, "kv_bench: bad arguments\n");
+    return 2;
+  }
+  if (strstr(backends, "ucx") && !strata_kv_backend_supported(STRATA_KV_BACKEND_UCX)) {
+    fprintf(stderr, "kv_bench: backend ucx: this libstrata was built without UCX (libucx-dev)\n");
     return 2;
   }
   if (strstr(backends, "tcp"))
@@ -348,5 +385,14 @@ int main(int argc, char **argv) {
   if (strstr(backends, "shm"))
     run_backend(STRATA_KV_BACKEND_SHM, streams, min_b, max_b, factor, total, iters, warmup,
                 lane_bytes, lane_iters);
+  if (strstr(backends, "ucx"))
+    run_backend(STRATA_KV_BACKEND_UCX, streams, min_b, max_b, factor, total, iters, warmup,
+                lane_bytes, lane_iters);
   return 0;
 }
+
+#ifndef STRATA_KV_BENCH_COMMAND
+int main(int argc, char **argv) {
+  return strata_kv_bench_main(argc, argv);
+}
+#endif

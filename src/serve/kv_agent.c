@@ -4,9 +4,12 @@
  *
  * The metadata blob (little-endian, every length checked before use, so a blob from anywhere
  * parses to a peer or to STRATA_ERR_PARSE):
- *   u32 magic "KVM1", u32 version 1,
+ *   u32 magic "KVM1", u32 version (2; 1 is still read),
  *   u16 len + name, u16 len + address "host:port", u16 len + host identity, u32 pid,
- *   u32 region count, then per region u32 id, u32 zero, u64 base, u64 bytes.
+ *   u32 region count, then per region u32 id, u32 zero, u64 base, u64 bytes,
+ *   version 2: u32 flags (KV_BLOB_UCX_RDMA), u32 len + UCP worker address (0: no UCX).
+ * The per-region entries serve every backend: UCX moves slices as active messages that name
+ * (region, address, length) as TCP frames do, so no rkey travels.
  * A peer's regions are only advice for building descriptors: the target checks every access
  * against its own table at that moment (kv_region_acquire), whatever the blob said.
  */
@@ -18,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -28,10 +32,30 @@
 #include "serve/kv_internal.h"
 
 #define KV_BLOB_MAGIC 0x314d564bu /* "KVM1" */
-#define KV_BLOB_VERSION 1u
+#define KV_BLOB_VERSION 2u
 
 void strata_kv_config_init(strata_kv_config *cfg) {
   if (cfg) memset(cfg, 0, sizeof *cfg);
+}
+
+int strata_kv_backend_supported(int backend) {
+  if (backend == STRATA_KV_BACKEND_UCX) return kv_ucx_built();
+  return backend >= STRATA_KV_BACKEND_AUTO && backend <= STRATA_KV_BACKEND_SHM;
+}
+
+/* cfg.backend, or STRATA_KV_BACKEND when the config leaves it at AUTO. */
+static int backend_from_env(int backend, int *out) {
+  static const char *const names[] = {"auto", "tcp", "shm", "ucx"};
+  *out = backend;
+  const char *value = getenv("STRATA_KV_BACKEND");
+  if (backend != STRATA_KV_BACKEND_AUTO || !value || !value[0]) return STRATA_OK;
+  for (int i = 0; i < 4; i++)
+    if (!strcasecmp(value, names[i])) {
+      *out = i;
+      return STRATA_OK;
+    }
+  STRATA_LOG(STRATA_LOG_ERROR, -1, "STRATA_KV_BACKEND=%s: expected auto, tcp, shm or ucx", value);
+  return STRATA_ERR_CONFIG;
 }
 
 void kv_thread_nice(int nice) {
@@ -51,9 +75,19 @@ int strata_kv_agent_create(const strata_kv_config *cfg, strata_kv_agent **out) {
   if (!cfg || !out || !cfg->name || !cfg->name[0] || strlen(cfg->name) >= STRATA_KV_NAME_BYTES ||
       cfg->streams < 0 || cfg->streams > STRATA_KV_MAX_STREAMS || cfg->timeout_s < 0 ||
       cfg->slice_bytes > KV_WIRE_MAX_SLICE_BYTES || cfg->backend < 0 ||
-      cfg->backend > STRATA_KV_BACKEND_SHM)
+      cfg->backend > STRATA_KV_BACKEND_UCX)
     return STRATA_ERR_INVALID_ARG;
   *out = NULL;
+  int backend;
+  int env_status = backend_from_env(cfg->backend, &backend);
+  if (env_status != STRATA_OK) return env_status;
+  if (!strata_kv_backend_supported(backend)) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1,
+               "kv agent %s: backend UCX asked, but this libstrata was built without UCX "
+               "(libucx-dev) or libucp.so.0 does not load",
+               cfg->name);
+    return STRATA_ERR_UNSUPPORTED;
+  }
   strata_kv_agent *a = calloc(1, sizeof *a);
   if (!a) return STRATA_ERR_NO_MEMORY;
   strcpy(a->name, cfg->name);
@@ -74,7 +108,8 @@ int strata_kv_agent_create(const strata_kv_config *cfg, strata_kv_agent **out) {
   a->streams = cfg->streams ? cfg->streams : 4;
   a->slice_bytes = cfg->slice_bytes ? cfg->slice_bytes : (1u << 20);
   a->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 10.0;
-  a->backend = cfg->backend;
+  a->backend = backend;
+  a->cma_allowed = 1;
   a->bulk_nice = cfg->bulk_nice == 0 ? 5 : cfg->bulk_nice;
   a->lane_realtime = cfg->lane_realtime > 0;
   a->next_region_id = 1;
@@ -100,6 +135,17 @@ int strata_kv_agent_create(const strata_kv_config *cfg, strata_kv_agent **out) {
     strata_secret_warn_once(a->secret, -1);
     status = kv_responder_start(a);
   }
+  /* UCX runs when asked, or under AUTO where it may be chosen: towards another host with an
+   * RDMA device on both sides. Under AUTO a UCX that does not start leaves TCP and SHM. */
+  int rdma = kv_ucx_rdma_present() && kv_ucx_built(); /* libucp is loaded only if needed */
+  if (status == STRATA_OK &&
+      (a->backend == STRATA_KV_BACKEND_UCX || (a->backend == STRATA_KV_BACKEND_AUTO && rdma))) {
+    int started = kv_ucx_start(a);
+    if (started == STRATA_OK)
+      a->ucx_rdma = rdma;
+    else if (a->backend == STRATA_KV_BACKEND_UCX)
+      status = started;
+  }
   if (status != STRATA_OK) {
     strata_kv_agent_destroy(a);
     return status;
@@ -119,6 +165,7 @@ void strata_kv_agent_destroy(strata_kv_agent *a) {
     if (p) kv_peer_destroy(p);
   }
   kv_responder_stop(a);
+  kv_ucx_stop(a); /* after every link's owner let go; before the regions go */
   while (a->notif_head) {
     kv_notif *n = a->notif_head;
     a->notif_head = n->next;
@@ -366,6 +413,12 @@ int strata_kv_metadata_export(strata_kv_agent *a, void **blob, size_t *bytes) {
     put64(&w, a->regions[i].bytes);
   }
   pthread_mutex_unlock(&a->lock);
+  const void *ucx_address = NULL;
+  size_t ucx_address_bytes = 0;
+  if (a->ucx) kv_ucx_address(a, &ucx_address, &ucx_address_bytes);
+  put32(&w, a->ucx && a->ucx_rdma ? KV_BLOB_UCX_RDMA : 0);
+  put32(&w, (uint32_t)ucx_address_bytes);
+  if (ucx_address_bytes) put(&w, ucx_address, ucx_address_bytes);
   if (w.failed) {
     free(w.buf);
     return STRATA_ERR_NO_MEMORY;
@@ -410,8 +463,8 @@ static int take_text(blob_reader *r, char *out, size_t cap) {
 static int blob_parse(const void *blob, size_t bytes, kv_peer *p) {
   blob_reader r = {blob, bytes};
   uint32_t magic, version, count;
-  if (take32(&r, &magic) || magic != KV_BLOB_MAGIC || take32(&r, &version) ||
-      version != KV_BLOB_VERSION || take_text(&r, p->name, sizeof p->name) || !p->name[0] ||
+  if (take32(&r, &magic) || magic != KV_BLOB_MAGIC || take32(&r, &version) || version < 1 ||
+      version > KV_BLOB_VERSION || take_text(&r, p->name, sizeof p->name) || !p->name[0] ||
       take_text(&r, p->address, sizeof p->address) ||
       take_text(&r, p->identity, sizeof p->identity) || take32(&r, &p->pid) || take32(&r, &count) ||
       count > r.left / 24)
@@ -425,7 +478,37 @@ static int blob_parse(const void *blob, size_t bytes, kv_peer *p) {
       return STRATA_ERR_PARSE;
   }
   p->nregions = count;
+  if (version >= 2) {
+    uint32_t address_bytes;
+    if (take32(&r, &p->blob_flags) || (p->blob_flags & ~KV_BLOB_UCX_RDMA) ||
+        take32(&r, &address_bytes) || address_bytes > KV_UCX_MAX_ADDRESS_BYTES ||
+        address_bytes != r.left)
+      return STRATA_ERR_PARSE;
+    if (address_bytes) {
+      p->ucx_address = malloc(address_bytes);
+      if (!p->ucx_address) return STRATA_ERR_NO_MEMORY;
+      memcpy(p->ucx_address, r.p, address_bytes);
+      p->ucx_address_bytes = address_bytes;
+      r.left = 0;
+    }
+  }
   return r.left == 0 ? STRATA_OK : STRATA_ERR_PARSE;
+}
+
+int kv_blob_parse_for_test(const void *blob, size_t bytes) {
+  kv_peer *p = calloc(1, sizeof *p);
+  if (!p) return STRATA_ERR_NO_MEMORY;
+  int status = blob_parse(blob, bytes, p);
+  /* what a parsed peer promises the rest of the agent */
+  if (status == STRATA_OK &&
+      (!p->name[0] || strlen(p->name) >= sizeof p->name ||
+       strlen(p->address) >= sizeof p->address || strlen(p->identity) >= sizeof p->identity ||
+       (p->nregions && !p->regions) || (p->ucx_address_bytes != 0) != (p->ucx_address != NULL)))
+    abort();
+  free(p->regions);
+  free(p->ucx_address);
+  free(p);
+  return status;
 }
 
 int strata_kv_peer_load(strata_kv_agent *a, const void *blob, size_t bytes, int *peer) {

@@ -5,10 +5,13 @@
  *   kv_agent.c      the agent, its regions, metadata blobs, notifications, the store
  *   kv_responder.c  the target: accepting, authenticating and serving connections
  *   kv_xfer.c       the initiator: peers, their stream threads, transfers, the lane's calls
+ *   kv_ucx.c        the UCX backend: the agent's UCP worker, its thread, slices as active
+ *                   messages on both sides
  *
  * Locking: one mutex per agent (agent->lock) guards regions, peers, queues, transfers and
  * notifications; agent->cond is broadcast on every change anyone may wait for. No I/O is done
- * with the lock held.
+ * with the lock held. The UCX backend has its own lock (kv_ucx.c), taken after the agent's when
+ * both are held, never before.
  */
 #ifndef STRATA_SERVE_KV_INTERNAL_H
 #define STRATA_SERVE_KV_INTERNAL_H
@@ -28,6 +31,12 @@
 #define KV_HANDSHAKE_STREAMS 64 /* announced by both sides; stream 63 is the lane */
 #define KV_LANE_STREAM 63
 #define KV_IDENTITY_BYTES 512
+#define KV_BLOB_UCX_RDMA 1u /* blob flag: the agent runs UCX on a host with an RDMA device */
+/* A stream sends a batch of at most this many consecutive slices before reading their replies
+ * (kv_xfer.c); the UCX backend sizes its table of slices in flight by it. */
+#define KV_BATCH_SLICES 16
+/* Over UCX a batch may carry this many slices' worth of bytes (a stream's bytes in flight). */
+#define KV_UCX_BATCH_SLICES_OF_BYTES 4
 
 typedef struct kv_conn {
   int fd;
@@ -79,6 +88,8 @@ typedef struct kv_slice {
 } kv_slice;
 
 typedef struct kv_peer kv_peer;
+typedef struct kv_ucx kv_ucx;
+typedef struct kv_ucx_link kv_ucx_link;
 
 struct strata_kv_xfer {
   strata_kv_agent *agent;
@@ -105,7 +116,11 @@ struct kv_peer {
   uint32_t pid;
   kv_remote_region *regions;
   size_t nregions;
-  int backend; /* TCP or SHM */
+  uint32_t blob_flags;  /* KV_BLOB_* */
+  uint8_t *ucx_address; /* its UCP worker's, from the blob (NULL: it has no UCX) */
+  size_t ucx_address_bytes;
+  kv_ucx_link *ucx_link; /* backend UCX: the endpoint the slices travel on */
+  int backend;           /* TCP, SHM or UCX */
   int nstreams;
   kv_conn streams[STRATA_KV_MAX_STREAMS];
   pthread_t threads[STRATA_KV_MAX_STREAMS];
@@ -132,6 +147,7 @@ typedef struct kv_server_conn {
   int evicted;  /* shut down to make room for a newer stranger */
   int shm;      /* the peer passed the cross-memory probe: pid is its process */
   uint32_t pid;
+  kv_ucx_link *ucx_link; /* the peer was granted UCX on this connection: its token's link */
   char from[STRATA_KV_NAME_BYTES];
 } kv_server_conn;
 
@@ -151,6 +167,9 @@ struct strata_kv_agent {
   char address[STRATA_HANDSHAKE_ADDRESS_BYTES]; /* "host:port" as published */
   char identity[KV_IDENTITY_BYTES];
   volatile uint64_t canary; /* what a SHM target reads from us to prove it reaches our memory */
+  int cma_allowed;          /* 0: never grant SHM (the fuzz harness serves frames in-process) */
+  kv_ucx *ucx;              /* the UCP worker, when this agent runs UCX */
+  int ucx_rdma;             /* and this host has an RDMA device: AUTO may pick UCX */
   int listen_fd;
   int wake_pipe[2];
   pthread_t listener;
@@ -190,12 +209,55 @@ void kv_thread_realtime(void);
 int kv_responder_start(strata_kv_agent *a);
 void kv_responder_stop(strata_kv_agent *a);
 
+/* Test hooks (tests/fuzz/fuzz_kv.c): parse a blob as strata_kv_peer_load does, and serve the
+ * frames of one authenticated connection (HELLO first) read from `data`, replies discarded. */
+int kv_blob_parse_for_test(const void *blob, size_t bytes);
+void kv_responder_frames_for_test(const uint8_t *data, size_t size);
+
 /* kv_xfer.c */
 int kv_peer_connect(strata_kv_agent *a, kv_peer *p, char *err, size_t err_len);
 void kv_peer_destroy(kv_peer *p);
-/* Open one connection of p: kind KV_FLAG_LANE or 0, shm asks for the cross-memory path.
- * *shm_granted says whether the target granted it. */
+
+/* What a HELLO asking for UCX carries (ours) and brings back (the target's token). */
+typedef struct kv_ucx_hello {
+  const void *address; /* this agent's UCP worker address */
+  size_t address_bytes;
+  uint8_t reply_token[KV_UCX_TOKEN_BYTES];
+  int granted;
+  uint8_t token[KV_UCX_TOKEN_BYTES];
+} kv_ucx_hello;
+
+/* Open one connection of p: kind KV_FLAG_LANE or 0; KV_FLAG_SHM asks for the cross-memory path
+ * (*shm_granted says whether the target granted it); KV_FLAG_UCX (with ucx) asks for UCX. */
 int kv_dial(strata_kv_agent *a, kv_peer *p, int stream, int flags, kv_conn *c, int *shm_granted,
-            char *err, size_t err_len);
+            kv_ucx_hello *ucx, char *err, size_t err_len);
+
+/* kv_ucx.c — every function exists in a build without UCX: start says UNSUPPORTED, the rest are
+ * never reached (no agent has a->ucx). kv_ucx_built: built with UCX and libucp.so.0 loads. */
+int kv_ucx_built(void);
+int kv_ucx_rdma_present(void);
+int kv_ucx_start(strata_kv_agent *a);
+/* After the peers and the responder: closes every endpoint, waits for the replies in flight. */
+void kv_ucx_stop(strata_kv_agent *a);
+void kv_ucx_address(strata_kv_agent *a, const void **address, size_t *bytes);
+/* Initiator: an endpoint to the peer's worker, with the target's token. */
+int kv_ucx_link_open(strata_kv_agent *a, kv_peer *p, const kv_ucx_hello *hello, char *err,
+                     size_t err_len);
+/* Target: the token for a peer that proved itself on an authenticated connection, and an
+ * endpoint back to its worker for the replies. */
+int kv_ucx_grant(strata_kv_agent *a, const char *from, const void *address, size_t address_bytes,
+                 const uint8_t reply_token[KV_UCX_TOKEN_BYTES], uint8_t token[KV_UCX_TOKEN_BYTES],
+                 kv_ucx_link **out);
+/* Close the link's endpoint (every slice on it fails with status); nonblocking. */
+void kv_ucx_link_fail(kv_ucx_link *l, int status);
+/* The owner lets go: freed by the worker thread once closed and idle. Fails it first. */
+void kv_ucx_link_release(kv_ucx_link *l);
+/* Move slices [first, first+n) of x on p's link, n <= KV_BATCH_SLICES; waits for them (each
+ * bounded by the agent's timeout since the batch last moved). Returns the link's state (OK,
+ * PEER_LOST, TIMEOUT, PROTOCOL); the target's refusals in *refused, its slice and reason. */
+int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, size_t n,
+                 int *refused, size_t *refused_slice, char *why, size_t why_len);
+/* Test hook (tests/test_kv_safety.c): change one bit of the token the link's requests carry. */
+void kv_ucx_forge_token_for_test(kv_ucx_link *l);
 
 #endif

@@ -17,7 +17,8 @@
  * the initiator's memory, the initiator's process having been identified by reading a canary
  * word it published (only a process that can read the initiator's memory passes, and only the
  * initiator knows the value). A peer that sends a malformed frame loses its connection; its
- * other connections and every other peer go on.
+ * other connections and every other peer go on. A peer that asks for UCX in its HELLO gets a
+ * token for its active messages (kv_ucx.c), valid while this connection lasts.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -123,12 +125,31 @@ static int serve_lane(kv_server_conn *sc, const kv_wire_header *h, uint8_t *requ
   return status;
 }
 
+/* A HELLO asking for UCX: its reply token and worker address follow the name. The token for
+ * its requests goes into `token` when granted. */
+static int hello_ucx(kv_server_conn *sc, const kv_wire_header *h, int *granted,
+                     uint8_t token[KV_UCX_TOKEN_BYTES]) {
+  if (h->bytes == 0 || h->bytes > KV_UCX_MAX_ADDRESS_BYTES) return STRATA_ERR_PROTOCOL;
+  uint8_t *part = malloc(KV_UCX_TOKEN_BYTES + h->bytes);
+  if (!part) return STRATA_ERR_NO_MEMORY;
+  int status = kv_conn_recv(&sc->conn, part, KV_UCX_TOKEN_BYTES + h->bytes);
+  *granted = STRATA_ERR_UNSUPPORTED;
+  if (status == STRATA_OK && sc->agent->ucx)
+    *granted = kv_ucx_grant(sc->agent, sc->from, part + KV_UCX_TOKEN_BYTES, h->bytes, part, token,
+                            &sc->ucx_link);
+  if (*granted != STRATA_OK) *granted = STRATA_ERR_UNSUPPORTED;
+  free(part);
+  return status;
+}
+
 /* HELLO: who the peer is, what the connection carries, and for SHM the canary probe. */
 static int serve_hello(kv_server_conn *sc, int *lane) {
   kv_wire_header h;
   int status = kv_conn_recv_header(&sc->conn, &h, 0);
   if (status != STRATA_OK) return status;
-  if (h.type != KV_HELLO || h.aux_bytes == 0 || h.aux_bytes >= STRATA_KV_NAME_BYTES)
+  if (h.type != KV_HELLO || h.aux_bytes == 0 || h.aux_bytes >= STRATA_KV_NAME_BYTES ||
+      (h.flags & ~(KV_FLAG_SHM | KV_FLAG_LANE | KV_FLAG_UCX)) ||
+      ((h.flags & KV_FLAG_SHM) && (h.flags & KV_FLAG_UCX)))
     return STRATA_ERR_PROTOCOL;
   status = kv_conn_recv(&sc->conn, sc->from, h.aux_bytes);
   if (status != STRATA_OK) return status;
@@ -136,9 +157,22 @@ static int serve_hello(kv_server_conn *sc, int *lane) {
   if (strlen(sc->from) != h.aux_bytes) return STRATA_ERR_PROTOCOL;
   *lane = (h.flags & KV_FLAG_LANE) != 0;
   int granted = STRATA_OK;
+  uint8_t token[KV_UCX_TOKEN_BYTES];
+  if (h.flags & KV_FLAG_UCX) {
+    status = hello_ucx(sc, &h, &granted, token);
+    if (status != STRATA_OK) return status;
+    kv_wire_header reply = {.type = KV_HELLO_OK,
+                            .status = granted,
+                            .aux_bytes = granted == STRATA_OK ? KV_UCX_TOKEN_BYTES : 0};
+    status = kv_conn_send_header(&sc->conn, &reply);
+    if (status == STRATA_OK && granted == STRATA_OK)
+      status = kv_conn_send(&sc->conn, token, KV_UCX_TOKEN_BYTES);
+    sodium_memzero(token, sizeof token);
+    return status;
+  }
   if (h.flags & KV_FLAG_SHM) {
     uint64_t seen = 0;
-    granted = h.addr > 0 && h.addr < INT32_MAX
+    granted = sc->agent->cma_allowed && h.addr > 0 && h.addr < INT32_MAX
                   ? cma_copy((uint32_t)h.addr, 0, &seen, h.local_addr, sizeof seen)
                   : STRATA_ERR_INVALID_ARG;
     if (granted == STRATA_OK && seen != h.value) granted = STRATA_ERR_AUTH;
@@ -150,17 +184,11 @@ static int serve_hello(kv_server_conn *sc, int *lane) {
   return kv_conn_send_header(&sc->conn, &reply);
 }
 
-static void *serve_connection(void *arg) {
-  kv_server_conn *sc = arg;
+/* Everything after the handshake: the HELLO, then requests until the connection ends. */
+static int serve_authenticated(kv_server_conn *sc) {
   strata_kv_agent *a = sc->agent;
-  strata_handshake hs;
-  strata_handshake_start(&hs, &a->responder_params, sc->conn.fd, -1, -1, NULL);
-  char err[400] = "";
-  int status = kv_conn_handshake(&sc->conn, &hs, err, sizeof err);
-  if (status == STRATA_OK) status = kv_conn_keys(&sc->conn, &hs.keys);
-  sodium_memzero(&hs, sizeof hs);
   int lane = 0;
-  if (status == STRATA_OK) status = serve_hello(sc, &lane);
+  int status = serve_hello(sc, &lane);
   uint8_t *request = NULL, *reply = NULL;
   pthread_mutex_lock(&a->lock);
   sc->admitted = status == STRATA_OK;
@@ -188,6 +216,25 @@ static void *serve_connection(void *arg) {
         status = STRATA_ERR_PROTOCOL;
     }
   }
+  free(request);
+  free(reply);
+  if (sc->ucx_link) { /* the token dies with the connection that earned it */
+    kv_ucx_link_release(sc->ucx_link);
+    sc->ucx_link = NULL;
+  }
+  return status;
+}
+
+static void *serve_connection(void *arg) {
+  kv_server_conn *sc = arg;
+  strata_kv_agent *a = sc->agent;
+  strata_handshake hs;
+  strata_handshake_start(&hs, &a->responder_params, sc->conn.fd, -1, -1, NULL);
+  char err[400] = "";
+  int status = kv_conn_handshake(&sc->conn, &hs, err, sizeof err);
+  if (status == STRATA_OK) status = kv_conn_keys(&sc->conn, &hs.keys);
+  sodium_memzero(&hs, sizeof hs);
+  if (status == STRATA_OK) status = serve_authenticated(sc);
   if (status == STRATA_ERR_PROTOCOL)
     STRATA_LOG(STRATA_LOG_WARN, -1, "kv agent %s: dropped a connection of %s: malformed frame",
                a->name, sc->from[0] ? sc->from : "an unauthenticated peer");
@@ -195,8 +242,6 @@ static void *serve_connection(void *arg) {
     STRATA_LOG(STRATA_LOG_INFO, -1, "kv agent %s: connection of %s ended: %s", a->name,
                sc->from[0] ? sc->from : "an unauthenticated peer",
                err[0] ? err : strata_strerror(status));
-  free(request);
-  free(reply);
   shutdown(sc->conn.fd, SHUT_RDWR);
   pthread_mutex_lock(&a->lock);
   sc->finished = 1;
@@ -317,4 +362,88 @@ void kv_responder_stop(strata_kv_agent *a) {
   for (int i = 0; i < 2; i++)
     if (a->wake_pipe[i] >= 0) close(a->wake_pipe[i]);
   a->listen_fd = a->wake_pipe[0] = a->wake_pipe[1] = -1;
+}
+
+/* ---- the fuzz harness's entry (tests/fuzz/fuzz_kv.c) ---- */
+
+typedef struct fuzz_feed {
+  int fd;
+  const uint8_t *data;
+  size_t size;
+} fuzz_feed;
+
+/* The peer's side: writes the input and drains the replies at the same time, so neither end
+ * blocks on a full socket; ends when the responder closes. */
+static void *fuzz_feed_loop(void *arg) {
+  fuzz_feed *f = arg;
+  size_t offset = 0;
+  int write_open = 1;
+  uint8_t sink[65536];
+  for (;;) {
+    if (write_open && offset == f->size) {
+      shutdown(f->fd, SHUT_WR);
+      write_open = 0;
+    }
+    struct pollfd pfd = {.fd = f->fd, .events = POLLIN | (write_open ? POLLOUT : 0)};
+    if (poll(&pfd, 1, 10000) <= 0) break;
+    if (pfd.revents & POLLOUT) {
+      ssize_t n = send(f->fd, f->data + offset, f->size - offset, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) offset += (size_t)n;
+      if (n < 0 && errno != EAGAIN && errno != EINTR) write_open = 0;
+    }
+    if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) {
+      ssize_t n = recv(f->fd, sink, sizeof sink, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) break;
+    }
+  }
+  return NULL;
+}
+
+/* Regions at a fixed address when the kernel allows, so seeds can name bytes inside them. */
+#define KV_FUZZ_REGION_ADDRESS 0x3e0000000000ull
+#define KV_FUZZ_REGION_BYTES (1u << 20)
+
+void kv_responder_frames_for_test(const uint8_t *data, size_t size) {
+  static strata_kv_agent *agent;
+  if (!agent) {
+    strata_log_set_level(STRATA_LOG_ERROR); /* a refusal per input is the point, not news */
+    strata_kv_config cfg;
+    strata_kv_config_init(&cfg);
+    cfg.name = "fuzz-target";
+    cfg.secret = "fuzz";
+    cfg.timeout_s = 2;
+    cfg.bulk_nice = -1;
+    cfg.backend = STRATA_KV_BACKEND_TCP;
+    if (strata_kv_agent_create(&cfg, &agent) != STRATA_OK) abort();
+    agent->cma_allowed = 0; /* SHM would copy into this very process at the input's addresses */
+    void *region =
+        mmap((void *)(uintptr_t)KV_FUZZ_REGION_ADDRESS, 2 * KV_FUZZ_REGION_BYTES,
+             PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (region == MAP_FAILED)
+      region = mmap(NULL, 2 * KV_FUZZ_REGION_BYTES, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (region == MAP_FAILED) abort();
+    uint32_t id;
+    if (strata_kv_register(agent, region, KV_FUZZ_REGION_BYTES, &id) != STRATA_OK ||
+        strata_kv_register(agent, (uint8_t *)region + KV_FUZZ_REGION_BYTES, 4096, &id) != STRATA_OK)
+      abort();
+  }
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) abort();
+  kv_server_conn sc;
+  memset(&sc, 0, sizeof sc);
+  sc.agent = agent;
+  kv_conn_init(&sc.conn, sv[0], agent->timeout_s, &agent->stopping);
+  fuzz_feed feed = {.fd = sv[1], .data = data, .size = size};
+  pthread_t feeder;
+  if (pthread_create(&feeder, NULL, fuzz_feed_loop, &feed) != 0) abort();
+  (void)serve_authenticated(&sc);
+  shutdown(sv[0], SHUT_RDWR);
+  pthread_join(feeder, NULL);
+  kv_conn_close(&sc.conn);
+  close(sv[1]);
+  char from[STRATA_KV_NAME_BYTES];
+  uint8_t msg[STRATA_KV_NOTIF_MAX_BYTES];
+  size_t bytes;
+  while (strata_kv_notifs_get(agent, from, msg, sizeof msg, &bytes, 0) == STRATA_OK) continue;
 }

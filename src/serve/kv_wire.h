@@ -9,8 +9,10 @@
  * little-endian on the wire (kv_wire_encode/decode).
  *
  *   initiator -> target                          target -> initiator
- *   HELLO  kind (bulk/lane), pid, canary addr,   HELLO_OK status (SHM probe result)
- *          canary value; aux = agent name
+ *   HELLO  kind (bulk/lane), pid, canary addr,   HELLO_OK status (SHM probe result, or
+ *          canary value; aux = agent name;                UCX granted); UCX: aux = token
+ *          UCX: bytes = worker address length,
+ *          then reply token + worker address
  *   READ   region, addr, bytes[, shm: local]     DONE status[, tcp + OK: payload]
  *   WRITE  region, addr, bytes[, tcp: payload]   DONE status
  *   NOTIF  aux = message                         DONE status
@@ -20,12 +22,21 @@
  * its limit and, for READ and WRITE, bytes against the largest slice (a larger one closes the
  * connection) and then the descriptor against its regions (a refused WRITE's payload is read and
  * discarded so the stream stays in step).
+ *
+ * The UCX backend (kv_ucx.c) carries slices as UCP active messages instead, each one header
+ * below plus its data: KV_UCX_AM_REQUEST (initiator -> target; WRITE: data = the slice's bytes)
+ * and KV_UCX_AM_REPLY (target -> initiator; data = a READ's bytes, or a refusal's reason). A
+ * request proves the right to ask with the token the target gave on the authenticated HELLO; a
+ * reply names the slice by the initiator's cookie and carries the initiator's reply token. The
+ * decoders below check everything a header says against what arrived before anything is used.
  */
 #ifndef STRATA_SERVE_KV_WIRE_H
 #define STRATA_SERVE_KV_WIRE_H
 
 #include <endian.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define KV_WIRE_MAGIC 0x3156534bu /* "KSV1" */
 #define KV_WIRE_MAX_SLICE_BYTES (64u << 20)
@@ -42,7 +53,7 @@ enum kv_wire_type {
   KV_LANE_REPLY
 };
 
-enum kv_wire_flags { KV_FLAG_SHM = 1, KV_FLAG_LANE = 2 };
+enum kv_wire_flags { KV_FLAG_SHM = 1, KV_FLAG_LANE = 2, KV_FLAG_UCX = 4 };
 
 typedef struct kv_wire_header {
   uint32_t magic;
@@ -87,6 +98,90 @@ static inline void kv_wire_decode(kv_wire_header *h) {
   h->value = le64toh(h->value);
   h->aux_bytes = le32toh(h->aux_bytes);
   h->tag = le32toh(h->tag);
+}
+
+/* ---- UCX active messages ---- */
+
+#define KV_UCX_TOKEN_BYTES 16
+#define KV_UCX_MAX_ADDRESS_BYTES 65536u /* a UCP worker address, in a HELLO or a blob */
+#define KV_UCX_REASON_BYTES 256u        /* a refusal's reason in a reply, NUL not included */
+#define KV_UCX_MAGIC 0x3158434bu        /* "KCX1" */
+enum { KV_UCX_AM_REQUEST = 17, KV_UCX_AM_REPLY = 18 };
+
+typedef struct kv_ucx_request {
+  uint8_t token[KV_UCX_TOKEN_BYTES];
+  uint64_t cookie; /* the initiator's name for the slice, echoed in the reply */
+  uint32_t magic;
+  uint16_t type; /* KV_READ or KV_WRITE */
+  uint16_t flags;
+  uint32_t region;
+  uint32_t reserved;
+  uint64_t addr, bytes;
+} kv_ucx_request;
+
+typedef struct kv_ucx_reply {
+  uint8_t reply_token[KV_UCX_TOKEN_BYTES];
+  uint64_t cookie;
+  uint32_t magic;
+  int32_t status; /* STRATA_OK, or why the target refused (data: the reason) */
+  uint64_t bytes; /* the data that follows */
+} kv_ucx_reply;
+
+_Static_assert(sizeof(kv_ucx_request) == 56, "UCX request header is 56 bytes");
+_Static_assert(sizeof(kv_ucx_reply) == 40, "UCX reply header is 40 bytes");
+
+static inline void kv_ucx_request_encode(kv_ucx_request *h) {
+  h->cookie = htole64(h->cookie);
+  h->magic = htole32(KV_UCX_MAGIC);
+  h->type = htole16(h->type);
+  h->flags = htole16(h->flags);
+  h->region = htole32(h->region);
+  h->addr = htole64(h->addr);
+  h->bytes = htole64(h->bytes);
+}
+
+static inline void kv_ucx_reply_encode(kv_ucx_reply *h) {
+  h->cookie = htole64(h->cookie);
+  h->magic = htole32(KV_UCX_MAGIC);
+  h->status = (int32_t)htole32((uint32_t)h->status);
+  h->bytes = htole64(h->bytes);
+}
+
+/* A request as the target received it: 0 when the header is whole and agrees with its data
+ * (a WRITE's data is the slice, eager; a READ has none), -1 otherwise. */
+static inline int kv_ucx_request_decode(const void *header, size_t header_bytes, size_t data_bytes,
+                                        int rendezvous, kv_ucx_request *h) {
+  if (header_bytes != sizeof *h) return -1;
+  memcpy(h, header, sizeof *h);
+  h->cookie = le64toh(h->cookie);
+  h->magic = le32toh(h->magic);
+  h->type = le16toh(h->type);
+  h->flags = le16toh(h->flags);
+  h->region = le32toh(h->region);
+  h->addr = le64toh(h->addr);
+  h->bytes = le64toh(h->bytes);
+  if (h->magic != KV_UCX_MAGIC || h->flags || rendezvous || h->bytes > KV_WIRE_MAX_SLICE_BYTES)
+    return -1;
+  if (h->type == KV_WRITE) return data_bytes == h->bytes ? 0 : -1;
+  if (h->type == KV_READ) return data_bytes == 0 ? 0 : -1;
+  return -1;
+}
+
+/* A reply as the initiator received it: 0 when whole and consistent (a status is never
+ * positive; a refusal's reason is short; data_bytes is what the header says), -1 otherwise.
+ * Whether it fits the slice it names is the caller's check. */
+static inline int kv_ucx_reply_decode(const void *header, size_t header_bytes, size_t data_bytes,
+                                      int rendezvous, kv_ucx_reply *h) {
+  if (header_bytes != sizeof *h) return -1;
+  memcpy(h, header, sizeof *h);
+  h->cookie = le64toh(h->cookie);
+  h->magic = le32toh(h->magic);
+  h->status = (int32_t)le32toh((uint32_t)h->status);
+  h->bytes = le64toh(h->bytes);
+  if (h->magic != KV_UCX_MAGIC || rendezvous || h->status > 0 || h->bytes != data_bytes ||
+      h->bytes > KV_WIRE_MAX_SLICE_BYTES)
+    return -1;
+  return h->status < 0 && h->bytes > KV_UCX_REASON_BYTES ? -1 : 0;
 }
 
 #endif

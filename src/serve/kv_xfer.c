@@ -12,7 +12,9 @@
  * once — no waiter outlives the agent's timeout.
  *
  * Over SHM the slices carry no bytes: the target copies between its region and the addresses
- * named here (which post checked lie in this agent's registered regions).
+ * named here (which post checked lie in this agent's registered regions). Over UCX a stream
+ * thread hands its batch to the agent's UCP worker (kv_ucx.c) instead of its socket, and keeps
+ * the socket for the transfer's notification: the same queue, striping, verdicts and deaths.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -82,7 +84,8 @@ static int tcp_connect(const char *address, double timeout_s, int *out, char *er
 }
 
 int kv_dial(strata_kv_agent *a, kv_peer *p, int stream, int flags, kv_conn *c, int *shm_granted,
-            char *err, size_t err_len) {
+            kv_ucx_hello *ucx, char *err, size_t err_len) {
+  if ((flags & KV_FLAG_UCX) && !ucx) return STRATA_ERR_INVALID_ARG;
   int fd;
   int status = tcp_connect(p->address, a->timeout_s, &fd, err, err_len);
   if (status != STRATA_OK) return status;
@@ -98,14 +101,34 @@ int kv_dial(strata_kv_agent *a, kv_peer *p, int stream, int flags, kv_conn *c, i
                       .local_addr = (uint64_t)(uintptr_t)&a->canary,
                       .value = a->canary,
                       .aux_bytes = (uint32_t)strlen(a->name)};
+  if (flags & KV_FLAG_UCX) h.bytes = ucx->address_bytes;
   if (status == STRATA_OK) status = kv_conn_send_header(c, &h);
   if (status == STRATA_OK) status = kv_conn_send(c, a->name, strlen(a->name));
+  if (status == STRATA_OK && (flags & KV_FLAG_UCX)) {
+    /* one part: the token replies must carry, then where replies go */
+    uint8_t *part = malloc(KV_UCX_TOKEN_BYTES + ucx->address_bytes);
+    if (!part) status = STRATA_ERR_NO_MEMORY;
+    if (part) {
+      memcpy(part, ucx->reply_token, KV_UCX_TOKEN_BYTES);
+      memcpy(part + KV_UCX_TOKEN_BYTES, ucx->address, ucx->address_bytes);
+      status = kv_conn_send(c, part, KV_UCX_TOKEN_BYTES + ucx->address_bytes);
+      free(part);
+    }
+  }
   kv_wire_header reply;
   if (status == STRATA_OK) status = kv_conn_recv_header(c, &reply, 0);
   if (status == STRATA_OK && reply.type != KV_HELLO_OK) status = STRATA_ERR_PROTOCOL;
   if (status == STRATA_OK) {
+    int asked = flags & (KV_FLAG_SHM | KV_FLAG_UCX);
+    int ucx_granted = (flags & KV_FLAG_UCX) && reply.status == STRATA_OK;
     *shm_granted = (flags & KV_FLAG_SHM) && reply.status == STRATA_OK;
-    if (!(flags & KV_FLAG_SHM) && reply.status != STRATA_OK) status = STRATA_ERR_PROTOCOL;
+    if ((!asked && reply.status != STRATA_OK) || reply.status > 0 ||
+        reply.aux_bytes != (ucx_granted ? KV_UCX_TOKEN_BYTES : 0u))
+      status = STRATA_ERR_PROTOCOL;
+    if (status == STRATA_OK && ucx_granted) {
+      status = kv_conn_recv(c, ucx->token, KV_UCX_TOKEN_BYTES);
+      ucx->granted = status == STRATA_OK;
+    }
   }
   if (status != STRATA_OK) {
     if (!err[0]) snprintf(err, err_len, "%s", strata_strerror(status));
@@ -124,6 +147,7 @@ static void mark_dead(kv_peer *p, int status, const char *why) {
   if (n < sizeof p->dead_error) copy_text(p->dead_error + n, sizeof p->dead_error - n, why);
   for (int i = 0; i < p->nstreams; i++)
     if (p->streams[i].fd >= 0) shutdown(p->streams[i].fd, SHUT_RDWR);
+  if (p->ucx_link) kv_ucx_link_fail(p->ucx_link, status); /* its batches end at once */
 }
 
 static void dequeue(kv_peer *p, strata_kv_xfer *x) {
@@ -233,12 +257,11 @@ static void maybe_finish(kv_peer *p, kv_conn *c, strata_kv_xfer *x) {
   pthread_cond_broadcast(&a->cond);
 }
 
-/* A stream sends a batch of consecutive slices of one transfer before reading their replies, so
- * small blocks do not cost a round trip each. A batch moves bulk bytes one way only (a WRITE
- * batch's replies are headers and at most a refusal's reason each, a few KiB in all; a READ
- * batch's requests are headers), so the side that is not reading never has more than a few KiB
- * to send: neither blocks on a full socket while the other waits for it. */
-enum { KV_BATCH_SLICES = 16 };
+/* A stream sends a batch of consecutive slices of one transfer (KV_BATCH_SLICES at most) before
+ * reading their replies, so small blocks do not cost a round trip each. A batch moves bulk bytes
+ * one way only (a WRITE batch's replies are headers and at most a refusal's reason each, a few
+ * KiB in all; a READ batch's requests are headers), so the side that is not reading never has
+ * more than a few KiB to send: neither blocks on a full socket while the other waits for it. */
 
 static void *stream_loop(void *arg) {
   stream_arg *sa = arg;
@@ -254,9 +277,12 @@ static void *stream_loop(void *arg) {
     if (p->stopping) break;
     strata_kv_xfer *x = p->queue_head;
     size_t first = x->next, n = 0;
-    uint64_t batch_bytes = 0;
+    /* Over UCX no socket can fill up, so a batch may hold more bytes: fewer hand-offs to the
+     * worker thread per transfer. */
+    uint64_t batch_bytes = 0, batch_cap = a->slice_bytes;
+    if (p->backend == STRATA_KV_BACKEND_UCX) batch_cap *= KV_UCX_BATCH_SLICES_OF_BYTES;
     while (x->next < x->nslices && n < KV_BATCH_SLICES &&
-           (n == 0 || batch_bytes + x->slices[x->next].bytes <= a->slice_bytes)) {
+           (n == 0 || batch_bytes + x->slices[x->next].bytes <= batch_cap)) {
       batch_bytes += x->slices[x->next].bytes;
       x->next++;
       n++;
@@ -268,7 +294,10 @@ static void *stream_loop(void *arg) {
     int status = STRATA_OK, refused = STRATA_OK;
     size_t refused_slice = 0, sent = 0;
     char why[256] = "";
-    for (; !dead && status == STRATA_OK && sent < n; sent++)
+    int ucx = p->backend == STRATA_KV_BACKEND_UCX; /* the socket below then carries nothing */
+    if (!dead && ucx)
+      status = kv_ucx_batch(p, c, x, first, n, &refused, &refused_slice, why, sizeof why);
+    for (; !dead && !ucx && status == STRATA_OK && sent < n; sent++)
       status = send_request(p, c, x, first + sent);
     for (size_t k = 0; !dead && status == STRATA_OK && k < sent; k++) {
       int verdict = STRATA_OK;
@@ -287,8 +316,12 @@ static void *stream_loop(void *arg) {
       fail(x, p->dead ? p->dead_status : STRATA_ERR_PEER_LOST, p->dead_error);
     } else if (status != STRATA_OK) {
       char line[512];
-      snprintf(line, sizeof line, "stream %d to %s broke: %s", index, p->address,
-               strata_strerror(status));
+      if (ucx)
+        snprintf(line, sizeof line, "UCX slices of stream %d to %s failed: %s", index, p->address,
+                 strata_strerror(status));
+      else
+        snprintf(line, sizeof line, "stream %d to %s broke: %s", index, p->address,
+                 strata_strerror(status));
       mark_dead(p, status == STRATA_ERR_ABORTED ? STRATA_ERR_PEER_LOST : status, line);
       fail(x, p->dead_status, p->dead_error);
     } else if (refused != STRATA_OK) {
@@ -304,19 +337,59 @@ static void *stream_loop(void *arg) {
   return NULL;
 }
 
+/* The backend rule (strata_kv.h, STRATA_KV_BACKEND_AUTO): SHM within a host, UCX between hosts
+ * that both have it over RDMA, else TCP; an explicit choice that cannot be met fails. */
+static int choose_backend(strata_kv_agent *a, kv_peer *p, int same_host, char *err,
+                          size_t err_len) {
+  switch (a->backend) {
+    case STRATA_KV_BACKEND_SHM:
+      if (same_host) return STRATA_KV_BACKEND_SHM;
+      snprintf(err, err_len, "backend SHM asked, but peer %s is on another host", p->name);
+      return STRATA_ERR_UNSUPPORTED;
+    case STRATA_KV_BACKEND_UCX:
+      if (a->ucx && p->ucx_address) return STRATA_KV_BACKEND_UCX;
+      snprintf(err, err_len, "backend UCX asked, but peer %s %s", p->name,
+               a->ucx ? "published no UCX worker address" : "cannot be reached: UCX is not up");
+      return STRATA_ERR_UNSUPPORTED;
+    case STRATA_KV_BACKEND_TCP:
+      return STRATA_KV_BACKEND_TCP;
+    default:
+      if (same_host) return STRATA_KV_BACKEND_SHM;
+      if (a->ucx && a->ucx_rdma && p->ucx_address && (p->blob_flags & KV_BLOB_UCX_RDMA))
+        return STRATA_KV_BACKEND_UCX;
+      return STRATA_KV_BACKEND_TCP;
+  }
+}
+
 int kv_peer_connect(strata_kv_agent *a, kv_peer *p, char *err, size_t err_len) {
   int same_host = !strcmp(p->identity, a->identity);
-  int want_shm =
-      a->backend == STRATA_KV_BACKEND_SHM || (a->backend == STRATA_KV_BACKEND_AUTO && same_host);
-  if (a->backend == STRATA_KV_BACKEND_SHM && !same_host) {
-    snprintf(err, err_len, "backend SHM asked, but peer %s is on another host", p->name);
-    return STRATA_ERR_UNSUPPORTED;
+  int chosen = choose_backend(a, p, same_host, err, err_len);
+  if (chosen < 0) return chosen;
+  int want_shm = chosen == STRATA_KV_BACKEND_SHM;
+  int want_ucx = chosen == STRATA_KV_BACKEND_UCX;
+  kv_ucx_hello hello = {0};
+  if (want_ucx) {
+    kv_ucx_address(a, &hello.address, &hello.address_bytes);
+    randombytes_buf(hello.reply_token, sizeof hello.reply_token);
   }
   p->nstreams = a->streams;
   int status = STRATA_OK;
   for (int i = 0; i < p->nstreams && status == STRATA_OK; i++) {
     int granted = 0;
-    status = kv_dial(a, p, i, want_shm ? KV_FLAG_SHM : 0, &p->streams[i], &granted, err, err_len);
+    /* UCX is asked for once, on the first bulk connection: the token it brings is revoked when
+     * that connection ends */
+    int flags = want_shm ? KV_FLAG_SHM : want_ucx && i == 0 ? KV_FLAG_UCX : 0;
+    status =
+        kv_dial(a, p, i, flags, &p->streams[i], &granted, want_ucx ? &hello : NULL, err, err_len);
+    if (status == STRATA_OK && want_ucx && i == 0) {
+      if (hello.granted)
+        status = kv_ucx_link_open(a, p, &hello, err, err_len);
+      else if (a->backend == STRATA_KV_BACKEND_UCX) {
+        snprintf(err, err_len, "peer %s did not grant UCX (it runs no UCP worker)", p->name);
+        status = STRATA_ERR_UNSUPPORTED;
+      } else
+        want_ucx = 0;
+    }
     if (status == STRATA_OK && want_shm && !granted) {
       if (a->backend == STRATA_KV_BACKEND_SHM) {
         snprintf(err, err_len, "peer %s cannot reach this process's memory (ptrace rules?)",
@@ -326,10 +399,13 @@ int kv_peer_connect(strata_kv_agent *a, kv_peer *p, char *err, size_t err_len) {
       want_shm = 0; /* AUTO: this connection serves TCP as it is */
     }
   }
-  p->backend = want_shm ? STRATA_KV_BACKEND_SHM : STRATA_KV_BACKEND_TCP;
+  sodium_memzero(&hello, sizeof hello);
+  p->backend = want_shm   ? STRATA_KV_BACKEND_SHM
+               : want_ucx ? STRATA_KV_BACKEND_UCX
+                          : STRATA_KV_BACKEND_TCP;
   int unused;
   if (status == STRATA_OK)
-    status = kv_dial(a, p, KV_LANE_STREAM, KV_FLAG_LANE, &p->lane, &unused, err, err_len);
+    status = kv_dial(a, p, KV_LANE_STREAM, KV_FLAG_LANE, &p->lane, &unused, NULL, err, err_len);
   for (int i = 0; i < p->nstreams && status == STRATA_OK; i++) {
     stream_arg *sa = malloc(sizeof *sa);
     if (!sa) {
@@ -369,8 +445,10 @@ void kv_peer_destroy(kv_peer *p) {
   kv_conn_close(&p->lane);
   pthread_mutex_unlock(&p->lane_lock);
   for (int i = 0; i < STRATA_KV_MAX_STREAMS; i++) kv_conn_close(&p->streams[i]);
+  if (p->ucx_link) kv_ucx_link_release(p->ucx_link); /* no batch uses it: the threads are gone */
   pthread_mutex_destroy(&p->lane_lock);
   free(p->regions);
+  free(p->ucx_address);
   free(p);
 }
 

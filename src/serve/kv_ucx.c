@@ -1,0 +1,972 @@
+/*
+ * kv_ucx.c — the UCX backend of the KV agent (docs/kv.md, "UCX"): one UCP worker per agent,
+ * driven by one thread, carrying READ and WRITE slices as active messages.
+ *
+ * Why active messages and not ucp_put/ucp_get with rkeys. With one-sided put/get the target's
+ * CPU never sees the access, so what enforces its regions is whatever enforces the rkey: an
+ * HCA's memory key on RDMA, but on UCX's tcp transport UCX's own emulation and on cma the
+ * initiator's process itself. Here every slice is a request that the target checks with
+ * kv_region_acquire, exactly as on TCP, and the bytes travel in the request (WRITE) or in its
+ * reply (READ). Both are eager, never rendezvous, so the target touches a region only
+ *   - inside its receive callback (WRITE: one copy, the region pinned for it), or
+ *   - while its own reply is in flight (READ: pinned until that send completes; a reply older
+ *     than the agent's timeout force-closes the endpoint, which cancels it),
+ * and strata_kv_deregister waits at most the timeout, whatever the peer does.
+ *
+ * Authentication. UCX does not authenticate peers and a worker address is no secret, so the
+ * right to send requests is a random 16-byte token the target issues on the peer's first bulk
+ * TCP connection, after strata's handshake (kv_ucx_grant); it is revoked when that connection
+ * ends. A request with any other token is refused and counted. Replies travel on an endpoint the
+ * target opens to the worker address the peer gave on that same connection; they carry a token
+ * the initiator chose and name the slice by a cookie (slot and generation in the op table)
+ * that the initiator checks, so a reply completes only the slice it answers, with the length
+ * that slice has. Notifications and the lane stay on the TCP connections.
+ *
+ * Threads. Only the worker thread calls UCP (the worker is single-threaded). Other threads hand
+ * it work through lists under u->lock, wake it through an eventfd, and wait on u->cond. The
+ * UCP callbacks run on the worker thread; they take u->lock and, apart from it, the agent's lock
+ * (the region table); u->lock is never held while the agent's lock is taken.
+ *
+ * Lifetimes. A link (one endpoint) belongs to its owner — a peer (initiator side) or a responder
+ * connection (target side) — until kv_ucx_link_release; the worker thread frees it once its
+ * endpoint is closed and no slice or reply refers to it. An op (a slice in flight) lives on
+ * its stream thread's stack until the worker completes it: with the target's reply and its own
+ * send both done, or with the link's failure.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "serve/kv_internal.h"
+
+int kv_ucx_rdma_present(void) {
+  DIR *d = opendir("/sys/class/infiniband");
+  if (!d) return 0;
+  int found = 0;
+  struct dirent *e;
+  while (!found && (e = readdir(d)))
+    if (e->d_name[0] != '.') found = 1;
+  closedir(d);
+  return found;
+}
+
+#ifndef STRATA_HAVE_UCX
+
+int kv_ucx_built(void) {
+  return 0;
+}
+int kv_ucx_start(strata_kv_agent *a) {
+  (void)a;
+  return STRATA_ERR_UNSUPPORTED;
+}
+void kv_ucx_stop(strata_kv_agent *a) {
+  (void)a;
+}
+void kv_ucx_address(strata_kv_agent *a, const void **address, size_t *bytes) {
+  (void)a;
+  *address = NULL;
+  *bytes = 0;
+}
+int kv_ucx_link_open(strata_kv_agent *a, kv_peer *p, const kv_ucx_hello *hello, char *err,
+                     size_t err_len) {
+  (void)a, (void)p, (void)hello;
+  snprintf(err, err_len, "built without UCX");
+  return STRATA_ERR_UNSUPPORTED;
+}
+int kv_ucx_grant(strata_kv_agent *a, const char *from, const void *address, size_t address_bytes,
+                 const uint8_t reply_token[KV_UCX_TOKEN_BYTES], uint8_t token[KV_UCX_TOKEN_BYTES],
+                 kv_ucx_link **out) {
+  (void)a, (void)from, (void)address, (void)address_bytes, (void)reply_token, (void)token;
+  *out = NULL;
+  return STRATA_ERR_UNSUPPORTED;
+}
+void kv_ucx_link_fail(kv_ucx_link *l, int status) {
+  (void)l, (void)status;
+}
+void kv_ucx_link_release(kv_ucx_link *l) {
+  (void)l;
+}
+void kv_ucx_forge_token_for_test(kv_ucx_link *l) {
+  (void)l;
+}
+int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, size_t n,
+                 int *refused, size_t *refused_slice, char *why, size_t why_len) {
+  (void)p, (void)c, (void)x, (void)first, (void)n, (void)refused, (void)refused_slice, (void)why,
+      (void)why_len;
+  return STRATA_ERR_UNSUPPORTED;
+}
+
+#else
+
+#include <ucp/api/ucp.h>
+#include <dlfcn.h>
+
+/* libucp is opened when an agent first needs UCX, not linked: libucm, which comes with it,
+ * replaces mmap, munmap and madvise for the whole process, and that should happen only in a
+ * process that uses this backend, never in every program that links libstrata. */
+/* clang-format off */
+#define KV_UCP_FUNCTIONS(X)                                                            \
+  X(ucp_am_send_nbx) X(ucp_cleanup) X(ucp_config_read) X(ucp_config_release)           \
+  X(ucp_ep_close_nbx) X(ucp_ep_create) X(ucp_init_version) X(ucp_request_check_status) \
+  X(ucp_request_free) X(ucp_worker_arm) X(ucp_worker_create) X(ucp_worker_destroy)     \
+  X(ucp_worker_get_address) X(ucp_worker_get_efd) X(ucp_worker_progress)               \
+  X(ucp_worker_release_address) X(ucp_worker_set_am_recv_handler)
+/* clang-format on */
+
+static struct {
+#define KV_UCP_POINTER(name) __typeof__(&name) name;
+  KV_UCP_FUNCTIONS(KV_UCP_POINTER)
+#undef KV_UCP_POINTER
+} api;
+static int api_loaded; /* 1 loaded, -1 not */
+static pthread_once_t api_once = PTHREAD_ONCE_INIT;
+
+static void api_load(void) {
+  void *library = dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
+  int ok = library != NULL;
+#define KV_UCP_SYMBOL(name) \
+  if (ok && !(api.name = (__typeof__(api.name))dlsym(library, #name))) ok = 0;
+  KV_UCP_FUNCTIONS(KV_UCP_SYMBOL)
+#undef KV_UCP_SYMBOL
+  api_loaded = ok ? 1 : -1;
+  if (!ok)
+    STRATA_LOG(STRATA_LOG_INFO, -1, "kv: no UCX backend: %s",
+               library ? "libucp.so.0 lacks a function it needs" : dlerror());
+}
+
+#define KV_UCX_MAX_OPS (KV_MAX_PEERS * STRATA_KV_MAX_STREAMS * KV_BATCH_SLICES)
+enum { KV_UCX_IDLE_WAIT_MS = 100 }; /* the longest the worker sleeps: timeouts are checked */
+
+typedef struct kv_ucx_op {
+  kv_ucx_link *link;
+  struct kv_ucx_op *next; /* the submit list */
+  uint64_t cookie;
+  int type; /* KV_READ or KV_WRITE */
+  uint8_t *local;
+  uint64_t bytes;
+  kv_ucx_request wire; /* as sent: alive until the send completes */
+  int send_done, reply_done, completed;
+  int status;  /* the link's failure, or OK */
+  int verdict; /* the target's answer */
+  char why[KV_UCX_REASON_BYTES + 1];
+  size_t *pending; /* the batch's count of ops not completed */
+} kv_ucx_op;
+
+typedef struct kv_ucx_job { /* a reply the target owes */
+  struct kv_ucx_job *next, *prev;
+  kv_ucx_link *link;
+  kv_ucx_reply wire;
+  const void *data;
+  size_t data_bytes;
+  uint32_t region; /* pinned for data, when pinned */
+  int pinned;
+  double sent_s;
+  char why[KV_UCX_REASON_BYTES + 1];
+} kv_ucx_job;
+
+struct kv_ucx_link {
+  kv_ucx *u;
+  kv_ucx_link *next; /* u->links */
+  int target_side;
+  ucp_ep_h ep;
+  uint8_t *address; /* the remote worker's, until the endpoint is made */
+  size_t address_bytes;
+  uint8_t token[KV_UCX_TOKEN_BYTES];       /* requests carry it */
+  uint8_t reply_token[KV_UCX_TOKEN_BYTES]; /* replies carry it */
+  char from[STRATA_KV_NAME_BYTES];         /* target side: the peer, for refusals */
+  int opened;                              /* 0 opening, 1 open, < 0 could not open */
+  int failure;                             /* nonzero: closing; every slice fails with it */
+  int closed;                              /* the endpoint is closed (or never was) */
+  void *close_request;
+  int released;
+  size_t ops, jobs; /* slices and replies referring to it */
+};
+
+struct kv_ucx {
+  strata_kv_agent *agent;
+  ucp_context_h context;
+  ucp_worker_h worker;
+  ucp_address_t *address;
+  size_t address_bytes;
+  int efd;          /* the worker's event fd, -1 when UCX gives none (then it polls) */
+  int no_peer_mode; /* the transports cannot do UCP_ERR_HANDLING_MODE_PEER */
+  int wake_fd;      /* an eventfd: work was queued */
+  pthread_t thread;
+  int thread_started;
+  atomic_int stop;
+
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  kv_ucx_link *links;
+  int links_changed;
+  kv_ucx_op *submit_head, *submit_tail;
+  kv_ucx_job *job_head, *job_tail; /* replies to send */
+  kv_ucx_job *inflight;            /* replies sent, not completed */
+  kv_ucx_op **ops;                 /* by slot: the ops in flight */
+  uint32_t *generations;
+  uint32_t *free_slots;
+  size_t nfree;
+};
+
+int kv_ucx_built(void) {
+  pthread_once(&api_once, api_load);
+  return api_loaded == 1;
+}
+
+static void wake(kv_ucx *u) {
+  uint64_t one = 1;
+  ssize_t n = write(u->wake_fd, &one, sizeof one);
+  (void)n;
+}
+
+/* UCX's failures of an endpoint (reset, unreachable, its keepalive's "endpoint timeout") all
+ * mean the peer is gone; a peer that is there but silent is the batch's deadline's to name. */
+static int from_ucs(ucs_status_t s) {
+  switch (s) {
+    case UCS_OK:
+      return STRATA_OK;
+    case UCS_ERR_NO_MEMORY:
+      return STRATA_ERR_NO_MEMORY;
+    default:
+      return STRATA_ERR_PEER_LOST;
+  }
+}
+
+/* ---- ops (initiator) ---- */
+
+/* Lock held. */
+static void op_complete(kv_ucx *u, kv_ucx_op *op) {
+  if (op->completed || !op->send_done || !op->reply_done) return;
+  op->completed = 1;
+  uint32_t slot = (uint32_t)op->cookie;
+  u->ops[slot] = NULL;
+  u->generations[slot]++;
+  u->free_slots[u->nfree++] = slot;
+  op->link->ops--;
+  (*op->pending)--;
+  pthread_cond_broadcast(&u->cond);
+}
+
+/* Lock held: the op ends with status unless the target's answer is already in. */
+static void op_fail(kv_ucx *u, kv_ucx_op *op, int status) {
+  if (!op->reply_done) {
+    op->status = status;
+    op->reply_done = 1;
+  }
+  op_complete(u, op);
+}
+
+static void op_sent(void *request, ucs_status_t status, void *user_data) {
+  kv_ucx_op *op = user_data;
+  kv_ucx *u = op->link->u;
+  pthread_mutex_lock(&u->lock);
+  op->send_done = 1;
+  if (status != UCS_OK)
+    op_fail(u, op, op->link->failure ? op->link->failure : from_ucs(status));
+  else
+    op_complete(u, op);
+  pthread_mutex_unlock(&u->lock);
+  api.ucp_request_free(request);
+}
+
+/* The target's answer to one of our slices. */
+static ucs_status_t on_reply(void *arg, const void *header, size_t header_bytes, void *data,
+                             size_t bytes, const ucp_am_recv_param_t *param) {
+  kv_ucx *u = arg;
+  kv_ucx_reply h;
+  int rendezvous = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+  if (kv_ucx_reply_decode(header, header_bytes, bytes, rendezvous, &h) != 0) {
+    STRATA_LOG(STRATA_LOG_WARN, -1, "kv agent %s: dropped a malformed UCX reply", u->agent->name);
+    return UCS_OK;
+  }
+  uint32_t slot = (uint32_t)h.cookie, generation = (uint32_t)(h.cookie >> 32);
+  pthread_mutex_lock(&u->lock);
+  kv_ucx_op *op = slot < KV_UCX_MAX_OPS ? u->ops[slot] : NULL;
+  if (!op || u->generations[slot] != generation || op->reply_done ||
+      sodium_memcmp(op->link->reply_token, h.reply_token, KV_UCX_TOKEN_BYTES) != 0) {
+    pthread_mutex_unlock(&u->lock); /* late (the slice already failed) or forged */
+    return UCS_OK;
+  }
+  if (h.status == STRATA_OK && h.bytes != (op->type == KV_READ ? op->bytes : 0)) {
+    op->link->failure = op->link->failure ? op->link->failure : STRATA_ERR_PROTOCOL;
+    u->links_changed = 1;
+    op_fail(u, op, STRATA_ERR_PROTOCOL);
+    pthread_mutex_unlock(&u->lock);
+    return UCS_OK;
+  }
+  pthread_mutex_unlock(&u->lock);
+  /* Only this thread completes ops, so op stays while the lock is down for the copy. */
+  if (h.status == STRATA_OK && h.bytes) memcpy(op->local, data, h.bytes);
+  if (h.status != STRATA_OK) {
+    if (h.bytes) memcpy(op->why, data, h.bytes);
+    op->why[h.bytes] = '\0';
+  }
+  pthread_mutex_lock(&u->lock);
+  op->verdict = h.status;
+  op->reply_done = 1;
+  op_complete(u, op);
+  pthread_mutex_unlock(&u->lock);
+  return UCS_OK;
+}
+
+static void send_op(kv_ucx *u, kv_ucx_op *op) {
+  kv_ucx_link *l = op->link;
+  ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                               UCP_OP_ATTR_FIELD_USER_DATA |
+                                               UCP_OP_ATTR_FIELD_FLAGS,
+                               .flags = UCP_AM_SEND_FLAG_EAGER,
+                               .cb.send = op_sent,
+                               .user_data = op};
+  int write = op->type == KV_WRITE;
+  ucs_status_ptr_t r = api.ucp_am_send_nbx(l->ep, KV_UCX_AM_REQUEST, &op->wire, sizeof op->wire,
+                                           write ? op->local : NULL, write ? op->bytes : 0, &param);
+  if (UCS_PTR_IS_PTR(r)) return; /* op_sent follows */
+  pthread_mutex_lock(&u->lock);
+  op->send_done = 1;
+  if (UCS_PTR_IS_ERR(r))
+    op_fail(u, op, from_ucs(UCS_PTR_STATUS(r)));
+  else
+    op_complete(u, op);
+  pthread_mutex_unlock(&u->lock);
+}
+
+/* ---- jobs (target) ---- */
+
+static void job_finish(kv_ucx *u, kv_ucx_job *job) {
+  if (job->pinned) kv_region_release(u->agent, job->region);
+  pthread_mutex_lock(&u->lock);
+  job->link->jobs--;
+  pthread_mutex_unlock(&u->lock);
+  free(job);
+}
+
+static void job_sent(void *request, ucs_status_t status, void *user_data) {
+  kv_ucx_job *job = user_data;
+  kv_ucx *u = job->link->u;
+  (void)status; /* a reply that did not go: the initiator's slice times out or its link failed */
+  pthread_mutex_lock(&u->lock);
+  if (job->prev)
+    job->prev->next = job->next;
+  else
+    u->inflight = job->next;
+  if (job->next) job->next->prev = job->prev;
+  pthread_mutex_unlock(&u->lock);
+  job_finish(u, job);
+  api.ucp_request_free(request);
+}
+
+static void send_job(kv_ucx *u, kv_ucx_job *job) {
+  kv_ucx_link *l = job->link;
+  pthread_mutex_lock(&u->lock);
+  int failed = l->failure != 0 || !l->ep;
+  pthread_mutex_unlock(&u->lock);
+  if (failed) {
+    job_finish(u, job);
+    return;
+  }
+  ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                               UCP_OP_ATTR_FIELD_USER_DATA |
+                                               UCP_OP_ATTR_FIELD_FLAGS,
+                               .flags = UCP_AM_SEND_FLAG_EAGER,
+                               .cb.send = job_sent,
+                               .user_data = job};
+  job->sent_s = strata_now_s();
+  pthread_mutex_lock(&u->lock); /* in the list before job_sent can look for it */
+  job->prev = NULL;
+  job->next = u->inflight;
+  if (u->inflight) u->inflight->prev = job;
+  u->inflight = job;
+  pthread_mutex_unlock(&u->lock);
+  ucs_status_ptr_t r = api.ucp_am_send_nbx(l->ep, KV_UCX_AM_REPLY, &job->wire, sizeof job->wire,
+                                           job->data, job->data_bytes, &param);
+  if (UCS_PTR_IS_PTR(r)) return;
+  pthread_mutex_lock(&u->lock);
+  if (job->prev)
+    job->prev->next = job->next;
+  else
+    u->inflight = job->next;
+  if (job->next) job->next->prev = job->prev;
+  pthread_mutex_unlock(&u->lock);
+  job_finish(u, job);
+}
+
+/* Lock held. The link whose token this is, if a live one. */
+static kv_ucx_link *link_by_token(kv_ucx *u, const uint8_t token[KV_UCX_TOKEN_BYTES]) {
+  for (kv_ucx_link *l = u->links; l; l = l->next)
+    if (l->target_side && l->opened == 1 && !l->failure &&
+        sodium_memcmp(l->token, token, KV_UCX_TOKEN_BYTES) == 0)
+      return l;
+  return NULL;
+}
+
+/* A peer's request: the same checks and copies as serve_slice (kv_responder.c). */
+static ucs_status_t on_request(void *arg, const void *header, size_t header_bytes, void *data,
+                               size_t bytes, const ucp_am_recv_param_t *param) {
+  kv_ucx *u = arg;
+  strata_kv_agent *a = u->agent;
+  kv_ucx_request h;
+  int rendezvous = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+  int malformed = kv_ucx_request_decode(header, header_bytes, bytes, rendezvous, &h) != 0;
+  pthread_mutex_lock(&u->lock);
+  kv_ucx_link *l = header_bytes == sizeof h ? link_by_token(u, h.token) : NULL;
+  if (l && malformed) { /* a peer of the job that breaks the protocol loses its endpoint */
+    l->failure = STRATA_ERR_PROTOCOL;
+    u->links_changed = 1;
+  }
+  if (l && !malformed) l->jobs++;
+  pthread_mutex_unlock(&u->lock);
+  if (!l) {
+    kv_refusal(a, "a UCX sender", "its request carries no token this agent issued");
+    return UCS_OK;
+  }
+  if (malformed) {
+    STRATA_LOG(STRATA_LOG_WARN, -1, "kv agent %s: closed the UCX endpoint of %s: malformed request",
+               a->name, l->from);
+    return UCS_OK;
+  }
+  kv_ucx_job *job = calloc(1, sizeof *job);
+  if (!job) {
+    pthread_mutex_lock(&u->lock);
+    l->jobs--;
+    l->failure = STRATA_ERR_NO_MEMORY;
+    u->links_changed = 1;
+    pthread_mutex_unlock(&u->lock);
+    return UCS_OK;
+  }
+  job->link = l;
+  memcpy(job->wire.reply_token, l->reply_token, KV_UCX_TOKEN_BYTES);
+  job->wire.cookie = h.cookie;
+  void *ptr = NULL;
+  int status = kv_region_acquire(a, h.region, h.addr, h.bytes, &ptr, job->why, sizeof job->why);
+  if (status != STRATA_OK) {
+    kv_refusal(a, l->from, job->why);
+    job->data = job->why;
+    job->data_bytes = strnlen(job->why, KV_UCX_REASON_BYTES);
+  } else if (h.type == KV_WRITE) {
+    if (h.bytes) memcpy(ptr, data, h.bytes);
+    kv_region_release(a, h.region);
+  } else {
+    job->data = ptr;
+    job->data_bytes = h.bytes;
+    job->region = h.region;
+    job->pinned = 1; /* until the reply's send completes, or the endpoint closes */
+  }
+  job->wire.status = status;
+  job->wire.bytes = job->data_bytes;
+  kv_ucx_reply_encode(&job->wire);
+  pthread_mutex_lock(&u->lock);
+  if (u->job_tail)
+    u->job_tail->next = job;
+  else
+    u->job_head = job;
+  u->job_tail = job;
+  pthread_mutex_unlock(&u->lock);
+  return UCS_OK;
+}
+
+/* ---- links ---- */
+
+static void on_endpoint_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
+  kv_ucx_link *l = arg;
+  kv_ucx *u = l->u;
+  (void)ep;
+  pthread_mutex_lock(&u->lock);
+  if (!l->failure) l->failure = from_ucs(status);
+  u->links_changed = 1;
+  pthread_mutex_unlock(&u->lock);
+}
+
+/* The endpoint reports its peer's failure (UCP_ERR_HANDLING_MODE_PEER) where the transports
+ * can: tcp can, UCX's shared-memory transports (posix, sysv) cannot, and with them alone an
+ * endpoint in that mode has no transport at all. There it is made without: a dead or silent
+ * peer is still found, by its TCP connection closing and by the batch's deadline, and the
+ * endpoint is then force-closed all the same. */
+static void link_open(kv_ucx *u, kv_ucx_link *l) {
+  ucp_ep_params_t params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                                          UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                                          UCP_EP_PARAM_FIELD_ERR_HANDLER,
+                            .address = (const ucp_address_t *)l->address,
+                            .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                            .err_handler = {.cb = on_endpoint_error, .arg = l}};
+  ucp_ep_h ep = NULL;
+  ucs_status_t s = UCS_ERR_UNREACHABLE;
+  if (!u->no_peer_mode) s = api.ucp_ep_create(u->worker, &params, &ep);
+  if (s == UCS_ERR_UNREACHABLE) {
+    params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    s = api.ucp_ep_create(u->worker, &params, &ep);
+    if (s == UCS_OK && !u->no_peer_mode) /* UCX said why, once: the next links go straight here */
+      STRATA_LOG(STRATA_LOG_INFO, -1,
+                 "kv agent %s: UCX's transports here cannot report a peer's failure; a dead "
+                 "peer is found by its TCP connection and the timeout",
+                 u->agent->name);
+    u->no_peer_mode = s == UCS_OK;
+  }
+  pthread_mutex_lock(&u->lock);
+  free(l->address);
+  l->address = NULL;
+  if (s == UCS_OK) {
+    l->ep = ep;
+    l->opened = 1;
+  } else {
+    l->opened = from_ucs(s);
+    l->closed = 1;
+    if (!l->failure) l->failure = l->opened;
+  }
+  pthread_cond_broadcast(&u->cond);
+  pthread_mutex_unlock(&u->lock);
+}
+
+/* Worker thread: every failed link's endpoint is closed (force: its sends complete, cancelled)
+ * and its slices and replies end; released idle links are freed. */
+static void links_tend(kv_ucx *u) {
+  pthread_mutex_lock(&u->lock);
+  u->links_changed = 0;
+  for (kv_ucx_link **link = &u->links; *link;) {
+    kv_ucx_link *l = *link;
+    if (l->opened == 0) {
+      pthread_mutex_unlock(&u->lock);
+      link_open(u, l);
+      pthread_mutex_lock(&u->lock);
+    }
+    if (l->failure && !l->closed) {
+      l->closed = 1;
+      ucp_ep_h ep = l->ep;
+      pthread_mutex_unlock(&u->lock);
+      ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                   .flags = UCP_EP_CLOSE_FLAG_FORCE};
+      ucs_status_ptr_t r = ep ? api.ucp_ep_close_nbx(ep, &param) : NULL;
+      pthread_mutex_lock(&u->lock);
+      if (UCS_PTR_IS_PTR(r)) l->close_request = r;
+      /* slices awaiting a reply that will not come now */
+      for (size_t slot = 0; slot < KV_UCX_MAX_OPS && l->ops; slot++)
+        if (u->ops[slot] && u->ops[slot]->link == l) op_fail(u, u->ops[slot], l->failure);
+    }
+    if (l->close_request && api.ucp_request_check_status(l->close_request) != UCS_INPROGRESS) {
+      api.ucp_request_free(l->close_request);
+      l->close_request = NULL;
+    }
+    if (l->released && l->closed && !l->close_request && !l->ops && !l->jobs) {
+      /* found again from the head: others may have added links while the lock was down */
+      for (link = &u->links; *link != l;) link = &(*link)->next;
+      *link = l->next;
+      free(l->address);
+      sodium_memzero(l, sizeof *l);
+      free(l);
+      pthread_cond_broadcast(&u->cond);
+      continue;
+    }
+    link = &l->next;
+  }
+  pthread_mutex_unlock(&u->lock);
+}
+
+void kv_ucx_link_fail(kv_ucx_link *l, int status) {
+  if (!l) return;
+  kv_ucx *u = l->u;
+  pthread_mutex_lock(&u->lock);
+  if (!l->failure) l->failure = status ? status : STRATA_ERR_PEER_LOST;
+  u->links_changed = 1;
+  pthread_mutex_unlock(&u->lock);
+  wake(u);
+}
+
+void kv_ucx_link_release(kv_ucx_link *l) {
+  if (!l) return;
+  kv_ucx *u = l->u;
+  pthread_mutex_lock(&u->lock);
+  if (!l->failure) l->failure = STRATA_ERR_PEER_LOST;
+  l->released = 1;
+  u->links_changed = 1;
+  pthread_mutex_unlock(&u->lock);
+  wake(u);
+}
+
+void kv_ucx_forge_token_for_test(kv_ucx_link *l) {
+  pthread_mutex_lock(&l->u->lock);
+  l->token[3] ^= 0x40;
+  pthread_mutex_unlock(&l->u->lock);
+}
+
+/* A new link, opened by the worker thread; waits for the endpoint. */
+static int link_add(kv_ucx *u, kv_ucx_link *l, double timeout_s) {
+  pthread_mutex_lock(&u->lock);
+  l->next = u->links;
+  u->links = l;
+  u->links_changed = 1;
+  pthread_mutex_unlock(&u->lock);
+  wake(u);
+  double deadline = strata_now_s() + timeout_s;
+  pthread_mutex_lock(&u->lock);
+  while (l->opened == 0 && strata_now_s() < deadline) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&u->cond, &u->lock, &ts);
+  }
+  int status = l->opened == 1 ? STRATA_OK : l->opened < 0 ? l->opened : STRATA_ERR_TIMEOUT;
+  pthread_mutex_unlock(&u->lock);
+  return status;
+}
+
+static kv_ucx_link *link_new(kv_ucx *u, const void *address, size_t bytes, int target_side) {
+  kv_ucx_link *l = calloc(1, sizeof *l);
+  if (!l) return NULL;
+  l->address = malloc(bytes);
+  if (!l->address) {
+    free(l);
+    return NULL;
+  }
+  memcpy(l->address, address, bytes);
+  l->address_bytes = bytes;
+  l->u = u;
+  l->target_side = target_side;
+  return l;
+}
+
+int kv_ucx_link_open(strata_kv_agent *a, kv_peer *p, const kv_ucx_hello *hello, char *err,
+                     size_t err_len) {
+  kv_ucx *u = a->ucx;
+  kv_ucx_link *l = link_new(u, p->ucx_address, p->ucx_address_bytes, 0);
+  if (!l) return STRATA_ERR_NO_MEMORY;
+  memcpy(l->token, hello->token, KV_UCX_TOKEN_BYTES);
+  memcpy(l->reply_token, hello->reply_token, KV_UCX_TOKEN_BYTES);
+  snprintf(l->from, sizeof l->from, "%s", p->name);
+  int status = link_add(u, l, a->timeout_s);
+  if (status != STRATA_OK) {
+    snprintf(err, err_len, "no UCX endpoint to peer %s: %s", p->name, strata_strerror(status));
+    kv_ucx_link_release(l);
+    return status == STRATA_ERR_TIMEOUT ? status : STRATA_ERR_PEER_LOST;
+  }
+  p->ucx_link = l;
+  return STRATA_OK;
+}
+
+int kv_ucx_grant(strata_kv_agent *a, const char *from, const void *address, size_t address_bytes,
+                 const uint8_t reply_token[KV_UCX_TOKEN_BYTES], uint8_t token[KV_UCX_TOKEN_BYTES],
+                 kv_ucx_link **out) {
+  kv_ucx *u = a->ucx;
+  *out = NULL;
+  kv_ucx_link *l = link_new(u, address, address_bytes, 1);
+  if (!l) return STRATA_ERR_NO_MEMORY;
+  randombytes_buf(l->token, KV_UCX_TOKEN_BYTES);
+  memcpy(token, l->token, KV_UCX_TOKEN_BYTES);
+  memcpy(l->reply_token, reply_token, KV_UCX_TOKEN_BYTES);
+  snprintf(l->from, sizeof l->from, "%s", from);
+  int status = link_add(u, l, a->timeout_s);
+  if (status != STRATA_OK) {
+    STRATA_LOG(STRATA_LOG_WARN, -1, "kv agent %s: no UCX endpoint back to %s: %s", a->name, from,
+               strata_strerror(status));
+    kv_ucx_link_release(l);
+    return status;
+  }
+  *out = l;
+  return STRATA_OK;
+}
+
+/* ---- the worker thread ---- */
+
+/* Hand the queued slices and replies to UCP. Returns whether there was any. */
+static int drain_queues(kv_ucx *u) {
+  pthread_mutex_lock(&u->lock);
+  kv_ucx_op *ops = u->submit_head;
+  kv_ucx_job *jobs = u->job_head;
+  u->submit_head = u->submit_tail = NULL;
+  u->job_head = u->job_tail = NULL;
+  pthread_mutex_unlock(&u->lock);
+  int any = ops || jobs;
+  while (ops) {
+    kv_ucx_op *op = ops;
+    ops = op->next;
+    pthread_mutex_lock(&u->lock);
+    int failure = op->link->failure ? op->link->failure : op->link->ep ? 0 : STRATA_ERR_PEER_LOST;
+    if (failure) {
+      op->send_done = 1;
+      op_fail(u, op, failure);
+    }
+    pthread_mutex_unlock(&u->lock);
+    if (!failure) send_op(u, op);
+  }
+  while (jobs) {
+    kv_ucx_job *job = jobs;
+    jobs = job->next;
+    send_job(u, job);
+  }
+  return any;
+}
+
+/* A reply in flight longer than the timeout means an initiator that stopped reading: its
+ * endpoint closes, which cancels the reply and unpins the region. */
+static void expire_replies(kv_ucx *u) {
+  double now = strata_now_s();
+  int expired = 0;
+  pthread_mutex_lock(&u->lock);
+  for (kv_ucx_job *job = u->inflight; job; job = job->next)
+    if (now - job->sent_s > u->agent->timeout_s && !job->link->failure) {
+      job->link->failure = STRATA_ERR_TIMEOUT;
+      expired = 1;
+    }
+  if (expired) u->links_changed = 1;
+  pthread_mutex_unlock(&u->lock);
+  if (expired)
+    STRATA_LOG(STRATA_LOG_WARN, -1,
+               "kv agent %s: a UCX peer did not take a READ reply within %.1f s: endpoint closed",
+               u->agent->name, u->agent->timeout_s);
+}
+
+static void *worker_loop(void *arg) {
+  kv_ucx *u = arg;
+  double next_expiry_check = 0;
+  for (;;) {
+    int busy = 0;
+    while (api.ucp_worker_progress(u->worker)) busy = 1;
+    busy |= drain_queues(u);
+    pthread_mutex_lock(&u->lock);
+    int changed = u->links_changed, stopping = atomic_load(&u->stop);
+    int waiting_close = 0;
+    for (kv_ucx_link *l = u->links; l; l = l->next) waiting_close |= l->close_request != NULL;
+    pthread_mutex_unlock(&u->lock);
+    if (changed || waiting_close) links_tend(u);
+    if (strata_now_s() >= next_expiry_check) {
+      expire_replies(u);
+      next_expiry_check = strata_now_s() + 0.05;
+    }
+    if (stopping) {
+      pthread_mutex_lock(&u->lock);
+      int empty = !u->links && !u->inflight && !u->job_head && !u->submit_head;
+      pthread_mutex_unlock(&u->lock);
+      if (empty) break;
+    }
+    if (busy || changed || waiting_close) continue;
+    /* Idle: sleep until the network or a queue has something, or a timeout is due. */
+    struct pollfd pfd[2] = {{.fd = u->wake_fd, .events = POLLIN}, {.fd = u->efd, .events = POLLIN}};
+    int nfds = 1;
+    if (u->efd >= 0) {
+      ucs_status_t armed = api.ucp_worker_arm(u->worker);
+      if (armed == UCS_ERR_BUSY) continue;
+      nfds = armed == UCS_OK ? 2 : 1;
+    }
+    int wait_ms = nfds == 2 ? KV_UCX_IDLE_WAIT_MS : 1; /* no event fd: poll the worker */
+    if (poll(pfd, (nfds_t)nfds, wait_ms) > 0 && (pfd[0].revents & POLLIN)) {
+      uint64_t count;
+      ssize_t n = read(u->wake_fd, &count, sizeof count);
+      (void)n;
+    }
+  }
+  return NULL;
+}
+
+void kv_ucx_address(strata_kv_agent *a, const void **address, size_t *bytes) {
+  *address = a->ucx ? a->ucx->address : NULL;
+  *bytes = a->ucx ? a->ucx->address_bytes : 0;
+}
+
+static int worker_create(kv_ucx *u, int wakeup) {
+  ucp_config_t *config;
+  if (api.ucp_config_read(NULL, NULL, &config) != UCS_OK) return STRATA_ERR_SYSTEM;
+  ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
+                         .features = UCP_FEATURE_AM | (wakeup ? UCP_FEATURE_WAKEUP : 0),
+                         .name = "strata-kv"};
+  ucs_status_t s = api.ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &u->context);
+  api.ucp_config_release(config);
+  if (s != UCS_OK) return STRATA_ERR_UNSUPPORTED;
+  ucp_worker_params_t worker_params = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                                       .thread_mode = UCS_THREAD_MODE_SINGLE};
+  s = api.ucp_worker_create(u->context, &worker_params, &u->worker);
+  if (s != UCS_OK) {
+    api.ucp_cleanup(u->context);
+    u->context = NULL;
+    return STRATA_ERR_UNSUPPORTED;
+  }
+  u->efd = -1;
+  if (wakeup && api.ucp_worker_get_efd(u->worker, &u->efd) != UCS_OK) u->efd = -1;
+  STRATA_LOG(STRATA_LOG_DEBUG, -1, "kv agent %s: UCP worker up, %s", u->agent->name,
+             u->efd >= 0 ? "sleeping on its event fd when idle" : "polling it when idle");
+  return STRATA_OK;
+}
+
+int kv_ucx_start(strata_kv_agent *a) {
+  if (!kv_ucx_built()) return STRATA_ERR_UNSUPPORTED;
+  kv_ucx *u = calloc(1, sizeof *u);
+  if (!u) return STRATA_ERR_NO_MEMORY;
+  a->ucx = u; /* kv_ucx_stop undoes whatever part of this succeeds */
+  u->agent = a;
+  u->efd = u->wake_fd = -1;
+  pthread_mutex_init(&u->lock, NULL);
+  pthread_cond_init(&u->cond, NULL);
+  u->ops = calloc(KV_UCX_MAX_OPS, sizeof *u->ops);
+  u->generations = calloc(KV_UCX_MAX_OPS, sizeof *u->generations);
+  u->free_slots = calloc(KV_UCX_MAX_OPS, sizeof *u->free_slots);
+  int status = u->ops && u->generations && u->free_slots ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  for (size_t i = 0; status == STRATA_OK && i < KV_UCX_MAX_OPS; i++)
+    u->free_slots[u->nfree++] = (uint32_t)(KV_UCX_MAX_OPS - 1 - i);
+  /* With wakeup when the transports allow it (the worker then sleeps on its event fd), else
+   * without (it polls every millisecond when idle). */
+  if (status == STRATA_OK && worker_create(u, 1) != STRATA_OK) status = worker_create(u, 0);
+  if (status == STRATA_OK) {
+    ucp_am_handler_param_t handler = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                      UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+        .id = KV_UCX_AM_REQUEST,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+        .cb = on_request,
+        .arg = u};
+    if (api.ucp_worker_set_am_recv_handler(u->worker, &handler) != UCS_OK)
+      status = STRATA_ERR_SYSTEM;
+    handler.id = KV_UCX_AM_REPLY;
+    handler.cb = on_reply;
+    if (status == STRATA_OK && api.ucp_worker_set_am_recv_handler(u->worker, &handler) != UCS_OK)
+      status = STRATA_ERR_SYSTEM;
+  }
+  if (status == STRATA_OK &&
+      api.ucp_worker_get_address(u->worker, &u->address, &u->address_bytes) != UCS_OK)
+    status = STRATA_ERR_SYSTEM;
+  if (status == STRATA_OK && u->address_bytes > KV_UCX_MAX_ADDRESS_BYTES)
+    status = STRATA_ERR_UNSUPPORTED;
+  if (status == STRATA_OK) {
+    u->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (u->wake_fd < 0) status = STRATA_ERR_SYSTEM;
+  }
+  if (status == STRATA_OK) {
+    if (pthread_create(&u->thread, NULL, worker_loop, u) != 0) status = STRATA_ERR_SYSTEM;
+    u->thread_started = status == STRATA_OK;
+  }
+  if (status != STRATA_OK) {
+    STRATA_LOG(STRATA_LOG_WARN, -1, "kv agent %s: UCX did not start: %s", a->name,
+               strata_strerror(status));
+    kv_ucx_stop(a);
+  }
+  return status;
+}
+
+void kv_ucx_stop(strata_kv_agent *a) {
+  kv_ucx *u = a->ucx;
+  if (!u) return;
+  /* Every owner has let go by now (peers destroyed, responder connections ended); the loop
+   * closes what remains and ends when nothing is in flight. */
+  pthread_mutex_lock(&u->lock);
+  for (kv_ucx_link *l = u->links; l; l = l->next) {
+    if (!l->failure) l->failure = STRATA_ERR_ABORTED;
+    l->released = 1;
+  }
+  u->links_changed = 1;
+  pthread_mutex_unlock(&u->lock);
+  atomic_store(&u->stop, 1);
+  if (u->thread_started) {
+    wake(u);
+    pthread_join(u->thread, NULL);
+  }
+  if (u->address) api.ucp_worker_release_address(u->worker, u->address);
+  if (u->worker) api.ucp_worker_destroy(u->worker);
+  if (u->context) api.ucp_cleanup(u->context);
+  if (u->wake_fd >= 0) close(u->wake_fd);
+  free(u->ops);
+  free(u->generations);
+  free(u->free_slots);
+  pthread_mutex_destroy(&u->lock);
+  pthread_cond_destroy(&u->cond);
+  free(u);
+  a->ucx = NULL;
+}
+
+/* ---- a stream thread's batch ---- */
+
+/* 1 when the peer closed the TCP connection (a dead peer, seen without waiting for UCX). */
+static int connection_closed(const kv_conn *c) {
+  char byte;
+  ssize_t n = recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, size_t n,
+                 int *refused, size_t *refused_slice, char *why, size_t why_len) {
+  strata_kv_agent *a = p->agent;
+  kv_ucx *u = a->ucx;
+  kv_ucx_link *l = p->ucx_link;
+  kv_ucx_op ops[KV_BATCH_SLICES];
+  size_t pending = n;
+  memset(ops, 0, sizeof ops);
+  pthread_mutex_lock(&u->lock);
+  if (u->nfree < n) { /* cannot happen: the table holds every batch that can exist at once */
+    pthread_mutex_unlock(&u->lock);
+    return STRATA_ERR_NO_MEMORY;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const kv_slice *s = &x->slices[first + i];
+    kv_ucx_op *op = &ops[i];
+    uint32_t slot = u->free_slots[--u->nfree];
+    u->ops[slot] = op;
+    op->link = l;
+    op->cookie = (uint64_t)u->generations[slot] << 32 | slot;
+    op->type = x->op == STRATA_KV_READ ? KV_READ : KV_WRITE;
+    op->local = (uint8_t *)(uintptr_t)s->local;
+    op->bytes = s->bytes;
+    op->pending = &pending;
+    memcpy(op->wire.token, l->token, KV_UCX_TOKEN_BYTES);
+    op->wire.cookie = op->cookie;
+    op->wire.type = (uint16_t)op->type;
+    op->wire.region = s->region;
+    op->wire.addr = s->remote;
+    op->wire.bytes = s->bytes;
+    kv_ucx_request_encode(&op->wire);
+    if (u->submit_tail)
+      u->submit_tail->next = op;
+    else
+      u->submit_head = op;
+    u->submit_tail = op;
+  }
+  l->ops += n;
+  pthread_mutex_unlock(&u->lock);
+  wake(u);
+  /* Wait for every op; the deadline moves whenever one completes (time without progress). */
+  pthread_mutex_lock(&u->lock);
+  double deadline = strata_now_s() + a->timeout_s;
+  size_t last = pending;
+  while (pending) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&u->cond, &u->lock, &ts);
+    double now = strata_now_s();
+    if (pending < last) {
+      last = pending;
+      deadline = now + a->timeout_s;
+    }
+    if (!pending || l->failure) continue; /* a failed link's ops end without us */
+    int failure = atomic_load(&p->stopping) ? STRATA_ERR_PEER_LOST
+                  : now >= deadline         ? STRATA_ERR_TIMEOUT
+                  : connection_closed(c)    ? STRATA_ERR_PEER_LOST
+                                            : 0;
+    if (failure) {
+      l->failure = failure;
+      u->links_changed = 1;
+      pthread_mutex_unlock(&u->lock);
+      wake(u);
+      pthread_mutex_lock(&u->lock);
+    }
+  }
+  pthread_mutex_unlock(&u->lock);
+  int status = STRATA_OK;
+  for (size_t i = 0; i < n; i++) {
+    if (ops[i].status != STRATA_OK && status == STRATA_OK) status = ops[i].status;
+    if (ops[i].status == STRATA_OK && ops[i].verdict != STRATA_OK && *refused == STRATA_OK) {
+      *refused = ops[i].verdict;
+      *refused_slice = first + i;
+      snprintf(why, why_len, "%s", ops[i].why);
+    }
+  }
+  return status;
+}
+
+#endif
