@@ -26,10 +26,9 @@
 #include <unistd.h>
 
 #include "boot/store.h"
+#include "errors.h"
 #include "strata.h"
 #include "strata_kv.h"
-
-static PyObject *error_classes; /* status -> class, installed by kv.py (_set_errors) */
 
 /* Run stmt without the GIL, counted in `busy` so that whoever destroys the object under it (a
  * close() from another thread) first waits for it (wait_idle): every such call is bounded by a
@@ -49,34 +48,6 @@ static void wait_idle(const int *busy) {
     usleep(1000);
     Py_END_ALLOW_THREADS;
   }
-}
-static PyObject *error_base;
-
-static PyObject *raise_status(int status, const char *context) {
-  PyObject *cls = NULL;
-  if (error_classes) {
-    PyObject *key = PyLong_FromLong(status);
-    if (key) {
-      cls = PyDict_GetItemWithError(error_classes, key);
-      Py_DECREF(key);
-    }
-  }
-  if (!cls) cls = error_base ? error_base : PyExc_RuntimeError;
-  PyObject *value = Py_BuildValue("(iss)", status, strata_err_name(status),
-                                  context && *context ? context : strata_strerror(status));
-  if (value) {
-    PyErr_SetObject(cls, value);
-    Py_DECREF(value);
-  }
-  return NULL;
-}
-
-static PyObject *mod_set_errors(PyObject *Py_UNUSED(m), PyObject *args) {
-  PyObject *base, *classes;
-  if (!PyArg_ParseTuple(args, "OO!", &base, &PyDict_Type, &classes)) return NULL;
-  Py_XSETREF(error_base, Py_NewRef(base));
-  Py_XSETREF(error_classes, Py_NewRef(classes));
-  Py_RETURN_NONE;
 }
 
 /* The address of a C-contiguous buffer; writable asks for a writable one. The caller keeps the
@@ -835,7 +806,7 @@ static PyTypeObject StoreServerType = {
 /* ---- the module ---- */
 
 static PyMethodDef module_methods[] = {
-    {"_set_errors", mod_set_errors, METH_VARARGS, "Install strata.Error and its subclasses."},
+    {"_set_errors", module_set_errors, METH_VARARGS, "Install strata.Error and its subclasses."},
     {"address", mod_address, METH_VARARGS,
      "address(buffer, writable=True) -> (addr, bytes) of a C-contiguous buffer"},
     {NULL, NULL, 0, NULL}};

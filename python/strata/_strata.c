@@ -23,30 +23,8 @@
 #include <Python.h>
 #include <string.h>
 
+#include "errors.h"
 #include "strata.h"
-
-/* status -> exception class, installed by __init__.py (_set_errors); strata.Error otherwise. */
-static PyObject *error_classes; /* dict */
-static PyObject *error_base;
-
-static PyObject *raise_status(int status, const char *context) {
-  PyObject *cls = NULL;
-  if (error_classes) {
-    PyObject *key = PyLong_FromLong(status);
-    if (key) {
-      cls = PyDict_GetItemWithError(error_classes, key);
-      Py_DECREF(key);
-    }
-  }
-  if (!cls) cls = error_base ? error_base : PyExc_RuntimeError;
-  PyObject *value = Py_BuildValue("(iss)", status, strata_err_name(status),
-                                  context && *context ? context : strata_strerror(status));
-  if (value) {
-    PyErr_SetObject(cls, value);
-    Py_DECREF(value);
-  }
-  return NULL;
-}
 
 /* ---- buffers ---- */
 
@@ -1401,14 +1379,6 @@ static PyTypeObject WeightsType = {
 
 static PyObject *module_version(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
   return PyUnicode_FromString(strata_version());
-}
-
-static PyObject *module_set_errors(PyObject *Py_UNUSED(m), PyObject *args) {
-  PyObject *base, *classes;
-  if (!PyArg_ParseTuple(args, "OO!", &base, &PyDict_Type, &classes)) return NULL;
-  Py_XSETREF(error_base, Py_NewRef(base));
-  Py_XSETREF(error_classes, Py_NewRef(classes));
-  Py_RETURN_NONE;
 }
 
 static PyObject *module_names(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
