@@ -350,10 +350,8 @@ static void job_finish(kv_ucx *u, kv_ucx_job *job) {
   free(job);
 }
 
-static void job_sent(void *request, ucs_status_t status, void *user_data) {
-  kv_ucx_job *job = user_data;
-  kv_ucx *u = job->link->u;
-  (void)status; /* a reply that did not go: the initiator's slice times out or its link failed */
+/* Takes a reply off the in-flight list and finishes it. */
+static void job_done(kv_ucx *u, kv_ucx_job *job) {
   pthread_mutex_lock(&u->lock);
   if (job->prev)
     job->prev->next = job->next;
@@ -362,6 +360,13 @@ static void job_sent(void *request, ucs_status_t status, void *user_data) {
   if (job->next) job->next->prev = job->prev;
   pthread_mutex_unlock(&u->lock);
   job_finish(u, job);
+}
+
+static void job_sent(void *request, ucs_status_t status, void *user_data) {
+  kv_ucx_job *job = user_data;
+  kv_ucx *u = job->link->u;
+  (void)status; /* a reply that did not go: the initiator's slice times out or its link failed */
+  job_done(u, job);
   api.ucp_request_free(request);
 }
 
@@ -390,14 +395,7 @@ static void send_job(kv_ucx *u, kv_ucx_job *job) {
   ucs_status_ptr_t r = api.ucp_am_send_nbx(l->ep, KV_UCX_AM_REPLY, &job->wire, sizeof job->wire,
                                            job->data, job->data_bytes, &param);
   if (UCS_PTR_IS_PTR(r)) return;
-  pthread_mutex_lock(&u->lock);
-  if (job->prev)
-    job->prev->next = job->next;
-  else
-    u->inflight = job->next;
-  if (job->next) job->next->prev = job->prev;
-  pthread_mutex_unlock(&u->lock);
-  job_finish(u, job);
+  job_done(u, job);
 }
 
 /* Lock held. The link whose token this is, if a live one. */
