@@ -6,7 +6,8 @@
  * spans two busy intervals); readings
  * with no receive waiting make no sample (they say nothing of the path); the max filter forgets a
  * faster past after its window and never drops on one slow sample; the cap splits over the
- * streams as window clamps with a floor; losses that go on under the cap (not those of the
+ * streams as window clamps with a floor; the held sockets' fixed buffers are as large as
+ * net.core.rmem_max allows, not near the clamp; losses that go on under the cap (not those of the
  * overshoot before it) release the pair for good. tests/test_tcp_wan.sh checks the governor on a
  * real emulated link (its info log shows the rate it measured).
  */
@@ -133,6 +134,23 @@ static void test_short_rtt_interval_and_rcvbuf(void) {
         strata_tcp_governor_clamp(8000000, 0));
 }
 
+/* The held socket's fixed buffer: as large as rmem_max allows, never near the clamp (a buffer
+ * near it prunes what arrives behind a loss); none when rmem_max is below twice the clamp. */
+static void test_rcvbuf(void) {
+  int got = strata_tcp_governor_rcvbuf(312000, 4194304);
+  CHECK(got == 4194304, "a 312 KB clamp with rmem_max 4 MiB: the whole 4 MiB (%d)", got);
+  got = strata_tcp_governor_rcvbuf(2000000, 4194304);
+  CHECK(got == 4194304, "a 2 MB clamp: still rmem_max, not twice the clamp (%d)", got);
+  got = strata_tcp_governor_rcvbuf(2200000, 4194304);
+  CHECK(got == 0, "rmem_max below twice the clamp: the buffer is left to the kernel (%d)", got);
+  got = strata_tcp_governor_rcvbuf(312000, 0);
+  CHECK(got == 0, "rmem_max unknown: left to the kernel (%d)", got);
+  got = strata_tcp_governor_rcvbuf(0, 4194304);
+  CHECK(got == 0, "no clamp: left to the kernel (%d)", got);
+  got = strata_tcp_governor_rcvbuf(1 << 20, 1L << 40);
+  CHECK(got == 0x3fffffff, "a huge rmem_max fits an int (%d)", got);
+}
+
 /* Losses under the cap: the overshoot's own in the grace samples are forgiven; losses that go on
  * (4 of 6 capped samples) mean a lossy path, and the governor lets go for good. */
 static void test_release_on_lossy_path(void) {
@@ -167,6 +185,7 @@ int main(void) {
   test_max_filter();
   test_short_rtt_interval_and_rcvbuf();
   test_release_on_lossy_path();
+  test_rcvbuf();
   if (failures) fprintf(stderr, "test_tcp_govern: %d failure(s)\n", failures);
   return failures != 0;
 }

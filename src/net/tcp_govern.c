@@ -34,8 +34,9 @@
  *
  * The hold is each stream's TCP_WINDOW_CLAMP: the window it advertises, whatever its buffer. The
  * kernel's receive autotuning raises the clamp when it grows the buffer, so the buffer is fixed
- * too, at twice the clamp (room for what arrives out of order behind a loss), when
- * net.core.rmem_max allows it; otherwise the clamp alone, set again at every reading. The kernel
+ * too, as large as net.core.rmem_max allows (when that is at least twice the clamp: room for the
+ * window and what arrives out of order behind a loss, at the kernel's per-packet overhead);
+ * otherwise the clamp alone, set again at every reading. The kernel
  * never takes back a window it advertised: a lower cap takes effect as the bytes already allowed
  * arrive.
  *
@@ -132,15 +133,22 @@ static long rmem_max(void) {
   return strata_tcp_sysctl_long("/proc/sys/net/core/rmem_max", 0);
 }
 
+int strata_tcp_governor_rcvbuf(int clamp, long rmem_max) {
+  if (clamp <= 0 || rmem_max <= 0 || (long)clamp * 2 > rmem_max) return 0;
+  return rmem_max > 0x3fffffff ? 0x3fffffff : (int)rmem_max;
+}
+
 /* The kernel's receive autotuning raises a socket's window clamp whenever it grows the buffer, so a
- * clamp alone lets bursts through between readings. A fixed buffer (autotuning off) of twice the
- * clamp keeps it, with room for what arrives out of order behind a loss; only when
- * net.core.rmem_max allows that much (a smaller fixed buffer would cap the window below the
- * clamp: then the clamp alone, re-applied at every reading). */
+ * clamp alone lets bursts through between readings: the buffer is fixed (autotuning off), as large
+ * as net.core.rmem_max allows. The clamp, not the buffer, is the hold: a buffer near the clamp
+ * cannot also hold what arrives out of order behind a loss, nor the kernel's per-packet overhead
+ * (it charges each segment's whole allocation, not its payload): the kernel collapses and then
+ * prunes the queue, dropping segments the sender must send again, and a held stream
+ * stalls at losses the path never made. A roomy buffer costs nothing: it holds only what the
+ * clamp let in and the application has not read yet. */
 static void lock_buffers(strata_tcp_governor *g, const int *fds, int nfds, int clamp) {
-  long max = rmem_max();
-  if (max <= 0 || (long)clamp * 2 > max) return;
-  int value = clamp * 2;
+  int value = strata_tcp_governor_rcvbuf(clamp, rmem_max());
+  if (!value) return;
   for (int i = 0; i < nfds; i++) setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &value, sizeof value);
   g->rcvbuf_locked = 1;
 }
@@ -170,7 +178,6 @@ void strata_tcp_govern(strata_tcp_governor *g, const int *fds, int nfds, int bus
   if (g->released) {
     if (was_released) return;
     int open = GOVERN_OPEN;
-    if (g->rcvbuf_locked) lock_buffers(g, fds, nfds, (int)(rmem_max() / 2));
     for (int i = 0; i < nfds; i++)
       setsockopt(fds[i], IPPROTO_TCP, TCP_WINDOW_CLAMP, &open, sizeof open);
     STRATA_LOG(STRATA_LOG_INFO, rank,

@@ -55,6 +55,11 @@ uint64_t strata_tcp_governor_feed(strata_tcp_governor *g, const strata_tcp_readi
  * in flight (>= 64 KiB). */
 int strata_tcp_governor_clamp(uint64_t cap_bytes, int streams);
 
+/* Pure: the SO_RCVBUF that fixes a held socket's buffer (autotuning off) for a clamp: the most
+ * net.core.rmem_max allows, so the buffer never drops what the clamp let in; 0 (leave the buffer
+ * to the kernel, re-apply the clamp at every reading) when rmem_max is below twice the clamp. */
+int strata_tcp_governor_rcvbuf(int clamp, long rmem_max);
+
 /* I/O: read TCP_INFO of the pair's `nfds` data streams, feed the governor, set every stream's
  * TCP_WINDOW_CLAMP to its share of the cap (an info log line when it moved by more than 1/8; a
  * release lifts the clamps and says so). The transport calls it once the clock passes
