@@ -38,12 +38,12 @@
 # where a link whose queue overflows shows it.
 #
 # Knobs (environment): WAN_LINKS ("clean:rate=1gbit,delay=25ms loss0.01:...,loss=0.01%
-# loss0.1:...,loss=0.1%"), WAN_SIZE (256M), WAN_STRATA_VARIANTS ("STRATA_TCP_GOVERN=1
+# loss0.1:...,loss=0.1%"), WAN_SIZE (256M), WAN_STRATA_VARIANTS ("STRATA_TCP_GOVERN=0
 # STRATA_TCP_STREAMS=8,STRATA_TCP_CC=cubic STRATA_TCP_STREAMS=8,STRATA_TCP_CC=bbr"; commas separate
 # the variables of one variant), WAN_REPEAT (1),
 # WAN_ITERS (3), WAN_PEER_ITERS (2), WAN_WARMUP (3: untimed calls before the timed ones, the same for
 # every program, as nccl-tests warms up; a connection leaves its congestion control's startup in
-# the first, and the opt-in window governor takes hold during it), WAN_PEER_TIMEOUT_S (150), WAN_SKIP_PEERS=1 (strata only),
+# the first, and the window governor takes hold during it), WAN_PEER_TIMEOUT_S (150), WAN_SKIP_PEERS=1 (strata only),
 # WAN_TCP_MEM (host; a size such as 64m raises the sites' maxima for everyone).
 # Output: a table on stdout, raw JSON and logs in bench/results/wan-DATE/ (gitignored).
 set -u
@@ -58,7 +58,7 @@ PY=/usr/bin/python3
 base_link=rate=1gbit,delay=25ms
 links=${WAN_LINKS:-clean:$base_link loss0.01:$base_link,loss=0.01% loss0.1:$base_link,loss=0.1%}
 size=${WAN_SIZE:-256M}
-variants=${WAN_STRATA_VARIANTS:-STRATA_TCP_GOVERN=1 STRATA_TCP_STREAMS=8,STRATA_TCP_CC=cubic STRATA_TCP_STREAMS=8,STRATA_TCP_CC=bbr}
+variants=${WAN_STRATA_VARIANTS:-STRATA_TCP_GOVERN=0 STRATA_TCP_STREAMS=8,STRATA_TCP_CC=cubic STRATA_TCP_STREAMS=8,STRATA_TCP_CC=bbr}
 repeat=${WAN_REPEAT:-1}
 iters=${WAN_ITERS:-3}
 peer_iters=${WAN_PEER_ITERS:-2}

@@ -223,8 +223,9 @@ typedef struct strata_config {
                                  default (none, bf16, f16, int8, fp8); NONE by default */
   int tcp_govern;             /* STRATA_TCP_GOVERN (1/0): on WAN pairs, hold the bytes in flight
                                  to 1.3 x the bandwidth-delay product the receiver measures
-                                 (src/net/tcp_govern.c, docs/wan.md item 7); 0 by default, and off
-                                 whenever STRATA_TCP_BUFFER fixes the buffers */
+                                 (src/net/tcp_govern.c, docs/wan.md item 7); 1 by default (it acts
+                                 on WAN pairs only), 0 turns it off; off whenever
+                                 STRATA_TCP_BUFFER fixes the buffers */
   double op_timeout_s;        /* STRATA_OP_TIMEOUT: seconds an operation may go without progress
                                  while every peer is alive (one is late: a checkpoint, an eval);
                                  0 (default, or "off") = no limit: only a dead or frozen peer

@@ -66,7 +66,7 @@ static void test_defaults(void) {
   CHECK(load(&cfg) == STRATA_OK);
   CHECK(cfg.rank == -1 && cfg.world_size == -1 && cfg.local_rank == -1);
   CHECK(cfg.shm_enabled == 1 && cfg.tcp_streams == 4 && cfg.tcp_buffer_bytes == 0 &&
-        cfg.tcp_govern == 0);
+        cfg.tcp_govern == 1);
   CHECK(cfg.chunk_bytes == 0 && cfg.timeout_s == 30.0 && cfg.algo == STRATA_ALGO_AUTO);
   CHECK(cfg.log_level == STRATA_LOG_WARN && !strcmp(cfg.job_id, "strata"));
   CHECK(cfg.store_external == 0 && cfg.store_addr[0] == '\0' && cfg.secret[0] == '\0');
@@ -172,7 +172,7 @@ static void test_strata_wins(void) {
   setenv("STRATA_SHM", "off", 1);
   setenv("STRATA_TCP_STREAMS", "16", 1);
   setenv("STRATA_TCP_BUFFER", "512K", 1);
-  setenv("STRATA_TCP_GOVERN", "1", 1);
+  setenv("STRATA_TCP_GOVERN", "0", 1);
   setenv("STRATA_CHUNK", "1MiB", 1);
   setenv("STRATA_TIMEOUT", "2.5", 1);
   setenv("STRATA_ALGO", "RHD", 1);
@@ -185,7 +185,7 @@ static void test_strata_wins(void) {
   CHECK(!strcmp(cfg.advertise_host, "192.168.1.9") && !strcmp(cfg.job_id, "exp-17"));
   CHECK(!strcmp(cfg.secret, "s3cret") && cfg.shm_enabled == 0 && cfg.tcp_streams == 16);
   CHECK(cfg.tcp_buffer_bytes == 512u << 10 && cfg.chunk_bytes == 1u << 20);
-  CHECK(cfg.tcp_govern == 1);
+  CHECK(cfg.tcp_govern == 0);
   CHECK(cfg.timeout_s == 2.5 && cfg.algo == STRATA_ALGO_RHD);
   CHECK(cfg.log_level == STRATA_LOG_DEBUG && !strcmp(cfg.site, "eu-west"));
   setenv("STRATA_LOG", "5", 1);

@@ -65,7 +65,7 @@ void strata_config_init(strata_config *cfg) {
    * thin one (docs/wan.md) */
   cfg->tcp_streams = 4;
   cfg->tcp_buffer_bytes = 0; /* auto: from the measured RTT (src/net/tcp_mesh.c) */
-  cfg->tcp_govern = 0;       /* opt-in: pays on a fat long link, can cost on a loaded one */
+  cfg->tcp_govern = 1;       /* acts on WAN pairs only (tcp.c), lets go where it costs */
   cfg->chunk_bytes = 0;      /* the schedule builder's default */
   cfg->timeout_s = 30.0;
   cfg->encrypt = STRATA_ENCRYPT_AUTO;

@@ -34,8 +34,9 @@
  *
  * The hold is each stream's TCP_WINDOW_CLAMP: the window it advertises, whatever its buffer. The
  * kernel's receive autotuning raises the clamp when it grows the buffer, so the buffer is fixed
- * too, at twice the clamp (room for what arrives out of order behind a loss), when
- * net.core.rmem_max allows it; otherwise the clamp alone, set again at every reading. The kernel
+ * too, as large as net.core.rmem_max allows (when that is at least twice the clamp: room for the
+ * window and what arrives out of order behind a loss, at the kernel's per-packet overhead);
+ * otherwise the clamp alone, set again at every reading. The kernel
  * never takes back a window it advertised: a lower cap takes effect as the bytes already allowed
  * arrive.
  *
@@ -43,9 +44,20 @@
  * arrives behind the hole fills the window), so on a path that loses packets at random the cap
  * costs more than it saves: with random loss of a fraction of a percent the samples, and so the
  * cap, spiral down to a tiny fraction of the link's rate. Under the cap the pair's own overshoot is
- * gone, so losses that go on are the path's: when LOSSY of the last LOSSY_OF capped samples (after
- * GRACE for the overshoot before the cap) saw packets out of order, the governor lets go for good
- * (clamps opened, the buffers at net.core.rmem_max) and the pair runs as it would without it.
+ * gone, so losses that go on are the path's.
+ *
+ * A window too small for the round trip. The cap covers the minimum RTT, but a window must cover
+ * the round trip its acks actually take, and an allreduce sends both ways at once: the acks queue
+ * behind the other direction's data. When that direction is not held (its end let go, or the
+ * peer runs without the governor) its queue fills, the round trip grows by up to the queue's
+ * delay (one RTT for a one-BDP queue), and the held direction, with no loss at all, delivers only
+ * cap / RTT: a fraction of the rate the cap was set for. Holding a pair below the rate it reached
+ * costs more than the overshoot it prevents.
+ *
+ * So a capped sample (after GRACE for the overshoot before the cap) is costly when packets arrived
+ * out of order during it or its rate is below STARVED × the rate the cap was set for; when LOSSY
+ * of the last LOSSY_OF are costly, the governor lets go for good (clamps opened, the buffers at
+ * net.core.rmem_max) and the pair runs as it would without it.
  *
  * Must never: block, fail a transfer (a failed reading is skipped), act on a LAN pair (the
  * transport calls it only for WAN pairs).
@@ -69,8 +81,9 @@ static const double GOVERN_TARGET = 1.3; /* the cap, × the measured bandwidth-d
 static const int GOVERN_MIN_CLAMP = 64 << 10;
 static const int GOVERN_GRACE = 5;    /* capped samples whose losses the overshoot before may own */
 static const int GOVERN_LOSSY_OF = 6; /* of the last this many capped samples ... */
-static const int GOVERN_LOSSY = 4;    /* ... this many with a loss: the path is lossy, release */
-static const int GOVERN_OPEN = 1 << 30; /* the clamp of a released pair: none */
+static const int GOVERN_LOSSY = 4;    /* ... this many costly (a loss, or starved): release */
+static const double GOVERN_STARVED = 0.8; /* a sample below this × the rate the cap was set for */
+static const int GOVERN_OPEN = 1 << 30;   /* the clamp of a released pair: none */
 
 uint64_t strata_tcp_governor_feed(strata_tcp_governor *g, const strata_tcp_reading *r) {
   if (r->rtt_min_s > 0 && (g->rtt_min_s <= 0 || r->rtt_min_s < g->rtt_min_s))
@@ -78,10 +91,6 @@ uint64_t strata_tcp_governor_feed(strata_tcp_governor *g, const strata_tcp_readi
   double dt = r->now_s - g->last_s;
   int busy_interval =
       g->primed && g->last_busy && r->busy && dt > 0 && r->received >= g->last_received;
-  if (busy_interval && g->full && !g->released && ++g->capped_samples > GOVERN_GRACE) {
-    g->lossy_bits = (g->lossy_bits << 1 | (r->ooo > g->last_ooo)) & ((1u << GOVERN_LOSSY_OF) - 1);
-    if (__builtin_popcount(g->lossy_bits) >= GOVERN_LOSSY) g->released = 1;
-  }
   if (busy_interval) {
     /* a sample spans this interval and the one before when that was busy too: a repaired hole
      * releases the bytes queued behind it at once, which one interval would count as its own */
@@ -94,6 +103,14 @@ uint64_t strata_tcp_governor_feed(strata_tcp_governor *g, const strata_tcp_readi
     g->rate_next = (g->rate_next + 1) % STRATA_TCP_GOVERN_WINDOW;
     if (g->nrates < STRATA_TCP_GOVERN_WINDOW) g->nrates++;
     g->samples++;
+    if (g->full && !g->released && g->cap_bytes && ++g->capped_samples > GOVERN_GRACE) {
+      /* the cap in force over this sample was set for this rate */
+      double cap_rate = (double)g->cap_bytes / GOVERN_TARGET / g->rtt_min_s;
+      unsigned mask = (1u << GOVERN_LOSSY_OF) - 1;
+      g->lossy_bits = (g->lossy_bits << 1 | (r->ooo > g->last_ooo)) & mask;
+      g->starved_bits = (g->starved_bits << 1 | (rate < GOVERN_STARVED * cap_rate)) & mask;
+      if (__builtin_popcount(g->lossy_bits | g->starved_bits) >= GOVERN_LOSSY) g->released = 1;
+    }
     if (rate >= g->plateau_rate * GOVERN_STEP) {
       g->plateau_rate = rate;
       g->plateau_rounds = 0;
@@ -132,15 +149,22 @@ static long rmem_max(void) {
   return strata_tcp_sysctl_long("/proc/sys/net/core/rmem_max", 0);
 }
 
+int strata_tcp_governor_rcvbuf(int clamp, long rmem_max) {
+  if (clamp <= 0 || rmem_max <= 0 || (long)clamp * 2 > rmem_max) return 0;
+  return rmem_max > 0x3fffffff ? 0x3fffffff : (int)rmem_max;
+}
+
 /* The kernel's receive autotuning raises a socket's window clamp whenever it grows the buffer, so a
- * clamp alone lets bursts through between readings. A fixed buffer (autotuning off) of twice the
- * clamp keeps it, with room for what arrives out of order behind a loss; only when
- * net.core.rmem_max allows that much (a smaller fixed buffer would cap the window below the
- * clamp: then the clamp alone, re-applied at every reading). */
+ * clamp alone lets bursts through between readings: the buffer is fixed (autotuning off), as large
+ * as net.core.rmem_max allows. The clamp, not the buffer, is the hold: a buffer near the clamp
+ * cannot also hold what arrives out of order behind a loss, nor the kernel's per-packet overhead
+ * (it charges each segment's whole allocation, not its payload): the kernel collapses and then
+ * prunes the queue, dropping segments the sender must send again, and a held stream
+ * stalls at losses the path never made. A roomy buffer costs nothing: it holds only what the
+ * clamp let in and the application has not read yet. */
 static void lock_buffers(strata_tcp_governor *g, const int *fds, int nfds, int clamp) {
-  long max = rmem_max();
-  if (max <= 0 || (long)clamp * 2 > max) return;
-  int value = clamp * 2;
+  int value = strata_tcp_governor_rcvbuf(clamp, rmem_max());
+  if (!value) return;
   for (int i = 0; i < nfds; i++) setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &value, sizeof value);
   g->rcvbuf_locked = 1;
 }
@@ -170,13 +194,15 @@ void strata_tcp_govern(strata_tcp_governor *g, const int *fds, int nfds, int bus
   if (g->released) {
     if (was_released) return;
     int open = GOVERN_OPEN;
-    if (g->rcvbuf_locked) lock_buffers(g, fds, nfds, (int)(rmem_max() / 2));
     for (int i = 0; i < nfds; i++)
       setsockopt(fds[i], IPPROTO_TCP, TCP_WINDOW_CLAMP, &open, sizeof open);
     STRATA_LOG(STRATA_LOG_INFO, rank,
-               "tcp govern: peer %d released: packets still arrive out of order under the cap "
-               "(a lossy path, not a full one); the windows are the kernel's again",
-               peer);
+               "tcp govern: peer %d released: of the last %d samples under the cap, %d saw "
+               "packets out of order (a lossy path, not a full one) and %d got below %.0f%% of "
+               "the rate it was set for (a window too small for the round trip the acks take); "
+               "the windows are the kernel's again",
+               peer, GOVERN_LOSSY_OF, __builtin_popcount(g->lossy_bits),
+               __builtin_popcount(g->starved_bits), GOVERN_STARVED * 100);
     return;
   }
   if (!cap) return;

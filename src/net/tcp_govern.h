@@ -39,21 +39,29 @@ typedef struct strata_tcp_governor {
   uint64_t last_ooo;   /* of the last reading */
   int capped_samples;  /* samples taken under the cap */
   unsigned lossy_bits; /* of the last LOSSY_OF capped samples (after the grace), which saw a loss */
-  int released;        /* losses went on under the cap: the path is lossy, not full; hands off */
-  int rcvbuf_locked;   /* the streams' receive buffers were fixed (autotuning off) */
-  uint64_t samples;    /* samples taken (tests, logs) */
+  unsigned starved_bits; /* ... which got well below the rate the cap was set for */
+  int released;          /* the cap went on costing (a lossy path, or a window too small for the
+                            round trip the acks take); hands off */
+  int rcvbuf_locked;     /* the streams' receive buffers were fixed (autotuning off) */
+  uint64_t samples;      /* samples taken (tests, logs) */
 } strata_tcp_governor;
 
 /* Pure: one reading. A sample is the arrival rate between two readings at which a receive was
  * waiting (a gap with nothing posted says nothing of the path). Returns the cap (also
  * g->cap_bytes): 0 until three samples in a row are not 25% above the last step; then TARGET × the
- * largest of the last WINDOW samples × the minimum RTT; 0 again for good once losses go on under
- * the cap (g->released). Sets g->next_s (a reading every RTTS × min RTT, >= 20 ms). */
+ * largest of the last WINDOW samples × the minimum RTT; 0 again for good once the cap goes on
+ * costing: losses under it, or samples well below the rate it was set for (g->released). Sets
+ * g->next_s (a reading every RTTS × min RTT, >= 20 ms). */
 uint64_t strata_tcp_governor_feed(strata_tcp_governor *g, const strata_tcp_reading *r);
 
 /* Pure: the TCP_WINDOW_CLAMP that holds one of `streams` sockets' peer to its share of cap_bytes
  * in flight (>= 64 KiB). */
 int strata_tcp_governor_clamp(uint64_t cap_bytes, int streams);
+
+/* Pure: the SO_RCVBUF that fixes a held socket's buffer (autotuning off) for a clamp: the most
+ * net.core.rmem_max allows, so the buffer never drops what the clamp let in; 0 (leave the buffer
+ * to the kernel, re-apply the clamp at every reading) when rmem_max is below twice the clamp. */
+int strata_tcp_governor_rcvbuf(int clamp, long rmem_max);
 
 /* I/O: read TCP_INFO of the pair's `nfds` data streams, feed the governor, set every stream's
  * TCP_WINDOW_CLAMP to its share of the cap (an info log line when it moved by more than 1/8; a
