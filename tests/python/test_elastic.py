@@ -76,6 +76,10 @@ if (comm2.size, comm2.rank, comm2.epoch) != (3, r, 1):
 # 3. a rank dies; the survivors shrink and retry exactly
 x = np.arange(1 << 16, dtype=np.float32) + 1000 * (r + 1)
 comm2.allreduce(x.copy())
+# the victim leaves only once every rank has finished that allreduce: a rank killed right after
+# its own part returned can still owe a slower rank the bytes of the last step, and that rank
+# would rightly fail it (the agreement's decision comes from the store, not from the victim)
+comm2.agree(True)
 victim = 1
 if r == victim:
     os._exit(0)  # no destroy: sockets torn down by the kernel
