@@ -37,6 +37,9 @@
 #define KV_BATCH_SLICES 16
 /* Over UCX a batch may carry this many slices' worth of bytes (a stream's bytes in flight). */
 #define KV_UCX_BATCH_SLICES_OF_BYTES 4
+/* Over SHM a batch is one frame of at most KV_WIRE_MAX_SHM_SLICES slices (kv_wire.h) and this
+ * many slices' worth of bytes, which the target copies with as few system calls as it can. */
+#define KV_SHM_BATCH_SLICES_OF_BYTES 4
 
 typedef struct kv_conn {
   int fd;
@@ -60,6 +63,9 @@ int kv_conn_discard(kv_conn *c, size_t len);
 /* A header; idle = 1 waits without a deadline for its first byte (a server between requests). */
 int kv_conn_send_header(kv_conn *c, const kv_wire_header *h);
 int kv_conn_recv_header(kv_conn *c, kv_wire_header *h, int idle);
+/* A header and its aux part in one send (the same parts, sealed the same way, as
+ * kv_conn_send_header then kv_conn_send): a frame the peer reads without waking twice. */
+int kv_conn_send_frame(kv_conn *c, const kv_wire_header *h, const void *aux, size_t aux_bytes);
 /* Drive a handshake on c->fd to its end within c->timeout_s. */
 int kv_conn_handshake(kv_conn *c, strata_handshake *hs, char *err, size_t err_len);
 
