@@ -103,9 +103,10 @@ struct strata_kv_xfer {
   int op;
   kv_slice *slices;
   size_t nslices, next, done, inflight;
-  int status;   /* IN_PROGRESS, then the outcome */
-  int finished; /* status final, nothing refers to the peer any more */
-  int failure;  /* the first slice failure (the status once every slice is back) */
+  uint64_t bytes; /* of all its slices */
+  int status;     /* IN_PROGRESS, then the outcome */
+  int finished;   /* status final, nothing refers to the peer any more */
+  int failure;    /* the first slice failure (the status once every slice is back) */
   int queued;
   strata_kv_xfer *queue_next;
   uint8_t notif[STRATA_KV_NOTIF_MAX_BYTES];

@@ -312,7 +312,11 @@ static void *stream_loop(void *arg) {
     size_t batch_slices = KV_BATCH_SLICES;
     if (p->backend == STRATA_KV_BACKEND_UCX) batch_cap *= KV_UCX_BATCH_SLICES_OF_BYTES;
     if (p->backend == STRATA_KV_BACKEND_SHM) {
+      /* but never so many that a transfer no longer spreads over every stream: the target's
+       * threads copy a stream's batch alone */
+      uint64_t share = x->bytes / (uint64_t)p->nstreams;
       batch_cap *= KV_SHM_BATCH_SLICES_OF_BYTES;
+      if (share < batch_cap) batch_cap = share;
       batch_slices = KV_WIRE_MAX_SHM_SLICES;
     }
     while (x->next < x->nslices && n < batch_slices &&
@@ -520,7 +524,8 @@ int strata_kv_xfer_post(strata_kv_agent *a, strata_kv_op op, int peer, const str
   x->notif_bytes = notif_bytes;
   if (notif_bytes) memcpy(x->notif, notif, notif_bytes);
   size_t k = 0;
-  for (size_t i = 0; i < count; i++)
+  for (size_t i = 0; i < count; i++) {
+    x->bytes += local[i].bytes;
     for (uint64_t off = 0; off < local[i].bytes; off += a->slice_bytes) {
       uint64_t left = local[i].bytes - off;
       slices[k++] = (kv_slice){.local = local[i].addr + off,
@@ -528,6 +533,7 @@ int strata_kv_xfer_post(strata_kv_agent *a, strata_kv_op op, int peer, const str
                                .bytes = left < a->slice_bytes ? left : a->slice_bytes,
                                .region = remote[i].region};
     }
+  }
   pthread_mutex_lock(&a->lock);
   int status = STRATA_OK;
   kv_peer *p = peer >= 0 && peer < KV_MAX_PEERS ? a->peers[peer] : NULL;
