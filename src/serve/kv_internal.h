@@ -33,7 +33,8 @@
 #define KV_IDENTITY_BYTES 512
 #define KV_BLOB_UCX_RDMA 1u /* blob flag: the agent runs UCX on a host with an RDMA device */
 /* A stream sends a batch of at most this many consecutive slices before reading their replies
- * (kv_xfer.c); the UCX backend sizes its table of slices in flight by it. */
+ * (kv_xfer.c; over SHM, KV_WIRE_MAX_SHM_SLICES); the UCX backend sizes its table of slices in
+ * flight by it. */
 #define KV_BATCH_SLICES 16
 /* Over UCX a batch may carry this many slices' worth of bytes (a stream's bytes in flight). */
 #define KV_UCX_BATCH_SLICES_OF_BYTES 4

@@ -16,9 +16,11 @@
  * in flight. Over SHM the copy is ours too: process_vm_readv/writev between the pinned region and
  * the initiator's memory, the initiator's process having been identified by reading a canary
  * word it published (only a process that can read the initiator's memory passes, and only the
- * initiator knows the value). A peer that sends a malformed frame loses its connection; its
- * other connections and every other peer go on. A peer that asks for UCX in its HELLO gets a
- * token for its active messages (kv_ucx.c), valid while this connection lasts.
+ * initiator knows the value). An SHM frame asks for a batch of slices: each is checked and
+ * pinned alone, and those accepted are copied together, one iovec per slice in one call. A peer
+ * that sends a malformed frame loses its connection; its other connections and every other peer go
+ * on. A peer that asks for UCX in its HELLO gets a token for its active messages (kv_ucx.c), valid
+ * while this connection lasts.
  */
 #include <arpa/inet.h>
 #include <errno.h>

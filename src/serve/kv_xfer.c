@@ -12,7 +12,8 @@
  * once — no waiter outlives the agent's timeout.
  *
  * Over SHM the slices carry no bytes: the target copies between its region and the addresses
- * named here (which post checked lie in this agent's registered regions). Over UCX a stream
+ * named here (which post checked lie in this agent's registered regions), a stream's batch of
+ * slices asked for in one frame and answered in one. Over UCX a stream
  * thread hands its batch to the agent's UCP worker (kv_ucx.c) instead of its socket, and keeps
  * the socket for the transfer's notification: the same queue, striping, verdicts and deaths.
  */
@@ -290,7 +291,9 @@ static void maybe_finish(kv_peer *p, kv_conn *c, strata_kv_xfer *x) {
  * reading their replies, so small blocks do not cost a round trip each. A batch moves bulk bytes
  * one way only (a WRITE batch's replies are headers and at most a refusal's reason each, a few
  * KiB in all; a READ batch's requests are headers), so the side that is not reading never has
- * more than a few KiB to send: neither blocks on a full socket while the other waits for it. */
+ * more than a few KiB to send: neither blocks on a full socket while the other waits for it.
+ * Over SHM a batch is one frame both ways (shm_batch): one wake-up of each side and one or a few
+ * copy calls at the target however many slices it holds. */
 
 static void *stream_loop(void *arg) {
   stream_arg *sa = arg;
