@@ -59,15 +59,20 @@ static int cma_copy(uint32_t pid, int to_peer, void *local, uint64_t remote, uin
   return STRATA_OK;
 }
 
+/* The kernel pins and copies one iovec's pages (up to 4 MiB of them) in a stretch where a kernel
+ * that does not preempt itself never lets another thread have the CPU; slices go to it in
+ * pieces no larger than this, so a bulk copy holds a core from the lane's threads for the time
+ * of one piece, not of a slice. */
+#define KV_CMA_PIECE_BYTES (256u << 10)
+
 /* The copies of an SHM batch: every slice i with ptr[i] set, between ptr[i] and the peer's
- * s[i].local_addr, in as few system calls as the kernel takes (one iovec per slice on each side,
- * IOV_MAX at most). A call that stops short resumes where it stopped; one that fails fails the
- * slice it stopped in (status[i]) and the copies go on from the next, so a slice's fate never
- * depends on its neighbours. Only the peer's end stops them all (PEER_LOST). */
+ * s[i].local_addr, in as few system calls as the kernel takes (its pieces as iovecs, the same on
+ * each side, UIO_MAXIOV at most a call). A call that stops short resumes where it stopped; one
+ * that fails fails the slice it stopped in (status[i]) and the copies go on from the next, so a
+ * slice's fate never depends on its neighbours. Only the peer's end stops them all (PEER_LOST). */
 static void cma_copy_batch(uint32_t pid, int to_peer, const kv_wire_slice *s, void *const *ptr,
                            size_t n, int *status) {
-  enum { IOVECS = KV_WIRE_MAX_SHM_SLICES };
-  _Static_assert(IOVECS <= 1024, "the kernel takes at most UIO_MAXIOV (1024) iovecs a side");
+  enum { IOVECS = 1024 }; /* the kernel's UIO_MAXIOV */
   struct iovec mine[IOVECS], theirs[IOVECS];
   size_t i = 0;
   uint64_t offset = 0; /* into slice i */
@@ -77,11 +82,14 @@ static void cma_copy_batch(uint32_t pid, int to_peer, const kv_wire_slice *s, vo
     int count = 0;
     uint64_t first_offset = offset;
     for (size_t k = i; k < n && count < IOVECS; k++) {
-      if (!ptr[k] || s[k].bytes == 0) continue;
-      uint64_t skip = k == i ? first_offset : 0;
-      mine[count] = (struct iovec){(uint8_t *)ptr[k] + skip, s[k].bytes - skip};
-      theirs[count++] =
-          (struct iovec){(void *)(uintptr_t)(s[k].local_addr + skip), s[k].bytes - skip};
+      if (!ptr[k]) continue;
+      for (uint64_t at = k == i ? first_offset : 0; at < s[k].bytes && count < IOVECS;) {
+        uint64_t piece =
+            s[k].bytes - at < KV_CMA_PIECE_BYTES ? s[k].bytes - at : KV_CMA_PIECE_BYTES;
+        mine[count] = (struct iovec){(uint8_t *)ptr[k] + at, piece};
+        theirs[count++] = (struct iovec){(void *)(uintptr_t)(s[k].local_addr + at), piece};
+        at += piece;
+      }
     }
     ssize_t moved = to_peer ? process_vm_writev((pid_t)pid, mine, count, theirs, count, 0)
                             : process_vm_readv((pid_t)pid, mine, count, theirs, count, 0);
