@@ -17,7 +17,7 @@
  * the initiator's memory, the initiator's process having been identified by reading a canary
  * word it published (only a process that can read the initiator's memory passes, and only the
  * initiator knows the value). An SHM frame asks for a batch of slices: each is checked and
- * pinned alone, and those accepted are copied together, one iovec per slice in one call. A peer
+ * pinned alone, and those accepted are copied together, in one call as a rule. A peer
  * that sends a malformed frame loses its connection; its other connections and every other peer go
  * on. A peer that asks for UCX in its HELLO gets a token for its active messages (kv_ucx.c), valid
  * while this connection lasts.
@@ -173,7 +173,7 @@ static int serve_shm_batch(kv_server_conn *sc, const kv_wire_header *h) {
     kv_refusal(a, sc->from, why);
     if (refused == n) {
       refused = i;
-      memcpy(err, why, sizeof err);
+      snprintf(err, sizeof err, "%s", why);
     }
   }
   cma_copy_batch(sc->pid, h->type == KV_READ, s, ptr, n, status);
