@@ -244,9 +244,8 @@ static int shm_batch(kv_conn *c, const strata_kv_xfer *x, size_t first, size_t n
   if (reply.status == STRATA_OK) return STRATA_OK;
   *refused = reply.status;
   *refused_slice = first + (size_t)reply.value;
-  status = kv_conn_recv(c, why, reply.aux_bytes);
   why[reply.aux_bytes] = '\0';
-  return status;
+  return reply.aux_bytes ? kv_conn_recv(c, why, reply.aux_bytes) : STRATA_OK;
 }
 
 static int send_notif(kv_conn *c, const void *msg, size_t bytes) {
