@@ -90,6 +90,8 @@ int kv_dial(strata_kv_agent *a, kv_peer *p, int stream, int flags, kv_conn *c, i
   int status = tcp_connect(p->address, a->timeout_s, &fd, err, err_len);
   if (status != STRATA_OK) return status;
   kv_conn_init(c, fd, a->timeout_s, &p->stopping);
+  c->lane_hot = &a->lane_hot_until;
+  if (flags & KV_FLAG_LANE) c->spin_us = KV_LANE_SPIN_US;
   strata_handshake hs;
   strata_handshake_start(&hs, &a->initiator_params, fd, 0, stream, p->address);
   status = kv_conn_handshake(c, &hs, err, err_len);
@@ -657,6 +659,11 @@ int strata_kv_lane_call(strata_kv_agent *a, int peer, uint32_t tag, const void *
     lane_done(a, p);
     return STRATA_ERR_PEER_LOST;
   }
+  /* The caller's own thread makes the round trip (no hand-off), real-time for its duration when
+   * permitted, so neither the bulk threads nor the host's other ordinary threads delay it. */
+  kv_sched_saved saved;
+  kv_thread_realtime(a, &saved);
+  kv_lane_hot(a);
   kv_conn *c = &p->lane;
   c->timeout_s = timeout_s > 0 ? timeout_s : a->timeout_s;
   kv_wire_header h = {.type = KV_LANE, .tag = tag, .aux_bytes = (uint32_t)request_bytes};
@@ -680,6 +687,7 @@ int strata_kv_lane_call(strata_kv_agent *a, int peer, uint32_t tag, const void *
   }
   lane_break(p, status);
   pthread_mutex_unlock(&p->lane_lock);
+  kv_thread_restore(&saved);
   lane_done(a, p);
   return status != STRATA_OK ? status : result;
 }
