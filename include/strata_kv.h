@@ -79,8 +79,9 @@ typedef struct strata_kv_config {
                               serving thread for good, a caller's thread for the duration of its
                               strata_kv_lane_call (an ordinary thread only; its policy is put
                               back) — and quietly at the process's niceness otherwise; so bulk
-                              threads and a loaded host do not delay replies, while a slow
-                              handler delays the host's ordinary threads. -1: never */
+                              threads and a loaded host do not delay replies. The handler runs
+                              real-time too: a slow one delays the host's ordinary threads, and
+                              threads it starts inherit SCHED_FIFO. -1: never */
   int seal;                /* 0: sealed between hosts, clear within one (as STRATA_ENCRYPT=auto);
                               1: always sealed; -1: never */
 } strata_kv_config;
