@@ -419,6 +419,7 @@ void kv_responder_frames_for_test(const uint8_t *data, size_t size) {
     cfg.secret = "fuzz";
     cfg.timeout_s = 2;
     cfg.bulk_nice = -1;
+    cfg.lane_realtime = -1; /* frames are served on the fuzzer's own thread */
     cfg.backend = STRATA_KV_BACKEND_TCP;
     if (strata_kv_agent_create(&cfg, &agent) != STRATA_OK) abort();
     agent->cma_allowed = 0; /* SHM would copy into this very process at the input's addresses */
