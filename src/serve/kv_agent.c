@@ -149,7 +149,14 @@ int strata_kv_agent_create(const strata_kv_config *cfg, strata_kv_agent **out) {
   a->listen_fd = -1;
   a->wake_pipe[0] = a->wake_pipe[1] = -1;
   randombytes_buf((void *)&a->canary, sizeof a->canary);
-  pthread_mutex_init(&a->lock, NULL);
+  /* Priority inheritance: a real-time lane thread that finds the lock held by a bulk thread
+   * (niced, and perhaps preempted while holding it) lends it its priority instead of waiting
+   * for the scheduler to come back to it. */
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setprotocol(&attr, PTHREAD_PRIO_INHERIT);
+  pthread_mutex_init(&a->lock, &attr);
+  pthread_mutexattr_destroy(&attr);
   pthread_cond_init(&a->cond, NULL);
   strata_net_host_identity(a->identity, sizeof a->identity);
   int status = a->secret ? STRATA_OK : STRATA_ERR_NO_MEMORY;

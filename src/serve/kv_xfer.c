@@ -620,8 +620,9 @@ static kv_peer *lane_peer(strata_kv_agent *a, int peer) {
 
 static void lane_done(strata_kv_agent *a, kv_peer *p) {
   pthread_mutex_lock(&a->lock);
-  p->users--;
-  pthread_cond_broadcast(&a->cond);
+  /* only kv_peer_destroy waits for the count (after setting stopping); waking every stream
+   * thread after each call would cost the lane the cores it needs */
+  if (--p->users == 0 && p->stopping) pthread_cond_broadcast(&a->cond);
   pthread_mutex_unlock(&a->lock);
 }
 
