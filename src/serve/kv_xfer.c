@@ -21,6 +21,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -83,6 +84,14 @@ static int tcp_connect(const char *address, double timeout_s, int *out, char *er
   return STRATA_OK;
 }
 
+/* Cores this process may run on. With one, a real-time caller polling for its reply would keep
+ * the handler of a target on the same host (as real-time as it) off the core: no polling. */
+static int usable_cpus(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return CPU_COUNT(&set);
+}
+
 int kv_dial(strata_kv_agent *a, kv_peer *p, int stream, int flags, kv_conn *c, int *shm_granted,
             kv_ucx_hello *ucx, char *err, size_t err_len) {
   if ((flags & KV_FLAG_UCX) && !ucx) return STRATA_ERR_INVALID_ARG;
@@ -91,7 +100,7 @@ int kv_dial(strata_kv_agent *a, kv_peer *p, int stream, int flags, kv_conn *c, i
   if (status != STRATA_OK) return status;
   kv_conn_init(c, fd, a->timeout_s, &p->stopping);
   c->lane_hot = &a->lane_hot_until;
-  if (flags & KV_FLAG_LANE) c->spin_us = KV_LANE_SPIN_US;
+  if ((flags & KV_FLAG_LANE) && usable_cpus() > 1) c->spin_us = KV_LANE_SPIN_US;
   strata_handshake hs;
   strata_handshake_start(&hs, &a->initiator_params, fd, 0, stream, p->address);
   status = kv_conn_handshake(c, &hs, err, err_len);
