@@ -40,6 +40,7 @@
 #include "core/core.h"
 #include "serve/kv_internal.h"
 
+/* The HELLO's canary probe: one small copy. */
 static int cma_copy(uint32_t pid, int to_peer, void *local, uint64_t remote, uint64_t bytes) {
   uint64_t done = 0;
   while (done < bytes) {
@@ -67,11 +68,12 @@ static int cma_copy(uint32_t pid, int to_peer, void *local, uint64_t remote, uin
 
 /* The copies of an SHM batch: every slice i with ptr[i] set, between ptr[i] and the peer's
  * s[i].local_addr, in as few system calls as the kernel takes (its pieces as iovecs, the same on
- * each side, UIO_MAXIOV at most a call). A call that stops short resumes where it stopped; one
- * that fails fails the slice it stopped in (status[i]) and the copies go on from the next, so a
- * slice's fate never depends on its neighbours. Only the peer's end stops them all (PEER_LOST). */
-static void cma_copy_batch(uint32_t pid, int to_peer, const kv_wire_slice *s, void *const *ptr,
-                           size_t n, int *status) {
+ * each side, UIO_MAXIOV at most a call, and no more bytes than kv_conn_call_bytes(c) allows while
+ * the lane is in use). A call that stops short resumes where it stopped; one that fails fails the
+ * slice it stopped in (status[i]) and the copies go on from the next, so a slice's fate never
+ * depends on its neighbours. Only the peer's end stops them all (PEER_LOST). */
+static void cma_copy_batch(const kv_conn *c, uint32_t pid, int to_peer, const kv_wire_slice *s,
+                           void *const *ptr, size_t n, int *status) {
   enum { IOVECS = 1024 }; /* the kernel's UIO_MAXIOV */
   struct iovec mine[IOVECS], theirs[IOVECS];
   size_t i = 0;
@@ -80,15 +82,17 @@ static void cma_copy_batch(uint32_t pid, int to_peer, const kv_wire_slice *s, vo
     while (i < n && (!ptr[i] || offset == s[i].bytes)) i++, offset = 0;
     if (i == n) return;
     int count = 0;
-    uint64_t first_offset = offset;
-    for (size_t k = i; k < n && count < IOVECS; k++) {
+    uint64_t first_offset = offset, room = kv_conn_call_bytes(c);
+    for (size_t k = i; k < n && count < IOVECS && room; k++) {
       if (!ptr[k]) continue;
-      for (uint64_t at = k == i ? first_offset : 0; at < s[k].bytes && count < IOVECS;) {
-        uint64_t piece =
-            s[k].bytes - at < KV_CMA_PIECE_BYTES ? s[k].bytes - at : KV_CMA_PIECE_BYTES;
+      for (uint64_t at = k == i ? first_offset : 0; at < s[k].bytes && count < IOVECS && room;) {
+        uint64_t piece = s[k].bytes - at;
+        if (piece > KV_CMA_PIECE_BYTES) piece = KV_CMA_PIECE_BYTES;
+        if (piece > room) piece = room;
         mine[count] = (struct iovec){(uint8_t *)ptr[k] + at, piece};
         theirs[count++] = (struct iovec){(void *)(uintptr_t)(s[k].local_addr + at), piece};
         at += piece;
+        room -= piece;
       }
     }
     ssize_t moved = to_peer ? process_vm_writev((pid_t)pid, mine, count, theirs, count, 0)
@@ -176,7 +180,7 @@ static int serve_shm_batch(kv_server_conn *sc, const kv_wire_header *h) {
       snprintf(err, sizeof err, "%s", why);
     }
   }
-  cma_copy_batch(sc->pid, h->type == KV_READ, s, ptr, n, status);
+  cma_copy_batch(&sc->conn, sc->pid, h->type == KV_READ, s, ptr, n, status);
   size_t failed = 0;
   while (failed < n && status[failed] == STRATA_OK) failed++;
   for (size_t i = 0; i < n; i++)
@@ -209,6 +213,7 @@ static int serve_lane(kv_server_conn *sc, const kv_wire_header *h, uint8_t *requ
                       uint8_t *reply) {
   strata_kv_agent *a = sc->agent;
   if (h->aux_bytes > STRATA_KV_LANE_MAX_BYTES) return STRATA_ERR_PROTOCOL;
+  kv_lane_hot(a); /* the reply must not wait behind this agent's bulk calls either */
   int status = kv_conn_recv(&sc->conn, request, h->aux_bytes);
   if (status != STRATA_OK) return status;
   pthread_mutex_lock(&a->lock);
@@ -300,7 +305,7 @@ static int serve_authenticated(kv_server_conn *sc) {
   sc->admitted = status == STRATA_OK;
   pthread_mutex_unlock(&a->lock);
   if (status == STRATA_OK && !lane) kv_thread_nice(a->bulk_nice);
-  if (status == STRATA_OK && lane && a->lane_realtime) kv_thread_realtime();
+  if (status == STRATA_OK && lane) kv_thread_realtime(a, NULL);
   while (status == STRATA_OK) {
     kv_wire_header h;
     status = kv_conn_recv_header(&sc->conn, &h, 1);
@@ -401,6 +406,7 @@ static void accept_one(strata_kv_agent *a) {
   if (sc) {
     sc->agent = a;
     kv_conn_init(&sc->conn, fd, a->timeout_s, &a->stopping);
+    sc->conn.lane_hot = &a->lane_hot_until;
     if (pthread_create(&sc->thread, NULL, serve_connection, sc) == 0) {
       sc->next = a->server_conns;
       a->server_conns = sc;
@@ -519,6 +525,7 @@ void kv_responder_frames_for_test(const uint8_t *data, size_t size) {
     cfg.secret = "fuzz";
     cfg.timeout_s = 2;
     cfg.bulk_nice = -1;
+    cfg.lane_realtime = -1; /* frames are served on the fuzzer's own thread */
     cfg.backend = STRATA_KV_BACKEND_TCP;
     if (strata_kv_agent_create(&cfg, &agent) != STRATA_OK) abort();
     agent->cma_allowed = 0; /* SHM would copy into this very process at the input's addresses */
