@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -185,13 +186,18 @@ static void crafted_descriptors(int backend, const char *label) {
 
 /* ---- below the API ---- */
 
-static int raw_dial(strata_kv_agent *self, strata_kv_agent *target, kv_peer *p, kv_conn *c) {
+static int raw_dial_flags(strata_kv_agent *self, strata_kv_agent *target, kv_peer *p, kv_conn *c,
+                          int flags, int *granted) {
   memset(p, 0, sizeof *p);
   p->agent = self;
   snprintf(p->address, sizeof p->address, "%s", target->address);
-  int granted;
   char err[400] = "";
-  return kv_dial(self, p, 0, 0, c, &granted, NULL, err, sizeof err);
+  return kv_dial(self, p, 0, flags, c, granted, NULL, err, sizeof err);
+}
+
+static int raw_dial(strata_kv_agent *self, strata_kv_agent *target, kv_peer *p, kv_conn *c) {
+  int granted;
+  return raw_dial_flags(self, target, p, c, 0, &granted);
 }
 
 /* 1 when the target closed the connection (EOF or reset) within its timeout. */
@@ -296,6 +302,134 @@ static void hostile_client(void) {
   printf("hostile peers: %s\n", failures ? "FAILED" : "ok");
 }
 
+/* An SHM batch as a hostile (or unlucky) initiator may send it, on a connection granted SHM:
+ * slices whose bytes on the initiator's side are unmapped, wholly or from the middle, among good
+ * ones and a refused one. The target copies every good slice, fails the others alone, names the
+ * first failure in its one reply, and keeps the connection in step; malformed batches close
+ * it. */
+static int shm_batch_reply(kv_conn *c, int type, const kv_wire_slice *slices, size_t n,
+                           kv_wire_header *reply, char *why, size_t why_len) {
+  kv_wire_slice wire[8];
+  for (size_t i = 0; i < n; i++) {
+    wire[i] = slices[i];
+    kv_wire_slice_encode(&wire[i]);
+  }
+  kv_wire_header h = {.type = (uint16_t)type,
+                      .flags = KV_FLAG_SHM,
+                      .value = n,
+                      .aux_bytes = (uint32_t)(n * sizeof *wire)};
+  int status = kv_conn_send_frame(c, &h, wire, n * sizeof *wire);
+  if (status == STRATA_OK) status = kv_conn_recv_header(c, reply, 0);
+  why[0] = '\0';
+  if (status == STRATA_OK && reply->aux_bytes < why_len) {
+    status = kv_conn_recv(c, why, reply->aux_bytes);
+    why[reply->aux_bytes] = '\0';
+  }
+  return status;
+}
+
+static void shm_batches(void) {
+  strata_kv_agent *target = make_agent("decode", SECRET, STRATA_KV_BACKEND_SHM);
+  strata_kv_agent *self = make_agent("mallory", SECRET, STRATA_KV_BACKEND_SHM);
+  uint8_t *block = malloc(GUARD + REGION + GUARD);
+  memset(block, 0xab, GUARD + REGION + GUARD);
+  uint8_t *region = block + GUARD;
+  memset(region, 0x77, REGION);
+  uint32_t id;
+  CHECK_STATUS(strata_kv_register(target, region, REGION, &id), STRATA_OK);
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  uint8_t *mine = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(mine != MAP_FAILED);
+  if (mine == MAP_FAILED) return;
+  uint8_t *hole = mine + 2 * page;
+  CHECK(munmap(hole, page) == 0);
+  for (size_t i = 0; i < 2 * page; i++) mine[i] = (uint8_t)(i * 13 + 1);
+  uint64_t base = (uint64_t)(uintptr_t)region, src = (uint64_t)(uintptr_t)mine;
+  const kv_wire_slice slices[] = {
+      {.addr = base, .bytes = 256, .local_addr = src, .region = id},
+      {.addr = base + 1024, .bytes = 256, .local_addr = (uint64_t)(uintptr_t)hole, .region = id},
+      {.addr = base + 2048, .bytes = 256, .local_addr = src + 256, .region = id},
+      {.addr = base + REGION - 16, .bytes = 32, .local_addr = src, .region = id}, /* refused */
+      {.addr = base + 8192, .bytes = 200, .local_addr = src + 2 * page - 100, .region = id},
+      {.addr = base + 12288, .bytes = 256, .local_addr = src + 512, .region = id},
+  };
+  const size_t n = sizeof slices / sizeof slices[0];
+  kv_peer p;
+  kv_conn c;
+  int granted = 0;
+  CHECK_STATUS(raw_dial_flags(self, target, &p, &c, KV_FLAG_SHM, &granted), STRATA_OK);
+  CHECK(granted, "the target grants SHM to a process it can reach");
+  uint64_t before = strata_kv_agent_refusals(target, NULL, 0);
+  kv_wire_header reply;
+  char why[256];
+  CHECK_STATUS(shm_batch_reply(&c, KV_WRITE, slices, n, &reply, why, sizeof why), STRATA_OK);
+  CHECK(reply.type == KV_DONE && reply.status == STRATA_ERR_INVALID_ARG && reply.value == 1,
+        "WRITE batch: the first failure is slice 1 (%d, %s, slice %llu)", reply.type,
+        strata_err_name(reply.status), (unsigned long long)reply.value);
+  CHECK(strstr(why, "cross-memory"), "WRITE batch: reason '%s'", why);
+  CHECK(strata_kv_agent_refusals(target, NULL, 0) == before + 1, "one refusal counted");
+  CHECK(!memcmp(region, mine, 256) && !memcmp(region + 2048, mine + 256, 256) &&
+            !memcmp(region + 12288, mine + 512, 256),
+        "the good slices of the batch land");
+  CHECK(region[1024] == 0x77 && region[1024 + 255] == 0x77, "the unmapped slice writes nothing");
+  CHECK(!memcmp(region + 8192, mine + 2 * page - 100, 100) && region[8192 + 100] == 0x77 &&
+            region[8192 + 199] == 0x77,
+        "a slice cut by a hole writes what was there, nothing past it");
+  CHECK(region[REGION - 16] == 0x77 && guards_intact(block), "the refused slice writes nothing");
+  /* READ the same way: the target writes into this process */
+  memset(mine, 0x11, 2 * page);
+  memset(region, 0x66, REGION);
+  CHECK_STATUS(shm_batch_reply(&c, KV_READ, slices, n, &reply, why, sizeof why), STRATA_OK);
+  CHECK(reply.status == STRATA_ERR_INVALID_ARG && reply.value == 1, "READ batch: %s, slice %llu",
+        strata_err_name(reply.status), (unsigned long long)reply.value);
+  CHECK(mine[0] == 0x66 && mine[255] == 0x66 && mine[256] == 0x66 && mine[512 + 255] == 0x66,
+        "READ batch: the good slices land");
+  CHECK(mine[2 * page - 100] == 0x66 && mine[2 * page - 1] == 0x66,
+        "READ batch: a slice cut by a hole fills what is mapped");
+  CHECK(mine[768] == 0x11, "READ batch: nothing else written");
+  /* still in step: a good batch */
+  CHECK_STATUS(shm_batch_reply(&c, KV_WRITE, slices, 1, &reply, why, sizeof why), STRATA_OK);
+  CHECK(reply.status == STRATA_OK && reply.value == 0 && reply.aux_bytes == 0, "a good batch: %s",
+        strata_err_name(reply.status));
+  kv_conn_close(&c);
+  /* malformed batches lose the connection */
+  kv_wire_slice big = slices[0];
+  big.bytes = KV_WIRE_MAX_SLICE_BYTES + 1ull;
+  kv_wire_slice_encode(&big);
+  const struct {
+    uint64_t value;
+    uint32_t aux_bytes;
+    uint64_t bytes;
+  } bad[] = {{0, 0, 0},
+             {KV_WIRE_MAX_SHM_SLICES + 1, (KV_WIRE_MAX_SHM_SLICES + 1) * sizeof(kv_wire_slice), 0},
+             {2, sizeof(kv_wire_slice), 0},
+             {1, sizeof(kv_wire_slice), 256},
+             {1, sizeof(kv_wire_slice), 0}}; /* the last carries a slice above the largest */
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    if (raw_dial_flags(self, target, &p, &c, KV_FLAG_SHM, &granted) != STRATA_OK || !granted) {
+      CHECK(!"the SHM client authenticates");
+      continue;
+    }
+    kv_wire_header h = {.type = KV_WRITE,
+                        .flags = KV_FLAG_SHM,
+                        .value = bad[i].value,
+                        .bytes = bad[i].bytes,
+                        .aux_bytes = bad[i].aux_bytes};
+    CHECK_STATUS(kv_conn_send_header(&c, &h), STRATA_OK);
+    if (i + 1 == sizeof bad / sizeof bad[0])
+      CHECK_STATUS(kv_conn_send(&c, &big, sizeof big), STRATA_OK);
+    CHECK(closed_by_target(&c), "malformed SHM batch %zu: the target keeps the connection", i);
+    kv_conn_close(&c);
+  }
+  CHECK(guards_intact(block));
+  munmap(mine, 2 * page);
+  munmap(hole + page, page);
+  strata_kv_agent_destroy(self);
+  strata_kv_agent_destroy(target);
+  free(block);
+  printf("shm batches: %s\n", failures ? "FAILED" : "ok");
+}
+
 static void blobs(void) {
   strata_kv_agent *a = make_agent("prefill", SECRET, STRATA_KV_BACKEND_TCP);
   strata_kv_agent *b = make_agent("decode", SECRET, STRATA_KV_BACKEND_TCP);
@@ -387,6 +521,7 @@ int main(int argc, char **argv) {
   crafted_descriptors(STRATA_KV_BACKEND_TCP, "tcp");
   crafted_descriptors(STRATA_KV_BACKEND_SHM, "shm");
   hostile_client();
+  shm_batches();
   blobs();
   return failures != 0;
 }

@@ -1,6 +1,7 @@
 /*
  * test_kv_xfer.c — the KV agent's transfer suite (strata_kv.h), run once per backend: TCP in
- * clear, TCP sealed, and SHM (the target copies by cross-memory attach); `test_kv_xfer ucx` runs
+ * clear, TCP sealed, and SHM (the target copies by cross-memory attach) in clear and with its
+ * frames sealed; `test_kv_xfer ucx` runs
  * it on UCX (its own ctest entries; exit 77, skipped, in a build without UCX). Two agents of this
  * process on loopback: WRITE of many descriptors of mixed sizes (several slices each, striped
  * over the streams) with a notification, READ back, a notification alone, cancel, a transfer of
@@ -359,6 +360,7 @@ int main(int argc, char **argv) {
   if (!only[0] || !strcmp(only, "tcp")) suite(STRATA_KV_BACKEND_TCP, 0, "tcp");
   if (!only[0] || !strcmp(only, "tcp-sealed")) suite(STRATA_KV_BACKEND_TCP, 1, "tcp-sealed");
   if (!only[0] || !strcmp(only, "shm")) suite(STRATA_KV_BACKEND_SHM, 0, "shm");
+  if (!only[0] || !strcmp(only, "shm-sealed")) suite(STRATA_KV_BACKEND_SHM, 1, "shm-sealed");
   if (!only[0]) test_backend_env();
   return failures != 0;
 }

@@ -197,6 +197,27 @@ int kv_conn_send_header(kv_conn *c, const kv_wire_header *h) {
   return kv_conn_send(c, &wire, sizeof wire);
 }
 
+int kv_conn_send_frame(kv_conn *c, const kv_wire_header *h, const void *aux, size_t aux_bytes) {
+  size_t tag = c->sealed ? STRATA_SEAL_TAG_BYTES : 0, header_part = sizeof *h + tag;
+  int status = scratch_reserve(c, header_part + aux_bytes + tag);
+  if (status != STRATA_OK) return status;
+  kv_wire_header wire = *h;
+  wire.magic = KV_WIRE_MAGIC;
+  kv_wire_encode(&wire);
+  uint8_t *out = c->scratch;
+  if (c->sealed) {
+    status = strata_seal_close(&c->tx, out, (const uint8_t *)&wire, sizeof wire, out + sizeof wire);
+    if (status == STRATA_OK)
+      status = strata_seal_close(&c->tx, out + header_part, (const uint8_t *)aux, aux_bytes,
+                                 out + header_part + aux_bytes);
+    if (status != STRATA_OK) return status;
+  } else {
+    memcpy(out, &wire, sizeof wire);
+    memcpy(out + header_part, aux, aux_bytes);
+  }
+  return send_raw(c, out, header_part + aux_bytes + tag);
+}
+
 int kv_conn_recv_header(kv_conn *c, kv_wire_header *h, int idle) {
   int status = recv_part(c, h, sizeof *h, idle);
   if (status != STRATA_OK) return status;

@@ -33,10 +33,14 @@
 #define KV_IDENTITY_BYTES 512
 #define KV_BLOB_UCX_RDMA 1u /* blob flag: the agent runs UCX on a host with an RDMA device */
 /* A stream sends a batch of at most this many consecutive slices before reading their replies
- * (kv_xfer.c); the UCX backend sizes its table of slices in flight by it. */
+ * (kv_xfer.c; over SHM, KV_WIRE_MAX_SHM_SLICES); the UCX backend sizes its table of slices in
+ * flight by it. */
 #define KV_BATCH_SLICES 16
 /* Over UCX a batch may carry this many slices' worth of bytes (a stream's bytes in flight). */
 #define KV_UCX_BATCH_SLICES_OF_BYTES 4
+/* Over SHM a batch is one frame of at most KV_WIRE_MAX_SHM_SLICES slices (kv_wire.h) and this
+ * many slices' worth of bytes, which the target copies with as few system calls as it can. */
+#define KV_SHM_BATCH_SLICES_OF_BYTES 4
 /* While the agent's lane is in use, the most bytes one bulk send, recv or cross-memory copy
  * moves. On a kernel without full preemption (PREEMPT_NONE or VOLUNTARY, the usual server
  * build) the copy inside one such call runs to its end on its core, and over loopback a send
@@ -44,7 +48,8 @@
  * woken on that core waits for all of it, whatever its priority. Cut calls bound that wait but
  * cost bulk CPU time (more, smaller calls), so they are cut only for KV_LANE_HOT_NS after the
  * agent last carried a lane call, as initiator or target; otherwise a call moves what it is given
- * (a slice at most). STRATA_KV_SYSCALL_BYTES overrides the size (4096..64 MiB; tuning). */
+ * (a slice, or an SHM batch of slices at most). STRATA_KV_SYSCALL_BYTES overrides the size
+ * (4096..64 MiB; tuning). */
 #define KV_SYSCALL_BYTES_DEFAULT ((size_t)64 << 10)
 #define KV_LANE_HOT_NS 1000000000LL
 /* A lane caller waits for its reply by polling its socket for up to this long before it sleeps:
@@ -80,6 +85,9 @@ int kv_conn_discard(kv_conn *c, size_t len);
 /* A header; idle = 1 waits without a deadline for its first byte (a server between requests). */
 int kv_conn_send_header(kv_conn *c, const kv_wire_header *h);
 int kv_conn_recv_header(kv_conn *c, kv_wire_header *h, int idle);
+/* A header and its aux part in one send (the same parts, sealed the same way, as
+ * kv_conn_send_header then kv_conn_send): a frame the peer reads without waking twice. */
+int kv_conn_send_frame(kv_conn *c, const kv_wire_header *h, const void *aux, size_t aux_bytes);
 /* Drive a handshake on c->fd to its end within c->timeout_s. */
 int kv_conn_handshake(kv_conn *c, strata_handshake *hs, char *err, size_t err_len);
 
@@ -117,9 +125,10 @@ struct strata_kv_xfer {
   int op;
   kv_slice *slices;
   size_t nslices, next, done, inflight;
-  int status;   /* IN_PROGRESS, then the outcome */
-  int finished; /* status final, nothing refers to the peer any more */
-  int failure;  /* the first slice failure (the status once every slice is back) */
+  uint64_t bytes; /* of all its slices */
+  int status;     /* IN_PROGRESS, then the outcome */
+  int finished;   /* status final, nothing refers to the peer any more */
+  int failure;    /* the first slice failure (the status once every slice is back) */
   int queued;
   strata_kv_xfer *queue_next;
   uint8_t notif[STRATA_KV_NOTIF_MAX_BYTES];

@@ -16,9 +16,11 @@
  * in flight. Over SHM the copy is ours too: process_vm_readv/writev between the pinned region and
  * the initiator's memory, the initiator's process having been identified by reading a canary
  * word it published (only a process that can read the initiator's memory passes, and only the
- * initiator knows the value). A peer that sends a malformed frame loses its connection; its
- * other connections and every other peer go on. A peer that asks for UCX in its HELLO gets a
- * token for its active messages (kv_ucx.c), valid while this connection lasts.
+ * initiator knows the value). An SHM frame asks for a batch of slices: each is checked and
+ * pinned alone, and those accepted are copied together, in one call as a rule. A peer
+ * that sends a malformed frame loses its connection; its other connections and every other peer go
+ * on. A peer that asks for UCX in its HELLO gets a token for its active messages (kv_ucx.c), valid
+ * while this connection lasts.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -38,15 +40,12 @@
 #include "core/core.h"
 #include "serve/kv_internal.h"
 
-/* c (may be NULL) says how many bytes one call may move (kv_conn_call_bytes). */
-static int cma_copy(const kv_conn *c, uint32_t pid, int to_peer, void *local, uint64_t remote,
-                    uint64_t bytes) {
+/* The HELLO's canary probe: one small copy. */
+static int cma_copy(uint32_t pid, int to_peer, void *local, uint64_t remote, uint64_t bytes) {
   uint64_t done = 0;
   while (done < bytes) {
-    uint64_t most = c ? kv_conn_call_bytes(c) : SIZE_MAX;
-    size_t chunk = (size_t)(bytes - done < most ? bytes - done : most);
-    struct iovec mine = {(uint8_t *)local + done, chunk};
-    struct iovec theirs = {(void *)(uintptr_t)(remote + done), chunk};
+    struct iovec mine = {(uint8_t *)local + done, bytes - done};
+    struct iovec theirs = {(void *)(uintptr_t)(remote + done), bytes - done};
     ssize_t n = to_peer ? process_vm_writev((pid_t)pid, &mine, 1, &theirs, 1, 0)
                         : process_vm_readv((pid_t)pid, &mine, 1, &theirs, 1, 0);
     if (n > 0) {
@@ -61,35 +60,142 @@ static int cma_copy(const kv_conn *c, uint32_t pid, int to_peer, void *local, ui
   return STRATA_OK;
 }
 
-/* One READ or WRITE slice. Returns a connection-level failure, or STRATA_OK when the stream is
- * still in step (the slice itself may have been refused: that travels in the reply). */
+/* The kernel pins and copies one iovec's pages (up to 4 MiB of them) in a stretch where a kernel
+ * that does not preempt itself never lets another thread have the CPU; slices go to it in
+ * pieces no larger than this, so a bulk copy holds a core from the lane's threads for the time
+ * of one piece, not of a slice. */
+#define KV_CMA_PIECE_BYTES (256u << 10)
+
+/* The copies of an SHM batch: every slice i with ptr[i] set, between ptr[i] and the peer's
+ * s[i].local_addr, in as few system calls as the kernel takes (its pieces as iovecs, the same on
+ * each side, UIO_MAXIOV at most a call, and no more bytes than kv_conn_call_bytes(c) allows while
+ * the lane is in use). A call that stops short resumes where it stopped; one that fails fails the
+ * slice it stopped in (status[i]) and the copies go on from the next, so a slice's fate never
+ * depends on its neighbours. Only the peer's end stops them all (PEER_LOST). */
+static void cma_copy_batch(const kv_conn *c, uint32_t pid, int to_peer, const kv_wire_slice *s,
+                           void *const *ptr, size_t n, int *status) {
+  enum { IOVECS = 1024 }; /* the kernel's UIO_MAXIOV */
+  struct iovec mine[IOVECS], theirs[IOVECS];
+  size_t i = 0;
+  uint64_t offset = 0; /* into slice i */
+  for (;;) {
+    while (i < n && (!ptr[i] || offset == s[i].bytes)) i++, offset = 0;
+    if (i == n) return;
+    int count = 0;
+    uint64_t first_offset = offset, room = kv_conn_call_bytes(c);
+    for (size_t k = i; k < n && count < IOVECS && room; k++) {
+      if (!ptr[k]) continue;
+      for (uint64_t at = k == i ? first_offset : 0; at < s[k].bytes && count < IOVECS && room;) {
+        uint64_t piece = s[k].bytes - at;
+        if (piece > KV_CMA_PIECE_BYTES) piece = KV_CMA_PIECE_BYTES;
+        if (piece > room) piece = room;
+        mine[count] = (struct iovec){(uint8_t *)ptr[k] + at, piece};
+        theirs[count++] = (struct iovec){(void *)(uintptr_t)(s[k].local_addr + at), piece};
+        at += piece;
+        room -= piece;
+      }
+    }
+    ssize_t moved = to_peer ? process_vm_writev((pid_t)pid, mine, count, theirs, count, 0)
+                            : process_vm_readv((pid_t)pid, mine, count, theirs, count, 0);
+    if (moved > 0) {
+      uint64_t left = (uint64_t)moved;
+      while (left > 0 && i < n) { /* through the slices that were in the call */
+        uint64_t here = s[i].bytes - offset;
+        if (left < here) {
+          offset += left;
+          left = 0;
+        } else {
+          left -= here;
+          offset = s[i].bytes;
+          do i++, offset = 0;
+          while (i < n && (!ptr[i] || s[i].bytes == 0));
+        }
+      }
+      continue;
+    }
+    if (moved < 0 && errno == EINTR) continue;
+    if (moved < 0 && errno == ESRCH) {
+      for (; i < n; i++)
+        if (ptr[i]) status[i] = STRATA_ERR_PEER_LOST;
+      return;
+    }
+    status[i] = moved == 0 || errno == EFAULT ? STRATA_ERR_INVALID_ARG : STRATA_ERR_SYSTEM;
+    offset = s[i].bytes; /* go on with the next slice */
+  }
+}
+
+/* One TCP READ or WRITE slice. Returns a connection-level failure, or STRATA_OK when the stream
+ * is still in step (the slice itself may have been refused: that travels in the reply). */
 static int serve_slice(kv_server_conn *sc, const kv_wire_header *h) {
   strata_kv_agent *a = sc->agent;
-  int shm = (h->flags & KV_FLAG_SHM) != 0;
-  if (h->aux_bytes != 0 || h->bytes > KV_WIRE_MAX_SLICE_BYTES || (shm && !sc->shm))
+  if (h->aux_bytes != 0 || h->bytes > KV_WIRE_MAX_SLICE_BYTES || h->flags)
     return STRATA_ERR_PROTOCOL;
   void *ptr = NULL;
   char err[256] = "";
   int status = kv_region_acquire(a, h->region, h->addr, h->bytes, &ptr, err, sizeof err);
   if (status != STRATA_OK) kv_refusal(a, sc->from, err);
   int wire = STRATA_OK;
-  if (h->type == KV_WRITE && !shm)
+  if (h->type == KV_WRITE)
     wire = status == STRATA_OK ? kv_conn_recv(&sc->conn, ptr, h->bytes)
                                : kv_conn_discard(&sc->conn, h->bytes);
-  if (wire == STRATA_OK && status == STRATA_OK && shm)
-    status = cma_copy(&sc->conn, sc->pid, h->type == KV_READ, ptr, h->local_addr, h->bytes);
-  if (status != STRATA_OK && !err[0])
-    snprintf(err, sizeof err, "cross-memory copy at agent %s failed: %s", a->name,
-             strata_strerror(status));
   /* The reason travels back (aux), so the initiator's error says what the target saw. */
   size_t err_bytes = status == STRATA_OK ? 0 : strlen(err);
   kv_wire_header reply = {.type = KV_DONE, .status = status, .aux_bytes = (uint32_t)err_bytes};
-  int send_payload = wire == STRATA_OK && status == STRATA_OK && h->type == KV_READ && !shm;
+  int send_payload = wire == STRATA_OK && status == STRATA_OK && h->type == KV_READ;
   if (send_payload) reply.bytes = h->bytes;
   if (wire == STRATA_OK) wire = kv_conn_send_header(&sc->conn, &reply);
   if (wire == STRATA_OK && err_bytes) wire = kv_conn_send(&sc->conn, err, err_bytes);
   if (wire == STRATA_OK && send_payload) wire = kv_conn_send(&sc->conn, ptr, h->bytes);
   if (ptr) kv_region_release(a, h->region);
+  return wire;
+}
+
+/* An SHM batch: every slice is checked and pinned as a TCP slice is (a refusal counted for each
+ * one refused), those accepted are copied, and one reply names the first slice that failed. */
+static int serve_shm_batch(kv_server_conn *sc, const kv_wire_header *h) {
+  strata_kv_agent *a = sc->agent;
+  if (!sc->shm || h->flags != KV_FLAG_SHM || h->bytes || h->value == 0 ||
+      h->value > KV_WIRE_MAX_SHM_SLICES || h->aux_bytes != h->value * sizeof(kv_wire_slice))
+    return STRATA_ERR_PROTOCOL;
+  size_t n = (size_t)h->value;
+  kv_wire_slice s[KV_WIRE_MAX_SHM_SLICES];
+  void *ptr[KV_WIRE_MAX_SHM_SLICES];
+  int status[KV_WIRE_MAX_SHM_SLICES];
+  int wire = kv_conn_recv(&sc->conn, s, h->aux_bytes);
+  if (wire != STRATA_OK) return wire;
+  for (size_t i = 0; i < n; i++) {
+    kv_wire_slice_decode(&s[i]);
+    if (s[i].bytes > KV_WIRE_MAX_SLICE_BYTES) return STRATA_ERR_PROTOCOL;
+  }
+  char err[256] = "";
+  size_t refused = n; /* the first slice the region table refused: err says why */
+  for (size_t i = 0; i < n; i++) {
+    char why[256];
+    ptr[i] = NULL;
+    status[i] = kv_region_acquire(a, s[i].region, s[i].addr, s[i].bytes, &ptr[i], why, sizeof why);
+    if (status[i] == STRATA_OK) continue;
+    kv_refusal(a, sc->from, why);
+    if (refused == n) {
+      refused = i;
+      snprintf(err, sizeof err, "%s", why);
+    }
+  }
+  cma_copy_batch(&sc->conn, sc->pid, h->type == KV_READ, s, ptr, n, status);
+  size_t failed = 0;
+  while (failed < n && status[failed] == STRATA_OK) failed++;
+  for (size_t i = 0; i < n; i++)
+    if (ptr[i]) kv_region_release(a, s[i].region);
+  kv_wire_header reply = {.type = KV_DONE};
+  if (failed < n) {
+    if (failed != refused)
+      snprintf(err, sizeof err, "cross-memory copy at agent %s failed: %s", a->name,
+               strata_strerror(status[failed]));
+    reply.status = status[failed];
+    reply.value = failed;
+    reply.aux_bytes = (uint32_t)strlen(err);
+  }
+  wire = kv_conn_send_header(&sc->conn, &reply);
+  if (wire == STRATA_OK && reply.aux_bytes) wire = kv_conn_send(&sc->conn, err, reply.aux_bytes);
   return wire;
 }
 
@@ -178,7 +284,7 @@ static int serve_hello(kv_server_conn *sc, int *lane) {
   if (h.flags & KV_FLAG_SHM) {
     uint64_t seen = 0;
     granted = sc->agent->cma_allowed && h.addr > 0 && h.addr < INT32_MAX
-                  ? cma_copy(NULL, (uint32_t)h.addr, 0, &seen, h.local_addr, sizeof seen)
+                  ? cma_copy((uint32_t)h.addr, 0, &seen, h.local_addr, sizeof seen)
                   : STRATA_ERR_INVALID_ARG;
     if (granted == STRATA_OK && seen != h.value) granted = STRATA_ERR_AUTH;
     if (granted != STRATA_OK) granted = STRATA_ERR_UNSUPPORTED;
@@ -207,7 +313,7 @@ static int serve_authenticated(kv_server_conn *sc) {
     switch (h.type) {
       case KV_READ:
       case KV_WRITE:
-        status = serve_slice(sc, &h);
+        status = h.flags & KV_FLAG_SHM ? serve_shm_batch(sc, &h) : serve_slice(sc, &h);
         break;
       case KV_NOTIF:
         status = serve_notif(sc, &h);

@@ -13,15 +13,19 @@
  *          canary value; aux = agent name;                UCX granted); UCX: aux = token
  *          UCX: bytes = worker address length,
  *          then reply token + worker address
- *   READ   region, addr, bytes[, shm: local]     DONE status[, tcp + OK: payload]
- *   WRITE  region, addr, bytes[, tcp: payload]   DONE status
+ *   READ   region, addr, bytes                   DONE status[, OK: payload]
+ *   WRITE  region, addr, bytes, payload          DONE status
+ *   READ/WRITE flagged SHM: value = n,           DONE status; not OK: value = the first
+ *          aux = n kv_wire_slice, no payload              failed slice, aux = its reason
  *   NOTIF  aux = message                         DONE status
  *   LANE   tag, aux = request                    LANE_REPLY status, aux = reply
  *
  * The target checks a header before it reads anything that follows: the type, aux_bytes against
  * its limit and, for READ and WRITE, bytes against the largest slice (a larger one closes the
  * connection) and then the descriptor against its regions (a refused WRITE's payload is read and
- * discarded so the stream stays in step).
+ * discarded so the stream stays in step). An SHM frame carries no payload but a batch of slices,
+ * each one checked as a lone slice would be; the target copies those it accepted and answers
+ * the batch with one verdict, naming the first slice that failed.
  *
  * The UCX backend (kv_ucx.c) carries slices as UCP active messages instead, each one header
  * below plus its data: KV_UCX_AM_REQUEST (initiator -> target; WRITE: data = the slice's bytes)
@@ -63,14 +67,24 @@ typedef struct kv_wire_header {
   int32_t status;
   uint64_t addr;       /* target address (READ/WRITE); HELLO: the initiator's pid */
   uint64_t bytes;      /* slice length */
-  uint64_t local_addr; /* SHM: the initiator's address; HELLO: the canary's address */
-  uint64_t value;      /* HELLO: the canary's value */
+  uint64_t local_addr; /* HELLO: the canary's address */
+  uint64_t value;      /* HELLO: the canary's value; SHM: slices in the batch, or the failed one */
   uint32_t aux_bytes;
   uint32_t tag; /* LANE */
   uint64_t reserved;
 } kv_wire_header;
 
 _Static_assert(sizeof(kv_wire_header) == 64, "KV frame header is 64 bytes");
+
+/* One slice of an SHM batch: where in the target (region, addr), how long, and where in the
+ * initiator (local_addr). */
+#define KV_WIRE_MAX_SHM_SLICES 256u
+typedef struct kv_wire_slice {
+  uint64_t addr, bytes, local_addr;
+  uint32_t region, reserved;
+} kv_wire_slice;
+
+_Static_assert(sizeof(kv_wire_slice) == 32, "an SHM batch slice is 32 bytes");
 
 static inline void kv_wire_encode(kv_wire_header *h) {
   h->magic = htole32(h->magic);
@@ -98,6 +112,21 @@ static inline void kv_wire_decode(kv_wire_header *h) {
   h->value = le64toh(h->value);
   h->aux_bytes = le32toh(h->aux_bytes);
   h->tag = le32toh(h->tag);
+}
+
+static inline void kv_wire_slice_encode(kv_wire_slice *s) {
+  s->addr = htole64(s->addr);
+  s->bytes = htole64(s->bytes);
+  s->local_addr = htole64(s->local_addr);
+  s->region = htole32(s->region);
+  s->reserved = 0;
+}
+
+static inline void kv_wire_slice_decode(kv_wire_slice *s) {
+  s->addr = le64toh(s->addr);
+  s->bytes = le64toh(s->bytes);
+  s->local_addr = le64toh(s->local_addr);
+  s->region = le32toh(s->region);
 }
 
 /* ---- UCX active messages ---- */

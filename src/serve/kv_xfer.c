@@ -12,7 +12,8 @@
  * once — no waiter outlives the agent's timeout.
  *
  * Over SHM the slices carry no bytes: the target copies between its region and the addresses
- * named here (which post checked lie in this agent's registered regions). Over UCX a stream
+ * named here (which post checked lie in this agent's registered regions), a stream's batch of
+ * slices asked for in one frame and answered in one. Over UCX a stream
  * thread hands its batch to the agent's UCP worker (kv_ucx.c) instead of its socket, and keeps
  * the socket for the transfer's notification: the same queue, striping, verdicts and deaths.
  */
@@ -191,34 +192,30 @@ static void drop_remaining(strata_kv_xfer *x) {
   }
 }
 
-/* One slice on connection c: *verdict gets the target's answer. Returns the connection's state. */
-static int send_request(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t i) {
+/* One TCP slice on connection c. Returns the connection's state. */
+static int send_request(kv_conn *c, const strata_kv_xfer *x, size_t i) {
   const kv_slice *s = &x->slices[i];
-  int shm = p->backend == STRATA_KV_BACKEND_SHM;
   kv_wire_header h = {.type = x->op == STRATA_KV_READ ? KV_READ : KV_WRITE,
-                      .flags = shm ? KV_FLAG_SHM : 0,
                       .region = s->region,
                       .addr = s->remote,
-                      .bytes = s->bytes,
-                      .local_addr = shm ? s->local : 0};
+                      .bytes = s->bytes};
   int status = kv_conn_send_header(c, &h);
-  if (status == STRATA_OK && x->op == STRATA_KV_WRITE && !shm)
+  if (status == STRATA_OK && x->op == STRATA_KV_WRITE)
     status = kv_conn_send(c, (const void *)(uintptr_t)s->local, s->bytes);
   return status;
 }
 
-/* The target's answer to slice i: *verdict, and its reason in why. Returns the connection's
+/* The target's answer to TCP slice i: *verdict, and its reason in why. Returns the connection's
  * state. */
-static int recv_reply(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t i, int *verdict,
-                      char *why, size_t why_len) {
+static int recv_reply(kv_conn *c, const strata_kv_xfer *x, size_t i, int *verdict, char *why,
+                      size_t why_len) {
   const kv_slice *s = &x->slices[i];
-  int shm = p->backend == STRATA_KV_BACKEND_SHM;
   kv_wire_header reply;
   int status = kv_conn_recv_header(c, &reply, 0);
   if (status != STRATA_OK) return status;
   if (reply.type != KV_DONE || reply.status > 0 || reply.aux_bytes >= why_len ||
       (reply.status == STRATA_OK && reply.aux_bytes) ||
-      reply.bytes != (reply.status == STRATA_OK && x->op == STRATA_KV_READ && !shm ? s->bytes : 0))
+      reply.bytes != (reply.status == STRATA_OK && x->op == STRATA_KV_READ ? s->bytes : 0))
     return STRATA_ERR_PROTOCOL;
   *verdict = reply.status;
   if (reply.aux_bytes) {
@@ -228,6 +225,38 @@ static int recv_reply(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t i,
   if (status == STRATA_OK && reply.bytes)
     status = kv_conn_recv(c, (void *)(uintptr_t)s->local, s->bytes);
   return status;
+}
+
+/* Slices [first, first+n) over SHM as one frame (n <= KV_WIRE_MAX_SHM_SLICES): the target
+ * copies them and answers once; a failure comes back as *refused, the slice and its reason.
+ * Returns the connection's state. */
+static int shm_batch(kv_conn *c, const strata_kv_xfer *x, size_t first, size_t n, int *refused,
+                     size_t *refused_slice, char *why, size_t why_len) {
+  kv_wire_slice s[KV_WIRE_MAX_SHM_SLICES];
+  for (size_t k = 0; k < n; k++) {
+    const kv_slice *slice = &x->slices[first + k];
+    s[k] = (kv_wire_slice){.addr = slice->remote,
+                           .bytes = slice->bytes,
+                           .local_addr = slice->local,
+                           .region = slice->region};
+    kv_wire_slice_encode(&s[k]);
+  }
+  kv_wire_header h = {.type = x->op == STRATA_KV_READ ? KV_READ : KV_WRITE,
+                      .flags = KV_FLAG_SHM,
+                      .value = n,
+                      .aux_bytes = (uint32_t)(n * sizeof *s)};
+  int status = kv_conn_send_frame(c, &h, s, n * sizeof *s);
+  kv_wire_header reply;
+  if (status == STRATA_OK) status = kv_conn_recv_header(c, &reply, 0);
+  if (status != STRATA_OK) return status;
+  if (reply.type != KV_DONE || reply.status > 0 || reply.bytes || reply.aux_bytes >= why_len ||
+      (reply.status == STRATA_OK && (reply.aux_bytes || reply.value)) || reply.value >= n)
+    return STRATA_ERR_PROTOCOL;
+  if (reply.status == STRATA_OK) return STRATA_OK;
+  *refused = reply.status;
+  *refused_slice = first + (size_t)reply.value;
+  why[reply.aux_bytes] = '\0';
+  return reply.aux_bytes ? kv_conn_recv(c, why, reply.aux_bytes) : STRATA_OK;
 }
 
 static int send_notif(kv_conn *c, const void *msg, size_t bytes) {
@@ -272,7 +301,9 @@ static void maybe_finish(kv_peer *p, kv_conn *c, strata_kv_xfer *x) {
  * reading their replies, so small blocks do not cost a round trip each. A batch moves bulk bytes
  * one way only (a WRITE batch's replies are headers and at most a refusal's reason each, a few
  * KiB in all; a READ batch's requests are headers), so the side that is not reading never has
- * more than a few KiB to send: neither blocks on a full socket while the other waits for it. */
+ * more than a few KiB to send: neither blocks on a full socket while the other waits for it.
+ * Over SHM a batch is one frame both ways (shm_batch): one wake-up of each side and one or a few
+ * copy calls at the target however many slices it holds. */
 
 static void *stream_loop(void *arg) {
   stream_arg *sa = arg;
@@ -288,11 +319,20 @@ static void *stream_loop(void *arg) {
     if (p->stopping) break;
     strata_kv_xfer *x = p->queue_head;
     size_t first = x->next, n = 0;
-    /* Over UCX no socket can fill up, so a batch may hold more bytes: fewer hand-offs to the
-     * worker thread per transfer. */
+    /* Over UCX and SHM no socket carries the bytes, so a batch may hold more of them: fewer
+     * hand-offs to the worker thread, fewer frames and copy calls per transfer. */
     uint64_t batch_bytes = 0, batch_cap = a->slice_bytes;
+    size_t batch_slices = KV_BATCH_SLICES;
     if (p->backend == STRATA_KV_BACKEND_UCX) batch_cap *= KV_UCX_BATCH_SLICES_OF_BYTES;
-    while (x->next < x->nslices && n < KV_BATCH_SLICES &&
+    if (p->backend == STRATA_KV_BACKEND_SHM) {
+      /* but never so many that a transfer no longer spreads over every stream: the target's
+       * threads copy a stream's batch alone */
+      uint64_t share = x->bytes / (uint64_t)p->nstreams;
+      batch_cap *= KV_SHM_BATCH_SLICES_OF_BYTES;
+      if (share < batch_cap) batch_cap = share;
+      batch_slices = KV_WIRE_MAX_SHM_SLICES;
+    }
+    while (x->next < x->nslices && n < batch_slices &&
            (n == 0 || batch_bytes + x->slices[x->next].bytes <= batch_cap)) {
       batch_bytes += x->slices[x->next].bytes;
       x->next++;
@@ -305,15 +345,17 @@ static void *stream_loop(void *arg) {
     int status = STRATA_OK, refused = STRATA_OK;
     size_t refused_slice = 0, sent = 0;
     char why[256] = "";
-    int ucx = p->backend == STRATA_KV_BACKEND_UCX; /* the socket below then carries nothing */
+    int ucx = p->backend == STRATA_KV_BACKEND_UCX;
+    int shm = p->backend == STRATA_KV_BACKEND_SHM; /* the loops below then do nothing */
     if (!dead && ucx)
       status = kv_ucx_batch(p, c, x, first, n, &refused, &refused_slice, why, sizeof why);
-    for (; !dead && !ucx && status == STRATA_OK && sent < n; sent++)
-      status = send_request(p, c, x, first + sent);
+    if (!dead && shm) status = shm_batch(c, x, first, n, &refused, &refused_slice, why, sizeof why);
+    for (; !dead && !ucx && !shm && status == STRATA_OK && sent < n; sent++)
+      status = send_request(c, x, first + sent);
     for (size_t k = 0; !dead && status == STRATA_OK && k < sent; k++) {
       int verdict = STRATA_OK;
       char reason[256] = "";
-      status = recv_reply(p, c, x, first + k, &verdict, reason, sizeof reason);
+      status = recv_reply(c, x, first + k, &verdict, reason, sizeof reason);
       if (status == STRATA_OK && verdict != STRATA_OK && refused == STRATA_OK) {
         refused = verdict;
         refused_slice = first + k;
@@ -495,7 +537,8 @@ int strata_kv_xfer_post(strata_kv_agent *a, strata_kv_op op, int peer, const str
   x->notif_bytes = notif_bytes;
   if (notif_bytes) memcpy(x->notif, notif, notif_bytes);
   size_t k = 0;
-  for (size_t i = 0; i < count; i++)
+  for (size_t i = 0; i < count; i++) {
+    x->bytes += local[i].bytes;
     for (uint64_t off = 0; off < local[i].bytes; off += a->slice_bytes) {
       uint64_t left = local[i].bytes - off;
       slices[k++] = (kv_slice){.local = local[i].addr + off,
@@ -503,6 +546,7 @@ int strata_kv_xfer_post(strata_kv_agent *a, strata_kv_op op, int peer, const str
                                .bytes = left < a->slice_bytes ? left : a->slice_bytes,
                                .region = remote[i].region};
     }
+  }
   pthread_mutex_lock(&a->lock);
   int status = STRATA_OK;
   kv_peer *p = peer >= 0 && peer < KV_MAX_PEERS ? a->peers[peer] : NULL;
