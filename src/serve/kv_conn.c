@@ -222,7 +222,14 @@ int kv_conn_recv_header(kv_conn *c, kv_wire_header *h, int idle) {
   int status = recv_part(c, h, sizeof *h, idle);
   if (status != STRATA_OK) return status;
   kv_wire_decode(h);
-  return h->magic == KV_WIRE_MAGIC ? STRATA_OK : STRATA_ERR_PROTOCOL;
+  if (h->magic == KV_WIRE_MAGIC) return STRATA_OK;
+  /* "KSV" and another digit: a peer built from another release, not line noise */
+  if ((h->magic & 0x00ffffffu) == (KV_WIRE_MAGIC & 0x00ffffffu))
+    STRATA_LOG(STRATA_LOG_WARN, -1,
+               "kv: the peer speaks KV wire version %c, this agent %c: run one strata release on "
+               "both ends",
+               (char)(h->magic >> 24), (char)(KV_WIRE_MAGIC >> 24));
+  return STRATA_ERR_PROTOCOL;
 }
 
 int kv_conn_handshake(kv_conn *c, strata_handshake *hs, char *err, size_t err_len) {

@@ -42,7 +42,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define KV_WIRE_MAGIC 0x3156534bu /* "KSV1" */
+#define KV_WIRE_MAGIC 0x3256534bu /* "KSV2": SHM frames carry batches of slices */
 #define KV_WIRE_MAX_SLICE_BYTES (64u << 20)
 #define KV_WIRE_MAX_AUX_BYTES 65536u
 
