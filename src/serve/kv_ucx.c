@@ -111,6 +111,10 @@ void kv_ucx_link_release(kv_ucx_link *l) {
 void kv_ucx_forge_token_for_test(kv_ucx_link *l) {
   (void)l;
 }
+size_t kv_ucx_receiving_for_test(strata_kv_agent *a) {
+  (void)a;
+  return 0;
+}
 int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, size_t n,
                  int *refused, size_t *refused_slice, char *why, size_t why_len) {
   (void)p, (void)c, (void)x, (void)first, (void)n, (void)refused, (void)refused_slice, (void)why,
@@ -797,6 +801,16 @@ void kv_ucx_forge_token_for_test(kv_ucx_link *l) {
   pthread_mutex_lock(&l->u->lock);
   l->token[3] ^= 0x40;
   pthread_mutex_unlock(&l->u->lock);
+}
+
+size_t kv_ucx_receiving_for_test(strata_kv_agent *a) {
+  kv_ucx *u = a->ucx;
+  size_t n = 0;
+  if (!u) return 0;
+  pthread_mutex_lock(&u->lock);
+  for (kv_ucx_recv *rv = u->receiving; rv; rv = rv->next) n++;
+  pthread_mutex_unlock(&u->lock);
+  return n;
 }
 
 /* A new link, opened by the worker thread; waits for the endpoint. */
