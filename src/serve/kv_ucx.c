@@ -132,9 +132,10 @@ int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, 
  * process that uses this backend, never in every program that links libstrata. */
 /* clang-format off */
 #define KV_UCP_FUNCTIONS(X)                                                            \
-  X(ucp_am_recv_data_nbx) X(ucp_am_send_nbx) X(ucp_cleanup) X(ucp_config_read) X(ucp_config_release)           \
-  X(ucp_ep_close_nbx) X(ucp_ep_create) X(ucp_init_version) X(ucp_request_check_status) \
-  X(ucp_request_free) X(ucp_worker_arm) X(ucp_worker_create) X(ucp_worker_destroy)     \
+  X(ucp_am_recv_data_nbx) X(ucp_am_send_nbx) X(ucp_cleanup) X(ucp_config_read)         \
+  X(ucp_config_release) X(ucp_ep_close_nbx) X(ucp_ep_create) X(ucp_init_version)       \
+  X(ucp_request_check_status) X(ucp_request_free) X(ucp_worker_arm)                    \
+  X(ucp_worker_create) X(ucp_worker_destroy)                                           \
   X(ucp_worker_get_address) X(ucp_worker_get_efd) X(ucp_worker_progress)               \
   X(ucp_worker_release_address) X(ucp_worker_set_am_recv_handler)
 /* clang-format on */
@@ -702,8 +703,7 @@ static void link_open(kv_ucx *u, kv_ucx_link *l) {
   pthread_mutex_unlock(&u->lock);
 }
 
-/* Worker thread: every failed link's endpoint is closed (force: its sends complete, cancelled)
- * and its slices and replies end; released idle links are freed. */
+/* Lock held, worker thread: the strays are force-closed and, once closed, forgotten. */
 static void strays_tend(kv_ucx *u) {
   for (kv_ucx_stray **next = &u->strays; *next;) {
     kv_ucx_stray *s = *next;
@@ -730,6 +730,8 @@ static void strays_tend(kv_ucx *u) {
   }
 }
 
+/* Worker thread: every failed link's endpoint is closed (force: its sends complete, cancelled)
+ * and its slices and replies end; released idle links are freed. */
 static void links_tend(kv_ucx *u) {
   pthread_mutex_lock(&u->lock);
   u->links_changed = 0;
@@ -945,7 +947,7 @@ static void expire(kv_ucx *u) {
   if (replies || receives)
     STRATA_LOG(STRATA_LOG_WARN, -1,
                "kv agent %s: a UCX peer did not %s within %.1f s: endpoint closed", u->agent->name,
-               replies ? "take a READ reply" : "send a WRITE's bytes", u->agent->timeout_s);
+               replies ? "take a READ reply" : "deliver a rendezvous' bytes", u->agent->timeout_s);
 }
 
 static void *worker_loop(void *arg) {
