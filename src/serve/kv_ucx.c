@@ -208,7 +208,7 @@ typedef struct kv_ucx_recv {
   kv_ucx_job *job; /* target: the WRITE's reply, sent once the bytes are in */
   uint32_t region; /* target: pinned until then */
   kv_ucx_op *op;   /* initiator: the READ slice whose buffer it fills */
-  int expired;
+  int expired;     /* its endpoint has been failed: once is enough */
 } kv_ucx_recv;
 
 /* An endpoint no link owns, force-closed to end the receives on it. */
@@ -411,21 +411,22 @@ static ucs_status_t recv_start(kv_ucx *u, kv_ucx_recv *rv, void *descriptor, voi
 }
 
 /* Lock held. Ends every receive coming over ep: the link owning it fails (its endpoint is then
- * force-closed), or, when no open link owns it, it is force-closed on its own. */
-static void endpoint_fail(kv_ucx *u, ucp_ep_h ep, int status) {
+ * force-closed), or, when no open link owns it, it is force-closed on its own. -1: no memory. */
+static int endpoint_fail(kv_ucx *u, ucp_ep_h ep, int status) {
   u->links_changed = 1;
   for (kv_ucx_link *l = u->links; l; l = l->next)
     if (l->ep == ep && !l->closed) {
       if (!l->failure) l->failure = status;
-      return;
+      return 0;
     }
   for (kv_ucx_stray *s = u->strays; s; s = s->next)
-    if (s->ep == ep) return;
+    if (s->ep == ep) return 0;
   kv_ucx_stray *s = calloc(1, sizeof *s);
-  if (!s) return; /* tried again on the next expiry check */
+  if (!s) return -1;
   s->ep = ep;
   s->next = u->strays;
   u->strays = s;
+  return 0;
 }
 
 /* The target's answer to one of our slices. */
@@ -756,7 +757,7 @@ static void links_tend(kv_ucx *u) {
         if (u->ops[slot] && u->ops[slot]->link == l) op_fail(u, u->ops[slot], l->failure);
       /* receives of this link's slices coming over another endpoint end with it */
       for (kv_ucx_recv *rv = u->receiving; rv; rv = rv->next)
-        if (rv->link == l && rv->ep != ep) endpoint_fail(u, rv->ep, l->failure);
+        if (rv->link == l && rv->ep != ep) rv->expired = endpoint_fail(u, rv->ep, l->failure) == 0;
     }
     if (l->close_request && api.ucp_request_check_status(l->close_request) != UCS_INPROGRESS) {
       api.ucp_request_free(l->close_request);
@@ -937,9 +938,8 @@ static void expire(kv_ucx *u) {
     }
   for (kv_ucx_recv *rv = u->receiving; rv; rv = rv->next)
     if (now - rv->started_s > u->agent->timeout_s && !rv->expired) {
-      rv->expired = 1;
       if (!rv->link->failure) rv->link->failure = STRATA_ERR_TIMEOUT;
-      endpoint_fail(u, rv->ep, STRATA_ERR_TIMEOUT);
+      rv->expired = endpoint_fail(u, rv->ep, STRATA_ERR_TIMEOUT) == 0; /* else: next check */
       receives = 1;
     }
   if (replies) u->links_changed = 1;
