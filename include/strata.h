@@ -527,6 +527,30 @@ STRATA_API void strata_store_server_stop(strata_store_server *server);
 STRATA_API int strata_store_addr_parse(const char *addr, int allow_empty_host, char *host,
                                        size_t host_len, int *port, char *err, size_t err_len);
 
+/* A client of the store: what a program beside the job uses to meet its ranks (the KV agent's
+ * metadata, a serving fleet's addresses). Values are byte strings; every blocking call takes a
+ * timeout and returns STRATA_ERR_TIMEOUT rather than hang. The connection proves the job key of
+ * (secret, job_id) first, as the ranks do (NULL or "" for a store started without a secret): a
+ * store that refuses the proof, or cannot prove its own, gives STRATA_ERR_AUTH at once. */
+typedef struct strata_store strata_store;
+/* Connect, retrying until timeout_s (the server may not be up yet). */
+STRATA_API int strata_store_connect_auth(const char *addr, const char *secret, const char *job_id,
+                                         double timeout_s, strata_store **out);
+STRATA_API int strata_store_set(strata_store *s, const char *key, const void *value, size_t len);
+/* Wait until `key` exists (or timeout), then return a malloc'd copy in *value (caller frees). */
+STRATA_API int strata_store_get(strata_store *s, const char *key, void **value, size_t *len,
+                                double timeout_s);
+/* Wait until every key exists. */
+STRATA_API int strata_store_wait(strata_store *s, const char *const *keys, size_t nkeys,
+                                 double timeout_s);
+/* Sets key to value only if it has none; *was_set = 1 if this call set it. */
+STRATA_API int strata_store_set_if_absent(strata_store *s, const char *key, const void *value,
+                                          size_t len, int *was_set);
+/* Atomically add delta to the integer at key (missing = 0); *result gets the new value. */
+STRATA_API int strata_store_add(strata_store *s, const char *key, int64_t delta, int64_t *result);
+/* Closes the connection and frees the client; NULL is a no-op. */
+STRATA_API void strata_store_close(strata_store *s);
+
 /* Memory the ranks of one host can read from each other directly. Every call takes any buffer;
  * a large transfer between two ranks of one host whose source lies in memory from
  * strata_mem_alloc skips the kernel copy (process_vm_readv) and is read straight from the

@@ -74,10 +74,14 @@ typedef struct strata_kv_config {
   int backend;             /* strata_kv_backend towards every peer (AUTO by default) */
   int bulk_nice;           /* niceness added to bulk threads so the lane runs first (0 = 5;
                               negative = leave them alone) */
-  int lane_realtime;       /* 1: the target's lane threads run SCHED_FIFO (priority 1) where the
-                              process may (root, CAP_SYS_NICE; silently not otherwise), so a
-                              loaded host does not delay replies; a slow handler then delays
-                              the host's ordinary threads */
+  int lane_realtime;       /* 0 (default) or 1: the lane runs SCHED_FIFO priority 1 where the
+                              process may (CAP_SYS_NICE, or RLIMIT_RTPRIO >= 1) — the target's
+                              serving thread for good, a caller's thread for the duration of its
+                              strata_kv_lane_call (an ordinary thread only; its policy is put
+                              back) — and quietly at the process's niceness otherwise; so bulk
+                              threads and a loaded host do not delay replies. The handler runs
+                              real-time too: a slow one delays the host's ordinary threads, and
+                              threads it starts inherit SCHED_FIFO. -1: never */
   int seal;                /* 0: sealed between hosts, clear within one (as STRATA_ENCRYPT=auto);
                               1: always sealed; -1: never */
 } strata_kv_config;

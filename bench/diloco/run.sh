@@ -45,23 +45,8 @@
 # and plot in bench/results/diloco-quick/).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-build=${BUILD:-$root/build}
-build=$(cd "$build" 2>/dev/null && pwd) || { echo "diloco: build dir ${BUILD:-build} is missing (make first)" >&2; exit 1; }
-strata=$build/strata
-py=/usr/bin/python3
-quick=0
-for arg in "$@"; do
-  case $arg in
-    --quick) quick=1 ;;
-    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "diloco: unknown argument $arg (--quick, --help)" >&2; exit 2 ;;
-  esac
-done
-[ -x "$strata" ] || { echo "diloco: $strata is missing (make first)" >&2; exit 1; }
-if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ]; then
-  echo "diloco: needs root and /dev/net/tun (strata netem: network namespaces + TUN)" >&2; exit 1
-fi
+. "$here/../common.sh"
+bench_init diloco "$@"
 "$py" -c 'import torch' 2>/dev/null || { echo "diloco: $py has no torch (apt-get install python3-torch)" >&2; exit 1; }
 PYTHONPATH=$build/python "$py" -c 'import strata.torch' ||
   { echo "diloco: $build/python has no strata.torch (make, with libtorch-dev and pybind11-dev)" >&2; exit 1; }

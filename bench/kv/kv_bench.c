@@ -10,8 +10,10 @@
  * a pipe. Every transfer's bytes are checked once per size (the last one of the row).
  *
  * usage: kv_bench [-b 16K] [-e 4M] [-f 2] [-t 1G] [-n 5] [-w 1] [-B tcp,shm,ucx] [-s streams]
- *                 [-l 4096] [-L iterations] [-R] [-N]
- * -R: the lane's serving threads and the calling thread at SCHED_FIFO 1 (where permitted).
+ *                 [-l 4096] [-L iterations] [-R | -P] [-N]
+ * The agents' defaults schedule the lane (cfg.lane_realtime: SCHED_FIFO where permitted, the
+ * caller only during its calls). -R: the calling thread stays SCHED_FIFO 1 through the whole lane
+ * phase; -P: plain scheduling, the lane's threads ordinary (lane_realtime = -1).
  * -N: no lane measurements (the transfer table alone).
  * UCX picks its transports from UCX_TLS as usual (bench/kv/run.sh sets it). The same code is
  * `strata bench kv ARGS` (tools/bench.c), built into the command with STRATA_KV_BENCH_COMMAND.
@@ -66,7 +68,7 @@ static int echo(void *ctx, const char *from, uint32_t tag, const void *req, size
   return STRATA_OK;
 }
 
-static int realtime; /* -R: the lane's threads (and this caller) at SCHED_FIFO where permitted */
+static int realtime; /* -R: 1, this caller SCHED_FIFO for the whole lane phase; -P: -1, none */
 static int no_lane;  /* -N */
 
 static const char *backend_name(int backend) {
@@ -158,7 +160,7 @@ static void ordinary(void) {
 }
 
 static lane_stats lane_rtts(strata_kv_agent *a, int peer, size_t bytes, int iterations) {
-  if (realtime) {
+  if (realtime > 0) {
     struct sched_param param = {.sched_priority = 1};
     pthread_setschedparam(pthread_self(), SCHED_FIFO, &param);
   }
@@ -171,7 +173,7 @@ static lane_stats lane_rtts(strata_kv_agent *a, int peer, size_t bytes, int iter
     rtt[i] = (now_s() - t0) * 1e6;
     if (status != STRATA_OK) fprintf(stderr, "lane call: %s\n", strata_err_name(status));
   }
-  if (realtime) ordinary();
+  if (realtime > 0) ordinary();
   qsort(rtt, (size_t)iterations, sizeof *rtt, cmp_double);
   lane_stats s = {rtt[iterations / 2], rtt[(int)(iterations * 0.99)]};
   free(rtt);
@@ -324,7 +326,7 @@ int strata_kv_bench_main(int argc, char **argv) {
   const char *backends = "tcp,shm";
   int opt;
   optind = 1;
-  while ((opt = getopt(argc, argv, "b:e:f:t:n:w:B:s:l:L:RN")) != -1) {
+  while ((opt = getopt(argc, argv, "b:e:f:t:n:w:B:s:l:L:RPN")) != -1) {
     switch (opt) {
       case 'b':
         min_b = parse_size(optarg);
@@ -359,6 +361,9 @@ int strata_kv_bench_main(int argc, char **argv) {
       case 'R':
         realtime = 1;
         break;
+      case 'P':
+        realtime = -1;
+        break;
       case 'N':
         no_lane = 1;
         break;
@@ -366,7 +371,7 @@ int strata_kv_bench_main(int argc, char **argv) {
         fprintf(stderr,
                 "usage: strata bench kv [-b min] [-e max] [-f factor] [-t total] "
                 "[-n iters] [-w warmup] [-B tcp,shm,ucx] [-s streams] [-l lane_bytes] "
-                "[-L lane_iters] [-R] [-N]\n");
+                "[-L lane_iters] [-R | -P] [-N]\n");
         return 2;
     }
   }

@@ -20,23 +20,8 @@
 # TOKEN_MS. --quick: two rates of 4 s, results and plot in bench/results/serve-quick/.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-build=${BUILD:-$root/build}
-build=$(cd "$build" 2>/dev/null && pwd) || { echo "serve: build dir ${BUILD:-build} is missing (make first)" >&2; exit 1; }
-strata=$build/strata
-py=/usr/bin/python3
-quick=0
-for arg in "$@"; do
-  case $arg in
-    --quick) quick=1 ;;
-    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "serve: unknown argument $arg (--quick, --help)" >&2; exit 2 ;;
-  esac
-done
-[ -x "$strata" ] || { echo "serve: $strata is missing (make first)" >&2; exit 1; }
-if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ]; then
-  echo "serve: needs root and /dev/net/tun (strata netem: network namespaces + TUN)" >&2; exit 1
-fi
+. "$here/../common.sh"
+bench_init serve "$@"
 PYTHONPATH=$build/python "$py" -c 'import torch, strata.serve' ||
   { echo "serve: $py cannot import torch and strata.serve from $build/python" >&2; exit 1; }
 

@@ -25,7 +25,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "boot/store.h"
 #include "errors.h"
 #include "strata.h"
 #include "strata_kv.h"

@@ -159,7 +159,11 @@ class Agent:
     """An agent per process: Agent(name, secret=None, backend="auto", **config).
 
     config: job_id, listen_host ("127.0.0.1"), listen_port (0 = any), streams (4),
-    slice_bytes (1 MiB), timeout (10 s), bulk_nice, lane_realtime, seal (0 auto, 1, -1)."""
+    slice_bytes (1 MiB), timeout (10 s), bulk_nice, lane_realtime, seal (0 auto, 1, -1).
+    lane_realtime is off here, unlike C's default: a Python handler holds the GIL against the
+    interpreter's ordinary threads, and one that runs torch would start torch's worker threads
+    from a SCHED_FIFO thread, which they inherit. True gives the lane SCHED_FIFO where permitted
+    (docs/kv.md, "The lane")."""
 
     def __init__(self, name, secret=None, backend="auto", job_id=None, listen_host=None,
                  listen_port=0, streams=0, slice_bytes=0, timeout=0.0, bulk_nice=0,
@@ -168,7 +172,7 @@ class Agent:
             raise ValueError(f"unknown backend {backend!r} (one of: auto, tcp, shm)")
         self._c = _kv.Agent(name, secret, job_id, listen_host, int(listen_port), int(streams),
                             int(slice_bytes), float(timeout), _BACKENDS[backend], int(bulk_nice),
-                            int(bool(lane_realtime)), int(seal))
+                            1 if lane_realtime else -1, int(seal))
         self._regions = {}
         self._handler = None
         _live_agents.add(self)

@@ -11,8 +11,8 @@
 
 #include "strata.h"
 
-typedef struct strata_store strata_store;
-/* The server (strata_store_server_*) and strata_store_addr_parse are public: strata.h. */
+/* The client calls (connect_auth, set, get, wait, set_if_absent, add, close), the server
+ * (strata_store_server_*) and strata_store_addr_parse are public: strata.h. */
 
 /* Every connection proves the job key first (store_wire.h: AUTH), the key of (secret, job_id)
  * (core/secret.c; the job id counts only with a secret, and an elastic epoch's id names its base
@@ -22,8 +22,6 @@ typedef struct strata_store strata_store;
 
 /* Connect, retrying until timeout_s (the server may not be up yet). */
 int strata_store_connect(const char *addr, double timeout_s, strata_store **out);
-int strata_store_connect_auth(const char *addr, const char *secret, const char *job_id,
-                              double timeout_s, strata_store **out);
 /* A store that rank 0 of one communicator of job_id (nranks ranks) serves: it admits each rank
  * of that job once (store_wire.h: HELLO), so a later communicator of the job never uses it. */
 int strata_store_server_start_job(const char *addr, const char *job_id, int nranks,
@@ -37,20 +35,8 @@ int strata_store_connect_job(const char *addr, const char *job_id, int rank, int
                              double timeout_s, strata_store **out);
 int strata_store_connect_job_auth(const char *addr, const char *secret, const char *job_id,
                                   int rank, int nranks, double timeout_s, strata_store **out);
-int strata_store_set(strata_store *s, const char *key, const void *value, size_t len);
-/* Wait until `key` exists (or timeout), then return a malloc'd copy in *value (caller frees). */
-int strata_store_get(strata_store *s, const char *key, void **value, size_t *len, double timeout_s);
-/* Wait until every key exists. */
-int strata_store_wait(strata_store *s, const char *const *keys, size_t nkeys, double timeout_s);
-/* Atomically add delta to the integer at key (missing = 0); *result gets the new value. */
-/* Sets key to value only if it has none; *was_set = 1 if this call set it. STRATA_ERR_UNSUPPORTED
- * for a caller's store without the set_if_absent callback. */
-int strata_store_set_if_absent(strata_store *s, const char *key, const void *value, size_t len,
-                               int *was_set);
-int strata_store_add(strata_store *s, const char *key, int64_t delta, int64_t *result);
 /* The local address ("a.b.c.d") of the connection to the store: how peers can reach us. */
 int strata_store_local_host(const strata_store *s, char *host, size_t len);
-void strata_store_close(strata_store *s);
 /* Runs `len` bytes, as one connection sent them, through the server's request parser and
  * handlers (no socket, no thread; replies are discarded): for fuzzing (tests/fuzz/fuzz_store.c).
  * `authenticated` 0 starts the connection as a stranger that must send AUTH first (for the key
@@ -62,5 +48,7 @@ int strata_store_server_feed(const uint8_t *bytes, size_t len, int authenticated
  * when unknown). */
 int strata_store_from_ops(const strata_store_ops *ops, const char *rendezvous_host,
                           strata_store **out);
+/* strata_store_set_if_absent on such a store: STRATA_ERR_UNSUPPORTED when the callbacks have no
+ * set_if_absent. */
 
 #endif

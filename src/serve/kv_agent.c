@@ -66,9 +66,42 @@ void kv_thread_nice(int nice) {
   if (errno == 0) (void)setpriority(PRIO_PROCESS, (id_t)tid, now + nice);
 }
 
-void kv_thread_realtime(void) {
-  struct sched_param param = {.sched_priority = 1};
-  (void)pthread_setschedparam(pthread_self(), SCHED_FIFO, &param);
+/* A thread already real-time (FIFO, RR, DEADLINE) is left as it is: the application chose. */
+static int realtime_already(int policy) {
+  return policy != SCHED_OTHER && policy != SCHED_BATCH && policy != SCHED_IDLE;
+}
+
+int kv_thread_realtime(strata_kv_agent *a, kv_sched_saved *saved) {
+  if (saved) saved->raised = 0;
+  if (!a->lane_realtime || atomic_load_explicit(&a->realtime_denied, memory_order_relaxed))
+    return 0;
+  int policy;
+  struct sched_param param;
+  if (pthread_getschedparam(pthread_self(), &policy, &param) != 0 || realtime_already(policy))
+    return 0;
+  struct sched_param fifo = {.sched_priority = 1};
+  int rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &fifo);
+  if (rc != 0) {
+    /* neither CAP_SYS_NICE nor RLIMIT_RTPRIO: the lane keeps the process's niceness, above the
+     * bulk threads' (cfg.bulk_nice); not asked again by this agent */
+    if (!atomic_exchange(&a->realtime_denied, 1))
+      STRATA_LOG(STRATA_LOG_DEBUG, -1, "kv agent %s: lane threads stay SCHED_OTHER (%s)", a->name,
+                 strerror(rc));
+    return 0;
+  }
+  if (saved) {
+    saved->raised = 1;
+    saved->policy = policy;
+    saved->priority = param.sched_priority;
+  }
+  return 1;
+}
+
+void kv_thread_restore(const kv_sched_saved *saved) {
+  if (!saved->raised) return;
+  /* the kernel keeps the thread's niceness across the change */
+  struct sched_param param = {.sched_priority = saved->priority};
+  (void)pthread_setschedparam(pthread_self(), saved->policy, &param);
 }
 
 int strata_kv_agent_create(const strata_kv_config *cfg, strata_kv_agent **out) {
@@ -111,12 +144,19 @@ int strata_kv_agent_create(const strata_kv_config *cfg, strata_kv_agent **out) {
   a->backend = backend;
   a->cma_allowed = 1;
   a->bulk_nice = cfg->bulk_nice == 0 ? 5 : cfg->bulk_nice;
-  a->lane_realtime = cfg->lane_realtime > 0;
+  a->lane_realtime = cfg->lane_realtime >= 0;
   a->next_region_id = 1;
   a->listen_fd = -1;
   a->wake_pipe[0] = a->wake_pipe[1] = -1;
   randombytes_buf((void *)&a->canary, sizeof a->canary);
-  pthread_mutex_init(&a->lock, NULL);
+  /* Priority inheritance: a real-time lane thread that finds the lock held by a bulk thread
+   * (niced, and perhaps preempted while holding it) lends it its priority instead of waiting
+   * for the scheduler to come back to it. */
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setprotocol(&attr, PTHREAD_PRIO_INHERIT);
+  pthread_mutex_init(&a->lock, &attr);
+  pthread_mutexattr_destroy(&attr);
   pthread_cond_init(&a->cond, NULL);
   strata_net_host_identity(a->identity, sizeof a->identity);
   int status = a->secret ? STRATA_OK : STRATA_ERR_NO_MEMORY;

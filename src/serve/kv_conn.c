@@ -7,9 +7,11 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <stdio.h>
 
@@ -17,6 +19,42 @@
 #include "serve/kv_internal.h"
 
 enum { KV_POLL_SLICE_MS = 100 }; /* how often a wait looks at the stop flag */
+
+static pthread_once_t syscall_bytes_once = PTHREAD_ONCE_INIT;
+static size_t syscall_bytes = KV_SYSCALL_BYTES_DEFAULT;
+
+static void syscall_bytes_read(void) {
+  const char *value = getenv("STRATA_KV_SYSCALL_BYTES");
+  if (!value || !value[0]) return;
+  char *end;
+  unsigned long long n = strtoull(value, &end, 10);
+  if (*end || n < 4096 || n > KV_WIRE_MAX_SLICE_BYTES)
+    STRATA_LOG(STRATA_LOG_WARN, -1, "STRATA_KV_SYSCALL_BYTES=%s ignored: expected 4096..%llu",
+               value, (unsigned long long)KV_WIRE_MAX_SLICE_BYTES);
+  else
+    syscall_bytes = (size_t)n;
+}
+
+size_t kv_syscall_bytes(void) {
+  pthread_once(&syscall_bytes_once, syscall_bytes_read);
+  return syscall_bytes;
+}
+
+static long long now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+size_t kv_conn_call_bytes(const kv_conn *c) {
+  if (!c->lane_hot || now_ns() >= atomic_load_explicit(c->lane_hot, memory_order_relaxed))
+    return SIZE_MAX;
+  return kv_syscall_bytes();
+}
+
+void kv_lane_hot(strata_kv_agent *a) {
+  atomic_store_explicit(&a->lane_hot_until, now_ns() + KV_LANE_HOT_NS, memory_order_relaxed);
+}
 
 void kv_conn_init(kv_conn *c, int fd, double timeout_s, const atomic_int *stop) {
   memset(c, 0, sizeof *c);
@@ -66,7 +104,8 @@ static int send_raw(kv_conn *c, const void *buf, size_t len) {
   const uint8_t *p = buf;
   double deadline = strata_now_s() + c->timeout_s;
   while (len > 0) {
-    ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    size_t most = kv_conn_call_bytes(c);
+    ssize_t n = send(c->fd, p, len < most ? len : most, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       p += n;
       len -= (size_t)n;
@@ -87,8 +126,10 @@ static int send_raw(kv_conn *c, const void *buf, size_t len) {
 static int recv_raw(kv_conn *c, void *buf, size_t len, int idle) {
   uint8_t *p = buf;
   double deadline = strata_now_s() + c->timeout_s;
+  long long spin_until = 0; /* set at the first wait */
   while (len > 0) {
-    ssize_t n = recv(c->fd, p, len, MSG_DONTWAIT);
+    size_t most = kv_conn_call_bytes(c);
+    ssize_t n = recv(c->fd, p, len < most ? len : most, MSG_DONTWAIT);
     if (n > 0) {
       p += n;
       len -= (size_t)n;
@@ -99,6 +140,11 @@ static int recv_raw(kv_conn *c, void *buf, size_t len, int idle) {
     if (n == 0) return STRATA_ERR_PEER_LOST;
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (c->spin_us > 0 && !idle) {
+        long long now = now_ns();
+        if (!spin_until) spin_until = now + (long long)c->spin_us * 1000;
+        if (now < spin_until) continue;
+      }
       int status = wait_fd(c, POLLIN, &deadline, idle);
       if (status != STRATA_OK) return status;
       continue;

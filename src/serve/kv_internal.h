@@ -37,6 +37,21 @@
 #define KV_BATCH_SLICES 16
 /* Over UCX a batch may carry this many slices' worth of bytes (a stream's bytes in flight). */
 #define KV_UCX_BATCH_SLICES_OF_BYTES 4
+/* While the agent's lane is in use, the most bytes one bulk send, recv or cross-memory copy
+ * moves. On a kernel without full preemption (PREEMPT_NONE or VOLUNTARY, the usual server
+ * build) the copy inside one such call runs to its end on its core, and over loopback a send
+ * also delivers its segments to the receiving socket from within the same call: a lane thread
+ * woken on that core waits for all of it, whatever its priority. Cut calls bound that wait but
+ * cost bulk CPU time (more, smaller calls), so they are cut only for KV_LANE_HOT_NS after the
+ * agent last carried a lane call, as initiator or target; otherwise a call moves what it is given
+ * (a slice at most). STRATA_KV_SYSCALL_BYTES overrides the size (4096..64 MiB; tuning). */
+#define KV_SYSCALL_BYTES_DEFAULT ((size_t)64 << 10)
+#define KV_LANE_HOT_NS 1000000000LL
+/* A lane caller waits for its reply by polling its socket for up to this long before it sleeps:
+ * a reply that comes back within it needs no wakeup of the caller's thread (a wakeup costs a
+ * virtual CPU's exit from idle, or a wait for a core a bulk thread holds in the kernel). */
+#define KV_LANE_SPIN_US 200
+size_t kv_syscall_bytes(void);
 
 typedef struct kv_conn {
   int fd;
@@ -45,10 +60,15 @@ typedef struct kv_conn {
   uint8_t *scratch; /* sealing buffer for outgoing parts */
   size_t scratch_cap;
   double timeout_s;
-  const atomic_int *stop; /* nonzero: give up waiting (agent destroyed, peer forgotten) */
+  const atomic_int *stop;       /* nonzero: give up waiting (agent destroyed, peer forgotten) */
+  const atomic_llong *lane_hot; /* the agent's lane_hot_until (NULL: calls are never cut) */
+  int spin_us; /* a wait for bytes mid-frame first polls the socket this long (the lane's caller) */
 } kv_conn;
 
 void kv_conn_init(kv_conn *c, int fd, double timeout_s, const atomic_int *stop);
+/* The most bytes the next system call on c may move: kv_syscall_bytes() while the agent's lane is
+ * hot, SIZE_MAX otherwise. */
+size_t kv_conn_call_bytes(const kv_conn *c);
 /* After a successful handshake: switch on sealing as agreed. */
 int kv_conn_keys(kv_conn *c, const strata_seal_keys *keys);
 void kv_conn_close(kv_conn *c);
@@ -161,6 +181,8 @@ struct strata_kv_agent {
   int backend;
   int bulk_nice;
   int lane_realtime;
+  atomic_int realtime_denied;  /* the kernel refused SCHED_FIFO once: not asked again */
+  atomic_llong lane_hot_until; /* CLOCK_MONOTONIC ns: bulk system calls are cut until then */
   strata_handshake_params responder_params, initiator_params;
   char listen_host[256];
   int listen_port;
@@ -202,8 +224,19 @@ int kv_local_covered(strata_kv_agent *a, uint64_t addr, uint64_t bytes);
 void kv_refusal(strata_kv_agent *a, const char *from, const char *err);
 int kv_notif_push(strata_kv_agent *a, const char *from, const void *msg, size_t bytes);
 void kv_thread_nice(int nice);
-/* SCHED_FIFO priority 1 for the calling thread when permitted; nothing otherwise. */
-void kv_thread_realtime(void);
+/* A thread's scheduling before kv_thread_realtime raised it. */
+typedef struct kv_sched_saved {
+  int raised, policy, priority;
+} kv_sched_saved;
+/* When the agent's lane runs real-time (cfg.lane_realtime): SCHED_FIFO priority 1 for the calling
+ * thread if it is an ordinary one and the process may (CAP_SYS_NICE or RLIMIT_RTPRIO >= 1); its
+ * previous policy goes into *saved (NULL: raised for good, a target's lane thread). 1 when
+ * raised; 0, quietly, otherwise. */
+int kv_thread_realtime(strata_kv_agent *a, kv_sched_saved *saved);
+/* Back to the policy *saved holds, if kv_thread_realtime raised the thread. */
+void kv_thread_restore(const kv_sched_saved *saved);
+/* A lane call is starting (initiator) or being served (target): cut bulk calls for a while. */
+void kv_lane_hot(strata_kv_agent *a);
 
 /* kv_responder.c */
 int kv_responder_start(strata_kv_agent *a);

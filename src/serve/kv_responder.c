@@ -38,11 +38,15 @@
 #include "core/core.h"
 #include "serve/kv_internal.h"
 
-static int cma_copy(uint32_t pid, int to_peer, void *local, uint64_t remote, uint64_t bytes) {
+/* c (may be NULL) says how many bytes one call may move (kv_conn_call_bytes). */
+static int cma_copy(const kv_conn *c, uint32_t pid, int to_peer, void *local, uint64_t remote,
+                    uint64_t bytes) {
   uint64_t done = 0;
   while (done < bytes) {
-    struct iovec mine = {(uint8_t *)local + done, bytes - done};
-    struct iovec theirs = {(void *)(uintptr_t)(remote + done), bytes - done};
+    uint64_t most = c ? kv_conn_call_bytes(c) : SIZE_MAX;
+    size_t chunk = (size_t)(bytes - done < most ? bytes - done : most);
+    struct iovec mine = {(uint8_t *)local + done, chunk};
+    struct iovec theirs = {(void *)(uintptr_t)(remote + done), chunk};
     ssize_t n = to_peer ? process_vm_writev((pid_t)pid, &mine, 1, &theirs, 1, 0)
                         : process_vm_readv((pid_t)pid, &mine, 1, &theirs, 1, 0);
     if (n > 0) {
@@ -73,7 +77,7 @@ static int serve_slice(kv_server_conn *sc, const kv_wire_header *h) {
     wire = status == STRATA_OK ? kv_conn_recv(&sc->conn, ptr, h->bytes)
                                : kv_conn_discard(&sc->conn, h->bytes);
   if (wire == STRATA_OK && status == STRATA_OK && shm)
-    status = cma_copy(sc->pid, h->type == KV_READ, ptr, h->local_addr, h->bytes);
+    status = cma_copy(&sc->conn, sc->pid, h->type == KV_READ, ptr, h->local_addr, h->bytes);
   if (status != STRATA_OK && !err[0])
     snprintf(err, sizeof err, "cross-memory copy at agent %s failed: %s", a->name,
              strata_strerror(status));
@@ -103,6 +107,7 @@ static int serve_lane(kv_server_conn *sc, const kv_wire_header *h, uint8_t *requ
                       uint8_t *reply) {
   strata_kv_agent *a = sc->agent;
   if (h->aux_bytes > STRATA_KV_LANE_MAX_BYTES) return STRATA_ERR_PROTOCOL;
+  kv_lane_hot(a); /* the reply must not wait behind this agent's bulk calls either */
   int status = kv_conn_recv(&sc->conn, request, h->aux_bytes);
   if (status != STRATA_OK) return status;
   pthread_mutex_lock(&a->lock);
@@ -173,7 +178,7 @@ static int serve_hello(kv_server_conn *sc, int *lane) {
   if (h.flags & KV_FLAG_SHM) {
     uint64_t seen = 0;
     granted = sc->agent->cma_allowed && h.addr > 0 && h.addr < INT32_MAX
-                  ? cma_copy((uint32_t)h.addr, 0, &seen, h.local_addr, sizeof seen)
+                  ? cma_copy(NULL, (uint32_t)h.addr, 0, &seen, h.local_addr, sizeof seen)
                   : STRATA_ERR_INVALID_ARG;
     if (granted == STRATA_OK && seen != h.value) granted = STRATA_ERR_AUTH;
     if (granted != STRATA_OK) granted = STRATA_ERR_UNSUPPORTED;
@@ -194,7 +199,7 @@ static int serve_authenticated(kv_server_conn *sc) {
   sc->admitted = status == STRATA_OK;
   pthread_mutex_unlock(&a->lock);
   if (status == STRATA_OK && !lane) kv_thread_nice(a->bulk_nice);
-  if (status == STRATA_OK && lane && a->lane_realtime) kv_thread_realtime();
+  if (status == STRATA_OK && lane) kv_thread_realtime(a, NULL);
   while (status == STRATA_OK) {
     kv_wire_header h;
     status = kv_conn_recv_header(&sc->conn, &h, 1);
@@ -295,6 +300,7 @@ static void accept_one(strata_kv_agent *a) {
   if (sc) {
     sc->agent = a;
     kv_conn_init(&sc->conn, fd, a->timeout_s, &a->stopping);
+    sc->conn.lane_hot = &a->lane_hot_until;
     if (pthread_create(&sc->thread, NULL, serve_connection, sc) == 0) {
       sc->next = a->server_conns;
       a->server_conns = sc;
@@ -413,6 +419,7 @@ void kv_responder_frames_for_test(const uint8_t *data, size_t size) {
     cfg.secret = "fuzz";
     cfg.timeout_s = 2;
     cfg.bulk_nice = -1;
+    cfg.lane_realtime = -1; /* frames are served on the fuzzer's own thread */
     cfg.backend = STRATA_KV_BACKEND_TCP;
     if (strata_kv_agent_create(&cfg, &agent) != STRATA_OK) abort();
     agent->cma_allowed = 0; /* SHM would copy into this very process at the input's addresses */

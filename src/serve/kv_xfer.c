@@ -21,6 +21,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -83,6 +84,14 @@ static int tcp_connect(const char *address, double timeout_s, int *out, char *er
   return STRATA_OK;
 }
 
+/* Cores this process may run on. With one, a real-time caller polling for its reply would keep
+ * the handler of a target on the same host (as real-time as it) off the core: no polling. */
+static int usable_cpus(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return CPU_COUNT(&set);
+}
+
 int kv_dial(strata_kv_agent *a, kv_peer *p, int stream, int flags, kv_conn *c, int *shm_granted,
             kv_ucx_hello *ucx, char *err, size_t err_len) {
   if ((flags & KV_FLAG_UCX) && !ucx) return STRATA_ERR_INVALID_ARG;
@@ -90,6 +99,8 @@ int kv_dial(strata_kv_agent *a, kv_peer *p, int stream, int flags, kv_conn *c, i
   int status = tcp_connect(p->address, a->timeout_s, &fd, err, err_len);
   if (status != STRATA_OK) return status;
   kv_conn_init(c, fd, a->timeout_s, &p->stopping);
+  c->lane_hot = &a->lane_hot_until;
+  if ((flags & KV_FLAG_LANE) && usable_cpus() > 1) c->spin_us = KV_LANE_SPIN_US;
   strata_handshake hs;
   strata_handshake_start(&hs, &a->initiator_params, fd, 0, stream, p->address);
   status = kv_conn_handshake(c, &hs, err, err_len);
@@ -618,8 +629,9 @@ static kv_peer *lane_peer(strata_kv_agent *a, int peer) {
 
 static void lane_done(strata_kv_agent *a, kv_peer *p) {
   pthread_mutex_lock(&a->lock);
-  p->users--;
-  pthread_cond_broadcast(&a->cond);
+  /* only kv_peer_destroy waits for the count (after setting stopping); waking every stream
+   * thread after each call would cost the lane the cores it needs */
+  if (--p->users == 0 && p->stopping) pthread_cond_broadcast(&a->cond);
   pthread_mutex_unlock(&a->lock);
 }
 
@@ -657,6 +669,11 @@ int strata_kv_lane_call(strata_kv_agent *a, int peer, uint32_t tag, const void *
     lane_done(a, p);
     return STRATA_ERR_PEER_LOST;
   }
+  /* The caller's own thread makes the round trip (no hand-off), real-time for its duration when
+   * permitted, so neither the bulk threads nor the host's other ordinary threads delay it. */
+  kv_sched_saved saved;
+  kv_thread_realtime(a, &saved);
+  kv_lane_hot(a);
   kv_conn *c = &p->lane;
   c->timeout_s = timeout_s > 0 ? timeout_s : a->timeout_s;
   kv_wire_header h = {.type = KV_LANE, .tag = tag, .aux_bytes = (uint32_t)request_bytes};
@@ -680,6 +697,7 @@ int strata_kv_lane_call(strata_kv_agent *a, int peer, uint32_t tag, const void *
   }
   lane_break(p, status);
   pthread_mutex_unlock(&p->lane_lock);
+  kv_thread_restore(&saved);
   lane_done(a, p);
   return status != STRATA_OK ? status : result;
 }

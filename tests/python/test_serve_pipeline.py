@@ -13,53 +13,26 @@ kills A: the client must route C[0:8] and replay 14 steps. Checked:
    message and a non-zero status.
 Exits 0 when all held, 77 without torch.
 """
-import signal
 import subprocess
 import sys
 import time
 
-try:
-    import numpy  # noqa: F401
-    import torch  # noqa: F401
-except ImportError:
-    print("skipped: python3 has no numpy or torch")
-    sys.exit(77)
+from serve_harness import Harness
 
-import strata.kv as kv
 from strata import serve, tinylm
 
-SECRET, JOB = "test-serve-pipeline", "pipeline"
-failed = []
 
-
-def check(cond, what):
-    if not cond:
-        failed.append(what)
-        print(f"FAILED {what}", flush=True)
-
-
-def start_server(store_addr, name, span, token_ms=0):
-    return subprocess.Popen([sys.executable, "-m", "strata.serve", "server", "--store", store_addr,
-                             "--secret", SECRET, "--job", JOB, "--name", name, "--span", span,
-                             "--token-ms", str(token_ms), "--timeout", "5"])
-
-
-def main():
-    store_server = kv.StoreServer("127.0.0.1:0", secret=SECRET, job_id=JOB)
-    addr = f"127.0.0.1:{store_server.port}"
-    procs = {"A": start_server(addr, "A", "0:4"), "B": start_server(addr, "B", "4:8"),
-             "C": start_server(addr, "C", "0:8", token_ms=40)}
+def main(h):
+    check = h.check
+    h.start("server", "A", "--span", "0:4")
+    h.start("server", "B", "--span", "4:8")
+    h.start("server", "C", "--span", "0:8", "--token-ms", "40")
     client = None
     try:
-        store = kv.Store(addr, SECRET, JOB)
-        deadline = time.monotonic() + 60
-        while store.add(f"serve/{JOB}/count", 0) < 3:  # every server has announced itself
-            if time.monotonic() > deadline or any(p.poll() is not None for p in procs.values()):
-                check(False, "the servers did not all start")
-                return
-            time.sleep(0.2)
+        if not h.wait_announced(3, "servers"):
+            return
         cfg = tinylm.Config()
-        client = serve.PipelineClient(addr, SECRET, JOB, cfg, timeout=5)
+        client = serve.PipelineClient(h.addr, h.secret, h.job, cfg, timeout=5)
         client.discover()
         routes = []
 
@@ -68,9 +41,7 @@ def main():
                 routes.append(list(client.route))
             victim = {5: "B", 13: "A"}.get(k)
             if victim:
-                procs[victim].send_signal(signal.SIGKILL)
-                procs[victim].wait()
-
+                h.kill(victim)
         prompt = list(b"strata serves ")
         t0 = time.monotonic()
         out, latencies = client.generate(prompt, 24, on_step=on_step)
@@ -86,8 +57,8 @@ def main():
 
         # 4. Bad input: a message and a non-zero status, no traceback.
         for args, code, words in (
-                (["server", "--store", addr, "--name", "x", "--span", "5:3"], 2, "--span"),
-                (["generate", "--store", addr, "--secret", SECRET, "--job", JOB, "--expect", "3"],
+                (["server", "--store", h.addr, "--name", "x", "--span", "5:3"], 2, "--span"),
+                (["generate", "--store", h.addr, "--secret", h.secret, "--job", h.job, "--expect", "3"],
                  1, "span servers answer, not 3")):
             r = subprocess.run([sys.executable, "-m", "strata.serve"] + args, capture_output=True,
                                text=True, timeout=60)
@@ -96,19 +67,9 @@ def main():
     finally:
         if client:
             client.close()
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        store_server.stop()
 
 
 if __name__ == "__main__":
-    main()
-    print("ok" if not failed else f"{len(failed)} checks failed", flush=True)
-    sys.exit(0 if not failed else 1)
+    with Harness("test-serve-pipeline", "pipeline") as harness:
+        main(harness)
+    harness.exit()

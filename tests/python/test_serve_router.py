@@ -13,53 +13,26 @@ requests are in flight at R1 (the router says so), the test kills R1 (SIGKILL). 
 Exits 0 when all held, 77 without torch.
 """
 import concurrent.futures
-import signal
-import subprocess
-import sys
 import threading
 import time
 
-try:
-    import numpy  # noqa: F401
-    import torch  # noqa: F401
-except ImportError:
-    print("skipped: python3 has no numpy or torch")
-    sys.exit(77)
+from serve_harness import Harness
 
 import strata
-import strata.kv as kv
 from strata import serve, tinylm
 
-SECRET, JOB = "test-serve-router", "router"
-failed = []
+REPLICA = ("--token-ms", "15")
 
 
-def check(cond, what):
-    if not cond:
-        failed.append(what)
-        print(f"FAILED {what}", flush=True)
-
-
-def start_replica(addr, name):
-    return subprocess.Popen([sys.executable, "-m", "strata.serve", "replica", "--store", addr,
-                             "--secret", SECRET, "--job", JOB, "--name", name, "--token-ms", "15",
-                             "--timeout", "5"])
-
-
-def main():
-    store_server = kv.StoreServer("127.0.0.1:0", secret=SECRET, job_id=JOB)
-    addr = f"127.0.0.1:{store_server.port}"
-    procs = {name: start_replica(addr, name) for name in ("R0", "R1", "R2")}
+def main(h):
+    check = h.check
+    for name in ("R0", "R1", "R2"):
+        h.start("replica", name, *REPLICA)
     router = None
     try:
-        store = kv.Store(addr, SECRET, JOB)
-        deadline = time.monotonic() + 60
-        while store.add(f"serve/{JOB}/count", 0) < 3:  # every replica has announced itself
-            if time.monotonic() > deadline or any(p.poll() is not None for p in procs.values()):
-                check(False, "the replicas did not all start")
-                return
-            time.sleep(0.2)
-        router = serve.Router(addr, SECRET, JOB, timeout=10, health_s=0.2)
+        if not h.wait_announced(3, "replicas"):
+            return
+        router = serve.Router(h.addr, h.secret, h.job, timeout=10, health_s=0.2)
         check(sorted(router.replicas) == ["R0", "R1", "R2"], f"router sees {sorted(router.replicas)}")
         cfg = tinylm.Config()
         prompts = [list(f"request {i}: ".encode()) for i in range(4)]
@@ -71,8 +44,7 @@ def main():
             end = time.monotonic() + 30
             while time.monotonic() < end and router.inflight("R1") == 0:
                 time.sleep(0.005)
-            procs["R1"].send_signal(signal.SIGKILL)
-            procs["R1"].wait()
+            h.kill("R1")
             killed.set()
 
         threading.Thread(target=killer, daemon=True).start()
@@ -98,7 +70,7 @@ def main():
               f"after the kill: {name}, {attempts} attempts")
 
         # 5. R1 restarted under its name: the health checks connect to it again.
-        procs["R1"] = start_replica(addr, "R1")
+        h.start("replica", "R1", *REPLICA)
         deadline = time.monotonic() + 60
         while not router.replicas["R1"]["healthy"] and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -114,19 +86,9 @@ def main():
     finally:
         if router:
             router.close()
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        store_server.stop()
 
 
 if __name__ == "__main__":
-    main()
-    print("ok" if not failed else f"{len(failed)} checks failed", flush=True)
-    sys.exit(0 if not failed else 1)
+    with Harness("test-serve-router", "router") as harness:
+        main(harness)
+    harness.exit()
