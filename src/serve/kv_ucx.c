@@ -181,7 +181,8 @@ typedef struct kv_ucx_op {
   int status;    /* the link's failure, or OK */
   int verdict;   /* the target's answer */
   char why[KV_UCX_REASON_BYTES + 1];
-  size_t *pending; /* the batch's count of ops not completed */
+  size_t *pending;            /* the batch's count of ops not completed */
+  pthread_cond_t *batch_done; /* signalled when that count reaches 0 */
 } kv_ucx_op;
 
 typedef struct kv_ucx_job { /* a reply the target owes */
@@ -300,8 +301,7 @@ static void op_complete(kv_ucx *u, kv_ucx_op *op) {
   u->generations[slot]++;
   u->free_slots[u->nfree++] = slot;
   op->link->ops--;
-  (*op->pending)--;
-  pthread_cond_broadcast(&u->cond);
+  if (--*op->pending == 0) pthread_cond_signal(op->batch_done); /* its stream thread only */
 }
 
 /* Lock held: the op ends with status unless the target's answer is already in. */
@@ -1122,10 +1122,13 @@ int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, 
   kv_ucx_link *l = p->ucx_link;
   kv_ucx_op ops[KV_BATCH_SLICES];
   size_t pending = n;
+  pthread_cond_t done; /* a batch's own: an op's completion wakes no other stream thread */
+  pthread_cond_init(&done, NULL);
   memset(ops, 0, sizeof ops);
   pthread_mutex_lock(&u->lock);
   if (u->nfree < n) { /* cannot happen: the table holds every batch that can exist at once */
     pthread_mutex_unlock(&u->lock);
+    pthread_cond_destroy(&done);
     return STRATA_ERR_NO_MEMORY;
   }
   for (size_t i = 0; i < n; i++) {
@@ -1139,6 +1142,7 @@ int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, 
     op->local = (uint8_t *)(uintptr_t)s->local;
     op->bytes = s->bytes;
     op->pending = &pending;
+    op->batch_done = &done;
     memcpy(op->wire.token, l->token, KV_UCX_TOKEN_BYTES);
     op->wire.cookie = op->cookie;
     op->wire.type = (uint16_t)op->type;
@@ -1155,7 +1159,8 @@ int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, 
   l->ops += n;
   pthread_mutex_unlock(&u->lock);
   wake(u);
-  /* Wait for every op; the deadline moves whenever one completes (time without progress). */
+  /* Wait for every op; the deadline moves whenever one completed (time without progress),
+   * checked when the batch ends and every 100 ms. */
   pthread_mutex_lock(&u->lock);
   double deadline = strata_now_s() + a->timeout_s;
   size_t last = pending;
@@ -1164,7 +1169,7 @@ int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, 
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += 100 * 1000000L;
     if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-    pthread_cond_timedwait(&u->cond, &u->lock, &ts);
+    pthread_cond_timedwait(&done, &u->lock, &ts);
     double now = strata_now_s();
     if (pending < last) {
       last = pending;
@@ -1184,6 +1189,7 @@ int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, 
     }
   }
   pthread_mutex_unlock(&u->lock);
+  pthread_cond_destroy(&done);
   int status = STRATA_OK;
   for (size_t i = 0; i < n; i++) {
     if (ops[i].status != STRATA_OK && status == STRATA_OK) status = ops[i].status;
