@@ -4,7 +4,12 @@
  * and out of this process); a peer that freezes (SIGSTOP) fails a transfer with
  * STRATA_ERR_TIMEOUT within about the agent's timeout, and a lane call too; a peer that dies
  * (SIGKILL) fails the next one with STRATA_ERR_PEER_LOST at once. Nothing waits past its
- * timeout. `test_kv_fault ucx` runs the same on the UCX backend (77, skipped, without UCX).
+ * timeout. `test_kv_fault ucx` runs the same on the UCX backend (77, skipped, without UCX), and
+ * then the roles swapped: a writer in another process frozen, then one killed, while its WRITEs'
+ * rendezvous are in flight — the target's strata_kv_deregister returns within about the timeout
+ * (the receives it pinned the region for are ended) and the region is not written after it.
+ * With UCX_TLS=tcp (test_kv_fault_ucx_tcp) a receive must have been in flight at the freeze;
+ * over shared memory the target fetches the bytes itself (cma), so one rarely is.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +20,7 @@
 #include <unistd.h>
 
 #include "helpers/check.h"
+#include "serve/kv_internal.h"
 #include "strata.h"
 #include "strata_kv.h"
 
@@ -221,6 +227,110 @@ static void killed_mid_transfer(int backend, const char *label) {
   printf("%s killed mid-transfer: %s\n", label, failures ? "FAILED" : "ok");
 }
 
+/* The writer: loads the target's blob from the pipe and WRITEs 0x5a over its region, again
+ * and again, until killed. */
+static void writer_main(int backend, int from_parent) {
+  uint64_t len;
+  void *blob;
+  if (read(from_parent, &len, sizeof len) != sizeof len || len >= (1 << 20) ||
+      !(blob = malloc(len)) || read(from_parent, blob, len) != (ssize_t)len)
+    _exit(2);
+  strata_kv_agent *a = make_agent("prefill", backend);
+  uint8_t *local = malloc(BYTES);
+  uint32_t local_id, id;
+  uint64_t base, bytes;
+  int peer;
+  if (!a || !local) _exit(2);
+  memset(local, 0x5a, BYTES);
+  if (strata_kv_register(a, local, BYTES, &local_id) || strata_kv_peer_load(a, blob, len, &peer) ||
+      strata_kv_peer_region(a, peer, 0, &id, &base, &bytes))
+    _exit(2);
+  strata_kv_desc l = {(uint64_t)(uintptr_t)local, BYTES, 0, 0};
+  strata_kv_desc r = {base, BYTES, id, 0};
+  for (;;) {
+    strata_kv_xfer *x;
+    if (strata_kv_xfer_post(a, STRATA_KV_WRITE, peer, &l, &r, 1, NULL, 0, &x) != STRATA_OK)
+      for (;;) pause(); /* the target is gone to us: wait to be killed */
+    strata_kv_xfer_wait(x, 20);
+    strata_kv_xfer_release(x);
+  }
+}
+
+static void stalled_writer(int backend, const char *label, int killed) {
+  int pipefd[2];
+  if (pipe(pipefd) != 0) {
+    CHECK(!"pipe");
+    return;
+  }
+  pid_t child = fork(); /* before this process starts UCX's threads */
+  if (child == 0) {
+    close(pipefd[1]);
+    writer_main(backend, pipefd[0]);
+  }
+  close(pipefd[0]);
+  strata_kv_agent *a = make_agent("decode", backend);
+  uint8_t *mem = calloc(1, BYTES), *after = malloc(BYTES);
+  uint32_t id;
+  void *blob = NULL;
+  size_t len = 0;
+  if (!a || !mem || !after || strata_kv_register(a, mem, BYTES, &id) ||
+      strata_kv_metadata_export(a, &blob, &len)) {
+    CHECK(!"set up");
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    return;
+  }
+  uint64_t len64 = len;
+  CHECK(write(pipefd[1], &len64, sizeof len64) == sizeof len64 &&
+        write(pipefd[1], blob, len) == (ssize_t)len);
+  close(pipefd[1]);
+  /* its bytes arrive: WRITEs are running */
+  double t0 = now_s();
+  while (((volatile uint8_t *)mem)[BYTES - 1] != 0x5a && now_s() - t0 < 20) usleep(1000);
+  CHECK(mem[BYTES - 1] == 0x5a, "%s: the writer's bytes never arrived", label);
+  /* frozen with a receive in flight, where the transport leaves one in flight */
+  size_t receiving = 0;
+  for (int attempt = 0; attempt < 200 && !receiving; attempt++) {
+    kill(child, SIGSTOP);
+    int stopped = 0;
+    waitpid(child, &stopped, WUNTRACED);
+    receiving = kv_ucx_receiving_for_test(a);
+    if (!receiving) {
+      kill(child, SIGCONT);
+      usleep(1000);
+    }
+  }
+  const char *tls = getenv("UCX_TLS");
+  if (tls && !strcmp(tls, "tcp"))
+    CHECK(receiving > 0, "%s: no rendezvous receive in flight at the freeze", label);
+  if (killed) {
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    child = -1;
+  }
+  t0 = now_s();
+  CHECK_STATUS(strata_kv_deregister(a, id), STRATA_OK);
+  double waited = now_s() - t0;
+  CHECK(waited < 8 * TIMEOUT_S, "%s: deregister waited %.1f s for a %s writer", label, waited,
+        killed ? "killed" : "frozen");
+  memcpy(after, mem, BYTES);
+  if (child > 0) { /* woken, it finds its target gone; nothing lands after deregistration */
+    kill(child, SIGCONT);
+    usleep(300 * 1000);
+  }
+  CHECK(memcmp(after, mem, BYTES) == 0, "%s: the region changed after deregistration", label);
+  if (child > 0) {
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+  }
+  strata_kv_agent_destroy(a);
+  free(mem);
+  free(after);
+  free(blob);
+  printf("%s %s writer mid-rendezvous (%zu receives in flight): %s\n", label,
+         killed ? "killed" : "frozen", receiving, failures ? "FAILED" : "ok");
+}
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc > 1 && !strcmp(argv[1], "ucx")) {
@@ -230,6 +340,8 @@ int main(int argc, char **argv) {
     }
     suite(STRATA_KV_BACKEND_UCX, "ucx");
     killed_mid_transfer(STRATA_KV_BACKEND_UCX, "ucx");
+    stalled_writer(STRATA_KV_BACKEND_UCX, "ucx", 0);
+    stalled_writer(STRATA_KV_BACKEND_UCX, "ucx", 1);
     return failures != 0;
   }
   suite(STRATA_KV_BACKEND_TCP, "tcp");

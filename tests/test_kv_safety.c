@@ -15,10 +15,11 @@
  * truncation and a sample of corruptions of a metadata blob parse to STRATA_ERR_PARSE or a peer,
  * never a crash.
  *
- * `test_kv_safety ucx` (77, skipped, without UCX): the crafted descriptors on the UCX backend,
- * and an initiator whose token is not the one the target issued: its WRITE is refused and
- * counted at the target, leaves the region as it was, and fails at the initiator within the
- * timeout instead of hanging.
+ * `test_kv_safety ucx` (77, skipped, without UCX): the crafted descriptors on the UCX backend
+ * (among them slices large enough to go by rendezvous), and an initiator whose token is not the
+ * one the target issued: its WRITE — by rendezvous, then eager — is refused and counted at the
+ * target, leaves the region as it was, and fails at the initiator within the timeout instead of
+ * hanging.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -135,6 +136,10 @@ static void crafted_descriptors(int backend, const char *label) {
       {"region 0", base, 16, 0, "not registered"},
       {"another region's id", base, 16, other_id, "outside"},
       {"a deregistered region", base + 64, 16, gone_id, "not registered"},
+      /* slices of 64 KiB and more go by rendezvous on UCX: refused before any byte moves */
+      {"past the end, a rendezvous' size", base + REGION / 2, REGION, id, "outside"},
+      {"an unknown region, a rendezvous' size", base, 2 * REGION, 999, "not registered"},
+      {"a deregistered region, a rendezvous' size", base, REGION, gone_id, "not registered"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     run_crafted(initiator, target, peer, local, &cases[i], block, label);
@@ -488,18 +493,26 @@ static void forged_token(void) {
   CHECK_STATUS(strata_kv_xfer_wait(x, 10), STRATA_OK);
   strata_kv_xfer_release(x);
   CHECK(mem[0] == 0x33 && mem[4095] == 0x33 && mem[4096] == 0x77);
-  uint64_t before = strata_kv_agent_refusals(target, NULL, 0);
-  kv_ucx_forge_token_for_test(initiator->peers[peer]->ucx_link);
-  memset(local, 0x44, REGION);
-  CHECK_STATUS(strata_kv_xfer_post(initiator, STRATA_KV_WRITE, peer, &l, &r, 1, NULL, 0, &x),
-               STRATA_OK);
-  CHECK_STATUS(strata_kv_xfer_wait(x, 30), STRATA_ERR_TIMEOUT); /* no answer to a stranger */
-  strata_kv_xfer_release(x);
-  char last[256];
-  CHECK(strata_kv_agent_refusals(target, last, sizeof last) == before + 1,
-        "the target counts the forged request");
-  CHECK(strstr(last, "token"), "target's '%s'", last);
-  CHECK(mem[0] == 0x33 && mem[4095] == 0x33, "a forged WRITE changed the region");
+  /* then a forged token: the whole region (a rendezvous' offer, dropped unfetched), and after
+   * reconnecting, 4 KiB (eager, dropped unread) */
+  for (int rendezvous = 1; rendezvous >= 0; rendezvous--) {
+    uint64_t before = strata_kv_agent_refusals(target, NULL, 0);
+    kv_ucx_forge_token_for_test(initiator->peers[peer]->ucx_link);
+    memset(local, 0x44, REGION);
+    l.bytes = r.bytes = rendezvous ? REGION : 4096;
+    CHECK_STATUS(strata_kv_xfer_post(initiator, STRATA_KV_WRITE, peer, &l, &r, 1, NULL, 0, &x),
+                 STRATA_OK);
+    CHECK_STATUS(strata_kv_xfer_wait(x, 30), STRATA_ERR_TIMEOUT); /* no answer to a stranger */
+    strata_kv_xfer_release(x);
+    char last[256];
+    CHECK(strata_kv_agent_refusals(target, last, sizeof last) == before + 1,
+          "the target counts the forged request");
+    CHECK(strstr(last, "token"), "target's '%s'", last);
+    CHECK(mem[0] == 0x33 && mem[4095] == 0x33 && mem[REGION - 1] == 0x77,
+          "a forged WRITE changed the region");
+    CHECK_STATUS(strata_kv_peer_forget(initiator, peer), STRATA_OK);
+    CHECK_STATUS(load(initiator, target, &peer), STRATA_OK);
+  }
   strata_kv_agent_destroy(initiator);
   strata_kv_agent_destroy(target);
   free(mem);

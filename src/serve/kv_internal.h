@@ -301,5 +301,7 @@ int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, 
                  int *refused, size_t *refused_slice, char *why, size_t why_len);
 /* Test hook (tests/test_kv_safety.c): change one bit of the token the link's requests carry. */
 void kv_ucx_forge_token_for_test(kv_ucx_link *l);
+/* Rendezvous receives in flight at this agent (tests: one stalled by its sender). */
+size_t kv_ucx_receiving_for_test(strata_kv_agent *a);
 
 #endif

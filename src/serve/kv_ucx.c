@@ -7,11 +7,17 @@
  * HCA's memory key on RDMA, but on UCX's tcp transport UCX's own emulation and on cma the
  * initiator's process itself. Here every slice is a request that the target checks with
  * kv_region_acquire, exactly as on TCP, and the bytes travel in the request (WRITE) or in its
- * reply (READ). Both are eager, never rendezvous, so the target touches a region only
- *   - inside its receive callback (WRITE: one copy, the region pinned for it), or
- *   - while its own reply is in flight (READ: pinned until that send completes; a reply older
- *     than the agent's timeout force-closes the endpoint, which cancels it),
- * and strata_kv_deregister waits at most the timeout, whatever the peer does.
+ * reply (READ): eager below KV_UCX_RNDV_MIN_BYTES, by rendezvous from it. A rendezvous is an
+ * offer, not a write: the receiver's callback sees the header and the length first and then
+ * names the one buffer UCX may fill (ucp_am_recv_data_nbx) — the target a range of its region
+ * it checked and pinned, the initiator its own slice's buffer, checked at post — or drops the
+ * offer. So the target touches a region only
+ *   - inside its receive callback (an eager WRITE: one copy, the region pinned for it),
+ *   - while a rendezvous receive it started is in flight (pinned until it completes), or
+ *   - while its own READ reply is in flight (pinned until that send completes),
+ * and anything in flight longer than the agent's timeout force-closes its endpoint, which ends
+ * it (a receive, which UCX cannot cancel by itself, with its endpoint's requests), so
+ * strata_kv_deregister waits at most about the timeout, whatever the peer does.
  *
  * Authentication. UCX does not authenticate peers and a worker address is no secret, so the
  * right to send requests is a random 16-byte token the target issues on the peer's first bulk
@@ -30,8 +36,14 @@
  * Lifetimes. A link (one endpoint) belongs to its owner — a peer (initiator side) or a responder
  * connection (target side) — until kv_ucx_link_release; the worker thread frees it once its
  * endpoint is closed and no slice or reply refers to it. An op (a slice in flight) lives on
- * its stream thread's stack until the worker completes it: with the target's reply and its own
- * send both done, or with the link's failure.
+ * its stream thread's stack until the worker completes it: with the target's reply (and the
+ * rendezvous receive of a READ's bytes into it) and its own send all done, or with the link's
+ * failure — never while UCX may still write into its buffer.
+ *
+ * Endpoints of a rendezvous. Its bytes come over the endpoint UCX names as the message's reply
+ * endpoint (senders set UCP_AM_SEND_FLAG_REPLY), usually the link's own, since UCX pairs the
+ * endpoints two workers create towards each other; when it is not, ending the receive means
+ * failing the link that owns that endpoint, or force-closing it when no link does.
  */
 #include <errno.h>
 #include <poll.h>
@@ -99,6 +111,10 @@ void kv_ucx_link_release(kv_ucx_link *l) {
 void kv_ucx_forge_token_for_test(kv_ucx_link *l) {
   (void)l;
 }
+size_t kv_ucx_receiving_for_test(strata_kv_agent *a) {
+  (void)a;
+  return 0;
+}
 int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, size_t n,
                  int *refused, size_t *refused_slice, char *why, size_t why_len) {
   (void)p, (void)c, (void)x, (void)first, (void)n, (void)refused, (void)refused_slice, (void)why,
@@ -116,9 +132,10 @@ int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, 
  * process that uses this backend, never in every program that links libstrata. */
 /* clang-format off */
 #define KV_UCP_FUNCTIONS(X)                                                            \
-  X(ucp_am_send_nbx) X(ucp_cleanup) X(ucp_config_read) X(ucp_config_release)           \
-  X(ucp_ep_close_nbx) X(ucp_ep_create) X(ucp_init_version) X(ucp_request_check_status) \
-  X(ucp_request_free) X(ucp_worker_arm) X(ucp_worker_create) X(ucp_worker_destroy)     \
+  X(ucp_am_recv_data_nbx) X(ucp_am_send_nbx) X(ucp_cleanup) X(ucp_config_read)         \
+  X(ucp_config_release) X(ucp_ep_close_nbx) X(ucp_ep_create) X(ucp_init_version)       \
+  X(ucp_request_check_status) X(ucp_request_free) X(ucp_worker_arm)                    \
+  X(ucp_worker_create) X(ucp_worker_destroy)                                           \
   X(ucp_worker_get_address) X(ucp_worker_get_efd) X(ucp_worker_progress)               \
   X(ucp_worker_release_address) X(ucp_worker_set_am_recv_handler)
 /* clang-format on */
@@ -146,6 +163,10 @@ static void api_load(void) {
 
 #define KV_UCX_MAX_OPS (KV_MAX_PEERS * STRATA_KV_MAX_STREAMS * KV_BATCH_SLICES)
 enum { KV_UCX_IDLE_WAIT_MS = 100 }; /* the longest the worker sleeps: timeouts are checked */
+/* From this many bytes a slice's data goes by rendezvous (the receiver's buffer, one transfer by
+ * the transport: a process_vm_readv on cma), below it eager (UCX's buffer, then one copy),
+ * where the rendezvous' extra round trip would cost more than the copy saves. */
+enum { KV_UCX_RNDV_MIN_BYTES = 64 << 10 };
 
 typedef struct kv_ucx_op {
   kv_ucx_link *link;
@@ -156,10 +177,12 @@ typedef struct kv_ucx_op {
   uint64_t bytes;
   kv_ucx_request wire; /* as sent: alive until the send completes */
   int send_done, reply_done, completed;
-  int status;  /* the link's failure, or OK */
-  int verdict; /* the target's answer */
+  int receiving; /* a READ's bytes are coming into local by rendezvous */
+  int status;    /* the link's failure, or OK */
+  int verdict;   /* the target's answer */
   char why[KV_UCX_REASON_BYTES + 1];
-  size_t *pending; /* the batch's count of ops not completed */
+  size_t *pending;            /* the batch's count of ops not completed */
+  pthread_cond_t *batch_done; /* signalled when that count reaches 0 */
 } kv_ucx_op;
 
 typedef struct kv_ucx_job { /* a reply the target owes */
@@ -170,9 +193,32 @@ typedef struct kv_ucx_job { /* a reply the target owes */
   size_t data_bytes;
   uint32_t region; /* pinned for data, when pinned */
   int pinned;
+  int rendezvous; /* a READ's bytes, offered by rendezvous */
   double sent_s;
   char why[KV_UCX_REASON_BYTES + 1];
 } kv_ucx_job;
+
+/* A rendezvous receive in flight: UCX moves a slice's bytes into the buffer this side chose. */
+typedef struct kv_ucx_recv {
+  struct kv_ucx_recv *next, *prev; /* u->receiving */
+  kv_ucx *u;
+  kv_ucx_link *link; /* target: the requester's; initiator: the slice's */
+  ucp_ep_h ep;       /* the endpoint the bytes come over */
+  uint64_t bytes;
+  double started_s;
+  kv_ucx_job *job; /* target: the WRITE's reply, sent once the bytes are in */
+  uint32_t region; /* target: pinned until then */
+  kv_ucx_op *op;   /* initiator: the READ slice whose buffer it fills */
+  int expired;     /* its endpoint has been failed: once is enough */
+} kv_ucx_recv;
+
+/* An endpoint no link owns, force-closed to end the receives on it. */
+typedef struct kv_ucx_stray {
+  struct kv_ucx_stray *next;
+  ucp_ep_h ep;
+  void *close_request;
+  int closing;
+} kv_ucx_stray;
 
 struct kv_ucx_link {
   kv_ucx *u;
@@ -212,7 +258,9 @@ struct kv_ucx {
   kv_ucx_op *submit_head, *submit_tail;
   kv_ucx_job *job_head, *job_tail; /* replies to send */
   kv_ucx_job *inflight;            /* replies sent, not completed */
-  kv_ucx_op **ops;                 /* by slot: the ops in flight */
+  kv_ucx_recv *receiving;          /* rendezvous receives in flight */
+  kv_ucx_stray *strays;
+  kv_ucx_op **ops; /* by slot: the ops in flight */
   uint32_t *generations;
   uint32_t *free_slots;
   size_t nfree;
@@ -246,15 +294,14 @@ static int from_ucs(ucs_status_t s) {
 
 /* Lock held. */
 static void op_complete(kv_ucx *u, kv_ucx_op *op) {
-  if (op->completed || !op->send_done || !op->reply_done) return;
+  if (op->completed || !op->send_done || !op->reply_done || op->receiving) return;
   op->completed = 1;
   uint32_t slot = (uint32_t)op->cookie;
   u->ops[slot] = NULL;
   u->generations[slot]++;
   u->free_slots[u->nfree++] = slot;
   op->link->ops--;
-  (*op->pending)--;
-  pthread_cond_broadcast(&u->cond);
+  if (--*op->pending == 0) pthread_cond_signal(op->batch_done); /* its stream thread only */
 }
 
 /* Lock held: the op ends with status unless the target's answer is already in. */
@@ -279,6 +326,109 @@ static void op_sent(void *request, ucs_status_t status, void *user_data) {
   api.ucp_request_free(request);
 }
 
+/* ---- rendezvous receives ---- */
+
+/* A reply the target owes, queued for the worker to send. */
+static void job_queue(kv_ucx *u, kv_ucx_job *job) {
+  kv_ucx_reply_encode(&job->wire);
+  pthread_mutex_lock(&u->lock);
+  if (u->job_tail)
+    u->job_tail->next = job;
+  else
+    u->job_head = job;
+  u->job_tail = job;
+  pthread_mutex_unlock(&u->lock);
+}
+
+/* The receive ended (its bytes are in, or it failed or its endpoint was closed): the target
+ * unpins the region and answers the WRITE; the initiator's slice may complete. */
+static void recv_finish(kv_ucx *u, kv_ucx_recv *rv, ucs_status_t status, size_t bytes) {
+  int ok = status == UCS_OK && bytes == rv->bytes;
+  pthread_mutex_lock(&u->lock);
+  if (rv->prev)
+    rv->prev->next = rv->next;
+  else
+    u->receiving = rv->next;
+  if (rv->next) rv->next->prev = rv->prev;
+  if (!ok && !rv->link->failure) { /* whatever broke it, this link is not in step any more */
+    rv->link->failure = status == UCS_OK ? STRATA_ERR_PROTOCOL : from_ucs(status);
+    u->links_changed = 1;
+  }
+  kv_ucx_op *op = rv->op;
+  if (op) {
+    op->receiving = 0;
+    if (!op->reply_done) {
+      op->reply_done = 1;
+      if (ok)
+        op->verdict = STRATA_OK;
+      else
+        op->status = rv->link->failure;
+    }
+    op_complete(u, op);
+  }
+  pthread_mutex_unlock(&u->lock);
+  kv_ucx_job *job = rv->job;
+  if (job) {
+    kv_region_release(u->agent, rv->region);
+    if (!ok) {
+      job->wire.status = STRATA_ERR_PEER_LOST;
+      snprintf(job->why, sizeof job->why, "the WRITE's bytes did not arrive (UCX status %d)",
+               (int)status);
+      job->data = job->why;
+      job->data_bytes = strnlen(job->why, KV_UCX_REASON_BYTES);
+    }
+    job->wire.bytes = job->data_bytes;
+    job_queue(u, job);
+  }
+  free(rv);
+}
+
+static void recv_done(void *request, ucs_status_t status, size_t bytes, void *user_data) {
+  kv_ucx_recv *rv = user_data;
+  recv_finish(rv->u, rv, status, bytes);
+  api.ucp_request_free(request);
+}
+
+/* From an active message's callback: the bytes it offers go to buffer, and nowhere else. The
+ * return value is the callback's. */
+static ucs_status_t recv_start(kv_ucx *u, kv_ucx_recv *rv, void *descriptor, void *buffer) {
+  rv->u = u;
+  rv->started_s = strata_now_s();
+  pthread_mutex_lock(&u->lock);
+  rv->prev = NULL;
+  rv->next = u->receiving;
+  if (u->receiving) u->receiving->prev = rv;
+  u->receiving = rv;
+  pthread_mutex_unlock(&u->lock);
+  ucp_request_param_t param = {
+      .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+      .cb.recv_am = recv_done,
+      .user_data = rv};
+  ucs_status_ptr_t r = api.ucp_am_recv_data_nbx(u->worker, descriptor, buffer, rv->bytes, &param);
+  if (UCS_PTR_IS_PTR(r)) return UCS_INPROGRESS; /* recv_done follows (or ran already) */
+  recv_finish(u, rv, UCS_PTR_STATUS(r), rv->bytes);
+  return UCS_OK;
+}
+
+/* Lock held. Ends every receive coming over ep: the link owning it fails (its endpoint is then
+ * force-closed), or, when no open link owns it, it is force-closed on its own. -1: no memory. */
+static int endpoint_fail(kv_ucx *u, ucp_ep_h ep, int status) {
+  u->links_changed = 1;
+  for (kv_ucx_link *l = u->links; l; l = l->next)
+    if (l->ep == ep && !l->closed) {
+      if (!l->failure) l->failure = status;
+      return 0;
+    }
+  for (kv_ucx_stray *s = u->strays; s; s = s->next)
+    if (s->ep == ep) return 0;
+  kv_ucx_stray *s = calloc(1, sizeof *s);
+  if (!s) return -1;
+  s->ep = ep;
+  s->next = u->strays;
+  u->strays = s;
+  return 0;
+}
+
 /* The target's answer to one of our slices. */
 static ucs_status_t on_reply(void *arg, const void *header, size_t header_bytes, void *data,
                              size_t bytes, const ucp_am_recv_param_t *param) {
@@ -297,12 +447,25 @@ static ucs_status_t on_reply(void *arg, const void *header, size_t header_bytes,
     pthread_mutex_unlock(&u->lock); /* late (the slice already failed) or forged */
     return UCS_OK;
   }
-  if (h.status == STRATA_OK && h.bytes != (op->type == KV_READ ? op->bytes : 0)) {
-    op->link->failure = op->link->failure ? op->link->failure : STRATA_ERR_PROTOCOL;
+  int ep_known = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) && param->reply_ep;
+  kv_ucx_recv *rv = rendezvous && ep_known ? calloc(1, sizeof *rv) : NULL;
+  if ((h.status == STRATA_OK && h.bytes != (op->type == KV_READ ? op->bytes : 0)) ||
+      (rendezvous && !rv)) {
+    int failure = rendezvous && ep_known ? STRATA_ERR_NO_MEMORY : STRATA_ERR_PROTOCOL;
+    op->link->failure = op->link->failure ? op->link->failure : failure;
     u->links_changed = 1;
-    op_fail(u, op, STRATA_ERR_PROTOCOL);
+    op_fail(u, op, failure);
     pthread_mutex_unlock(&u->lock);
-    return UCS_OK;
+    return UCS_OK; /* a rendezvous dropped: nothing is written */
+  }
+  if (rendezvous) { /* the READ's bytes, into the slice's own buffer only */
+    op->receiving = 1;
+    rv->op = op;
+    rv->link = op->link;
+    rv->ep = param->reply_ep;
+    rv->bytes = h.bytes;
+    pthread_mutex_unlock(&u->lock);
+    return recv_start(u, rv, data, op->local);
   }
   pthread_mutex_unlock(&u->lock);
   /* Only this thread completes ops, so op stays while the lock is down for the copy. */
@@ -328,6 +491,8 @@ static void send_op(kv_ucx *u, kv_ucx_op *op) {
                                .cb.send = op_sent,
                                .user_data = op};
   int write = op->type == KV_WRITE;
+  if (write && op->bytes >= KV_UCX_RNDV_MIN_BYTES) /* the target says where the bytes go */
+    param.flags = UCP_AM_SEND_FLAG_RNDV | UCP_AM_SEND_FLAG_REPLY;
   ucs_status_ptr_t r = api.ucp_am_send_nbx(l->ep, KV_UCX_AM_REQUEST, &op->wire, sizeof op->wire,
                                            write ? op->local : NULL, write ? op->bytes : 0, &param);
   if (UCS_PTR_IS_PTR(r)) return; /* op_sent follows */
@@ -379,12 +544,13 @@ static void send_job(kv_ucx *u, kv_ucx_job *job) {
     job_finish(u, job);
     return;
   }
-  ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                                               UCP_OP_ATTR_FIELD_USER_DATA |
-                                               UCP_OP_ATTR_FIELD_FLAGS,
-                               .flags = UCP_AM_SEND_FLAG_EAGER,
-                               .cb.send = job_sent,
-                               .user_data = job};
+  ucp_request_param_t param = {
+      .op_attr_mask =
+          UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
+      .flags =
+          job->rendezvous ? UCP_AM_SEND_FLAG_RNDV | UCP_AM_SEND_FLAG_REPLY : UCP_AM_SEND_FLAG_EAGER,
+      .cb.send = job_sent,
+      .user_data = job};
   job->sent_s = strata_now_s();
   pthread_mutex_lock(&u->lock); /* in the list before job_sent can look for it */
   job->prev = NULL;
@@ -414,7 +580,9 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_byte
   strata_kv_agent *a = u->agent;
   kv_ucx_request h;
   int rendezvous = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
-  int malformed = kv_ucx_request_decode(header, header_bytes, bytes, rendezvous, &h) != 0;
+  int malformed =
+      kv_ucx_request_decode(header, header_bytes, bytes, rendezvous, &h) != 0 ||
+      (rendezvous && !((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) && param->reply_ep));
   pthread_mutex_lock(&u->lock);
   kv_ucx_link *l = header_bytes == sizeof h ? link_by_token(u, h.token) : NULL;
   if (l && malformed) { /* a peer of the job that breaks the protocol loses its endpoint */
@@ -423,7 +591,7 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_byte
   }
   if (l && !malformed) l->jobs++;
   pthread_mutex_unlock(&u->lock);
-  if (!l) {
+  if (!l) { /* UCS_OK drops a rendezvous' offer: its bytes are never fetched */
     kv_refusal(a, "a UCX sender", "its request carries no token this agent issued");
     return UCS_OK;
   }
@@ -450,6 +618,24 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_byte
     kv_refusal(a, l->from, job->why);
     job->data = job->why;
     job->data_bytes = strnlen(job->why, KV_UCX_REASON_BYTES);
+  } else if (h.type == KV_WRITE && rendezvous) {
+    /* UCX fetches the bytes into exactly the range just checked, pinned until it is done;
+     * the reply leaves then (recv_finish) */
+    kv_ucx_recv *rv = calloc(1, sizeof *rv);
+    if (rv) {
+      job->wire.status = STRATA_OK;
+      rv->job = job;
+      rv->region = h.region;
+      rv->link = l;
+      rv->ep = param->reply_ep;
+      rv->bytes = h.bytes;
+      return recv_start(u, rv, data, ptr);
+    }
+    kv_region_release(a, h.region);
+    status = STRATA_ERR_NO_MEMORY;
+    snprintf(job->why, sizeof job->why, "agent %s is out of memory", a->name);
+    job->data = job->why;
+    job->data_bytes = strnlen(job->why, KV_UCX_REASON_BYTES);
   } else if (h.type == KV_WRITE) {
     if (h.bytes) memcpy(ptr, data, h.bytes);
     kv_region_release(a, h.region);
@@ -458,18 +644,12 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_byte
     job->data_bytes = h.bytes;
     job->region = h.region;
     job->pinned = 1; /* until the reply's send completes, or the endpoint closes */
+    job->rendezvous = h.bytes >= KV_UCX_RNDV_MIN_BYTES; /* the initiator says where they go */
   }
   job->wire.status = status;
   job->wire.bytes = job->data_bytes;
-  kv_ucx_reply_encode(&job->wire);
-  pthread_mutex_lock(&u->lock);
-  if (u->job_tail)
-    u->job_tail->next = job;
-  else
-    u->job_head = job;
-  u->job_tail = job;
-  pthread_mutex_unlock(&u->lock);
-  return UCS_OK;
+  job_queue(u, job);
+  return UCS_OK; /* a refused rendezvous' offer is dropped: its bytes are never fetched */
 }
 
 /* ---- links ---- */
@@ -524,6 +704,33 @@ static void link_open(kv_ucx *u, kv_ucx_link *l) {
   pthread_mutex_unlock(&u->lock);
 }
 
+/* Lock held, worker thread: the strays are force-closed and, once closed, forgotten. */
+static void strays_tend(kv_ucx *u) {
+  for (kv_ucx_stray **next = &u->strays; *next;) {
+    kv_ucx_stray *s = *next;
+    if (!s->closing) {
+      s->closing = 1;
+      pthread_mutex_unlock(&u->lock);
+      ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                   .flags = UCP_EP_CLOSE_FLAG_FORCE};
+      ucs_status_ptr_t r = api.ucp_ep_close_nbx(s->ep, &param);
+      pthread_mutex_lock(&u->lock);
+      if (UCS_PTR_IS_PTR(r)) s->close_request = r;
+    }
+    if (s->close_request && api.ucp_request_check_status(s->close_request) != UCS_INPROGRESS) {
+      api.ucp_request_free(s->close_request);
+      s->close_request = NULL;
+    }
+    if (!s->close_request) { /* closed: found again from the head, the list may have grown */
+      for (next = &u->strays; *next != s;) next = &(*next)->next;
+      *next = s->next;
+      free(s);
+      continue;
+    }
+    next = &s->next;
+  }
+}
+
 /* Worker thread: every failed link's endpoint is closed (force: its sends complete, cancelled)
  * and its slices and replies end; released idle links are freed. */
 static void links_tend(kv_ucx *u) {
@@ -548,6 +755,9 @@ static void links_tend(kv_ucx *u) {
       /* slices awaiting a reply that will not come now */
       for (size_t slot = 0; slot < KV_UCX_MAX_OPS && l->ops; slot++)
         if (u->ops[slot] && u->ops[slot]->link == l) op_fail(u, u->ops[slot], l->failure);
+      /* receives of this link's slices coming over another endpoint end with it */
+      for (kv_ucx_recv *rv = u->receiving; rv; rv = rv->next)
+        if (rv->link == l && rv->ep != ep) rv->expired = endpoint_fail(u, rv->ep, l->failure) == 0;
     }
     if (l->close_request && api.ucp_request_check_status(l->close_request) != UCS_INPROGRESS) {
       api.ucp_request_free(l->close_request);
@@ -565,6 +775,7 @@ static void links_tend(kv_ucx *u) {
     }
     link = &l->next;
   }
+  strays_tend(u);
   pthread_mutex_unlock(&u->lock);
 }
 
@@ -593,6 +804,16 @@ void kv_ucx_forge_token_for_test(kv_ucx_link *l) {
   pthread_mutex_lock(&l->u->lock);
   l->token[3] ^= 0x40;
   pthread_mutex_unlock(&l->u->lock);
+}
+
+size_t kv_ucx_receiving_for_test(strata_kv_agent *a) {
+  kv_ucx *u = a->ucx;
+  size_t n = 0;
+  if (!u) return 0;
+  pthread_mutex_lock(&u->lock);
+  for (kv_ucx_recv *rv = u->receiving; rv; rv = rv->next) n++;
+  pthread_mutex_unlock(&u->lock);
+  return n;
 }
 
 /* A new link, opened by the worker thread; waits for the endpoint. */
@@ -703,23 +924,30 @@ static int drain_queues(kv_ucx *u) {
   return any;
 }
 
-/* A reply in flight longer than the timeout means an initiator that stopped reading: its
- * endpoint closes, which cancels the reply and unpins the region. */
-static void expire_replies(kv_ucx *u) {
+/* A reply in flight longer than the timeout means an initiator that stopped reading, a
+ * rendezvous receive as old a sender that stopped sending: the endpoint closes, which ends the
+ * send or the receive and unpins the region. */
+static void expire(kv_ucx *u) {
   double now = strata_now_s();
-  int expired = 0;
+  int replies = 0, receives = 0;
   pthread_mutex_lock(&u->lock);
   for (kv_ucx_job *job = u->inflight; job; job = job->next)
     if (now - job->sent_s > u->agent->timeout_s && !job->link->failure) {
       job->link->failure = STRATA_ERR_TIMEOUT;
-      expired = 1;
+      replies = 1;
     }
-  if (expired) u->links_changed = 1;
+  for (kv_ucx_recv *rv = u->receiving; rv; rv = rv->next)
+    if (now - rv->started_s > u->agent->timeout_s && !rv->expired) {
+      if (!rv->link->failure) rv->link->failure = STRATA_ERR_TIMEOUT;
+      rv->expired = endpoint_fail(u, rv->ep, STRATA_ERR_TIMEOUT) == 0; /* else: next check */
+      receives = 1;
+    }
+  if (replies) u->links_changed = 1;
   pthread_mutex_unlock(&u->lock);
-  if (expired)
+  if (replies || receives)
     STRATA_LOG(STRATA_LOG_WARN, -1,
-               "kv agent %s: a UCX peer did not take a READ reply within %.1f s: endpoint closed",
-               u->agent->name, u->agent->timeout_s);
+               "kv agent %s: a UCX peer did not %s within %.1f s: endpoint closed", u->agent->name,
+               replies ? "take a READ reply" : "deliver a rendezvous' bytes", u->agent->timeout_s);
 }
 
 static void *worker_loop(void *arg) {
@@ -731,17 +959,18 @@ static void *worker_loop(void *arg) {
     busy |= drain_queues(u);
     pthread_mutex_lock(&u->lock);
     int changed = u->links_changed, stopping = atomic_load(&u->stop);
-    int waiting_close = 0;
+    int waiting_close = u->strays != NULL;
     for (kv_ucx_link *l = u->links; l; l = l->next) waiting_close |= l->close_request != NULL;
     pthread_mutex_unlock(&u->lock);
     if (changed || waiting_close) links_tend(u);
     if (strata_now_s() >= next_expiry_check) {
-      expire_replies(u);
+      expire(u);
       next_expiry_check = strata_now_s() + 0.05;
     }
     if (stopping) {
       pthread_mutex_lock(&u->lock);
-      int empty = !u->links && !u->inflight && !u->job_head && !u->submit_head;
+      int empty = !u->links && !u->inflight && !u->job_head && !u->submit_head && !u->receiving &&
+                  !u->strays;
       pthread_mutex_unlock(&u->lock);
       if (empty) break;
     }
@@ -893,10 +1122,13 @@ int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, 
   kv_ucx_link *l = p->ucx_link;
   kv_ucx_op ops[KV_BATCH_SLICES];
   size_t pending = n;
+  pthread_cond_t done; /* a batch's own: an op's completion wakes no other stream thread */
+  pthread_cond_init(&done, NULL);
   memset(ops, 0, sizeof ops);
   pthread_mutex_lock(&u->lock);
   if (u->nfree < n) { /* cannot happen: the table holds every batch that can exist at once */
     pthread_mutex_unlock(&u->lock);
+    pthread_cond_destroy(&done);
     return STRATA_ERR_NO_MEMORY;
   }
   for (size_t i = 0; i < n; i++) {
@@ -910,6 +1142,7 @@ int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, 
     op->local = (uint8_t *)(uintptr_t)s->local;
     op->bytes = s->bytes;
     op->pending = &pending;
+    op->batch_done = &done;
     memcpy(op->wire.token, l->token, KV_UCX_TOKEN_BYTES);
     op->wire.cookie = op->cookie;
     op->wire.type = (uint16_t)op->type;
@@ -926,7 +1159,8 @@ int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, 
   l->ops += n;
   pthread_mutex_unlock(&u->lock);
   wake(u);
-  /* Wait for every op; the deadline moves whenever one completes (time without progress). */
+  /* Wait for every op; the deadline moves whenever one completed (time without progress),
+   * checked when the batch ends and every 100 ms. */
   pthread_mutex_lock(&u->lock);
   double deadline = strata_now_s() + a->timeout_s;
   size_t last = pending;
@@ -935,7 +1169,7 @@ int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, 
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += 100 * 1000000L;
     if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-    pthread_cond_timedwait(&u->cond, &u->lock, &ts);
+    pthread_cond_timedwait(&done, &u->lock, &ts);
     double now = strata_now_s();
     if (pending < last) {
       last = pending;
@@ -955,6 +1189,7 @@ int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, 
     }
   }
   pthread_mutex_unlock(&u->lock);
+  pthread_cond_destroy(&done);
   int status = STRATA_OK;
   for (size_t i = 0; i < n; i++) {
     if (ops[i].status != STRATA_OK && status == STRATA_OK) status = ops[i].status;

@@ -31,7 +31,9 @@
  * below plus its data: KV_UCX_AM_REQUEST (initiator -> target; WRITE: data = the slice's bytes)
  * and KV_UCX_AM_REPLY (target -> initiator; data = a READ's bytes, or a refusal's reason). A
  * request proves the right to ask with the token the target gave on the authenticated HELLO; a
- * reply names the slice by the initiator's cookie and carries the initiator's reply token. The
+ * reply names the slice by the initiator's cookie and carries the initiator's reply token. Data
+ * comes eager (inside the message) or, for a WRITE's or a granted READ's bytes only, by
+ * rendezvous: the receiver then names the buffer the bytes go to, after these checks. The
  * decoders below check everything a header says against what arrived before anything is used.
  */
 #ifndef STRATA_SERVE_KV_WIRE_H
@@ -177,7 +179,7 @@ static inline void kv_ucx_reply_encode(kv_ucx_reply *h) {
 }
 
 /* A request as the target received it: 0 when the header is whole and agrees with its data
- * (a WRITE's data is the slice, eager; a READ has none), -1 otherwise. */
+ * (a WRITE's data is the slice, eager or by rendezvous; a READ has none), -1 otherwise. */
 static inline int kv_ucx_request_decode(const void *header, size_t header_bytes, size_t data_bytes,
                                         int rendezvous, kv_ucx_request *h) {
   if (header_bytes != sizeof *h) return -1;
@@ -189,16 +191,15 @@ static inline int kv_ucx_request_decode(const void *header, size_t header_bytes,
   h->region = le32toh(h->region);
   h->addr = le64toh(h->addr);
   h->bytes = le64toh(h->bytes);
-  if (h->magic != KV_UCX_MAGIC || h->flags || rendezvous || h->bytes > KV_WIRE_MAX_SLICE_BYTES)
-    return -1;
+  if (h->magic != KV_UCX_MAGIC || h->flags || h->bytes > KV_WIRE_MAX_SLICE_BYTES) return -1;
   if (h->type == KV_WRITE) return data_bytes == h->bytes ? 0 : -1;
-  if (h->type == KV_READ) return data_bytes == 0 ? 0 : -1;
+  if (h->type == KV_READ) return data_bytes == 0 && !rendezvous ? 0 : -1;
   return -1;
 }
 
 /* A reply as the initiator received it: 0 when whole and consistent (a status is never
- * positive; a refusal's reason is short; data_bytes is what the header says), -1 otherwise.
- * Whether it fits the slice it names is the caller's check. */
+ * positive; a refusal's reason is short and eager; data_bytes is what the header says), -1
+ * otherwise. Whether it fits the slice it names is the caller's check. */
 static inline int kv_ucx_reply_decode(const void *header, size_t header_bytes, size_t data_bytes,
                                       int rendezvous, kv_ucx_reply *h) {
   if (header_bytes != sizeof *h) return -1;
@@ -207,8 +208,8 @@ static inline int kv_ucx_reply_decode(const void *header, size_t header_bytes, s
   h->magic = le32toh(h->magic);
   h->status = (int32_t)le32toh((uint32_t)h->status);
   h->bytes = le64toh(h->bytes);
-  if (h->magic != KV_UCX_MAGIC || rendezvous || h->status > 0 || h->bytes != data_bytes ||
-      h->bytes > KV_WIRE_MAX_SLICE_BYTES)
+  if (h->magic != KV_UCX_MAGIC || h->status > 0 || h->bytes != data_bytes ||
+      h->bytes > KV_WIRE_MAX_SLICE_BYTES || (rendezvous && h->status != 0))
     return -1;
   return h->status < 0 && h->bytes > KV_UCX_REASON_BYTES ? -1 : 0;
 }

@@ -30,15 +30,15 @@ static void ucx_headers(const uint8_t *data, size_t size) {
   size_t header_bytes = size - 5;
   kv_ucx_request request;
   if (kv_ucx_request_decode(header, header_bytes, data_bytes, rendezvous, &request) == 0) {
-    if (rendezvous || request.bytes > KV_WIRE_MAX_SLICE_BYTES ||
+    if (request.bytes > KV_WIRE_MAX_SLICE_BYTES ||
         (request.type != KV_READ && request.type != KV_WRITE) ||
         (request.type == KV_WRITE && request.bytes != data_bytes) ||
-        (request.type == KV_READ && data_bytes != 0))
+        (request.type == KV_READ && (data_bytes != 0 || rendezvous)))
       abort();
   }
   kv_ucx_reply reply;
   if (kv_ucx_reply_decode(header, header_bytes, data_bytes, rendezvous, &reply) == 0) {
-    if (rendezvous || reply.status > 0 || reply.bytes != data_bytes ||
+    if ((rendezvous && reply.status != 0) || reply.status > 0 || reply.bytes != data_bytes ||
         (reply.status < 0 && reply.bytes > KV_UCX_REASON_BYTES))
       abort();
   }
