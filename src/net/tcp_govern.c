@@ -39,7 +39,11 @@
  * sometimes does. A pair whose link rate the user gave (STRATA_TCP_LINK_GBPS) is held from its
  * first byte to TARGET × that rate × the handshake's RTT: otherwise a fresh connection's startup
  * (several streams, each doubling its window every round trip) overfills the queue before the
- * samples stop growing, and its first large transfer pays for the losses; the samples take over
+ * samples stop growing, and its first large transfer pays for the losses. Until the samples set
+ * the cap that first hold is the clamp alone, set again at every reading: a buffer fixed on a
+ * fresh connection sometimes held its window's growth back for seconds (the kernel grows a fixed
+ * buffer's window only as far as its per-packet overhead allows), so the buffers are fixed when
+ * the samples set the cap, as without a rate. The samples take over
  * once they stop growing, as above, but never hold the pair below that first cap: on a link whose
  * rate is known, a slow sample says the sender or the host was slow (samples stop growing when
  * the ranks wait for the CPU), not the path, and a cap set from it would hold the pair to it.
@@ -264,7 +268,7 @@ void strata_tcp_govern(strata_tcp_governor *g, const int *fds, int nfds, int bus
   /* applied at every reading: the kernel's receive autotuning moves the clamp when it grows the
    * buffer */
   int value = strata_tcp_governor_clamp(cap, nfds);
-  if (moved) lock_buffers(g, fds, nfds, value);
+  if (g->full && (moved || !g->rcvbuf_locked)) lock_buffers(g, fds, nfds, value);
   for (int i = 0; i < nfds; i++)
     setsockopt(fds[i], IPPROTO_TCP, TCP_WINDOW_CLAMP, &value, sizeof value);
   if (moved)
@@ -280,7 +284,6 @@ void strata_tcp_govern_start(strata_tcp_governor *g, const int *fds, int nfds, d
   uint64_t cap = strata_tcp_governor_start(g, link_gbps, handshake_rtt_us);
   if (!cap) return;
   int value = strata_tcp_governor_clamp(cap, nfds);
-  lock_buffers(g, fds, nfds, value);
   for (int i = 0; i < nfds; i++)
     setsockopt(fds[i], IPPROTO_TCP, TCP_WINDOW_CLAMP, &value, sizeof value);
   STRATA_LOG(STRATA_LOG_INFO, rank,

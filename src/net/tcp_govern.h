@@ -78,7 +78,8 @@ uint64_t strata_tcp_governor_start(strata_tcp_governor *g, double link_gbps,
                                    unsigned handshake_rtt_us);
 
 /* I/O: strata_tcp_governor_start, then the pair's `nfds` data streams held to its cap at once
- * (before any data flows), as strata_tcp_govern holds them. */
+ * (before any data flows) by their window clamps; their buffers stay the kernel's until the
+ * samples set the cap (strata_tcp_govern then fixes them). */
 void strata_tcp_govern_start(strata_tcp_governor *g, const int *fds, int nfds, double link_gbps,
                              unsigned handshake_rtt_us, int rank, int peer);
 
