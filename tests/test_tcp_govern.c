@@ -9,8 +9,11 @@
  * streams as window clamps with a floor; the held sockets' fixed buffers are as large as
  * net.core.rmem_max allows, not near the clamp; losses that go on under the cap (not those of the
  * overshoot before it), or samples well below the rate the cap was set for (a window too small for
- * the round trip the acks take), release the pair for good. tests/test_tcp_wan.sh checks the
- * governor on a real emulated link (its info log shows the rate it measured).
+ * the round trip the acks take), release the pair for good; a sample after a repaired hole
+ * reaches back to where the hole opened (its burst sets no cap); a buffer that autotuning grew is
+ * never fixed smaller; a pair whose link rate is given is held from its first byte.
+ * tests/test_tcp_wan.sh checks the governor on a real emulated link (its info log shows the rate it
+ * measured).
  */
 #include <stdio.h>
 #include <string.h>
@@ -176,18 +179,33 @@ static void test_short_rtt_interval_and_rcvbuf(void) {
 /* The held socket's fixed buffer: as large as rmem_max allows, never near the clamp (a buffer
  * near it prunes what arrives behind a loss); none when rmem_max is below twice the clamp. */
 static void test_rcvbuf(void) {
-  int got = strata_tcp_governor_rcvbuf(312000, 4194304);
+  int got = strata_tcp_governor_rcvbuf(312000, 4194304, 0);
   CHECK(got == 4194304, "a 312 KB clamp with rmem_max 4 MiB: the whole 4 MiB (%d)", got);
-  got = strata_tcp_governor_rcvbuf(2000000, 4194304);
+  got = strata_tcp_governor_rcvbuf(2000000, 4194304, 0);
   CHECK(got == 4194304, "a 2 MB clamp: still rmem_max, not twice the clamp (%d)", got);
-  got = strata_tcp_governor_rcvbuf(2200000, 4194304);
+  got = strata_tcp_governor_rcvbuf(2200000, 4194304, 0);
   CHECK(got == 0, "rmem_max below twice the clamp: the buffer is left to the kernel (%d)", got);
-  got = strata_tcp_governor_rcvbuf(312000, 0);
+  got = strata_tcp_governor_rcvbuf(312000, 0, 0);
   CHECK(got == 0, "rmem_max unknown: left to the kernel (%d)", got);
-  got = strata_tcp_governor_rcvbuf(0, 4194304);
+  got = strata_tcp_governor_rcvbuf(0, 4194304, 0);
   CHECK(got == 0, "no clamp: left to the kernel (%d)", got);
-  got = strata_tcp_governor_rcvbuf(1 << 20, 1L << 40);
+  got = strata_tcp_governor_rcvbuf(1 << 20, 1L << 40, 0);
   CHECK(got == 0x3fffffff, "a huge rmem_max fits an int (%d)", got);
+}
+
+/* A fresh connection's startup can grow a buffer past what a fixed one may be (the kernel reports
+ * twice what is set): fixing it then would shrink a buffer that holds data, and the kernel would
+ * prune what it had acknowledged selectively. Such a buffer is left to the kernel; one at or
+ * below the fixed size is fixed. */
+static void test_rcvbuf_never_shrinks(void) {
+  int got = strata_tcp_governor_rcvbuf(2000000, 4194304, 53004068);
+  CHECK(got == 0, "a buffer autotuning grew to 53 MB is not fixed at 8 MiB (%d)", got);
+  got = strata_tcp_governor_rcvbuf(2000000, 4194304, 2 * 4194304 + 1);
+  CHECK(got == 0, "one byte above the fixed size: left alone (%d)", got);
+  got = strata_tcp_governor_rcvbuf(2000000, 4194304, 2 * 4194304);
+  CHECK(got == 4194304, "exactly the fixed size: fixed (%d)", got);
+  got = strata_tcp_governor_rcvbuf(2000000, 4194304, 131072);
+  CHECK(got == 4194304, "a small buffer: fixed at rmem_max (%d)", got);
 }
 
 /* Losses under the cap: the overshoot's own in the grace samples are forgiven; losses that go on
@@ -218,6 +236,76 @@ static void test_release_on_lossy_path(void) {
   CHECK(cap > 0 && !f.g.released, "losses only across idle readings: still capped");
 }
 
+/* A repaired hole releases at once the bytes that queued behind it: a sample of the two intervals
+ * after the stall reads above the link. The sample reaches back to the interval where the packets
+ * behind the hole began to arrive out of order, so the burst counts over the time its bytes took
+ * to arrive. Had the burst set the cap (1.4 R), every honest sample at R after it would read
+ * starved (< 0.8 x 1.4 R) and the pair would be released. */
+static void test_burst_after_hole_sets_no_cap(void) {
+  const double rtt = 0.05, R = 100e6;
+  feeder f;
+  feeder_at(&f, R, rtt, 5);
+  uint64_t cap = f.g.cap_bytes;
+  CHECK(f.g.full && near((double)cap, 1.3 * R * rtt, 0.01), "held at 1.3 R: %llu",
+        (unsigned long long)cap);
+  feed_ooo(&f, 0.2, 0.2 * R, 1, rtt, 300);       /* the loss: a stall, packets out of order */
+  cap = feed_ooo(&f, 0.2, 1.8 * R, 1, rtt, 100); /* the repair releases what queued */
+  CHECK(near((double)cap, 1.3 * R * rtt, 0.01), "the stall and the burst: R (%llu)",
+        (unsigned long long)cap);
+  cap = feed(&f, 0.2, R, 1, rtt); /* burst + this: 1.4 R over two intervals, R from the hole */
+  CHECK(near((double)cap, 1.3 * R * rtt, 0.01), "the sample after the burst reaches back: %llu",
+        (unsigned long long)cap);
+  for (int i = 0; i < 12; i++) feed(&f, 0.2, R, 1, rtt);
+  CHECK(!f.g.released, "honest samples at R after the burst: not starved, not released");
+}
+
+/* The span: two intervals; back to the first of a run of intervals with packets out of order that
+ * reaches the oldest of the two; never past the intervals known. */
+static void test_span_rate(void) {
+  strata_tcp_interval spans[STRATA_TCP_GOVERN_SPANS] = {{100, 1, 0}, {300, 1, 1}, {20, 1, 1},
+                                                        {80, 1, 0},  {500, 1, 1}, {500, 1, 1}};
+  double got = strata_tcp_governor_span_rate(spans, 6, 0);
+  CHECK(near(got, 200, 1e-9), "the last two intervals: %.1f", got);
+  got = strata_tcp_governor_span_rate(spans, 6, 1);
+  CHECK(near(got, 140, 1e-9), "back to the hole, not past the clean interval: %.1f", got);
+  spans[1].holes = 0;
+  got = strata_tcp_governor_span_rate(spans, 6, 1);
+  CHECK(near(got, 200, 1e-9), "no packets out of order in the older of the two: %.1f", got);
+  for (int i = 0; i < STRATA_TCP_GOVERN_SPANS; i++) spans[i].holes = 1;
+  got = strata_tcp_governor_span_rate(spans, 4, 1);
+  CHECK(near(got, 125, 1e-9), "holes all along: every interval known (4): %.1f", got);
+  got = strata_tcp_governor_span_rate(spans, 1, 1);
+  CHECK(near(got, 100, 1e-9), "one interval: %.1f", got);
+  CHECK(strata_tcp_governor_span_rate(spans, 0, 1) == 0, "none: 0");
+}
+
+/* A pair whose link rate is given: held to 1.3 x that rate x the handshake's RTT before any
+ * sample; the samples set the cap once they stop growing, never below that first cap (slow samples
+ * on a known link are a slow sender or host), above it when the path delivers more. No rate: no
+ * cap until the samples say so. */
+static void test_held_from_first_byte(void) {
+  const double rtt = 0.05, R = 125e6; /* 1 Gbit/s */
+  feeder f;
+  memset(&f, 0, sizeof f);
+  uint64_t cap = strata_tcp_governor_start(&f.g, 1.0, 50000);
+  CHECK(near((double)cap, 1.3 * R * rtt, 0.01), "1 Gbit/s x 50 ms: held from the start (%llu)",
+        (unsigned long long)cap);
+  cap = feed(&f, 0.2, 0, 1, rtt);
+  for (int i = 0; i < 2; i++) cap = feed(&f, 0.2, R / 8, 1, rtt);
+  CHECK(!f.g.full && near((double)cap, 1.3 * R * rtt, 0.01), "still growing: the first cap (%llu)",
+        (unsigned long long)cap);
+  for (int i = 0; i < 4; i++) cap = feed(&f, 0.2, R / 8, 1, rtt);
+  CHECK(f.g.full && near((double)cap, 1.3 * R * rtt, 0.01),
+        "samples at 1/8 of the given rate: not held below it (%llu)", (unsigned long long)cap);
+  for (int i = 0; i < 3; i++) cap = feed(&f, 0.2, 1.2 * R, 1, rtt);
+  CHECK(near((double)cap, 1.3 * 1.2 * R * rtt, 0.01), "a faster path raises it (%llu)",
+        (unsigned long long)cap);
+  feeder n;
+  CHECK(strata_tcp_governor_start(&n.g, 0, 50000) == 0 && n.g.cap_bytes == 0,
+        "no rate given: nothing held");
+  CHECK(strata_tcp_governor_start(&n.g, 1.0, 0) == 0, "no RTT: nothing held");
+}
+
 int main(void) {
   test_startup_then_cap();
   test_idle_readings_make_no_sample();
@@ -226,6 +314,10 @@ int main(void) {
   test_release_on_lossy_path();
   test_release_when_starved();
   test_rcvbuf();
+  test_rcvbuf_never_shrinks();
+  test_burst_after_hole_sets_no_cap();
+  test_span_rate();
+  test_held_from_first_byte();
   if (failures) fprintf(stderr, "test_tcp_govern: %d failure(s)\n", failures);
   return failures != 0;
 }

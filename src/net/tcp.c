@@ -207,7 +207,8 @@ typedef struct tcp_peer {
 typedef struct tcp_transport {
   strata_transport base;
   int rank, nranks, streams;
-  int govern; /* cfg->tcp_govern and buffers not fixed by STRATA_TCP_BUFFER */
+  int govern;       /* cfg->tcp_govern and buffers not fixed by STRATA_TCP_BUFFER */
+  double link_gbps; /* STRATA_TCP_LINK_GBPS (0: not given) */
   tcp_peer *peers;
   strata_xfer *done_head, *done_tail;
   double next_control_check_s;
@@ -1272,6 +1273,11 @@ static int peers_init(tcp_transport *t, int *fds, const strata_seal_keys *keys) 
     if (getsockopt(p->streams[0].fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0)
       p->rtt_us = info.tcpi_rtt;
     p->governed = t->govern && strata_tcp_tune_notsent_lowat_bytes(p->rtt_us) > 0;
+    if (p->governed) {
+      int stream_fds[TCP_MAX_STREAMS];
+      for (int s = 0; s < t->streams; s++) stream_fds[s] = p->streams[s].fd;
+      strata_tcp_govern_start(&p->gov, stream_fds, t->streams, t->link_gbps, p->rtt_us, t->rank, q);
+    }
     const strata_seal *seal = &p->streams[0].tx;
     STRATA_LOG(STRATA_LOG_INFO, t->rank, "tcp: frames to and from rank %d %s", q,
                !seal->on                                ? "in clear"
@@ -1321,6 +1327,7 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
     t->nranks = nranks;
     t->streams = cfg->tcp_streams;
     t->govern = cfg->tcp_govern && !cfg->tcp_buffer_bytes;
+    t->link_gbps = cfg->tcp_link_gbps;
     t->timeout_s = cfg->timeout_s;
     t->beat_s = cfg->timeout_s / TCP_BEATS_PER_TIMEOUT;
     if (t->beat_s < TCP_BEAT_MIN_S) t->beat_s = TCP_BEAT_MIN_S;

@@ -20,23 +20,44 @@
  * socket that has sent nothing to measure it). Between readings at which a posted receive was
  * waiting for bytes, the bytes received over the time are one sample of the rate the path
  * delivers to us; a sample spans two such intervals, because a repaired hole releases at once
- * what queued behind it (one interval alone can read well above the link's rate). Arrivals are
- * paced by the bottleneck, so the receiver's count is clean where the sender's is not: acks queue
- * behind the other direction's data and arrive in bursts (short samples at the sender can read
- * several times the link's rate). While the samples keep growing (slow start, BBR's startup)
+ * what queued behind it (one interval alone can read well above the link's rate). Even two read
+ * high when the hole opened before them (a stall of a round trip or a retransmission timeout,
+ * released in the sample), and a cap set from such a rate holds nothing and makes every honest
+ * sample after it look starved (below); so the sample the cap's max filter keeps reaches back
+ * over the run of intervals in which packets arrived out of order, to the one where the hole
+ * opened (at most SPANS intervals): the burst then counts over the time its bytes took to
+ * arrive. Arrivals are paced by the bottleneck, so the
+ * receiver's count is clean where the sender's is not: acks queue behind the other direction's
+ * data and arrive in bursts (short samples at the sender can read several times the link's
+ * rate). While the samples keep growing (slow start, BBR's startup)
  * nothing is held back; once three samples in a row are not 25% above the last step (BBR's test
  * for leaving startup) the peer is held to TARGET × the largest of the last WINDOW samples × min
  * RTT. The max filter, not a mean: under a cap a mean measures the cap and spirals down; its
  * memory (WINDOW samples, 5 s at 50 ms) forgets a path that got slower, and since the cap lets 30%
  * more through than was measured, a faster path is found sample by sample. TARGET = 1.3 leaves
  * the queue mostly empty and the link full; 2 BDP in flight overflows a one-BDP queue, and 1.8
- * sometimes does.
+ * sometimes does. A pair whose link rate the user gave (STRATA_TCP_LINK_GBPS) is held from its
+ * first byte to TARGET × that rate × the handshake's RTT: otherwise a fresh connection's startup
+ * (several streams, each doubling its window every round trip) overfills the queue before the
+ * samples stop growing, and its first large transfer pays for the losses. Until the samples set
+ * the cap that first hold is the clamp alone, set again at every reading: a buffer fixed on a
+ * fresh connection sometimes held its window's growth back for seconds (the kernel grows a fixed
+ * buffer's window only as far as its per-packet overhead allows), so the buffers are fixed when
+ * the samples set the cap, as without a rate. The samples take over
+ * once they stop growing, as above, but never hold the pair below that first cap: on a link whose
+ * rate is known, a slow sample says the sender or the host was slow (samples stop growing when
+ * the ranks wait for the CPU), not the path, and a cap set from it would hold the pair to it.
  *
  * The hold is each stream's TCP_WINDOW_CLAMP: the window it advertises, whatever its buffer. The
  * kernel's receive autotuning raises the clamp when it grows the buffer, so the buffer is fixed
  * too, as large as net.core.rmem_max allows (when that is at least twice the clamp: room for the
  * window and what arrives out of order behind a loss, at the kernel's per-packet overhead);
- * otherwise the clamp alone, set again at every reading. The kernel
+ * otherwise the clamp alone, set again at every reading. Never smaller than the buffer already
+ * is: on a fresh connection the startup before the hold can grow a buffer to
+ * net.ipv4.tcp_rmem[2] (tens of megabytes behind its losses), and a buffer set below what it
+ * holds makes the kernel collapse and prune it, dropping segments it had acknowledged
+ * selectively; the sender waits a retransmission timeout for each. Such a buffer stays the
+ * kernel's (it has nowhere left to grow the clamp to), held by the clamp alone. The kernel
  * never takes back a window it advertised: a lower cap takes effect as the bytes already allowed
  * arrive.
  *
@@ -85,6 +106,22 @@ static const int GOVERN_LOSSY = 4;    /* ... this many costly (a loss, or starve
 static const double GOVERN_STARVED = 0.8; /* a sample below this × the rate the cap was set for */
 static const int GOVERN_OPEN = 1 << 30;   /* the clamp of a released pair: none */
 
+double strata_tcp_governor_span_rate(const strata_tcp_interval *spans, int nspans,
+                                     int back_to_hole) {
+  if (nspans <= 0) return 0;
+  int n = nspans < 2 ? nspans : 2;
+  /* the oldest interval saw packets out of order: the hole they queued behind opened in it, or
+   * in the interval before if that one saw some too; reach back to the first of such a run, so
+   * the bytes a repair releases count over the time they took to arrive */
+  while (back_to_hole && n < nspans && spans[n - 1].holes && spans[n].holes) n++;
+  double bytes = 0, seconds = 0;
+  for (int i = 0; i < n; i++) {
+    bytes += spans[i].bytes;
+    seconds += spans[i].seconds;
+  }
+  return seconds > 0 ? bytes / seconds : 0;
+}
+
 uint64_t strata_tcp_governor_feed(strata_tcp_governor *g, const strata_tcp_reading *r) {
   if (r->rtt_min_s > 0 && (g->rtt_min_s <= 0 || r->rtt_min_s < g->rtt_min_s))
     g->rtt_min_s = r->rtt_min_s;
@@ -92,14 +129,14 @@ uint64_t strata_tcp_governor_feed(strata_tcp_governor *g, const strata_tcp_readi
   int busy_interval =
       g->primed && g->last_busy && r->busy && dt > 0 && r->received >= g->last_received;
   if (busy_interval) {
-    /* a sample spans this interval and the one before when that was busy too: a repaired hole
-     * releases the bytes queued behind it at once, which one interval would count as its own */
-    double interval_bytes = (double)(r->received - g->last_received);
-    double rate = (interval_bytes + (g->last_interval_s > 0 ? g->last_interval_bytes : 0)) /
-                  (dt + g->last_interval_s);
-    g->last_interval_bytes = interval_bytes;
-    g->last_interval_s = dt;
-    g->rates[g->rate_next] = rate;
+    /* the busy intervals since the last idle reading, newest first */
+    memmove(&g->spans[1], &g->spans[0], sizeof g->spans - sizeof g->spans[0]);
+    g->spans[0] = (strata_tcp_interval){.bytes = (double)(r->received - g->last_received),
+                                        .seconds = dt,
+                                        .holes = r->ooo > g->last_ooo};
+    if (g->nspans < STRATA_TCP_GOVERN_SPANS) g->nspans++;
+    double rate = strata_tcp_governor_span_rate(g->spans, g->nspans, 0);
+    g->rates[g->rate_next] = strata_tcp_governor_span_rate(g->spans, g->nspans, 1);
     g->rate_next = (g->rate_next + 1) % STRATA_TCP_GOVERN_WINDOW;
     if (g->nrates < STRATA_TCP_GOVERN_WINDOW) g->nrates++;
     g->samples++;
@@ -118,7 +155,7 @@ uint64_t strata_tcp_governor_feed(strata_tcp_governor *g, const strata_tcp_readi
       g->full = 1;
     }
   } else {
-    g->last_interval_s = 0;
+    g->nspans = 0;
   }
   g->primed = 1;
   g->last_busy = r->busy;
@@ -134,7 +171,17 @@ uint64_t strata_tcp_governor_feed(strata_tcp_governor *g, const strata_tcp_readi
     for (int i = 0; i < g->nrates; i++)
       if (g->rates[i] > best) best = g->rates[i];
     g->cap_bytes = (uint64_t)(GOVERN_TARGET * best * g->rtt_min_s);
+    if (g->cap_bytes < g->floor_bytes) g->cap_bytes = g->floor_bytes;
   }
+  return g->cap_bytes;
+}
+
+uint64_t strata_tcp_governor_start(strata_tcp_governor *g, double link_gbps,
+                                   unsigned handshake_rtt_us) {
+  memset(g, 0, sizeof *g);
+  if (!(link_gbps > 0) || !handshake_rtt_us) return 0;
+  g->rtt_min_s = handshake_rtt_us * 1e-6;
+  g->cap_bytes = g->floor_bytes = (uint64_t)(GOVERN_TARGET * link_gbps * 1e9 / 8 * g->rtt_min_s);
   return g->cap_bytes;
 }
 
@@ -149,24 +196,33 @@ static long rmem_max(void) {
   return strata_tcp_sysctl_long("/proc/sys/net/core/rmem_max", 0);
 }
 
-int strata_tcp_governor_rcvbuf(int clamp, long rmem_max) {
+int strata_tcp_governor_rcvbuf(int clamp, long rmem_max, int current_bytes) {
   if (clamp <= 0 || rmem_max <= 0 || (long)clamp * 2 > rmem_max) return 0;
-  return rmem_max > 0x3fffffff ? 0x3fffffff : (int)rmem_max;
+  int value = rmem_max > 0x3fffffff ? 0x3fffffff : (int)rmem_max;
+  if (current_bytes > 0 && (long)current_bytes > 2L * value) return 0;
+  return value;
 }
 
 /* The kernel's receive autotuning raises a socket's window clamp whenever it grows the buffer, so a
  * clamp alone lets bursts through between readings: the buffer is fixed (autotuning off), as large
- * as net.core.rmem_max allows. The clamp, not the buffer, is the hold: a buffer near the clamp
- * cannot also hold what arrives out of order behind a loss, nor the kernel's per-packet overhead
- * (it charges each segment's whole allocation, not its payload): the kernel collapses and then
- * prunes the queue, dropping segments the sender must send again, and a held stream
- * stalls at losses the path never made. A roomy buffer costs nothing: it holds only what the
- * clamp let in and the application has not read yet. */
+ * as net.core.rmem_max allows, unless autotuning has already made it larger (see the top). The
+ * clamp, not the buffer, is the hold: a buffer near the clamp cannot also hold what arrives out of
+ * order behind a loss, nor the kernel's per-packet overhead (it charges each segment's whole
+ * allocation, not its payload): the kernel collapses and then prunes the queue, dropping segments
+ * the sender must send again, and a held stream stalls at losses the path never made. A roomy
+ * buffer costs nothing: it holds only what the clamp let in and the application has not read yet.
+ */
 static void lock_buffers(strata_tcp_governor *g, const int *fds, int nfds, int clamp) {
-  int value = strata_tcp_governor_rcvbuf(clamp, rmem_max());
-  if (!value) return;
-  for (int i = 0; i < nfds; i++) setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &value, sizeof value);
-  g->rcvbuf_locked = 1;
+  long limit = rmem_max();
+  for (int i = 0; i < nfds; i++) {
+    int current = 0;
+    socklen_t len = sizeof current;
+    if (getsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &current, &len) != 0) continue;
+    int value = strata_tcp_governor_rcvbuf(clamp, limit, current);
+    if (!value) continue;
+    setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &value, sizeof value);
+    g->rcvbuf_locked = 1;
+  }
 }
 
 void strata_tcp_govern(strata_tcp_governor *g, const int *fds, int nfds, int busy,
@@ -212,7 +268,7 @@ void strata_tcp_govern(strata_tcp_governor *g, const int *fds, int nfds, int bus
   /* applied at every reading: the kernel's receive autotuning moves the clamp when it grows the
    * buffer */
   int value = strata_tcp_governor_clamp(cap, nfds);
-  if (moved) lock_buffers(g, fds, nfds, value);
+  if (g->full && (moved || !g->rcvbuf_locked)) lock_buffers(g, fds, nfds, value);
   for (int i = 0; i < nfds; i++)
     setsockopt(fds[i], IPPROTO_TCP, TCP_WINDOW_CLAMP, &value, sizeof value);
   if (moved)
@@ -221,4 +277,17 @@ void strata_tcp_govern(strata_tcp_governor *g, const int *fds, int nfds, int bus
                "streams=%d samples=%llu",
                peer, (double)cap / GOVERN_TARGET / g->rtt_min_s * 8e-6, g->rtt_min_s * 1e3,
                (unsigned long long)cap, value, nfds, (unsigned long long)g->samples);
+}
+
+void strata_tcp_govern_start(strata_tcp_governor *g, const int *fds, int nfds, double link_gbps,
+                             unsigned handshake_rtt_us, int rank, int peer) {
+  uint64_t cap = strata_tcp_governor_start(g, link_gbps, handshake_rtt_us);
+  if (!cap) return;
+  int value = strata_tcp_governor_clamp(cap, nfds);
+  for (int i = 0; i < nfds; i++)
+    setsockopt(fds[i], IPPROTO_TCP, TCP_WINDOW_CLAMP, &value, sizeof value);
+  STRATA_LOG(STRATA_LOG_INFO, rank,
+             "tcp govern: peer %d held from the first byte to the given link rate: "
+             "rate_mbps=%.1f rtt_ms=%.2f cap_bytes=%llu clamp=%d streams=%d",
+             peer, link_gbps * 1e3, handshake_rtt_us * 1e-3, (unsigned long long)cap, value, nfds);
 }
