@@ -7,7 +7,7 @@
  * HCA's memory key on RDMA, but on UCX's tcp transport UCX's own emulation and on cma the
  * initiator's process itself. Here every slice is a request that the target checks with
  * kv_region_acquire, exactly as on TCP, and the bytes travel in the request (WRITE) or in its
- * reply (READ): eager below KV_UCX_RNDV_MIN_BYTES, by rendezvous from it. A rendezvous is an
+ * reply (READ): eager, or from a size by rendezvous (by_rendezvous). A rendezvous is an
  * offer, not a write: the receiver's callback sees the header and the length first and then
  * names the one buffer UCX may fill (ucp_am_recv_data_nbx) — the target a range of its region
  * it checked and pinned, the initiator its own slice's buffer, checked at post — or drops the
@@ -164,9 +164,36 @@ static void api_load(void) {
 #define KV_UCX_MAX_OPS (KV_MAX_PEERS * STRATA_KV_MAX_STREAMS * KV_BATCH_SLICES)
 enum { KV_UCX_IDLE_WAIT_MS = 100 }; /* the longest the worker sleeps: timeouts are checked */
 /* From this many bytes a slice's data goes by rendezvous (the receiver's buffer, one transfer by
- * the transport: a process_vm_readv on cma), below it eager (UCX's buffer, then one copy),
- * where the rendezvous' extra round trip would cost more than the copy saves. */
-enum { KV_UCX_RNDV_MIN_BYTES = 64 << 10 };
+ * the transport), below it eager (UCX's buffer, then one copy), where the rendezvous' extra round
+ * trip would cost more than the copy saves. Rendezvous is the default only on a host with an RDMA
+ * device, where it is the zero-copy path: over UCX's tcp transport it gains nothing measurable,
+ * and over shared memory its cma transfer (one process_vm_readv, pinning the sender's pages
+ * each time) moves a large region at about half the rate of eager's two cache-friendly copies.
+ * STRATA_KV_UCX_RNDV_BYTES overrides it: a size from which to use rendezvous, 0 for never. The
+ * sender decides; a receiver takes either. */
+enum { KV_UCX_RNDV_DEFAULT_BYTES = 64 << 10 };
+static pthread_once_t rndv_once = PTHREAD_ONCE_INIT;
+static size_t rndv_min_bytes = SIZE_MAX;
+
+static void rndv_read(void) {
+  const char *value = getenv("STRATA_KV_UCX_RNDV_BYTES");
+  if (value && value[0]) {
+    char *end;
+    unsigned long long n = strtoull(value, &end, 10);
+    if (!*end && value[0] != '-') {
+      rndv_min_bytes = n == 0 ? SIZE_MAX : (size_t)n;
+      return;
+    }
+    STRATA_LOG(STRATA_LOG_WARN, -1,
+               "STRATA_KV_UCX_RNDV_BYTES=%s ignored: expected a size in bytes (0: never)", value);
+  }
+  rndv_min_bytes = kv_ucx_rdma_present() ? (size_t)KV_UCX_RNDV_DEFAULT_BYTES : SIZE_MAX;
+}
+
+static int by_rendezvous(uint64_t bytes) {
+  pthread_once(&rndv_once, rndv_read);
+  return bytes >= rndv_min_bytes;
+}
 
 typedef struct kv_ucx_op {
   kv_ucx_link *link;
@@ -491,7 +518,7 @@ static void send_op(kv_ucx *u, kv_ucx_op *op) {
                                .cb.send = op_sent,
                                .user_data = op};
   int write = op->type == KV_WRITE;
-  if (write && op->bytes >= KV_UCX_RNDV_MIN_BYTES) /* the target says where the bytes go */
+  if (write && by_rendezvous(op->bytes)) /* the target says where the bytes go */
     param.flags = UCP_AM_SEND_FLAG_RNDV | UCP_AM_SEND_FLAG_REPLY;
   ucs_status_ptr_t r = api.ucp_am_send_nbx(l->ep, KV_UCX_AM_REQUEST, &op->wire, sizeof op->wire,
                                            write ? op->local : NULL, write ? op->bytes : 0, &param);
@@ -644,7 +671,7 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_byte
     job->data_bytes = h.bytes;
     job->region = h.region;
     job->pinned = 1; /* until the reply's send completes, or the endpoint closes */
-    job->rendezvous = h.bytes >= KV_UCX_RNDV_MIN_BYTES; /* the initiator says where they go */
+    job->rendezvous = by_rendezvous(h.bytes); /* the initiator says where they go */
   }
   job->wire.status = status;
   job->wire.bytes = job->data_bytes;
