@@ -528,8 +528,9 @@ STRATA_API int strata_store_addr_parse(const char *addr, int allow_empty_host, c
                                        size_t host_len, int *port, char *err, size_t err_len);
 
 /* A client of the store: what a program beside the job uses to meet its ranks (the KV agent's
- * metadata, a serving fleet's addresses). Values are byte strings; every blocking call takes a
- * timeout and returns STRATA_ERR_TIMEOUT rather than hang. The connection proves the job key of
+ * metadata, a serving fleet's addresses). Values are byte strings. get and wait take a timeout;
+ * set, set_if_absent and add are bounded by the connection's (connect's timeout_s); each returns
+ * STRATA_ERR_TIMEOUT rather than hang. The connection proves the job key of
  * (secret, job_id) first, as the ranks do (NULL or "" for a store started without a secret): a
  * store that refuses the proof, or cannot prove its own, gives STRATA_ERR_AUTH at once. */
 typedef struct strata_store strata_store;

@@ -306,6 +306,20 @@ static void test_held_from_first_byte(void) {
   CHECK(strata_tcp_governor_start(&n.g, 1.0, 0) == 0, "no RTT: nothing held");
 }
 
+/* A pair held at the floor a given link rate set, whose sender stays far below that rate (a
+ * loaded host): the floor is not what keeps it slow, so it is not released as starved. */
+static void test_floor_never_starves(void) {
+  const double rtt = 0.05, R = 125e6;
+  feeder f;
+  memset(&f, 0, sizeof f);
+  uint64_t cap = strata_tcp_governor_start(&f.g, 1.0, 50000);
+  cap = feed(&f, 0.2, 0, 1, rtt);
+  for (int i = 0; i < 16; i++) cap = feed(&f, 0.2, R / 8, 1, rtt);
+  CHECK(f.g.full && !f.g.released && near((double)cap, 1.3 * R * rtt, 0.01),
+        "slow samples under the floor: still held at it (released %d, cap %llu)", f.g.released,
+        (unsigned long long)cap);
+}
+
 int main(void) {
   test_startup_then_cap();
   test_idle_readings_make_no_sample();
@@ -318,6 +332,7 @@ int main(void) {
   test_burst_after_hole_sets_no_cap();
   test_span_rate();
   test_held_from_first_byte();
+  test_floor_never_starves();
   if (failures) fprintf(stderr, "test_tcp_govern: %d failure(s)\n", failures);
   return failures != 0;
 }

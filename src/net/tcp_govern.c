@@ -145,7 +145,10 @@ uint64_t strata_tcp_governor_feed(strata_tcp_governor *g, const strata_tcp_readi
       double cap_rate = (double)g->cap_bytes / GOVERN_TARGET / g->rtt_min_s;
       unsigned mask = (1u << GOVERN_LOSSY_OF) - 1;
       g->lossy_bits = (g->lossy_bits << 1 | (r->ooo > g->last_ooo)) & mask;
-      g->starved_bits = (g->starved_bits << 1 | (rate < GOVERN_STARVED * cap_rate)) & mask;
+      /* a cap at the floor the given link rate set is not what keeps a slow sender slow (the
+       * host is, or the rate given was high): only a cap the samples set can starve the pair */
+      int starved = g->cap_bytes > g->floor_bytes && rate < GOVERN_STARVED * cap_rate;
+      g->starved_bits = (g->starved_bits << 1 | starved) & mask;
       if (__builtin_popcount(g->lossy_bits | g->starved_bits) >= GOVERN_LOSSY) g->released = 1;
     }
     if (rate >= g->plateau_rate * GOVERN_STEP) {

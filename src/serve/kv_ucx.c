@@ -163,15 +163,16 @@ static void api_load(void) {
 
 #define KV_UCX_MAX_OPS (KV_MAX_PEERS * STRATA_KV_MAX_STREAMS * KV_BATCH_SLICES)
 enum { KV_UCX_IDLE_WAIT_MS = 100 }; /* the longest the worker sleeps: timeouts are checked */
-/* From this many bytes a slice's data goes by rendezvous (the receiver's buffer, one transfer by
- * the transport), below it eager (UCX's buffer, then one copy), where the rendezvous' extra round
- * trip would cost more than the copy saves. Rendezvous is the default only on a host with an RDMA
- * device, where it is the zero-copy path: over UCX's tcp transport it gains nothing measurable,
- * and over shared memory its cma transfer (one process_vm_readv, pinning the sender's pages
- * each time) moves a large region at about half the rate of eager's two cache-friendly copies.
- * STRATA_KV_UCX_RNDV_BYTES overrides it: a size from which to use rendezvous, 0 for never. The
- * sender decides; a receiver takes either. */
-enum { KV_UCX_RNDV_DEFAULT_BYTES = 64 << 10 };
+/* Slices go eager (UCX's buffer, then one copy) unless STRATA_KV_UCX_RNDV_BYTES names a size from
+ * which they go by rendezvous (the receiver's buffer, one transfer by the transport). Eager is
+ * the default: over UCX's tcp transport rendezvous gains nothing measurable, over shared memory
+ * its cma transfer (one process_vm_readv, pinning the sender's pages each time) moves a large
+ * region at about half eager's rate, and on RDMA a rendezvous hands the peer a memory key to
+ * whole registered pages, which UCX's registration cache keeps after the transfer: past the
+ * checked range and past deregistration, for a peer that speaks to the fabric directly. Nor is it
+ * used by an agent whose endpoints cannot report a peer's failure (UCX's shared-memory
+ * transports alone): a receive in flight is ended by force-closing its endpoint, which UCX
+ * guarantees only in that mode. The sender decides; a receiver takes either, where allowed. */
 static pthread_once_t rndv_once = PTHREAD_ONCE_INIT;
 static size_t rndv_min_bytes = SIZE_MAX;
 
@@ -187,12 +188,7 @@ static void rndv_read(void) {
     STRATA_LOG(STRATA_LOG_WARN, -1,
                "STRATA_KV_UCX_RNDV_BYTES=%s ignored: expected a size in bytes (0: never)", value);
   }
-  rndv_min_bytes = kv_ucx_rdma_present() ? (size_t)KV_UCX_RNDV_DEFAULT_BYTES : SIZE_MAX;
-}
-
-static int by_rendezvous(uint64_t bytes) {
-  pthread_once(&rndv_once, rndv_read);
-  return bytes >= rndv_min_bytes;
+  rndv_min_bytes = SIZE_MAX;
 }
 
 typedef struct kv_ucx_op {
@@ -292,6 +288,16 @@ struct kv_ucx {
   uint32_t *free_slots;
   size_t nfree;
 };
+
+/* Whether this agent sends (from rndv_min_bytes) and takes rendezvous at all. */
+static int rendezvous_allowed(const kv_ucx *u) {
+  pthread_once(&rndv_once, rndv_read);
+  return rndv_min_bytes != SIZE_MAX && !u->no_peer_mode;
+}
+
+static int by_rendezvous(const kv_ucx *u, uint64_t bytes) {
+  return rendezvous_allowed(u) && bytes >= rndv_min_bytes;
+}
 
 int kv_ucx_built(void) {
   pthread_once(&api_once, api_load);
@@ -438,12 +444,13 @@ static ucs_status_t recv_start(kv_ucx *u, kv_ucx_recv *rv, void *descriptor, voi
 }
 
 /* Lock held. Ends every receive coming over ep: the link owning it fails (its endpoint is then
- * force-closed), or, when no open link owns it, it is force-closed on its own. -1: no memory. */
+ * force-closed; one already closed by its link is not closed again), or, when no link owns it,
+ * it is force-closed on its own. -1: no memory. */
 static int endpoint_fail(kv_ucx *u, ucp_ep_h ep, int status) {
   u->links_changed = 1;
   for (kv_ucx_link *l = u->links; l; l = l->next)
-    if (l->ep == ep && !l->closed) {
-      if (!l->failure) l->failure = status;
+    if (l->ep == ep) {
+      if (!l->closed && !l->failure) l->failure = status;
       return 0;
     }
   for (kv_ucx_stray *s = u->strays; s; s = s->next)
@@ -469,12 +476,16 @@ static ucs_status_t on_reply(void *arg, const void *header, size_t header_bytes,
   uint32_t slot = (uint32_t)h.cookie, generation = (uint32_t)(h.cookie >> 32);
   pthread_mutex_lock(&u->lock);
   kv_ucx_op *op = slot < KV_UCX_MAX_OPS ? u->ops[slot] : NULL;
-  if (!op || u->generations[slot] != generation || op->reply_done ||
+  if (!op || u->generations[slot] != generation || op->reply_done || op->receiving ||
       sodium_memcmp(op->link->reply_token, h.reply_token, KV_UCX_TOKEN_BYTES) != 0) {
-    pthread_mutex_unlock(&u->lock); /* late (the slice already failed) or forged */
+    /* late (the slice already failed), forged, or a second answer to a slice whose first is
+     * still arriving: dropped, its bytes (a rendezvous' offer) never fetched */
+    pthread_mutex_unlock(&u->lock);
     return UCS_OK;
   }
-  int ep_known = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) && param->reply_ep;
+  /* a rendezvous this agent does not take counts as malformed: the slice fails, unfetched */
+  int ep_known = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) && param->reply_ep &&
+                 (!rendezvous || rendezvous_allowed(u));
   kv_ucx_recv *rv = rendezvous && ep_known ? calloc(1, sizeof *rv) : NULL;
   if ((h.status == STRATA_OK && h.bytes != (op->type == KV_READ ? op->bytes : 0)) ||
       (rendezvous && !rv)) {
@@ -518,7 +529,7 @@ static void send_op(kv_ucx *u, kv_ucx_op *op) {
                                .cb.send = op_sent,
                                .user_data = op};
   int write = op->type == KV_WRITE;
-  if (write && by_rendezvous(op->bytes)) /* the target says where the bytes go */
+  if (write && by_rendezvous(u, op->bytes)) /* the target says where the bytes go */
     param.flags = UCP_AM_SEND_FLAG_RNDV | UCP_AM_SEND_FLAG_REPLY;
   ucs_status_ptr_t r = api.ucp_am_send_nbx(l->ep, KV_UCX_AM_REQUEST, &op->wire, sizeof op->wire,
                                            write ? op->local : NULL, write ? op->bytes : 0, &param);
@@ -640,7 +651,16 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_byte
   memcpy(job->wire.reply_token, l->reply_token, KV_UCX_TOKEN_BYTES);
   job->wire.cookie = h.cookie;
   void *ptr = NULL;
-  int status = kv_region_acquire(a, h.region, h.addr, h.bytes, &ptr, job->why, sizeof job->why);
+  int status = STRATA_OK;
+  if (rendezvous && !rendezvous_allowed(u)) { /* its offer is dropped: bytes never fetched */
+    status = STRATA_ERR_UNSUPPORTED;
+    snprintf(job->why, sizeof job->why,
+             "agent %s takes no rendezvous (STRATA_KV_UCX_RNDV_BYTES unset here, or its UCX "
+             "transports cannot report a peer's failure)",
+             a->name);
+  } else {
+    status = kv_region_acquire(a, h.region, h.addr, h.bytes, &ptr, job->why, sizeof job->why);
+  }
   if (status != STRATA_OK) {
     kv_refusal(a, l->from, job->why);
     job->data = job->why;
@@ -671,7 +691,7 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_byte
     job->data_bytes = h.bytes;
     job->region = h.region;
     job->pinned = 1; /* until the reply's send completes, or the endpoint closes */
-    job->rendezvous = by_rendezvous(h.bytes); /* the initiator says where they go */
+    job->rendezvous = by_rendezvous(u, h.bytes); /* the initiator says where they go */
   }
   job->wire.status = status;
   job->wire.bytes = job->data_bytes;
@@ -782,9 +802,13 @@ static void links_tend(kv_ucx *u) {
       /* slices awaiting a reply that will not come now */
       for (size_t slot = 0; slot < KV_UCX_MAX_OPS && l->ops; slot++)
         if (u->ops[slot] && u->ops[slot]->link == l) op_fail(u, u->ops[slot], l->failure);
-      /* receives of this link's slices coming over another endpoint end with it */
+      /* receives over this endpoint end with its close; those of this link's slices coming
+       * over another endpoint end with that one */
       for (kv_ucx_recv *rv = u->receiving; rv; rv = rv->next)
-        if (rv->link == l && rv->ep != ep) rv->expired = endpoint_fail(u, rv->ep, l->failure) == 0;
+        if (rv->ep == ep)
+          rv->expired = 1;
+        else if (rv->link == l)
+          rv->expired = endpoint_fail(u, rv->ep, l->failure) == 0;
     }
     if (l->close_request && api.ucp_request_check_status(l->close_request) != UCS_INPROGRESS) {
       api.ucp_request_free(l->close_request);
