@@ -24,6 +24,7 @@ cleanup() {
 trap cleanup EXIT
 
 cat >"$work/job.py" <<'PY'
+import sys
 import numpy as np, strata
 pattern = np.frombuffer(b"STRATA-PLAINTEXT-PATTERN-0123456", dtype=np.int32)  # 32 bytes
 data = np.tile(pattern, (4 << 20) // 32)
@@ -31,7 +32,9 @@ with strata.Comm() as comm:
     out = data.copy()
     comm.allreduce(out, op="max")
     assert np.array_equal(out, data), "wrong result"
-    print("rank", comm.rank, "ok")
+    # one write per line: the ranks share the log, and print() writes its pieces one by one
+    sys.stdout.write(f"rank {comm.rank} ok\n")
+    sys.stdout.flush()
 PY
 
 # capture MODE: the pattern's occurrences in a capture of one run with STRATA_ENCRYPT=MODE
@@ -46,7 +49,7 @@ capture() {
   local rc=$?
   sleep 0.3 # let tcpdump write the last packets
   kill "$dump_pid"; wait "$dump_pid" 2>/dev/null; dump_pid=
-  if [ $rc -ne 0 ] || [ "$(grep -c " ok$" "$work/$1.log")" != 2 ]; then
+  if [ $rc -ne 0 ] || [ "$(grep -o "rank [01] ok" "$work/$1.log" | sort -u | wc -l)" != 2 ]; then
     echo "the STRATA_ENCRYPT=$1 run failed:" >&2; cat "$work/$1.log" >&2
     echo failed; return
   fi
