@@ -11,7 +11,8 @@
  * overshoot before it), or samples well below the rate the cap was set for (a window too small for
  * the round trip the acks take), release the pair for good; a sample after a repaired hole
  * reaches back to where the hole opened (its burst sets no cap); a buffer that autotuning grew is
- * never fixed smaller; a pair whose link rate is given is held from its first byte.
+ * never fixed smaller; a pair whose link rate is given is held from its first byte, and a cap at
+ * that rate never counts as starving it; intervals that carried only messages make no sample.
  * tests/test_tcp_wan.sh checks the governor on a real emulated link (its info log shows the rate it
  * measured).
  */
@@ -320,6 +321,24 @@ static void test_floor_never_starves(void) {
         (unsigned long long)cap);
 }
 
+/* A pair that carries only messages while a receive waits (heartbeats, a small reply) makes no
+ * sample: it is not judged full at a rate near zero, so a transfer that follows starts unheld
+ * and is capped at its own plateau. */
+static void test_messages_make_no_sample(void) {
+  const double rtt = 0.05, R = 125e6;
+  feeder f;
+  memset(&f, 0, sizeof f);
+  uint64_t cap = feed(&f, 0.2, 0, 1, rtt);
+  for (int i = 0; i < 12; i++) cap = feed(&f, 0.2, 1000, 1, rtt); /* 200 B per reading */
+  CHECK(!f.g.full && cap == 0 && f.g.samples == 0,
+        "messages only: no sample, not full, nothing held (samples %llu, cap %llu)",
+        (unsigned long long)f.g.samples, (unsigned long long)cap);
+  for (double rate = R / 64; rate < R; rate *= 2) cap = feed(&f, 0.2, rate, 1, rtt);
+  for (int i = 0; i < 5; i++) cap = feed(&f, 0.2, R, 1, rtt);
+  CHECK(f.g.full && near((double)cap, 1.3 * R * rtt, 0.01),
+        "the transfer after them is capped at its own plateau (%llu)", (unsigned long long)cap);
+}
+
 int main(void) {
   test_startup_then_cap();
   test_idle_readings_make_no_sample();
@@ -333,6 +352,7 @@ int main(void) {
   test_span_rate();
   test_held_from_first_byte();
   test_floor_never_starves();
+  test_messages_make_no_sample();
   if (failures) fprintf(stderr, "test_tcp_govern: %d failure(s)\n", failures);
   return failures != 0;
 }
