@@ -989,10 +989,15 @@ static void abort_publish_ready(tcp_transport *t, double now) {
   }
 }
 
+/* The pair's data streams' sockets, for tcp_govern.c. */
+static void peer_fds(const tcp_transport *t, const tcp_peer *p, int fds[TCP_MAX_STREAMS]) {
+  for (int s = 0; s < t->streams; s++) fds[s] = p->streams[s].fd;
+}
+
 /* A reading for tcp_govern.c: the pair is busy while a posted receive waits for bytes. */
 static void peer_govern(tcp_transport *t, tcp_peer *p) {
   int fds[TCP_MAX_STREAMS];
-  for (int s = 0; s < t->streams; s++) fds[s] = p->streams[s].fd;
+  peer_fds(t, p, fds);
   strata_tcp_govern(&p->gov, fds, t->streams, p->base_seq < p->next_seq, p->rtt_us, t->rank,
                     p->rank);
 }
@@ -1275,7 +1280,7 @@ static int peers_init(tcp_transport *t, int *fds, const strata_seal_keys *keys) 
     p->governed = t->govern && strata_tcp_tune_notsent_lowat_bytes(p->rtt_us) > 0;
     if (p->governed) {
       int stream_fds[TCP_MAX_STREAMS];
-      for (int s = 0; s < t->streams; s++) stream_fds[s] = p->streams[s].fd;
+      peer_fds(t, p, stream_fds);
       strata_tcp_govern_start(&p->gov, stream_fds, t->streams, t->link_gbps, p->rtt_us, t->rank, q);
     }
     const strata_seal *seal = &p->streams[0].tx;
