@@ -288,17 +288,19 @@ static void stalled_writer(int backend, const char *label, int killed) {
   double t0 = now_s();
   while (((volatile uint8_t *)mem)[BYTES - 1] != 0x5a && now_s() - t0 < 20) usleep(1000);
   CHECK(mem[BYTES - 1] == 0x5a, "%s: the writer's bytes never arrived", label);
-  /* frozen with a receive in flight, where the transport leaves one in flight */
+  /* The state under test: the writer frozen while a receive of its bytes is in flight. It
+   * writes without pause, so that state comes; the writer is stopped, and let go again until it
+   * has (bounded by time, as the wait for its bytes above). */
   size_t receiving = 0;
-  for (int attempt = 0; attempt < 200 && !receiving; attempt++) {
+  t0 = now_s();
+  for (;;) {
     kill(child, SIGSTOP);
     int stopped = 0;
     waitpid(child, &stopped, WUNTRACED);
     receiving = kv_ucx_receiving_for_test(a);
-    if (!receiving) {
-      kill(child, SIGCONT);
-      usleep(1000);
-    }
+    if (receiving || now_s() - t0 > 5) break;
+    kill(child, SIGCONT);
+    usleep(1000);
   }
   const char *tls = getenv("UCX_TLS");
   if (tls && !strcmp(tls, "tcp"))
