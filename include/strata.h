@@ -807,6 +807,36 @@ STRATA_API int strata_weights_serve(strata_weights *w, strata_comm *comm,
  *                        rank had already finished, the held version may be the new one. */
 STRATA_API int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
                                      strata_weights_round_info *info);
+/* What strata_weights_prepare did on this rank. */
+typedef struct strata_weights_prepare_info {
+  int parent;                   /* subscriber: the rank its rounds will come from (-1: the
+                                   publisher, or a subscriber given no place) */
+  int children;                 /* ranks this one will forward to */
+  int refused;                  /* publisher: subscribers given no place (each logged) */
+  uint64_t warm_bytes_sent;     /* to its children in other sites */
+  uint64_t warm_bytes_received; /* from its parent, when that is in another site */
+  double seconds;               /* the call, verdict excluded */
+} strata_weights_prepare_info;
+
+/* strata_weights_prepare's warm_bytes: twice the path's bandwidth-delay product (the rate
+ * STRATA_TCP_LINK_GBPS, 1 Gbit/s when not given; the round trip the connections measured at
+ * their handshake), nothing when that round trip is below 1 ms; at most 256 MiB. */
+#define STRATA_WEIGHTS_WARM_AUTO UINT64_MAX
+
+/* Optional, collective like a round (the publisher as rank 0, every subscriber), once the handles
+ * exist and before the first round — while the trainer computes its first update, say. Checks
+ * every subscriber's tensor set against the publisher's now rather than at the first round
+ * (STRATA_ERR_MISMATCH on that subscriber, strata_weights_error naming the tensor; the others
+ * go on), draws the fan-out tree the first round will use when every subscriber takes part in
+ * it, and sends `warm_bytes` (chosen by each sending rank) down each edge of that tree between
+ * sites, which the child drops. That opens TCP's congestion windows on the connections the first
+ * copy crosses the WAN on: a fresh connection starts at ten segments and doubles per round trip,
+ * which costs a first copy over a 50 ms, 1 Gbit/s path about 0.3 s. The windows stay open over
+ * idle time only where net.ipv4.tcp_slow_start_after_idle is 0 (docs/weights.md). The bytes
+ * count in strata_comm_stats.wan_bytes_sent. Returns a transport error when it failed on any rank
+ * (shrink and call again, or go on: rounds do not need it). info may be NULL. */
+STRATA_API int strata_weights_prepare(strata_weights *w, strata_comm *comm, uint64_t warm_bytes,
+                                      strata_weights_prepare_info *info);
 /* The version a subscriber holds (0 = none), or the newest a publisher published. */
 STRATA_API uint64_t strata_weights_version(const strata_weights *w);
 /* Publisher: what `version` cost. STRATA_ERR_NOT_FOUND when it is not kept any more. */

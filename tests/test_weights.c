@@ -6,7 +6,8 @@
  * that dies leaves the subscribers on their last version, without a hang; with sites and hosts,
  * the fan-out sends one copy into each remote site (the trainer one copy when a subscriber shares
  * its site) and chains the members of a site host by host, and the deaths above end the same way
- * over that tree.
+ * over that tree; a preparation draws the first round's tree, warms its edges between sites,
+ * and names mismatched sets and disagreeing calls.
  *
  * The model is three tensors (bf16, f16, f32, one of odd length) whose version v every rank can
  * compute by itself: version 1 sets every element, each later version changes about 1 element
@@ -268,9 +269,15 @@ static int mismatch_body(strata_comm *comm, int rank, int n, int init_status, vo
   if (rank == 0) {
     strata_weights *w = make_publisher(m, 4, 1 << 20);
     CHECK_OR_RETURN(w, "publisher create");
+    /* prepare finds the same mismatches before any version exists */
+    strata_weights_prepare_info prep;
+    int status = strata_weights_prepare(w, comm, 0, &prep);
+    CHECK(status == STRATA_OK && prep.refused == 2 && prep.children == 1,
+          "prepare: %s, %d refused (want 2), %d children (want 1)", strata_err_name(status),
+          prep.refused, prep.children);
     if (publish(w, m, 1, 0)) return 1;
     strata_weights_round_info info;
-    int status = strata_weights_serve(w, comm, &info);
+    status = strata_weights_serve(w, comm, &info);
     CHECK(status == STRATA_OK && info.refused == 2, "serve: %s, %d refused (want 2)",
           strata_err_name(status), info.refused);
     strata_weights_destroy(w);
@@ -283,7 +290,20 @@ static int mismatch_body(strata_comm *comm, int rank, int n, int init_status, vo
     memset(m, 0x5a, sizeof *m);
     strata_weights *w = NULL;
     CHECK_OR_RETURN(strata_weights_subscriber_create(t, 3, &w) == STRATA_OK, "create");
-    int status = strata_weights_update(w, comm, STRATA_WEIGHTS_NEWEST, NULL);
+    strata_weights_prepare_info prep;
+    int status = strata_weights_prepare(w, comm, 0, &prep);
+    if (rank == 3) {
+      CHECK(status == STRATA_OK && prep.parent == 0,
+            "prepare, the matching subscriber: %s, "
+            "parent %d",
+            strata_err_name(status), prep.parent);
+    } else {
+      CHECK(status == STRATA_ERR_MISMATCH && strstr(strata_weights_error(w), name) &&
+                prep.parent == -1,
+            "prepare, rank %d: %s (%s), parent %d", rank, strata_err_name(status),
+            strata_weights_error(w), prep.parent);
+    }
+    status = strata_weights_update(w, comm, STRATA_WEIGHTS_NEWEST, NULL);
     if (rank == 3) {
       CHECK(status == STRATA_OK && holds(m, 1, 0), "the matching subscriber: %s",
             strata_err_name(status));
@@ -483,6 +503,102 @@ static int tree_body(strata_comm *comm, int rank, int n, int init_status, void *
   return failures != 0;
 }
 
+/* ---- 7b. prepare: the tree of the first round, its WAN edges warmed; disagreeing calls ---- */
+
+enum { WARM = 1 << 20 };
+
+/* arg: a layout with its expected tree. Every rank prepares with WARM bytes per edge between
+ * sites: each learns the parent the plan will give it, a parent sends WARM to each child in
+ * another site (and those bytes cross between sites), the child receives them; the first round
+ * then follows that tree. A preparation with STRATA_WEIGHTS_WARM_AUTO between ranks of one host
+ * warms nothing (its round trip is far below a WAN's). */
+static int prepare_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  failures = 0; /* this rank's own: the parent's count came with the fork */
+  const layout *l = arg;
+  CHECK_OR_RETURN(comm, "init: %s", strata_err_name(init_status));
+  model *m = calloc(1, sizeof *m);
+  strata_weights *w = rank == 0 ? make_publisher(m, 4, 8192) : make_subscriber(m);
+  CHECK_OR_RETURN(w, "create");
+  layout_apply(w, l, rank);
+  int children = 0, remote_children = 0;
+  for (int r = 1; r < n; r++)
+    if (l->parent[r] == rank) {
+      children++;
+      remote_children += strcmp(l->site[r], l->site[rank]) != 0;
+    }
+  int remote_parent = rank > 0 && strcmp(l->site[l->parent[rank]], l->site[rank]) != 0;
+  strata_weights_prepare_info prep;
+  uint64_t wan0 = wan_sent(comm);
+  int status = strata_weights_prepare(w, comm, WARM, &prep);
+  CHECK_OR_RETURN(status == STRATA_OK, "prepare: %s (%s)", strata_err_name(status),
+                  strata_weights_error(w));
+  uint64_t wan = wan_sent(comm) - wan0;
+  CHECK(prep.parent == l->parent[rank] && prep.children == children,
+        "rank %d: parent %d, %d children; the tree says %d, %d", rank, prep.parent, prep.children,
+        l->parent[rank], children);
+  CHECK(prep.warm_bytes_sent == (uint64_t)remote_children * WARM && wan >= prep.warm_bytes_sent,
+        "rank %d: %llu warm bytes sent (%llu across sites), want %d x %d", rank,
+        (unsigned long long)prep.warm_bytes_sent, (unsigned long long)wan, remote_children, WARM);
+  CHECK(prep.warm_bytes_received == (remote_parent ? (uint64_t)WARM : 0),
+        "rank %d: %llu warm bytes received", rank, (unsigned long long)prep.warm_bytes_received);
+  CHECK_STATUS(strata_weights_prepare(w, comm, STRATA_WEIGHTS_WARM_AUTO, &prep), STRATA_OK);
+  CHECK(prep.warm_bytes_sent == 0 && prep.warm_bytes_received == 0,
+        "rank %d: AUTO warmed %llu bytes between ranks of one host", rank,
+        (unsigned long long)prep.warm_bytes_sent);
+  if (rank == 0 && publish(w, m, 1, 0)) return 1;
+  status = rank == 0 ? strata_weights_serve(w, comm, NULL)
+                     : strata_weights_update(w, comm, STRATA_WEIGHTS_NEWEST, NULL);
+  CHECK_OR_RETURN(status == STRATA_OK, "v1: %s (%s)", strata_err_name(status),
+                  strata_weights_error(w));
+  if (rank > 0)
+    CHECK(weights_debug_parent(w) == l->parent[rank] && holds(m, 1, 0),
+          "rank %d: v1 from %d, prepared for %d", rank, weights_debug_parent(w), l->parent[rank]);
+  strata_weights_destroy(w);
+  free(m);
+  return failures != 0;
+}
+
+/* Rank 0 serves while rank 2 prepares, then rank 0 prepares while rank 1 updates: the rank that
+ * called the other function is told so, the others go on. */
+static int prepare_mixed_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  failures = 0; /* this rank's own: the parent's count came with the fork */
+  (void)n, (void)arg;
+  CHECK_OR_RETURN(comm, "init: %s", strata_err_name(init_status));
+  model *m = calloc(1, sizeof *m);
+  strata_weights *w = rank == 0 ? make_publisher(m, 4, 8192) : make_subscriber(m);
+  CHECK_OR_RETURN(w, "create");
+  if (rank == 0 && publish(w, m, 1, 0)) return 1;
+  strata_weights_round_info info;
+  strata_weights_prepare_info prep;
+  int status = rank == 0   ? strata_weights_serve(w, comm, &info)
+               : rank == 1 ? strata_weights_update(w, comm, STRATA_WEIGHTS_NEWEST, NULL)
+                           : strata_weights_prepare(w, comm, 0, &prep);
+  if (rank == 0)
+    CHECK(status == STRATA_OK && info.refused == 1, "serve: %s, %d refused",
+          strata_err_name(status), info.refused);
+  if (rank == 1)
+    CHECK(status == STRATA_OK && holds(m, 1, 0), "update: %s", strata_err_name(status));
+  if (rank == 2)
+    CHECK(status == STRATA_ERR_INVALID_ARG && strstr(strata_weights_error(w), "serve") &&
+              strata_weights_version(w) == 0,
+          "prepare against serve: %s (%s)", strata_err_name(status), strata_weights_error(w));
+  status = rank == 1 ? strata_weights_update(w, comm, STRATA_WEIGHTS_NEWEST, NULL)
+                     : strata_weights_prepare(w, comm, 0, &prep);
+  if (rank == 0)
+    CHECK(status == STRATA_OK && prep.refused == 1, "prepare: %s, %d refused",
+          strata_err_name(status), prep.refused);
+  if (rank == 1)
+    CHECK(status == STRATA_ERR_INVALID_ARG && strstr(strata_weights_error(w), "prepares") &&
+              strata_weights_version(w) == 1,
+          "update against prepare: %s (%s)", strata_err_name(status), strata_weights_error(w));
+  if (rank == 2)
+    CHECK(status == STRATA_OK && prep.parent == 0, "prepare: %s, parent %d",
+          strata_err_name(status), prep.parent);
+  strata_weights_destroy(w);
+  free(m);
+  return failures != 0;
+}
+
 /* ---- 8. a plan larger than its first broadcast (many tensors, long names) ---- */
 
 enum { MANY = 240, MANY_ELEMENTS = 5 };
@@ -571,6 +687,9 @@ int main(void) {
       NULL, &TWO_SITES);
   run("tree: the publisher dies mid-update, subscribers keep their version", 5,
       publisher_death_body, 1, NULL, &TWO_SITES);
+  run("prepare: the first round's tree, its edges between sites warmed", 5, prepare_body, 0, NULL,
+      &TWO_SITES);
+  run("prepare against a round: the odd rank is told", 3, prepare_mixed_body, 0, NULL, NULL);
   run("a plan larger than its first broadcast", 3, many_body, 0, NULL, NULL);
   printf("%d failed\n", failures);
   return failures != 0;

@@ -9,7 +9,9 @@ version of every tile is one real update (its measured fraction, in its measured
 two tiles of a version carry the same update — identical tiles would let zstd find one in the
 other and flatter the patch. The run must have at least tiles + versions - 2 steps.
 
-Rank 0 publishes and serves each version; ranks 1.. update to it. --mode patch publishes with
+Before the first version every rank calls prepare() (unless --no-prepare): the sets are checked
+and the fan-out's WAN edges carry a few bandwidth-delay products once, so that version 1 does not
+pay TCP's start-up. Rank 0 publishes and serves each version; ranks 1.. update to it. --mode patch publishes with
 anchors every 16 versions (subscribers receive patches); --mode full makes every version an
 anchor and gives every subscriber a fresh handle each round, so each round carries a full copy.
 Every rank writes OUT (RANK replaced by its rank): per version the round's start and end on the
@@ -37,6 +39,8 @@ def main():
     ap.add_argument("--versions", type=int, default=10)
     ap.add_argument("--mode", choices=["patch", "full"], default="patch")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--no-prepare", action="store_true",
+                    help="skip prepare(): the first version pays TCP's start-up on the WAN")
     args = ap.parse_args()
 
     meta = json.load(open(args.seq + ".json"))
@@ -64,6 +68,17 @@ def main():
         pub = weights.Publisher(tensors, anchor_every=1 if args.mode == "full" else 16,
                                 history=4)
     sub = None
+    prepared = None
+    if not args.no_prepare:
+        # once, before the first version, as a rollout pool does while the trainer computes its
+        # first update: the sets checked, the fan-out drawn, its WAN edges' windows opened
+        wan0 = comm.stats()["wan_bytes_sent"]
+        if rank == 0:
+            prepared = pub.prepare(comm)
+        else:
+            sub = weights.Subscriber(tensors)
+            prepared = sub.prepare(comm)
+        prepared["wan_bytes_sent"] = comm.stats()["wan_bytes_sent"] - wan0
     for v in range(1, versions + 1):
         if rank == 0 and v > 1:
             for k, view in enumerate(views):
@@ -72,7 +87,7 @@ def main():
             t_publish = time.monotonic()
             pub.publish()
             publish_s = time.monotonic() - t_publish
-        elif sub is None or args.mode == "full":
+        elif sub is None or (args.mode == "full" and sub.version > 0):  # full: hold nothing
             if sub is not None:
                 sub.close()
             sub = weights.Subscriber(tensors)
@@ -95,7 +110,8 @@ def main():
             row.update(blobs_applied=info["blobs_applied"], full_applied=info["full_applied"])
         rows.append(row)
     with open(args.out.replace("RANK", str(rank)), "w") as f:
-        json.dump({"rank": rank, "mode": args.mode, "tiles": tiles, "rows": rows}, f)
+        json.dump({"rank": rank, "mode": args.mode, "tiles": tiles, "prepare": prepared,
+                   "rows": rows}, f)
     comm.destroy()
 
 

@@ -28,6 +28,21 @@ def load(d, mode):
     return ranks
 
 
+def prepared(d, mode):
+    """What prepare() cost before the first version: seconds (the slowest rank) and bytes sent
+    across sites (every rank's, summed), or None when the run skipped it."""
+    preps = []
+    for r in range(4):
+        path = os.path.join(d, f"{mode}.{r}.json")
+        if os.path.exists(path):
+            preps.append(json.load(open(path)).get("prepare"))
+    if not preps or any(p is None for p in preps):
+        return None
+    return {"seconds": max(p["seconds"] for p in preps),
+            "wan_bytes": sum(p["wan_bytes_sent"] for p in preps),
+            "warm_bytes": sum(p["warm_bytes_sent"] for p in preps)}
+
+
 def per_version(ranks):
     out = {}
     if 0 not in ranks:
@@ -77,6 +92,12 @@ def main():
         print(f"{mode}: the 4 ranks used {min(cpu):.2f}-{max(cpu):.2f} CPU s per round; the "
               f"emulator's forwarder {fwd.get('forwarder_cpu_s', float('nan')):.2f} CPU s over "
               f"the {len(cpu)} rounds and their publishing ({fwd.get('wall_s', float('nan')):.1f} s)")
+    preps = {mode: prepared(d, mode) for mode in ("patch", "full")}
+    for mode, prep in preps.items():
+        print(f"{mode}: " + ("no prepare() before version 1" if prep is None else
+                             f"prepare() before version 1: {prep['seconds']:.3f} s, "
+                             f"{prep['wan_bytes']:,} B across sites (of which warm-up "
+                             f"{prep['warm_bytes']:,})"))
     later = [r for r in rows if r["version"] > 1]
     checks = []
     if later:
@@ -97,8 +118,8 @@ def main():
         print(f"{'ok  ' if good else 'MISS'} {what}")
         ok = ok and good
     with open(os.path.join(d, "summary.json"), "w") as fh:
-        json.dump({"rows": rows, "checks": [{"what": w, "ok": g} for w, g in checks]}, fh,
-                  indent=1)
+        json.dump({"rows": rows, "prepare": preps,
+                   "checks": [{"what": w, "ok": g} for w, g in checks]}, fh, indent=1)
     return 0 if ok else 1
 
 

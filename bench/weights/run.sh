@@ -6,7 +6,10 @@
 # as patches (--mode patch) and once as full copies (--mode full). Needs root and /dev/net/tun.
 #
 #   bench/weights/run.sh [--seq DIR/lr1e-06] [--params 100e6] [--versions 10] [--out DIR]
+#                        [--no-prepare]
 #
+# Every rank calls prepare() before the first version (bench.py), unless --no-prepare: then
+# version 1 runs on connections TCP has not ramped up yet.
 # Without --seq it first runs sparsity.py (lr 1e-6, 20 steps) into OUT/sequence. Prints the
 # per-version table and the targets (bench/weights/report.py); exits non-zero on a failure.
 set -euo pipefail
@@ -15,13 +18,14 @@ root=$(cd "$here/../.." && pwd)
 build=${BUILD:-$root/build}
 strata=$build/strata
 py=/usr/bin/python3
-seq="" params=100e6 versions=10 out=$root/bench/results/weights
+seq="" params=100e6 versions=10 out=$root/bench/results/weights prepare=""
 while [ $# -gt 0 ]; do
   case $1 in
     --seq) seq=$2; shift 2 ;;
     --params) params=$2; shift 2 ;;
     --versions) versions=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --no-prepare) prepare=--no-prepare; shift ;;
     *) echo "weights: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -86,7 +90,7 @@ for mode in patch full; do
       STRATA_ADDR="10.77.0.1:$port" STRATA_STORE_EXTERNAL=1 STRATA_RANK=$r STRATA_WORLD_SIZE=4 \
       STRATA_JOB_ID="$name-$mode" STRATA_SITE="site$s" STRATA_TIMEOUT=120 STRATA_TCP_LINK_GBPS=1 \
       "$py" "$here/bench.py" --seq "$seq" --params "$params" --versions "$versions" \
-      --mode "$mode" --out "$out/$mode.RANK.json" >"$out/$mode.$r.log" 2>&1 &
+      --mode "$mode" --out "$out/$mode.RANK.json" $prepare >"$out/$mode.$r.log" 2>&1 &
     children+=($!)
     pids+=($!)
   done

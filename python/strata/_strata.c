@@ -1314,6 +1314,32 @@ static PyObject *Weights_update(WeightsObject *self, PyObject *args) {
   return weights_round(self, args, 0);
 }
 
+static PyObject *Weights_prepare(WeightsObject *self, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {"comm", "warm_bytes", NULL};
+  PyObject *comm_obj, *warm_obj = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|O", kwlist, &CommType, &comm_obj, &warm_obj))
+    return NULL;
+  uint64_t warm = STRATA_WEIGHTS_WARM_AUTO;
+  if (warm_obj != Py_None) {
+    unsigned long long v = PyLong_AsUnsignedLongLong(warm_obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    warm = v;
+  }
+  CommObject *comm = (CommObject *)comm_obj;
+  strata_weights *w = weights_get(self);
+  if (!w || comm_check(comm)) return NULL;
+  strata_weights_prepare_info info;
+  int status;
+  self->busy = 1;
+  Py_BEGIN_ALLOW_THREADS status = strata_weights_prepare(w, comm->comm, warm, &info);
+  Py_END_ALLOW_THREADS self->busy = 0;
+  if (status != STRATA_OK) return raise_status(status, strata_weights_error(w));
+  return Py_BuildValue("{sisisisKsKsd}", "parent", info.parent, "children", info.children,
+                       "refused", info.refused, "warm_bytes_sent",
+                       (unsigned long long)info.warm_bytes_sent, "warm_bytes_received",
+                       (unsigned long long)info.warm_bytes_received, "seconds", info.seconds);
+}
+
 static PyObject *Weights_version_info(WeightsObject *self, PyObject *args) {
   unsigned long long version;
   if (!PyArg_ParseTuple(args, "K", &version)) return NULL;
@@ -1353,6 +1379,10 @@ static PyMethodDef Weights_methods[] = {
      "serve(comm) -> info: the publisher's side of a round (rank 0 of comm)."},
     {"update", (PyCFunction)Weights_update, METH_VARARGS,
      "update(comm, target=0) -> info: a subscriber's side of a round; 0 = the newest version."},
+    {"prepare", (PyCFunction)(void (*)(void))Weights_prepare, METH_VARARGS | METH_KEYWORDS,
+     "prepare(comm, warm_bytes=None) -> info: before the first round, on every rank: checks the "
+     "tensor sets, draws the fan-out tree and opens the TCP windows of its edges between sites "
+     "(None: twice the bandwidth-delay product)."},
     {"version_info", (PyCFunction)Weights_version_info, METH_VARARGS,
      "version_info(v) -> dict: what publishing version v cost (publisher)."},
     {"close", (PyCFunction)Weights_close, METH_NOARGS, "Free the handle (idempotent)."},

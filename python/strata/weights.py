@@ -83,6 +83,11 @@ class Publisher(_strata.Weights):
     publish() -> version encodes the tensors' current bytes (local); serve(comm) -> info runs
     the publisher's side of a round (rank 0). version_info(v) -> dict of what v cost: anchor,
     elements, changed, full_bytes, patch_bytes, patch_raw_bytes, encode_s, hash_s.
+    prepare(comm, warm_bytes=None) -> info, optional, on every rank before the first round:
+    checks the subscribers' tensor sets now, draws the fan-out tree and opens the TCP windows of
+    its edges between sites, so the first version crosses the WAN at the link's rate
+    (docs/weights.md); info: parent, children, refused, warm_bytes_sent, warm_bytes_received,
+    seconds.
     """
 
     def __init__(self, tensors, anchor_every=16, history=32, zstd_level=1, chunk_bytes=8 << 20):
@@ -102,6 +107,7 @@ class Subscriber(_strata.Weights):
     """Subscriber(tensors): update(comm, target=NEWEST) -> info brings the tensors to a version
     (the newest, or a number) and forwards the round's bytes down the fan-out; `version` is the
     one held (0 = none yet). The tensors change only once the whole version passed its check.
+    prepare(comm, warm_bytes=None) -> info: the subscriber's side of Publisher.prepare.
     """
 
     def __init__(self, tensors):

@@ -38,6 +38,7 @@
 #include "core/core.h"
 #include "engine/engine.h"
 #include "net/net.h"
+#include "net/tcp_tune.h"
 #include "train/weights.h"
 #include "train/weights_debug.h"
 
@@ -306,7 +307,13 @@ int strata_weights_publish(strata_weights *w, uint64_t *version) {
 
 /* ---- planning (rank 0) ---- */
 
+/* What a collective call over the publisher and its subscribers is: a round, or a preparation
+ * (strata_weights_prepare). Both sides say which, so a rank that called the other one is told
+ * instead of misreading the exchange. */
+enum { CALL_ROUND = 0, CALL_PREPARE = 1 };
+
 typedef struct request {
+  uint32_t kind;     /* CALL_ROUND or CALL_PREPARE */
   uint32_t distrust; /* the last round refused a version: come back through an anchor */
   uint64_t held, target, digest;
   uint64_t host; /* digest of the host identity: equal = shared memory between the two */
@@ -320,6 +327,7 @@ static void request_pack(uint8_t *p, const request *r) {
   weights_put_u64(p + 16, r->target);
   weights_put_u64(p + 24, r->digest);
   weights_put_u64(p + 32, r->host);
+  weights_put_u32(p + 40, r->kind);
 }
 
 static int request_unpack(const uint8_t *p, request *r) {
@@ -329,6 +337,7 @@ static int request_unpack(const uint8_t *p, request *r) {
   r->target = weights_get_u64(p + 16);
   r->digest = weights_get_u64(p + 24);
   r->host = weights_get_u64(p + 32);
+  r->kind = weights_get_u32(p + 40);
   return 1;
 }
 
@@ -390,12 +399,13 @@ static void plan_one(strata_weights *w, const request *q, plan_rank *pr, uint8_t
  * many subscribers and sites. A chain rather than a wider tree inside a site: pipelined, it
  * delivers at the rate of its slowest hop, where an inner node of a wider tree sends two or more
  * copies down one link. Sites are the engine's (comm->site_of_rank, agreed from STRATA_SITE at
- * init); hosts come from the requests. */
-static void plan_tree(const request *reqs, const int *site_of_rank, plan_rank *ranks, int nranks) {
+ * init); hosts come from the requests. member[r]: rank r has a place (in a round, it needs bytes;
+ * in a preparation, its set matches), so a preparation forms the tree of a first round. */
+static void plan_tree(const request *reqs, const int *site_of_rank, const uint8_t *member,
+                      plan_rank *ranks, int nranks) {
   char *placed = calloc((size_t)nranks, 1);
   if (!placed) return;
-  for (int r = 1; r < nranks; r++)
-    placed[r] = !(ranks[r].status == STRATA_OK && ranks[r].target != reqs[r].held);
+  for (int r = 1; r < nranks; r++) placed[r] = !member[r];
   int relay = 0;
   /* sites in order of their first rank, the publisher's first */
   for (int first = 0; first < nranks; first++) {
@@ -423,6 +433,7 @@ static void plan_tree(const request *reqs, const int *site_of_rank, plan_rank *r
 /* ---- the plan on the wire ---- */
 
 typedef struct plan {
+  uint32_t kind; /* CALL_ROUND or CALL_PREPARE */
   uint64_t newest, stream_bytes, chunk_bytes;
   uint32_t nblobs, nranks;
   plan_blob *blobs;
@@ -485,6 +496,7 @@ static int plan_pack(const plan *p, uint8_t head[PLAN_HEAD_BYTES], uint8_t **bod
   weights_put_u64(head + 40, p->chunk_bytes);
   weights_put_u32(head + 48, p->nblobs);
   weights_put_u32(head + 52, p->nranks);
+  weights_put_u32(head + 56, p->kind);
   *body = b;
   *body_bytes = n;
   return STRATA_OK;
@@ -516,6 +528,7 @@ static int plan_head_unpack(const uint8_t *head, plan *p, size_t *body_bytes, in
   p->chunk_bytes = weights_get_u64(head + 40);
   p->nblobs = weights_get_u32(head + 48);
   p->nranks = weights_get_u32(head + 52);
+  p->kind = weights_get_u32(head + 56);
   return p->nranks == (uint32_t)nranks && p->chunk_bytes >= 4096 && p->table_bytes >= 4 &&
          p->nblobs < (1u << 24) &&
          *body_bytes == p->table_bytes + (uint64_t)p->nblobs * PLAN_BLOB_BYTES +
@@ -547,6 +560,47 @@ static int plan_body_unpack(const uint8_t *b, plan *p) {
       return 0;
   }
   return sum == p->stream_bytes;
+}
+
+/* Rank 0: packs the plan and broadcasts it (the head and the body's first bytes; the rest in a
+ * second broadcast when it does not fit). STRATA_ERR_NO_MEMORY before anything was sent;
+ * otherwise STRATA_OK with the broadcasts' outcome in *transport. */
+static int plan_send(strata_comm *comm, const plan *p, int *transport) {
+  uint8_t head[PLAN_HEAD_BYTES], *body = NULL, first[PLAN_FIRST_BYTES];
+  size_t body_bytes = 0;
+  int status = plan_pack(p, head, &body, &body_bytes);
+  if (status != STRATA_OK) return status;
+  size_t inline_bytes = plan_first_pack(first, head, body, body_bytes);
+  *transport = strata_broadcast(comm, first, first, PLAN_FIRST_BYTES, STRATA_U8, 0);
+  if (*transport == STRATA_OK && body_bytes > inline_bytes)
+    *transport = strata_broadcast(comm, body + inline_bytes, body + inline_bytes,
+                                  body_bytes - inline_bytes, STRATA_U8, 0);
+  free(body);
+  return STRATA_OK;
+}
+
+/* A subscriber: receives rank 0's plan into *p (plan_free it); a transport error, or
+ * STRATA_ERR_PROTOCOL / STRATA_ERR_NO_MEMORY (said on w) for a malformed or oversized plan. */
+static int plan_receive(strata_weights *w, strata_comm *comm, plan *p) {
+  int rank = strata_comm_rank(comm);
+  uint8_t first[PLAN_FIRST_BYTES], *body = NULL;
+  size_t body_bytes = 0;
+  int transport = strata_broadcast(comm, first, first, PLAN_FIRST_BYTES, STRATA_U8, 0);
+  if (transport != STRATA_OK) return transport;
+  if (!plan_head_unpack(first, p, &body_bytes, strata_comm_size(comm)) ||
+      !(body = malloc(body_bytes))) {
+    transport = body_bytes ? STRATA_ERR_NO_MEMORY : STRATA_ERR_PROTOCOL;
+    return fail(w, rank, transport, "the round's plan is malformed or too large");
+  }
+  size_t inline_bytes = plan_first_pack(NULL, first, NULL, body_bytes);
+  memcpy(body, first + PLAN_HEAD_BYTES, inline_bytes);
+  if (body_bytes > inline_bytes)
+    transport = strata_broadcast(comm, body + inline_bytes, body + inline_bytes,
+                                 body_bytes - inline_bytes, STRATA_U8, 0);
+  if (transport == STRATA_OK && !plan_body_unpack(body, p))
+    transport = fail(w, rank, STRATA_ERR_PROTOCOL, "the round's plan is malformed");
+  free(body);
+  return transport;
 }
 
 /* Maps the publisher's tensor i to ours (map[i]), or names the first difference. */
@@ -706,7 +760,7 @@ static int round_verdict(strata_weights *w, strata_comm *comm, int transport) {
   return STRATA_OK;
 }
 
-static int role_check(strata_weights *w, strata_comm *comm, int publisher) {
+static int role_check(strata_weights *w, strata_comm *comm, int publisher, const char *call) {
   if (!w || !comm) return STRATA_ERR_INVALID_ARG;
   int rank = strata_comm_rank(comm);
   if (w->publisher != publisher || (rank == 0) != publisher) {
@@ -715,7 +769,7 @@ static int role_check(strata_weights *w, strata_comm *comm, int publisher) {
     return fail(w, rank, STRATA_ERR_INVALID_ARG,
                 "rank %d called %s with a %s handle: rank 0 publishes (serve), every other rank "
                 "subscribes (update)",
-                rank, publisher ? "serve" : "update", w->publisher ? "publisher" : "subscriber");
+                rank, call, w->publisher ? "publisher" : "subscriber");
   }
   return STRATA_OK;
 }
@@ -731,13 +785,14 @@ static uint64_t my_host(const strata_weights *w) {
 }
 
 int strata_weights_serve(strata_weights *w, strata_comm *comm, strata_weights_round_info *info) {
-  int status = role_check(w, comm, 1);
+  int status = role_check(w, comm, 1, "serve");
   if (status != STRATA_OK) return status;
   if (info) memset(info, 0, sizeof *info);
   double t_start = strata_now_s();
   w->error[0] = 0;
   int nranks = strata_comm_size(comm);
   uint8_t *gathered = calloc((size_t)nranks, REQUEST_BYTES), mine[REQUEST_BYTES] = {0};
+  uint8_t *member = calloc((size_t)nranks, 1);
   request *reqs = calloc((size_t)nranks, sizeof *reqs);
   plan p = {.newest = w->version, .chunk_bytes = w->opt.chunk_bytes, .nranks = (uint32_t)nranks};
   p.ranks = calloc((size_t)nranks, sizeof *p.ranks);
@@ -745,12 +800,10 @@ int strata_weights_serve(strata_weights *w, strata_comm *comm, strata_weights_ro
   uint8_t *need = calloc(2 * (w->nversions ? w->nversions : 1), 1);
   p.table_bytes = table_pack(&w->set, NULL);
   p.table = malloc(p.table_bytes);
-  uint8_t head[PLAN_HEAD_BYTES], *body = NULL, first[PLAN_FIRST_BYTES];
-  size_t body_bytes = 0;
   int transport = STRATA_OK, refused = 0;
   fanout f = {0};
   const stored_version **sources = calloc(2 * (w->nversions ? w->nversions : 1), sizeof *sources);
-  if (!gathered || !reqs || !p.ranks || !p.blobs || !need || !p.table || !sources) {
+  if (!gathered || !member || !reqs || !p.ranks || !p.blobs || !need || !p.table || !sources) {
     status = STRATA_ERR_NO_MEMORY;
     strata_comm_revoke(comm);
     goto out;
@@ -765,6 +818,12 @@ int strata_weights_serve(strata_weights *w, strata_comm *comm, strata_weights_ro
   for (int r = 1; r < nranks; r++) {
     if (!request_unpack(gathered + (size_t)r * REQUEST_BYTES, &reqs[r])) {
       p.ranks[r].status = STRATA_ERR_PROTOCOL;
+      continue;
+    }
+    if (reqs[r].kind != CALL_ROUND) { /* it called strata_weights_prepare: it learns so */
+      p.ranks[r].status = STRATA_ERR_INVALID_ARG;
+      refused++;
+      STRATA_LOG(STRATA_LOG_WARN, 0, "weights: subscriber %d prepares while rank 0 serves", r);
       continue;
     }
     plan_one(w, &reqs[r], &p.ranks[r], need, need + w->nversions);
@@ -788,18 +847,15 @@ int strata_weights_serve(strata_weights *w, strata_comm *comm, strata_weights_ro
     }
   }
   for (uint32_t i = 0; i < p.nblobs; i++) p.stream_bytes += p.blobs[i].bytes;
-  plan_tree(reqs, comm->site_of_rank, p.ranks, nranks);
-  status = plan_pack(&p, head, &body, &body_bytes);
-  if (status == STRATA_OK) status = fanout_init(&f, &p, 0);
+  for (int r = 1; r < nranks; r++) /* those who need bytes */
+    member[r] = p.ranks[r].status == STRATA_OK && p.ranks[r].target != reqs[r].held;
+  plan_tree(reqs, comm->site_of_rank, member, p.ranks, nranks);
+  status = fanout_init(&f, &p, 0);
+  if (status == STRATA_OK) status = plan_send(comm, &p, &transport);
   if (status != STRATA_OK) {
     strata_comm_revoke(comm);
     goto out;
   }
-  size_t inline_bytes = plan_first_pack(first, head, body, body_bytes);
-  transport = strata_broadcast(comm, first, first, PLAN_FIRST_BYTES, STRATA_U8, 0);
-  if (transport == STRATA_OK && body_bytes > inline_bytes)
-    transport = strata_broadcast(comm, body + inline_bytes, body + inline_bytes,
-                                 body_bytes - inline_bytes, STRATA_U8, 0);
   if (transport != STRATA_OK || !f.count) goto verdict;
 
   /* chunk by chunk, each to every child, so all the sites' streams move at once */
@@ -830,10 +886,10 @@ verdict:
 out:
   fanout_free(&f);
   free(gathered);
+  free(member);
   free(reqs);
   free(need);
   free(sources);
-  free(body);
   plan_free(&p);
   return status;
 }
@@ -859,18 +915,17 @@ static void copy_touched(strata_weights *w, const uint8_t *touched, int commit) 
 
 int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
                           strata_weights_round_info *info) {
-  int status = role_check(w, comm, 0);
+  int status = role_check(w, comm, 0, "update");
   if (status != STRATA_OK) return status;
   if (info) memset(info, 0, sizeof *info);
   w->error[0] = 0;
   w->last_parent = -1;
   int rank = strata_comm_rank(comm), nranks = strata_comm_size(comm);
-  uint8_t mine[REQUEST_BYTES], first[PLAN_FIRST_BYTES], *body = NULL, *stream = NULL;
+  uint8_t mine[REQUEST_BYTES], *stream = NULL;
   request q = {.held = w->version, .target = target, .digest = w->set.digest, .host = my_host(w)};
   q.distrust = (uint32_t)w->distrust;
   request_pack(mine, &q);
   plan p = {0};
-  size_t body_bytes = 0;
   size_t *map = calloc(w->set.count ? w->set.count : 1, sizeof *map);
   int local = STRATA_OK; /* why this rank is not brought to its target */
   int applied = 0, full_applied = 0, wanted_blobs = 0, committed = 0;
@@ -884,27 +939,14 @@ int strata_weights_update(strata_weights *w, strata_comm *comm, uint64_t target,
   double t_start = strata_now_s(), t_plan = 0, t_first = 0, t_stream = 0, t_commit = 0;
   int transport =
       map ? strata_gather(comm, mine, NULL, REQUEST_BYTES, STRATA_U8, 0) : STRATA_ERR_NO_MEMORY;
-  if (transport == STRATA_OK)
-    transport = strata_broadcast(comm, first, first, PLAN_FIRST_BYTES, STRATA_U8, 0);
+  if (transport == STRATA_OK) transport = plan_receive(w, comm, &p);
   if (transport != STRATA_OK) goto verdict;
-  if (!plan_head_unpack(first, &p, &body_bytes, nranks) || !(body = malloc(body_bytes))) {
-    transport = body_bytes ? STRATA_ERR_NO_MEMORY : STRATA_ERR_PROTOCOL;
-    fail(w, rank, transport, "the round's plan is malformed or too large");
-    goto verdict;
-  }
-  size_t inline_bytes = plan_first_pack(NULL, first, NULL, body_bytes);
-  memcpy(body, first + PLAN_HEAD_BYTES, inline_bytes);
-  if (body_bytes > inline_bytes)
-    transport = strata_broadcast(comm, body + inline_bytes, body + inline_bytes,
-                                 body_bytes - inline_bytes, STRATA_U8, 0);
-  if (transport != STRATA_OK) goto verdict;
-  if (!plan_body_unpack(body, &p)) {
-    transport = fail(w, rank, STRATA_ERR_PROTOCOL, "the round's plan is malformed");
-    goto verdict;
-  }
   me = &p.ranks[rank];
   t_plan = strata_now_s();
-  local = table_match(w, &p, map, rank);
+  local = p.kind != CALL_ROUND
+              ? fail(w, rank, STRATA_ERR_INVALID_ARG,
+                     "rank 0 prepares (strata_weights_prepare) where this rank updates")
+              : table_match(w, &p, map, rank);
   if (local == STRATA_OK && me->status == STRATA_ERR_NOT_FOUND)
     local = fail(w, rank, STRATA_ERR_NOT_FOUND,
                  "version %llu is not kept by the publisher (newest %llu)",
@@ -1027,8 +1069,173 @@ verdict:
   free(starts);
   free(map);
   free(touched);
-  free(body);
   free(stream);
+  plan_free(&p);
+  return status != STRATA_OK ? status : local;
+}
+
+/* ---- preparation ---- */
+
+/* What a preparation sends down one edge between sites, at most: past a few bandwidth-delay
+ * products the windows are open, and a peer's header is believed only up to this. */
+#define WARM_MAX_BYTES (256ull << 20)
+/* The rate assumed when STRATA_TCP_LINK_GBPS is not given. */
+#define WARM_DEFAULT_GBPS 1.0
+
+/* STRATA_WEIGHTS_WARM_AUTO: twice the path's bandwidth-delay product. A fresh TCP connection
+ * sends ten segments and about doubles its window each round trip, so it carries a whole
+ * bandwidth-delay product in flight only after it has sent about twice that; a first round that
+ * starts there moves at the link's rate from its first chunk. Nothing below a WAN round trip
+ * (a LAN's windows open in microseconds). */
+static uint64_t warm_auto_bytes(const strata_comm *comm) {
+  uint64_t rtt_us = comm->have_net ? strata_net_data_rtt_us(&comm->net) : 0;
+  if (rtt_us < STRATA_TCP_WAN_RTT_US) return 0;
+  double gbps = comm->cfg.tcp_link_gbps > 0 ? comm->cfg.tcp_link_gbps : WARM_DEFAULT_GBPS;
+  double bytes = 2.0 * gbps * 1e9 / 8.0 * (double)rtt_us * 1e-6;
+  return bytes >= (double)WARM_MAX_BYTES ? WARM_MAX_BYTES : (uint64_t)bytes;
+}
+
+/* The plan's edges between sites that touch this rank: each parent sends its child a size
+ * (8 bytes) and then that many bytes, which the child receives and drops. */
+static int warm_edges(strata_comm *comm, const plan *p, uint64_t warm,
+                      strata_weights_prepare_info *info) {
+  const int *site = comm->site_of_rank;
+  int me = strata_comm_rank(comm), remote = 0;
+  if (!site) return STRATA_OK;
+  for (uint32_t r = 0; r < p->nranks; r++)
+    remote += p->ranks[r].parent == me && site[r] != site[me];
+  int from = me > 0 && p->ranks[me].parent >= 0 && site[p->ranks[me].parent] != site[me]
+                 ? p->ranks[me].parent
+                 : -1;
+  if (!remote && from < 0) return STRATA_OK;
+  uint8_t head[8], got[8];
+  weights_put_u64(head, warm);
+  uint8_t *out = remote && warm ? calloc(warm, 1) : NULL; /* zero pages: never touched */
+  strata_request **reqs = calloc(2 * (size_t)remote + 1, sizeof *reqs);
+  int status = reqs && (out || !remote || !warm) ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  size_t n = 0;
+  for (uint32_t r = 0; r < p->nranks && status == STRATA_OK; r++) {
+    if (p->ranks[r].parent != me || site[r] == site[me]) continue;
+    status = strata_isend(comm, head, sizeof head, STRATA_U8, (int)r, &reqs[n++]);
+    if (status == STRATA_OK && warm)
+      status = strata_isend(comm, out, warm, STRATA_U8, (int)r, &reqs[n++]);
+    if (status == STRATA_OK) info->warm_bytes_sent += warm;
+  }
+  if (status == STRATA_OK && from >= 0) {
+    status = strata_recv(comm, got, sizeof got, STRATA_U8, from);
+    uint64_t bytes = status == STRATA_OK ? weights_get_u64(got) : 0;
+    if (bytes > WARM_MAX_BYTES) status = STRATA_ERR_PROTOCOL;
+    uint8_t *in = status == STRATA_OK && bytes ? malloc(bytes) : NULL;
+    if (status == STRATA_OK && bytes && !in) status = STRATA_ERR_NO_MEMORY;
+    if (status == STRATA_OK && bytes) status = strata_recv(comm, in, bytes, STRATA_U8, from);
+    if (status == STRATA_OK) info->warm_bytes_received = bytes;
+    free(in);
+  }
+  if (status != STRATA_OK) strata_comm_revoke(comm); /* ends the sends still in flight */
+  for (size_t k = 0; k < n; k++) {
+    int sent = reqs[k] ? strata_request_wait(reqs[k]) : STRATA_OK;
+    if (status == STRATA_OK) status = sent;
+  }
+  free(reqs);
+  free(out);
+  return status;
+}
+
+int strata_weights_prepare(strata_weights *w, strata_comm *comm, uint64_t warm_bytes,
+                           strata_weights_prepare_info *info) {
+  strata_weights_prepare_info ignored;
+  if (!info) info = &ignored;
+  memset(info, 0, sizeof *info);
+  info->parent = -1;
+  if (!w || !comm) return STRATA_ERR_INVALID_ARG;
+  int status = role_check(w, comm, strata_comm_rank(comm) == 0, "prepare");
+  if (status != STRATA_OK) return status;
+  w->error[0] = 0;
+  double t_start = strata_now_s();
+  int rank = strata_comm_rank(comm), nranks = strata_comm_size(comm);
+  uint64_t warm = warm_bytes == STRATA_WEIGHTS_WARM_AUTO ? warm_auto_bytes(comm) : warm_bytes;
+  if (warm > WARM_MAX_BYTES) warm = WARM_MAX_BYTES;
+  request mine = {.kind = CALL_PREPARE, .digest = w->set.digest, .host = my_host(w)};
+  uint8_t packed[REQUEST_BYTES];
+  request_pack(packed, &mine);
+  plan p = {0};
+  int transport = STRATA_OK, local = STRATA_OK;
+  if (rank == 0) {
+    uint8_t *gathered = calloc((size_t)nranks, REQUEST_BYTES), *member = calloc((size_t)nranks, 1);
+    request *reqs = calloc((size_t)nranks, sizeof *reqs);
+    p = (plan){.kind = CALL_PREPARE,
+               .newest = w->version,
+               .chunk_bytes = w->opt.chunk_bytes,
+               .nranks = (uint32_t)nranks};
+    p.ranks = calloc((size_t)nranks, sizeof *p.ranks);
+    p.table_bytes = table_pack(&w->set, NULL);
+    p.table = malloc(p.table_bytes);
+    p.blobs = calloc(1, sizeof *p.blobs);
+    if (!gathered || !member || !reqs || !p.ranks || !p.table || !p.blobs) {
+      strata_comm_revoke(comm); /* the others wait in the gather: release them */
+      local = STRATA_ERR_NO_MEMORY;
+    } else {
+      table_pack(&w->set, p.table);
+      reqs[0] = mine;
+      transport = strata_gather(comm, packed, gathered, REQUEST_BYTES, STRATA_U8, 0);
+    }
+    for (int r = 1; r < nranks && local == STRATA_OK && transport == STRATA_OK; r++) {
+      p.ranks[r].parent = -1;
+      const char *why = NULL;
+      if (!request_unpack(gathered + (size_t)r * REQUEST_BYTES, &reqs[r]))
+        p.ranks[r].status = STRATA_ERR_PROTOCOL, why = "its request is malformed";
+      else if (reqs[r].kind != CALL_PREPARE)
+        p.ranks[r].status = STRATA_ERR_INVALID_ARG, why = "it updates while rank 0 prepares";
+      else if (reqs[r].digest != w->set.digest)
+        p.ranks[r].status = STRATA_ERR_MISMATCH, why = "its tensor set differs";
+      p.ranks[r].target = reqs[r].held;
+      member[r] = p.ranks[r].status == STRATA_OK;
+      if (why) {
+        info->refused++;
+        STRATA_LOG(STRATA_LOG_WARN, 0, "weights: subscriber %d has no place in the tree: %s", r,
+                   why);
+      }
+    }
+    if (local == STRATA_OK && transport == STRATA_OK) {
+      p.ranks[0].parent = -1;
+      plan_tree(reqs, comm->site_of_rank, member, p.ranks, nranks);
+      local = plan_send(comm, &p, &transport);
+      if (local != STRATA_OK) strata_comm_revoke(comm);
+    }
+    free(gathered);
+    free(member);
+    free(reqs);
+  } else {
+    size_t *map = calloc(w->set.count ? w->set.count : 1, sizeof *map);
+    transport =
+        map ? strata_gather(comm, packed, NULL, REQUEST_BYTES, STRATA_U8, 0) : STRATA_ERR_NO_MEMORY;
+    if (transport == STRATA_OK) transport = plan_receive(w, comm, &p);
+    if (transport == STRATA_OK) {
+      const plan_rank *me = &p.ranks[rank];
+      local = p.kind != CALL_PREPARE
+                  ? fail(w, rank, STRATA_ERR_INVALID_ARG,
+                         "rank 0 runs a round (strata_weights_serve) where this rank prepares")
+                  : table_match(w, &p, map, rank);
+      if (local == STRATA_OK && me->status != STRATA_OK)
+        local = fail(w, rank, me->status, "the publisher gave this subscriber no place: %s",
+                     strata_err_name(me->status));
+      info->parent = me->parent;
+    }
+    free(map);
+  }
+  /* the edges as the plan draws them, whatever this rank found wrong with its own set: a parent
+   * that the plan gives this rank sends to it */
+  if (transport == STRATA_OK && p.kind == CALL_PREPARE && p.ranks &&
+      local != STRATA_ERR_NO_MEMORY) {
+    for (uint32_t r = 0; r < p.nranks; r++) info->children += p.ranks[r].parent == rank;
+    transport = warm_edges(comm, &p, warm, info);
+  }
+  info->seconds = strata_now_s() - t_start;
+  if (local == STRATA_ERR_NO_MEMORY && rank == 0) {
+    plan_free(&p);
+    return fail(w, rank, local, "prepare: out of memory");
+  }
+  status = round_verdict(w, comm, transport);
   plan_free(&p);
   return status != STRATA_OK ? status : local;
 }

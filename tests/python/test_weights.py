@@ -6,7 +6,9 @@ array); ranks 1 and 2 subscribe into their own tensors. Checked on every rank:
    tensors equal the publisher's bit for bit (compared as int16 views);
 2. the first version went as a full copy, the later ones as patches far smaller than it;
 3. a subscriber whose set differs (another shape) gets MismatchError naming the tensor, and
-   its tensors stay as they were.
+   its tensors stay as they were;
+4. prepare() before the first version: the chain's parents, and warm bytes sent down an edge
+   when asked (all ranks share one site here, so none go).
 Exits 0 when all held on this rank.
 """
 import sys
@@ -52,6 +54,9 @@ def bits(t):
 if rank == 0:
     w, s = model_version(1)
     pub = weights.Publisher({"w": w, "s": s}, anchor_every=8)
+    prep = pub.prepare(comm, warm_bytes=1 << 20)
+    check(prep["parent"] == -1 and prep["children"] == 1 and prep["refused"] == 0
+          and prep["warm_bytes_sent"] == 0, f"the publisher's preparation: {prep}")
     for v in range(1, 6):
         nw, ns = model_version(v)
         w.copy_(nw)  # in place: the publisher reads this memory
@@ -72,6 +77,9 @@ else:
     w = torch.zeros(256, 512, dtype=torch.bfloat16)
     s = np.zeros(1000, dtype=np.float32)
     sub = weights.Subscriber([("s", s), ("w", w)])
+    prep = sub.prepare(comm, warm_bytes=1 << 20)
+    check(prep["parent"] == rank - 1 and prep["warm_bytes_received"] == 0,
+          f"rank {rank}'s preparation: {prep}")
     for v in range(1, 6):
         info = sub.update(comm)
         ew, es = model_version(v)
