@@ -818,9 +818,10 @@ typedef struct strata_weights_prepare_info {
   double seconds;               /* the call, verdict excluded */
 } strata_weights_prepare_info;
 
-/* strata_weights_prepare's warm_bytes: twice the path's bandwidth-delay product (the rate
- * STRATA_TCP_LINK_GBPS, 1 Gbit/s when not given; the round trip the connections measured at
- * their handshake), nothing when that round trip is below 1 ms; at most 256 MiB. */
+/* strata_weights_prepare's warm_bytes: twice the bandwidth-delay product of the rank's longest
+ * path (the rate STRATA_TCP_LINK_GBPS, 1 Gbit/s when not given; the longest round trip its
+ * connections measured at their handshake), nothing when that round trip is below 1 ms. Any
+ * warm_bytes is capped at 256 MiB. */
 #define STRATA_WEIGHTS_WARM_AUTO UINT64_MAX
 
 /* Optional, collective like a round (the publisher as rank 0, every subscriber), once the handles
@@ -830,11 +831,13 @@ typedef struct strata_weights_prepare_info {
  * go on), draws the fan-out tree the first round will use when every subscriber takes part in
  * it, and sends `warm_bytes` (chosen by each sending rank) down each edge of that tree between
  * sites, which the child drops. That opens TCP's congestion windows on the connections the first
- * copy crosses the WAN on: a fresh connection starts at ten segments and doubles per round trip,
- * which costs a first copy over a 50 ms, 1 Gbit/s path about 0.3 s. The windows stay open over
- * idle time only where net.ipv4.tcp_slow_start_after_idle is 0 (docs/weights.md). The bytes
- * count in strata_comm_stats.wan_bytes_sent. Returns a transport error when it failed on any rank
- * (shrink and call again, or go on: rounds do not need it). info may be NULL. */
+ * copy crosses the WAN on: a fresh connection starts at ten segments and about doubles its
+ * window per round trip, so it needs several round trips before it fills a long fat path. How
+ * long a window stays open over idle time is the kernel's: see docs/weights.md. The bytes count
+ * in strata_comm_stats.wan_bytes_sent. A rank that calls it while rank 0 serves a round (or
+ * updates while rank 0 prepares) gets STRATA_ERR_INVALID_ARG. Returns a transport error or
+ * STRATA_ERR_PEER_LOST when it failed on any rank or a member did not live through it: shrink,
+ * then prepare again or go straight to the first round. info may be NULL. */
 STRATA_API int strata_weights_prepare(strata_weights *w, strata_comm *comm, uint64_t warm_bytes,
                                       strata_weights_prepare_info *info);
 /* The version a subscriber holds (0 = none), or the newest a publisher published. */

@@ -558,6 +558,38 @@ static int prepare_body(strata_comm *comm, int rank, int n, int init_status, voi
   return failures != 0;
 }
 
+/* TWO_SITES: rank 3, site b's entry, dies while it receives its warm-up from rank 2: every other
+ * rank's preparation returns a transport error, and over the shrunk communicator the preparation
+ * and the first round succeed. */
+static int prepare_death_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  failures = 0; /* this rank's own: the parent's count came with the fork */
+  CHECK_OR_RETURN(comm, "init: %s", strata_err_name(init_status));
+  model *m = calloc(1, sizeof *m);
+  strata_weights *w = rank == 0 ? make_publisher(m, 4, 8192) : make_subscriber(m);
+  CHECK_OR_RETURN(w, "create");
+  layout_apply(w, arg, rank);
+  if (rank == 3) weights_debug_die_after_chunks(w, 2); /* of the warm-up's 128 pieces */
+  strata_weights_prepare_info prep;
+  int status = strata_weights_prepare(w, comm, WARM, &prep);
+  CHECK_OR_RETURN(status != STRATA_OK, "rank %d: the preparation rank 3 died in succeeded", rank);
+  strata_comm *work = NULL;
+  status = strata_comm_shrink(comm, &work);
+  CHECK_OR_RETURN(status == STRATA_OK && strata_comm_size(work) == n - 1, "shrink: %s",
+                  strata_err_name(status));
+  status = strata_weights_prepare(w, work, WARM, &prep);
+  CHECK_OR_RETURN(status == STRATA_OK, "prepare over the survivors: %s (%s)",
+                  strata_err_name(status), strata_weights_error(w));
+  if (rank == 0 && publish(w, m, 1, 0)) return 1;
+  status = rank == 0 ? strata_weights_serve(w, work, NULL)
+                     : strata_weights_update(w, work, STRATA_WEIGHTS_NEWEST, NULL);
+  CHECK(status == STRATA_OK && (rank == 0 || holds(m, 1, 0)), "v1 over the survivors: %s",
+        strata_err_name(status));
+  strata_weights_destroy(w);
+  strata_comm_destroy(work);
+  free(m);
+  return failures != 0;
+}
+
 /* Rank 0 serves while rank 2 prepares, then rank 0 prepares while rank 1 updates: the rank that
  * called the other function is told so, the others go on. */
 static int prepare_mixed_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
@@ -689,6 +721,8 @@ int main(void) {
       publisher_death_body, 1, NULL, &TWO_SITES);
   run("prepare: the first round's tree, its edges between sites warmed", 5, prepare_body, 0, NULL,
       &TWO_SITES);
+  run("prepare: a site's entry dies in its warm-up, the others return", 5, prepare_death_body, 1,
+      NULL, &TWO_SITES);
   run("prepare against a round: the odd rank is told", 3, prepare_mixed_body, 0, NULL, NULL);
   run("a plan larger than its first broadcast", 3, many_body, 0, NULL, NULL);
   printf("%d failed\n", failures);

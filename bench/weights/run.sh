@@ -49,17 +49,21 @@ trap 'exit 130' INT TERM
 "$strata" netem up --name "$name" --sites 2 --ranks-per-site 2 --lifetime 3600 \
   --link '*:rate=1gbit,delay=25ms' >/dev/null
 echo "weights: 2 sites over strata netem ($name): 1 Gbit/s, 25 ms each way; results in $out"
-# A round is a burst after seconds of idle (the publisher encodes between rounds): Linux then
-# restarts a connection from its initial window (net.ipv4.tcp_slow_start_after_idle), ~9 round
-# trips before 8 MiB are in flight. Hosts that move bulk data over a WAN turn that off; the sites
-# here do unless WEIGHTS_IDLE_RESTART=1 (a per-namespace setting: the host's own is untouched).
+# A round is a burst after seconds of idle (the publisher encodes between rounds): with CUBIC
+# (STRATA_TCP_CC=cubic, or a system default other than BBR) Linux then restarts a connection
+# from its initial window (net.ipv4.tcp_slow_start_after_idle), ~9 round trips before 8 MiB are
+# in flight; BBR keeps its window whatever the setting. The sites here turn the restart off
+# unless WEIGHTS_IDLE_RESTART=1 (a per-namespace setting: the host's own is untouched).
 if [ "${WEIGHTS_IDLE_RESTART:-0}" != 1 ]; then
   for s in 0 1; do
     "$strata" netem exec --name "$name" "$s" -- sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
   done
 fi
+site_cc=$("$strata" netem exec --name "$name" 0 -- sysctl -n net.ipv4.tcp_congestion_control |
+  head -n 1)
 echo "weights: tcp_slow_start_after_idle $("$strata" netem exec --name "$name" 0 -- \
-  sysctl -n net.ipv4.tcp_slow_start_after_idle | head -n 1), congestion control ${STRATA_TCP_CC:-default}"
+  sysctl -n net.ipv4.tcp_slow_start_after_idle | head -n 1), congestion control" \
+  "${STRATA_TCP_CC:-default ($site_cc at the sites; strata takes bbr on a WAN path if so)}"
 # the host is shared: the load average goes with the figures
 echo "weights: load average at start: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/load.txt"
 

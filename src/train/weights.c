@@ -42,8 +42,10 @@
 #include "train/weights.h"
 #include "train/weights_debug.h"
 
-#define REQUEST_MAGIC 0x31525753u /* "SWR1" */
-#define PLAN_MAGIC 0x31505753u    /* "SWP1" */
+/* "SWR2", "SWP2": since requests and plans say whether they are a round or a preparation, a
+ * peer of an older release (which would read a preparation as a round) rejects them whole. */
+#define REQUEST_MAGIC 0x32525753u
+#define PLAN_MAGIC 0x32505753u
 #define REQUEST_BYTES 104
 #define PLAN_HEAD_BYTES 64
 /* The plan's first broadcast: its head and the body's first bytes. A plan that fits (about a
@@ -609,7 +611,7 @@ static int table_match(strata_weights *w, const plan *p, size_t *map, int rank) 
   uint32_t count = weights_get_u32(q);
   q += 4;
   char *seen = calloc(w->set.count ? w->set.count : 1, 1);
-  if (!seen) return STRATA_ERR_NO_MEMORY;
+  if (!seen) return fail(w, rank, STRATA_ERR_NO_MEMORY, "no memory to match the tensor table");
   int status = STRATA_OK;
   for (uint32_t i = 0; i < count && status == STRATA_OK; i++) {
     if (end - q < 3 || end - q < 3 + q[0] + 8 * (ptrdiff_t)q[q[0] + 2]) {
@@ -741,23 +743,27 @@ static void maybe_die(strata_weights *w) {
   if (w->die_after_chunks > 0 && --w->die_after_chunks == 0) raise(SIGKILL);
 }
 
-/* Every live rank's verdict on the round; the first transport error here, or PEER_LOST when
- * another rank saw one. */
-static int round_verdict(strata_weights *w, strata_comm *comm, int transport) {
+/* Every live rank's verdict on the call (`what`: "round" or "prepare"); the first transport
+ * error here, or PEER_LOST when another rank saw one. */
+static int call_verdict(strata_weights *w, strata_comm *comm, int transport, const char *what) {
   if (transport != STRATA_OK) strata_comm_revoke(comm);
   int ok = transport == STRATA_OK;
   int status = strata_comm_agree(comm, &ok);
   int rank = strata_comm_rank(comm);
   if (status != STRATA_OK)
-    return fail(w, rank, status, "round: agreeing on its outcome failed (%s)",
+    return fail(w, rank, status, "%s: agreeing on its outcome failed (%s)", what,
                 strata_err_name(status));
   if (transport != STRATA_OK)
-    return fail(w, rank, transport, "round: %s (shrink the communicator and repeat it)",
+    return fail(w, rank, transport, "%s: %s (shrink the communicator and repeat it)", what,
                 strata_strerror(transport));
   if (!ok)
     return fail(w, rank, STRATA_ERR_PEER_LOST,
-                "round: it failed on another rank (shrink the communicator and repeat it)");
+                "%s: it failed on another rank (shrink the communicator and repeat it)", what);
   return STRATA_OK;
+}
+
+static int round_verdict(strata_weights *w, strata_comm *comm, int transport) {
+  return call_verdict(w, comm, transport, "round");
 }
 
 static int role_check(strata_weights *w, strata_comm *comm, int publisher, const char *call) {
@@ -804,9 +810,8 @@ int strata_weights_serve(strata_weights *w, strata_comm *comm, strata_weights_ro
   fanout f = {0};
   const stored_version **sources = calloc(2 * (w->nversions ? w->nversions : 1), sizeof *sources);
   if (!gathered || !member || !reqs || !p.ranks || !p.blobs || !need || !p.table || !sources) {
-    status = STRATA_ERR_NO_MEMORY;
-    strata_comm_revoke(comm);
-    goto out;
+    transport = STRATA_ERR_NO_MEMORY; /* the others wait in the gather: the verdict releases them */
+    goto verdict;
   }
   table_pack(&w->set, p.table);
   reqs[0] = (request){.host = my_host(w)};
@@ -853,8 +858,8 @@ int strata_weights_serve(strata_weights *w, strata_comm *comm, strata_weights_ro
   status = fanout_init(&f, &p, 0);
   if (status == STRATA_OK) status = plan_send(comm, &p, &transport);
   if (status != STRATA_OK) {
-    strata_comm_revoke(comm);
-    goto out;
+    transport = status;
+    goto verdict;
   }
   if (transport != STRATA_OK || !f.count) goto verdict;
 
@@ -883,7 +888,6 @@ verdict:
     info->subscribers = nranks - 1;
     info->refused = refused;
   }
-out:
   fanout_free(&f);
   free(gathered);
   free(member);
@@ -1077,16 +1081,20 @@ verdict:
 /* ---- preparation ---- */
 
 /* What a preparation sends down one edge between sites, at most: past a few bandwidth-delay
- * products the windows are open, and a peer's header is believed only up to this. */
+ * products the windows are open. Also the most a child believes of its parent's header. */
 #define WARM_MAX_BYTES (256ull << 20)
 /* The rate assumed when STRATA_TCP_LINK_GBPS is not given. */
 #define WARM_DEFAULT_GBPS 1.0
+/* The warm-up moves in messages of the plan's chunk size, at most this: the child receives each
+ * into one scratch buffer and drops it. */
+#define WARM_PIECE_MAX_BYTES (8ull << 20)
+#define WARM_HEAD_BYTES 16
 
-/* STRATA_WEIGHTS_WARM_AUTO: twice the path's bandwidth-delay product. A fresh TCP connection
- * sends ten segments and about doubles its window each round trip, so it carries a whole
- * bandwidth-delay product in flight only after it has sent about twice that; a first round that
- * starts there moves at the link's rate from its first chunk. Nothing below a WAN round trip
- * (a LAN's windows open in microseconds). */
+/* STRATA_WEIGHTS_WARM_AUTO: twice the bandwidth-delay product of this rank's longest path. A
+ * fresh TCP connection sends ten segments and about doubles its window each round trip, so it
+ * carries a whole bandwidth-delay product in flight only after it has sent about twice that; a
+ * first round that starts there moves at the link's rate from its first chunk. Nothing below a
+ * WAN round trip (a LAN's windows open within microseconds). */
 static uint64_t warm_auto_bytes(const strata_comm *comm) {
   uint64_t rtt_us = comm->have_net ? strata_net_data_rtt_us(&comm->net) : 0;
   if (rtt_us < STRATA_TCP_WAN_RTT_US) return 0;
@@ -1095,9 +1103,35 @@ static uint64_t warm_auto_bytes(const strata_comm *comm) {
   return bytes >= (double)WARM_MAX_BYTES ? WARM_MAX_BYTES : (uint64_t)bytes;
 }
 
-/* The plan's edges between sites that touch this rank: each parent sends its child a size
- * (8 bytes) and then that many bytes, which the child receives and drops. */
-static int warm_edges(strata_comm *comm, const plan *p, uint64_t warm,
+/* The child's side of one edge: the header (total, piece), then the pieces, one receive at a
+ * time into one scratch buffer. Between two receives the transport's sockets keep filling from
+ * the network, so the sender's window is not what this loop holds back. */
+static int warm_receive(strata_weights *w, strata_comm *comm, int from, uint64_t *received) {
+  int rank = strata_comm_rank(comm);
+  uint8_t head[WARM_HEAD_BYTES];
+  int status = strata_recv(comm, head, sizeof head, STRATA_U8, from);
+  if (status != STRATA_OK) return status;
+  uint64_t bytes = weights_get_u64(head), piece = weights_get_u64(head + 8);
+  if (bytes > WARM_MAX_BYTES || (bytes && (piece == 0 || piece > WARM_PIECE_MAX_BYTES)))
+    return fail(w, rank, STRATA_ERR_PROTOCOL,
+                "prepare: rank %d announced %llu warm-up bytes in pieces of %llu (at most %llu "
+                "in pieces of at most %llu)",
+                from, (unsigned long long)bytes, (unsigned long long)piece,
+                (unsigned long long)WARM_MAX_BYTES, (unsigned long long)WARM_PIECE_MAX_BYTES);
+  uint8_t *scratch = bytes ? malloc(piece) : NULL;
+  if (bytes && !scratch) return fail(w, rank, STRATA_ERR_NO_MEMORY, "prepare: no scratch memory");
+  for (uint64_t at = 0; at < bytes && status == STRATA_OK; at += piece) {
+    status = strata_recv(comm, scratch, bytes - at < piece ? bytes - at : piece, STRATA_U8, from);
+    if (status == STRATA_OK) *received += bytes - at < piece ? bytes - at : piece;
+    maybe_die(w);
+  }
+  free(scratch);
+  return status;
+}
+
+/* The plan's edges between sites that touch this rank: each parent sends its child a header
+ * and then `warm` bytes in pieces, which the child receives and drops. */
+static int warm_edges(strata_weights *w, strata_comm *comm, const plan *p, uint64_t warm,
                       strata_weights_prepare_info *info) {
   const int *site = comm->site_of_rank;
   int me = strata_comm_rank(comm), remote = 0;
@@ -1108,36 +1142,33 @@ static int warm_edges(strata_comm *comm, const plan *p, uint64_t warm,
                  ? p->ranks[me].parent
                  : -1;
   if (!remote && from < 0) return STRATA_OK;
-  uint8_t head[8], got[8];
+  uint64_t piece = p->chunk_bytes < WARM_PIECE_MAX_BYTES ? p->chunk_bytes : WARM_PIECE_MAX_BYTES;
+  uint8_t head[WARM_HEAD_BYTES];
   weights_put_u64(head, warm);
-  uint8_t *out = remote && warm ? calloc(warm, 1) : NULL; /* zero pages: never touched */
-  strata_request **reqs = calloc(2 * (size_t)remote + 1, sizeof *reqs);
-  int status = reqs && (out || !remote || !warm) ? STRATA_OK : STRATA_ERR_NO_MEMORY;
-  size_t n = 0;
-  for (uint32_t r = 0; r < p->nranks && status == STRATA_OK; r++) {
-    if (p->ranks[r].parent != me || site[r] == site[me]) continue;
-    status = strata_isend(comm, head, sizeof head, STRATA_U8, (int)r, &reqs[n++]);
-    if (status == STRATA_OK && warm)
-      status = strata_isend(comm, out, warm, STRATA_U8, (int)r, &reqs[n++]);
-    if (status == STRATA_OK) info->warm_bytes_sent += warm;
+  weights_put_u64(head + 8, piece);
+  fanout f = {0};
+  uint8_t *zeros = remote && warm ? calloc(piece, 1) : NULL;
+  int status = fanout_init(&f, p, me);
+  if (status == STRATA_OK && remote && warm && !zeros) status = STRATA_ERR_NO_MEMORY;
+  /* only the children in other sites: the ones inside this site are dropped from the fanout */
+  int kept = 0;
+  for (int k = 0; k < f.count; k++)
+    if (site[f.peers[k]] != site[me]) f.peers[kept++] = f.peers[k];
+  f.count = kept;
+  if (status == STRATA_OK) status = fanout_post(&f, comm, head, sizeof head);
+  for (uint64_t at = 0; at < warm && status == STRATA_OK && remote; at += piece) {
+    status = fanout_post(&f, comm, zeros, warm - at < piece ? warm - at : piece);
+    maybe_die(w);
   }
-  if (status == STRATA_OK && from >= 0) {
-    status = strata_recv(comm, got, sizeof got, STRATA_U8, from);
-    uint64_t bytes = status == STRATA_OK ? weights_get_u64(got) : 0;
-    if (bytes > WARM_MAX_BYTES) status = STRATA_ERR_PROTOCOL;
-    uint8_t *in = status == STRATA_OK && bytes ? malloc(bytes) : NULL;
-    if (status == STRATA_OK && bytes && !in) status = STRATA_ERR_NO_MEMORY;
-    if (status == STRATA_OK && bytes) status = strata_recv(comm, in, bytes, STRATA_U8, from);
-    if (status == STRATA_OK) info->warm_bytes_received = bytes;
-    free(in);
-  }
+  if (status == STRATA_OK && from >= 0)
+    status = warm_receive(w, comm, from, &info->warm_bytes_received);
   if (status != STRATA_OK) strata_comm_revoke(comm); /* ends the sends still in flight */
-  for (size_t k = 0; k < n; k++) {
-    int sent = reqs[k] ? strata_request_wait(reqs[k]) : STRATA_OK;
-    if (status == STRATA_OK) status = sent;
-  }
-  free(reqs);
-  free(out);
+  uint64_t sent = 0;
+  int drained = fanout_drain(&f, &sent);
+  if (status == STRATA_OK) status = drained;
+  if (status == STRATA_OK) info->warm_bytes_sent = sent - (uint64_t)f.count * sizeof head;
+  fanout_free(&f);
+  free(zeros);
   return status;
 }
 
@@ -1171,36 +1202,34 @@ int strata_weights_prepare(strata_weights *w, strata_comm *comm, uint64_t warm_b
     p.table_bytes = table_pack(&w->set, NULL);
     p.table = malloc(p.table_bytes);
     p.blobs = calloc(1, sizeof *p.blobs);
-    if (!gathered || !member || !reqs || !p.ranks || !p.table || !p.blobs) {
-      strata_comm_revoke(comm); /* the others wait in the gather: release them */
-      local = STRATA_ERR_NO_MEMORY;
-    } else {
+    if (!gathered || !member || !reqs || !p.ranks || !p.table || !p.blobs)
+      transport = STRATA_ERR_NO_MEMORY; /* the others wait in the gather: the verdict releases */
+    else
+      transport = strata_gather(comm, packed, gathered, REQUEST_BYTES, STRATA_U8, 0);
+    if (transport == STRATA_OK) {
       table_pack(&w->set, p.table);
       reqs[0] = mine;
-      transport = strata_gather(comm, packed, gathered, REQUEST_BYTES, STRATA_U8, 0);
-    }
-    for (int r = 1; r < nranks && local == STRATA_OK && transport == STRATA_OK; r++) {
-      p.ranks[r].parent = -1;
-      const char *why = NULL;
-      if (!request_unpack(gathered + (size_t)r * REQUEST_BYTES, &reqs[r]))
-        p.ranks[r].status = STRATA_ERR_PROTOCOL, why = "its request is malformed";
-      else if (reqs[r].kind != CALL_PREPARE)
-        p.ranks[r].status = STRATA_ERR_INVALID_ARG, why = "it updates while rank 0 prepares";
-      else if (reqs[r].digest != w->set.digest)
-        p.ranks[r].status = STRATA_ERR_MISMATCH, why = "its tensor set differs";
-      p.ranks[r].target = reqs[r].held;
-      member[r] = p.ranks[r].status == STRATA_OK;
-      if (why) {
-        info->refused++;
-        STRATA_LOG(STRATA_LOG_WARN, 0, "weights: subscriber %d has no place in the tree: %s", r,
-                   why);
-      }
-    }
-    if (local == STRATA_OK && transport == STRATA_OK) {
       p.ranks[0].parent = -1;
+      for (int r = 1; r < nranks; r++) {
+        p.ranks[r].parent = -1;
+        const char *why = NULL;
+        if (!request_unpack(gathered + (size_t)r * REQUEST_BYTES, &reqs[r]))
+          p.ranks[r].status = STRATA_ERR_PROTOCOL, why = "its request is malformed";
+        else if (reqs[r].kind != CALL_PREPARE)
+          p.ranks[r].status = STRATA_ERR_INVALID_ARG, why = "it updates while rank 0 prepares";
+        else if (reqs[r].digest != w->set.digest)
+          p.ranks[r].status = STRATA_ERR_MISMATCH, why = "its tensor set differs";
+        p.ranks[r].target = reqs[r].held;
+        member[r] = p.ranks[r].status == STRATA_OK;
+        if (why) {
+          info->refused++;
+          STRATA_LOG(STRATA_LOG_WARN, 0, "weights: subscriber %d has no place in the tree: %s", r,
+                     why);
+        }
+      }
       plan_tree(reqs, comm->site_of_rank, member, p.ranks, nranks);
-      local = plan_send(comm, &p, &transport);
-      if (local != STRATA_OK) strata_comm_revoke(comm);
+      int packed_ok = plan_send(comm, &p, &transport);
+      if (packed_ok != STRATA_OK) transport = packed_ok;
     }
     free(gathered);
     free(member);
@@ -1210,6 +1239,11 @@ int strata_weights_prepare(strata_weights *w, strata_comm *comm, uint64_t warm_b
     transport =
         map ? strata_gather(comm, packed, NULL, REQUEST_BYTES, STRATA_U8, 0) : STRATA_ERR_NO_MEMORY;
     if (transport == STRATA_OK) transport = plan_receive(w, comm, &p);
+    if (transport == STRATA_OK && p.kind != CALL_PREPARE && p.ranks[rank].parent >= 0)
+      /* a plan that streams to this rank while it prepares: nobody would receive that stream */
+      transport = fail(w, rank, STRATA_ERR_PROTOCOL,
+                       "rank 0's round plan gives this preparing "
+                       "rank a parent");
     if (transport == STRATA_OK) {
       const plan_rank *me = &p.ranks[rank];
       local = p.kind != CALL_PREPARE
@@ -1224,18 +1258,22 @@ int strata_weights_prepare(strata_weights *w, strata_comm *comm, uint64_t warm_b
     free(map);
   }
   /* the edges as the plan draws them, whatever this rank found wrong with its own set: a parent
-   * that the plan gives this rank sends to it */
-  if (transport == STRATA_OK && p.kind == CALL_PREPARE && p.ranks &&
-      local != STRATA_ERR_NO_MEMORY) {
+   * the plan gives this rank sends to it */
+  if (transport == STRATA_OK && p.kind == CALL_PREPARE) {
     for (uint32_t r = 0; r < p.nranks; r++) info->children += p.ranks[r].parent == rank;
-    transport = warm_edges(comm, &p, warm, info);
+    transport = warm_edges(w, comm, &p, warm, info);
   }
   info->seconds = strata_now_s() - t_start;
-  if (local == STRATA_ERR_NO_MEMORY && rank == 0) {
-    plan_free(&p);
-    return fail(w, rank, local, "prepare: out of memory");
-  }
-  status = round_verdict(w, comm, transport);
+  status = call_verdict(w, comm, transport, "prepare");
+  /* A round that reached every live rank succeeds; a preparation that a member did not live
+   * through drew a tree with that member in it, which the first round would fail on. */
+  int gone[1];
+  int ngone = status == STRATA_OK ? strata_comm_failed_ranks(comm, gone, 1) : 0;
+  if (ngone > 0)
+    status = fail(w, rank, STRATA_ERR_PEER_LOST,
+                  "prepare: rank %d%s did not take part (dead or frozen): shrink the communicator "
+                  "and prepare again",
+                  gone[0], ngone > 1 ? " and others" : "");
   plan_free(&p);
   return status != STRATA_OK ? status : local;
 }

@@ -7,8 +7,8 @@ array); ranks 1 and 2 subscribe into their own tensors. Checked on every rank:
 2. the first version went as a full copy, the later ones as patches far smaller than it;
 3. a subscriber whose set differs (another shape) gets MismatchError naming the tensor, and
    its tensors stay as they were;
-4. prepare() before the first version: the chain's parents, and warm bytes sent down an edge
-   when asked (all ranks share one site here, so none go).
+4. prepare() before the first version: the chain's parents; no warm-up bytes, though asked
+   for, since all ranks share one site (tests/test_weights.c checks them across sites).
 Exits 0 when all held on this rank.
 """
 import sys
