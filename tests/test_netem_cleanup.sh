@@ -25,7 +25,7 @@ left_behind() { # nothing of NAME may remain
 host_links() { ip -o link show | sed 's/ qlen.*//' | awk '{print $2}' | sort; ip -o addr show | awk '{print $2, $4}' | sort; }
 before=$(host_links)
 
-# --- 1. exec: the command runs in its site, with its address ---
+# --- 1. exec: the command runs in its site, with its address and its arguments as given ---
 bounded "$strata" netem up --name "$name" --sites 3 --ranks-per-site 2 --lifetime 60 \
   --link '*:delay=2ms' --cc reno --tcp-mem-max 48m >/dev/null || fail "up"
 out=$(bounded "$strata" netem exec --name "$name" 1 -- cat /proc/sys/net/ipv4/tcp_congestion_control /proc/sys/net/ipv4/tcp_wmem)
@@ -34,6 +34,8 @@ echo "$out" | grep -q "50331648$" || fail "--tcp-mem-max 48m not applied in the 
 out=$(bounded "$strata" netem exec --name "$name" 2 -- sh -c 'echo "$STRATA_NETEM_SITE $STRATA_HOST"; ip -o -4 addr show dev netem0')
 echo "$out" | grep -q "^2 10.77.2.1$" || fail "exec environment: $out"
 echo "$out" | grep -q "inet 10.77.2.1/16" || fail "exec is not in site 2: $out"
+out=$(bounded "$strata" netem exec --name "$name" 0 -- sh -c 'echo "$#:$*"' sh --out a --flag)
+[ "$out" = "3:--out a --flag" ] || fail "exec did not pass its arguments as given: $out"
 [ "$(ip netns list | grep -c "^$name-s")" = 3 ] || fail "expected 3 namespaces: $(ip netns list)"
 bounded "$strata" netem up --name "$name" --sites 2 >/dev/null 2>&1 && fail "a second up with the same name succeeded"
 bounded "$strata" netem down --name "$name" >/dev/null || fail "down"

@@ -112,7 +112,8 @@ static void state_path(char *out, size_t n, const char *name, const char *file) 
            32, file ? file : "");
 }
 
-/* Takes "--name NAME" out of argv wherever it is; returns the new argc or -1. */
+/* Takes "--name NAME" out of argv wherever it is (before a "--"); returns the new argc, with
+ * argv[argc] NULL again (exec hands argv on as it is), or -1. */
 static int take_name(int argc, char **argv, const char **name) {
   *name = NETEM_DEFAULT_NAME;
   int out = 0;
@@ -128,6 +129,7 @@ static int take_name(int argc, char **argv, const char **name) {
     }
     argv[out++] = argv[i];
   }
+  argv[out] = NULL;
   if (!strata_emu_name_valid(*name)) {
     fprintf(stderr, "netem: --name '%s': expected 1-%d letters, digits, '-' or '_'\n", *name,
             STRATA_EMU_NAME_MAX);
