@@ -166,11 +166,12 @@ static void api_load(void) {
 enum { KV_UCX_IDLE_WAIT_MS = 100 }; /* the longest the worker sleeps: timeouts are checked */
 /* The worker polls UCP without sleeping while a slice, a reply or a rendezvous receive of its
  * own is in flight, and for this long after it last found work (a target between a sender's
- * requests); STRATA_KV_UCX_POLL_US changes it, 0 sleeps as soon as nothing is in flight. A
+ * requests); STRATA_KV_UCX_POLL_US changes it, 0 never polls (sleeps whenever idle). A
  * sleeping worker is woken through its event fd for every burst of bytes, which costs the
  * sending side a wakeup of it (on a small host, most of the time of a slice's bytes) and this
  * side a context switch: polling through a transfer removes both, as ucx_perftest does. */
 enum { KV_UCX_POLL_US = 1000 };
+#define KV_UCX_POLL_IN_FLIGHT_S 0.01 /* with work in flight, polls on this long without any */
 /* Slices go eager (UCX's buffer, then one copy) unless STRATA_KV_UCX_RNDV_BYTES names a size from
  * which they go by rendezvous (the receiver's buffer, one transfer by the transport). Eager is
  * the default: over UCX's tcp transport rendezvous gains nothing measurable, over shared memory
@@ -1024,9 +1025,10 @@ static void *worker_loop(void *arg) {
     for (kv_ucx_link *l = u->links; l; l = l->next) waiting_close |= l->close_request != NULL;
     pthread_mutex_unlock(&u->lock);
     if (changed || waiting_close) links_tend(u);
-    if (strata_now_s() >= next_expiry_check) {
+    double now = strata_now_s(); /* once a turn: a polling turn is short */
+    if (now >= next_expiry_check) {
       expire(u);
-      next_expiry_check = strata_now_s() + 0.05;
+      next_expiry_check = now + 0.05;
     }
     if (stopping) {
       pthread_mutex_lock(&u->lock);
@@ -1036,10 +1038,13 @@ static void *worker_loop(void *arg) {
       if (empty) break;
     }
     if (busy || changed || waiting_close) {
-      last_work = strata_now_s();
+      last_work = now;
       continue;
     }
-    if (u->poll_s > 0 && (in_flight || strata_now_s() - last_work < u->poll_s)) continue;
+    /* a peer that stopped answering is the timeouts' to end: the worker sleeps meanwhile */
+    double window =
+        in_flight && u->poll_s < KV_UCX_POLL_IN_FLIGHT_S ? KV_UCX_POLL_IN_FLIGHT_S : u->poll_s;
+    if (u->poll_s > 0 && now - last_work < window) continue;
     /* Idle: sleep until the network or a queue has something, or a timeout is due. */
     struct pollfd pfd[2] = {{.fd = u->wake_fd, .events = POLLIN}, {.fd = u->efd, .events = POLLIN}};
     int nfds = 1;
