@@ -169,7 +169,9 @@ enum { KV_UCX_IDLE_WAIT_MS = 100 }; /* the longest the worker sleeps: timeouts a
  * requests); STRATA_KV_UCX_POLL_US changes it, 0 never polls (sleeps whenever idle). A
  * sleeping worker is woken through its event fd for every burst of bytes, which costs the
  * sending side a wakeup of it (on a small host, most of the time of a slice's bytes) and this
- * side a context switch: polling through a transfer removes both, as ucx_perftest does. */
+ * side a context switch: polling through a transfer removes both, as ucx_perftest does. Not
+ * over UCX's shared-memory transports alone (the endpoints without the peer-failure mode): there
+ * the work is copies, not wakeups, and a polling worker takes a core from them. */
 enum { KV_UCX_POLL_US = 1000 };
 #define KV_UCX_POLL_IN_FLIGHT_S 0.01 /* with work in flight, polls on this long without any */
 /* Slices go eager (UCX's buffer, then one copy) unless STRATA_KV_UCX_RNDV_BYTES names a size from
@@ -1044,7 +1046,7 @@ static void *worker_loop(void *arg) {
     /* a peer that stopped answering is the timeouts' to end: the worker sleeps meanwhile */
     double window =
         in_flight && u->poll_s < KV_UCX_POLL_IN_FLIGHT_S ? KV_UCX_POLL_IN_FLIGHT_S : u->poll_s;
-    if (u->poll_s > 0 && now - last_work < window) continue;
+    if (u->poll_s > 0 && !u->no_peer_mode && now - last_work < window) continue;
     /* Idle: sleep until the network or a queue has something, or a timeout is due. */
     struct pollfd pfd[2] = {{.fd = u->wake_fd, .events = POLLIN}, {.fd = u->efd, .events = POLLIN}};
     int nfds = 1;
