@@ -3,11 +3,14 @@
 #
 #   ucx  strata-kv-bench -B ucx: WRITE of KV_TOTAL bytes as blocks of each size, prefill ->
 #        decode, beside ucx_perftest -t ucp_am_bw with messages of that size on the same UCX
-#        transport, for UCX_TLS=tcp and UCX_TLS=shm (shared memory, cma among it). The backend
-#        sends a slice of 64 KiB or more by rendezvous (docs/kv.md), as UCX's default protocols
-#        do with a large message, so the like-for-like perftest is the one with UCX's defaults;
-#        perftest forced eager (UCX_RNDV_THRESH=inf) runs beside it, and each ratio is taken
-#        against whichever of the two was faster in that round.
+#        transport, for UCX_TLS=tcp and UCX_TLS=shm (shared memory, cma among it), configured as
+#        the backend configures it: over tcp with endpoints that report a peer's failure (`-e`,
+#        UCP_ERR_HANDLING_MODE_PEER, which the backend needs and which leaves UCX no rendezvous
+#        by put over tcp and no second rail) and tcp segments of the backend's size
+#        (UCX_TCP_RX_SEG_SIZE=512k); over shm without (the backend cannot have it there). Each
+#        ratio is against the faster of perftest with UCX's default protocols and forced eager
+#        (UCX_RNDV_THRESH=inf) in that round. Over tcp perftest as UCX ships it (no `-e`, 64 KiB
+#        segments) runs too, for reference only.
 #   tcp  strata-kv-bench -B tcp beside iperf3 over loopback, 4 streams, both directions at once.
 #   shm  strata-kv-bench -B shm beside memcpy bandwidth of one thread (bench/membw.c).
 #
@@ -44,10 +47,14 @@ min_size=$(echo $SIZES | tr ' ' '\n' | sort -n | head -1)
 max_size=$(echo $SIZES | tr ' ' '\n' | sort -n | tail -1)
 port=$((20000 + RANDOM % 20000))
 
-perftest() { # tls eager size log
+perftest() { # tls eager size log [as-shipped]
   local tls=$1 eager=$2 size=$3 log=$4 n=$((total_bytes / $3))
-  local env=(UCX_TLS=$tls)
+  local env=(UCX_TLS=$tls) flags=()
   [ "$eager" = 1 ] && env+=(UCX_RNDV_THRESH=inf)
+  if [ "$tls" = tcp ] && [ "${5:-0}" = 0 ]; then # as the backend: kv_ucx.c's KV_UCX_TCP_SEG
+    env+=(UCX_TCP_RX_SEG_SIZE=512k)
+    flags+=(-e)
+  fi
   port=$((port + 1))
   env "${env[@]}" timeout 300 ucx_perftest -p $port >/dev/null 2>&1 &
   local server=$!
@@ -57,7 +64,8 @@ perftest() { # tls eager size log
   local outstanding=$(((STREAMS << 22) / size))
   [ $outstanding -ge 1 ] || outstanding=1
   env "${env[@]}" timeout 300 ucx_perftest 127.0.0.1 -p $port -t ucp_am_bw -s "$size" \
-    -n $((n * ITERS)) -w "$n" -O $outstanding -f >"$log" 2>&1 || echo "perftest failed: $log" >&2
+    -n $((n * ITERS)) -w "$n" -O $outstanding -f "${flags[@]}" >"$log" 2>&1 ||
+    echo "perftest failed: $log" >&2
   wait $server 2>/dev/null || true
 }
 
@@ -73,6 +81,9 @@ for round in $(seq 1 "$ROUNDS"); do
     for size in $SIZES; do
       perftest $tls 1 "$size" "$out/r$round-perftest-eager-$tls-$size.txt"
       perftest $tls 0 "$size" "$out/r$round-perftest-default-$tls-$size.txt"
+      if [ $tls = tcp ]; then
+        perftest $tls 0 "$size" "$out/r$round-perftest-shipped-$tls-$size.txt" 1
+      fi
     done
   done
   "$KVB" -B tcp -N -t "$TOTAL" -b "$min_size" -e "$max_size" -f 4 -n "$ITERS" -w 1 \
@@ -140,9 +151,10 @@ print("# GB/s = 1e9 B/s; each ratio from one round; median over rounds")
 for tls in ("tcp", "shm"):
     print(f"\n## UCX backend vs ucx_perftest ucp_am_bw, UCX_TLS={tls}")
     print("# strata: a 1 GiB region (memory-bound) and a region of the largest block (cached,")
-    print("# as perftest's one buffer is); perftest with UCX's default protocols (rendezvous for")
-    print("# large messages, as the backend) and forced eager; ratios against the faster perftest")
-    print(f"{'size(B)':>9} {'round':>5} {'strata 1G':>9} {'strata cached':>13} {'pt default':>10} {'pt eager':>8} {'ratio 1G':>8} {'ratio cached':>12}")
+    print("# as perftest's one buffer is); perftest configured as the backend (tcp: -e, 512 KiB")
+    print("# segments) with UCX's default protocols and forced eager; ratios against the faster")
+    print("# of those two; 'pt shipped' (tcp: no -e, UCX's segments) for reference only")
+    print(f"{'size(B)':>9} {'round':>5} {'strata 1G':>9} {'strata cached':>13} {'pt default':>10} {'pt eager':>8} {'pt shipped':>10} {'ratio 1G':>8} {'ratio cached':>12}")
     for size in sizes:
         ratios, cached_ratios = [], []
         for r in range(1, rounds + 1):
@@ -150,14 +162,15 @@ for tls in ("tcp", "shm"):
             cached = kv(f"{out}/r{r}-kv-ucx-cached-{tls}.txt").get(size)
             eager = perftest(f"{out}/r{r}-perftest-eager-{tls}-{size}.txt")
             default = perftest(f"{out}/r{r}-perftest-default-{tls}-{size}.txt")
+            shipped = perftest(f"{out}/r{r}-perftest-shipped-{tls}-{size}.txt")
             best = max([v for v in (eager, default) if v], default=None)
             ratio = mine / best if mine and best else None
             cached_ratio = cached / best if cached and best else None
             if ratio: ratios.append(ratio)
             if cached_ratio: cached_ratios.append(cached_ratio)
-            print(f"{size:9d} {r:5d} {fmt(mine):>9} {fmt(cached):>13} {fmt(default):>10} {fmt(eager):>8} {fmt(ratio):>8} {fmt(cached_ratio):>12}")
+            print(f"{size:9d} {r:5d} {fmt(mine):>9} {fmt(cached):>13} {fmt(default):>10} {fmt(eager):>8} {fmt(shipped):>10} {fmt(ratio):>8} {fmt(cached_ratio):>12}")
         if ratios and cached_ratios:
-            print(f"{size:9d} {'med':>5} {'':>9} {'':>13} {'':>10} {'':>8} {statistics.median(ratios):8.2f} {statistics.median(cached_ratios):12.2f}")
+            print(f"{size:9d} {'med':>5} {'':>9} {'':>13} {'':>10} {'':>8} {'':>10} {statistics.median(ratios):8.2f} {statistics.median(cached_ratios):12.2f}")
 print("\n## 16 KiB blocks (256 MiB per transfer) and the 4 KiB lane, one run (UCX_TLS=tcp)")
 print(f"{'backend':>8} {'16K GB/s':>9} {'idle p50':>9} {'idle p99':>9} {'bulk p50':>9} {'bulk p99':>9} {'behind bulk':>12}  (us)")
 backend, row = None, {}

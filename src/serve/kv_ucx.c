@@ -52,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -133,7 +134,7 @@ int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, 
 /* clang-format off */
 #define KV_UCP_FUNCTIONS(X)                                                            \
   X(ucp_am_recv_data_nbx) X(ucp_am_send_nbx) X(ucp_cleanup) X(ucp_config_read)         \
-  X(ucp_config_release) X(ucp_ep_close_nbx) X(ucp_ep_create) X(ucp_init_version)       \
+  X(ucp_config_modify) X(ucp_config_release) X(ucp_ep_close_nbx) X(ucp_ep_create) X(ucp_init_version)       \
   X(ucp_request_check_status) X(ucp_request_free) X(ucp_worker_arm)                    \
   X(ucp_worker_create) X(ucp_worker_destroy)                                           \
   X(ucp_worker_get_address) X(ucp_worker_get_efd) X(ucp_worker_progress)               \
@@ -163,6 +164,16 @@ static void api_load(void) {
 
 #define KV_UCX_MAX_OPS (KV_MAX_PEERS * STRATA_KV_MAX_STREAMS * KV_BATCH_SLICES)
 enum { KV_UCX_IDLE_WAIT_MS = 100 }; /* the longest the worker sleeps: timeouts are checked */
+/* The worker polls UCP without sleeping while a slice, a reply or a rendezvous receive of its
+ * own is in flight, and for this long after it last found work (a target between a sender's
+ * requests); STRATA_KV_UCX_POLL_US changes it, 0 never polls (sleeps whenever idle). A
+ * sleeping worker is woken through its event fd for every burst of bytes, which costs the
+ * sending side a wakeup of it (on a small host, most of the time of a slice's bytes) and this
+ * side a context switch: polling through a transfer removes both, as ucx_perftest does. Not
+ * over UCX's shared-memory transports alone (the endpoints without the peer-failure mode): there
+ * the work is copies, not wakeups, and a polling worker takes a core from them. */
+enum { KV_UCX_POLL_US = 1000 };
+#define KV_UCX_POLL_IN_FLIGHT_S 0.01 /* with work in flight, polls on this long without any */
 /* Slices go eager (UCX's buffer, then one copy) unless STRATA_KV_UCX_RNDV_BYTES names a size from
  * which they go by rendezvous (the receiver's buffer, one transfer by the transport). Eager is
  * the default: over UCX's tcp transport rendezvous gains nothing measurable, over shared memory
@@ -268,6 +279,7 @@ struct kv_ucx {
   ucp_address_t *address;
   size_t address_bytes;
   int efd;          /* the worker's event fd, -1 when UCX gives none (then it polls) */
+  double poll_s;    /* how long the worker polls on after its last work (KV_UCX_POLL_US) */
   int no_peer_mode; /* the transports cannot do UCP_ERR_HANDLING_MODE_PEER */
   int wake_fd;      /* an eventfd: work was queued */
   pthread_t thread;
@@ -1003,20 +1015,22 @@ static void expire(kv_ucx *u) {
 
 static void *worker_loop(void *arg) {
   kv_ucx *u = arg;
-  double next_expiry_check = 0;
+  double next_expiry_check = 0, last_work = 0;
   for (;;) {
     int busy = 0;
     while (api.ucp_worker_progress(u->worker)) busy = 1;
     busy |= drain_queues(u);
     pthread_mutex_lock(&u->lock);
+    int in_flight = u->nfree < KV_UCX_MAX_OPS || u->inflight || u->receiving;
     int changed = u->links_changed, stopping = atomic_load(&u->stop);
     int waiting_close = u->strays != NULL;
     for (kv_ucx_link *l = u->links; l; l = l->next) waiting_close |= l->close_request != NULL;
     pthread_mutex_unlock(&u->lock);
     if (changed || waiting_close) links_tend(u);
-    if (strata_now_s() >= next_expiry_check) {
+    double now = strata_now_s(); /* once a turn: a polling turn is short */
+    if (now >= next_expiry_check) {
       expire(u);
-      next_expiry_check = strata_now_s() + 0.05;
+      next_expiry_check = now + 0.05;
     }
     if (stopping) {
       pthread_mutex_lock(&u->lock);
@@ -1025,7 +1039,14 @@ static void *worker_loop(void *arg) {
       pthread_mutex_unlock(&u->lock);
       if (empty) break;
     }
-    if (busy || changed || waiting_close) continue;
+    if (busy || changed || waiting_close) {
+      last_work = now;
+      continue;
+    }
+    /* a peer that stopped answering is the timeouts' to end: the worker sleeps meanwhile */
+    double window =
+        in_flight && u->poll_s < KV_UCX_POLL_IN_FLIGHT_S ? KV_UCX_POLL_IN_FLIGHT_S : u->poll_s;
+    if (u->poll_s > 0 && !u->no_peer_mode && now - last_work < window) continue;
     /* Idle: sleep until the network or a queue has something, or a timeout is due. */
     struct pollfd pfd[2] = {{.fd = u->wake_fd, .events = POLLIN}, {.fd = u->efd, .events = POLLIN}};
     int nfds = 1;
@@ -1049,9 +1070,32 @@ void kv_ucx_address(strata_kv_agent *a, const void **address, size_t *bytes) {
   *bytes = a->ucx ? a->ucx->address_bytes : 0;
 }
 
+/* UCX's tcp transport receives into segments of UCX_TCP_RX_SEG_SIZE (64 KiB by default), and an
+ * active message larger than one travels as fragments of that size: each its own send system
+ * call, its own receive and its own step of UCP's reassembly, and that per-fragment cost, more
+ * than the bytes, bounds a sender whose core also runs loopback's receive path. Slices are
+ * 1 MiB by default, so the backend asks for segments of KV_UCX_TCP_SEG (a slice is two
+ * fragments) unless the environment names a size. The price is longer system calls: a send or
+ * a receive moves up to that much at once, still less than the TCP backend's whole slices.
+ * "RX_SEG_SIZE" is the tcp transport's key without its prefix (only tcp has one); where UCX_TLS
+ * leaves tcp out it is not set, as UCX would warn that no transport takes it. */
+#define KV_UCX_TCP_SEG "512k"
+
+static int tls_may_include_tcp(void) {
+  const char *tls = getenv("UCX_TLS");
+  if (!tls || !tls[0]) return 1;
+  int found = strstr(tls, "tcp") != NULL;
+  if (tls[0] == '^') return !found; /* a list of transports left out */
+  return found || strstr(tls, "all") != NULL;
+}
+
 static int worker_create(kv_ucx *u, int wakeup) {
   ucp_config_t *config;
   if (api.ucp_config_read(NULL, NULL, &config) != UCS_OK) return STRATA_ERR_SYSTEM;
+  const char *seg = getenv("UCX_TCP_RX_SEG_SIZE");
+  if ((!seg || !seg[0]) && tls_may_include_tcp() &&
+      api.ucp_config_modify(config, "RX_SEG_SIZE", KV_UCX_TCP_SEG) != UCS_OK)
+    STRATA_LOG(STRATA_LOG_DEBUG, -1, "kv: UCX took no TCP_RX_SEG_SIZE: its default stays");
   ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
                          .features = UCP_FEATURE_AM | (wakeup ? UCP_FEATURE_WAKEUP : 0),
                          .name = "strata-kv"};
@@ -1073,12 +1117,32 @@ static int worker_create(kv_ucx *u, int wakeup) {
   return STRATA_OK;
 }
 
+/* KV_UCX_POLL_US or STRATA_KV_UCX_POLL_US; none on a single core, where polling would keep the
+ * peer's or the lane's threads off it. */
+static double poll_seconds(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 2) return 0;
+  double us = KV_UCX_POLL_US;
+  const char *value = getenv("STRATA_KV_UCX_POLL_US");
+  if (value && value[0]) {
+    char *end;
+    double n = strtod(value, &end);
+    if (!*end && n >= 0 && n <= 1e6)
+      us = n;
+    else
+      STRATA_LOG(STRATA_LOG_WARN, -1,
+                 "STRATA_KV_UCX_POLL_US=%s ignored: expected microseconds, 0 to 1000000", value);
+  }
+  return us * 1e-6;
+}
+
 int kv_ucx_start(strata_kv_agent *a) {
   if (!kv_ucx_built()) return STRATA_ERR_UNSUPPORTED;
   kv_ucx *u = calloc(1, sizeof *u);
   if (!u) return STRATA_ERR_NO_MEMORY;
   a->ucx = u; /* kv_ucx_stop undoes whatever part of this succeeds */
   u->agent = a;
+  u->poll_s = poll_seconds();
   u->efd = u->wake_fd = -1;
   pthread_mutex_init(&u->lock, NULL);
   pthread_cond_init(&u->cond, NULL);
