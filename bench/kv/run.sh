@@ -7,7 +7,7 @@
 #        the backend configures it: over tcp with endpoints that report a peer's failure (`-e`,
 #        UCP_ERR_HANDLING_MODE_PEER, which the backend needs and which leaves UCX no rendezvous
 #        by put over tcp and no second rail) and tcp segments of the backend's size
-#        (UCX_TCP_RX_SEG_SIZE=512k); over shm without (the backend cannot have it there). Each
+#        (UCX_TCP_RX_SEG_SIZE=256k); over shm without (the backend cannot have it there). Each
 #        ratio is against the faster of perftest with UCX's default protocols and forced eager
 #        (UCX_RNDV_THRESH=inf) in that round. Over tcp perftest as UCX ships it (no `-e`, 64 KiB
 #        segments) runs too, for reference only.
@@ -52,7 +52,7 @@ perftest() { # tls eager size log [as-shipped]
   local env=(UCX_TLS=$tls) flags=()
   [ "$eager" = 1 ] && env+=(UCX_RNDV_THRESH=inf)
   if [ "$tls" = tcp ] && [ "${5:-0}" = 0 ]; then # as the backend: kv_ucx.c's KV_UCX_TCP_SEG
-    env+=(UCX_TCP_RX_SEG_SIZE=512k)
+    env+=(UCX_TCP_RX_SEG_SIZE=256k)
     flags+=(-e)
   fi
   port=$((port + 1))
@@ -151,7 +151,7 @@ print("# GB/s = 1e9 B/s; each ratio from one round; median over rounds")
 for tls in ("tcp", "shm"):
     print(f"\n## UCX backend vs ucx_perftest ucp_am_bw, UCX_TLS={tls}")
     print("# strata: a 1 GiB region (memory-bound) and a region of the largest block (cached,")
-    print("# as perftest's one buffer is); perftest configured as the backend (tcp: -e, 512 KiB")
+    print("# as perftest's one buffer is); perftest configured as the backend (tcp: -e, 256 KiB")
     print("# segments) with UCX's default protocols and forced eager; ratios against the faster")
     print("# of those two; 'pt shipped' (tcp: no -e, UCX's segments) for reference only")
     print(f"{'size(B)':>9} {'round':>5} {'strata 1G':>9} {'strata cached':>13} {'pt default':>10} {'pt eager':>8} {'pt shipped':>10} {'ratio 1G':>8} {'ratio cached':>12}")

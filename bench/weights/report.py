@@ -104,9 +104,14 @@ def main():
         worst = max(r["patch"]["patch_bytes"] / r["patch"]["full_bytes"] for r in later)
         checks.append((f"patch bytes <= 1/10 of full (worst {worst:.4f})", worst <= 0.1))
         bound = lambda r: 1.3 * r["full"]["full_bytes"] * 8 / LINK_BPS + RTT_S  # noqa: E731
-        slow = max(r["full"]["reached"] / bound(r) for r in rows)
-        checks.append((f"full copy reaches the last subscriber within 1.3 x bytes/link + RTT "
-                       f"(worst {slow:.2f} of the bound)", slow <= 1.0))
+        # every full copy: the full mode's, and the patch mode's rounds that carried an anchor
+        # (version 1 at least)
+        copies = [r["full"]["reached"] / bound(r) for r in rows] + \
+            [r["patch"]["reached"] / bound(r) for r in rows
+             if r["patch"]["stream_bytes"] >= r["patch"]["full_bytes"]]
+        slow = max(copies)
+        checks.append((f"every full copy ({len(copies)}) reaches the last subscriber within "
+                       f"1.3 x bytes/link + RTT (worst {slow:.2f} of the bound)", slow <= 1.0))
         slow_call = max(r["full"]["seconds"] / bound(r) for r in rows)
         print(f"     (the calls, verdict included, returned within {slow_call:.2f} of that bound)")
         least = min(r["speedup"] for r in later)

@@ -77,7 +77,7 @@ forwarder_cpu() {
 
 site_of=(0 0 1 1)
 fails=0
-for mode in patch full; do
+for mode in ${WEIGHTS_MODES:-patch full}; do
   rm -f "$out/$mode".*.json
   port=$((20000 + RANDOM % 20000))
   # the store in the publisher's site, as a trainer's launcher would run it

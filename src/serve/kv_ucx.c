@@ -1073,13 +1073,15 @@ void kv_ucx_address(strata_kv_agent *a, const void **address, size_t *bytes) {
 /* UCX's tcp transport receives into segments of UCX_TCP_RX_SEG_SIZE (64 KiB by default), and an
  * active message larger than one travels as fragments of that size: each its own send system
  * call, its own receive and its own step of UCP's reassembly, and that per-fragment cost, more
- * than the bytes, bounds a sender whose core also runs loopback's receive path. Slices are
- * 1 MiB by default, so the backend asks for segments of KV_UCX_TCP_SEG (a slice is two
- * fragments) unless the environment names a size. The price is longer system calls: a send or
- * a receive moves up to that much at once, still less than the TCP backend's whole slices.
- * "RX_SEG_SIZE" is the tcp transport's key without its prefix (only tcp has one); where UCX_TLS
- * leaves tcp out it is not set, as UCX would warn that no transport takes it. */
-#define KV_UCX_TCP_SEG "512k"
+ * than the bytes, bounds a sender whose core also runs loopback's receive path. So the backend
+ * asks for segments of KV_UCX_TCP_SEG (a 1 MiB slice is four fragments) unless the environment
+ * names a size. Not larger: a send or a receive moves up to one segment at once, and on a kernel
+ * that does not preempt system calls a lane call waits behind the ones in progress; with 512 KiB
+ * segments the lane's p99 under bulk WRITEs left its bound (docs/kv.md, "The lane"), with 256 KiB
+ * it stays inside. "RX_SEG_SIZE" is the tcp transport's key without its prefix (only tcp has
+ * one); where UCX_TLS leaves tcp out it is not set, as UCX would warn that no transport takes it.
+ */
+#define KV_UCX_TCP_SEG "256k"
 
 static int tls_may_include_tcp(void) {
   const char *tls = getenv("UCX_TLS");
