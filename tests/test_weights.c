@@ -105,6 +105,12 @@ static int publish(strata_weights *w, model *m, int v, int dense) {
   return 0;
 }
 
+/* A round on any rank: rank 0 serves, the others update to the newest version. */
+static int round_on(strata_weights *w, strata_comm *comm, int rank) {
+  return rank == 0 ? strata_weights_serve(w, comm, NULL)
+                   : strata_weights_update(w, comm, STRATA_WEIGHTS_NEWEST, NULL);
+}
+
 /* Where ranks are: a site (STRATA_SITE, through the engine's site table) and a host name the
  * plan takes instead of the real host identity (every rank of a test shares one machine). */
 typedef struct layout {
@@ -131,6 +137,14 @@ static void layout_tweak(strata_config *cfg, int rank, void *arg) {
 
 static void layout_apply(strata_weights *w, const layout *l, int rank) {
   if (w && l && l->host[rank]) weights_debug_host(w, l->host[rank]);
+}
+
+/* This rank's handle over *m: the publisher (chunks of chunk_bytes) on rank 0, a subscriber
+ * elsewhere, with the layout's host. */
+static strata_weights *member_of(model *m, int rank, size_t chunk_bytes, const layout *l) {
+  strata_weights *w = rank == 0 ? make_publisher(m, 4, chunk_bytes) : make_subscriber(m);
+  layout_apply(w, l, rank);
+  return w;
 }
 
 /* ---- 1. chain: full copies, patches, a dense version, targets, a lagging subscriber ---- */
@@ -331,21 +345,18 @@ static int subscriber_death_body(strata_comm *comm, int rank, int n, int init_st
   failures = 0; /* this rank's own: the parent's count came with the fork */
   CHECK_OR_RETURN(comm, "init: %s", strata_err_name(init_status));
   model *m = calloc(1, sizeof *m);
-  strata_weights *w = rank == 0 ? make_publisher(m, 4, 4096) : make_subscriber(m);
+  strata_weights *w = member_of(m, rank, 4096, arg);
   CHECK_OR_RETURN(w, "create");
-  layout_apply(w, arg, rank);
   if (rank == (arg ? 3 : 2)) weights_debug_die_after_chunks(w, 5); /* of the full copy's 33 */
   if (rank == 0 && publish(w, m, 1, 0)) return 1;
   /* the round rank 2 dies in fails on the others; shrunk, the same round completes */
   strata_comm *work = comm;
-  int status = rank == 0 ? strata_weights_serve(w, comm, NULL)
-                         : strata_weights_update(w, comm, STRATA_WEIGHTS_NEWEST, NULL);
+  int status = round_on(w, comm, rank);
   CHECK_OR_RETURN(status != STRATA_OK, "nobody died");
   status = strata_comm_shrink(comm, &work);
   CHECK_OR_RETURN(status == STRATA_OK, "shrink: %s", strata_err_name(status));
   CHECK(strata_comm_size(work) == n - 1, "shrink kept %d ranks", strata_comm_size(work));
-  status = rank == 0 ? strata_weights_serve(w, work, NULL)
-                     : strata_weights_update(w, work, STRATA_WEIGHTS_NEWEST, NULL);
+  status = round_on(w, work, rank);
   CHECK_OR_RETURN(status == STRATA_OK, "the repeated round failed: %s", strata_err_name(status));
   if (rank != 0) CHECK(holds(m, 1, 0) && strata_weights_version(w) == 1, "survivor lacks v1");
   /* and the next version goes round the survivors at once */
@@ -367,9 +378,8 @@ static int publisher_death_body(strata_comm *comm, int rank, int n, int init_sta
   (void)n;
   CHECK_OR_RETURN(comm, "init: %s", strata_err_name(init_status));
   model *m = calloc(1, sizeof *m);
-  strata_weights *w = rank == 0 ? make_publisher(m, 4, 4096) : make_subscriber(m);
+  strata_weights *w = member_of(m, rank, 4096, arg);
   CHECK_OR_RETURN(w, "create");
-  layout_apply(w, arg, rank);
   for (int v = 1; v <= 2; v++) {
     if (rank == 0) {
       if (publish(w, m, v, 2)) return 1; /* v2 dense: a full copy of 33 chunks */
@@ -467,9 +477,8 @@ static int tree_body(strata_comm *comm, int rank, int n, int init_status, void *
   const layout *l = arg;
   CHECK_OR_RETURN(comm, "init: %s", strata_err_name(init_status));
   model *m = calloc(1, sizeof *m);
-  strata_weights *w = rank == 0 ? make_publisher(m, 4, 8192) : make_subscriber(m);
+  strata_weights *w = member_of(m, rank, 8192, l);
   CHECK_OR_RETURN(w, "create");
-  layout_apply(w, l, rank);
   uint64_t children = 0, remote_children = 0;
   for (int r = 1; r < n; r++)
     if (l->parent[r] == rank) {
@@ -517,9 +526,8 @@ static int prepare_body(strata_comm *comm, int rank, int n, int init_status, voi
   const layout *l = arg;
   CHECK_OR_RETURN(comm, "init: %s", strata_err_name(init_status));
   model *m = calloc(1, sizeof *m);
-  strata_weights *w = rank == 0 ? make_publisher(m, 4, 8192) : make_subscriber(m);
+  strata_weights *w = member_of(m, rank, 8192, l);
   CHECK_OR_RETURN(w, "create");
-  layout_apply(w, l, rank);
   int children = 0, remote_children = 0;
   for (int r = 1; r < n; r++)
     if (l->parent[r] == rank) {
@@ -546,8 +554,7 @@ static int prepare_body(strata_comm *comm, int rank, int n, int init_status, voi
         "rank %d: AUTO warmed %llu bytes between ranks of one host", rank,
         (unsigned long long)prep.warm_bytes_sent);
   if (rank == 0 && publish(w, m, 1, 0)) return 1;
-  status = rank == 0 ? strata_weights_serve(w, comm, NULL)
-                     : strata_weights_update(w, comm, STRATA_WEIGHTS_NEWEST, NULL);
+  status = round_on(w, comm, rank);
   CHECK_OR_RETURN(status == STRATA_OK, "v1: %s (%s)", strata_err_name(status),
                   strata_weights_error(w));
   if (rank > 0)
@@ -565,9 +572,8 @@ static int prepare_death_body(strata_comm *comm, int rank, int n, int init_statu
   failures = 0; /* this rank's own: the parent's count came with the fork */
   CHECK_OR_RETURN(comm, "init: %s", strata_err_name(init_status));
   model *m = calloc(1, sizeof *m);
-  strata_weights *w = rank == 0 ? make_publisher(m, 4, 8192) : make_subscriber(m);
+  strata_weights *w = member_of(m, rank, 8192, arg);
   CHECK_OR_RETURN(w, "create");
-  layout_apply(w, arg, rank);
   if (rank == 3) weights_debug_die_after_chunks(w, 2); /* of the warm-up's 128 pieces */
   strata_weights_prepare_info prep;
   int status = strata_weights_prepare(w, comm, WARM, &prep);
@@ -580,8 +586,7 @@ static int prepare_death_body(strata_comm *comm, int rank, int n, int init_statu
   CHECK_OR_RETURN(status == STRATA_OK, "prepare over the survivors: %s (%s)",
                   strata_err_name(status), strata_weights_error(w));
   if (rank == 0 && publish(w, m, 1, 0)) return 1;
-  status = rank == 0 ? strata_weights_serve(w, work, NULL)
-                     : strata_weights_update(w, work, STRATA_WEIGHTS_NEWEST, NULL);
+  status = round_on(w, work, rank);
   CHECK(status == STRATA_OK && (rank == 0 || holds(m, 1, 0)), "v1 over the survivors: %s",
         strata_err_name(status));
   strata_weights_destroy(w);
@@ -652,8 +657,7 @@ static int many_body(strata_comm *comm, int rank, int n, int init_status, void *
                          : strata_weights_subscriber_create(t, MANY, &w);
   CHECK_OR_RETURN(status == STRATA_OK, "create: %s", strata_err_name(status));
   if (rank == 0) CHECK_OR_RETURN(strata_weights_publish(w, NULL) == STRATA_OK, "publish");
-  status = rank == 0 ? strata_weights_serve(w, comm, NULL)
-                     : strata_weights_update(w, comm, STRATA_WEIGHTS_NEWEST, NULL);
+  status = round_on(w, comm, rank);
   CHECK_OR_RETURN(status == STRATA_OK, "round: %s (%s)", strata_err_name(status),
                   strata_weights_error(w));
   int same = 1;
