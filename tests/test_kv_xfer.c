@@ -7,13 +7,15 @@
  * over the streams) with a notification, READ back, a notification alone, cancel, a transfer of
  * nothing, loading a restarted peer by name, the metadata through an authenticated store (and a
  * store with another secret refused), and a peer that is destroyed failing its transfers and
- * lane calls with PEER_LOST instead of hanging.
+ * lane calls with PEER_LOST instead of hanging; on UCX, idle agents that do not keep polling.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "helpers/check.h"
+#include "helpers/ranks.h"
 #include "strata.h"
 #include "strata_kv.h"
 
@@ -320,10 +322,27 @@ static void test_backend_env(void) {
   printf("backend from the environment: %s\n", failures ? "FAILED" : "ok");
 }
 
+/* UCX: the worker polls while slices are in flight and shortly after; then it sleeps. Half a
+ * second after a transfer, both agents' threads together use a small part of a core (a worker
+ * that kept polling would use all of one, or two). */
+static void test_idle_sleeps(void) {
+  struct rusage before, after;
+  strata_test_sleep_s(0.1); /* past the polling that follows the last transfer */
+  getrusage(RUSAGE_SELF, &before);
+  strata_test_sleep_s(0.5);
+  getrusage(RUSAGE_SELF, &after);
+  double used = (double)(after.ru_utime.tv_sec - before.ru_utime.tv_sec) +
+                (double)(after.ru_stime.tv_sec - before.ru_stime.tv_sec) +
+                1e-6 * (double)(after.ru_utime.tv_usec - before.ru_utime.tv_usec) +
+                1e-6 * (double)(after.ru_stime.tv_usec - before.ru_stime.tv_usec);
+  CHECK(used < 0.2, "idle UCX agents used %.3f s of CPU in 0.5 s: a worker does not sleep", used);
+}
+
 static void suite(int backend, int encrypt, const char *label) {
   pair p;
   if (pair_open(&p, backend, encrypt) == 0) {
     test_write_read(&p, label);
+    if (backend == STRATA_KV_BACKEND_UCX) test_idle_sleeps();
     test_small_things(&p);
     test_cancel(&p);
     test_deregister_in_flight(&p);
