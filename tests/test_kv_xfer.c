@@ -322,9 +322,9 @@ static void test_backend_env(void) {
   printf("backend from the environment: %s\n", failures ? "FAILED" : "ok");
 }
 
-/* UCX: the worker polls while slices are in flight and shortly after; then it sleeps. Half a
- * second after a transfer, both agents' threads together use a small part of a core (a worker
- * that kept polling would use all of one, or two). */
+/* UCX: the worker polls while slices are in flight and shortly after; then it sleeps. Over half
+ * a second starting 0.1 s after a transfer, both agents' threads together use a small part of a
+ * core (a worker that kept polling would use all of one, or two). */
 static void test_idle_sleeps(void) {
   struct rusage before, after;
   strata_test_sleep_s(0.1); /* past the polling that follows the last transfer */

@@ -8,6 +8,8 @@
 #   bench/weights/run.sh [--seq DIR/lr1e-06] [--params 100e6] [--versions 10] [--out DIR]
 #                        [--no-prepare]
 #
+# WEIGHTS_MODES (default "patch full") chooses and orders the modes; the results of both modes in
+# OUT are cleared first, so the report never pairs this run with an older one.
 # Every rank calls prepare() before the first version (bench.py), unless --no-prepare: then
 # version 1 runs on connections TCP has not ramped up yet.
 # Without --seq it first runs sparsity.py (lr 1e-6, 20 steps) into OUT/sequence. Prints the
@@ -77,8 +79,8 @@ forwarder_cpu() {
 
 site_of=(0 0 1 1)
 fails=0
+rm -f "$out"/patch.*.json "$out"/full.*.json
 for mode in ${WEIGHTS_MODES:-patch full}; do
-  rm -f "$out/$mode".*.json
   port=$((20000 + RANDOM % 20000))
   # the store in the publisher's site, as a trainer's launcher would run it
   timeout -k 5 1800 "$strata" netem exec --name "$name" 0 -- \

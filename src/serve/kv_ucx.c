@@ -134,7 +134,8 @@ int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, 
 /* clang-format off */
 #define KV_UCP_FUNCTIONS(X)                                                            \
   X(ucp_am_recv_data_nbx) X(ucp_am_send_nbx) X(ucp_cleanup) X(ucp_config_read)         \
-  X(ucp_config_modify) X(ucp_config_release) X(ucp_ep_close_nbx) X(ucp_ep_create) X(ucp_init_version)       \
+  X(ucp_config_modify) X(ucp_config_release) X(ucp_ep_close_nbx) X(ucp_ep_create)      \
+  X(ucp_init_version)                                                                  \
   X(ucp_request_check_status) X(ucp_request_free) X(ucp_worker_arm)                    \
   X(ucp_worker_create) X(ucp_worker_destroy)                                           \
   X(ucp_worker_get_address) X(ucp_worker_get_efd) X(ucp_worker_progress)               \
@@ -168,10 +169,10 @@ enum { KV_UCX_IDLE_WAIT_MS = 100 }; /* the longest the worker sleeps: timeouts a
  * own is in flight, and for this long after it last found work (a target between a sender's
  * requests); STRATA_KV_UCX_POLL_US changes it, 0 never polls (sleeps whenever idle). A
  * sleeping worker is woken through its event fd for every burst of bytes, which costs the
- * sending side a wakeup of it (on a small host, most of the time of a slice's bytes) and this
- * side a context switch: polling through a transfer removes both, as ucx_perftest does. Not
- * over UCX's shared-memory transports alone (the endpoints without the peer-failure mode): there
- * the work is copies, not wakeups, and a polling worker takes a core from them. */
+ * sending side a wakeup of it and this side a context switch: polling through a transfer removes
+ * both, as ucx_perftest does. Not over UCX's shared-memory transports alone (once a link of the
+ * agent had to do without the peer-failure mode, the agent stops polling): there the work is
+ * copies, not wakeups, and a polling worker takes a core from them. */
 enum { KV_UCX_POLL_US = 1000 };
 #define KV_UCX_POLL_IN_FLIGHT_S 0.01 /* with work in flight, polls on this long without any */
 /* Slices go eager (UCX's buffer, then one copy) unless STRATA_KV_UCX_RNDV_BYTES names a size from
@@ -1074,12 +1075,14 @@ void kv_ucx_address(strata_kv_agent *a, const void **address, size_t *bytes) {
  * active message larger than one travels as fragments of that size: each its own send system
  * call, its own receive and its own step of UCP's reassembly, and that per-fragment cost, more
  * than the bytes, bounds a sender whose core also runs loopback's receive path. So the backend
- * asks for segments of KV_UCX_TCP_SEG (a 1 MiB slice is four fragments) unless the environment
- * names a size. Not larger: a send or a receive moves up to one segment at once, and on a kernel
- * that does not preempt system calls a lane call waits behind the ones in progress; with 512 KiB
- * segments the lane's p99 under bulk WRITEs left its bound (docs/kv.md, "The lane"), with 256 KiB
- * it stays inside. "RX_SEG_SIZE" is the tcp transport's key without its prefix (only tcp has
- * one); where UCX_TLS leaves tcp out it is not set, as UCX would warn that no transport takes it.
+ * asks for segments of KV_UCX_TCP_SEG unless the environment names a size (every fragment also
+ * carries headers, so a 1 MiB slice is four fragments of just under 256 KiB and a fifth of a few
+ * bytes). Not larger: a send or a receive moves up to one segment at once, and on a kernel that
+ * does not preempt system calls a lane call waits behind the ones in progress, longer the larger
+ * they are (docs/kv.md, "Last run", measures both sides of it). "RX_SEG_SIZE" is the tcp
+ * transport's key without its prefix (only tcp has one); where the environment's UCX_TLS leaves tcp
+ * out it is not set, as UCX would warn that no transport takes it (it still warns where tcp is
+ * allowed but no tcp device opens, and a UCX_TLS from UCX's configuration file is not seen here).
  */
 #define KV_UCX_TCP_SEG "256k"
 
@@ -1119,23 +1122,28 @@ static int worker_create(kv_ucx *u, int wakeup) {
   return STRATA_OK;
 }
 
-/* KV_UCX_POLL_US or STRATA_KV_UCX_POLL_US; none on a single core, where polling would keep the
- * peer's or the lane's threads off it. */
+/* KV_UCX_POLL_US or STRATA_KV_UCX_POLL_US (read once per process, as the rendezvous size);
+ * none on a single core, where polling would keep the peer's or the lane's threads off it. */
+static pthread_once_t poll_once = PTHREAD_ONCE_INIT;
+static double poll_us = KV_UCX_POLL_US;
+
+static void poll_read(void) {
+  const char *value = getenv("STRATA_KV_UCX_POLL_US");
+  if (!value || !value[0]) return;
+  char *end;
+  double n = strtod(value, &end);
+  if (!*end && n >= 0 && n <= 1e6)
+    poll_us = n;
+  else
+    STRATA_LOG(STRATA_LOG_WARN, -1,
+               "STRATA_KV_UCX_POLL_US=%s ignored: expected microseconds, 0 to 1000000", value);
+}
+
 static double poll_seconds(void) {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 2) return 0;
-  double us = KV_UCX_POLL_US;
-  const char *value = getenv("STRATA_KV_UCX_POLL_US");
-  if (value && value[0]) {
-    char *end;
-    double n = strtod(value, &end);
-    if (!*end && n >= 0 && n <= 1e6)
-      us = n;
-    else
-      STRATA_LOG(STRATA_LOG_WARN, -1,
-                 "STRATA_KV_UCX_POLL_US=%s ignored: expected microseconds, 0 to 1000000", value);
-  }
-  return us * 1e-6;
+  pthread_once(&poll_once, poll_read);
+  return poll_us * 1e-6;
 }
 
 int kv_ucx_start(strata_kv_agent *a) {
