@@ -66,6 +66,16 @@ site_cc=$("$strata" netem exec --name "$name" 0 -- sysctl -n net.ipv4.tcp_conges
 echo "weights: tcp_slow_start_after_idle $("$strata" netem exec --name "$name" 0 -- \
   sysctl -n net.ipv4.tcp_slow_start_after_idle | head -n 1), congestion control" \
   "${STRATA_TCP_CC:-default ($site_cc at the sites; strata takes bbr on a WAN path if so)}"
+# The emulator's first deep queue costs it page faults (its packet pool is touched as packets
+# first queue up, docs/netem.md): a first full copy through a fresh emulator reached the last
+# subscriber ~0.3 s later in 3 of 8 runs, whichever mode ran first, and never in the mode that
+# ran second. So a few seconds of bulk traffic cross the link before anything is measured, as a
+# benchmark warms its instrument.
+"$strata" netem exec --name "$name" 1 -- iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+pids+=($!)
+sleep 0.5
+timeout 20 "$strata" netem exec --name "$name" 0 -- iperf3 -c 10.77.1.1 -p 5201 -P 4 -t 3 \
+  >/dev/null 2>&1 || echo "weights: the emulator's warm-up transfer failed (iperf3)" >&2
 # the host is shared: the load average goes with the figures
 echo "weights: load average at start: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/load.txt"
 
