@@ -57,6 +57,11 @@
  * virtual CPU's exit from idle, or a wait for a core a bulk thread holds in the kernel). */
 #define KV_LANE_SPIN_US 200
 size_t kv_syscall_bytes(void);
+/* The decimal integer in environment variable `name` when it is one in [min, max] (no sign, no
+ * trailing text); else `fallback`, with a warning saying `expected` when the variable is set but
+ * not usable. For the agent's tuning variables, each read once per process. */
+uint64_t kv_env_u64(const char *name, uint64_t min, uint64_t max, uint64_t fallback,
+                    const char *expected);
 
 typedef struct kv_conn {
   int fd;

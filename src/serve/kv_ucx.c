@@ -189,18 +189,9 @@ static pthread_once_t rndv_once = PTHREAD_ONCE_INIT;
 static size_t rndv_min_bytes = SIZE_MAX;
 
 static void rndv_read(void) {
-  const char *value = getenv("STRATA_KV_UCX_RNDV_BYTES");
-  if (value && value[0]) {
-    char *end;
-    unsigned long long n = strtoull(value, &end, 10);
-    if (!*end && value[0] != '-') {
-      rndv_min_bytes = n == 0 ? SIZE_MAX : (size_t)n;
-      return;
-    }
-    STRATA_LOG(STRATA_LOG_WARN, -1,
-               "STRATA_KV_UCX_RNDV_BYTES=%s ignored: expected a size in bytes (0: never)", value);
-  }
-  rndv_min_bytes = SIZE_MAX;
+  uint64_t n =
+      kv_env_u64("STRATA_KV_UCX_RNDV_BYTES", 0, UINT64_MAX, 0, "a size in bytes (0: never)");
+  rndv_min_bytes = n == 0 || n > SIZE_MAX ? SIZE_MAX : (size_t)n;
 }
 
 typedef struct kv_ucx_op {
@@ -1128,15 +1119,8 @@ static pthread_once_t poll_once = PTHREAD_ONCE_INIT;
 static double poll_us = KV_UCX_POLL_US;
 
 static void poll_read(void) {
-  const char *value = getenv("STRATA_KV_UCX_POLL_US");
-  if (!value || !value[0]) return;
-  char *end;
-  double n = strtod(value, &end);
-  if (!*end && n >= 0 && n <= 1e6)
-    poll_us = n;
-  else
-    STRATA_LOG(STRATA_LOG_WARN, -1,
-               "STRATA_KV_UCX_POLL_US=%s ignored: expected microseconds, 0 to 1000000", value);
+  poll_us = (double)kv_env_u64("STRATA_KV_UCX_POLL_US", 0, 1000000, KV_UCX_POLL_US,
+                               "microseconds, 0 to 1000000");
 }
 
 static double poll_seconds(void) {
