@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The README's commands: `make demo` and `make test`. Both install missing Debian packages.
 BUILD ?= build
 PREFIX ?= /usr/local

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # bench/common.sh — sourced by the bench scripts that run over `strata netem`: the build
 # directory, the --quick / --help arguments, and the root + TUN check, with one wording.
 #

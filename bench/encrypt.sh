@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/encrypt.sh — what sealing TCP frames costs (docs/security.md): a 2-rank float allreduce,
 # 16 MiB to 256 MiB, with STRATA_ENCRYPT=on against STRATA_ENCRYPT=off, interleaved run by run,
 #   1. on loopback (STRATA_SHM=0: both ranks on this host, the worst case: nothing but memory

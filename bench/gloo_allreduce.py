@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """gloo_allreduce.py — Gloo's allreduce (torch.distributed, backend "gloo") measured the way
 `strata bench` measures strata, so bench/run.sh can put them side by side.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/hier.sh BUILD_DIR [BYTES] [ITERS] — hierarchical vs flat ring allreduce on 2 emulated sites
 # of 2 ranks each (`strata netem`, docs/netem.md): one WAN link of RATE (default 1gbit) and DELAY
 # one way (default 10ms) between the sites, loopback inside a site. Ranks 0,1 run in site 0 and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * membw.c — the physical limit beside the shared-memory benchmarks: how fast this host copies
  * memory.

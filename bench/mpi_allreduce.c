@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * mpi_allreduce.c — OpenMPI's MPI_Allreduce measured the way `strata bench` measures strata, so
  * bench/run.sh can put the two side by side.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/place_netem.sh [BUILD_DIR] — the whole loop on emulated sites: two sites joined by a
 # 100 Mbit/s, 2 ms link (`strata netem`), six ranks interleaved between them (slot i in site
 # i % 2, so the identity order crosses the WAN on every hop). `strata probe` measures, `strata

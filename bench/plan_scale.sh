@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # plan_scale.sh [BUILD_DIR] — how long, and how much memory, planning 100,000 GPUs on 4 sites
 # takes (bench/plan_scale.yaml: 12,500 DGX H100, MetroX, DWDM and WireGuard links). The claim:
 # under 1 s and under 1 GiB, for text, JSON and SVG output alike. A benchmark, not a test: it

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/predict.sh — how well `strata bench --predict` agrees with the measurement on this host.
 #
 # For every collective x transport x rank count it runs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * reduce_bench.c — throughput of strata's reduction kernels beside memcpy.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """report.py — the text report of bench/run.sh: per-size tables of strata, OpenMPI and Gloo,
 ratios, physical limits, and the issue's targets marked PASS or FAIL.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * repredict.c — predict again, with the host model of this build, the rows a saved
  * `strata bench --predict` run measured (bench/predict.sh --rescore DIR uses it, and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/run.sh — strata against OpenMPI and Gloo, side by side, in one run (`make bench`).
 #
 # Allreduce, float32 sum, sizes 8 B .. 256 MiB, measured by the same method in all three

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch.distributed all_reduce and a DDP step on the "strata" backend against "gloo".
 
 Run as the ranks of one job:  strata launch -n N -- /usr/bin/python3 bench/torch_allreduce.py

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/wan.sh [BUILD_DIR] — issue 4, point 2: a 256 MiB float allreduce between two emulated
 # sites joined by a 1 Gb/s, 50 ms RTT link, strata against Gloo and OpenMPI on the same link, in
 # the same run, on a clean link and on lossy ones. One command, root only, ~10-15 minutes.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/wan_all.sh [BUILD_DIR] — one command for every figure of issue 4 ("Across datacenters"),
 # on emulated WAN links (`strata netem`, userspace TUN forwarder, docs/netem.md). Root only.
 # Each part is its own script, runnable alone; this runs them in order, keeps their full output in

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/wan_compress.sh [BUILD_DIR] — issue 4, point 4 on an emulated WAN: a float allreduce
 # between two sites joined by one link (default 1 Gb/s, 25 ms each way), once per wire encoding
 # (none, bf16, int8, fp8, int4; docs/compression.md), measured against the model's prediction.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * strata_kv.h — one-sided transfer of registered memory between processes (KV caches from
  * prefill to decode workers), and a low-latency message lane beside it. docs/kv.md maps every

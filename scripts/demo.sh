@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # make demo: strata working in under a minute — four local ranks run and check every collective
 # (warm figures, as strata bench measures them), a short nccl-tests style benchmark over TCP, the
 # peers beside strata (from the last `make bench`, else a short live run against OpenMPI when it

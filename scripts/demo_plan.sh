@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # demo_plan.sh BUILD_DIR — the planner in one screen: plan the metro-2-sites preset (two
 # datacenters 30 km apart on MetroX) in text, and draw its map to BUILD_DIR/demo-map.svg.
 set -euo pipefail

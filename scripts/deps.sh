@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Install the Debian packages a target needs, only those missing (apt is never run when all
 # are there). Usage: deps.sh build|test|bench|diloco|format|fuzz
 set -euo pipefail

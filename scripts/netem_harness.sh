@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # netem_harness.sh — run one strata job as K sites × M ranks over an emulated WAN, then remove
 # everything (namespaces, TUN devices, forwarder, store, ranks), also when interrupted.
 #

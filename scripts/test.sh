@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The whole suite: the format check, the release build, then ASan+UBSan build, then the
 # engine's tests under TSan. The release pass also builds the libFuzzer harnesses with clang (in
 # build-fuzz) and runs each for a few seconds (ctest fuzz_*; tests/fuzz/README.md), overlapped

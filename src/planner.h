@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * planner.h — the one header of the planner side, for the `strata` command and the tests.
  *

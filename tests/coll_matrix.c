@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * coll_matrix.c — every collective x dtype x op, in place and out of place, blocking and not,
  * for 1, 2, 3, 4, 5 and 8 ranks (forked processes), over shared memory and over TCP only, with

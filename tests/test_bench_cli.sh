@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_bench_cli.sh BUILD_DIR — `strata bench` end to end: bad usage exits 2 with a message;
 # every collective runs at 2 and 3 ranks under `strata launch` with every #wrong 0 (in-place
 # sendrecv included) and the nccl-tests table shape; run through the all_reduce_perf link it is

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_bench_mpirun.sh BUILD_DIR — the unchanged `strata bench` program under mpirun (Open MPI's
 # environment names the ranks): the nccl-tests table, every #wrong 0. Skipped without mpirun.
 set -uo pipefail

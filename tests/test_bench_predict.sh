@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_bench_predict.sh BUILD_DIR — `strata bench --predict`: the model's busbw is printed beside
 # the measured one, from links calibrated inside the run, and the printed header is all the model
 # needs to give it again.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_bench_torchrun.sh BUILD_DIR — the unchanged `strata bench` program under torchrun (torch
 # 1.13: --no_python, --master_port; our store is MASTER_PORT+1): the nccl-tests table, every
 # #wrong 0. Skipped without torch.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_boot_env.c — strata_config_from_env: defaults, each launcher's convention (Slurm, OpenMPI,
  * torchrun, strata), their precedence, the derived single-host store address and job id, and a

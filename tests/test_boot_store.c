@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_boot_store.c — the rendezvous store: set/get/wait/add, blocking gets answered by a later
  * set, prompt timeouts, 64 concurrent client threads and 1100 simultaneous connections, a server

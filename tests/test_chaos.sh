@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_chaos.sh BUILD_DIR — the elastic communicators under churn, briefly (issue 28): the chaos
 # harness (bench/chaos/chaos.py) over shared memory, then over TCP, 4 ranks each, kills, joins and
 # a frozen rank at a fixed seed. Fails on a wrong result, a hang (a call longer than

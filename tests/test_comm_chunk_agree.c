@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_comm_chunk_agree.c — the ranks of a communicator cut every schedule by the same chunk,
  * whatever each proposed (sites.c). Ranks that disagree build different schedules and the first

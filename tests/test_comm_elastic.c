@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_comm_elastic.c — a job that goes on: revoke, shrink, agree, grow.
  *  - a rank killed in the middle of an allreduce: the survivors shrink, numbered in their old

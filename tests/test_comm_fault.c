@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_comm_fault.c — never wrong, never stuck: a rank killed in the middle of an allreduce makes
  * every other rank return an error within the timeout; ranks that call different collectives,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_comm_lifecycle.c — what a user meets at the edges of a communicator's life:
  *  - rooted collectives (broadcast, reduce, gather, scatter) called with different roots on

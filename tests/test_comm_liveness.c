@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_comm_liveness.c — late is not dead. Liveness comes from heartbeats, not from progress:
  *  - a rank that arrives at a collective several STRATA_TIMEOUTs late (a checkpoint, an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_comm_reinit.c — one process creates and destroys communicators again and again on the
  * same store address while rank 0 serves the store itself (the torchrun, mpirun and srun path:

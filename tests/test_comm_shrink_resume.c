@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_comm_shrink_resume.c — an agreement one rank gave up on binds it all the same.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_comm_split.c — strata_comm_split and strata_comm_init_store.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_compress.c — compression on the wire (src/core/compress.c, the engine's codec path).
  *

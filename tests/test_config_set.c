@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_config_set.c — strata_config_set: a field set by its variable's name, checked by the
  * same parser as the environment, and nothing changed on error.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_core_half.c — f16/bf16 <-> f32 conversions against slow, obviously-correct references.
  *

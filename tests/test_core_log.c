@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_core_log.c — the log line format and its thread safety: stderr is redirected to a
  * temporary file, four threads log concurrently, and every line must come out whole, in the

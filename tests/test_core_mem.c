@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_core_mem.c — strata_mem_alloc / strata_mem_free and the registry shm.c asks
  * (strata_mem_lookup): bad arguments get a status and touch nothing, memory is zeroed and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_core_names.c — status strings and the name/parse tables of dtypes, ops, collectives and
  * algorithms: every code has a distinct name and message, every name parses back to its value,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_core_reduce.c — every reduction kernel (dtype x sum/prod/min/max, both instruction-set
  * builds) against a scalar reference written independently of the kernels:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_diloco.c — DiLoCo and Streaming DiLoCo (src/train/diloco.c) against a reference written
  * here in plain C from the formulas of include/strata.h.

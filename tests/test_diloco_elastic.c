@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_diloco_elastic.c — DiLoCo goes on when a worker dies and when one joins.
  *

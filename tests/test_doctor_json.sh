@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_doctor_json.sh BUILD_DIR — `strata doctor --json` on this very node: stdout is one JSON
 # document (python3's json.load reads it), it holds every check of docs/doctor.md once, graded
 # PASS/WARN/FAIL/INFO with a fix exactly for WARN and FAIL, and the exit status is the one the

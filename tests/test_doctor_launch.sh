@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_doctor_launch.sh BUILD_DIR — `strata doctor` as a job: `strata launch -n 2 -- strata
 # doctor` over loopback runs the node checks on each rank, the job checks on rank 0 and the
 # allreduce sweep with the model's prediction and a verdict per size; then, on made-up trees

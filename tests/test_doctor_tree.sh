@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_doctor_tree.sh BUILD_DIR — `strata doctor` on made-up nodes: the trees under tests/doctor
 # stand for /proc and /sys (--root, STRATA_DOCTOR_ROOT), so each check's grade is asserted: a
 # healthy node passes (exit 0), a broken one FAILs the checks it must (exit 1) with the fix, the

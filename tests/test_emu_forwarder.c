@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_emu_forwarder.c — the forwarder loop (src/emu/forwarder.c) without root: each "TUN" is one
  * end of a SOCK_SEQPACKET socketpair (one packet per read, like a TUN fd), the test holds the
  * other ends. Checks delay and its precision, FIFO order, the rate limit's spacing, per-direction

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_emu_link.c — the link model of the WAN emulator (src/emu/link.c) checked exactly, with no
  * namespaces: serialization at the rate, tail drop at the queue limit, delay, FIFO under jitter,
  * reordering, Bernoulli and Gilbert-Elliott loss rates, and the parameter syntax. */

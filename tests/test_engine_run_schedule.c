@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_engine_run_schedule.c — strata_engine_run_schedule (engine.h): a schedule built by the
  * caller runs as one blocking collective operation. 3 ranks, over shm and over TCP:

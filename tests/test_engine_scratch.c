@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_engine_scratch.c — a communicator's scratch cache (engine.c, "scratch"): buffers given
  * back are taken again instead of new ones, the smallest that fits is chosen, and at most

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_engine_spare.c — the communicator's spare operation (api.c, "the spare operation"): a
  * finished collective is kept and taken again by the next call with the same key (schedule

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_engine_threads.c — the engine under concurrency: many non-blocking operations in flight,
  * completed by the background progress thread, polled with strata_request_test and waited on from

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_exports.sh BUILD_DIR — libstrata.so exports exactly the API of include/strata.h: the
 # functions declared there (and in strata_kv.h) with STRATA_API, no more (an internal symbol a program could link to
 # and come to depend on) and no fewer (a declared function a program cannot link). And the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_install.sh BUILD_DIR — what `make install` leaves works as a user uses it: the header, the
 # shared and static libraries, the command; a program built with pkg-config, and one built by a
 # CMake project with find_package(strata) linking strata::strata. And the .pc file is right for

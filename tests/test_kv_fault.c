@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_kv_fault.c — a KV peer in another process (fork), on each backend: transfers across the
  * process boundary move the right bytes (SHM: the child copies with cross-memory attach into

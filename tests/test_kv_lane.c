@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_kv_lane.c — the low-latency lane (strata_kv_lane_call): request/reply with tags, the
  * handler's errors and reply limits reaching the caller, calls from several threads to one peer

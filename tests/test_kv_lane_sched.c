@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_kv_lane_sched.c — the lane's scheduling (cfg.lane_realtime, docs/kv.md "The lane"):
  *   - by default the target's serving thread runs SCHED_FIFO when the process may, and at the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_kv_safety.c — the target is the authority on its memory (strata_kv.h). Through the
  * public API, on TCP and on SHM, crafted remote descriptors — straddling either end of a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_kv_xfer.c — the KV agent's transfer suite (strata_kv.h), run once per backend: TCP in
  * clear, TCP sealed, and SHM (the target copies by cross-memory attach) in clear and with its

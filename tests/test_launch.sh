@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_launch.sh BUILD_DIR — `strata launch` and `strata store` end to end: the environment each
 # rank gets, --order and --tag, a failing rank's status propagated and the others stopped quickly,
 # signals forwarded, SIGKILL after the grace period, no orphans (even when the launcher itself is

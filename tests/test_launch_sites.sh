@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_launch_sites.sh BUILD_DIR — sites from a probed link matrix (docs/hier.md): `strata launch
 # --sites MATRIX` gives child i STRATA_SITE = the site of matrix row i (latency clusters, or the
 # matrix's labels), also with --order (the site stays with the slot, the rank moves); `strata

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_model_cost.c — the closed forms of src/model/cost.c reduce to the textbook α-β-γ
  * formulas (Thakur, Rabenseifner & Gropp, IJHPCA 2005) on a one-level fabric, respect the hierarchy
  * on a multi-level one, and pick the fastest. */

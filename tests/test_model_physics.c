@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_model_physics.c — the link physics of src/model/physics.c against published numbers, each
  * check naming its source. */
 #include <math.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_model_sim.c — the simulator runs src/coll's own schedules over modeled links, and the
  * closed forms of src/model/cost.c agree with it within 5% wherever both apply.
  *

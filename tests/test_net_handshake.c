@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_net_handshake.c — who may join: every TCP connection runs the authenticated handshake.
  *  - a rank with the wrong secret: BOTH sides fail with STRATA_ERR_AUTH and say "secret";

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_net_identity.c — a process in another network namespace has another host identity
  * (strata_net_host_identity), so strata_net_open never takes it for a local peer and never

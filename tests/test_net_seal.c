@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_net_seal.c — the AEAD of sealed TCP frames (src/net/seal.c), for each cipher this CPU
  * runs (ChaCha20-Poly1305 always, AES-256-GCM with AES-NI):

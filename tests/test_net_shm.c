@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_net_shm.c — the shared-memory transport, with real processes.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_net_tcp.c — the TCP transport on its own, over loopback, between forked ranks:
  *  - full mesh of 2, 3, 4 ranks with 1 and 4 streams: messages of 0, 1, 1000 B, 300 KiB and

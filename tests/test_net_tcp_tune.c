@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_net_tcp_tune.c — STRATA_TCP_CC reaches the socket (getsockopt TCP_CONGESTION reads back
  * what was asked, for every algorithm the kernel lists as available and this process may use),

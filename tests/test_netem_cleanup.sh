@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_netem_cleanup.sh BUILD_DIR — `strata netem` and scripts/netem_harness.sh: a job of 3 sites
 # × 2 ranks over the emulated WAN; `exec` puts a command in its site; nothing is left behind
 # (namespaces, state, forwarder) after `down`, after a SIGKILLed forwarder, after --lifetime, or

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_netem_loss.sh BUILD_DIR — `strata netem`: random loss near the configured rate (5% and 1%,
 # set on one direction only, measured with thousands of pings), the other direction untouched
 # (per-direction counters of the forwarder), and reordering counted when asked for.

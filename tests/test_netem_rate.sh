@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_netem_rate.sh BUILD_DIR — `strata netem`: iperf3 (TCP) between emulated sites at the
 # configured rate (bounds in measure) at 100 Mbit/s, 500 Mbit/s and 1 Gbit/s, and a per-direction rate
 # (500 Mbit/s one way, 50 Mbit/s back) honoured in each direction. Goodput over IPv4+TCP with

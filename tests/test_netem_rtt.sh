@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_netem_rtt.sh BUILD_DIR — `strata netem`: round-trip times between emulated sites (their
 # median) at the configured one-way delays (20 ms and 50 ms RTT), an asymmetric pair (10 ms one
 # way, 30 ms back, each direction measured on its own with `netem owd`), jitter visible in the

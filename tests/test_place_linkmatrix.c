@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_place_linkmatrix.c — the link-matrix file: JSON and YAML round trips are exact, and
  * every malformed file is refused with its position and what was expected.

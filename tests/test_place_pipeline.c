@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_place_pipeline.c — pipeline-stage placement (after Yuan et al., arXiv 2206.01288): the
  * search against brute force over every assignment for 6 and 8 ranks, and two-site cases whose

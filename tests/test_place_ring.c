@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_place_ring.c — the bottleneck ring solvers on synthetic matrices with known optima:
  * exact against brute force (n <= 9), ranks on a circle, a planted ring, and the promise that

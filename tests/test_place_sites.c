@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_place_sites.c — site grouping and the shared-link model on synthetic matrices: two
  * interleaved sites joined by a slow link, three labelled sites, one site with jitter. The

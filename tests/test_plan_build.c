@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_plan_build.c — plans for every preset and workload are complete and sane; the dgx-h100
  * predictions match published nccl-tests figures; the JSON is well formed; bad workloads are
  * refused. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_plan_cli.sh BUILD_DIR — `strata plan` end to end: every preset in text, JSON and SVG, the
 # workload flags, --links (a measured link matrix), and bad input (clear message, exit 2).
 set -u

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_plan_links.c — `strata plan --links`: a measured link matrix replaces the modeled figures
  * of the topology's inter-site links (src/plan/measured.c). Hand-written matrices: 2 sites, RTT
  * 30 ms (15 ms one-way) and 1 Gbit/s (0.125 GB/s) between them, against the metro-2-sites

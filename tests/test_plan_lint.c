@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_plan_lint.c — every lint of the catalog is tripped by a topology in tests/data (the file
  * names the lint and the workload in its header), and no preset trips any lint with the workload
  * `strata plan` picks for it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_plan_nccl.c — the planner against published nccl-tests all_reduce_perf figures on clusters
  * described as their owners describe them (tests/data/nccl-*.yaml, each naming its source): the
  * algorithm the plan chooses must predict busbw within 20% of the published figure. Then what the

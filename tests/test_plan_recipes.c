@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* test_plan_recipes.c — the fsdp recipe (sharded data parallel with tensor and pipeline parallel
  * degrees) and the RL placements (colocated vs disaggregated rollout): every figure of the plan
  * against its formula written out here independently (plan.h, strata_plan_fsdp), the model's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_probe.sh BUILD_DIR — `strata probe` over loopback under `strata launch` writes a
 # well-formed link matrix (JSON and YAML, shm and tcp) that `strata place` reads; the order
 # `strata place -q` prints is accepted by `strata launch --order`; bad input fails cleanly.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_probe_netem.sh BUILD_DIR — `strata probe` on emulated sites (`strata netem`, one rank per
 # site, a standalone store in site 0) recovers every configured one-way delay and rate (bounds
 # in check_matrix), and `strata place` reads the matrix.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_schedule_hier.c — the hierarchical builders (src/coll/hier.c) over many site layouts,
  * run through the in-memory executor (tests/helpers/sched_sim.c) with strict rendezvous matching,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_schedule_symbolic.c — every collective, every algorithm, n = 1..16 ranks, run through the
  * in-memory executor (tests/helpers/sched_sim.c) in random orders with strict rendezvous

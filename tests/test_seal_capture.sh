@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_seal_capture.sh BUILD_DIR — what a capture of the wire shows: two ranks on this host over
 # TCP (STRATA_SHM=0) allreduce (max) 4 MiB that repeat a known ASCII pattern, while tcpdump
 # records the loopback. With STRATA_ENCRYPT=off the pattern is in the capture (a control: the

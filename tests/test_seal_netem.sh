@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_seal_netem.sh BUILD_DIR — a bit flipped on the way between two hosts is caught: two
 # `strata netem` sites, the forwarder flips one bit of the TCP payload crossing 0>1 after 4 MiB
 # (link parameter flip=, checksum fixed so TCP delivers it as an on-path attacker's change

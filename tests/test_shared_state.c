@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_shared_state.c — strata_shared_sync: every member ends with the newest revision's bytes,
  * the majority's among the ranks at that revision, pulled only by the ranks that differ:

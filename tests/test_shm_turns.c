@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_shm_turns.c — one progress() call completes at most one large receive per peer.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_sites_nodes.c — the node name -> site lookup of src/topo/nodes.c (exact and numbered
  * group names, the host's short form, SITE/NAME, ambiguity, names the file lacks), and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_sites_topology.c — sites from a topology file, the way ranks get them now: the launcher or
  * `strata site` reads the file and hands each rank STRATA_SITE; a rank never reads a topology.

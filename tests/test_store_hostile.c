@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_store_hostile.c — the rendezvous store against whoever can reach its port: a stranger
  * (no secret) can neither set nor read, a wrong secret or a store that cannot prove the secret

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_tcp_govern.c — the WAN window governor (src/net/tcp_govern.c) on synthetic readings.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_tcp_sizing.c — the TCP transport sizes its sockets from the bandwidth-delay product.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_tcp_wan.sh BUILD_DIR — the TCP transport fills a long fat emulated link: two sites
 # (`strata netem`, 200 Mbit/s each way, 20 ms one way = 40 ms RTT), one rank per site, the sites'
 # socket-buffer sysctls left at the host's values (--tcp-mem-max host: what a user has), a 32 MiB

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_topo_fuzz.c — the topology parser under thousands of mutated inputs, bounded in time.
  *

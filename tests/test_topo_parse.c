@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_topo_parse.c — the topology format: every preset and example loads with the values it
  * says; every malformed input in the table fails with its exact "file:line:col: expected ..."

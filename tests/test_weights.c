@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_weights.c — RL weight sync (src/train/weights.c): versions reach every subscriber bit for
  * bit, through full copies and patch chains, down the chain; a late joiner gets an anchor and

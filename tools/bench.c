@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * bench.c — `strata bench COLL`: nccl-tests for strata.
  *

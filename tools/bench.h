@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * bench.h — `strata bench` as a step of another command: the same options, the same run and the
  * same nccl-tests table on stdout (rank 0), on a communicator the caller already holds, with the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * bench_predict.c — `strata bench --predict` (bench_predict.h): calibrate at start
  * (calibrate.c), print what was measured, predict each row with the host model.

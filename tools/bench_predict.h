@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * bench_predict.h — `strata bench --predict`: the cost model's time for each row of the
  * benchmark, beside the measurement.

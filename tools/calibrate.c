@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * calibrate.c — measure the host model's links (calibrate.h, src/model/host.h) inside the job,
  * with the transport and the ranks the collectives will use, under the load the host has now.

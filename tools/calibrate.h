@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * calibrate.h — measure, inside a running job, the links of the host model (src/model/host.h)
  * for `strata bench --predict`, through the public API only.

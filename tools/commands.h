@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* commands.h — the subcommands of the `strata` command, one file each under tools/. Each takes
  * argv after the subcommand name (argv[0] is the subcommand) and returns the process exit
  * status: 0 success, 1 a failed run, 2 bad usage or bad input. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * demo.c — `strata demo`: run every collective on the ranks of this job at a few sizes, check
  * every element, and print one readable table (rank 0). Run it under `strata launch -n N`.

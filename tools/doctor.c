@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * doctor.c — `strata doctor`: is this node, and this job, ready to move data? (docs/doctor.md)
  *

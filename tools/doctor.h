@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * doctor.h — `strata doctor`: the bring-up check of a node and of a job (docs/doctor.md).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * doctor_checks.c — the node checks of `strata doctor` (doctor.h, docs/doctor.md).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * launch.c — `strata launch -n N [options] [--] CMD ARGS...`: run N ranks of a program on this
  * host, the way mpirun or torchrun would, with nothing else installed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* main.c — the `strata` command: dispatch to a subcommand, or, when run through a link named
  * after a nccl-tests binary (all_reduce_perf, all_gather_perf, ...; `make install` makes them),
  * be that test: `all_reduce_perf ARGS` is `strata bench all_reduce_perf ARGS`, so scripts

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * netem.c — `strata netem`: a WAN between emulated sites on one host, for kernels without the
  * netem qdisc.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * place.c — `strata place MATRIX [--ring | --sites | --pipeline S ...] [--json]`: turn a link
  * matrix (docs/link-matrix.md) into a rank order for `strata launch --order`, with the model's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * plan.c — `strata plan`: load a topology (file or preset), take a workload from flags, and print
  * the plan (src/plan) as text, JSON or an SVG map. All logic lives in the library; this file only

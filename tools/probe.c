@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * probe.c — `strata probe [--out FILE] [--quick]`: measure latency and bandwidth between every
  * pair of ranks and write a link matrix (docs/link-matrix.md) that `strata place` reads. Runs

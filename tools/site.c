@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * site.c — `strata site FILE [NODE]`: print the site holding a node in a topology file.
  *

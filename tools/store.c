@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * store.c — `strata store [--addr HOST:PORT]`: serve a rendezvous store on its own, for jobs whose
  * ranks set STRATA_STORE_EXTERNAL=1 and STRATA_ADDR to this address (no rank has to serve it).

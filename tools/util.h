@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * util.h — small helpers the `strata` command's files share: a clock, a median and buffers for
  * collectives. They sit here, over the public API, because tools/ reaches the runtime only

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """chaos.py — the elastic communicators under churn, in one bounded command (issue 28, 5 and 8).
 
     bench/chaos/chaos.py --duration 60 --ranks 4 --transport shm|tcp|sites [--seed S]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * worker.c — one rank of the chaos harness (bench/chaos/chaos.py starts, kills, freezes and
  * adds these).

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """bench/diloco/report.py DIR [--runs "a b ..."] [--svg PATH] — the DiLoCo demonstration's
 table, target checks and plot from the per-rank JSON files train.py wrote into DIR. Writes DIR/summary.json.
 

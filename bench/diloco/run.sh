@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/diloco/run.sh [--quick] — the DiLoCo demonstration (docs/diloco.md), one command, root.
 #
 # A byte-level transformer (bench/diloco/train.py: ~1.9M parameters, f32, CPU, one thread per

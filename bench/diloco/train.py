@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """One rank of the DiLoCo demonstration (bench/diloco/run.sh starts one per emulated site).
 
 A byte-level decoder-only transformer trained on the Python standard library's own source

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * kv_bench.c — KV-cache transfer prefill -> decode with the strata_kv agent, in the shape of
  * nccl-tests: for each block size from -b to -e (×-f), N blocks making -t bytes in all are

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/kv/run.sh — KV transfer (docs/kv.md) against its references, interleaved round by round:
 #
 #   ucx  strata-kv-bench -B ucx: WRITE of KV_TOTAL bytes as blocks of each size, prefill ->

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench/serve/plot.py LOAD_JSONL OUT_SVG — throughput and p99 latency vs offered rate.
 
 One line per load run (python3 -m strata.serve load --json): runs with a replica killed are

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/serve/run.sh [--quick] — strata.serve on 3 emulated sites (docs/serving.md), root.
 #
 # `strata netem` sites s0, s1, s2 (one-way delays 0-1 10 ms, 0-2 20 ms, 1-2 15 ms: round trips

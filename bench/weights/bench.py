@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """One rank of the weight-sync benchmark (bench/weights/run.sh starts 1 publisher + 3
 subscribers over 2 emulated sites).
 

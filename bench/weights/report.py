@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """bench/weights/report.py DIR — the weight-sync benchmark's table and targets from the per-rank
 JSON files bench.py wrote (DIR/patch.RANK.json, DIR/full.RANK.json). Writes DIR/summary.json.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/weights/run.sh — RL weight sync over 2 emulated sites (issue 30, point 6): 1 publisher
 # and 3 subscribers, site 0 = publisher + subscriber 1, site 1 = subscribers 2 and 3, joined by
 # `strata netem` at 1 Gbit/s and 25 ms each way (50 ms RTT). The weights are the update sequence

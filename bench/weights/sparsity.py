@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """bench/weights/sparsity.py — how sparse a real RL-like update is in bf16 (issue 30, point 5).
 
 A byte-level decoder-only transformer (the Python standard library's own source as text, as in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * allreduce.c — the smallest strata program: join the job from the environment, sum a vector
  * over every rank, check the result, leave.

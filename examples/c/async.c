@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * async.c — non-blocking collectives: start several allreduces, compute while they run, poll one
  * with strata_request_test, wait for the rest.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * compress.c — fewer bytes on the wire: the same allreduce exact and with int8 compression,
  * the error checked against its bound and the bytes saved read from the statistics.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * registered.c — buffers from strata_mem_alloc: the other ranks of the host read them directly.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * sendrecv.c — point to point: pass a token around a ring of ranks, then shift a large block one
  * place to the right.

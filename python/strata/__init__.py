@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """strata: collectives over shared memory and TCP, from one host to many datacenters.
 
     import numpy as np, strata

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * _kv.c — the CPython extension under strata.kv: a thin layer over strata_kv.h (the agent, its
  * transfers and the lane) and the rendezvous store's client.

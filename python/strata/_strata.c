@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * _strata.c — the CPython extension under the `strata` package: a thin layer over strata.h.
  *

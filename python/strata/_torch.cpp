@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * _torch.cpp — the torch.distributed backend "strata": a c10d::ProcessGroup over strata.h.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * errors.h — how strata's C extensions (_strata.c, _kv.c) raise a strata status as a Python
  * exception: the class for that status (strata.MismatchError, ...) from the table the package's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """strata.kv: one-sided transfers of registered memory between processes, and the lane.
 
     import numpy as np, strata.kv as kv

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """strata.serve: serving a model across sites, on strata's low-latency lane (strata.kv).
 
 Two modes, after the seed's layer 4 for inference (docs/serving.md):

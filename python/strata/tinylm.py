@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A small decoder-only transformer to serve (strata.serve): CPU, weights from a seed.
 
 Nothing is downloaded and nothing is trained: every process that holds part of the model makes

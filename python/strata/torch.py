@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """strata.torch: the torch.distributed backend "strata".
 
     import torch.distributed as dist

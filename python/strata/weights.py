@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """RL weight sync: a trainer publishes versions of named tensors, rollout workers update to them.
 
 strata_weights of strata.h (docs/weights.md). Rank 0 of a communicator publishes, every other

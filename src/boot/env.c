@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * env.c — strata_config from defaults and the environment of whatever launched us.
  *

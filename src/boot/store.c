@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * store.c — the rendezvous store's client: connect, set, get, wait, add over one TCP connection.
  *

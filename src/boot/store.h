@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * store.h — the rendezvous key-value store (set / get / wait / add) over TCP. Rank 0 serves it
  * from a thread inside the job, or `strata store` serves it standalone. Values are byte strings.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * store_net.c — address parsing and small socket helpers for the rendezvous store.
  *

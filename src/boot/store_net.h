@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * store_net.h — socket plumbing shared by the store's client (store.c) and server
  * (store_server.c): address parsing lives in store.h; this is the private rest.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * store_server.c — the rendezvous store's server: one thread, one poll() over every client.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * store_wire.h — the bytes the rendezvous store speaks on its TCP connections, in one place.
  *

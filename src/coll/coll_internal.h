@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * coll_internal.h — what the schedule builders of src/coll share and nobody else needs.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * direct.c — algorithms where every rank talks straight to the ranks that need its data:
  * allreduce (direct reduce-scatter then direct allgather), reduce-scatter, allgather, gather,

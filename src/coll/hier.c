@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * hier.c — hierarchical (site-aware) allreduce, reduce-scatter, allgather and broadcast.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * hier.h — the hierarchical (site-aware) builders of hier.c, for schedule.c's dispatch table.
  */

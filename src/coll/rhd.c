@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * rhd.c — hypercube algorithms: allreduce by recursive doubling (small messages) or by
  * Rabenseifner's recursive halving + doubling, reduce-scatter by recursive halving, allgather by

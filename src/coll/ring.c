@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * ring.c — pipelined ring and chain algorithms: allreduce (reduce-scatter + allgather),
  * reduce-scatter, allgather, and the chain broadcast and reduce.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * schedule.c — the schedule container, its builder helpers, parameter validation, the AUTO
  * algorithm choice and the dispatch to the builders (ring.c, rhd.c, tree.c, direct.c).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * schedule.h — a collective algorithm is a schedule.
  *

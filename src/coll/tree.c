@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * tree.c — binomial trees: broadcast, reduce, allreduce (reduce to rank 0, then broadcast),
  * gather and scatter.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * compress.c — the wire encodings of compress.h: bf16/f16 (per value), int8 and int4 with a
  * per-block minimum and step, fp8 e4m3 with a per-block power-of-two scale.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * compress.h — wire encodings of f32 data (docs/compression.md).
  *

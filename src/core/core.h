@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * core.h — what every layer of libstrata shares: logging, clocks, dtype conversion and the
  * reduction kernels. Nothing here knows about sockets or collectives.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * half.c — the public f16/bf16 <-> f32 conversions (scalar and array). The bit-level work lives
  * in half_bits.h so the reduction kernels can inline it; see there for the rounding and NaN

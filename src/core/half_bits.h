@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * half_bits.h — branch-free f16/bf16 <-> f32 conversions as static inline functions, shared by
  * half.c (the public scalar and array functions) and reduce.c (the f16/bf16 kernels).

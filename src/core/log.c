@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * log.c — strata's diagnostic lines on stderr.
  *

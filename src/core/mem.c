@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * mem.c — memory that local peers can map: strata_mem_alloc / strata_mem_free, and the registry
  * the shared-memory transport asks whether a buffer lies in such memory.

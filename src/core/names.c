@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * names.c — printable names of dtypes, reduction ops, collectives and algorithms, and their
  * parsers.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * reduce.c — elementwise reduction kernels: dst[i] = a[i] OP b[i] for every dtype and for sum,
  * prod, min and max (avg is sum, then strata_reduce_avg_finish divides once at the end).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * reduce_avx2.c — f16 and bf16 reduction kernels for CPUs with AVX2 and F16C, with conversion,
  * operation and rounding fused in registers, sixteen elements at a time.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * reduce_internal.h — what reduce.c shares with reduce_avx2.c: which builds exist and the table
  * of fused AVX2 f16/bf16 kernels and conversions, and the CPU check. Not for use outside

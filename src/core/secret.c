@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * secret.c — the one key every authenticated exchange of a job is keyed with, derived from the
  * job secret (STRATA_SECRET / STRATA_SECRET_FILE).

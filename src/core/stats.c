@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * stats.c — order statistics of measured samples, shared by calibration, the planner's measured
  * links and the command-line tools, so every "median" in strata means the same thing.

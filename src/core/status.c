@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * status.c — names and sentences for every strata_status code.
  *

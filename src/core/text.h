@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * text.h — writing strings into the text formats strata emits (JSON, YAML).
  */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * time.c — the one clock strata measures with: CLOCK_MONOTONIC, so timeouts and benchmarks never
  * jump when the wall clock is adjusted.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* forwarder.c — one thread that moves packets between the sites' TUN devices on time.
  *
  * Shape of the loop: epoll watches every TUN fd, one timerfd and one signalfd. A readable TUN is

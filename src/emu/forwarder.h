@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* forwarder.h — the userspace packet forwarder between emulated sites.
  *
  * Each site is a network namespace with one TUN device (site.h sets them up). The forwarder holds

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* link.c — the arithmetic of one emulated link direction (see link.h for the model).
  *
  * Invariants: busy_until_ns never moves backwards; an in-order packet's due time is never earlier

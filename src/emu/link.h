@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* link.h — one direction of an emulated WAN link: what happens to a packet between two sites.
  *
  * A link is a bottleneck queue followed by a wire. A packet arriving at time t first meets the

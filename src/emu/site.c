@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* site.c — creating and removing the namespaces and TUN devices of emulated sites.
  *
  * The TUN device of site K is created from inside site K's namespace (setns, open /dev/net/tun,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* site.h — emulated sites: one network namespace per site, named "<name>-s<K>", holding one TUN
  * device "netem0" with address 10.77.K.1/16 (so every other site's 10.77.J.0/24 is reached
  * through the TUN, i.e. through the forwarder). Needs root; uses `ip` (iproute2) for namespaces

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * api.c — the collective entry points: check arguments, work out buffer sizes and in-place
  * forms, build the schedule, wrap it in an operation, hand it to the engine.

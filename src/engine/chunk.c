@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * chunk.c — the pipelining chunk from the path's round trip and rate (chunk.h).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * chunk.h — the pipelining chunk of a communicator's collectives, from the path its data takes.
  */

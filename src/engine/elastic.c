@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * elastic.c — communicators that outlive their members: revoke, shrink, agree, grow.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * engine.c — runs operations (schedules) over the transports. See engine.h for the model.
  *

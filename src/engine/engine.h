@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * engine.h — the communicator and the engine that runs schedules over transports.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * sites.c — what the ranks of a communicator agree on at init: which site every rank is in (for
  * the hierarchical collectives) and the pipelining chunk.

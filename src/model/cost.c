@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * cost.c — closed-form costs of collective algorithms on a hierarchical fabric (see cost.h).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * cost.h — closed-form α-β(-γ) costs of collective algorithms over a hierarchical fabric.
  *

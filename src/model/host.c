@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * host.c — predict a collective on one host by simulating the engine's schedules (see host.h).
  *

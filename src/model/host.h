@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * host.h — the host model behind `strata bench --predict`: the time the engine's own schedules
  * should take on the links of the one host a job runs on.

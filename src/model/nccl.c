@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * nccl.c — NCCL's algorithm and protocol costs on a described GPU cluster (see nccl.h).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * nccl.h — what NCCL does with a GPU cluster: its algorithms (ring, double binary tree, NVLS,
  * NVLS tree, CollNet/SHARP, PAT), its protocols (LL, LL128, Simple) and the cost model it picks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * physics.c — the numbers behind every link kind. Each constant names its public source; "derived"
  * means arithmetic on sourced numbers, "assumed" means no source pinned it down and the planner

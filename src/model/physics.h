@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * physics.h — what each kind of link can physically do: bandwidth, latency, reach, and the
  * derived limits the planner lints against (PFC headroom, the longest lossless RoCE span, the

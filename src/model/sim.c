@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * sim.c — the schedule simulator (see sim.h for the model).
  *

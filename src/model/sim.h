@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * sim.h — run the engine's own schedules (src/coll/schedule.h) over modeled links and return the
  * time they would take. What we predict and what we run are the same step lists.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * handshake.c — proving, on every TCP connection, that the other end is a rank of the same job,
  * speaking the same protocol, holding the same secret; and agreeing the connection's keys.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * handshake.h — the mutual, authenticated handshake that opens every TCP connection between two
  * ranks (see handshake.c for the protocol). It is a non-blocking state machine so one poll loop

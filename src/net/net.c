@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * net.c — connecting a communicator: the TCP mesh to every peer, shared memory to the peers on
  * our host, and the choice of transport per peer.

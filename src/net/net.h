@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * net.h — connecting a communicator's ranks: the TCP mesh (always, it carries the handshake and
  * tells us when a peer dies), shared memory between ranks of one host, and the choice per peer.

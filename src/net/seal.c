@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * seal.c — the AEAD of the TCP data path (seal.h): AES-256-GCM where the CPU has AES-NI,
  * ChaCha20-Poly1305 (RFC 8439) otherwise, both through OpenSSL's EVP interface, with the operation

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * seal.h — authenticated encryption of one direction of one TCP connection (seal.c).
  *

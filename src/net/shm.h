@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * shm.h — the shared-memory transport between ranks of one host. The design is told in its files:
  * shm_wire.h (the layout of segments and records), shm_ring.c (messages through the rings),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * shm_internal.h — what the files of the shared-memory transport share: its tuning constants, the
  * private state of the transport and of each local peer, and the functions one file calls in

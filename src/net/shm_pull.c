@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * shm_pull.c — single-copy receives of the shared-memory transport: a CMA record names the
  * payload in the sender's memory, and the receiver reads it from there straight into its

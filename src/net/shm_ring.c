@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * shm_ring.c — moving messages through the rings of the shared-memory transport: records, inline
  * payloads streamed through the ring, the send/receive queues, progress() and wait().

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * shm_setup.c — the life of the shared-memory transport: creating and mapping the segments,
  * meeting the local peers through the store, watching them for death and aborts, and tearing

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * shm_wire.h — the layout of a shared-memory segment, as both processes see it: the header, the
  * channel control blocks and the records in the rings. Everything a peer reads from another

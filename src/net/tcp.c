@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * tcp.c — the TCP transport's data path: messages striped over S streams per peer, matched by
  * sequence number, read straight into the posted buffer.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * tcp.h — the TCP transport: a full mesh of `streams` connections per peer pair, each opened with
  * the authenticated handshake (handshake.c), large messages striped across the streams.

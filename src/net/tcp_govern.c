@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * tcp_govern.c — hold a WAN pair's bytes in flight near the path's bandwidth-delay product, from
  * the receiving end.

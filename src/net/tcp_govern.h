@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * tcp_govern.h — on a WAN pair, keep the bytes in flight near what the path holds: the rate at
  * which the peer's data arrives and the minimum RTT, measured on the pair's own streams, give the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * tcp_mesh.c — connecting every pair of ranks with `streams` data connections and one control
  * connection, each authenticated by the handshake (handshake.c).

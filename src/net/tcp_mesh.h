@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * tcp_mesh.h — building the TCP full mesh (tcp_mesh.c): listen, publish our address, dial every
  * lower rank and accept every higher one, authenticate every connection. tcp.c then runs the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * tcp_tune.c — congestion control and socket buffers of the TCP transport's connections.
  *

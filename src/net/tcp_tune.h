@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * tcp_tune.h — per-socket tuning of the TCP transport's connections: congestion control
  * (STRATA_TCP_CC) and socket buffers sized from the bandwidth-delay product (STRATA_TCP_BUFFER,

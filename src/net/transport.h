@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * transport.h — the small interface every transport (self, shm, tcp; later ucx, nccl) offers the
  * engine. A transport moves opaque byte messages to and from peers; it knows nothing of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * wire.h — every byte strata's TCP transport puts on the wire, in one place.
  *

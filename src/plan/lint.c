@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * lint.c — the don't-miss checklist of the seed map, and the mistakes around it, as lints.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * measured.c — a measured link matrix as the planner's figures for inter-site links
  * (`strata plan --links MATRIX`, docs/plan.md "Measured links").

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * place.c — placement solvers over a link matrix: bottleneck ring, site grouping, pipeline
  * stages (see place.h for the objectives, stated exactly).

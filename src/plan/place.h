@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * place.h — rank placement from a measured link matrix (src/topo/linkmatrix.h): which process
  * slot should get which rank so that the slowest link is used as little as possible.

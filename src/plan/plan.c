@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * plan.c — from a topology and a workload to a plan (see plan.h).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * plan.h — the advisor: a topology (src/topo) and a workload in, a plan out.
  *

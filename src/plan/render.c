@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * render.c — a plan as text (for people) and as JSON (for machines; schema in docs/plan-json.md).
  *

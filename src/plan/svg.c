@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * svg.c — the map as a picture: sites as boxes in a grid, each with its cluster fabric (layer 2,
  * blue) and its node groups drawn as one node glyph (GPUs joined by layer 1, green) times a count;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * kv_agent.c — the agent of strata_kv.h: its regions, its metadata blob, its peers' blobs, its
  * notification queue and the rendezvous store.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * kv_conn.c — moving the parts of a KV frame over one connection: every wait is a poll bounded
  * by the connection's timeout (counted from the last byte that moved, so a slow but live peer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * kv_internal.h — the agent of strata_kv.h, shared by serve/kv_*.c:
  *   kv_conn.c       framed, optionally sealed, deadline-bounded I/O and the dialing side of a

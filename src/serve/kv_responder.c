@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * kv_responder.c — the target side of an agent: one listening socket, one thread per accepted
  * connection, and the only code that touches this process's registered memory on a peer's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * kv_ucx.c — the UCX backend of the KV agent (docs/kv.md, "UCX"): one UCP worker per agent,
  * driven by one thread, carrying READ and WRITE slices as active messages.

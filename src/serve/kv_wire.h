@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * kv_wire.h — the frames of KV-transfer connections (serve/kv_*.c), after the strata handshake
  * (net/handshake.c) has authenticated the connection and agreed whether it is sealed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * kv_xfer.c — the initiator side: a loaded peer's connections, the threads that move a
  * transfer's slices over them, and the lane's calls.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * json.h — the planner side's one way to write JSON: build a jansson tree, then print it.
  *

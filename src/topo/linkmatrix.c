@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * linkmatrix.c — the link-matrix file: one tree, two spellings (JSON and YAML).
  *

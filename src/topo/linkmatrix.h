@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * linkmatrix.h — a measured link matrix: per ordered pair of ranks, the one-way latency and the
  * bandwidth one rank gets sending to the other. `strata probe` writes it, `strata place` (and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* nodes.c — node name -> site of a topology; the rules are in nodes.h. */
 #include "topo/nodes.h"
 

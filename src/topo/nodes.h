@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * nodes.h — which site of a topology holds a node named by its host name.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * presets.c — the built-in topologies, kept as YAML text and parsed by the same parser as a file,
  * so every preset is also a parser test (tests/test_topo_parse.c loads each one).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * topo.c — loading entry points, semantic validation, lookups, the kind names and the GPU catalog.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * topo.h — the in-memory topology model: what a cluster IS, never how fast it is.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * topo_internal.h — what the files of src/topo share and nobody else sees: a small YAML tree
  * (built from libyaml events, with 1-based positions), error formatting, and the preset table.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * topo_parse.c — a YAML tree (topo_yaml.c) to a strata_topo, with a position on every error.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * topo_yaml.c — YAML text to a small tree, through libyaml's event API.
  *

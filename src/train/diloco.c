@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * diloco.c — DiLoCo and Streaming DiLoCo's outer loop over the caller's parameter buffers
  * (include/strata.h, "DiLoCo"; docs/diloco.md).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * shared.c — shared state: named buffers every member of a communicator must hold alike (the
  * model, the optimizer's moments, DiLoCo's global parameters and outer momentum), with a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * weights.c — RL weight sync: a publisher's versions and the rounds that bring subscribers to
  * them (include/strata.h "RL weight sync"; docs/weights.md). weights_codec.c encodes and applies

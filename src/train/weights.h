@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * weights.h — internals of RL weight sync (include/strata.h "RL weight sync", docs/weights.md):
  * the tensor set, the blob format of one encoded version, and the codec that writes and applies

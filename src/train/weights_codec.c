@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * weights_codec.c — encodes one version of a tensor set as a blob (a full copy or a sparse
  * patch) and applies a blob to a staging copy, checking every tensor's digest (weights.h has the

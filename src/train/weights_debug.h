@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * weights_debug.h — fault injection and test hooks for tests/test_weights.c, not part of the
  * public API: the tests link the runtime's objects and so reach these hidden functions.

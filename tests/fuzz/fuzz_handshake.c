@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * fuzz_handshake.c — libFuzzer harness for the connection handshake (src/net/handshake.c), on
  * both sides: byte 0 says whether this end accepted the connection (responder, rank 0 of 4) or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * fuzz_kv.c — libFuzzer harness for what a KV agent reads from other agents (src/serve/). Byte 0
  * picks the reader, modulo 3:

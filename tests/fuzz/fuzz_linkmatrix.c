@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * fuzz_linkmatrix.c — coverage-guided fuzzing of the link-matrix reader (src/topo/linkmatrix.c),
  * the file `strata probe` writes and `strata place` and `strata plan --links` read, in either

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * fuzz_place.c — coverage-guided fuzzing of what `strata place MATRIX` and `strata plan --links
  * MATRIX` do with a link matrix that loaded: the placement solvers (src/plan/place.c) and the

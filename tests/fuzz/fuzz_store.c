@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * fuzz_store.c — libFuzzer harness for the rendezvous store's server (src/boot/store_server.c):
  * the input is what one client sends on one connection. Byte 0 chooses whether the connection

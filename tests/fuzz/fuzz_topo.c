@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * fuzz_topo.c — coverage-guided fuzzing of the topology parser (libFuzzer; AFL++ via its
  * libFuzzer driver). Every input must load or fail with STRATA_ERR_PARSE and a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * fuzz_weights.c — libFuzzer harness for the weight-sync blob decoder (src/train/weights_codec.c):
  * the input is one version's bytes as a subscriber receives them, applied to a staging copy of a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * fuzz_wire.c — libFuzzer harness for the TCP transport's frame decoder (src/net/tcp.c): the
  * input is what a peer sends on one data stream (and its control connection) to a rank with

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run.sh — build the libFuzzer harnesses (tests/fuzz/fuzz_*.c) with clang and run each in turn.
 #
 #   tests/fuzz/run.sh [--build DIR] [--seconds N] [--fresh] [--build-only | --no-build] [NAME...]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # bench_table.sh — sourced by the `strata bench` tests: check_table FILE NAME ROWS checks the
 # nccl-tests table shape (column header, units, rank line, the closing lines), ROWS rows and
 # every #wrong 0; a miss calls the test's fail().

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* check.h — the one assertion helper of the C tests. A failed check prints where and why on
  * stdout (stderr may be the subject of the test: test_core_log redirects it) and counts in
  * `failures`; the test goes on and main returns failures != 0. One test file is one translation

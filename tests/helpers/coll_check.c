@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * coll_check.c — run one collective on a live communicator with a known input pattern and
  * check every output element against the reference (see coll_check.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* coll_check.h — run one collective with a known pattern and check all of its output. */
 #ifndef STRATA_TESTS_COLL_CHECK_H
 #define STRATA_TESTS_COLL_CHECK_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* net_fixture.c — see net_fixture.h. */
 #include "helpers/net_fixture.h"
 

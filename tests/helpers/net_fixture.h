@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * net_fixture.h — run a transport-level test body on N forked ranks. A separate process serves
  * the rendezvous store on loopback, so the parent stays single-threaded and forking is safe

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* preset.h — a built-in topology for the planner tests; a preset that fails to load is a counted
  * failure (check.h) and NULL. */
 #ifndef STRATA_TESTS_PRESET_H

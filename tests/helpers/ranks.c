@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* ranks.c — see ranks.h. */
 #include "helpers/ranks.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * ranks.h — run a test body on N ranks, each a forked process with its own communicator.
  * The parent serves the rendezvous store; children get rank, size and address directly.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * sched_sim.c — see sched_sim.h. The walker is pure bookkeeping over step indices; the executor
  * layers memory, the value algebra and the hazard check on top.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * sched_sim.h — run n schedules (one per rank) in one process, over in-memory links.
  *

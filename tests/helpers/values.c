@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* values.c — see values.h. */
 #include "helpers/values.h"
 

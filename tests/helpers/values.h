@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* values.h — typed element access and exactly representable test patterns for every dtype. */
 #ifndef STRATA_TESTS_VALUES_H
 #define STRATA_TESTS_VALUES_H

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What strata.serve's loopback tests share: a store, serve processes, checks, the tear-down.
 
 A test makes a Harness (it starts a store with the test's secret and job), starts its processes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every collective of the Python API, checked on every rank (run under strata launch -n N).
 
 Numpy arrays, bytearray and CPU torch tensors; blocking and async_op; in place and out of place;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Elastic communicators from Python (run under strata launch -n 3).
 
 1. agree(): the AND of every rank's flag.

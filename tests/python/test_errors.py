@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Failures as Python exceptions, on every rank, never a hang (run under strata launch -n 2).
 
 1. Ranks that disagree on a count: MismatchError on every rank.

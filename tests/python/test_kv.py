@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """strata.kv from Python: two processes on loopback (this script starts the second one).
 
 For each backend (tcp, then auto: shm where this host allows cross-memory attach):

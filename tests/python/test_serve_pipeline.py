@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """strata.serve's cross-site pipeline on loopback: failover with replay gives the same tokens.
 
 Three span server processes of an 8-block strata.tinylm model: A holds blocks 0:4, B 4:8, C 0:8

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """strata.serve's region-replica router on loopback: a replica dies with requests in flight.
 
 Three replica processes of strata.tinylm (each generation step padded to 15 ms); a Router in

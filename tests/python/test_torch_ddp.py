@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DistributedDataParallel on "strata" against "gloo": the same model, seed and data.
 
 The default group is "strata"; a gloo group over the same ranks is made beside it. Each rank

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """strata.torch.DiLoCo against DiLoCo written out in torch, and its other modes.
 
 Run as every rank of a job (strata launch -n 2 or 3). The default process group is "strata";

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bad input and failures on the "strata" backend: exceptions, never a crash or a hang (2 ranks).
 
 1. Input strata cannot take raises on the rank that gave it, before anything is sent, and the

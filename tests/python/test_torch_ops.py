@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every operation of the torch.distributed backend "strata", checked (any rank count >= 2).
 
 Runs under `strata launch -n N` and under torchrun. all_reduce with every op on every dtype;

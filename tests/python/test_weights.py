@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """strata.weights from Python (run under strata launch -n 3; needs torch, else exits 77).
 
 Rank 0 publishes a small bf16 torch model (a torch tensor's storage bytes, plus a float32 numpy

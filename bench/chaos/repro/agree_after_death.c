@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * agree_after_death.c — a reproduction for the library's owners (bench/chaos/README.md,
  * "Findings").

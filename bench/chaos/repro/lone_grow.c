@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * lone_grow.c — a reproduction for the library's owners (bench/chaos/README.md, "Findings").
  *

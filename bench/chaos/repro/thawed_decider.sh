@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # thawed_decider.sh [BUILD_DIR] [ONE_WAY_DELAY] — a reproduction for the library's owners
 # (bench/chaos/README.md, "Findings"). Root, /dev/net/tun.
 #
