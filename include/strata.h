@@ -90,6 +90,8 @@ typedef enum strata_dtype {
   STRATA_BF16, /* bfloat16; reductions round to nearest even */
   STRATA_F32,
   STRATA_F64,
+  STRATA_I16, /* appended after F64: existing values never change (ABI) */
+  STRATA_U16,
   STRATA_DTYPE_COUNT
 } strata_dtype;
 
@@ -98,18 +100,25 @@ typedef enum strata_op {
   STRATA_PROD,
   STRATA_MIN,
   STRATA_MAX,
-  STRATA_AVG, /* sum divided by the number of ranks (integer division for integer types) */
+  STRATA_AVG,  /* sum divided by the number of ranks (integer division for integer types) */
+  STRATA_BAND, /* bitwise and; the bitwise ops are defined for the integer dtypes only */
+  STRATA_BOR,  /* bitwise or */
+  STRATA_BXOR, /* bitwise exclusive or */
   STRATA_OP_COUNT
 } strata_op;
+/* Every op applies to every integer dtype (i8, u8, i16, u16, i32, u32, i64, u64). The float
+ * dtypes (f16, bf16, f32, f64) take sum, prod, min, max and avg; a reducing collective given a
+ * float dtype and a bitwise op returns STRATA_ERR_INVALID_ARG before anything starts. Integer
+ * sum and prod wrap modulo 2^bits, signed types too. */
 
 /* Size of one element in bytes, or 0 for an invalid dtype. */
 STRATA_API size_t strata_dtype_size(strata_dtype dtype);
-/* "f32", "bf16", ... ; "?" for an invalid dtype. */
+/* "f32", "bf16", "i16", ... ; "?" for an invalid dtype. */
 STRATA_API const char *strata_dtype_name(strata_dtype dtype);
-/* "sum", "prod", "min", "max", "avg"; "?" for an invalid op. */
+/* "sum", "prod", "min", "max", "avg", "band", "bor", "bxor"; "?" for an invalid op. */
 STRATA_API const char *strata_op_name(strata_op op);
-/* Parse a name as printed above (also nccl-tests' "float", "half", "bfloat16", "int32", ...).
- * Returns STRATA_OK or STRATA_ERR_INVALID_ARG. */
+/* Parse a name as printed above (also nccl-tests' "float", "half", "bfloat16", "int32", ..., and
+ * the C spellings "int16", "uint16", "short"). Returns STRATA_OK or STRATA_ERR_INVALID_ARG. */
 STRATA_API int strata_dtype_parse(const char *name, strata_dtype *out);
 STRATA_API int strata_op_parse(const char *name, strata_op *out);
 

@@ -10,6 +10,11 @@
  * op, so more ranks add schedule shapes, not kernels; the kernel of every pair is
  * test_core_reduce's, which every build runs in full.
  *
+ * The dtypes and ops added after the first ten dtypes and five ops (i16, u16; band, bor, bxor)
+ * run at 2 ranks only, as one small allreduce per pair: they add kernels, not schedule shapes.
+ * A float dtype with a bitwise op must be refused with STRATA_ERR_INVALID_ARG on every rank, and
+ * the calls after the refusals still agree.
+ *
  * Usage: coll_matrix [shm|tcp] [nranks...]   (no arguments: the whole matrix)
  */
 #include <stdio.h>
@@ -25,8 +30,64 @@ static const strata_coll colls[] = {
     STRATA_COLL_REDUCE,    STRATA_COLL_GATHER,         STRATA_COLL_SCATTER,   STRATA_COLL_ALLTOALL,
 };
 
+/* The matrix's dtypes and ops: the first ten dtypes and five ops, as the matrix was sized for.
+ * The later ones get small_pairs() and refused_pairs() instead. */
+enum { MATRIX_DTYPES = STRATA_I16, MATRIX_OPS = STRATA_BAND };
+
 static int is_reduction(strata_coll c) {
   return c == STRATA_COLL_ALLREDUCE || c == STRATA_COLL_REDUCE_SCATTER || c == STRATA_COLL_REDUCE;
+}
+
+static int is_float(int dtype) {
+  return dtype == STRATA_F16 || dtype == STRATA_BF16 || dtype == STRATA_F32 || dtype == STRATA_F64;
+}
+
+/* Every (dtype, op) pair the matrix leaves out, on 7 elements: i16 and u16 with every op, and
+ * every integer dtype with the bitwise ops. */
+static int small_pairs(strata_comm *comm, int *cases) {
+  int failures = 0;
+  for (int dt = 0; dt < STRATA_DTYPE_COUNT; dt++)
+    for (int op = 0; op < STRATA_OP_COUNT; op++) {
+      if (is_float(dt) || (dt < MATRIX_DTYPES && op < MATRIX_OPS)) continue;
+      strata_check_case c = {.coll = STRATA_COLL_ALLREDUCE,
+                             .dtype = (strata_dtype)dt,
+                             .op = (strata_op)op,
+                             .count = 7,
+                             .in_place = op % 2,
+                             .nonblocking = dt % 2,
+                             .algo = STRATA_ALGO_AUTO};
+      failures += strata_check_collective(comm, &c);
+      (*cases)++;
+    }
+  return failures;
+}
+
+/* A float dtype with a bitwise op: STRATA_ERR_INVALID_ARG from every reducing call, before
+ * anything is sent (the calls that follow would not agree otherwise). */
+static int refused_pairs(strata_comm *comm, int rank, int *cases) {
+  int failures = 0;
+  uint64_t send[8] = {0}, recv[8] = {0}; /* room for reduce_scatter's 8 ranks of f64 */
+  for (int dt = 0; dt < STRATA_DTYPE_COUNT; dt++)
+    for (int op = MATRIX_OPS; op < STRATA_OP_COUNT; op++) {
+      if (!is_float(dt) || op == STRATA_AVG) continue;
+      strata_dtype d = (strata_dtype)dt;
+      strata_request *req = NULL;
+      int got[4] = {
+          strata_allreduce(comm, send, recv, 1, d, (strata_op)op),
+          strata_iallreduce(comm, send, recv, 1, d, (strata_op)op, &req),
+          strata_reduce(comm, send, recv, 1, d, (strata_op)op, 0),
+          strata_reduce_scatter(comm, send, recv, 1, d, (strata_op)op),
+      };
+      for (int k = 0; k < 4; k++)
+        if (got[k] != STRATA_ERR_INVALID_ARG) {
+          fprintf(stderr, "rank %d: %s %s call %d: %s, want STRATA_ERR_INVALID_ARG\n", rank,
+                  strata_dtype_name(d), strata_op_name((strata_op)op), k, strata_err_name(got[k]));
+          failures++;
+        }
+      if (req) strata_request_wait(req);
+      (*cases)++;
+    }
+  return failures;
 }
 
 /* counts per rank-block; the large one makes the largest buffer of the call >= 4 MiB */
@@ -66,8 +127,8 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
   int failures = 0, cases = 0;
   for (size_t ci = 0; ci < sizeof colls / sizeof colls[0]; ci++) {
     strata_coll coll = colls[ci];
-    for (int dt = 0; dt < STRATA_DTYPE_COUNT; dt++) {
-      int nops = is_reduction(coll) ? STRATA_OP_COUNT : 1;
+    for (int dt = 0; dt < MATRIX_DTYPES; dt++) {
+      int nops = is_reduction(coll) ? MATRIX_OPS : 1;
       for (int op = 0; op < nops; op++) {
         for (int which = 0; which < 5; which++) {
           /* the big size: every dtype with sum, every op with f32 (keeps the suite minutes) */
@@ -92,6 +153,8 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
       }
     }
   }
+  failures += refused_pairs(comm, rank, &cases);
+  if (n == 2) failures += small_pairs(comm, &cases);
   /* every algorithm that applies to allreduce, forced through the API */
   for (int algo = STRATA_ALGO_RING; algo < STRATA_ALGO_COUNT; algo++)
     for (int which = 0; which < 5; which++) {
@@ -122,7 +185,7 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
       cases++;
     }
   }
-  for (int dt = 0; dt < STRATA_DTYPE_COUNT; dt++)
+  for (int dt = 0; dt < MATRIX_DTYPES; dt++)
     for (int which = 0; which < 5; which++) {
       failures += strata_check_sendrecv_ring(
           comm, (strata_dtype)dt,

@@ -119,18 +119,34 @@ static void check_aliases_and_sizes(void) {
   expect_dtype("double", STRATA_F64);
   expect_dtype("float64", STRATA_F64);
   expect_dtype("bfloat16", STRATA_BF16);
+  /* 16-bit integers: strata's names and the C spellings */
+  expect_dtype("i16", STRATA_I16);
+  expect_dtype("u16", STRATA_U16);
+  expect_dtype("int16", STRATA_I16);
+  expect_dtype("short", STRATA_I16);
+  expect_dtype("uint16", STRATA_U16);
   expect_coll("all_reduce", STRATA_COLL_ALLREDUCE);
   expect_coll("reducescatter", STRATA_COLL_REDUCE_SCATTER);
   expect_coll("all_gather", STRATA_COLL_ALLGATHER);
   expect_coll("alltoall", STRATA_COLL_ALLTOALL);
   expect_coll("reduce_scatter", STRATA_COLL_REDUCE_SCATTER);
-  static const size_t sizes[STRATA_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+  static const size_t sizes[STRATA_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 2, 2};
   for (int d = 0; d < STRATA_DTYPE_COUNT; d++)
     CHECK(strata_dtype_size((strata_dtype)d) == sizes[d], "size of %s", strata_dtype_name(d));
   CHECK(strata_dtype_size(STRATA_DTYPE_COUNT) == 0, "size of an invalid dtype");
   CHECK(strata_dtype_size((strata_dtype)-1) == 0, "size of dtype -1");
   strata_op op;
   CHECK(strata_op_parse("avg", &op) == STRATA_OK && op == STRATA_AVG, "avg parses");
+  CHECK(strata_op_parse("band", &op) == STRATA_OK && op == STRATA_BAND, "band parses");
+  CHECK(strata_op_parse("bor", &op) == STRATA_OK && op == STRATA_BOR, "bor parses");
+  CHECK(strata_op_parse("bxor", &op) == STRATA_OK && op == STRATA_BXOR, "bxor parses");
+  CHECK(strcmp(strata_dtype_name(STRATA_I16), "i16") == 0 &&
+            strcmp(strata_dtype_name(STRATA_U16), "u16") == 0,
+        "16-bit integer names");
+  /* the values are ABI: the new members come after the old ones */
+  CHECK(STRATA_F64 == 9 && STRATA_I16 == 10 && STRATA_U16 == 11, "dtype values moved");
+  CHECK(STRATA_AVG == 4 && STRATA_BAND == 5 && STRATA_BOR == 6 && STRATA_BXOR == 7,
+        "op values moved");
   CHECK(strata_dtype_parse("f32", NULL) == STRATA_ERR_INVALID_ARG, "NULL output accepted");
 }
 

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * test_core_reduce.c — every reduction kernel (dtype x sum/prod/min/max, both instruction-set
- * builds) against a scalar reference written independently of the kernels:
+ * test_core_reduce.c — every reduction kernel (dtype x sum/prod/min/max, and band/bor/bxor for the
+ * integer dtypes; both instruction-set builds) against a scalar reference written independently
+ * of the kernels:
  *   - integers in 64/128-bit arithmetic, wrapped by truncation;
  *   - floats in double, then rounded straight to the element type (f16/bf16 by a table search
  *     with an exact midpoint comparison, ties to even), min/max by explicit branches;
  *   - lengths 0..70 and a few large odd ones, out of place, dst == a, dst == b and all three
  *     the same, with guard elements after dst that must stay untouched;
- *   - strata_reduce_avg_finish for every dtype and a few rank counts.
+ *   - strata_reduce_avg_finish for every dtype and a few rank counts;
+ *   - no kernel for a float dtype with a bitwise op, and hand-checked wraparound and bit
+ *     patterns.
  */
 #include <math.h>
 #include <stdio.h>
@@ -88,6 +91,14 @@ static double ref_float_op(strata_op op, double x, double y) {
   }
 }
 
+static int op_is_bitwise(int op) {
+  return op == STRATA_BAND || op == STRATA_BOR || op == STRATA_BXOR;
+}
+
+static int dtype_is_float(int dtype) {
+  return dtype == STRATA_F16 || dtype == STRATA_BF16 || dtype == STRATA_F32 || dtype == STRATA_F64;
+}
+
 static uint64_t ref_uint_op(strata_op op, uint64_t x, uint64_t y) {
   switch (op) {
     case STRATA_SUM:
@@ -96,6 +107,12 @@ static uint64_t ref_uint_op(strata_op op, uint64_t x, uint64_t y) {
       return (uint64_t)((unsigned __int128)x * y);
     case STRATA_MIN:
       return x < y ? x : y;
+    case STRATA_BAND:
+      return x & y;
+    case STRATA_BOR:
+      return x | y;
+    case STRATA_BXOR:
+      return x ^ y;
     default:
       return x > y ? x : y;
   }
@@ -109,6 +126,12 @@ static int64_t ref_int_op(strata_op op, int64_t x, int64_t y) {
       return (int64_t)(uint64_t)((unsigned __int128)x * (unsigned __int128)y);
     case STRATA_MIN:
       return x < y ? x : y;
+    case STRATA_BAND: /* on the 64-bit two's complement: truncation keeps the low bits right */
+      return (int64_t)((uint64_t)x & (uint64_t)y);
+    case STRATA_BOR:
+      return (int64_t)((uint64_t)x | (uint64_t)y);
+    case STRATA_BXOR:
+      return (int64_t)((uint64_t)x ^ (uint64_t)y);
     default:
       return x > y ? x : y;
   }
@@ -123,6 +146,8 @@ static void ref_element(strata_dtype dtype, strata_op op, const void *x, const v
     break;
     INT_CASE(STRATA_I8, int8_t, int64_t, ref_int_op)
     INT_CASE(STRATA_U8, uint8_t, uint64_t, ref_uint_op)
+    INT_CASE(STRATA_I16, int16_t, int64_t, ref_int_op)
+    INT_CASE(STRATA_U16, uint16_t, uint64_t, ref_uint_op)
     INT_CASE(STRATA_I32, int32_t, int64_t, ref_int_op)
     INT_CASE(STRATA_U32, uint32_t, uint64_t, ref_uint_op)
     INT_CASE(STRATA_I64, int64_t, int64_t, ref_int_op)
@@ -262,8 +287,14 @@ static void check_kernel(const char *isa, strata_reduce_fn kernel, strata_dtype 
 static void check_isa(const char *isa) {
   static const size_t large[] = {255, 256, 257, 4099, 100003};
   for (int d = 0; d < STRATA_DTYPE_COUNT; d++) {
-    for (int o = STRATA_SUM; o <= STRATA_MAX; o++) {
+    for (int o = 0; o < STRATA_OP_COUNT; o++) {
+      if (o == STRATA_AVG) continue; /* the sum kernel (check_dispatch) */
       strata_reduce_fn kernel = strata_reduce_kernel_isa((strata_dtype)d, (strata_op)o, isa);
+      if (dtype_is_float(d) && op_is_bitwise(o)) {
+        CHECK(kernel == NULL, "%s has a kernel for %s %s", isa, strata_dtype_name(d),
+              strata_op_name(o));
+        continue;
+      }
       CHECK(kernel != NULL, "%s kernel missing for %s %s", isa, strata_dtype_name(d),
             strata_op_name(o));
       if (!kernel) continue;
@@ -283,7 +314,13 @@ static void check_dispatch(void) {
     CHECK(sum != NULL && sum == strata_reduce_kernel((strata_dtype)d, STRATA_AVG),
           "avg kernel of %s is not the sum kernel", strata_dtype_name(d));
     for (int o = 0; o < STRATA_OP_COUNT; o++) {
+      int defined = !(dtype_is_float(d) && op_is_bitwise(o));
+      CHECK(strata_reduce_defined((strata_dtype)d, (strata_op)o) == defined,
+            "strata_reduce_defined(%s, %s) != %d", strata_dtype_name(d), strata_op_name(o),
+            defined);
       strata_reduce_fn k = strata_reduce_kernel((strata_dtype)d, (strata_op)o);
+      CHECK((k != NULL) == defined, "%s %s: kernel %s", strata_dtype_name(d), strata_op_name(o),
+            k ? "present" : "missing");
       strata_reduce_fn avx2 = strata_reduce_kernel_isa((strata_dtype)d, (strata_op)o, "avx2");
       CHECK(k == (avx2 ? avx2 : strata_reduce_kernel_isa((strata_dtype)d, (strata_op)o, "generic")),
             "dispatch of %s %s picks neither build", strata_dtype_name(d), strata_op_name(o));
@@ -292,6 +329,9 @@ static void check_dispatch(void) {
   CHECK(strata_reduce_kernel(STRATA_DTYPE_COUNT, STRATA_SUM) == NULL, "bad dtype accepted");
   CHECK(strata_reduce_kernel((strata_dtype)-1, STRATA_SUM) == NULL, "negative dtype accepted");
   CHECK(strata_reduce_kernel(STRATA_F32, STRATA_OP_COUNT) == NULL, "bad op accepted");
+  CHECK(!strata_reduce_defined(STRATA_I32, STRATA_OP_COUNT), "bad op defined");
+  CHECK(!strata_reduce_defined(STRATA_DTYPE_COUNT, STRATA_SUM), "bad dtype defined");
+  CHECK(!strata_reduce_defined(STRATA_I32, (strata_op)-1), "negative op defined");
   CHECK(strata_reduce_kernel_isa(STRATA_F32, STRATA_SUM, "vax") == NULL, "bad isa accepted");
   CHECK(strata_reduce_kernel_isa(STRATA_F32, STRATA_SUM, NULL) == NULL, "NULL isa accepted");
 }
@@ -305,6 +345,12 @@ static void ref_divide(strata_dtype dtype, const void *x, int n, void *out) {
       break;
     case STRATA_U8:
       *(uint8_t *)out = (uint8_t)(*(const uint8_t *)x / n);
+      break;
+    case STRATA_I16:
+      *(int16_t *)out = (int16_t)(*(const int16_t *)x / n);
+      break;
+    case STRATA_U16:
+      *(uint16_t *)out = (uint16_t)(*(const uint16_t *)x / n);
       break;
     case STRATA_I32:
       *(int32_t *)out = (int32_t)(*(const int32_t *)x / n);
@@ -387,11 +433,73 @@ static void check_examples(void) {
   CHECK(hr == 0x3c00, "f16 1 + 2^-11 = 0x%04x, want 0x3c00 (tie to even)", hr);
 }
 
+/* 16-bit wraparound by hand: products of 16-bit values overflow int, where C promotes them. */
+static void check_examples_16(void) {
+  int16_t sa[4] = {32767, -32768, 1000, -2}, sb[4] = {1, -1, 30000, -3};
+  strata_reduce_kernel(STRATA_I16, STRATA_SUM)(sa, sa, sb, 4);
+  CHECK(sa[0] == -32768 && sa[1] == 32767 && sa[2] == 31000 && sa[3] == -5,
+        "i16 sum must wrap: %d %d %d %d", sa[0], sa[1], sa[2], sa[3]);
+  int16_t pa[4] = {256, 300, -32768, 181}, pb[4] = {256, 300, -1, 181}, pr[4];
+  strata_reduce_kernel(STRATA_I16, STRATA_PROD)(pr, pa, pb, 4);
+  /* 65536 -> 0; 90000 - 65536 = 24464; 32768 -> -32768; 32761 fits */
+  CHECK(pr[0] == 0 && pr[1] == 24464 && pr[2] == -32768 && pr[3] == 32761,
+        "i16 prod must wrap: %d %d %d %d", pr[0], pr[1], pr[2], pr[3]);
+  uint16_t ua[3] = {65535, 65535, 40000}, ub[3] = {1, 65535, 2}, ur[3];
+  strata_reduce_kernel(STRATA_U16, STRATA_SUM)(ur, ua, ub, 3);
+  CHECK(ur[0] == 0 && ur[1] == 65534 && ur[2] == 40002, "u16 sum must wrap: %u %u %u", ur[0], ur[1],
+        ur[2]);
+  strata_reduce_kernel(STRATA_U16, STRATA_PROD)(ub, ua, ub, 3); /* dst == b */
+  /* 65535 * 65535 = 0xfffe0001; 80000 - 65536 = 14464 */
+  CHECK(ub[0] == 65535 && ub[1] == 1 && ub[2] == 14464, "u16 prod must wrap: %u %u %u", ub[0],
+        ub[1], ub[2]);
+  int16_t ma[2] = {-32768, 5}, mb[2] = {32767, -5}, mr[2];
+  strata_reduce_kernel(STRATA_I16, STRATA_MIN)(mr, ma, mb, 2);
+  CHECK(mr[0] == -32768 && mr[1] == -5, "i16 min: %d %d", mr[0], mr[1]);
+  strata_reduce_kernel(STRATA_U16, STRATA_MAX)(ua, ua, ua, 3);
+  CHECK(ua[0] == 65535 && ua[2] == 40000, "u16 max of a value with itself");
+}
+
+/* Bitwise ops on every integer dtype, bit patterns 0xcc.. and 0xaa.. (and 0x88.., or 0xee..,
+ * xor 0x66..), with dst == a, dst == b and a separate dst. */
+static void check_examples_bitwise(void) {
+  static const strata_dtype ints[] = {STRATA_I8,  STRATA_U8,  STRATA_I16, STRATA_U16,
+                                      STRATA_I32, STRATA_U32, STRATA_I64, STRATA_U64};
+  static const struct {
+    strata_op op;
+    unsigned char want;
+  } ops[] = {{STRATA_BAND, 0x88}, {STRATA_BOR, 0xee}, {STRATA_BXOR, 0x66}};
+  enum { COUNT = 5 };
+  for (size_t t = 0; t < sizeof ints / sizeof ints[0]; t++)
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+      for (int alias = ALIAS_NONE; alias <= ALIAS_DST_B; alias++) {
+        size_t bytes = COUNT * strata_dtype_size(ints[t]);
+        unsigned char a[COUNT * 8], b[COUNT * 8], dst[COUNT * 8], want[COUNT * 8];
+        memset(a, 0xcc, bytes);
+        memset(b, 0xaa, bytes);
+        memset(dst, 0, bytes);
+        memset(want, ops[o].want, bytes);
+        unsigned char *out = alias == ALIAS_DST_A ? a : alias == ALIAS_DST_B ? b : dst;
+        strata_reduce_kernel(ints[t], ops[o].op)(out, a, b, COUNT);
+        CHECK(memcmp(out, want, bytes) == 0, "%s %s %s: first byte 0x%02x, want 0x%02x",
+              strata_dtype_name(ints[t]), strata_op_name(ops[o].op), alias_names[alias], out[0],
+              ops[o].want);
+      }
+  int8_t x[2] = {-1, -128}, y[2] = {5, 127};
+  strata_reduce_kernel(STRATA_I8, STRATA_BAND)(x, x, y, 1);
+  strata_reduce_kernel(STRATA_I8, STRATA_BXOR)(x + 1, x + 1, y + 1, 1);
+  CHECK(x[0] == 5 && x[1] == -1, "i8 -1 & 5 = %d (want 5), -128 ^ 127 = %d (want -1)", x[0], x[1]);
+  int64_t big = INT64_MIN, one = 1;
+  strata_reduce_kernel(STRATA_I64, STRATA_BOR)(&big, &big, &one, 1);
+  CHECK(big == INT64_MIN + 1, "i64 INT64_MIN | 1");
+}
+
 int main(void) {
   narrow_table_build(&f16_table);
   narrow_table_build(&bf16_table);
   check_dispatch();
   check_examples();
+  check_examples_16();
+  check_examples_bitwise();
   check_isa("generic");
   if (strata_reduce_kernel_isa(STRATA_F32, STRATA_SUM, "avx2"))
     check_isa("avx2");

@@ -115,15 +115,17 @@ static const char *const bench_perf_names[BENCH_KIND_COUNT] = {
     [BENCH_SENDRECV] = "sendrecv_perf",
 };
 
-/* nccl-tests' -d names (src/common.cu test_typenames), indexed by strata_dtype. */
+/* nccl-tests' -d names (src/common.cu test_typenames), indexed by strata_dtype; nccl-tests has
+ * no 16-bit integers, whose names follow its other integer names. */
 static const char *const bench_type_names[STRATA_DTYPE_COUNT] = {
     [STRATA_I8] = "int8",    [STRATA_U8] = "uint8",      [STRATA_I32] = "int32",
     [STRATA_U32] = "uint32", [STRATA_I64] = "int64",     [STRATA_U64] = "uint64",
     [STRATA_F16] = "half",   [STRATA_BF16] = "bfloat16", [STRATA_F32] = "float",
-    [STRATA_F64] = "double",
+    [STRATA_F64] = "double", [STRATA_I16] = "int16",     [STRATA_U16] = "uint16",
 };
 
-/* nccl-tests' "-d all" order: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16. */
+/* nccl-tests' "-d all" order: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16.
+ * "-d all" and "-o all" stay nccl-tests' sets; int16, uint16 and the bitwise ops are named. */
 static const strata_dtype bench_all_types[] = {STRATA_I8,  STRATA_U8,  STRATA_I32, STRATA_U32,
                                                STRATA_I64, STRATA_U64, STRATA_F16, STRATA_F32,
                                                STRATA_F64, STRATA_BF16};
@@ -218,8 +220,9 @@ static void bench_usage(FILE *out) {
           "  -m, --agg_iters N        calls per timed iteration (default 1)\n"
           "  -c, --check 0|1          check every result (default 1)\n"
           "  -d, --datatype T|all     int8 uint8 int32 uint32 int64 uint64 half float double\n"
-          "                           bfloat16 (or i8 ... f32 bf16; default float)\n"
-          "  -o, --op OP|all          sum prod min max avg (default sum; reductions only)\n"
+          "                           bfloat16 int16 uint16 (or i8 ... f32 bf16; default float)\n"
+          "  -o, --op OP|all          sum prod min max avg, band bor bxor for integer types\n"
+          "                           (default sum; reductions only; all: the first five)\n"
           "  -r, --root R             root rank of rooted collectives (default 0)\n"
           "  -a, --average 0|1|2|3    time over ranks: rank 0, mean, min, max (default 1)\n"
           "  -z, --blocking 0|1       barrier after every call (default 0)\n"
@@ -381,13 +384,13 @@ static int bench_option_apply(bench_options *opt, int letter, const char *arg) {
     case 'd':
       if (bench_parse_types(arg, opt))
         BENCH_BAD(
-            "-d '%s': unknown datatype (int8 uint8 int32 uint32 int64 uint64 half float "
-            "double bfloat16, or all)",
+            "-d '%s': unknown datatype (int8 uint8 int16 uint16 int32 uint32 int64 uint64 half "
+            "float double bfloat16, or all)",
             arg);
       return 0;
     case 'o':
       if (bench_parse_ops(arg, opt))
-        BENCH_BAD("-o '%s': unknown op (sum prod min max avg, or all)", arg);
+        BENCH_BAD("-o '%s': unknown op (sum prod min max avg band bor bxor, or all)", arg);
       return 0;
     case 'r':
       if (bench_parse_int(arg, 0, 1L << 30, &value)) BENCH_BAD("-r '%s': want a rank >= 0", arg);
@@ -452,7 +455,15 @@ static int bench_option_apply(bench_options *opt, int letter, const char *arg) {
   }
 }
 
+static int bench_is_float(strata_dtype dtype);
+static int bench_is_bitwise(strata_op op);
+
 static int bench_options_check(const bench_options *opt) {
+  for (int t = 0; t < opt->types_count && bench_kinds[opt->kind].is_reduction; t++)
+    for (int o = 0; o < opt->ops_count; o++)
+      if (bench_is_float(opt->types[t]) && bench_is_bitwise(opt->ops[o]))
+        BENCH_BAD("-o %s: bitwise ops take integer types, not %s", strata_op_name(opt->ops[o]),
+                  bench_type_names[opt->types[t]]);
   if (opt->min_bytes > opt->max_bytes)
     BENCH_BAD("-b %zu is larger than -e %zu", opt->min_bytes, opt->max_bytes);
   if (opt->step_factor <= 1 && opt->step_bytes == 0)
@@ -531,6 +542,10 @@ static int bench_is_float(strata_dtype dtype) {
   return dtype == STRATA_F16 || dtype == STRATA_BF16 || dtype == STRATA_F32 || dtype == STRATA_F64;
 }
 
+static int bench_is_bitwise(strata_op op) {
+  return op == STRATA_BAND || op == STRATA_BOR || op == STRATA_BXOR;
+}
+
 /* Stores an integer: floats convert exactly (|v| <= 256 whenever this is used for bf16),
  * integers keep the low bytes (two's-complement wrap, the same as the reduction kernels). */
 static inline void bench_store_int(strata_dtype dtype, void *buf, size_t k, uint64_t v) {
@@ -538,6 +553,10 @@ static inline void bench_store_int(strata_dtype dtype, void *buf, size_t k, uint
     case STRATA_I8:
     case STRATA_U8:
       ((uint8_t *)buf)[k] = (uint8_t)v;
+      break;
+    case STRATA_I16:
+    case STRATA_U16:
+      ((uint16_t *)buf)[k] = (uint16_t)v;
       break;
     case STRATA_I32:
     case STRATA_U32:
@@ -589,6 +608,10 @@ static inline double bench_load_real(strata_dtype dtype, const void *buf, size_t
       return ((const int8_t *)buf)[k];
     case STRATA_U8:
       return ((const uint8_t *)buf)[k];
+    case STRATA_I16:
+      return ((const int16_t *)buf)[k];
+    case STRATA_U16:
+      return ((const uint16_t *)buf)[k];
     case STRATA_I32:
       return ((const int32_t *)buf)[k];
     case STRATA_U32:
@@ -617,6 +640,10 @@ static inline int64_t bench_load_int(strata_dtype dtype, const void *buf, size_t
       return ((const int8_t *)buf)[k];
     case STRATA_U8:
       return ((const uint8_t *)buf)[k];
+    case STRATA_I16:
+      return ((const int16_t *)buf)[k];
+    case STRATA_U16:
+      return ((const uint16_t *)buf)[k];
     case STRATA_I32:
       return ((const int32_t *)buf)[k];
     case STRATA_U32:
@@ -679,6 +706,13 @@ static void bench_store_reduced(strata_dtype dtype, strata_op op, int nranks, in
       bench_store_real(dtype, out, k, ldexp(1.0, (int)twos));
     else
       bench_store_int(dtype, out, k, twos >= 64 ? 0 : (uint64_t)1 << twos);
+  } else if (bench_is_bitwise(op)) {
+    uint64_t acc = bench_value_plain(0, index, rep);
+    for (int r = 1; r < nranks; r++) {
+      uint64_t v = bench_value_plain(r, index, rep);
+      acc = op == STRATA_BAND ? acc & v : op == STRATA_BOR ? acc | v : acc ^ v;
+    }
+    bench_store_int(dtype, out, k, acc);
   } else {
     uint64_t best = bench_value_plain(0, index, rep);
     for (int r = 1; r < nranks; r++) {

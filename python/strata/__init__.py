@@ -50,15 +50,17 @@ _COLLS = ["allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "ga
           "scatter", "alltoall", "barrier", "send", "recv"]
 _COLL = {name: i for i, name in enumerate(_COLLS)}
 _DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16",
-           "float32", "float64"]
+           "float32", "float64", "int16", "uint16"]
 _DTYPE = {name: i for i, name in enumerate(_DTYPES)}
 _DTYPE.update({"i8": 0, "u8": 1, "i32": 2, "u32": 3, "i64": 4, "u64": 5, "f16": 6, "half": 6,
-               "bf16": 7, "f32": 8, "float": 8, "f64": 9, "double": 9})
-_OPS = {"sum": 0, "prod": 1, "product": 1, "min": 2, "max": 3, "avg": 4, "mean": 4}
+               "bf16": 7, "f32": 8, "float": 8, "f64": 9, "double": 9, "i16": 10, "short": 10,
+               "u16": 11})
+_OPS = {"sum": 0, "prod": 1, "product": 1, "min": 2, "max": 3, "avg": 4, "mean": 4, "band": 5,
+        "bor": 6, "bxor": 7}
 _ALGOS = {None: 0, "auto": 0, "ring": 1, "rhd": 2, "tree": 3, "direct": 4, "hier": 5}
 _COMPRESS = {None: 0, "default": 0, "none": 1, "bf16": 2, "f16": 3, "int8": 4, "fp8": 5,
              "int4": 6}
-_ELEMENT_BYTES = [1, 1, 4, 4, 8, 8, 2, 2, 4, 8]
+_ELEMENT_BYTES = [1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 2, 2]
 
 
 def _choice(table, value, what):
@@ -75,7 +77,7 @@ def _is_torch(obj):
 
 _TORCH_DTYPES = {"torch.int8": 0, "torch.uint8": 1, "torch.int32": 2, "torch.int64": 4,
                  "torch.float16": 6, "torch.bfloat16": 7, "torch.float32": 8,
-                 "torch.float64": 9}
+                 "torch.float64": 9, "torch.int16": 10, "torch.uint16": 11}
 
 
 def _format_dtype(view):
@@ -83,6 +85,8 @@ def _format_dtype(view):
     fmt = view.format.lstrip("@=<")
     if fmt in ("f", "d", "e", "b", "B", "c"):
         return {"f": 8, "d": 9, "e": 6, "b": 0, "B": 1, "c": 1}[fmt]
+    if fmt in ("h", "H") and view.itemsize == 2:
+        return 10 if fmt == "h" else 11
     if fmt in ("i", "l", "q", "n") and view.itemsize in (4, 8):
         return 2 if view.itemsize == 4 else 4
     if fmt in ("I", "L", "Q", "N") and view.itemsize in (4, 8):
@@ -117,7 +121,8 @@ def _describe(obj, dtype):
     code = _format_dtype(view)
     if code < 0:
         raise TypeError(f"a buffer of format {view.format!r} has no strata dtype (float16/32/64, "
-                        "int8/32/64, uint8/32/64; give dtype='bf16' or 'f16' for 16-bit patterns)")
+                        "int8/16/32/64, uint8/16/32/64; give dtype='bf16' or 'f16' for 16-bit "
+                        "float patterns)")
     return obj, code, view.nbytes // view.itemsize, None
 
 

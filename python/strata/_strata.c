@@ -65,8 +65,8 @@ static int arg_buffer_get(PyObject *obj, int writable, arg_buffer *b, const char
   return 0;
 }
 
-/* The strata dtype of a buffer format, -1 if none ('h' and 'H' have none: strata has no 16-bit
- * integers; a uint16 array holding f16 or bf16 bits names its dtype explicitly). */
+/* The strata dtype of a buffer format, -1 if none ('h' and 'H' are i16 and u16: a uint16 array
+ * holding f16 or bf16 bits names its dtype explicitly). */
 static int dtype_of_format(const char *format, Py_ssize_t itemsize) {
   if (!format) format = "B";
   if (strchr("@=<!", format[0])) format++; /* native or little-endian on x86-64 */
@@ -80,6 +80,10 @@ static int dtype_of_format(const char *format, Py_ssize_t itemsize) {
       return STRATA_F16;
     case 'b':
       return STRATA_I8;
+    case 'h':
+      return itemsize == 2 ? STRATA_I16 : -1;
+    case 'H':
+      return itemsize == 2 ? STRATA_U16 : -1;
     case 'B':
     case 'c':
       return STRATA_U8;
@@ -467,8 +471,8 @@ static PyObject *Comm_collective(CommObject *self, PyObject *args) {
     dtype = dtype_of_format(b->view.format, b->view.itemsize);
     if (dtype < 0) {
       PyErr_Format(PyExc_TypeError,
-                   "a buffer of format '%s' has no strata dtype (float32/64/16, int8/32/64, "
-                   "uint8/32/64; name bf16 or f16 for 16-bit patterns)",
+                   "a buffer of format '%s' has no strata dtype (float32/64/16, int8/16/32/64, "
+                   "uint8/16/32/64; name bf16 or f16 for 16-bit float patterns)",
                    b->view.format ? b->view.format : "B");
       goto fail;
     }

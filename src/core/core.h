@@ -50,7 +50,11 @@ void strata_f32_to_bf16_array(uint16_t *dst, const float *src, size_t count);
 /* ---- reductions ---- */
 /* dst[i] = a[i] OP b[i] for `count` elements; a or b may equal dst. */
 typedef void (*strata_reduce_fn)(void *dst, const void *a, const void *b, size_t count);
-/* The kernel for (dtype, op); AVG maps to SUM (the engine divides at the end). NULL if invalid.
+/* 1 when (dtype, op) is a defined reduction: both in range, and a bitwise op (band, bor, bxor)
+ * only with an integer dtype. The engine refuses other pairs with STRATA_ERR_INVALID_ARG. */
+int strata_reduce_defined(strata_dtype dtype, strata_op op);
+/* The kernel for (dtype, op); AVG maps to SUM (the engine divides at the end). NULL if the pair
+ * is not defined (strata_reduce_defined).
  * Kernels vectorize (the compiler auto-vectorizes plain loops at -O3; f16/bf16 convert through
  * f32 and round to nearest even). */
 strata_reduce_fn strata_reduce_kernel(strata_dtype dtype, strata_op op);

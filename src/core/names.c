@@ -21,26 +21,29 @@ typedef struct name_alias {
 static const char *const dtype_names[STRATA_DTYPE_COUNT] = {
     [STRATA_I8] = "i8",   [STRATA_U8] = "u8",   [STRATA_I32] = "i32", [STRATA_U32] = "u32",
     [STRATA_I64] = "i64", [STRATA_U64] = "u64", [STRATA_F16] = "f16", [STRATA_BF16] = "bf16",
-    [STRATA_F32] = "f32", [STRATA_F64] = "f64",
+    [STRATA_F32] = "f32", [STRATA_F64] = "f64", [STRATA_I16] = "i16", [STRATA_U16] = "u16",
 };
 
 static const size_t dtype_sizes[STRATA_DTYPE_COUNT] = {
-    [STRATA_I8] = 1,  [STRATA_U8] = 1,  [STRATA_I32] = 4,  [STRATA_U32] = 4, [STRATA_I64] = 8,
-    [STRATA_U64] = 8, [STRATA_F16] = 2, [STRATA_BF16] = 2, [STRATA_F32] = 4, [STRATA_F64] = 8,
+    [STRATA_I8] = 1,  [STRATA_U8] = 1,  [STRATA_I32] = 4, [STRATA_U32] = 4,
+    [STRATA_I64] = 8, [STRATA_U64] = 8, [STRATA_F16] = 2, [STRATA_BF16] = 2,
+    [STRATA_F32] = 4, [STRATA_F64] = 8, [STRATA_I16] = 2, [STRATA_U16] = 2,
 };
 
-/* nccl-tests' -d names (src/common.cu test_typenames) and their C spellings. */
+/* nccl-tests' -d names (src/common.cu test_typenames) and their C spellings; nccl-tests has no
+ * 16-bit integers, so "int16"/"uint16" follow the pattern of its other integer names. */
 static const name_alias dtype_aliases[] = {
     {"int8", STRATA_I8},     {"char", STRATA_I8},     {"uint8", STRATA_U8},
     {"int32", STRATA_I32},   {"int", STRATA_I32},     {"uint32", STRATA_U32},
     {"int64", STRATA_I64},   {"uint64", STRATA_U64},  {"half", STRATA_F16},
     {"float16", STRATA_F16}, {"float32", STRATA_F32}, {"float", STRATA_F32},
     {"double", STRATA_F64},  {"float64", STRATA_F64}, {"bfloat16", STRATA_BF16},
+    {"int16", STRATA_I16},   {"short", STRATA_I16},   {"uint16", STRATA_U16},
 };
 
 static const char *const op_names[STRATA_OP_COUNT] = {
-    [STRATA_SUM] = "sum", [STRATA_PROD] = "prod", [STRATA_MIN] = "min",
-    [STRATA_MAX] = "max", [STRATA_AVG] = "avg",
+    [STRATA_SUM] = "sum", [STRATA_PROD] = "prod", [STRATA_MIN] = "min", [STRATA_MAX] = "max",
+    [STRATA_AVG] = "avg", [STRATA_BAND] = "band", [STRATA_BOR] = "bor", [STRATA_BXOR] = "bxor",
 };
 
 static const char *const coll_names[STRATA_COLL_COUNT] = {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * reduce.c — elementwise reduction kernels: dst[i] = a[i] OP b[i] for every dtype and for sum,
- * prod, min and max (avg is sum, then strata_reduce_avg_finish divides once at the end).
+ * prod, min and max, and for the integer dtypes also bitwise and, or and xor (avg is sum, then
+ * strata_reduce_avg_finish divides once at the end).
  *
  * These run on every byte a reducing collective moves, so they must keep up with memcpy. They
  * are plain loops, compiled twice from reduce_kernels.inc: once for the baseline instruction
@@ -12,6 +13,7 @@
  *
  * Semantics (the tests hold every one of these against a scalar reference):
  *   - integers: sum and prod wrap modulo 2^bits, for signed types too (computed unsigned);
+ *     band/bor/bxor act on the two's complement bits; floats have no bitwise ops;
  *   - floats: IEEE f32/f64 arithmetic, round to nearest even; f16 and bf16 are widened to f32,
  *     combined, and rounded once to nearest even (for +, * of two narrow values this equals the
  *     correctly rounded narrow result, since f32 has more than 2p+2 bits);
@@ -126,12 +128,19 @@ int strata_reduce_cpu_has_avx2(void) {
 }
 #endif
 
-static int reduce_args_valid(strata_dtype dtype, strata_op op) {
-  return (int)dtype >= 0 && dtype < STRATA_DTYPE_COUNT && (int)op >= 0 && op < STRATA_OP_COUNT;
+static int reduce_is_float(strata_dtype dtype) {
+  return dtype == STRATA_F16 || dtype == STRATA_BF16 || dtype == STRATA_F32 || dtype == STRATA_F64;
+}
+
+int strata_reduce_defined(strata_dtype dtype, strata_op op) {
+  if ((int)dtype < 0 || dtype >= STRATA_DTYPE_COUNT || (int)op < 0 || op >= STRATA_OP_COUNT)
+    return 0;
+  int bitwise = op == STRATA_BAND || op == STRATA_BOR || op == STRATA_BXOR;
+  return !(bitwise && reduce_is_float(dtype));
 }
 
 strata_reduce_fn strata_reduce_kernel_isa(strata_dtype dtype, strata_op op, const char *isa) {
-  if (!reduce_args_valid(dtype, op) || !isa) return NULL;
+  if (!strata_reduce_defined(dtype, op) || !isa) return NULL;
   int column = op == STRATA_AVG ? STRATA_SUM : (int)op;
   if (strcmp(isa, "generic") == 0) return kernels_generic[dtype][column];
 #if STRATA_REDUCE_HAVE_AVX2
@@ -181,6 +190,12 @@ void strata_reduce_avg_finish(void *buf, size_t count, strata_dtype dtype, int n
       break;
     case STRATA_U8:
       DIVIDE_LOOP(uint8_t, (unsigned)nranks);
+      break;
+    case STRATA_I16:
+      DIVIDE_LOOP(int16_t, nranks);
+      break;
+    case STRATA_U16:
+      DIVIDE_LOOP(uint16_t, (unsigned)nranks);
       break;
     case STRATA_I32:
       DIVIDE_LOOP(int32_t, nranks);

@@ -108,9 +108,15 @@ HALF_AVX2_KERNEL(bf16, prod)
 HALF_AVX2_KERNEL(bf16, min)
 HALF_AVX2_KERNEL(bf16, max)
 
-const strata_reduce_fn strata_reduce_half_avx2_kernels[2][STRATA_REDUCE_OPS_WITH_KERNEL] = {
-    {f16_sum_avx2, f16_prod_avx2, f16_min_avx2, f16_max_avx2},
-    {bf16_sum_avx2, bf16_prod_avx2, bf16_min_avx2, bf16_max_avx2},
+const strata_reduce_fn strata_reduce_half_avx2_kernels[2][STRATA_OP_COUNT] = {
+    {[STRATA_SUM] = f16_sum_avx2,
+     [STRATA_PROD] = f16_prod_avx2,
+     [STRATA_MIN] = f16_min_avx2,
+     [STRATA_MAX] = f16_max_avx2},
+    {[STRATA_SUM] = bf16_sum_avx2,
+     [STRATA_PROD] = bf16_prod_avx2,
+     [STRATA_MIN] = bf16_min_avx2,
+     [STRATA_MAX] = bf16_max_avx2},
 };
 /* ---- array conversions for half.c, bit-identical to the scalar ones in half_bits.h ---- */
 

@@ -15,11 +15,10 @@
 #define STRATA_REDUCE_HAVE_AVX2 0
 #endif
 
-enum { STRATA_REDUCE_OPS_WITH_KERNEL = 4 }; /* sum, prod, min, max; avg uses sum */
-
 #if STRATA_REDUCE_HAVE_AVX2
-/* [0] f16, [1] bf16; columns sum, prod, min, max. Only for CPUs with AVX2 and F16C. */
-extern const strata_reduce_fn strata_reduce_half_avx2_kernels[2][STRATA_REDUCE_OPS_WITH_KERNEL];
+/* [0] f16, [1] bf16; columns indexed by strata_op, sum, prod, min and max set (avg and the
+ * bitwise ops NULL). Only for CPUs with AVX2 and F16C. */
+extern const strata_reduce_fn strata_reduce_half_avx2_kernels[2][STRATA_OP_COUNT];
 /* F16C versions of half.c's array conversions, same bits. */
 void strata_f16_to_f32_array_avx2(float *dst, const uint16_t *src, size_t count);
 void strata_f32_to_f16_array_avx2(uint16_t *dst, const float *src, size_t count);

@@ -120,7 +120,9 @@ static int check_args(const strata_comm *comm, const strata_coll_args *a) {
   if ((unsigned)a->coll >= STRATA_COLL_COUNT || (unsigned)a->dtype >= STRATA_DTYPE_COUNT ||
       (unsigned)a->algo >= STRATA_ALGO_COUNT)
     return STRATA_ERR_INVALID_ARG;
-  if (is_reduction(a->coll) && (unsigned)a->op >= STRATA_OP_COUNT) return STRATA_ERR_INVALID_ARG;
+  /* also refuses a bitwise op on a float dtype */
+  if (is_reduction(a->coll) && !strata_reduce_defined(a->dtype, a->op))
+    return STRATA_ERR_INVALID_ARG;
   if (is_rooted(a->coll) && (a->root < 0 || a->root >= comm->nranks)) return STRATA_ERR_INVALID_ARG;
   if ((unsigned)a->compress >= STRATA_COMPRESS_COUNT) return STRATA_ERR_INVALID_ARG;
   if (strata_compress_is_lossy(a->compress) && a->dtype != STRATA_F32)

@@ -15,6 +15,12 @@ void strata_test_put(strata_dtype dtype, void *buf, size_t idx, double v) {
     case STRATA_U8:
       ((uint8_t *)buf)[idx] = (uint8_t)(int64_t)v;
       break;
+    case STRATA_I16:
+      ((int16_t *)buf)[idx] = (int16_t)(uint16_t)(int64_t)v;
+      break;
+    case STRATA_U16:
+      ((uint16_t *)buf)[idx] = (uint16_t)(int64_t)v;
+      break;
     case STRATA_I32:
       ((int32_t *)buf)[idx] = (int32_t)(uint32_t)(int64_t)v;
       break;
@@ -50,6 +56,10 @@ double strata_test_get(strata_dtype dtype, const void *buf, size_t idx) {
       return ((const int8_t *)buf)[idx];
     case STRATA_U8:
       return ((const uint8_t *)buf)[idx];
+    case STRATA_I16:
+      return ((const int16_t *)buf)[idx];
+    case STRATA_U16:
+      return ((const uint16_t *)buf)[idx];
     case STRATA_I32:
       return ((const int32_t *)buf)[idx];
     case STRATA_U32:
@@ -107,6 +117,15 @@ double strata_test_reduce_expected(strata_dtype dtype, strata_op op, int nranks,
         break;
       case STRATA_MAX:
         acc = v > acc ? v : acc;
+        break;
+      case STRATA_BAND: /* the patterns are small non-negative integers */
+        acc = (double)((int64_t)acc & (int64_t)v);
+        break;
+      case STRATA_BOR:
+        acc = (double)((int64_t)acc | (int64_t)v);
+        break;
+      case STRATA_BXOR:
+        acc = (double)((int64_t)acc ^ (int64_t)v);
         break;
       default:
         break;
