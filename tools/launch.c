@@ -54,7 +54,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -110,6 +112,7 @@ typedef struct launcher {
   int killed;
   strata_store_server *server;
   char addr_env[300], world_env[48], job_env[160], secret_env[160];
+  char torch_world_env[48], master_addr_env[280], master_port_env[32]; /* torch's env:// */
 } launcher;
 
 static int signal_pipe[2] = {-1, -1};
@@ -344,10 +347,49 @@ static int is_launch_var(const launcher *l, const char *entry) {
   if ((l->opt.sites_path || l->opt.topology_path) &&
       !strncmp(entry, "STRATA_SITE=", strlen("STRATA_SITE=")))
     return 1;
-  static const char *const names[] = {"STRATA_RANK=", "STRATA_WORLD_SIZE=", "STRATA_LOCAL_RANK=",
-                                      "STRATA_ADDR=", "STRATA_STORE_EXTERNAL="};
+  static const char *const names[] = {"STRATA_RANK=",
+                                      "STRATA_WORLD_SIZE=",
+                                      "STRATA_LOCAL_RANK=",
+                                      "STRATA_ADDR=",
+                                      "STRATA_STORE_EXTERNAL=",
+                                      "RANK=",
+                                      "WORLD_SIZE=",
+                                      "LOCAL_RANK="};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!strncmp(entry, names[i], strlen(names[i]))) return 1;
+  return 0;
+}
+
+static int env_set(const char *name) {
+  return getenv(name) && *getenv(name);
+}
+
+/* A TCP port free on the launcher's host now, for torch's store (rank 0 binds it again soon). */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof sin;
+  int port = -1;
+  if (bind(fd, (struct sockaddr *)&sin, sizeof sin) == 0 &&
+      getsockname(fd, (struct sockaddr *)&sin, &len) == 0)
+    port = ntohs(sin.sin_port);
+  close(fd);
+  return port;
+}
+
+/* torch's env:// rendezvous (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), so that
+ * init_process_group runs under strata launch as under torchrun; what the caller set is kept. */
+static int prepare_torch_env(launcher *l, const char *reach) {
+  snprintf(l->torch_world_env, sizeof l->torch_world_env, "WORLD_SIZE=%d", l->opt.nranks);
+  if (!env_set("MASTER_ADDR"))
+    snprintf(l->master_addr_env, sizeof l->master_addr_env, "MASTER_ADDR=%s", reach);
+  if (!env_set("MASTER_PORT")) {
+    int port = free_port();
+    if (port == 65535) port = free_port(); /* strata reads MASTER_PORT + 1 under torchrun */
+    if (port < 0 || port == 65535) return -1;
+    snprintf(l->master_port_env, sizeof l->master_port_env, "MASTER_PORT=%d", port);
+  }
   return 0;
 }
 
@@ -365,11 +407,7 @@ static int prepare_shared_env(launcher *l) {
   snprintf(l->addr_env, sizeof l->addr_env, "STRATA_ADDR=%s%s%s:%d", bracket ? "[" : "", reach,
            bracket ? "]" : "", port);
   snprintf(l->world_env, sizeof l->world_env, "STRATA_WORLD_SIZE=%d", l->opt.nranks);
-  return 0;
-}
-
-static int env_set(const char *name) {
-  return getenv(name) && *getenv(name);
+  return prepare_torch_env(l, reach);
 }
 
 /* The job id and secret the ranks get (fresh ones unless the caller's environment has them) and
@@ -408,12 +446,15 @@ static char **child_env(const launcher *l, launch_child *c) {
   int rank = c->rank;
   size_t n = 0;
   while (environ[n]) n++;
-  size_t slots = n + 10;
-  char **envp = calloc(1, slots * sizeof *envp + 2 * 40);
+  size_t slots = n + 16;
+  char **envp = calloc(1, slots * sizeof *envp + 4 * 40);
   if (!envp) return NULL;
   char *rank_env = (char *)(envp + slots), *local_env = rank_env + 40;
+  char *torch_rank_env = local_env + 40, *torch_local_env = torch_rank_env + 40;
   snprintf(rank_env, 40, "STRATA_RANK=%d", rank);
   snprintf(local_env, 40, "STRATA_LOCAL_RANK=%d", rank); /* one host: local rank = rank */
+  snprintf(torch_rank_env, 40, "RANK=%d", rank);
+  snprintf(torch_local_env, 40, "LOCAL_RANK=%d", rank);
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
     if (!is_launch_var(l, environ[i])) envp[k++] = environ[i];
@@ -422,6 +463,11 @@ static char **child_env(const launcher *l, launch_child *c) {
   envp[k++] = (char *)l->world_env;
   envp[k++] = (char *)l->addr_env;
   envp[k++] = "STRATA_STORE_EXTERNAL=1";
+  envp[k++] = torch_rank_env;
+  envp[k++] = torch_local_env;
+  envp[k++] = (char *)l->torch_world_env;
+  if (l->master_addr_env[0]) envp[k++] = (char *)l->master_addr_env;
+  if (l->master_port_env[0]) envp[k++] = (char *)l->master_port_env;
   if (l->job_env[0]) envp[k++] = (char *)l->job_env;
   if (l->secret_env[0]) envp[k++] = (char *)l->secret_env;
   if (c->site_env[0]) envp[k++] = c->site_env;

@@ -23,6 +23,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -805,8 +806,16 @@ static PyTypeObject StoreServerType = {
 
 /* ---- the module ---- */
 
+/* Where this module found libstrata's strata_version: the same address in every extension of
+ * the package when the process holds one runtime (its memory registry, secret cache and log
+ * level then exist once). */
+static PyObject *module_runtime_id(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
+  return PyLong_FromVoidPtr((void *)(uintptr_t)&strata_version);
+}
+
 static PyMethodDef module_methods[] = {
     {"_set_errors", module_set_errors, METH_VARARGS, "Install strata.Error and its subclasses."},
+    {"_runtime_id", module_runtime_id, METH_NOARGS, "libstrata's identity in this process"},
     {"address", mod_address, METH_VARARGS,
      "address(buffer, writable=True) -> (addr, bytes) of a C-contiguous buffer"},
     {NULL, NULL, 0, NULL}};

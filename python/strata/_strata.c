@@ -22,6 +22,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "errors.h"
@@ -1433,8 +1434,16 @@ static PyObject *module_names(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignore
   return statuses;
 }
 
+/* Where this module found libstrata's strata_version: the same address in every extension of
+ * the package when the process holds one runtime (its memory registry, secret cache and log
+ * level then exist once). */
+static PyObject *module_runtime_id(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
+  return PyLong_FromVoidPtr((void *)(uintptr_t)&strata_version);
+}
+
 static PyMethodDef module_methods[] = {
     {"version", module_version, METH_NOARGS, "The C library's version."},
+    {"_runtime_id", module_runtime_id, METH_NOARGS, "libstrata's identity in this process"},
     {"_set_errors", module_set_errors, METH_VARARGS, "Install the exception classes."},
     {"status_names", module_names, METH_NOARGS, "status code -> STRATA_ERR_* name"},
     {NULL, NULL, 0, NULL}};

@@ -1,40 +1,48 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * _torch.cpp — the torch.distributed backend "strata": a c10d::ProcessGroup over strata.h.
+ * _torch.cpp — the torch.distributed backend "strata": a c10d::Backend over strata.h.
  *
- * strata/torch.py registers create_process_group with torch.distributed.Backend. torch (1.13)
- * calls it for the default group and for each new_group with that group's store (a PrefixStore
- * over the job's TCPStore, so MASTER_ADDR/MASTER_PORT are all a job needs), the rank in the
- * group, its size and the timeout. Each group is its own communicator, joined through that store
- * by strata_comm_init_store; its configuration is the environment's STRATA_* knobs, set further
- * by name (strata_config_set), never by writing the struct's fields.
+ * strata/torch.py registers create_backend with torch.distributed.Backend for the "cpu" and
+ * "cuda" devices. torch calls it for the default group and for each new_group with that group's
+ * store (a PrefixStore over the job's TCPStore, so MASTER_ADDR/MASTER_PORT are all a job needs),
+ * the rank in the group, its size and the timeout; split_group comes through split(). Each group
+ * is its own communicator, joined through that store by strata_comm_init_store; its
+ * configuration is the environment's STRATA_* knobs, set further by name (strata_config_set).
  *
- * Every operation starts one non-blocking strata call on the caller's thread, so calls are
- * numbered in the caller's order, the order every rank must agree on. Its request goes to the
- * group's completion thread, which waits for requests in the order they started, runs what must
- * follow (copying a list form out of its flat buffer), then completes the Work and its Future.
- * That thread exists because DDP's reducer waits on the Future, not on the Work: something other
- * than the caller has to complete it. A Work holds every tensor strata reads or writes until its
- * request completes, since strata owns those buffers until then.
+ * Every operation is a plan: one or more non-blocking strata calls started on the caller's
+ * thread, so calls are numbered in the caller's order, the order every rank must agree on. The
+ * plan goes to the group's completion thread, which waits for its requests in the order they
+ * started, runs what must follow (copying list forms out of their flat buffers, device tensors
+ * back from their host copies), then completes the Work and its Future. That thread exists
+ * because DDP's reducer waits on the Future, not on the Work: something other than the caller
+ * has to complete it. A Work holds every tensor strata reads or writes until its requests
+ * complete, since strata owns those buffers until then.
  *
- * The flat forms (allreduce, broadcast, reduce, _allgather_base, _reduce_scatter_base,
- * alltoall_base, send, recv) hand strata the tensors' own memory: no copy. The list forms copy
- * through one flat buffer. Only CPU, strided, contiguous tensors of strata's dtypes are accepted,
- * checked before anything starts; any other tensor, op or option raises a Python exception that
- * names what is not supported. Failures of the call itself raise with the C status name
- * (STRATA_ERR_MISMATCH, ...), on every rank, within the timeout.
+ * Wire types. strata's dtypes carry most of torch's; bool travels as uint8 with each op mapped
+ * to its logical meaning (sum and max are "or", product and min "and"), complex tensors as
+ * their real and imaginary parts (sum, avg and premul_sum only, as torch allows on complex).
+ * PREMUL_SUM multiplies by its factor, then sums. Uneven all-to-all pads every block to the
+ * largest one the ranks agree on (one small allreduce), then runs strata's all-to-all.
+ *
+ * Devices. A tensor on any device other than the CPU is staged through a pinned host copy: the
+ * copy in is made on the caller's thread before the strata call starts (it waits for the work
+ * the caller queued on that device's current stream), the copy out on the completion thread
+ * before the Work completes, so a waited Work's tensors hold the result on their device.
  */
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/utils/pybind.h>
 #include <pybind11/chrono.h>
 
+#include <c10/core/DeviceGuard.h>
+
+#include <algorithm>
 #include <cinttypes>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -54,33 +62,101 @@ std::string failure_text(const char *what, int status) {
          strata_strerror(status);
 }
 
-strata_dtype dtype_of(const at::Tensor &tensor) {
-  switch (tensor.scalar_type()) {
+// How a tensor travels: strata's dtype and how many wire elements one tensor element is.
+struct Wire {
+  strata_dtype dtype;
+  int64_t per_element;
+  bool is_bool;
+  bool is_complex;
+};
+
+Wire wire_of(at::ScalarType type) {
+  switch (type) {
     case at::kFloat:
-      return STRATA_F32;
+      return {STRATA_F32, 1, false, false};
     case at::kDouble:
-      return STRATA_F64;
+      return {STRATA_F64, 1, false, false};
     case at::kHalf:
-      return STRATA_F16;
+      return {STRATA_F16, 1, false, false};
     case at::kBFloat16:
-      return STRATA_BF16;
+      return {STRATA_BF16, 1, false, false};
     case at::kChar:
-      return STRATA_I8;
+      return {STRATA_I8, 1, false, false};
     case at::kByte:
-      return STRATA_U8;
+      return {STRATA_U8, 1, false, false};
+    case at::kShort:
+      return {STRATA_I16, 1, false, false};
     case at::kInt:
-      return STRATA_I32;
+      return {STRATA_I32, 1, false, false};
     case at::kLong:
-      return STRATA_I64;
+      return {STRATA_I64, 1, false, false};
+    case at::kBool:
+      return {STRATA_U8, 1, true, false};
+    case at::kComplexFloat:
+      return {STRATA_F32, 2, false, true};
+    case at::kComplexDouble:
+      return {STRATA_F64, 2, false, true};
     default:
-      TORCH_CHECK_TYPE(false, "strata: no strata dtype for ", tensor.scalar_type(),
-                       " (float32, float64, float16, bfloat16, int8, uint8, int32, int64)");
+      TORCH_CHECK_TYPE(false, "strata: no strata dtype for ", type,
+                       " (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, "
+                       "float64, complex64, complex128)");
   }
 }
 
-strata_op op_of(const c10d::ReduceOp &op) {
+const char *op_name(const c10d::ReduceOp &op) {
   switch (op.op_) {
     case c10d::ReduceOp::SUM:
+      return "SUM";
+    case c10d::ReduceOp::AVG:
+      return "AVG";
+    case c10d::ReduceOp::PRODUCT:
+      return "PRODUCT";
+    case c10d::ReduceOp::MIN:
+      return "MIN";
+    case c10d::ReduceOp::MAX:
+      return "MAX";
+    case c10d::ReduceOp::BAND:
+      return "BAND";
+    case c10d::ReduceOp::BOR:
+      return "BOR";
+    case c10d::ReduceOp::BXOR:
+      return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM:
+      return "PREMUL_SUM";
+    default:
+      return "an unknown op";
+  }
+}
+
+// strata's op for a reduction of `type`; PREMUL_SUM is a SUM once its factor is applied.
+strata_op op_of(const c10d::ReduceOp &op, at::ScalarType type) {
+  Wire wire = wire_of(type);
+  bool floating = at::isFloatingType(type) || wire.is_complex;
+  if (wire.is_complex)
+    TORCH_CHECK(op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::AVG ||
+                    op.op_ == c10d::ReduceOp::PREMUL_SUM,
+                "strata: ", op_name(op),
+                " is not defined on complex tensors (SUM, AVG, "
+                "PREMUL_SUM are)");
+  if (wire.is_bool) {
+    switch (op.op_) {
+      case c10d::ReduceOp::SUM:
+      case c10d::ReduceOp::MAX:
+      case c10d::ReduceOp::BOR:
+        return STRATA_MAX;  // or
+      case c10d::ReduceOp::PRODUCT:
+      case c10d::ReduceOp::MIN:
+      case c10d::ReduceOp::BAND:
+        return STRATA_MIN;  // and
+      case c10d::ReduceOp::BXOR:
+        return STRATA_BXOR;
+      default:
+        TORCH_CHECK(false, "strata: ", op_name(op), " is not defined on bool tensors");
+    }
+  }
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+    case c10d::ReduceOp::PREMUL_SUM:
       return STRATA_SUM;
     case c10d::ReduceOp::AVG:
       return STRATA_AVG;
@@ -90,21 +166,37 @@ strata_op op_of(const c10d::ReduceOp &op) {
       return STRATA_MIN;
     case c10d::ReduceOp::MAX:
       return STRATA_MAX;
+    case c10d::ReduceOp::BAND:
+    case c10d::ReduceOp::BOR:
+    case c10d::ReduceOp::BXOR:
+      TORCH_CHECK(!floating, "strata: ", op_name(op),
+                  " is defined on integer and bool tensors, not ", type);
+      return op.op_ == c10d::ReduceOp::BAND  ? STRATA_BAND
+             : op.op_ == c10d::ReduceOp::BOR ? STRATA_BOR
+                                             : STRATA_BXOR;
     default:
-      TORCH_CHECK(false, "strata: reduce op ", static_cast<int>(op.op_),
-                  " (BAND, BOR, BXOR, PREMUL_SUM) is not supported: sum, avg, product, min, max");
+      TORCH_CHECK(false, "strata: reduce op ", op_name(op), " is not supported");
   }
+}
+
+// PREMUL_SUM's factor, as a double (a one-element tensor factor is read once).
+double premul_factor(const c10d::ReduceOp &op) {
+  auto *supplement = dynamic_cast<c10d::PreMulSumSupplement *>(op.supplement_.get());
+  TORCH_CHECK(supplement, "strata: PREMUL_SUM without its factor");
+  if (supplement->tensor_factor.defined()) {
+    TORCH_CHECK(!supplement->tensor_factor.is_complex(), "strata: PREMUL_SUM takes a real factor");
+    return supplement->tensor_factor.to(at::kCPU).item<double>();
+  }
+  return supplement->double_factor;
 }
 
 void check_tensor(const at::Tensor &tensor, const char *what) {
   TORCH_CHECK(tensor.defined(), "strata: ", what, ": an undefined tensor");
-  TORCH_CHECK(tensor.device().is_cpu(), "strata: ", what, ": the tensor is on ", tensor.device(),
-              "; the strata backend moves CPU tensors only");
   TORCH_CHECK(tensor.layout() == at::kStrided, "strata: ", what, ": a ", tensor.layout(),
               " tensor; the strata backend moves dense (strided) tensors only");
   TORCH_CHECK(tensor.is_contiguous(), "strata: ", what,
               ": the tensor is not contiguous (call .contiguous() first)");
-  dtype_of(tensor);
+  wire_of(tensor.scalar_type());
 }
 
 const at::Tensor &single(const std::vector<at::Tensor> &tensors, const char *what) {
@@ -133,10 +225,11 @@ void check_same_dtype(const at::Tensor &a, const at::Tensor &b, const char *what
               ": input and output dtypes differ (", a.scalar_type(), " and ", b.scalar_type(), ")");
 }
 
+// One host tensor holding `list` end to end (on the CPU, whatever their device).
 at::Tensor flat_copy(const std::vector<at::Tensor> &list) {
   std::vector<at::Tensor> flattened;
   flattened.reserve(list.size());
-  for (const at::Tensor &tensor : list) flattened.push_back(tensor.reshape({-1}));
+  for (const at::Tensor &tensor : list) flattened.push_back(tensor.reshape({-1}).to(at::kCPU));
   return at::cat(flattened);
 }
 
@@ -144,20 +237,22 @@ void copy_out(const at::Tensor &flat, const std::vector<at::Tensor> &list) {
   int64_t offset = 0;
   for (const at::Tensor &tensor : list) {
     int64_t n = tensor.numel();
+    c10::OptionalDeviceGuard guard(tensor.device());
     tensor.copy_(flat.narrow(0, offset, n).view(tensor.sizes()));
     offset += n;
   }
 }
 
-strata_coll_args make_args(strata_coll coll, const void *send, void *recv, size_t count,
-                           strata_dtype dtype) {
+strata_coll_args make_args(strata_coll coll, const at::Tensor *send, const at::Tensor *recv,
+                           int64_t numel, at::ScalarType type) {
+  Wire wire = wire_of(type);
   strata_coll_args args;
   std::memset(&args, 0, sizeof args);
   args.coll = coll;
-  args.sendbuf = send;
-  args.recvbuf = recv;
-  args.count = count;
-  args.dtype = dtype;
+  args.sendbuf = send ? send->data_ptr() : nullptr;
+  args.recvbuf = recv ? recv->data_ptr() : nullptr;
+  args.count = static_cast<size_t>(numel * wire.per_element);
+  args.dtype = wire.dtype;
   args.op = STRATA_SUM;
   args.algo = STRATA_ALGO_AUTO;
   args.compress = STRATA_COMPRESS_DEFAULT;
@@ -226,7 +321,7 @@ int store_set_if_absent(void *context, const char *key, const void *value, size_
 
 // ---- Work ----
 
-// The completion thread's queue and what wakes it: a new request, the end of the group, or a
+// The completion thread's queue and what wakes it: a new plan, the end of the group, or a
 // caller that starts waiting for a Work.
 struct Signal {
   std::mutex mutex;
@@ -245,7 +340,7 @@ class StrataWork : public c10d::Work {
 
   std::vector<at::Tensor> result() override { return outputs_; }
 
-  // A caller waits: the completion thread stops polling this request and blocks in
+  // A caller waits: the completion thread stops polling this plan's requests and blocks in
   // strata_request_wait, the lowest latency, as no one on this thread will start another call.
   bool wait(std::chrono::milliseconds timeout) override {
     if (!isCompleted()) {
@@ -260,6 +355,8 @@ class StrataWork : public c10d::Work {
 
   bool waited() const { return waited_; }  // under signal_->mutex
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  int sourceRank() const override { return source_rank_; }
+  void set_source_rank(int rank) { source_rank_ = rank; }
 
   // The completion thread's last word on this operation.
   void complete(std::exception_ptr error) {
@@ -273,25 +370,54 @@ class StrataWork : public c10d::Work {
  private:
   std::shared_ptr<Signal> signal_;
   bool waited_ = false;
+  int source_rank_ = -1;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-struct Pending {
-  c10::intrusive_ptr<StrataWork> work;
-  strata_request *request;
+// One operation: the strata calls it makes, in order, and what must follow them.
+struct Plan {
   const char *what;
-  std::vector<at::Tensor> keep;  // every buffer strata owns until the request completes
-  std::function<void()> after;   // runs once the request succeeded
+  c10d::OpType type;
+  std::vector<strata_coll_args> calls;
+  std::vector<at::Tensor> outputs;           // Work::result()
+  std::vector<at::Tensor> keep;              // every buffer strata owns until the requests complete
+  std::vector<std::function<void()>> after;  // in order, once every request succeeded
+
+  Plan(const char *what_, c10d::OpType type_) : what(what_), type(type_) {}
 };
 
-// ---- the process group ----
+struct Pending {
+  c10::intrusive_ptr<StrataWork> work;
+  std::vector<strata_request *> requests;
+  int start_status = STRATA_OK;  // a call that could not start: the ones before it still run
+  Plan plan;
+};
 
-class ProcessGroupStrata : public c10d::ProcessGroup {
+// A host tensor strata may read and write for `tensor`: the tensor itself on the CPU, else a
+// host copy (pinned where the device supports it), filled from the device when `copy_in`.
+at::Tensor host_of(const at::Tensor &tensor, bool copy_in) {
+  if (tensor.is_cpu()) return tensor;
+  at::Tensor host;
+  try {
+    host = at::empty(tensor.sizes(), tensor.options().device(at::kCPU).pinned_memory(true));
+  } catch (const std::exception &) {
+    host = at::empty(tensor.sizes(), tensor.options().device(at::kCPU));
+  }
+  if (copy_in) {
+    c10::OptionalDeviceGuard guard(tensor.device());
+    host.copy_(tensor);  // waits for the work queued on the device's current stream
+  }
+  return host;
+}
+
+// ---- the backend ----
+
+class BackendStrata : public c10d::Backend {
  public:
-  ProcessGroupStrata(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-                     double timeout_s)
-      : c10d::ProcessGroup(rank, size), store_(store) {
+  BackendStrata(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+                std::chrono::milliseconds timeout)
+      : c10d::Backend(rank, size), store_(store), timeout_(timeout) {
     strata_config cfg;
     strata_config_init(&cfg);
     char err[512] = "";
@@ -304,9 +430,9 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
     // torch's timeout is how long a collective may wait for a late rank (a checkpoint, an
     // evaluation): strata's operation timeout. A dead or frozen rank is found sooner, by its
     // silence (STRATA_TIMEOUT).
-    if (!std::getenv("STRATA_OP_TIMEOUT") && timeout_s > 0) {
+    if (!std::getenv("STRATA_OP_TIMEOUT") && timeout.count() > 0) {
       char text[64];
-      std::snprintf(text, sizeof text, "%.3f", timeout_s);
+      std::snprintf(text, sizeof text, "%.3f", timeout.count() / 1000.0);
       set(&cfg, "op_timeout", text);
     }
     set(&cfg, "job_id", group_job_id(cfg.job_id, rank));
@@ -318,10 +444,9 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
     status = strata_comm_init_store(&cfg, &ops_, &comm_);
     TORCH_CHECK(status == STRATA_OK, failure_text("joining the group", status));
     thread_ = std::thread([this] { complete_in_order(); });
-    init();
   }
 
-  ~ProcessGroupStrata() override {
+  ~BackendStrata() override {
     {
       std::lock_guard<std::mutex> lock(signal_->mutex);
       stopping_ = true;
@@ -332,35 +457,76 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
   }
 
   const std::string getBackendName() const override { return "strata"; }
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<Options> getBackendOptions() override {
+    return c10::make_intrusive<Options>("strata", timeout_);
+  }
+
+  // split_group: the ranks of `ranks` (this group's) make a group of their own through `store`.
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store> &store,
+                                          const std::vector<int> &ranks,
+                                          const c10::intrusive_ptr<Options> &opts) override {
+    auto mine = std::find(ranks.begin(), ranks.end(), getRank());
+    if (mine == ranks.end()) return nullptr;
+    auto timeout = opts ? opts->timeout : timeout_;
+    return c10::make_intrusive<BackendStrata>(store, static_cast<int>(mine - ranks.begin()),
+                                              static_cast<int>(ranks.size()), timeout);
+  }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors,
                                            const c10d::AllreduceOptions &opts) override {
     const at::Tensor &t = single(tensors, "allreduce");
-    strata_coll_args args =
-        make_args(STRATA_COLL_ALLREDUCE, t.data_ptr(), t.data_ptr(), t.numel(), dtype_of(t));
-    args.op = op_of(opts.reduceOp);
-    return start(c10d::OpType::ALLREDUCE, "allreduce", args, {t}, {}, nullptr);
+    Plan plan("allreduce", c10d::OpType::ALLREDUCE);
+    plan.outputs = {t};
+    add_allreduce(plan, t, opts.reduceOp);
+    return start(std::move(plan));
+  }
+
+  // One strata allreduce over the tensors end to end (they share a dtype, as torch requires).
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor> &tensors, const c10d::AllreduceCoalescedOptions &opts) override {
+    TORCH_CHECK(!tensors.empty(), "strata: allreduce_coalesced: no tensors");
+    for (const at::Tensor &t : tensors) {
+      check_tensor(t, "allreduce_coalesced");
+      check_same_dtype(tensors[0], t, "allreduce_coalesced");
+    }
+    Plan plan("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED);
+    plan.outputs = tensors;
+    at::Tensor flat = flat_copy(tensors);
+    add_allreduce(plan, flat, opts.reduceOp);
+    std::vector<at::Tensor> list = tensors;
+    plan.after.push_back([flat, list] { copy_out(flat, list); });
+    return start(std::move(plan));
   }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
                                            const c10d::BroadcastOptions &opts) override {
     const at::Tensor &t = single(tensors, "broadcast");
     TORCH_CHECK(opts.rootTensor == 0, "strata: broadcast: one tensor per rank (rootTensor 0)");
+    Plan plan("broadcast", c10d::OpType::BROADCAST);
+    plan.outputs = {t};
+    at::Tensor host = inout(plan, t, true);
     strata_coll_args args =
-        make_args(STRATA_COLL_BROADCAST, t.data_ptr(), t.data_ptr(), t.numel(), dtype_of(t));
+        make_args(STRATA_COLL_BROADCAST, &host, &host, t.numel(), t.scalar_type());
     args.root = root(opts.rootRank, "broadcast");
-    return start(c10d::OpType::BROADCAST, "broadcast", args, {t}, {}, nullptr);
+    plan.calls.push_back(args);
+    return start(std::move(plan));
   }
 
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor> &tensors,
                                         const c10d::ReduceOptions &opts) override {
     const at::Tensor &t = single(tensors, "reduce");
     TORCH_CHECK(opts.rootTensor == 0, "strata: reduce: one tensor per rank (rootTensor 0)");
-    strata_coll_args args =
-        make_args(STRATA_COLL_REDUCE, t.data_ptr(), t.data_ptr(), t.numel(), dtype_of(t));
-    args.op = op_of(opts.reduceOp);
+    strata_op op = op_of(opts.reduceOp, t.scalar_type());
+    Plan plan("reduce", c10d::OpType::REDUCE);
+    plan.outputs = {t};
+    at::Tensor host = inout(plan, t, true);
+    premultiply(host, opts.reduceOp);
+    strata_coll_args args = make_args(STRATA_COLL_REDUCE, &host, &host, t.numel(), t.scalar_type());
+    args.op = op;
     args.root = root(opts.rootRank, "reduce");
-    return start(c10d::OpType::REDUCE, "reduce", args, {t}, {}, nullptr);
+    plan.calls.push_back(args);
+    return start(std::move(plan));
   }
 
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outputs,
@@ -368,25 +534,41 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
                                            const c10d::AllgatherOptions &) override {
     const at::Tensor &in = single(inputs, "allgather");
     TORCH_CHECK(outputs.size() == 1, "strata: allgather: one output list per rank");
-    std::vector<at::Tensor> list = outputs[0];
-    check_list(list, size_, in, "allgather");
-    at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
-    strata_coll_args args =
-        make_args(STRATA_COLL_ALLGATHER, in.data_ptr(), flat.data_ptr(), in.numel(), dtype_of(in));
-    return start(c10d::OpType::ALLGATHER, "allgather", args, list, {in, flat},
-                 [flat, list] { copy_out(flat, list); });
+    Plan plan("allgather", c10d::OpType::ALLGATHER);
+    add_allgather_list(plan, outputs[0], in);
+    return start(std::move(plan));
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputs,
+                                                     std::vector<at::Tensor> &inputs,
+                                                     const c10d::AllgatherOptions &) override {
+    TORCH_CHECK(outputs.size() == inputs.size(), "strata: allgather_coalesced: ", inputs.size(),
+                " inputs and ", outputs.size(), " output lists");
+    Plan plan("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED);
+    for (size_t i = 0; i < inputs.size(); i++) {
+      check_tensor(inputs[i], "allgather_coalesced");
+      add_allgather_list(plan, outputs[i], inputs[i]);
+    }
+    return start(std::move(plan));
   }
 
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &output, at::Tensor &input,
                                                  const c10d::AllgatherOptions &) override {
-    check_tensor(input, "_allgather_base");
-    check_tensor(output, "_allgather_base");
-    check_same_dtype(input, output, "_allgather_base");
-    TORCH_CHECK(output.numel() == size_ * input.numel(), "strata: _allgather_base: the output has ",
-                output.numel(), " elements, not world size x input (", size_ * input.numel(), ")");
-    strata_coll_args args = make_args(STRATA_COLL_ALLGATHER, input.data_ptr(), output.data_ptr(),
-                                      input.numel(), dtype_of(input));
-    return start(c10d::OpType::_ALLGATHER_BASE, "allgather", args, {output}, {input}, nullptr);
+    Plan plan("allgather", c10d::OpType::_ALLGATHER_BASE);
+    add_allgather_flat(plan, output, input, "allgather_into_tensor");
+    return start(std::move(plan));
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+      const c10d::AllgatherOptions &) override {
+    TORCH_CHECK(outputs.size() == inputs.size(),
+                "strata: allgather_into_tensor_coalesced: ", inputs.size(), " inputs and ",
+                outputs.size(), " outputs");
+    Plan plan("allgather_into_tensor_coalesced", c10d::OpType::COALESCED);
+    for (size_t i = 0; i < inputs.size(); i++)
+      add_allgather_flat(plan, outputs[i], inputs[i], "allgather_into_tensor_coalesced");
+    return start(std::move(plan));
   }
 
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &outputs,
@@ -395,28 +577,36 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
     const at::Tensor &out = single(outputs, "reduce_scatter");
     TORCH_CHECK(inputs.size() == 1, "strata: reduce_scatter: one input list per rank");
     check_list(inputs[0], size_, out, "reduce_scatter");
+    Plan plan("reduce_scatter", c10d::OpType::REDUCE_SCATTER);
     at::Tensor flat = flat_copy(inputs[0]);
-    strata_coll_args args = make_args(STRATA_COLL_REDUCE_SCATTER, flat.data_ptr(), out.data_ptr(),
-                                      out.numel(), dtype_of(out));
-    args.op = op_of(opts.reduceOp);
-    return start(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", args, {out}, {flat}, nullptr);
+    add_reduce_scatter(plan, out, flat, opts.reduceOp, true);
+    return start(std::move(plan));
   }
 
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor &output, at::Tensor &input, const c10d::ReduceScatterOptions &opts) override {
-    check_tensor(input, "_reduce_scatter_base");
-    check_tensor(output, "_reduce_scatter_base");
-    check_same_dtype(input, output, "_reduce_scatter_base");
-    TORCH_CHECK(input.numel() == size_ * output.numel(),
-                "strata: _reduce_scatter_base: the input has ", input.numel(),
-                " elements, not world size x output (", size_ * output.numel(), ")");
-    strata_coll_args args = make_args(STRATA_COLL_REDUCE_SCATTER, input.data_ptr(),
-                                      output.data_ptr(), output.numel(), dtype_of(output));
-    args.op = op_of(opts.reduceOp);
-    return start(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter", args, {output}, {input},
-                 nullptr);
+    Plan plan("reduce_scatter", c10d::OpType::_REDUCE_SCATTER_BASE);
+    check_flat_pair(output, input, "reduce_scatter_tensor");
+    add_reduce_scatter(plan, output, input, opts.reduceOp, false);
+    return start(std::move(plan));
   }
 
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+      const c10d::ReduceScatterOptions &opts) override {
+    TORCH_CHECK(outputs.size() == inputs.size(),
+                "strata: reduce_scatter_tensor_coalesced: ", inputs.size(), " inputs and ",
+                outputs.size(), " outputs");
+    Plan plan("reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED);
+    for (size_t i = 0; i < inputs.size(); i++) {
+      check_flat_pair(outputs[i], inputs[i], "reduce_scatter_tensor_coalesced");
+      add_reduce_scatter(plan, outputs[i], inputs[i], opts.reduceOp, false);
+    }
+    return start(std::move(plan));
+  }
+
+  // Even splits go straight to strata's all-to-all; uneven ones pad every block to the largest
+  // block any rank sends (agreed by one allreduce of one integer) and unpack afterwards.
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
                                                std::vector<int64_t> &output_splits,
                                                std::vector<int64_t> &input_splits,
@@ -424,30 +614,45 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
     check_tensor(input, "alltoall_base");
     check_tensor(output, "alltoall_base");
     check_same_dtype(input, output, "alltoall_base");
-    TORCH_CHECK(input.numel() == output.numel() && input.numel() % size_ == 0,
-                "strata: alltoall_base: input and output must hold the same number of elements, a "
-                "multiple of the world size (",
-                input.numel(), " and ", output.numel(), ")");
-    check_even_splits(input_splits, input, "input_split_sizes");
-    check_even_splits(output_splits, output, "output_split_sizes");
-    strata_coll_args args = make_args(STRATA_COLL_ALLTOALL, input.data_ptr(), output.data_ptr(),
-                                      input.numel() / size_, dtype_of(input));
-    return start(c10d::OpType::ALLTOALL_BASE, "alltoall", args, {output}, {input}, nullptr);
+    int64_t in_rows = input.dim() ? input.size(0) : 0, out_rows = output.dim() ? output.size(0) : 0;
+    int64_t in_row = in_rows ? input.numel() / in_rows : 0;
+    int64_t out_row = out_rows ? output.numel() / out_rows : 0;
+    std::vector<int64_t> sends = splits_or_even(input_splits, in_rows, "input_split_sizes");
+    std::vector<int64_t> recvs = splits_or_even(output_splits, out_rows, "output_split_sizes");
+    std::vector<at::Tensor> send_blocks, recv_blocks;
+    int64_t offset = 0;
+    for (int64_t rows : sends) {
+      send_blocks.push_back(input.reshape({-1}).narrow(0, offset * in_row, rows * in_row));
+      offset += rows;
+    }
+    offset = 0;
+    for (int64_t rows : recvs) {
+      recv_blocks.push_back(output.reshape({-1}).narrow(0, offset * out_row, rows * out_row));
+      offset += rows;
+    }
+    Plan plan("alltoall_base", c10d::OpType::ALLTOALL_BASE);
+    plan.outputs = {output};
+    plan.keep = {input};
+    add_alltoall_blocks(plan, send_blocks, recv_blocks, input.scalar_type());
+    return start(std::move(plan));
   }
 
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs,
                                           std::vector<at::Tensor> &inputs,
                                           const c10d::AllToAllOptions &) override {
-    TORCH_CHECK(!inputs.empty(), "strata: alltoall: an empty input list");
-    check_tensor(inputs[0], "alltoall");
-    check_list(inputs, size_, inputs[0], "alltoall");
-    check_list(outputs, size_, inputs[0], "alltoall");
-    at::Tensor send = flat_copy(inputs);
-    at::Tensor recv = at::empty_like(send);
-    strata_coll_args args = make_args(STRATA_COLL_ALLTOALL, send.data_ptr(), recv.data_ptr(),
-                                      inputs[0].numel(), dtype_of(send));
-    return start(c10d::OpType::ALLTOALL, "alltoall", args, outputs, {send, recv},
-                 [recv, outputs] { copy_out(recv, outputs); });
+    TORCH_CHECK(
+        inputs.size() == static_cast<size_t>(size_) && outputs.size() == static_cast<size_t>(size_),
+        "strata: alltoall: one input and one output tensor per rank (", size_, ")");
+    for (size_t i = 0; i < inputs.size(); i++) {
+      check_tensor(inputs[i], "alltoall");
+      check_tensor(outputs[i], "alltoall");
+      check_same_dtype(inputs[0], inputs[i], "alltoall");
+      check_same_dtype(inputs[0], outputs[i], "alltoall");
+    }
+    Plan plan("alltoall", c10d::OpType::ALLTOALL);
+    plan.outputs = outputs;
+    add_alltoall_blocks(plan, inputs, outputs, inputs[0].scalar_type());
+    return start(std::move(plan));
   }
 
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
@@ -455,21 +660,28 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
                                         const c10d::GatherOptions &opts) override {
     const at::Tensor &in = single(inputs, "gather");
     int root_rank = root(opts.rootRank, "gather");
+    Plan plan("gather", c10d::OpType::GATHER);
+    at::Tensor host_in = host_of(in, true);
+    plan.keep.push_back(host_in);
     strata_coll_args args =
-        make_args(STRATA_COLL_GATHER, in.data_ptr(), nullptr, in.numel(), dtype_of(in));
+        make_args(STRATA_COLL_GATHER, &host_in, nullptr, in.numel(), in.scalar_type());
     args.root = root_rank;
     if (getRank() != root_rank) {
       TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                   "strata: gather: only the root gives output tensors");
-      return start(c10d::OpType::GATHER, "gather", args, {}, {in}, nullptr);
+      plan.calls.push_back(args);
+      return start(std::move(plan));
     }
     TORCH_CHECK(outputs.size() == 1, "strata: gather: one output list on the root");
     std::vector<at::Tensor> list = outputs[0];
     check_list(list, size_, in, "gather");
-    at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
+    at::Tensor flat = at::empty({size_ * in.numel()}, in.options().device(at::kCPU));
     args.recvbuf = flat.data_ptr();
-    return start(c10d::OpType::GATHER, "gather", args, list, {in, flat},
-                 [flat, list] { copy_out(flat, list); });
+    plan.calls.push_back(args);
+    plan.outputs = list;
+    plan.keep.push_back(flat);
+    plan.after.push_back([flat, list] { copy_out(flat, list); });
+    return start(std::move(plan));
   }
 
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outputs,
@@ -477,43 +689,99 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
                                          const c10d::ScatterOptions &opts) override {
     const at::Tensor &out = single(outputs, "scatter");
     int root_rank = root(opts.rootRank, "scatter");
+    Plan plan("scatter", c10d::OpType::SCATTER);
+    plan.outputs = {out};
+    at::Tensor host_out = inout(plan, out, false);
     strata_coll_args args =
-        make_args(STRATA_COLL_SCATTER, nullptr, out.data_ptr(), out.numel(), dtype_of(out));
+        make_args(STRATA_COLL_SCATTER, nullptr, &host_out, out.numel(), out.scalar_type());
     args.root = root_rank;
     if (getRank() != root_rank) {
       TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                   "strata: scatter: only the root gives input tensors");
-      return start(c10d::OpType::SCATTER, "scatter", args, {out}, {}, nullptr);
+    } else {
+      TORCH_CHECK(inputs.size() == 1, "strata: scatter: one input list on the root");
+      check_list(inputs[0], size_, out, "scatter");
+      at::Tensor flat = flat_copy(inputs[0]);
+      args.sendbuf = flat.data_ptr();
+      plan.keep.push_back(flat);
     }
-    TORCH_CHECK(inputs.size() == 1, "strata: scatter: one input list on the root");
-    check_list(inputs[0], size_, out, "scatter");
-    at::Tensor flat = flat_copy(inputs[0]);
-    args.sendbuf = flat.data_ptr();
-    return start(c10d::OpType::SCATTER, "scatter", args, {out}, {flat}, nullptr);
+    plan.calls.push_back(args);
+    return start(std::move(plan));
   }
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &) override {
-    strata_coll_args args = make_args(STRATA_COLL_BARRIER, nullptr, nullptr, 0, STRATA_U8);
-    return start(c10d::OpType::BARRIER, "barrier", args, {}, {}, nullptr);
+    Plan plan("barrier", c10d::OpType::BARRIER);
+    plan.calls.push_back(make_args(STRATA_COLL_BARRIER, nullptr, nullptr, 0, at::kByte));
+    return start(std::move(plan));
+  }
+
+  // Every rank but 0 reports to rank 0, which waits up to the timeout and names the ranks that
+  // did not report (all of them with wait_all_ranks, else the first); rank 0 then tells each
+  // rank that reported whether the barrier passed, so a failure raises on every rank that came.
+  void monitoredBarrier(const c10d::BarrierOptions &opts, bool wait_all_ranks) override {
+    auto timeout = opts.timeout.count() > 0 ? opts.timeout : timeout_;
+    if (getRank() != 0) {
+      uint8_t here = 1, verdict = 0;
+      p2p_blocking(STRATA_COLL_SEND, &here, 0, "monitored_barrier");
+      p2p_blocking(STRATA_COLL_RECV, &verdict, 0, "monitored_barrier");
+      TORCH_CHECK(verdict == 1, "strata: monitored_barrier: rank 0 found ranks missing");
+      return;
+    }
+    std::vector<uint8_t> flags(size_, 0);
+    std::vector<strata_request *> requests(size_, nullptr);
+    for (int peer = 1; peer < size_; peer++) {
+      strata_coll_args args = p2p_args(STRATA_COLL_RECV, &flags[peer], peer);
+      int status = strata_collective(comm_, &args, &requests[peer]);
+      TORCH_CHECK(status == STRATA_OK, failure_text("monitored_barrier", status));
+    }
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::vector<int> missing;
+    for (int peer = 1; peer < size_; peer++) {
+      int status = STRATA_ERR_IN_PROGRESS;
+      while ((status = strata_request_test(requests[peer])) == STRATA_ERR_IN_PROGRESS &&
+             std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (status != STRATA_OK) {
+        missing.push_back(peer);
+        if (!wait_all_ranks) break;
+      }
+    }
+    uint8_t verdict = missing.empty() ? 1 : 0;
+    for (int peer = 1; peer < size_; peer++)
+      if (std::find(missing.begin(), missing.end(), peer) == missing.end() && flags[peer] == 1)
+        p2p_blocking(STRATA_COLL_SEND, &verdict, peer, "monitored_barrier");
+    if (missing.empty()) return;
+    std::string names;
+    for (int peer : missing) names += (names.empty() ? "" : ", ") + std::to_string(peer);
+    TORCH_CHECK(false, "strata: monitored_barrier: rank", missing.size() > 1 ? "s " : " ", names,
+                " did not reach the barrier within ", timeout.count(), " ms");
   }
 
   // Tags are not matched: messages between a pair arrive in the order they were sent.
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst_rank,
                                       int) override {
     const at::Tensor &t = single(tensors, "send");
-    strata_coll_args args =
-        make_args(STRATA_COLL_SEND, t.data_ptr(), nullptr, t.numel(), dtype_of(t));
+    Plan plan("send", c10d::OpType::SEND);
+    at::Tensor host = host_of(t, true);
+    plan.keep.push_back(host);
+    strata_coll_args args = make_args(STRATA_COLL_SEND, &host, nullptr, t.numel(), t.scalar_type());
     args.root = root(dst_rank, "send");
-    return start(c10d::OpType::SEND, "send", args, {}, {t}, nullptr);
+    plan.calls.push_back(args);
+    return start(std::move(plan));
   }
 
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src_rank,
                                       int) override {
     const at::Tensor &t = single(tensors, "recv");
-    strata_coll_args args =
-        make_args(STRATA_COLL_RECV, nullptr, t.data_ptr(), t.numel(), dtype_of(t));
+    Plan plan("recv", c10d::OpType::RECV);
+    plan.outputs = {t};
+    at::Tensor host = inout(plan, t, false);
+    strata_coll_args args = make_args(STRATA_COLL_RECV, nullptr, &host, t.numel(), t.scalar_type());
     args.root = root(src_rank, "recv");
-    return start(c10d::OpType::RECV, "recv", args, {t}, {}, nullptr);
+    plan.calls.push_back(args);
+    auto work = start(std::move(plan));
+    static_cast<StrataWork *>(work.get())->set_source_rank(src_rank);
+    return work;
   }
 
  private:
@@ -546,30 +814,203 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
     return static_cast<int>(rank);
   }
 
-  void check_even_splits(const std::vector<int64_t> &splits, const at::Tensor &tensor,
-                         const char *what) const {
-    if (splits.empty()) return;
-    int64_t rows = tensor.dim() ? tensor.size(0) : 0;
-    bool even = splits.size() == static_cast<size_t>(size_);
-    for (int64_t split : splits) even = even && split * size_ == rows;
-    TORCH_CHECK(even, "strata: alltoall_base: ", what,
-                " must split dim 0 evenly across the ranks (uneven splits are not supported)");
+  // The host buffer for a tensor strata writes (and reads, with copy_in): a device tensor's
+  // result goes back to it before the Work completes.
+  static at::Tensor inout(Plan &plan, const at::Tensor &tensor, bool copy_in) {
+    at::Tensor host = host_of(tensor, copy_in);
+    plan.keep.push_back(host);
+    if (!host.is_same(tensor))
+      plan.after.push_back([host, tensor] {
+        c10::OptionalDeviceGuard guard(tensor.device());
+        tensor.copy_(host);
+      });
+    return host;
   }
 
-  c10::intrusive_ptr<c10d::Work> start(c10d::OpType type, const char *what,
-                                       const strata_coll_args &args,
-                                       std::vector<at::Tensor> outputs,
-                                       std::vector<at::Tensor> keep, std::function<void()> after) {
+  static void premultiply(at::Tensor &host, const c10d::ReduceOp &op) {
+    if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return;
+    at::NoGradGuard no_grad;
+    double factor = premul_factor(op);
+    if (at::isFloatingType(host.scalar_type()) || at::isComplexType(host.scalar_type()))
+      host.mul_(factor);
+    else  // integers: the product rounded to the nearest integer of the tensor's type
+      host.copy_(at::round(host.to(at::kDouble).mul_(factor)));
+  }
+
+  void add_allreduce(Plan &plan, const at::Tensor &t, const c10d::ReduceOp &reduce_op) {
+    strata_op op = op_of(reduce_op, t.scalar_type());
+    at::Tensor host = inout(plan, t, true);
+    premultiply(host, reduce_op);
+    strata_coll_args args =
+        make_args(STRATA_COLL_ALLREDUCE, &host, &host, t.numel(), t.scalar_type());
+    args.op = op;
+    plan.calls.push_back(args);
+  }
+
+  void add_allgather_list(Plan &plan, std::vector<at::Tensor> &list, const at::Tensor &in) {
+    check_list(list, size_, in, "allgather");
+    at::Tensor host_in = host_of(in, true);
+    at::Tensor flat = at::empty({size_ * in.numel()}, in.options().device(at::kCPU));
+    plan.calls.push_back(
+        make_args(STRATA_COLL_ALLGATHER, &host_in, &flat, in.numel(), in.scalar_type()));
+    plan.keep.push_back(host_in);
+    plan.keep.push_back(flat);
+    plan.outputs.insert(plan.outputs.end(), list.begin(), list.end());
+    std::vector<at::Tensor> outputs = list;
+    plan.after.push_back([flat, outputs] { copy_out(flat, outputs); });
+  }
+
+  void add_allgather_flat(Plan &plan, at::Tensor &output, at::Tensor &input, const char *what) {
+    check_tensor(input, what);
+    check_tensor(output, what);
+    check_same_dtype(input, output, what);
+    TORCH_CHECK(output.numel() == size_ * input.numel(), "strata: ", what, ": the output has ",
+                output.numel(), " elements, not world size x input (", size_ * input.numel(), ")");
+    at::Tensor host_in = host_of(input, true);
+    plan.keep.push_back(host_in);
+    plan.outputs.push_back(output);
+    at::Tensor host_out = inout(plan, output, false);
+    plan.calls.push_back(
+        make_args(STRATA_COLL_ALLGATHER, &host_in, &host_out, input.numel(), input.scalar_type()));
+  }
+
+  void check_flat_pair(const at::Tensor &output, const at::Tensor &input, const char *what) {
+    check_tensor(input, what);
+    check_tensor(output, what);
+    check_same_dtype(input, output, what);
+    TORCH_CHECK(input.numel() == size_ * output.numel(), "strata: ", what, ": the input has ",
+                input.numel(), " elements, not world size x output (", size_ * output.numel(), ")");
+  }
+
+  // `input` is ours to change when `owned` (a flat copy), else the caller's: PREMUL_SUM then
+  // scales a copy.
+  void add_reduce_scatter(Plan &plan, const at::Tensor &output, const at::Tensor &input,
+                          const c10d::ReduceOp &reduce_op, bool owned) {
+    strata_op op = op_of(reduce_op, output.scalar_type());
+    at::Tensor host_in = host_of(input, true);
+    if (reduce_op.op_ == c10d::ReduceOp::PREMUL_SUM) {
+      if (!owned && host_in.is_same(input)) host_in = host_in.clone();
+      premultiply(host_in, reduce_op);
+    }
+    plan.keep.push_back(host_in);
+    plan.outputs.push_back(output);
+    at::Tensor host_out = inout(plan, output, false);
+    strata_coll_args args = make_args(STRATA_COLL_REDUCE_SCATTER, &host_in, &host_out,
+                                      output.numel(), output.scalar_type());
+    args.op = op;
+    plan.calls.push_back(args);
+  }
+
+  std::vector<int64_t> splits_or_even(const std::vector<int64_t> &splits, int64_t rows,
+                                      const char *what) const {
+    if (splits.empty()) {
+      TORCH_CHECK(rows % size_ == 0, "strata: alltoall_base: dim 0 (", rows,
+                  ") does not split evenly across ", size_, " ranks; give ", what);
+      return std::vector<int64_t>(size_, rows / size_);
+    }
+    TORCH_CHECK(splits.size() == static_cast<size_t>(size_), "strata: alltoall_base: ", what,
+                " has ", splits.size(), " entries, not one per rank (", size_, ")");
+    int64_t total = 0;
+    for (int64_t split : splits) {
+      TORCH_CHECK(split >= 0, "strata: alltoall_base: a negative size in ", what);
+      total += split;
+    }
+    TORCH_CHECK(total == rows, "strata: alltoall_base: ", what, " adds up to ", total,
+                " rows, the tensor has ", rows);
+    return splits;
+  }
+
+  // Block j of `sends` goes to rank j, block i of `recvs` comes from rank i. Blocks of one
+  // size go as they are; otherwise every block is padded to the largest any rank has.
+  void add_alltoall_blocks(Plan &plan, const std::vector<at::Tensor> &sends,
+                           const std::vector<at::Tensor> &recvs, at::ScalarType type) {
+    int64_t largest = 0;
+    bool even = true;
+    for (const at::Tensor &b : sends) {
+      largest = std::max(largest, b.numel());
+      even = even && b.numel() == sends[0].numel();
+    }
+    for (const at::Tensor &b : recvs) even = even && b.numel() == sends[0].numel();
+    // every rank must take the same path: agree on the largest block and on evenness
+    int64_t agreed[2] = {largest, even ? 0 : 1};
+    strata_coll_args probe;
+    std::memset(&probe, 0, sizeof probe);
+    probe.coll = STRATA_COLL_ALLREDUCE;
+    probe.sendbuf = agreed;
+    probe.recvbuf = agreed;
+    probe.count = 2;
+    probe.dtype = STRATA_I64;
+    probe.op = STRATA_MAX;
+    probe.compress = STRATA_COMPRESS_NONE;
+    strata_request *request = nullptr;
+    int status = strata_collective(comm_, &probe, &request);
+    if (status == STRATA_OK) status = strata_request_wait(request);
+    TORCH_CHECK(status == STRATA_OK, failure_text("alltoall (agreeing on block sizes)", status));
+    int64_t block = agreed[0];
+    at::TensorOptions host_options = at::TensorOptions().dtype(type).device(at::kCPU);
+    at::Tensor send = at::zeros({size_ * block}, host_options);
+    at::Tensor recv = at::empty({size_ * block}, host_options);
+    for (int j = 0; j < size_; j++)
+      send.narrow(0, j * block, sends[j].numel()).copy_(sends[j].reshape({-1}));
+    plan.keep.push_back(send);
+    plan.keep.push_back(recv);
+    plan.calls.push_back(make_args(STRATA_COLL_ALLTOALL, &send, &recv, block, type));
+    std::vector<at::Tensor> outputs = recvs;
+    plan.after.push_back([recv, outputs, block] {
+      for (size_t i = 0; i < outputs.size(); i++) {
+        c10::OptionalDeviceGuard guard(outputs[i].device());
+        outputs[i].reshape({-1}).copy_(recv.narrow(0, i * block, outputs[i].numel()));
+      }
+    });
+  }
+
+  strata_coll_args p2p_args(strata_coll coll, uint8_t *byte, int peer) {
+    strata_coll_args args;
+    std::memset(&args, 0, sizeof args);
+    args.coll = coll;
+    if (coll == STRATA_COLL_SEND)
+      args.sendbuf = byte;
+    else
+      args.recvbuf = byte;
+    args.count = 1;
+    args.dtype = STRATA_U8;
+    args.root = peer;
+    args.compress = STRATA_COMPRESS_NONE;
+    return args;
+  }
+
+  void p2p_blocking(strata_coll coll, uint8_t *byte, int peer, const char *what) {
+    strata_coll_args args = p2p_args(coll, byte, peer);
     strata_request *request = nullptr;
     int status = strata_collective(comm_, &args, &request);
+    if (status == STRATA_OK) status = strata_request_wait(request);
     TORCH_CHECK(status == STRATA_OK, failure_text(what, status));
-    auto work = c10::make_intrusive<StrataWork>(getRank(), type, outputs, signal_);
-    {
-      std::lock_guard<std::mutex> lock(signal_->mutex);
-      for (at::Tensor &tensor : outputs) keep.push_back(std::move(tensor));
-      queue_.push_back(Pending{work, request, what, std::move(keep), std::move(after)});
+  }
+
+  c10::intrusive_ptr<c10d::Work> start(Plan plan) {
+    auto work = c10::make_intrusive<StrataWork>(getRank(), plan.type, plan.outputs, signal_);
+    Pending pending{work, {}, STRATA_OK, std::move(plan)};
+    for (const strata_coll_args &args : pending.plan.calls) {
+      strata_request *request = nullptr;
+      int status = strata_collective(comm_, &args, &request);
+      if (status != STRATA_OK) {
+        pending.start_status = status;
+        break;
+      }
+      pending.requests.push_back(request);
     }
-    signal_->cv.notify_all();
+    int start_status = pending.start_status;
+    const char *what = pending.plan.what;
+    bool queued = !pending.requests.empty();
+    if (queued) {
+      {
+        std::lock_guard<std::mutex> lock(signal_->mutex);
+        queue_.push_back(std::move(pending));
+      }
+      signal_->cv.notify_all();
+    }
+    TORCH_CHECK(start_status == STRATA_OK, failure_text(what, start_status));
+    if (!queued) work->complete(nullptr);  // nothing to move (a plan of no calls)
     return work;
   }
 
@@ -578,14 +1019,14 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
   // (DDP's buckets, during backward): then the request is polled with strata_request_test,
   // which never blocks a caller, while the communicator's progress thread moves it; the polls
   // back off from yields to sleeps of up to 1 ms, and a caller's wait cuts a sleep short.
-  int wait_for_request(Pending &pending) {
+  int wait_for_request(const c10::intrusive_ptr<StrataWork> &work, strata_request *request) {
     auto pause = std::chrono::microseconds(0);
     for (int polls = 0;; polls++) {
       {
         std::lock_guard<std::mutex> lock(signal_->mutex);
-        if (pending.work->waited()) break;
+        if (work->waited()) break;
       }
-      int status = strata_request_test(pending.request);
+      int status = strata_request_test(request);
       if (status != STRATA_ERR_IN_PROGRESS) return status;
       if (polls < 16) {
         std::this_thread::yield();
@@ -594,42 +1035,48 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
       pause = std::min(std::max(pause * 2, std::chrono::microseconds(20)),
                        std::chrono::microseconds(1000));
       std::unique_lock<std::mutex> lock(signal_->mutex);
-      signal_->cv.wait_for(lock, pause, [&] { return pending.work->waited(); });
+      signal_->cv.wait_for(lock, pause, [&] { return work->waited(); });
     }
-    return strata_request_wait(pending.request);
+    return strata_request_wait(request);
   }
 
-  // The completion thread: requests in the order they started, until the group is destroyed
-  // and nothing is pending.
+  // The completion thread: plans in the order they started, until the group is destroyed and
+  // nothing is pending.
   void complete_in_order() {
     at::AutoGradMode no_grad(false);  // the copies out of flat buffers are not part of a graph
     for (;;) {
-      Pending pending;
+      std::unique_ptr<Pending> pending;
       {
         std::unique_lock<std::mutex> lock(signal_->mutex);
         signal_->cv.wait(lock, [this] { return stopping_ || !queue_.empty(); });
         if (queue_.empty()) return;
-        pending = std::move(queue_.front());
+        pending = std::make_unique<Pending>(std::move(queue_.front()));
         queue_.pop_front();
       }
-      int status = wait_for_request(pending);
+      int status = pending->start_status;
+      for (strata_request *request : pending->requests) {
+        int one = wait_for_request(pending->work, request);
+        if (status == STRATA_OK) status = one;
+      }
       std::exception_ptr error;
       if (status != STRATA_OK) {
-        error = std::make_exception_ptr(std::runtime_error(failure_text(pending.what, status)));
-      } else if (pending.after) {
+        error =
+            std::make_exception_ptr(std::runtime_error(failure_text(pending->plan.what, status)));
+      } else {
         try {
-          pending.after();
+          for (auto &step : pending->plan.after) step();
         } catch (...) {
           error = std::current_exception();
         }
       }
-      pending.keep.clear();
-      pending.after = nullptr;
-      pending.work->complete(error);
+      pending->plan.keep.clear();
+      pending->plan.after.clear();
+      pending->work->complete(error);
     }
   }
 
   c10::intrusive_ptr<c10d::Store> store_;
+  std::chrono::milliseconds timeout_;
   strata_store_ops ops_{};
   strata_comm *comm_ = nullptr;
   std::shared_ptr<Signal> signal_ = std::make_shared<Signal>();
@@ -638,20 +1085,25 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
   std::thread thread_;
 };
 
-c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(
-    const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-    std::chrono::duration<double> timeout) {
-  return c10::make_intrusive<ProcessGroupStrata>(store, rank, size, timeout.count());
+c10::intrusive_ptr<c10d::Backend> create_backend(const c10::intrusive_ptr<c10d::Store> &store,
+                                                 int rank, int size,
+                                                 std::chrono::duration<double> timeout) {
+  return c10::make_intrusive<BackendStrata>(
+      store, rank, size, std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
 }
 
 }  // namespace
 
 PYBIND11_MODULE(_torch, module) {
-  module.doc() = "The torch.distributed backend \"strata\" (import strata.torch to register it).";
-  module.def("create_process_group", &create_process_group, pybind11::arg("store"),
-             pybind11::arg("rank"), pybind11::arg("world_size"), pybind11::arg("timeout"),
+  module.doc() = "The torch.distributed backend \"strata\" (strata.torch registers it).";
+  module.def("create_backend", &create_backend, pybind11::arg("store"), pybind11::arg("rank"),
+             pybind11::arg("world_size"), pybind11::arg("timeout"),
              pybind11::call_guard<pybind11::gil_scoped_release>(),
-             "The c10d ProcessGroup of one group: torch.distributed calls it through "
+             "The c10d Backend of one group: torch.distributed calls it through "
              "Backend.register_backend.");
   module.def("version", [] { return std::string(strata_version()); });
+  module.def(
+      "_runtime_id", [] { return reinterpret_cast<uintptr_t>(&strata_version); },
+      "The address of libstrata's strata_version in this module: equal in strata._strata "
+      "and strata._kv when the process has one runtime.");
 }

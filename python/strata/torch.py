@@ -1,68 +1,87 @@
 # SPDX-License-Identifier: Apache-2.0
-"""strata.torch: the torch.distributed backend "strata".
+"""strata.torch: the torch.distributed backend "strata", and DiLoCo for torch models.
 
     import torch.distributed as dist
-    import strata.torch                      # registers the backend
     dist.init_process_group("strata")        # env:// as with gloo: MASTER_ADDR/PORT, RANK, ...
     dist.all_reduce(tensor)
 
-Every group (the default one and each new_group) joins its ranks through the store torch gives
-it, so nothing but torch's own rendezvous is needed. CPU tensors only; docs/python.md lists the
-supported operations and their limits.
+With the package installed by pip, torch (>= 2.5) registers the backend itself at `import torch`
+(the "torch.backends" entry point); with older torch or a build-tree package, `import
+strata.torch` registers it. It serves the "cpu" and "cuda" devices: tensors on a GPU (or any
+other device) are staged through pinned host memory. Every group (the default one, each
+new_group and split_group) joins its ranks through the store torch gives it, so nothing but
+torch's own rendezvous is needed. `strata launch` sets torch's variables (RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR, MASTER_PORT) as torchrun does. docs/python.md lists every operation
+and dtype.
 
 strata.torch.DiLoCo(model, inner_optimizer, sync_every=H, ...) trains with DiLoCo over strata:
 each worker runs its own inner optimizer and the workers average their progress every H inner
 steps (an outer step), see the class.
-
-Under `strata launch` (which sets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_ADDR and not torch's
-variables) importing this module fills RANK, WORLD_SIZE and LOCAL_RANK from them and, when
-MASTER_PORT is unset, has the ranks agree on MASTER_ADDR/MASTER_PORT through the launcher's
-store, so `strata launch -n N -- python3 train.py` needs no more than torchrun does.
 """
-import itertools
-import os
-import secrets
-import socket
+from __future__ import annotations
 
-import torch  # noqa: F401  (torch's types must be registered before _torch loads)
+import functools
+import itertools
+import secrets
+import warnings
+from datetime import timedelta
+from typing import Any, Callable, Iterable, Optional, Union
+
+import torch
 import torch.distributed as dist
 
 from . import Comm
 from . import DiLoCo as _DiLoCoState
-from . import _torch
+from . import _torch  # type: ignore[attr-defined]
 
-__all__ = ["BACKEND", "DiLoCo"]
+__all__ = ["BACKEND", "DEVICES", "DiLoCo", "register"]
 BACKEND = "strata"
+DEVICES = ["cpu", "cuda"]
 
 
-def _torch_env_from_strata_launch():
-    env = os.environ
-    if "STRATA_RANK" not in env or "STRATA_WORLD_SIZE" not in env:
+def register() -> None:
+    """Register the "strata" backend with torch.distributed (idempotent), and let
+    dist.monitored_barrier run on it."""
+    if BACKEND.upper() not in dist.Backend._plugins:
+        dist.Backend.register_backend(BACKEND, _torch.create_backend, devices=DEVICES)
+    _allow_monitored_barrier()
+
+
+def _autoload() -> None:
+    """The "torch.backends" entry point torch calls at import: register, and never make
+    `import torch` fail (an error here is a warning; `import strata.torch` raises it)."""
+    try:
+        register()
+    except Exception as error:  # noqa: BLE001 - reported, and import strata.torch repeats it
+        warnings.warn(f"strata: the torch backend was not registered: {error}", stacklevel=2)
+
+
+def _allow_monitored_barrier() -> None:
+    """torch's monitored_barrier refuses every backend but gloo before asking the backend; on a
+    strata group, it goes to strata's (rank 0 names the ranks that did not arrive)."""
+    c10d = dist.distributed_c10d
+    original = c10d.monitored_barrier
+    if getattr(original, "_strata", False):
         return
-    for torch_name, strata_name in (("RANK", "STRATA_RANK"), ("WORLD_SIZE", "STRATA_WORLD_SIZE"),
-                                    ("LOCAL_RANK", "STRATA_LOCAL_RANK")):
-        if torch_name not in env and strata_name in env:
-            env[torch_name] = env[strata_name]
-    if "MASTER_PORT" in env or "STRATA_ADDR" not in env:
-        return
-    import numpy as np
-    host = env["STRATA_ADDR"].rsplit(":", 1)[0].strip("[]") or "127.0.0.1"
-    # Rank 0 runs on the launcher's host (strata launch starts every rank on one host): it
-    # picks a free port there and tells the others through one strata broadcast.
-    with Comm() as comm:
-        port = np.zeros(1, np.int32)
-        if comm.rank == 0:
-            with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-                probe.bind((host, 0))
-                port[0] = probe.getsockname()[1]
-        comm.broadcast(port, root=0)
-    env.setdefault("MASTER_ADDR", host)
-    env["MASTER_PORT"] = str(int(port[0]))
+
+    @functools.wraps(original)
+    def monitored_barrier(group: Any = None, timeout: Optional[timedelta] = None,
+                          wait_all_ranks: bool = False) -> Any:
+        if c10d._rank_not_in_group(group) or dist.get_backend(group) != BACKEND:
+            return original(group=group, timeout=timeout, wait_all_ranks=wait_all_ranks)
+        if timeout is None:
+            timeout = c10d._get_default_timeout(BACKEND)
+        elif isinstance(timeout, (int, float)):
+            timeout = timedelta(seconds=timeout)
+        group_to_use = c10d._get_default_group() if group is None else group
+        return group_to_use.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+
+    monitored_barrier._strata = True  # type: ignore[attr-defined]
+    c10d.monitored_barrier = monitored_barrier
+    dist.monitored_barrier = monitored_barrier
 
 
-_torch_env_from_strata_launch()
-if BACKEND.upper() not in dist.Backend._plugins:
-    dist.Backend.register_backend(BACKEND, _torch.create_process_group)
+register()
 
 
 _diloco_comms = itertools.count()  # numbers the communicators made for DiLoCo, alike on all ranks

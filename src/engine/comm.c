@@ -83,6 +83,16 @@ static int check_config(const strata_config *cfg, int has_store_ops) {
   return STRATA_OK;
 }
 
+/* store_addr with its port replaced by `port` (the address rank 0's store actually bound). */
+static void rebind_store_port(strata_config *cfg, int port) {
+  char *colon = strrchr(cfg->store_addr, ':');
+  if (!colon || port <= 0) return;
+  size_t host_len = (size_t)(colon - cfg->store_addr);
+  char addr[sizeof cfg->store_addr];
+  snprintf(addr, sizeof addr, "%.*s:%d", (int)host_len, cfg->store_addr, port);
+  memcpy(cfg->store_addr, addr, sizeof addr);
+}
+
 static int connect_world(strata_comm *comm) {
   const strata_config *cfg = &comm->cfg;
   int status;
@@ -107,6 +117,8 @@ static int connect_world(strata_comm *comm) {
                  cfg->store_addr, strata_strerror(status));
       return status;
     }
+    if (comm->nranks == 1) /* a world of one may serve on port 0: connect to the port it got */
+      rebind_store_port(&comm->cfg, strata_store_server_port(comm->store_server));
   }
   status =
       cfg->store_external
@@ -143,6 +155,19 @@ static int comm_init(const strata_config *cfg, const strata_store_ops *store_ops
   if (store_ops && (!store_ops->set || !store_ops->get || !store_ops->add)) {
     STRATA_LOG(STRATA_LOG_ERROR, cfg->rank, "a store needs set, get and add callbacks");
     return STRATA_ERR_INVALID_ARG;
+  }
+  /* No launcher and no rank or size given: a world of one, as MPI's singleton init (and gloo
+   * with world_size=1) run, its store on a free loopback port. */
+  strata_config singleton;
+  if (cfg->world_size < 1 && cfg->rank < 0 && !store_ops) {
+    singleton = *cfg;
+    singleton.rank = 0;
+    singleton.world_size = 1;
+    singleton.store_external = 0;
+    if (!singleton.store_addr[0])
+      snprintf(singleton.store_addr, sizeof singleton.store_addr, "127.0.0.1:0");
+    STRATA_LOG(STRATA_LOG_INFO, 0, "no launcher and no STRATA_WORLD_SIZE: a world of one");
+    cfg = &singleton;
   }
   int status = check_config(cfg, store_ops != NULL);
   if (status != STRATA_OK) return status;
