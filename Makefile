@@ -22,15 +22,22 @@ test:
 demo: build
 	@scripts/demo.sh $(BUILD)
 
+# The benchmarks' Python (torch 2.13, numpy) is the suite's venv, build-venv (scripts/venv.sh).
 bench: build
 	@scripts/deps.sh bench
-	@bench/run.sh
-	@BUILD=$(BUILD) bench/encrypt.sh
+	@scripts/venv.sh build-venv
+	@cmake -S . -B $(BUILD) -DPython3_EXECUTABLE=$(CURDIR)/build-venv/bin/python >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+	@STRATA_PYTHON=$(CURDIR)/build-venv/bin/python bench/run.sh
+	@STRATA_PYTHON=$(CURDIR)/build-venv/bin/python BUILD=$(BUILD) bench/encrypt.sh
 
 # DiLoCo against synchronous data parallel on 2 emulated WAN sites (root; docs/diloco.md).
 diloco-demo: build
 	@scripts/deps.sh diloco
-	@BUILD=$(BUILD) bench/diloco/run.sh
+	@scripts/venv.sh build-venv
+	@cmake -S . -B $(BUILD) -DPython3_EXECUTABLE=$(CURDIR)/build-venv/bin/python >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+	@STRATA_PYTHON=$(CURDIR)/build-venv/bin/python BUILD=$(BUILD) bench/diloco/run.sh
 
 # Every libFuzzer harness (tests/fuzz/fuzz_*.c) for FUZZ_SECONDS each, one after another, built
 # with clang in build-fuzz; FUZZ=name runs one. Fails on any crash, hang or leak

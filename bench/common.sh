@@ -4,7 +4,7 @@
 #
 #   . "$(dirname "$0")/../common.sh"; bench_init NAME "$@"
 #
-# sets root, build (absolute), strata, py (/usr/bin/python3: Debian's, with numpy and torch) and
+# sets root, build (absolute), strata, py ($STRATA_PYTHON: the venv of scripts/venv.sh, with numpy and torch) and
 # quick (0/1); --help prints the calling script's header comment.
 
 bench_init() {
@@ -15,7 +15,7 @@ bench_init() {
   build=$(cd "$build" 2>/dev/null && pwd) ||
     { echo "$name: build dir ${BUILD:-build} is missing (make first)" >&2; exit 1; }
   strata=$build/strata
-  py=/usr/bin/python3
+  py=${STRATA_PYTHON:-/usr/bin/python3}
   quick=0
   for arg in "$@"; do
     case $arg in

@@ -15,7 +15,7 @@ root=$(dirname "$here")
 BUILD=${BUILD:-$root/build}
 [[ $BUILD = /* ]] || BUILD=$root/$BUILD
 STRATA=$BUILD/strata
-PY=/usr/bin/python3
+PY=${STRATA_PYTHON:-/usr/bin/python3}
 REPEAT=${ENC_REPEAT:-3}
 [ -x "$STRATA" ] || { echo "bench/encrypt.sh: $STRATA not found: build first" >&2; exit 1; }
 out=$root/bench/results/encrypt-$(date -u +%Y-%m-%d_%H%M%S)

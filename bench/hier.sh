@@ -27,7 +27,7 @@ strata=$build/strata
 # the 10 Gb/s default hint over-buffers a slower emulated link and parallel flows then collide.
 link_gbps=${STRATA_TCP_LINK_GBPS:-$(echo "$rate" | awk '/gbit$/ { print $0 + 0 } /mbit$/ { print ($0 + 0) / 1000 }')}
 [ -x "$strata" ] || { echo "hier.sh: $strata is missing" >&2; exit 1; }
-py=/usr/bin/python3
+py=${STRATA_PYTHON:-/usr/bin/python3}
 [ -x "$py" ] || py=python3
 name=hier$$
 work=$(mktemp -d)

@@ -28,7 +28,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-py=/usr/bin/python3
+py=${STRATA_PYTHON:-/usr/bin/python3}
 [ -x "$py" ] || py=python3
 nranks=6
 bytes=2M

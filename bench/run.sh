@@ -40,7 +40,7 @@ root=$(dirname "$here")
 BUILD=${BUILD:-$root/build}
 [[ $BUILD = /* ]] || BUILD=$root/$BUILD
 STRATA=$BUILD/strata
-PY=/usr/bin/python3 # Debian's python, the one with torch
+PY=${STRATA_PYTHON:-/usr/bin/python3} # the venv of scripts/venv.sh: torch 2.13 and numpy
 TIMEOUT=${BENCH_TIMEOUT:-600}
 BUDGET_S=${BENCH_BUDGET_S:-840}
 MAX_ROUNDS=${BENCH_REPEAT:-3}
@@ -50,7 +50,7 @@ note() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
 
 [ -x "$STRATA" ] || die "$STRATA not found: build first (make build, or BUILD=dir)"
 command -v mpicc >/dev/null || die "mpicc not found (apt-get install libopenmpi-dev openmpi-bin)"
-"$PY" -c 'import torch.distributed' 2>/dev/null || die "$PY has no torch (apt-get install python3-torch)"
+"$PY" -c 'import torch.distributed' 2>/dev/null || die "$PY has no torch (scripts/venv.sh makes build-venv; STRATA_PYTHON=build-venv/bin/python)"
 
 stamp=$(date -u +%Y-%m-%d_%H%M%S)
 results=$root/bench/results

@@ -55,7 +55,7 @@ STRATA=$(cd "$build" 2>/dev/null && pwd)/strata
 if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ]; then
   echo "wan.sh: needs root and /dev/net/tun (network namespaces + TUN)" >&2; exit 1
 fi
-PY=/usr/bin/python3
+PY=${STRATA_PYTHON:-/usr/bin/python3}
 base_link=rate=1gbit,delay=25ms
 links=${WAN_LINKS:-clean:$base_link loss0.01:$base_link,loss=0.01% loss0.1:$base_link,loss=0.1%}
 size=${WAN_SIZE:-256M}

@@ -25,7 +25,7 @@ STRATA=$(cd "$build" 2>/dev/null && pwd)/strata
 if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ]; then
   echo "wan_compress.sh: needs root and /dev/net/tun (network namespaces + TUN)" >&2; exit 1
 fi
-PY=/usr/bin/python3
+PY=${STRATA_PYTHON:-/usr/bin/python3}
 rate=${CMP_RATE:-1gbit}
 delay=${CMP_DELAY:-25ms}
 size=${CMP_SIZE:-256M}

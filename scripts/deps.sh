@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Install the Debian packages a target needs, only those missing (apt is never run when all
-# are there). Usage: deps.sh build|test|bench|diloco|format|fuzz
+# are there). Usage: deps.sh build|test|bench|diloco|format|fuzz|venv
+# torch, numpy and mypy come from PyPI into the suite's venv (scripts/venv.sh), not from Debian.
 set -euo pipefail
 want=(cmake gcc g++ make pkg-config libsodium-dev libssl-dev libzstd-dev libxxhash-dev libyaml-dev
-      libjansson-dev python3-dev libtorch-dev pybind11-dev libucx-dev)
+      libjansson-dev python3-dev libucx-dev)
 case "${1:-build}" in
-  test)  want+=(openmpi-bin libopenmpi-dev python3-torch python3-numpy iperf3 iproute2 procps tcpdump
+  test)  want+=(openmpi-bin libopenmpi-dev iperf3 iproute2 procps tcpdump
                clang-format clang libfuzzer-14-dev ucx-utils) ;;
   format) want=(clang-format) ;;
   # the libFuzzer harnesses (tests/fuzz): clang's fuzzer runtime and sanitizers
@@ -14,11 +15,12 @@ case "${1:-build}" in
               libjansson-dev clang
               libfuzzer-14-dev) ;;
   # ucx-utils: ucx_perftest beside KV transfer's UCX backend (bench/kv/run.sh)
-  bench) want+=(openmpi-bin libopenmpi-dev python3-torch python3-numpy iperf3 iproute2 procps
+  bench) want+=(openmpi-bin libopenmpi-dev iperf3 iproute2 procps
                 ucx-utils) ;;
-  # torch's matrix products through OpenBLAS: Debian's default reference BLAS is several times
-  # slower, which turns the demonstration's minutes into hours
-  diloco) want+=(python3-torch python3-numpy iproute2 procps libopenblas0-serial) ;;
+  # the emulated sites (torch comes from the venv: scripts/venv.sh)
+  diloco) want+=(iproute2 procps) ;;
+  # a python3 without venv or ensurepip (Debian's, before python3-venv)
+  venv) want=(python3-venv python3-pip) ;;
 esac
 missing=()
 for p in "${want[@]}"; do

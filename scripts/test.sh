@@ -31,9 +31,12 @@ run_suite() { # name builddir cmake-args ctest-args
   passed=$((passed + total - fail - skip)); failed=$((failed + fail)); skipped=$((skipped + skip))
   echo "$name: $((SECONDS - started)) s (build and tests)"
 }
+# The Python side runs in the suite's venv (torch 2.13, numpy, mypy from PyPI): scripts/venv.sh
+scripts/venv.sh build-venv || { echo "the suite's venv could not be made"; exit 1; }
+export STRATA_PYTHON=$PWD/build-venv/bin/python
 echo "=== format ==="
 if make --no-print-directory format-check; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
-run_suite release build "-DCMAKE_BUILD_TYPE=Release -DSTRATA_WERROR=ON -DSTRATA_BUILD_TESTS=ON" ""
+run_suite release build "-DCMAKE_BUILD_TYPE=Release -DSTRATA_WERROR=ON -DSTRATA_BUILD_TESTS=ON -DPython3_EXECUTABLE=$STRATA_PYTHON" ""
 export STRATA_TEST_QUICK=1 # sanitizer builds: the large cases for f32 sum only (same code paths)
 run_suite asan-ubsan build-asan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_WERROR=ON -DSTRATA_BUILD_TESTS=ON -DSTRATA_SANITIZE=address,undefined" "-E _sh$"
 run_suite tsan build-tsan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_WERROR=ON -DSTRATA_BUILD_TESTS=ON -DSTRATA_SANITIZE=thread" "-R engine|comm_fault|comm_elastic|comm_liveness|comm_lifecycle|net_"

@@ -11,7 +11,7 @@ set -uo pipefail
 
 build=${1:?usage: test_bench_cli.sh BUILD_DIR}
 strata=$build/strata
-py=/usr/bin/python3
+py=${STRATA_PYTHON:-/usr/bin/python3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0

@@ -9,7 +9,7 @@
 set -uo pipefail
 build=${1:?usage: test_bench_torchrun.sh BUILD_DIR}
 strata=$build/strata
-py=/usr/bin/python3
+py=${STRATA_PYTHON:-/usr/bin/python3}
 [ -x "$strata" ] || { echo "FAIL: $strata not built"; exit 1; }
 "$py" -c 'import torch.distributed.run' 2>/dev/null ||
   { echo "SKIP test_bench_torchrun: $py has no torch"; exit 77; }

@@ -10,7 +10,7 @@
 set -u
 build=${1:?usage: test_chaos.sh BUILD_DIR}
 source_dir=${STRATA_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
-python=/usr/bin/python3
+python=${STRATA_PYTHON:-/usr/bin/python3}
 seconds=${CHAOS_TEST_S:-12}
 [ -x "$build/strata" ] || { echo "test_chaos: $build/strata is missing: skipped"; exit 77; }
 [ -e "$build/libstrata.so" ] || { echo "test_chaos: $build/libstrata.so is missing: skipped"; exit 77; }

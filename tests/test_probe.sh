@@ -13,7 +13,7 @@ trap 'rm -rf "$work"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 bounded() { timeout -k 2 60 "$@"; }
-py=/usr/bin/python3
+py=${STRATA_PYTHON:-/usr/bin/python3}
 [ -x "$py" ] || py=python3
 
 # check_matrix FILE N: latencies > 0 and symmetric, bandwidth > 0 and within 200x both ways (loopback under load is noisy).

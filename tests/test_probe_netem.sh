@@ -23,7 +23,7 @@ cleanup() {
 }
 trap cleanup EXIT
 bounded() { timeout -k 2 90 "$@"; }
-py=/usr/bin/python3
+py=${STRATA_PYTHON:-/usr/bin/python3}
 [ -x "$py" ] || py=python3
 
 # Three sites: delay is one way (RTT = 2 x delay), rate in both directions.

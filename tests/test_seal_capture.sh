@@ -8,7 +8,7 @@
 set -u
 build=${1:?usage: test_seal_capture.sh BUILD_DIR}
 strata=$build/strata
-py=/usr/bin/python3
+py=${STRATA_PYTHON:-/usr/bin/python3}
 [ -x "$strata" ] || { echo "test_seal_capture: $strata is missing"; exit 1; }
 if [ "$(id -u)" -ne 0 ] || ! command -v tcpdump >/dev/null; then
   echo "SKIP test_seal_capture: needs root and tcpdump"; exit 77

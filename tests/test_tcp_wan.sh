@@ -35,7 +35,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-py=/usr/bin/python3
+py=${STRATA_PYTHON:-/usr/bin/python3}
 [ -x "$py" ] || py=python3
 
 # ---- congestion control (loopback, no emulation needed) ----

@@ -48,15 +48,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../common.sh"
 bench_init diloco "$@"
-"$py" -c 'import torch' 2>/dev/null || { echo "diloco: $py has no torch (apt-get install python3-torch)" >&2; exit 1; }
+"$py" -c 'import torch' 2>/dev/null ||
+  { echo "diloco: $py has no torch (scripts/venv.sh; STRATA_PYTHON=build-venv/bin/python)" >&2; exit 1; }
 PYTHONPATH=$build/python "$py" -c 'import strata.torch' ||
-  { echo "diloco: $build/python has no strata.torch (make, with libtorch-dev and pybind11-dev)" >&2; exit 1; }
-# Debian's torch calls the system BLAS; the reference libblas3 is ~10x slower than OpenBLAS at
-# these matrix sizes, which would stretch the demo to hours.
-if ! readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null | grep -q openblas; then
-  echo "diloco: warning: the system BLAS is not OpenBLAS; training will be slow" \
-    "(apt-get install libopenblas0-serial)" >&2
-fi
+  { echo "diloco: $build/python has no strata.torch (build with $py as Python3_EXECUTABLE)" >&2; exit 1; }
 
 steps=${DILOCO_STEPS:-400}
 [ $quick -eq 1 ] && steps=50

@@ -20,7 +20,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=${BUILD:-$root/build}
 strata=$build/strata
-py=/usr/bin/python3
+py=${STRATA_PYTHON:-/usr/bin/python3}
 seq="" params=100e6 versions=10 out=$root/bench/results/weights prepare=""
 while [ $# -gt 0 ]; do
   case $1 in
