@@ -4,7 +4,7 @@
     import numpy as np, strata.kv as kv
     agent = kv.Agent("decode", secret="s3cret")          # listens on 127.0.0.1, any port
     cache = np.zeros(1 << 20, np.float32)
-    region = agent.register(cache)                      # numpy, bytearray, CPU torch tensor
+    region = agent.register(cache)                      # numpy, bytearray, torch tensor
     agent.publish("127.0.0.1:29400")                    # or: blob = agent.metadata()
     ...
     peer = agent.fetch("127.0.0.1:29400", "prefill")    # or: peer = agent.load(blob)
@@ -53,6 +53,22 @@ def _close_all():
         agent.close()
 
 
+def _staged_device(tensor):
+    """Whether a tensor goes through a host copy (tests replace this to run that path here)."""
+    return tensor.device.type != "cpu"
+
+
+def _pinned_copy(tensor):
+    """A host tensor holding `tensor`'s values, pinned where its device can pin."""
+    import torch
+    try:
+        host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+    except RuntimeError:  # no accelerator that pins
+        host = torch.empty(tensor.shape, dtype=tensor.dtype)
+    host.copy_(tensor)
+    return host
+
+
 def _raise(status, message):
     raise _errors.get(status, Error)(status, _status_name(status), message)
 
@@ -62,15 +78,28 @@ def _status_name(status):
 
 
 class Region:
-    """Memory registered with an agent: .id, .addr, .nbytes; its owner is kept alive."""
+    """Memory registered with an agent: .id, .addr, .nbytes; its owner is kept alive.
+
+    A torch tensor on a GPU (any device but the CPU) is staged: the region is a pinned host
+    copy of it (.host), which peers read and write. The agent's own transfers keep the two in
+    step (a WRITE copies the device's bytes to the host first; a READ's wait() copies what
+    arrived to the device); after a peer's one-sided WRITE (its notification), call pull() to
+    bring the bytes to the device, and push() before peers READ what the device computed.
+    """
 
     def __init__(self, agent, obj):
+        self.host = None
         if type(obj).__module__.startswith("torch") and hasattr(obj, "data_ptr"):
-            if obj.device.type != "cpu":
-                raise TypeError(f"strata.kv registers CPU memory only; this tensor is on {obj.device}")
             if not obj.is_contiguous():
                 raise ValueError("the tensor is not contiguous (call .contiguous() first)")
-            self.addr, self.nbytes, self._owner = obj.data_ptr(), obj.numel() * obj.element_size(), obj
+            if obj.device.type == "meta":
+                raise TypeError("a tensor on the meta device holds no memory to register")
+            owner = obj
+            if _staged_device(obj):
+                self.host = _pinned_copy(obj)
+                owner = self.host
+            self.addr, self.nbytes = owner.data_ptr(), owner.numel() * owner.element_size()
+            self._owner = owner
         else:
             view = memoryview(obj)  # holds the export: a numpy array cannot be resized under it
             if not view.c_contiguous:
@@ -85,6 +114,16 @@ class Region:
         self.id = agent._c.register(self.addr, self.nbytes)
         self.obj = obj
         self.active = True
+
+    def push(self):
+        """A device tensor's bytes to its host copy (waits for the device's queued work)."""
+        if self.host is not None:
+            self.host.copy_(self.obj)
+
+    def pull(self):
+        """The host copy's bytes to the device tensor."""
+        if self.host is not None:
+            self.obj.copy_(self.host)
 
     def deregister(self):
         """Withdraw the region (waits for copies touching it now); transfers still holding it keep
@@ -120,8 +159,9 @@ class Peer:
 class Transfer:
     """A posted READ or WRITE. wait() raises its failure; done(), status, cancel(), release()."""
 
-    def __init__(self, c, keep):
+    def __init__(self, c, keep, pull_after=()):
         self._c, self._keep = c, keep
+        self._pull_after = list(pull_after)  # device regions a READ fills through their host copy
 
     @property
     def status(self):
@@ -140,6 +180,8 @@ class Transfer:
             return False
         if code != 0:
             _raise(code, self._c.error() or "the transfer failed")
+        while self._pull_after:
+            self._pull_after.pop().pull()
         return True
 
     def cancel(self):
@@ -258,8 +300,12 @@ class Agent:
 
     def _post(self, op, peer, local, remote, notif):
         descs, keep = self._local(local)
+        staged = [r for r in keep if isinstance(r, Region) and r.host is not None]
+        if op == 1:  # a WRITE sends what the device holds now
+            for region in staged:
+                region.push()
         c = self._c.post(op, _index(peer), descs, self._remote(remote), notif, tuple(keep))
-        return Transfer(c, keep)
+        return Transfer(c, keep, staged if op == 0 else ())
 
     def read(self, peer, local, remote):
         """Post a READ (remote -> local) of descriptor pairs. Local items: Region, (Region,

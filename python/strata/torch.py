@@ -108,6 +108,17 @@ def _diloco_comm():
     return Comm(store=store, rank=rank, world_size=size, job_id=job_id)
 
 
+def _host_mirror(param: torch.Tensor) -> torch.Tensor:
+    """A host tensor like `param`, pinned when its device can pin, holding its values."""
+    try:
+        host = torch.empty(param.shape, dtype=param.dtype, pin_memory=param.device.type != "cpu")
+    except RuntimeError:  # no accelerator that pins
+        host = torch.empty(param.shape, dtype=param.dtype)
+    with torch.no_grad():
+        host.copy_(param)
+    return host
+
+
 class DiLoCo:
     """DiLoCo (arXiv 2311.08105) and Streaming DiLoCo (arXiv 2501.18512) for a torch model.
 
@@ -127,16 +138,23 @@ class DiLoCo:
     as alpha*local + (1-alpha)*global. `compress` is the outer gradient's wire encoding ("none",
     "bf16", "f16", "int8", "fp8", "int4"; None: the communicator's).
 
-    The model's parameters must be contiguous CPU float32 or bfloat16 tensors, stay the same
+    The model's parameters must be contiguous float32 or bfloat16 tensors, stay the same
     tensors (strata updates their memory in place: never rebind `.data`) and have the same
     shapes on every rank. Creating it is collective: every rank starts from rank 0's parameters.
+    Parameters on a GPU (any device but the CPU) are mirrored in pinned host memory, where
+    theta_global and the outer momentum live too (as OpenDiLoCo and prime keep them): a
+    fragment's parameters are copied to the host just before its exchange starts or is applied,
+    and back to the device once applied, so each outer step moves each fragment down and up once.
 
     comm: a strata.Comm; None makes one (see _diloco_comm: through the default process group's
     store when there is one, else from the environment), owned and closed by this object.
     """
 
-    def __init__(self, model, inner_optimizer, sync_every=100, outer_lr=0.7, outer_momentum=0.9,
-                 nesterov=True, fragments=1, delay=0, alpha=0.5, compress="none", comm=None):
+    def __init__(self, model: Any, inner_optimizer: Any, sync_every: int = 100,
+                 outer_lr: float = 0.7, outer_momentum: float = 0.9, nesterov: bool = True,
+                 fragments: int = 1, delay: int = 0, alpha: float = 0.5,
+                 compress: Optional[str] = "none", comm: Optional[Comm] = None,
+                 _mirror_all: bool = False) -> None:
         params = list(model.parameters() if hasattr(model, "parameters") else model)
         if not params:
             raise ValueError("the model has no parameters")
@@ -144,35 +162,67 @@ class DiLoCo:
         for i, p in enumerate(params):
             if not isinstance(p, torch.Tensor):
                 raise TypeError(f"parameter {i} is a {type(p).__name__}, not a torch tensor")
-            if p.device.type != "cpu":
-                raise TypeError(f"parameter {i} is on {p.device}; strata's DiLoCo takes CPU "
-                                "tensors only")
             if p.layout != torch.strided:
                 raise TypeError(f"parameter {i} is a {p.layout} tensor; DiLoCo takes dense ones")
+            if p.device.type == "meta":
+                raise TypeError(f"parameter {i} is on the meta device: it holds no values")
             if p.dtype not in (torch.float32, torch.bfloat16):
                 raise TypeError(f"parameter {i} is {p.dtype}; strata's DiLoCo takes "
                                 "torch.float32 or torch.bfloat16 parameters")
             if not p.is_contiguous():
                 raise ValueError(f"parameter {i} (shape {tuple(p.shape)}) is not contiguous; "
                                  "strata's DiLoCo updates parameters in place")
-            if p.data_ptr() in seen:
+            key = (p.device, p.data_ptr())
+            if key in seen:
                 raise ValueError(f"parameter {i} shares its memory with another parameter")
-            seen.add(p.data_ptr())
+            seen.add(key)
         self.inner_optimizer = inner_optimizer
         self._params = params
+        # what strata reads and writes: the parameter itself on the CPU, else a host mirror
+        # (_mirror_all mirrors CPU parameters too: the tests' way to run the device path here)
+        self._hosts = [_host_mirror(p) if (p.device.type != "cpu" or _mirror_all) else p
+                       for p in params]
+        self._mirrored = any(h is not p for h, p in zip(self._hosts, params))
         self.last_applied = 0  # fragments the last step() applied
         self._owns_comm = comm is None
         self.comm = _diloco_comm() if comm is None else comm
+        self._sync_every, self._delay = int(sync_every), int(delay)
         try:
             with torch.no_grad():
                 self._state = _DiLoCoState(
-                    self.comm, [p.detach() for p in params], sync_every=sync_every,
+                    self.comm, [h.detach() for h in self._hosts], sync_every=sync_every,
                     outer_lr=outer_lr, outer_momentum=outer_momentum, nesterov=nesterov,
                     fragments=fragments, delay=delay, alpha=alpha, compress=compress)
         except BaseException:
             if self._owns_comm:
                 self.comm.destroy()
             raise
+        self._ranges = [self._state.fragment(f) for f in range(self._state.fragments)]
+        self._to_device(range(len(params)))  # every rank starts from rank 0's parameters
+
+    # ---- the host mirrors of device parameters ----
+    def _fragment_params(self, fragments: Iterable[int]) -> list[int]:
+        return [i for f in fragments for i in range(self._ranges[f][0], sum(self._ranges[f]))]
+
+    def _due(self, step: int) -> tuple[list[int], list[int]]:
+        """The fragments strata's step `step` starts and applies (diloco.c's schedule)."""
+        h, count = self._sync_every, len(self._ranges)
+        starts = [f for f in range(count) if step % h == f * h // count]
+        before = step - self._delay
+        applies = [f for f in range(count) if before >= 1 and before % h == f * h // count]
+        return starts, applies
+
+    def _to_host(self, indices: Iterable[int]) -> None:
+        with torch.no_grad():
+            for i in indices:
+                if self._hosts[i] is not self._params[i]:
+                    self._hosts[i].copy_(self._params[i])
+
+    def _to_device(self, indices: Iterable[int]) -> None:
+        with torch.no_grad():
+            for i in indices:
+                if self._hosts[i] is not self._params[i]:
+                    self._params[i].copy_(self._hosts[i])
 
     # ---- training ----
     def step(self, closure=None):
@@ -181,7 +231,13 @@ class DiLoCo:
         (as torch optimizers do)."""
         loss = self.inner_optimizer.step(closure) if closure is not None \
             else self.inner_optimizer.step()
+        if not self._mirrored:
+            self.last_applied = self._state.step()
+            return loss
+        starts, applies = self._due(self._state.inner_steps + 1)
+        self._to_host(self._fragment_params(set(starts) | set(applies)))
         self.last_applied = self._state.step()
+        self._to_device(self._fragment_params(applies))
         return loss
 
     def zero_grad(self, set_to_none=False):
@@ -214,6 +270,7 @@ class DiLoCo:
     def load_state_dict(self, state_dict):
         """Restores what state_dict() returned, into a DiLoCo over the same parameters and
         options (load the model's state_dict as well)."""
+        self._to_host(range(len(self._params)))
         self._state.load(state_dict["diloco"])
         self.inner_optimizer.load_state_dict(state_dict["inner_optimizer"])
 
@@ -232,7 +289,9 @@ class DiLoCo:
         """Collective over `comm` (after comm.grow()): every rank takes the members' outer state;
         returns True on a rank that pulled it (a joiner), whose parameters restart from
         theta_global."""
+        self._to_host(range(len(self._params)))
         pulled = self._state.sync(comm)
+        self._to_device(range(len(self._params)))
         if self._owns_comm and comm is not self.comm:
             self._owns_comm = False
             old, self.comm = self.comm, comm

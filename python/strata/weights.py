@@ -11,8 +11,10 @@ rank subscribes; a round is collective over the communicator:
         pub.publish()                              rollouts()
         pub.serve(comm)
 
-Tensors: a dict name -> tensor, or a list of (name, tensor). A tensor is a CPU, contiguous
-torch tensor (bfloat16, float16, float32: bf16 goes by its storage bytes) or a C-contiguous
+Tensors: a dict name -> tensor, or a list of (name, tensor). A tensor is a contiguous torch
+tensor (bfloat16, float16, float32: bf16 goes by its storage bytes) on any device (one not on
+the CPU is staged through a pinned host copy: publish() copies it there, update() back once a
+version passed its check) or a C-contiguous
 writable numpy array (float16, float32; bf16 bits as (uint16 array, "bf16")). The handle reads
 (publisher) or writes (subscriber) their memory in place and keeps them alive until close().
 
@@ -41,13 +43,15 @@ def _tensor(name, obj):
     if isinstance(obj, tuple) and len(obj) == 2:
         obj, dtype = obj
     if _is_torch(obj):
-        if obj.device.type != "cpu":
-            raise TypeError(f"tensor {name!r} is on {obj.device}; strata.weights takes CPU tensors")
+        if obj.device.type == "meta":
+            raise TypeError(f"tensor {name!r} is on the meta device: it holds no values")
         if not obj.is_contiguous():
             raise ValueError(f"tensor {name!r} is not contiguous")
         code = _TORCH.get(str(obj.dtype))
         if code is None:
             raise TypeError(f"tensor {name!r} is {obj.dtype}; bfloat16, float16 or float32 expected")
+        if _staged_device(obj):  # through a pinned host copy: publish() and update() sync it
+            obj = _pinned_copy(obj)
         return (name, obj.data_ptr(), obj.numel() * obj.element_size(), code,
                 tuple(obj.shape)), obj
     interface = getattr(obj, "__array_interface__", None)
@@ -68,14 +72,34 @@ def _tensor(name, obj):
     return (name, interface["data"][0], obj.nbytes, code, tuple(obj.shape)), obj
 
 
+def _staged_device(tensor):
+    """Whether a tensor goes through a host copy (tests replace this to run that path here)."""
+    return tensor.device.type != "cpu"
+
+
+def _pinned_copy(tensor):
+    import torch
+    try:
+        host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+    except RuntimeError:  # no accelerator that pins
+        host = torch.empty(tensor.shape, dtype=tensor.dtype)
+    host.copy_(tensor)
+    return host
+
+
 def _tensors(tensors):
+    """The C description of the tensors, what to keep alive, and the (device tensor, host copy)
+    pairs of the tensors not on the CPU."""
     items = tensors.items() if hasattr(tensors, "items") else tensors
-    described, keep = [], []
+    described, keep, staged = [], [], []
     for name, obj in items:
         arg, owner = _tensor(str(name), obj)
         described.append(arg)
         keep.append(owner)
-    return described, tuple(keep)
+        device = obj[0] if isinstance(obj, tuple) else obj
+        if owner is not device:
+            staged.append((device, owner))
+    return described, tuple(keep), staged
 
 
 class Publisher(_strata.Weights):
@@ -92,9 +116,16 @@ class Publisher(_strata.Weights):
     """
 
     def __init__(self, tensors, anchor_every=16, history=32, zstd_level=1, chunk_bytes=8 << 20):
-        described, keep = _tensors(tensors)
+        described, keep, self._staged = _tensors(tensors)
         super().__init__(True, described, int(anchor_every), int(history), int(zstd_level),
                          int(chunk_bytes), keep)
+
+    def publish(self):
+        """Encode the tensors' current values as the next version (device tensors are copied
+        to their host copies first); returns its number."""
+        for device, host in self._staged:
+            host.copy_(device)
+        return super().publish()
 
     def __enter__(self):
         return self
@@ -112,8 +143,18 @@ class Subscriber(_strata.Weights):
     """
 
     def __init__(self, tensors):
-        described, keep = _tensors(tensors)
+        described, keep, self._staged = _tensors(tensors)
         super().__init__(False, described, keep=keep)
+
+    def update(self, comm, target=NEWEST):
+        """Bring the tensors to a version (the newest, or a number); device tensors get it from
+        their host copies once the whole version passed its check."""
+        held = self.version
+        info = super().update(comm, target)
+        if self.version != held:
+            for device, host in self._staged:
+                device.copy_(host)
+        return info
 
     def __enter__(self):
         return self

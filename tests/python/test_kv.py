@@ -151,6 +151,18 @@ def run_initiator(store_addr, backend, child):
             agent.read(peer, [tregion], [remote]).wait()
             check(np.array_equal(tensor.numpy(), pattern()), f"{backend}: the tensor READ differs")
             tregion.deregister()
+            # a GPU tensor's path (a host copy the READ fills, wait() copies to the tensor),
+            # forced on a CPU tensor: the tensor itself must end with the bytes
+            kv._staged_device = lambda t: True
+            staged = torch.zeros(N, dtype=torch.float32)
+            sregion = agent.register(staged)
+            kv._staged_device = lambda t: t.device.type != "cpu"
+            check(sregion.host is not None and sregion.addr != staged.data_ptr(),
+                  f"{backend}: a staged tensor is registered through a host copy")
+            agent.read(peer, [sregion], [remote]).wait()
+            check(np.array_equal(staged.numpy(), pattern()),
+                  f"{backend}: a staged READ did not reach the tensor")
+            sregion.deregister()
         except ImportError:
             pass
 

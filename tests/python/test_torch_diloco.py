@@ -14,6 +14,8 @@ DiLoCo(comm=None) makes its own communicator through that group's store. Checks:
   - checkpoints: state_dict, more training, load_state_dict, the same training again ends
     bitwise where the first did (inner AdamW), with and without fragments in flight;
   - a bfloat16 model runs, equal on every rank after each outer step;
+  - device parameters' host mirrors (forced on CPU parameters here): the same training through
+    the mirrors ends bitwise where the direct run does, with and without fragments and delay;
   - strata.DiLoCo over numpy float32 and torch bfloat16 buffers, one outer step worked by hand;
   - bad input (a non-contiguous, a float64 and a meta parameter, a bad option) raises.
 Exits 0 when all held, 1 otherwise, 77 without torch or strata.torch.
@@ -232,6 +234,24 @@ def run_checkpoint(fragments, delay, H, first, then):
     diloco.close()
 
 
+def run_mirrored(fragments, delay, H, steps):
+    """The path of GPU parameters (host mirrors copied down before a fragment's exchange starts
+    or applies, back up once applied), forced on CPU parameters: bitwise the direct run."""
+    label = f"host mirrors (fragments={fragments}, delay={delay}, H={H})"
+    ends = []
+    for mirror in (False, True):
+        model = make_model(rank)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        diloco = strata.torch.DiLoCo(model, opt, sync_every=H, fragments=fragments, delay=delay,
+                                     _mirror_all=mirror)
+        for batch in make_batches(steps, 5000 + rank):
+            inner_step(model, diloco, batch)
+        ends.append((flat(model.parameters()).clone(), diloco.outer_steps))
+        diloco.close()
+    check(torch.equal(ends[0][0], ends[1][0]) and ends[0][1] == ends[1][1] > 0,
+          f"{label}: {ends[1][1]} outer steps, bitwise the direct run")
+
+
 def bf16_bits(value):
     return torch.tensor(float(value), dtype=torch.bfloat16).view(torch.int16).item() & 0xFFFF
 
@@ -321,6 +341,8 @@ run_streaming(alpha=0.5)
 run_bf16()
 run_checkpoint(fragments=1, delay=0, H=3, first=4, then=5)
 run_checkpoint(fragments=2, delay=1, H=4, first=5, then=6)
+run_mirrored(fragments=1, delay=0, H=3, steps=7)
+run_mirrored(fragments=2, delay=1, H=4, steps=11)
 run_buffers()
 run_bad_input()
 

@@ -54,7 +54,10 @@ def bits(t):
 
 if rank == 0:
     w, s = model_version(1)
+    weights._staged_device = lambda t: True  # the publisher's side of the staged path, forced
     pub = weights.Publisher({"w": w, "s": s}, anchor_every=8)
+    weights._staged_device = lambda t: t.device.type != "cpu"
+    check(len(pub._staged) == 1, "the publisher stages its torch tensor")
     prep = pub.prepare(comm, warm_bytes=1 << 20)
     check(prep["parent"] == -1 and prep["children"] == 1 and prep["refused"] == 0
           and prep["warm_bytes_sent"] == 0, f"the publisher's preparation: {prep}")
@@ -77,7 +80,11 @@ if rank == 0:
 else:
     w = torch.zeros(256, 512, dtype=torch.bfloat16)
     s = np.zeros(1000, dtype=np.float32)
+    if rank == 2:  # a GPU tensor's path (a host copy, copied over after each update), forced
+        weights._staged_device = lambda t: True
     sub = weights.Subscriber([("s", s), ("w", w)])
+    weights._staged_device = lambda t: t.device.type != "cpu"
+    check((rank == 2) == bool(sub._staged), f"rank {rank} stages {len(sub._staged)} tensors")
     prep = sub.prepare(comm, warm_bytes=1 << 20)
     check(prep["parent"] == rank - 1 and prep["warm_bytes_received"] == 0,
           f"rank {rank}'s preparation: {prep}")
