@@ -272,13 +272,13 @@ cleanup
 # backend adds to the C library.
 torch_run() {
   local n=$1 args=(-b 1K -e 256M -f 4) pairs=6
-  [ "$n" = 2 ] || { args=(-b 1K -e 256M -f 8 --ddp-steps 3 --ddp-rounds 2); pairs=2; }
+  [ "$n" = 2 ] || { args=(-b 1K -e 256M -f 8); pairs=2; }
   local c_args=(allreduce -a 3 -b 16M -e 256M -f 2 -n 20 -w 1)  # -a 3: the slowest rank, as torch_allreduce.py times
-  local t_args=(-b 16M -e 256M -f 2 --iters 20 --rounds 1 --strata-only --ddp-layers 0)
+  local t_args=(-b 16M -e 256M -f 2 --iters 20 --rounds 1 --strata-only --layers 0)
   if [ "${BENCH_QUICK:-0}" = 1 ]; then
-    args=(-b 1K -e 4M -f 16 --rounds 1 --ddp-layers 1 --ddp-steps 2 --ddp-rounds 1)
+    args=(-b 1K -e 4M -f 16 --rounds 1 --layers 1 --pairs 2)
     c_args=(allreduce -a 3 -b 1M -e 4M -f 4 -n 5 -w 1)
-    t_args=(-b 1M -e 4M -f 4 --iters 5 --rounds 1 --strata-only --ddp-layers 0)
+    t_args=(-b 1M -e 4M -f 4 --iters 5 --rounds 1 --strata-only --layers 0)
     pairs=2
   fi
   note "torch.distributed: strata against gloo, $n ranks"

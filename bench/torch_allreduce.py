@@ -1,25 +1,26 @@
 # SPDX-License-Identifier: Apache-2.0
-"""torch.distributed all_reduce and a DDP step on the "strata" backend against "gloo".
+"""torch.distributed all_reduce, a DDP step and an FSDP2 step on the "strata" backend against
+"gloo".
 
-Run as the ranks of one job:  strata launch -n N -- /usr/bin/python3 bench/torch_allreduce.py
-(under torchrun as well). The default group is "strata", a gloo group over the same ranks sits
-beside it, and each measurement alternates between the two (strata, gloo, strata, gloo, ...),
-keeping each backend's fastest round: the same machine load for both, the same rule for both.
+Run as the ranks of one job:  strata launch -n N -- python bench/torch_allreduce.py (with the
+venv's python: scripts/venv.sh; under torchrun as well). The default group is "strata", a gloo
+group over the same ranks sits beside it, and each measurement alternates between the two
+(strata, gloo, strata, gloo, ...), keeping each backend's fastest round: the same machine load
+for both, the same rule for both.
 
 all_reduce: f32 sum in place, sizes -b .. -e by -f; a size's time is the mean of its iterations
 on the slowest rank (as nccl-tests and `strata bench` time), checked once for the right sum.
---report JSON prints a saved run (-J) again; at 2 ranks it ends with the targets of issue 26 as
-PASS/FAIL. What the backend adds to the C library is measured by pairs: --pair TORCH C names a
-run of this script with --strata-only --iters 20 (the C bench's -n 20 -w 1) and a
-`strata bench allreduce -a 3 -J` run beside it, over the same sizes at the same rank count;
-repeated, the pairs interleaved in time. A size's figure is the median over pairs of
-torch-on-strata's time over the C bench's in-place time: on a shared machine single runs of
-either differ by 20% or more, and a ratio of neighbours in time is what stays put.
-DDP: one training step (zero_grad, forward, backward with DDP's bucketed allreduces, SGD) of a
---ddp-layers x Linear(4096, 4096) model (3 layers: 50.3M parameters, 201 MB of gradients) on a
-batch of --ddp-batch (8); the median of --ddp-steps steps, best of --ddp-rounds. On a loaded
-2-core machine the step is mostly backward's memory traffic, and its time varies by tens of
-percent between runs: compare the two backends within one run, and over several runs.
+--report JSON prints a saved run (-J) again and ends with the targets as PASS/FAIL. What the
+backend adds to the C library is measured by pairs: --pair TORCH C names a run of this script
+with --strata-only --iters 20 and a `strata bench allreduce -a 3 -J` run beside it (the same
+strata_allreduce call in place on a malloc'd buffer, from C), over the same sizes at the same
+rank count, repeated, the pairs interleaved in time. A size's figure is the median over pairs of
+torch-on-strata's time over the C loop's: on a shared machine single runs of either differ by
+20% or more, and a ratio of neighbours in time is what stays put.
+Training steps: zero_grad, forward, backward, SGD of a --layers x Linear(4096, 4096) model (3
+layers: 50.3M parameters, 201 MB of gradients) on a batch of --batch (8), under DDP and under
+FSDP2 (fully_shard per layer over a 1-D mesh of each backend); --pairs (5) interleaved pairs, the
+order swapped each pair; the median time of each backend and the median of the pairs' ratios.
 Rank 0 prints the tables; -J FILE writes them as JSON.
 """
 import argparse
@@ -126,16 +127,40 @@ def pair_ratios(pairs):
     return ratios
 
 
-def ddp_step_times(layers, batch, steps, rounds, gloo, rank):
-    from torch.nn.parallel import DistributedDataParallel as DDP
+def model_of(layers):
     torch.manual_seed(0)
-    base = torch.nn.Sequential(*[torch.nn.Linear(4096, 4096) for _ in range(layers)])
-    params = sum(p.numel() for p in base.parameters())
-    models = {"strata": DDP(base), "gloo": DDP(base, process_group=gloo)}
-    del base
+    return torch.nn.Sequential(*[torch.nn.Linear(4096, 4096) for _ in range(layers)])
+
+
+def training_models(kind, layers, gloo, nranks):
+    """The same model twice, trained data-parallel over strata and over gloo: DDP, or FSDP2
+    (fully_shard per layer) over a 1-D mesh of each backend."""
+    import copy
+    base = model_of(layers)
+    if kind == "ddp":
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        return {"strata": DDP(copy.deepcopy(base)),
+                "gloo": DDP(copy.deepcopy(base), process_group=gloo)}
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    models = {}
+    for name in ("strata", "gloo"):
+        mesh = init_device_mesh("cpu", (nranks,), backend_override={0: name})
+        model = copy.deepcopy(base)
+        for layer in model:
+            fully_shard(layer, mesh=mesh)
+        models[name] = fully_shard(model, mesh=mesh)
+    return models
+
+
+def step_pairs(kind, layers, batch, pairs, gloo, rank, nranks):
+    """One training step (zero_grad, forward, backward, SGD) on each backend, `pairs` times,
+    the two interleaved and their order swapped each pair; the medians of each backend's times
+    on the slowest rank and of the pairs' gloo/strata ratios."""
+    models = training_models(kind, layers, gloo, nranks)
+    params = sum(p.numel() for p in model_of(layers).parameters())
     optimizers = {k: torch.optim.SGD(m.parameters(), lr=1e-6) for k, m in models.items()}
     x = torch.randn(batch, 4096, generator=torch.Generator().manual_seed(rank))
-    best = {k: float("inf") for k in models}
 
     def step(name):
         optimizers[name].zero_grad(set_to_none=False)
@@ -143,17 +168,20 @@ def ddp_step_times(layers, batch, steps, rounds, gloo, rank):
         optimizers[name].step()
 
     for name in models:
-        step(name)  # warm: buckets, connections
-    for _ in range(rounds):
-        for name in models:
-            times = []
-            for _ in range(steps):
-                dist.barrier(group=gloo)
-                start = time.perf_counter()
-                step(name)
-                times.append(slowest(time.perf_counter() - start, gloo))
-            best[name] = min(best[name], statistics.median(times))
-    return params, best
+        step(name)  # warm: buckets, connections, shards
+    times = {name: [] for name in models}
+    for k in range(pairs):
+        for name in (("strata", "gloo") if k % 2 == 0 else ("gloo", "strata")):
+            dist.barrier(group=gloo)
+            start = time.perf_counter()
+            step(name)
+            times[name].append(slowest(time.perf_counter() - start, gloo))
+    ratios = [g / s for s, g in zip(times["strata"], times["gloo"])]
+    return {"kind": kind, "parameters": params, "layers": layers, "batch": batch, "pairs": pairs,
+            "strata_step_s": statistics.median(times["strata"]),
+            "gloo_step_s": statistics.median(times["gloo"]),
+            "gloo_over_strata": statistics.median(ratios),
+            "ratio_min": min(ratios), "ratio_max": max(ratios)}
 
 
 HEADER = "#       size   iters   strata_us     gloo_us  gloo/strata  strata_GB/s  check"
@@ -170,15 +198,17 @@ def row_text(row):
         row["gloo_over_strata"], row["strata_algbw_gbps"], "OK" if row["correct"] else "WRONG")
 
 
-def ddp_text(ddp):
-    return ("# DDP step, %.1fM parameters (%d x Linear(4096, 4096)), batch %d, median of %d steps, "
-            "best of %d rounds:\n#   strata %.3f s   gloo %.3f s   gloo/strata %.2fx" % (
-                ddp["parameters"] / 1e6, ddp["layers"], ddp["batch"], ddp["steps"], ddp["rounds"],
-                ddp["strata_step_s"], ddp["gloo_step_s"], ddp["gloo_over_strata"]))
+def step_text(st):
+    return ("# %s step, %.1fM parameters (%d x Linear(4096, 4096)), batch %d, median of %d "
+            "interleaved pairs:\n#   strata %.3f s   gloo %.3f s   gloo/strata %.2fx "
+            "(pairs %.2fx..%.2fx)" % (
+                st["kind"].upper(), st["parameters"] / 1e6, st["layers"], st["batch"],
+                st["pairs"], st["strata_step_s"], st["gloo_step_s"], st["gloo_over_strata"],
+                st["ratio_min"], st["ratio_max"]))
 
 
 def report(path, pairs):
-    """A saved run's tables, the pairs' torch/C ratios, and at 2 ranks the issue's targets."""
+    """A saved run's tables, the pairs' torch/C ratios, and the targets."""
     with open(path) as f:
         run = json.load(f)
     ratios = pair_ratios(pairs)
@@ -195,17 +225,14 @@ def report(path, pairs):
             r = ratios[size]
             print("%12s  %5.2fx  %5.2fx  %5.2fx" % (size_text(size), statistics.median(r),
                                                     min(r), max(r)))
-    if run.get("ddp"):
-        print(ddp_text(run["ddp"]))
-    print("# load average at the end: %s" % run.get("loadavg", "?"))
-    if nranks != 2:
-        return 0 if run["correct"] else 1
+    for st in run.get("steps", []):
+        print(step_text(st))
 
     def verdict(name, good, figure):
         print("%-58s %-34s %s" % (name, figure, "PASS" if good else "FAIL"))
 
-    print("== torch targets (2 ranks) ==")
-    big = [r for r in rows if r["size_bytes"] >= 1 << 20]
+    print("== torch targets (%d ranks) ==" % nranks)
+    big = [r for r in rows if r["size_bytes"] >= 1 << 20 and r.get("gloo_over_strata")]
     if big:
         low = min(big, key=lambda r: r["gloo_over_strata"])
         verdict("all_reduce >= 2x gloo from 1 MiB", low["gloo_over_strata"] >= 2.0,
@@ -213,13 +240,11 @@ def report(path, pairs):
     medians = {size: statistics.median(r) for size, r in ratios.items() if size >= 16 << 20}
     if medians:
         worst = max(medians, key=medians.get)
-        verdict("all_reduce within 10% of strata's C bench from 16 MiB", medians[worst] <= 1.10,
+        verdict("all_reduce within 10% of the C loop from 16 MiB", medians[worst] <= 1.10,
                 "max median %.2fx its time (at %s)" % (medians[worst], size_text(worst)))
-    else:
-        verdict("all_reduce within 10% of strata's C bench from 16 MiB", False, "no data")
-    if run.get("ddp"):
-        verdict("DDP step faster than on gloo", run["ddp"]["gloo_over_strata"] > 1.0,
-                "gloo/strata %.2fx" % run["ddp"]["gloo_over_strata"])
+    for st in run.get("steps", []):
+        verdict("%s step faster than on gloo" % st["kind"].upper(), st["gloo_over_strata"] > 1.0,
+                "gloo/strata %.2fx" % st["gloo_over_strata"])
     verdict("every result checked", run["correct"], "")
     return 0 if run["correct"] else 1
 
@@ -238,10 +263,14 @@ def main():
     ap.add_argument("--pair", nargs=2, action="append", metavar=("TORCH_JSON", "C_JSON"),
                     help="with --report: a --strata-only run and the `strata bench allreduce -J` "
                          "run beside it (repeatable)")
-    ap.add_argument("--ddp-layers", type=int, default=3, help="0: no DDP step")
-    ap.add_argument("--ddp-batch", type=int, default=8)
-    ap.add_argument("--ddp-steps", type=int, default=5)
-    ap.add_argument("--ddp-rounds", type=int, default=3)
+    ap.add_argument("--layers", type=int, default=3,
+                    help="Linear(4096, 4096) layers of the DDP and FSDP2 model (3: 50.3M "
+                         "parameters); 0: no training steps")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--pairs", type=int, default=5, help="interleaved pairs of steps")
+    ap.add_argument("--steps", default="ddp,fsdp2", help="which training steps to time")
+    ap.add_argument("--device", default="cpu",
+                    help="where the all_reduce buffer lives (cuda: through strata's staging)")
     ap.add_argument("-J", default=None)
     ap.add_argument("--report", metavar="JSON", help="print a saved run (-J) and stop")
     args = ap.parse_args()
@@ -254,7 +283,11 @@ def main():
     rank, nranks = dist.get_rank(), dist.get_world_size()
     gloo = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=300))
     groups = {"strata": None} if args.strata_only else {"strata": None, "gloo": gloo}
-    buf = torch.zeros(max_bytes // 4, dtype=torch.float32)
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))
+                              % torch.cuda.device_count())
+    buf = torch.zeros(max_bytes // 4, dtype=torch.float32, device=device)
     if rank == 0:
         print("# torch %s all_reduce float32 sum in place, %d ranks: backend \"strata\" against "
               "\"gloo\" (best of %d alternating rounds)" % (torch.__version__, nranks, args.rounds))
@@ -284,23 +317,20 @@ def main():
             print(row_text(row), flush=True)
         nbytes *= args.f
     del buf, view
-    ddp = None
-    if args.ddp_layers > 0:
-        params, best = ddp_step_times(args.ddp_layers, args.ddp_batch, args.ddp_steps,
-                                      args.ddp_rounds, gloo, rank)
-        ddp = {"parameters": params, "strata_step_s": best["strata"], "gloo_step_s": best["gloo"],
-               "gloo_over_strata": best["gloo"] / best["strata"]}
-        ddp.update(layers=args.ddp_layers, batch=args.ddp_batch, steps=args.ddp_steps,
-                   rounds=args.ddp_rounds)
-        if rank == 0:
-            print(ddp_text(ddp), flush=True)
+    steps = []
+    if args.layers > 0 and not args.strata_only:
+        for kind in filter(None, args.steps.split(",")):
+            st = step_pairs(kind, args.layers, args.batch, args.pairs, gloo, rank, nranks)
+            steps.append(st)
+            if rank == 0:
+                print(step_text(st), flush=True)
     if rank == 0:
         loadavg = open("/proc/loadavg").read().strip()
         print("# load average at the end: %s" % loadavg, flush=True)
         if args.J:
             with open(args.J, "w") as out:
                 json.dump({"tool": "torch_allreduce", "torch": torch.__version__,
-                           "nranks": nranks, "allreduce": rows, "ddp": ddp, "correct": ok,
+                           "nranks": nranks, "allreduce": rows, "steps": steps, "correct": ok,
                            "loadavg": loadavg}, out, indent=1)
     dist.barrier(group=gloo)
     dist.destroy_process_group()

@@ -31,9 +31,14 @@ TOLERANCE = {torch.float16: 2e-3, torch.bfloat16: 1e-2, torch.float32: 1e-6,
 N = 37  # elements per rank: not a multiple of anything the algorithms chunk by
 PREMUL = 2.0
 
-# with an accelerator (scripts/gpu-check.sh) the group is bound to it, which split_group needs
-device_id = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) \
-    if torch.cuda.is_available() else None
+# STRATA_TEST_DEVICE=cuda (scripts/gpu-check.sh): every tensor on the GPU, and the group bound
+# to it, which split_group needs
+device_id = None
+if os.environ.get("STRATA_TEST_DEVICE", "cpu") == "cuda":
+    device_id = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))
+                             % torch.cuda.device_count())
+    torch.cuda.set_device(device_id)
+    torch.set_default_device(device_id)
 dist.init_process_group("strata", timeout=datetime.timedelta(seconds=60), device_id=device_id)
 rank, size = dist.get_rank(), dist.get_world_size()
 gloo = dist.new_group(backend="gloo")
@@ -48,6 +53,7 @@ def report(name, got, want):
 
 
 def same(got, want, dtype):
+    got, want = got.cpu(), want.cpu()
     if got.shape != want.shape:
         return False
     if dtype == torch.bool or not (dtype.is_floating_point or dtype.is_complex):
