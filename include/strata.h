@@ -420,7 +420,7 @@ typedef struct strata_coll_args {
   void *recvbuf;
   size_t count; /* elements; meaning depends on the collective (see wrappers) */
   strata_dtype dtype;
-  strata_op op;             /* reductions only */
+  strata_op op;             /* reductions only; a bitwise op needs an integer dtype */
   int root;                 /* rooted collectives; peer for send/recv */
   strata_algo algo;         /* STRATA_ALGO_AUTO = the communicator's choice */
   strata_compress compress; /* STRATA_COMPRESS_DEFAULT = the communicator's choice; another

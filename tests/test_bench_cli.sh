@@ -42,6 +42,7 @@ expect_usage "not a size" allreduce -e lots
 expect_usage "larger than" allreduce -b 1M -e 8
 expect_usage "unknown datatype" allreduce -d fp8
 expect_usage "unknown op" allreduce -o xor
+expect_usage "bitwise ops take integer types" allreduce -d float -o band
 expect_usage "no GPUs" allreduce -g 2
 expect_usage "one thread" allreduce -t 4
 expect_usage "want 0 (rank 0)" allreduce -a 7
@@ -93,6 +94,9 @@ run_bench types2 2 20 all_reduce_perf -b 64 -e 128 -f 2 -n 1 -w 0 -d all
 run_bench ops3 3 10 allreduce -b 96 -e 192 -f 2 -n 1 -w 0 -d int32 -o all
 run_bench avg3 3 3 reduce_scatter -b 48 -e 3K -f 8 -n 1 -w 0 -d bfloat16 -o avg
 run_bench minmax3 3 2 reduce -b 1K -e 2K -f 2 -n 1 -w 0 -d half -o min -r 1
+run_bench bxor3 3 2 allreduce -b 96 -e 192 -f 2 -n 1 -w 0 -d int16 -o bxor
+run_bench band3 3 2 reduce_scatter -b 96 -e 192 -f 2 -n 1 -w 0 -d uint16 -o band
+run_bench bor2 2 2 reduce -b 64 -e 128 -f 2 -n 1 -w 0 -d int64 -o bor -r 1
 run_bench steps2 2 3 broadcast -b 1000 -e 3000 -i 1000 -n 1 -w 0 -d uint8 -r 1 -z 1 -a 1
 # -R 1: buffers from strata_mem_alloc, read by the peers directly (8 B .. 2 MiB: 10 rows).
 run_bench registered2 2 10 allreduce -b 8 -e 4M -f 4 -n 2 -w 1 -R 1

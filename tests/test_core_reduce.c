@@ -301,8 +301,12 @@ static void check_isa(const char *isa) {
       for (int alias = ALIAS_NONE; alias <= ALIAS_ALL; alias++) {
         for (size_t n = 0; n <= 70; n++)
           check_kernel(isa, kernel, (strata_dtype)d, (strata_op)o, n, (alias_mode)alias);
-        for (size_t k = 0; k < sizeof large / sizeof large[0]; k++)
+        for (size_t k = 0; k < sizeof large / sizeof large[0]; k++) {
+          /* the bitwise kernels are sum's loop with another operator: up to 4099 elements
+           * covers their vector body and tails, and keeps this test's time */
+          if (op_is_bitwise(o) && large[k] > 4099) continue;
           check_kernel(isa, kernel, (strata_dtype)d, (strata_op)o, large[k], (alias_mode)alias);
+        }
       }
     }
   }

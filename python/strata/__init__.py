@@ -219,8 +219,8 @@ class Comm(_strata.Comm):
 
     # ---- collectives: out=None means in place where the C API allows it ----
     def allreduce(self, buf, out=None, op="sum", **kw):
-        """Every rank's `buf` reduced elementwise (op: sum, prod, min, max, avg) into `out`
-        (default: `buf`, in place) on every rank."""
+        """Every rank's `buf` reduced elementwise (op: sum, prod, min, max, avg; band, bor, bxor
+        for integer dtypes) into `out` (default: `buf`, in place) on every rank."""
         return self._call("allreduce", buf, buf if out is None else out,
                           lambda s, r: s, op=op, **kw)
 

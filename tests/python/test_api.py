@@ -2,8 +2,8 @@
 """Every collective of the Python API, checked on every rank (run under strata launch -n N).
 
 Numpy arrays, bytearray and CPU torch tensors; blocking and async_op; in place and out of place;
-and the errors a user meets: a wrong size, a non-contiguous buffer, an unknown op, a CUDA-less
-device check, a destroyed communicator. Exits 0 when every check held, 1 with the failures.
+and the errors a user meets: a wrong size, a non-contiguous buffer, an unknown op, a bitwise op
+on floats, a CUDA-less device check, a destroyed communicator. Exits 0 when every check held, 1 with the failures.
 """
 import sys
 
@@ -49,6 +49,18 @@ with strata.Comm() as comm:
             vals = [q + 1, 10 - q]
             want = vals if q == 0 else [fn(a, b) for a, b in zip(want, vals)]
         check(list(x) == want, f"allreduce {op}: {x} != {want}")
+    # 16-bit integers (sum wraps like the C types) and the bitwise ops
+    for dtype in (np.int16, np.uint16):
+        h = np.array([30000, 3 + r], dtype)
+        comm.allreduce(h)
+        want = np.array([30000 * n, sum(3 + q for q in range(n))]).astype(dtype)
+        check(np.array_equal(h, want), f"allreduce sum {dtype.__name__}: {h} != {want}")
+    for op, fn in (("band", np.bitwise_and), ("bor", np.bitwise_or), ("bxor", np.bitwise_xor)):
+        mine16 = np.array([0xfff0 ^ (1 << (r % 16)), r + 1], np.uint16)
+        comm.allreduce(mine16, op=op)
+        want = fn.reduce([np.array([0xfff0 ^ (1 << (q % 16)), q + 1], np.uint16)
+                          for q in range(n)])
+        check(np.array_equal(mine16, want), f"allreduce {op} uint16: {mine16} != {want}")
     x = np.full(1 << 18, float(r), np.float32)
     req = comm.allreduce(x, op="avg", async_op=True)
     req.wait()
@@ -128,7 +140,8 @@ with strata.Comm() as comm:
     raises(ValueError, lambda: comm.allreduce(np.zeros((4, 4), np.float32)[:, 1]),
            "non-contiguous numpy")
     raises(ValueError, lambda: comm.allreduce(mine, op="median"), "unknown op")
-    raises(TypeError, lambda: comm.allreduce(np.zeros(4, np.int16)), "int16 has no dtype")
+    raises(strata.InvalidArgError, lambda: comm.allreduce(np.zeros(2, np.float32), op="band"),
+           "bitwise op on float32")
     raises(TypeError, lambda: comm.allreduce(b"read-only"), "read-only output")
     raises(TypeError, lambda: comm.allreduce(np.zeros(3), np.zeros(3, np.float32)),
            "mismatched dtypes")
