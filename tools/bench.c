@@ -240,36 +240,9 @@ static void bench_usage(FILE *out) {
 
 /* nccl-tests' parsesize: a number with an optional K, M or G (powers of 1024). */
 static int bench_parse_size(const char *text, size_t *out) {
-  char *end = NULL;
-  errno = 0;
-  double value = strtod(text, &end);
-  if (end == text || errno || !(value >= 0) || value > 1e18) return -1;
-  double unit = 1;
-  if (*end) {
-    switch (*end) {
-      case 'k':
-      case 'K':
-        unit = 1024.0;
-        break;
-      case 'm':
-      case 'M':
-        unit = 1024.0 * 1024;
-        break;
-      case 'g':
-      case 'G':
-        unit = 1024.0 * 1024 * 1024;
-        break;
-      default:
-        return -1;
-    }
-    end++;
-    if (*end == 'i' && end[1] == 'B')
-      end += 2; /* KiB, MiB, GiB */
-    else if (*end == 'B')
-      end++;
-    if (*end) return -1;
-  }
-  *out = (size_t)(value * unit);
+  uint64_t bytes;
+  if (strata_size_parse(text, &bytes) != STRATA_OK || bytes > ((uint64_t)1 << 60)) return -1;
+  *out = (size_t)bytes;
   return 0;
 }
 
