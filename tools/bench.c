@@ -1528,9 +1528,25 @@ static int bench_cipher(void) {
   return BENCH_EXIT_OK;
 }
 
+/* `strata bench kv` starts its own two processes, so a launcher's ranks would each run it and
+ * print a table: rank 0 runs it, the others leave it (a launcher's rank, else every process). */
+static int bench_kv(int argc, char **argv) {
+  strata_config cfg;
+  char err[256];
+  strata_config_init(&cfg);
+  int in_job = strata_config_from_env(&cfg, err, sizeof err) == STRATA_OK && cfg.rank > 0;
+  int help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+  if (in_job && !help) {
+    fprintf(stderr, "strata bench kv: rank %d leaves the run to rank 0 (it starts its own pair)\n",
+            cfg.rank);
+    return BENCH_EXIT_OK;
+  }
+  return strata_kv_bench_main(argc, argv);
+}
+
 int strata_cmd_bench(int argc, char **argv) {
   if (argc == 2 && !strcmp(argv[1], "--cipher")) return bench_cipher();
-  if (argc >= 2 && !strcmp(argv[1], "kv")) return strata_kv_bench_main(argc - 1, argv + 1);
+  if (argc >= 2 && !strcmp(argv[1], "kv")) return bench_kv(argc - 1, argv + 1);
   bench_options opt;
   int status = bench_options_parse(argc, argv, &opt);
   if (status == -1) {

@@ -128,6 +128,9 @@ static int set_name(const char *value, const char **name) {
 #define NETEM_OPT_NAME 'N'
 #define NETEM_NAME_OPTION \
   { "name", required_argument, 0, NETEM_OPT_NAME }
+#define NETEM_HELP_OPTION \
+  { "help", no_argument, 0, 'h' }
+#define NETEM_HELP 1 /* a parser's return: --help was asked for and printed */
 
 /* Starts a getopt scan of one verb's arguments (argv[0] is the verb). */
 static void getopt_reset(void) {
@@ -142,11 +145,13 @@ static int getopt_complaint(const char *verb, int letter, char **argv) {
   return -1;
 }
 
-/* Verbs that take --name alone (down, status, list): 0, or -1 with the reason printed. */
+/* Verbs that take --name alone (down, status, list): 0, NETEM_HELP, or -1 with the reason
+ * printed. */
 static int parse_name_only(const char *verb, int argc, char **argv, const char **name) {
-  static const struct option options[] = {NETEM_NAME_OPTION, {0, 0, 0, 0}};
+  static const struct option options[] = {NETEM_NAME_OPTION, NETEM_HELP_OPTION, {0, 0, 0, 0}};
   getopt_reset();
-  for (int letter; (letter = getopt_long(argc, argv, ":", options, NULL)) != -1;) {
+  for (int letter; (letter = getopt_long(argc, argv, ":h", options, NULL)) != -1;) {
+    if (letter == 'h') return netem_usage(stdout), NETEM_HELP;
     if (letter != NETEM_OPT_NAME) return getopt_complaint(verb, letter, argv);
     if (set_name(optarg, name)) return -1;
   }
@@ -312,6 +317,7 @@ static int parse_up(int argc, char **argv, netem_up_options *o, const char **nam
       {"foreground", no_argument, 0, UP_FOREGROUND},
       {"no-offload", no_argument, 0, UP_NO_OFFLOAD},
       NETEM_NAME_OPTION,
+      NETEM_HELP_OPTION,
       {0, 0, 0, 0}};
   o->fwd.nsites = 0;
   o->fwd.mtu = 1500;
@@ -323,7 +329,8 @@ static int parse_up(int argc, char **argv, netem_up_options *o, const char **nam
   o->ranks_per_site = 1;
   getopt_reset();
   int index = 0;
-  for (int letter; (letter = getopt_long(argc, argv, ":", options, &index)) != -1;) {
+  for (int letter; (letter = getopt_long(argc, argv, ":h", options, &index)) != -1;) {
+    if (letter == 'h') return netem_usage(stdout), NETEM_HELP;
     if (letter == '?' || letter == ':') return getopt_complaint("up", letter, argv);
     if (letter == NETEM_OPT_NAME) {
       if (set_name(optarg, name)) return -1;
@@ -447,7 +454,8 @@ static int netem_check_environment(void) {
 
 static int netem_up_run(int argc, char **argv, netem_up_options *o) {
   const char *name = NETEM_DEFAULT_NAME;
-  if (parse_up(argc, argv, o, &name)) return 2;
+  int parsed = parse_up(argc, argv, o, &name);
+  if (parsed) return parsed == NETEM_HELP ? 0 : 2;
   if (netem_check_environment()) return 1;
   mkdir(NETEM_STATE_ROOT, 0755);
   char dir[256];
@@ -530,7 +538,8 @@ static int forwarder_alive(pid_t pid) {
 
 static int netem_down(int argc, char **argv) {
   const char *name = NETEM_DEFAULT_NAME;
-  if (parse_name_only("down", argc, argv, &name)) return 2;
+  int parsed = parse_name_only("down", argc, argv, &name);
+  if (parsed) return parsed == NETEM_HELP ? 0 : 2;
   pid_t pid = read_pid(name);
   int stopped = 0;
   if (forwarder_alive(pid)) {
@@ -570,7 +579,8 @@ static void refresh_stats(pid_t pid, const char *path) {
 
 static int netem_status(int argc, char **argv) {
   const char *name = NETEM_DEFAULT_NAME;
-  if (parse_name_only("status", argc, argv, &name)) return 2;
+  int parsed = parse_name_only("status", argc, argv, &name);
+  if (parsed) return parsed == NETEM_HELP ? 0 : 2;
   char dir[256], path[256];
   state_path(dir, sizeof dir, name, NULL);
   if (access(dir, F_OK)) {
@@ -591,7 +601,8 @@ static int netem_status(int argc, char **argv) {
 /* Every emulation this host has state for, and whether its forwarder runs. */
 static int netem_list(int argc, char **argv) {
   const char *name = NETEM_DEFAULT_NAME;
-  if (parse_name_only("list", argc, argv, &name)) return 2;
+  int parsed = parse_name_only("list", argc, argv, &name);
+  if (parsed) return parsed == NETEM_HELP ? 0 : 2;
   DIR *dir = opendir(NETEM_STATE_ROOT);
   int count = 0;
   for (struct dirent *e; dir && (e = readdir(dir));) {
@@ -608,11 +619,12 @@ static int netem_list(int argc, char **argv) {
 /* ---- exec ---- */
 
 static int netem_exec(int argc, char **argv) {
-  static const struct option options[] = {NETEM_NAME_OPTION, {0, 0, 0, 0}};
+  static const struct option options[] = {NETEM_NAME_OPTION, NETEM_HELP_OPTION, {0, 0, 0, 0}};
   const char *name = NETEM_DEFAULT_NAME;
   getopt_reset();
   /* "+": the options end at SITE; what follows belongs to the command */
-  for (int letter; (letter = getopt_long(argc, argv, "+:", options, NULL)) != -1;) {
+  for (int letter; (letter = getopt_long(argc, argv, "+:h", options, NULL)) != -1;) {
+    if (letter == 'h') return netem_usage(stdout), 0;
     if (letter != NETEM_OPT_NAME) return getopt_complaint("exec", letter, argv), 2;
     if (set_name(optarg, &name)) return 2;
   }
@@ -667,15 +679,18 @@ static uint16_t icmp_checksum(const void *data, size_t len) {
 
 /* ping and owd: FROM TO and ping's own flags, in any order. */
 static int parse_ping(const char *verb, int argc, char **argv, ping_options *o, const char **name) {
-  static const struct option options[] = {NETEM_NAME_OPTION, {0, 0, 0, 0}};
+  static const struct option options[] = {NETEM_NAME_OPTION, NETEM_HELP_OPTION, {0, 0, 0, 0}};
   o->count = 10;
   o->interval_s = 0.2;
   o->wait_s = -1;
   o->size = 56;
   getopt_reset();
-  for (int letter; (letter = getopt_long(argc, argv, ":qc:i:W:s:", options, NULL)) != -1;) {
+  for (int letter; (letter = getopt_long(argc, argv, ":hqc:i:W:s:", options, NULL)) != -1;) {
     int bad = 0;
     switch (letter) {
+      case 'h':
+        netem_usage(stdout);
+        return NETEM_HELP;
       case NETEM_OPT_NAME:
         if (set_name(optarg, name)) return -1;
         break;
@@ -815,7 +830,8 @@ static void ping_wait(int fd, uint64_t until_ns) {
 static int netem_ping(int argc, char **argv) {
   const char *name = NETEM_DEFAULT_NAME;
   ping_options o = {0};
-  if (parse_ping("ping", argc, argv, &o, &name)) return 2;
+  int parsed = parse_ping("ping", argc, argv, &o, &name);
+  if (parsed) return parsed == NETEM_HELP ? 0 : 2;
   char err[256], addr[32];
   if (strata_emu_site_enter(name, o.from, err, sizeof err)) {
     fprintf(stderr, "netem ping: %s\n", err);
@@ -918,7 +934,8 @@ static void owd_receive(int fd, const ping_options *o, ping_tally *t) {
 static int netem_owd(int argc, char **argv) {
   const char *name = NETEM_DEFAULT_NAME;
   ping_options o = {0};
-  if (parse_ping("owd", argc, argv, &o, &name)) return 2;
+  int parsed = parse_ping("owd", argc, argv, &o, &name);
+  if (parsed) return parsed == NETEM_HELP ? 0 : 2;
   int root_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
   if (root_ns < 0) return perror("netem owd: /proc/self/ns/net"), 1;
   struct sockaddr_in rx_addr, tx_addr;
