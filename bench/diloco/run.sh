@@ -42,8 +42,11 @@
 # train.py arguments for every run), DILOCO_OUTER_MOMENTUM (0.6), DILOCO_SVG (the plot's path),
 # DILOCO_OUT (the results directory), DILOCO_TEXTBOOK=1 (adds textbook-h50: the pure-Python
 # cross-check of DiLoCo, not the library's).
-# --quick: 50 inner steps per run (one H=50 round), a smoke test of the whole pipeline (results
-# and plot in bench/results/diloco-quick/).
+# --quick: a smoke test of the whole pipeline (results and plot in bench/results/diloco-quick/):
+# two runs (sync and diloco-h50) of 50 inner steps (one H=50 round), with small evaluations
+# (16 checkpoint and 64 final sequences), about a twentieth of the full demo's training. The
+# script says what it will run before it starts and, after each run, how long that run took and
+# about how long the rest will take (the runs cost about the same).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../common.sh"
@@ -64,6 +67,7 @@ if [ $((steps % 50)) -ne 0 ]; then echo "diloco: DILOCO_STEPS must be a multiple
 warm=$((50 * (steps / 200))) # a quarter of the run, a whole number of H = 50 rounds after it
 runs_default="sync diloco-h10 diloco-h50 streaming-h50 diloco-h50-int8 diloco-h50-int4 diloco-h50-m09"
 [ $warm -gt 0 ] && runs_default="$runs_default diloco-h10-warm diloco-h50-warm streaming-h50-warm"
+[ $quick -eq 1 ] && runs_default="sync diloco-h50"
 runs=${DILOCO_RUNS:-$runs_default}
 om=${DILOCO_OUTER_MOMENTUM:-0.6}
 [ "${DILOCO_TEXTBOOK:-0}" = 1 ] && runs="$runs textbook-h50"
@@ -124,7 +128,7 @@ for run in $runs; do
       STRATA_ADDR="10.77.0.1:$port" STRATA_STORE_EXTERNAL=1 STRATA_RANK=$r STRATA_WORLD_SIZE=2 \
       STRATA_JOB_ID="$name-$run" STRATA_SITE="site$r" STRATA_TIMEOUT=600 STRATA_TCP_LINK_GBPS=1 \
       OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
-      "$py" "$here/train.py" --name "$run" --steps "$steps" "${targs[@]}" ${DILOCO_EXTRA:-} \
+      "$py" "$here/train.py" --name "$run" --steps "$steps" "${targs[@]}" "${quick_args[@]}" ${DILOCO_EXTRA:-} \
       --netem "$name" --strata "$strata" --out "$out/$run.RANK.json" >"$out/$run.$r.log" 2>&1 &
     children+=($!)
     pids+=($!)
@@ -140,6 +144,10 @@ for run in $runs; do
     tail -n 5 "$out/$run.0.log" "$out/$run.1.log" >&2 || true
     fails=$((fails + 1))
   fi
+  done_runs=$((done_runs + 1))
+  spent=$((SECONDS - started_s))
+  echo "diloco: $done_runs of ${#run_list[@]} runs done in ${spent} s; about" \
+    "$((spent * (${#run_list[@]} - done_runs) / done_runs)) s left"
 done
 
 "$py" "$here/report.py" "$out" --runs "$runs" --svg "$svg" || fails=$((fails + 1))
