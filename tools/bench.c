@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "bench_alltoallv.h"
 #include "bench_predict.h"
 #include "commands.h"
 #include "planner.h"
@@ -87,6 +88,8 @@ typedef enum bench_kind {
   BENCH_SCATTER,
   BENCH_ALLTOALL,
   BENCH_SENDRECV,
+  BENCH_ALLTOALLV, /* nccl-tests' alltoallv_perf: uneven shares (bench_alltoallv.h) */
+  BENCH_HYPERCUBE, /* hypercube_perf: an allgather by recursive doubling of send/recv pairs */
   BENCH_KIND_COUNT
 } bench_kind;
 
@@ -109,6 +112,9 @@ static const bench_kind_info bench_kinds[BENCH_KIND_COUNT] = {
     [BENCH_SCATTER] = {"scatter", "scatter", 0, 1, 1, 1},
     [BENCH_ALLTOALL] = {"alltoall", "all_to_all", 0, 0, 1, 1},
     [BENCH_SENDRECV] = {"sendrecv", "send_recv", 0, 0, 0, 1},
+    /* in place, nccl-tests sends and receives in one buffer and leaves the result unchecked */
+    [BENCH_ALLTOALLV] = {"alltoallv", "alltoallv", 0, 0, 0, 0},
+    [BENCH_HYPERCUBE] = {"hypercube", "hypercube", 0, 0, 1, 1},
 };
 
 /* nccl-tests' binary of each collective: the name of a link that runs it (tools/main.c), and
@@ -118,7 +124,8 @@ static const char *const bench_perf_names[BENCH_KIND_COUNT] = {
     [BENCH_ALLGATHER] = "all_gather_perf", [BENCH_BROADCAST] = "broadcast_perf",
     [BENCH_REDUCE] = "reduce_perf",        [BENCH_GATHER] = "gather_perf",
     [BENCH_SCATTER] = "scatter_perf",      [BENCH_ALLTOALL] = "alltoall_perf",
-    [BENCH_SENDRECV] = "sendrecv_perf",
+    [BENCH_SENDRECV] = "sendrecv_perf",    [BENCH_ALLTOALLV] = "alltoallv_perf",
+    [BENCH_HYPERCUBE] = "hypercube_perf",
 };
 
 /* nccl-tests' -d names (src/common.cu test_typenames), indexed by strata_dtype. */
@@ -147,10 +154,25 @@ typedef struct bench_layout {
   size_t recv_inplace_offset;
 } bench_layout;
 
-static bench_layout bench_layout_for(bench_kind kind, size_t count, int nranks) {
-  size_t per_rank = count / (size_t)nranks;
+/* alltoallv and hypercube round a rank's share down to 16 bytes, as nccl-tests does. */
+static size_t bench_share16(size_t count, int nranks, size_t type_bytes) {
+  return (count / (size_t)nranks) & ~(16 / type_bytes - 1);
+}
+
+static bench_layout bench_layout_for(bench_kind kind, size_t count, size_t type_bytes, int nranks,
+                                     const bench_alltoallv *pattern) {
+  size_t per_rank = count / (size_t)nranks, share = bench_share16(count, nranks, type_bytes);
   bench_layout layout = {count, count, count, 0, 0};
   switch (kind) {
+    case BENCH_ALLTOALLV: /* from a matrix file, -b is not a size: the count passed is 0 */
+      layout.param_count = pattern->bytes ? 0 : share;
+      bench_alltoallv_max_counts(pattern, type_bytes, nranks, share * nranks * type_bytes,
+                                 &layout.send_count, &layout.recv_count);
+      layout.send_inplace_offset = layout.recv_inplace_offset = 0;
+      break;
+    case BENCH_HYPERCUBE:
+      layout = (bench_layout){share, share, share * nranks, share, 0};
+      break;
     case BENCH_REDUCE_SCATTER:
     case BENCH_SCATTER:
       layout = (bench_layout){per_rank, per_rank * nranks, per_rank, 0, per_rank};
@@ -169,15 +191,20 @@ static bench_layout bench_layout_for(bench_kind kind, size_t count, int nranks) 
 }
 
 /* nccl-tests' getBw: algbw over the bytes one call moves, busbw scaled to the link load. */
-static void bench_bandwidth(bench_kind kind, size_t param_count, size_t type_bytes, double seconds,
-                            int nranks, double *algbw_gbps, double *busbw_gbps) {
-  double bytes = (double)param_count * (double)type_bytes;
+static void bench_bandwidth(bench_kind kind, const bench_layout *layout, size_t type_bytes,
+                            double seconds, int nranks, double *algbw_gbps, double *busbw_gbps) {
+  double bytes = (double)layout->param_count * (double)type_bytes;
   if (bench_kinds[kind].is_per_rank) bytes *= nranks;
+  if (kind == BENCH_HYPERCUBE) bytes = bytes / nranks * (nranks - 1); /* received per rank */
+  if (kind == BENCH_ALLTOALLV)                                        /* the busiest rank's bytes */
+    bytes = (double)(layout->send_count > layout->recv_count ? layout->send_count
+                                                             : layout->recv_count) *
+            (double)type_bytes;
   double n = nranks;
   double factor = 1.0;
   if (kind == BENCH_ALLREDUCE) factor = 2.0 * (n - 1) / n;
   if (kind == BENCH_REDUCE_SCATTER || kind == BENCH_ALLGATHER || kind == BENCH_ALLTOALL ||
-      kind == BENCH_GATHER || kind == BENCH_SCATTER)
+      kind == BENCH_GATHER || kind == BENCH_SCATTER || kind == BENCH_ALLTOALLV)
     factor = (n - 1) / n;
   *algbw_gbps = (bytes > 0 && seconds > 0) ? bytes / 1.0e9 / seconds : 0.0;
   *busbw_gbps = *algbw_gbps * factor;
@@ -212,6 +239,7 @@ typedef struct bench_options {
   int registered; /* -R: buffers from strata_mem_alloc (peers of one host read them directly) */
   strata_compress compress; /* --compress; DEFAULT = STRATA_COMPRESS (none) */
   const char *json_path;
+  bench_alltoallv pattern; /* alltoallv: who sends whom how much (bench_options_free) */
 } bench_options;
 
 static void bench_usage(FILE *out) {
@@ -221,6 +249,8 @@ static void bench_usage(FILE *out) {
       "strata bench ...)\n"
       "  COLL: allreduce reduce_scatter allgather broadcast reduce gather scatter alltoall "
       "sendrecv\n"
+      "        alltoallv (uneven shares; NCCL_TESTS_ALLTOALLV_SPREAD, _MATRIX_FILE, _MATRIX_SCALE\n"
+      "        and _PRINT_SUMMARY as nccl-tests reads them), hypercube (power-of-two ranks)\n"
       "        (nccl-tests' names all_reduce, all_gather, ..._perf are accepted too, and\n"
       "        strata run through a link named all_reduce_perf, ... is that test)\n"
       "  strata bench kv [-b -e -f -t -n -w -B tcp,shm,ucx ...]: KV-cache transfer between\n"
@@ -601,13 +631,26 @@ static int bench_options_parse(int argc, char **argv, bench_options *opt) {
   if (!kind_name)
     BENCH_BAD(
         "which collective? allreduce reduce_scatter allgather broadcast reduce gather "
-        "scatter alltoall sendrecv (see --help)");
+        "scatter alltoall sendrecv alltoallv hypercube (see --help)");
   if (bench_parse_kind(kind_name, &opt->kind))
     BENCH_BAD(
         "'%s': unknown collective (allreduce reduce_scatter allgather broadcast reduce "
-        "gather scatter alltoall sendrecv)",
+        "gather scatter alltoall sendrecv alltoallv hypercube)",
         kind_name);
+  if (opt->kind == BENCH_ALLTOALLV) {
+    char err[256];
+    if (bench_alltoallv_load(&opt->pattern, err, sizeof err))
+      BENCH_BAD("NCCL_TESTS_ALLTOALLV_MATRIX_FILE: %s", err);
+    if (opt->pattern.bytes && opt->min_bytes != opt->max_bytes) {
+      bench_alltoallv_free(&opt->pattern);
+      BENCH_BAD("-b and -e must be the same (e.g. -b 32M -e 32M) with a traffic matrix file");
+    }
+  }
   return bench_options_check(opt);
+}
+
+static void bench_options_free(bench_options *opt) {
+  bench_alltoallv_free(&opt->pattern);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -829,6 +872,36 @@ static char *bench_recv_ptr(const bench_ctx *ctx, const bench_case *c) {
          (c->in_place ? (size_t)ctx->rank * c->layout.recv_inplace_offset * c->type_bytes : 0);
 }
 
+/* alltoallv: elements rank `from` sends rank `to` at this row's size (each rank sends
+ * param_count x nranks elements in all when the pattern is generated). */
+static size_t bench_alltoallv_elements(const bench_ctx *ctx, const bench_case *c, int from,
+                                       int to) {
+  size_t total = c->layout.param_count * (size_t)ctx->nranks * c->type_bytes;
+  return bench_alltoallv_peer_bytes(&ctx->opt->pattern, from, to, ctx->nranks, total) /
+         c->type_bytes;
+}
+
+/* alltoallv: elements rank `from` sends to every rank. */
+static size_t bench_alltoallv_sent(const bench_ctx *ctx, const bench_case *c, int from) {
+  size_t sum = 0;
+  for (int to = 0; to < ctx->nranks; to++) sum += bench_alltoallv_elements(ctx, c, from, to);
+  return sum;
+}
+
+/* alltoallv's expected output on this rank: from each source in rank order, its elements for
+ * this rank, which start after what it sends the ranks before this one. Returns the count. */
+static size_t bench_alltoallv_expected(const bench_ctx *ctx, const bench_case *c, int rep) {
+  size_t at = 0;
+  for (int from = 0; from < ctx->nranks; from++) {
+    size_t first = 0, count = bench_alltoallv_elements(ctx, c, from, ctx->rank);
+    for (int before = 0; before < ctx->rank; before++)
+      first += bench_alltoallv_elements(ctx, c, from, before);
+    for (size_t k = 0; k < count; k++)
+      bench_store_int(c->dtype, ctx->expected, at++, bench_value_plain(from, first + k, rep));
+  }
+  return at;
+}
+
 /* Fills this rank's input for repetition `rep` and zeroes the output (results are never 0). */
 static void bench_fill_input(const bench_ctx *ctx, const bench_case *c, int rep) {
   const bench_layout *l = &c->layout;
@@ -840,11 +913,14 @@ static void bench_fill_input(const bench_ctx *ctx, const bench_case *c, int rep)
   }
   memset(ctx->recvbuf, 0, span * c->type_bytes + bench_unalign_bytes(ctx, c));
   char *in = bench_send_ptr(ctx, c);
-  size_t offset = (c->kind == BENCH_ALLGATHER || c->kind == BENCH_GATHER)
-                      ? (size_t)ctx->rank * l->param_count
-                      : 0;
+  size_t offset =
+      (c->kind == BENCH_ALLGATHER || c->kind == BENCH_GATHER || c->kind == BENCH_HYPERCUBE)
+          ? (size_t)ctx->rank * l->param_count
+          : 0;
   int reduction = bench_kinds[c->kind].is_reduction;
-  for (size_t k = 0; k < l->send_count; k++) {
+  size_t send_count =
+      c->kind == BENCH_ALLTOALLV ? bench_alltoallv_sent(ctx, c, ctx->rank) : l->send_count;
+  for (size_t k = 0; k < send_count; k++) {
     size_t index = offset + k;
     uint64_t v = reduction ? bench_value_reduce(c->op, ctx->rank, index, ctx->nranks, rep)
                            : bench_value_plain(ctx->rank, index, rep);
@@ -859,6 +935,7 @@ static size_t bench_fill_expected(const bench_ctx *ctx, const bench_case *c, int
   int rank = ctx->rank, n = ctx->nranks;
   size_t p = l->param_count;
   if ((c->kind == BENCH_REDUCE || c->kind == BENCH_GATHER) && rank != c->root) return 0;
+  if (c->kind == BENCH_ALLTOALLV) return bench_alltoallv_expected(ctx, c, rep);
   for (size_t k = 0; k < l->recv_count; k++) {
     switch (c->kind) {
       case BENCH_ALLREDUCE:
@@ -870,6 +947,7 @@ static size_t bench_fill_expected(const bench_ctx *ctx, const bench_case *c, int
         break;
       case BENCH_ALLGATHER:
       case BENCH_GATHER:
+      case BENCH_HYPERCUBE:
         bench_store_int(c->dtype, ctx->expected, k, bench_value_plain((int)(k / p), k, rep));
         break;
       case BENCH_BROADCAST:
@@ -955,9 +1033,67 @@ static int bench_sendrecv(const bench_ctx *ctx, const void *in, void *out, size_
   return send_status ? send_status : recv_status;
 }
 
+/* alltoallv (nccl-tests' AlltoAllvRunColl): a receive from and a send to every other rank at
+ * once, each share in rank order; this rank's own share is a copy. In place, the receives land
+ * in the scratch buffer and are copied over the input once every send is done with it. */
+static int bench_alltoallv_call(const bench_ctx *ctx, const bench_case *c, const char *in,
+                                char *out) {
+  int n = ctx->nranks, rank = ctx->rank, posted = 0, status = STRATA_OK;
+  size_t type_bytes = c->type_bytes, send_at = 0, recv_at = 0;
+  strata_request **requests = calloc(2 * (size_t)n, sizeof *requests);
+  if (!requests) return STRATA_ERR_NO_MEMORY;
+  char *landing = c->in_place ? ctx->expected : out;
+  for (int peer = 0; peer < n && !status; peer++) {
+    size_t send = bench_alltoallv_elements(ctx, c, rank, peer);
+    size_t recv = bench_alltoallv_elements(ctx, c, peer, rank);
+    if (peer == rank) {
+      memcpy(landing + recv_at * type_bytes, in + send_at * type_bytes, send * type_bytes);
+    } else {
+      if (recv)
+        status = strata_irecv(ctx->comm, landing + recv_at * type_bytes, recv, c->dtype, peer,
+                              &requests[posted++]);
+      if (!status && send)
+        status = strata_isend(ctx->comm, in + send_at * type_bytes, send, c->dtype, peer,
+                              &requests[posted++]);
+    }
+    send_at += send;
+    recv_at += recv;
+  }
+  for (int i = 0; i < posted; i++) {
+    int done = strata_request_wait(requests[i]);
+    if (!status) status = done;
+  }
+  if (!status && c->in_place) memcpy(out, landing, recv_at * type_bytes);
+  free(requests);
+  return status;
+}
+
+/* hypercube (nccl-tests' HyperCubeRunColl): this rank's block into place, then log2(n) rounds
+ * in which each rank swaps everything it holds with the rank that differs in one bit. */
+static int bench_hypercube_call(const bench_ctx *ctx, const bench_case *c, const char *in,
+                                char *out) {
+  int rank = ctx->rank;
+  size_t count = c->layout.param_count, block = count * c->type_bytes;
+  if (out + (size_t)rank * block != in) memcpy(out + (size_t)rank * block, in, block);
+  for (int mask = 1; mask < ctx->nranks; mask <<= 1) {
+    int mine = rank & ~(mask - 1), theirs = mine ^ mask;
+    strata_request *recv = NULL, *send = NULL;
+    int status = strata_irecv(ctx->comm, out + (size_t)theirs * block, count * (size_t)mask,
+                              c->dtype, rank ^ mask, &recv);
+    if (status) return status;
+    status = strata_isend(ctx->comm, out + (size_t)mine * block, count * (size_t)mask, c->dtype,
+                          rank ^ mask, &send);
+    int recv_status = strata_request_wait(recv);
+    int send_status = status ? status : strata_request_wait(send);
+    if (send_status || recv_status) return send_status ? send_status : recv_status;
+  }
+  return STRATA_OK;
+}
+
 static int bench_call(const bench_ctx *ctx, const bench_case *c) {
   size_t count = c->layout.param_count;
-  if (count == 0) return STRATA_OK; /* nccl-tests skips empty calls too */
+  /* nccl-tests skips empty calls too; alltoallv from a matrix passes 0 and still moves bytes */
+  if (count == 0 && c->kind != BENCH_ALLTOALLV) return STRATA_OK;
   const void *in = bench_send_ptr(ctx, c);
   void *out = bench_recv_ptr(ctx, c);
   strata_comm *comm = ctx->comm;
@@ -980,6 +1116,10 @@ static int bench_call(const bench_ctx *ctx, const bench_case *c) {
       return strata_alltoall(comm, in, out, count, c->dtype);
     case BENCH_SENDRECV:
       return bench_sendrecv(ctx, in, out, count, c->dtype);
+    case BENCH_ALLTOALLV:
+      return bench_alltoallv_call(ctx, c, in, out);
+    case BENCH_HYPERCUBE:
+      return bench_hypercube_call(ctx, c, in, out);
     default:
       return STRATA_ERR_INVALID_ARG;
   }
@@ -1137,8 +1277,8 @@ static int bench_time(bench_ctx *ctx, const bench_case *c, bench_figures *fig) {
   free(iter_s);
   if (status) return status;
   fig->time_us = seconds * 1e6;
-  bench_bandwidth(c->kind, c->layout.param_count, c->type_bytes, seconds, ctx->nranks,
-                  &fig->algbw_gbps, &fig->busbw_gbps);
+  bench_bandwidth(c->kind, &c->layout, c->type_bytes, seconds, ctx->nranks, &fig->algbw_gbps,
+                  &fig->busbw_gbps);
   fig->wrong = -1;
   for (int k = 0; k < opt->check && !status; k++) {
     status = bench_check(ctx, c, &fig->wrong);
@@ -1551,14 +1691,17 @@ static const strata_coll bench_kind_colls[BENCH_KIND_COUNT] = {
     [BENCH_ALLGATHER] = STRATA_COLL_ALLGATHER, [BENCH_BROADCAST] = STRATA_COLL_BROADCAST,
     [BENCH_REDUCE] = STRATA_COLL_REDUCE,       [BENCH_GATHER] = STRATA_COLL_GATHER,
     [BENCH_SCATTER] = STRATA_COLL_SCATTER,     [BENCH_ALLTOALL] = STRATA_COLL_ALLTOALL,
-    [BENCH_SENDRECV] = STRATA_COLL_SEND,
+    [BENCH_SENDRECV] = STRATA_COLL_SEND,       [BENCH_ALLTOALLV] = STRATA_COLL_SEND,
+    [BENCH_HYPERCUBE] = STRATA_COLL_SEND, /* point to point, as sendrecv: no prediction */
 };
 
 /* The model's busbw for this row (out of place), scored like the measurement. NAN when the
  * model has no answer (sendrecv: not one collective schedule). */
 static double bench_predict_busbw(const bench_ctx *ctx, const bench_case *c) {
   size_t count = c->layout.param_count;
-  if (!ctx->model || count == 0 || c->kind == BENCH_SENDRECV) return NAN;
+  if (!ctx->model || count == 0 || c->kind == BENCH_SENDRECV || c->kind == BENCH_ALLTOALLV ||
+      c->kind == BENCH_HYPERCUBE)
+    return NAN;
   /* per call of the timed loop's calls in a row (bench_time); with -z 1 one call alone */
   uint64_t calls =
       ctx->opt->blocking ? 1 : (uint64_t)ctx->opt->iters * (uint64_t)ctx->opt->agg_iters;
@@ -1566,7 +1709,7 @@ static double bench_predict_busbw(const bench_ctx *ctx, const bench_case *c) {
                                          c->type_bytes, c->root < 0 ? 0 : c->root, calls);
   if (!(time_us > 0)) return NAN;
   double algbw = 0, busbw = 0;
-  bench_bandwidth(c->kind, count, c->type_bytes, time_us * 1e-6, ctx->nranks, &algbw, &busbw);
+  bench_bandwidth(c->kind, &c->layout, c->type_bytes, time_us * 1e-6, ctx->nranks, &algbw, &busbw);
   return busbw;
 }
 
@@ -1577,7 +1720,8 @@ static bench_case bench_case_for(const bench_ctx *ctx, strata_dtype dtype, strat
                                  size_t bytes) {
   bench_case c = {.kind = ctx->opt->kind, .dtype = dtype, .op = op, .root = ctx->opt->root};
   c.type_bytes = strata_dtype_size(dtype);
-  c.layout = bench_layout_for(c.kind, bytes / c.type_bytes, ctx->nranks);
+  c.layout =
+      bench_layout_for(c.kind, bytes / c.type_bytes, c.type_bytes, ctx->nranks, &ctx->opt->pattern);
   if (!bench_kinds[c.kind].is_rooted) c.root = -1;
   return c;
 }
@@ -1602,9 +1746,16 @@ static int bench_one_size(bench_ctx *ctx, bench_report *report, strata_dtype dty
   bench_row row = {.dtype = dtype, .root = c.root, .count = c.layout.param_count};
   size_t send = c.layout.send_count, recv = c.layout.recv_count;
   row.bytes = (send > recv ? send : recv) * c.type_bytes;
-  row.redop = bench_kinds[c.kind].is_reduction ? strata_op_name(op) : "none";
+  /* nccl-tests names no op for data movement, and hypercube.cu passes an empty one */
+  row.redop = bench_kinds[c.kind].is_reduction ? strata_op_name(op)
+              : c.kind == BENCH_HYPERCUBE      ? ""
+                                               : "none";
   row.predicted_busbw_gbps = ctx->opt->predict ? bench_predict_busbw(ctx, &c) : NAN;
   int status = bench_time(ctx, &c, &row.out_of_place);
+  if (!status && ctx->rank == 0 && c.kind == BENCH_ALLTOALLV && ctx->opt->pattern.print_summary)
+    bench_alltoallv_print_summary(&ctx->opt->pattern, ctx->nranks,
+                                  c.layout.param_count * (size_t)ctx->nranks * c.type_bytes,
+                                  row.out_of_place.time_us * 1e-6);
   if (!status) {
     c.in_place = 1;
     status = bench_time(ctx, &c, &row.in_place);
@@ -1631,6 +1782,10 @@ static size_t bench_next_size(const bench_options *opt, size_t bytes) {
 static int bench_run(bench_ctx *ctx, bench_report *report) {
   const bench_options *opt = ctx->opt;
   int op_count = bench_kinds[opt->kind].is_reduction ? opt->ops_count : 1;
+  if (opt->kind == BENCH_HYPERCUBE && (ctx->nranks & (ctx->nranks - 1))) {
+    if (ctx->rank == 0) printf("nRanks %d is not a power of 2, skipping\n", ctx->nranks);
+    return STRATA_OK; /* as nccl-tests: no rows, not a failure */
+  }
   for (int t = 0; t < opt->types_count; t++) {
     for (int o = 0; o < op_count; o++) {
       int status = bench_warmup(ctx, opt->types[t], opt->ops[o]);
@@ -1787,6 +1942,30 @@ static void bench_print_wire(const bench_ctx *ctx) {
   printf("#\n");
 }
 
+/* alltoallv from a matrix file: the matrix covers the ranks and -e holds the busiest rank's
+ * bytes (nccl-tests' checks, its words). */
+static int bench_alltoallv_preflight(const bench_ctx *ctx) {
+  const bench_alltoallv *pattern = &ctx->opt->pattern;
+  if (ctx->nranks > pattern->dim) {
+    if (ctx->rank == 0)
+      fprintf(stderr,
+              "Invalid alltoallv traffic matrix, requested nranks (%d) is larger than matrix "
+              "size (%d) in file %s.\n",
+              ctx->nranks, pattern->dim, pattern->path);
+    return BENCH_EXIT_USAGE;
+  }
+  size_t send = 0, recv = 0;
+  bench_alltoallv_max_counts(pattern, 1, ctx->nranks, 0, &send, &recv);
+  size_t need = send > recv ? send : recv;
+  if (ctx->opt->max_bytes >= need) return BENCH_EXIT_OK;
+  if (ctx->rank == 0)
+    fprintf(stderr,
+            "maxBytes (-e) must be at least %zu bytes as required by traffic matrix file %s (got "
+            "%zu). Increase -e.\n",
+            need, pattern->path, ctx->opt->max_bytes);
+  return BENCH_EXIT_USAGE;
+}
+
 /* Runs the benchmark on an initialized communicator. Returns the exit status. */
 /* What must hold before anything runs: a root that exists, a -J file rank 0 could create, and
  * buffers that fit. Every rank learns the verdict (so none exits, and gets the others killed,
@@ -1799,6 +1978,7 @@ static int bench_preflight(bench_ctx *ctx) {
       fprintf(stderr, "strata bench: -r %d: no such rank (%d ranks)\n", opt->root, ctx->nranks);
     verdict = BENCH_EXIT_USAGE;
   }
+  if (!verdict && opt->pattern.bytes) verdict = bench_alltoallv_preflight(ctx);
   if (!verdict && ctx->rank == 0 && opt->json_path && bench_json_open(ctx))
     verdict = BENCH_EXIT_USAGE;
   int memory = bench_check_memory(ctx);
@@ -1945,18 +2125,28 @@ static int bench_kv(int argc, char **argv) {
   return strata_kv_bench_main(argc, argv);
 }
 
+static int bench_command(const bench_options *opt, int argc, char **argv);
+
 int strata_cmd_bench(int argc, char **argv) {
   if (argc == 2 && !strcmp(argv[1], "--cipher")) return bench_cipher();
   if (argc >= 2 && !strcmp(argv[1], "kv")) return bench_kv(argc - 1, argv + 1);
   bench_options opt;
   int status = bench_options_parse(argc, argv, &opt);
-  if (status == -1) {
-    bench_usage(stdout);
-    return BENCH_EXIT_OK;
+  if (status) {
+    bench_options_free(&opt);
+    if (status == -1) bench_usage(stdout);
+    return status == -1 ? BENCH_EXIT_OK : status;
   }
-  if (status) return status;
-  bench_ctx ctx = {.opt = &opt, .rss_start = bench_rss_bytes()};
-  status = bench_comm_init(&opt, &ctx.comm);
+  int exit_status = bench_command(&opt, argc, argv);
+  bench_options_free(&opt);
+  return exit_status;
+}
+
+/* `strata bench COLL ...` once its options are read: joins the job and runs. */
+static int bench_command(const bench_options *opt, int argc, char **argv) {
+  int status;
+  bench_ctx ctx = {.opt = opt, .rss_start = bench_rss_bytes()};
+  status = bench_comm_init(opt, &ctx.comm);
   ctx.rss_joined = bench_rss_bytes();
   if (status) {
     fprintf(stderr,
@@ -1985,7 +2175,10 @@ int bench_sweep(strata_comm *comm, int argc, char **argv, bench_sweep_row **rows
   *rows_count = 0;
   bench_options opt;
   int status = bench_options_parse(argc, argv, &opt);
-  if (status) return BENCH_EXIT_USAGE; /* --help included: a caller's arguments are fixed */
+  if (status) {
+    bench_options_free(&opt);
+    return BENCH_EXIT_USAGE; /* --help included: a caller's arguments are fixed */
+  }
   bench_ctx ctx = {.opt = &opt, .comm = comm, .argc = argc, .argv = argv};
   ctx.rank = strata_comm_rank(comm);
   ctx.nranks = strata_comm_size(comm);
@@ -2003,5 +2196,6 @@ int bench_sweep(strata_comm *comm, int argc, char **argv, bench_sweep_row **rows
     *rows_count = report.rows_count;
   }
   bench_report_free(&report);
+  bench_options_free(&opt);
   return exit_status;
 }
