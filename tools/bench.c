@@ -1702,9 +1702,12 @@ static double bench_predict_busbw(const bench_ctx *ctx, const bench_case *c) {
   if (!ctx->model || count == 0 || c->kind == BENCH_SENDRECV || c->kind == BENCH_ALLTOALLV ||
       c->kind == BENCH_HYPERCUBE)
     return NAN;
-  /* per call of the timed loop's calls in a row (bench_time); with -z 1 one call alone */
-  uint64_t calls =
-      ctx->opt->blocking ? 1 : (uint64_t)ctx->opt->iters * (uint64_t)ctx->opt->agg_iters;
+  /* per call of the timed loop's calls in a row (bench_time): -z 1 one call alone, -z 3 the -m
+   * calls of one iteration, else all of them */
+  const bench_options *opt = ctx->opt;
+  uint64_t calls = opt->blocking == 1   ? 1
+                   : opt->blocking == 3 ? (uint64_t)opt->agg_iters
+                                        : (uint64_t)opt->iters * (uint64_t)opt->agg_iters;
   double time_us = bench_predict_time_us(ctx->model, bench_kind_colls[c->kind], count,
                                          c->type_bytes, c->root < 0 ? 0 : c->root, calls);
   if (!(time_us > 0)) return NAN;
