@@ -45,8 +45,9 @@
 # --quick: a smoke test of the whole pipeline (results and plot in bench/results/diloco-quick/):
 # two runs (sync and diloco-h50) of 50 inner steps (one H=50 round), with small evaluations
 # (16 checkpoint and 64 final sequences), about a twentieth of the full demo's training. The
-# script says what it will run before it starts and, after each run, how long that run took and
-# about how long the rest will take (the runs cost about the same).
+# script says what it will run and a rough forecast of its minutes before it starts and, after
+# each run, how long the runs took and about how long the rest will take (they cost about the
+# same).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../common.sh"
@@ -56,9 +57,11 @@ PYTHONPATH=$build/python "$py" -c 'import strata.torch' ||
   { echo "diloco: $build/python has no strata.torch (make, with libtorch-dev and pybind11-dev)" >&2; exit 1; }
 # Debian's torch calls the system BLAS; the reference libblas3 is ~10x slower than OpenBLAS at
 # these matrix sizes, which would stretch the demo to hours.
+blas_slowdown=1 # against OpenBLAS, for the forecast below
 if ! readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null | grep -q openblas; then
   echo "diloco: warning: the system BLAS is not OpenBLAS; training will be slow" \
     "(apt-get install libopenblas0-serial)" >&2
+  blas_slowdown=10
 fi
 
 steps=${DILOCO_STEPS:-400}
@@ -110,7 +113,18 @@ trap 'exit 130' INT TERM
 # The forwarder removes everything by itself after --lifetime even if this script is killed.
 "$strata" netem up --name "$name" --sites 2 --ranks-per-site 1 --lifetime 7200 \
   --link '*:rate=1gbit,delay=25ms' >/dev/null
-echo "diloco: 2 sites over strata netem ($name): 1 Gbit/s, 25 ms each way; $steps inner steps per run; results in $out"
+quick_args=()
+[ $quick -eq 1 ] && quick_args=(--eval-seqs 16 --final-eval-seqs 64)
+read -r -a run_list <<<"$runs"
+echo "diloco: 2 sites over strata netem ($name): 1 Gbit/s, 25 ms each way; ${#run_list[@]} runs" \
+  "(${run_list[*]}) of $steps inner steps each; results in $out"
+# A rough forecast before anything starts: on 2 cores with OpenBLAS a run trains at about 0.25 s
+# per inner step (docs/diloco.md's table: 70-120 s for 400 steps) and spends about 15 s more on
+# start-up and evaluation; the reference BLAS is about ten times slower.
+echo "diloco: expect roughly $(((${#run_list[@]} * (steps / 4 + 15) * blas_slowdown + 59) / 60)) min" \
+  "on 2 cores (${blas_slowdown}x the OpenBLAS time); the time left follows each run"
+done_runs=0
+started_s=$SECONDS
 
 fails=0
 for run in $runs; do
