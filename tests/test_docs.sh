@@ -15,7 +15,7 @@ bad=$(awk '
     rest = line
     while (match(rest, /(^|[^a-z])(commits?|at) [0-9a-f]+/)) {
       word = substr(rest, RSTART, RLENGTH)
-      sub(/^[^ ]* /, "", word)
+      sub(/^.* /, "", word)
       if (length(word) >= 7 && length(word) <= 40 && word ~ /[a-f]/ && word ~ /[0-9]/) return 1
       rest = substr(rest, RSTART + RLENGTH)
     }
