@@ -8,7 +8,7 @@
  * NCCL_TESTS_ALLTOALLV_SPREAD (0 even, 1 by distance: the default), every share a multiple of
  * 16 bytes. From a file: NCCL_TESTS_ALLTOALLV_MATRIX_FILE names a square matrix of byte counts
  * (row = sender, column = receiver; at least n x n; NCCL_TESTS_ALLTOALLV_MATRIX_SCALE multiplies
- * them; each rounded down to 16 bytes), and -b must equal -e.
+ * them; each rounded down to 16 bytes; a file of at most 1 MiB), and -b must equal -e.
  * NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY=1 prints every rank's bytes and bandwidth for each row.
  */
 #ifndef STRATA_TOOLS_BENCH_ALLTOALLV_H
