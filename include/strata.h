@@ -121,6 +121,13 @@ STRATA_API const char *strata_op_name(strata_op op);
  * the C spellings "int16", "uint16", "short"). Returns STRATA_OK or STRATA_ERR_INVALID_ARG. */
 STRATA_API int strata_dtype_parse(const char *name, strata_dtype *out);
 STRATA_API int strata_op_parse(const char *name, strata_op *out);
+/* Parse a byte count the way every strata setting and command reads one (STRATA_TCP_BUFFER,
+ * STRATA_CHUNK, `strata bench -b/-e/-i`, netem's queue=): a decimal number, a fraction allowed,
+ * then optionally K, M, G or T (powers of 1024, as nccl-tests), an optional "i" and an optional
+ * "B", in any case: "65536", "512K", "4MiB", "1.5G". A fraction of a byte is dropped. Returns
+ * STRATA_OK, or STRATA_ERR_INVALID_ARG (nothing written) for anything else: empty, a sign, a
+ * stray character, more than 2^64 - 1. */
+STRATA_API int strata_size_parse(const char *text, uint64_t *bytes);
 
 /* ---------------------------------------------------------------------------------------------
  * Collectives and algorithms.

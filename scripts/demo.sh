@@ -3,7 +3,8 @@
 # make demo: strata working in under a minute — four local ranks run and check every collective
 # (warm figures, as strata bench measures them), a short nccl-tests style benchmark over TCP, the
 # peers beside strata (from the last `make bench`, else a short live run against OpenMPI when it
-# is installed), then the planner draws one cluster map.
+# is installed), the planner draws one cluster map, and layer 4 runs: a DiLoCo outer step and a
+# weight patch between local ranks, each checked.
 set -euo pipefail
 build=${1:-build}
 bin="$build/strata"
@@ -72,3 +73,7 @@ if [ -x scripts/demo_plan.sh ]; then
   echo "== 4. the planner: a 2-site metro cluster, its layers, decision and lints"
   scripts/demo_plan.sh "$build"
 fi
+echo
+
+echo "== 5. layer 4: a DiLoCo outer step and an RL weight patch between 4 local ranks, checked"
+timeout 60 "$bin" launch -n 4 -- "$bin" demo layer4

@@ -51,7 +51,8 @@ expect_usage "unknown option" allreduce --frobnicate
 expect_usage "missing value" allreduce -b
 expect_usage "never reaches" allreduce -f 1 -i 0
 expect_usage "one collective" allreduce broadcast
-expect_usage "want 0 or 1" allreduce -c 2
+expect_usage "number of checks" allreduce -c -1
+expect_usage "want 0, 1, 2 or 3" allreduce -z 4
 "$strata" bench --help >"$tmp/help" 2>&1 || fail "strata bench --help: non-zero exit"
 grep -q -- "--minbytes" "$tmp/help" || fail "strata bench --help does not describe -b"
 grep -q -- "strata bench kv" "$tmp/help" || fail "strata bench --help does not mention kv"
@@ -130,13 +131,13 @@ if [ -L "$perf" ] && [ "$(readlink "$perf")" = strata ]; then
     2>"$tmp/perf.err" || status=$?
   if [ "$status" = 0 ]; then
     check_table "$tmp/perf.out" all_reduce_perf 7
-    grep -q '^# nccl-tests version strata-[0-9.]* nccl-headers=0 nccl-library=0$' "$tmp/perf.out" ||
+    grep -q '^# nccl-tests version 2.19.6 nccl-headers=0 nccl-library=0$' "$tmp/perf.out" ||
       fail "all_reduce_perf: no version line"
     grep -qx '# Collective test starting: all_reduce_perf' "$tmp/perf.out" ||
       fail "all_reduce_perf: no starting line"
-    grep -q '^# nThread 1 nGpus 1 minBytes 8 maxBytes 65536 step: 4(factor) warmup iters: 1 iters: 2 agg iters: 1 validation: 1 graph: 0$' \
+    grep -q '^# nThread 1 nGpus 1 minBytes 8 maxBytes 65536 step: 4(factor) warmup iters: 1 iters: 2 agg iters: 1 validation: 1 graph: 0 unalign: 0$' \
       "$tmp/perf.out" || fail "all_reduce_perf: no nThread line"
-    [ "$(tail -2 "$tmp/perf.out" | tr '\n' '|')" = "# Collective test concluded: all_reduce_perf|#|" ] ||
+    [ "$(tail -3 "$tmp/perf.out" | tr '\n' '|')" = "# Collective test concluded: all_reduce_perf|#||" ] ||
       fail "all_reduce_perf: does not end as nccl-tests: $(tail -3 "$tmp/perf.out")"
     awk '!/^#/ && NF == 13 && $4 != "sum" { bad = 1 } END { exit bad }' "$tmp/perf.out" ||
       fail "all_reduce_perf: not an allreduce"

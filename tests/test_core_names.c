@@ -150,6 +150,31 @@ static void check_aliases_and_sizes(void) {
   CHECK(strata_dtype_parse("f32", NULL) == STRATA_ERR_INVALID_ARG, "NULL output accepted");
 }
 
+/* strata_size_parse: the one reader of byte counts (environment, bench, netem, probe, place). */
+static void check_sizes(void) {
+  static const struct {
+    const char *text;
+    uint64_t bytes;
+  } good[] = {{"0", 0},           {"65536", 65536},      {"512K", 512 << 10}, {"512k", 512 << 10},
+              {"4M", 4 << 20},    {"4MiB", 4 << 20},     {"4mb", 4 << 20},    {"1G", 1u << 30},
+              {"2T", 2ull << 40}, {"1.5K", 1536},        {"8B", 8},           {"0.5", 0},
+              {"1e3", 1000},      {"16GiB", 16ull << 30}};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    uint64_t bytes = 7;
+    CHECK(strata_size_parse(good[i].text, &bytes) == STRATA_OK && bytes == good[i].bytes,
+          "size '%s' parsed to %llu, want %llu", good[i].text, (unsigned long long)bytes,
+          (unsigned long long)good[i].bytes);
+  }
+  static const char *const bad[] = {"",    "K",     "-1",   "+4",  " 4",  "4 M",  "4X",
+                                    "4MM", "4Mib2", "0x10", "inf", "nan", "1e30", "4MiBB"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    uint64_t bytes = 7;
+    CHECK(strata_size_parse(bad[i], &bytes) == STRATA_ERR_INVALID_ARG && bytes == 7,
+          "bad size '%s' accepted (%llu)", bad[i], (unsigned long long)bytes);
+  }
+  CHECK(strata_size_parse(NULL, NULL) == STRATA_ERR_INVALID_ARG, "NULL size accepted");
+}
+
 static void check_log(void) {
   strata_log_level saved = strata_log_get_level();
   strata_log_set_level(STRATA_LOG_DEBUG);
@@ -165,6 +190,7 @@ int main(void) {
   check_statuses();
   for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) check_round_trips(&tables[i]);
   check_aliases_and_sizes();
+  check_sizes();
   check_log();
   if (failures) {
     fprintf(stderr, "test_core_names: %d failures\n", failures);

@@ -6,18 +6,9 @@
 # after the harness; `down` is idempotent; the host's own interfaces and addresses are untouched;
 # bad input is refused with status 2 and a message. Needs root, /dev/net/tun and `ip netns`.
 set -u
-build=${1:?usage: test_netem_cleanup.sh BUILD_DIR}
-strata=$build/strata
+. "$(dirname "$0")/helpers/netem_prelude.sh"
+netem_prelude test_netem_cleanup cln "${1:-}"
 src=${STRATA_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
-[ -x "$strata" ] || { echo "test_netem_cleanup: $strata is missing"; exit 1; }
-if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ] || ! ip netns list >/dev/null 2>&1; then
-  echo "SKIP test_netem_cleanup: needs root, /dev/net/tun and ip netns"; exit 77
-fi
-name=cln$$
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-trap '"$strata" netem down --name "$name" >/dev/null 2>&1' EXIT
-bounded() { timeout -k 2 40 "$@"; }
 left_behind() { # nothing of NAME may remain
   ip netns list | grep -q "^$1-" && return 0
   [ -e "/run/strata-netem/$1" ] && return 0

@@ -5,17 +5,8 @@
 # (per-direction counters of the forwarder), and reordering counted when asked for.
 # Needs root, /dev/net/tun and `ip netns`; only namespaces it creates are touched.
 set -u
-build=${1:?usage: test_netem_loss.sh BUILD_DIR}
-strata=$build/strata
-[ -x "$strata" ] || { echo "test_netem_loss: $strata is missing"; exit 1; }
-if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ] || ! ip netns list >/dev/null 2>&1; then
-  echo "SKIP test_netem_loss: needs root, /dev/net/tun and ip netns"; exit 77
-fi
-name=loss$$
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-trap '"$strata" netem down --name "$name" >/dev/null 2>&1' EXIT
-bounded() { timeout -k 2 40 "$@"; }
+. "$(dirname "$0")/helpers/netem_prelude.sh"
+netem_prelude test_netem_loss loss "${1:-}"
 field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
 between() { awk -v v="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(v >= lo && v <= hi) }'; }
 stat_of() { # LINK FIELD: a forwarder counter from `status`

@@ -6,23 +6,14 @@
 # timestamps is at most 1448/1500 = 96.5% of the IP rate the emulator enforces.
 # Needs root, /dev/net/tun, `ip netns` and iperf3; only namespaces it creates are touched.
 set -u
-build=${1:?usage: test_netem_rate.sh BUILD_DIR}
-strata=$build/strata
-[ -x "$strata" ] || { echo "test_netem_rate: $strata is missing"; exit 1; }
-if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ] || ! ip netns list >/dev/null 2>&1; then
-  echo "SKIP test_netem_rate: needs root, /dev/net/tun and ip netns"; exit 77
-fi
-command -v iperf3 >/dev/null || { echo "SKIP test_netem_rate: iperf3 is not installed (scripts/deps.sh test)"; exit 77; }
-name=rate$$
-failures=0
+. "$(dirname "$0")/helpers/netem_prelude.sh"
+netem_prelude test_netem_rate rate "${1:-}" iperf3
 servers=()
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 cleanup() {
   for pid in "${servers[@]}"; do kill "$pid" 2>/dev/null; done
-  "$strata" netem down --name "$name" >/dev/null 2>&1
+  netem_down
 }
 trap cleanup EXIT
-bounded() { timeout -k 2 40 "$@"; }
 
 bounded "$strata" netem up --name "$name" --sites 4 --lifetime 90 \
   --link 0-1:rate=100mbit,delay=10ms --link 0-2:rate=1gbit,delay=10ms \

@@ -6,17 +6,8 @@
 # spread but not in the median, and the status report.
 # Needs root, /dev/net/tun and `ip netns`; only namespaces it creates are touched.
 set -u
-build=${1:?usage: test_netem_rtt.sh BUILD_DIR}
-strata=$build/strata
-[ -x "$strata" ] || { echo "test_netem_rtt: $strata is missing"; exit 1; }
-if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ] || ! ip netns list >/dev/null 2>&1; then
-  echo "SKIP test_netem_rtt: needs root, /dev/net/tun and ip netns"; exit 77
-fi
-name=rtt$$
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-trap '"$strata" netem down --name "$name" >/dev/null 2>&1' EXIT
-bounded() { timeout -k 2 40 "$@"; }
+. "$(dirname "$0")/helpers/netem_prelude.sh"
+netem_prelude test_netem_rtt rtt "${1:-}"
 field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
 
 bounded "$strata" netem up --name "$name" --sites 4 --lifetime 90 \

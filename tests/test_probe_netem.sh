@@ -5,24 +5,17 @@
 # in check_matrix), and `strata place` reads the matrix.
 # Needs root, /dev/net/tun and `ip netns`; only namespaces it creates are touched.
 set -u
-build=${1:?usage: test_probe_netem.sh BUILD_DIR}
-strata=$build/strata
-[ -x "$strata" ] || { echo "test_probe_netem: $strata is missing"; exit 1; }
-if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ] || ! ip netns list >/dev/null 2>&1; then
-  echo "SKIP test_probe_netem: needs root, /dev/net/tun and ip netns"; exit 77
-fi
-name=probe$$
+. "$(dirname "$0")/helpers/netem_prelude.sh"
+NETEM_BOUND_S=90
+netem_prelude test_probe_netem probe "${1:-}"
 work=$(mktemp -d)
-failures=0
 pids=()
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
-  "$strata" netem down --name "$name" >/dev/null 2>&1
+  netem_down
   rm -rf "$work"
 }
 trap cleanup EXIT
-bounded() { timeout -k 2 90 "$@"; }
 py=${STRATA_PYTHON:-/usr/bin/python3}
 [ -x "$py" ] || py=python3
 

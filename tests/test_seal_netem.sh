@@ -10,18 +10,11 @@
 # transport can notice it: that is what sealing is for.
 # Needs root, /dev/net/tun and `ip netns`; only namespaces it creates are touched.
 set -u
-build=${1:?usage: test_seal_netem.sh BUILD_DIR}
-strata=$build/strata
-[ -x "$strata" ] || { echo "test_seal_netem: $strata is missing"; exit 1; }
-if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ] || ! ip netns list >/dev/null 2>&1; then
-  echo "SKIP test_seal_netem: needs root, /dev/net/tun and ip netns"; exit 77
-fi
-name=seal$$
+. "$(dirname "$0")/helpers/netem_prelude.sh"
+netem_prelude test_seal_netem seal "${1:-}"
 work=$(mktemp -d)
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 cleanup() {
-  "$strata" netem down --name "$name" >/dev/null 2>&1
+  netem_down
   [ -n "${KEEP:-}" ] && echo "logs: $work" || rm -rf "$work"
 }
 trap cleanup EXIT
@@ -31,7 +24,7 @@ trap cleanup EXIT
 run_pair() {
   local tag=$1 port=$((20000 + RANDOM % 20000)) rc=0 rp=()
   shift
-  "$strata" netem down --name "$name" >/dev/null 2>&1
+  netem_down
   timeout -k 2 30 "$strata" netem up --name "$name" --sites 2 --lifetime 120 \
     --link "0-1:rate=1gbit,delay=1ms" --link "0>1:rate=1gbit,delay=1ms,flip=4mb" \
     >"$work/$tag.netem" 2>&1 || { cat "$work/$tag.netem"; fail "netem up"; return 2; }

@@ -20,18 +20,11 @@
 # the ranks alike by far less. The run takes the best of 5 calls.
 # Needs root, /dev/net/tun and `ip netns`; only namespaces it creates are touched.
 set -u
-build=${1:?usage: test_tcp_wan.sh BUILD_DIR}
-strata=$build/strata
-[ -x "$strata" ] || { echo "test_tcp_wan: $strata is missing"; exit 1; }
-if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/net/tun ] || ! ip netns list >/dev/null 2>&1; then
-  echo "SKIP test_tcp_wan: needs root, /dev/net/tun and ip netns"; exit 77
-fi
-name=tcpwan$$
+. "$(dirname "$0")/helpers/netem_prelude.sh"
+netem_prelude test_tcp_wan tcpwan "${1:-}"
 work=$(mktemp -d)
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 cleanup() {
-  "$strata" netem down --name "$name" >/dev/null 2>&1
+  netem_down
   rm -rf "$work"
 }
 trap cleanup EXIT

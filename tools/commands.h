@@ -5,6 +5,8 @@
 #ifndef STRATA_TOOLS_COMMANDS_H
 #define STRATA_TOOLS_COMMANDS_H
 
+#include "strata.h"
+
 int strata_cmd_launch(int argc, char **argv); /* tools/launch.c */
 int strata_cmd_store(int argc, char **argv);  /* tools/store.c  */
 int strata_cmd_bench(int argc, char **argv);  /* tools/bench.c  */
@@ -15,5 +17,8 @@ int strata_cmd_place(int argc, char **argv);  /* tools/place.c  */
 int strata_cmd_netem(int argc, char **argv);  /* tools/netem.c  */
 int strata_cmd_site(int argc, char **argv);   /* tools/site.c   */
 int strata_cmd_doctor(int argc, char **argv); /* tools/doctor.c */
+
+/* `strata demo layer4` on a joined communicator (tools/demo_layer4.c); an exit status. */
+int demo_layer4(strata_comm *comm);
 
 #endif

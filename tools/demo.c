@@ -252,15 +252,27 @@ static int demo_compression(strata_comm *comm, int rank, int n) {
 int strata_cmd_demo(int argc, char **argv) {
   if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
     printf(
-        "usage: strata launch -n N -- strata demo\n"
-        "Runs every collective at a few sizes on the job's ranks and checks every element.\n");
+        "usage: strata launch -n N -- strata demo [layer4]\n"
+        "Runs every collective at a few sizes on the job's ranks and checks every element.\n"
+        "layer4: one DiLoCo outer step and one weight patch between the ranks instead, each\n"
+        "checked (tools/demo_layer4.c).\n");
     return 0;
+  }
+  int layer4 = argc > 1 && !strcmp(argv[1], "layer4");
+  if (argc > 2 || (argc > 1 && !layer4)) {
+    fprintf(stderr, "strata demo: unknown argument '%s' (see strata demo --help)\n", argv[1]);
+    return 2;
   }
   strata_comm *comm;
   int status = strata_comm_init_env(&comm);
   if (status != STRATA_OK) {
     fprintf(stderr, "strata demo: cannot join the job: %s\n", strata_strerror(status));
     return 1;
+  }
+  if (layer4) {
+    status = demo_layer4(comm);
+    strata_comm_destroy(comm);
+    return status;
   }
   int rank = strata_comm_rank(comm), n = strata_comm_size(comm);
   /* floats per block: an allreduce of 8 B, 128 KiB and 16 MiB, sizes make bench reports */

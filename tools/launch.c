@@ -48,6 +48,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -152,16 +153,6 @@ static int usage_error(const char *fmt, const char *what) {
   return 2;
 }
 
-/* Value of an option given as "--opt VALUE" or "--opt=VALUE" (or "-nVALUE"); NULL if absent. */
-static const char *option_value(int argc, char **argv, int *i, const char *name) {
-  size_t n = strlen(name);
-  if (strncmp(argv[*i], name, n) != 0) return NULL;
-  if (argv[*i][n] == '=') return argv[*i] + n + 1;
-  if (argv[*i][n] == '\0') return *i + 1 < argc ? argv[++*i] : "";
-  if (name[1] != '-') return argv[*i] + n; /* -n4 */
-  return NULL;
-}
-
 static int parse_count(const char *text, int *out) {
   char *end;
   errno = 0;
@@ -171,54 +162,74 @@ static int parse_count(const char *text, int *out) {
   return 0;
 }
 
-static int parse_options(int argc, char **argv, launch_options *opt) {
-  *opt = (launch_options){.grace_s = LAUNCH_DEFAULT_GRACE_S, .bind = -1};
-  int i = 1;
-  for (; i < argc; i++) {
-    const char *arg = argv[i], *v;
-    if (!strcmp(arg, "--")) {
-      i++;
-      break;
-    }
-    if (arg[0] != '-' || arg[1] == '\0') break; /* the command starts here */
-    if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+/* One option with its value. Returns -1 to go on, or an exit status. */
+static int apply_option(int letter, const char *v, launch_options *opt) {
+  switch (letter) {
+    case 'h':
       launch_usage(stdout);
       return 0;
-    } else if (!strcmp(arg, "--tag")) {
+    case 'T':
       opt->tag = 1;
-    } else if ((v = option_value(argc, argv, &i, "--np")) ||
-               (v = option_value(argc, argv, &i, "-np")) ||
-               (v = option_value(argc, argv, &i, "-n"))) {
+      return -1;
+    case 'n':
       if (parse_count(v, &opt->nranks) != 0)
         return usage_error("-n wants a number of ranks from 1 to 4096, not '%s'", v);
-    } else if ((v = option_value(argc, argv, &i, "--addr"))) {
+      return -1;
+    case 'a':
       opt->addr = v;
-    } else if ((v = option_value(argc, argv, &i, "--order"))) {
+      return -1;
+    case 'o':
       opt->order_text = v;
-    } else if ((v = option_value(argc, argv, &i, "--sites"))) {
+      return -1;
+    case 's':
       if (!*v) return usage_error("%s", "--sites wants a link matrix file (strata probe --out)");
       opt->sites_path = v;
-    } else if ((v = option_value(argc, argv, &i, "--topology"))) {
+      return -1;
+    case 't':
       if (!*v) return usage_error("%s", "--topology wants a topology file or preset:NAME");
       opt->topology_path = v;
-    } else if ((v = option_value(argc, argv, &i, "--bind"))) {
+      return -1;
+    case 'b':
       if (strcmp(v, "core") && strcmp(v, "none"))
         return usage_error("--bind wants core or none, not '%s'", v);
       opt->bind = !strcmp(v, "core");
-    } else if ((v = option_value(argc, argv, &i, "--grace"))) {
+      return -1;
+    case 'g': {
       char *end;
       opt->grace_s = strtod(v, &end);
       if (end == v || *end || !(opt->grace_s >= 0 && opt->grace_s <= 3600))
         return usage_error("--grace wants seconds from 0 to 3600, not '%s'", v);
-    } else {
-      return usage_error("unknown option '%s'", arg);
+      return -1;
     }
+    default:
+      return usage_error("%s", "unknown option");
+  }
+}
+
+/* getopt_long_only, so that mpirun's "-np 4" reads as --np; "+" stops at the command. */
+static int parse_options(int argc, char **argv, launch_options *opt) {
+  static const struct option long_options[] = {
+      {"np", required_argument, 0, 'n'},       {"addr", required_argument, 0, 'a'},
+      {"order", required_argument, 0, 'o'},    {"sites", required_argument, 0, 's'},
+      {"topology", required_argument, 0, 't'}, {"bind", required_argument, 0, 'b'},
+      {"grace", required_argument, 0, 'g'},    {"tag", no_argument, 0, 'T'},
+      {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+  *opt = (launch_options){.grace_s = LAUNCH_DEFAULT_GRACE_S, .bind = -1};
+  optind = 0; /* glibc: a fresh scan (main may have run getopt) */
+  opterr = 0;
+  for (;;) {
+    int letter = getopt_long_only(argc, argv, "+:hn:", long_options, NULL);
+    if (letter == -1) break;
+    if (letter == ':') return usage_error("'%s' wants a value", argv[optind - 1]);
+    if (letter == '?') return usage_error("unknown option '%s'", argv[optind - 1]);
+    int rc = apply_option(letter, optarg, opt);
+    if (rc >= 0) return rc;
   }
   if (opt->sites_path && opt->topology_path)
     return usage_error("%s", "--sites and --topology both set the sites; give one");
   if (opt->nranks == 0) return usage_error("%s", "the number of ranks is missing (-n N)");
-  if (i >= argc) return usage_error("%s", "no command to run (strata launch -n N -- CMD ...)");
-  opt->command = argv + i;
+  if (optind >= argc) return usage_error("%s", "no command to run (strata launch -n N -- CMD ...)");
+  opt->command = argv + optind;
   return -1; /* parsed, go on */
 }
 

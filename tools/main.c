@@ -60,6 +60,9 @@ static int run_as_perf_test(const char *name, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  /* Every line out as soon as it is whole, a pipe included (nccl-tests does the same): a demo
+   * or a benchmark piped into tee or a log must show its progress, not a block at exit. */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   const char *slash = argc > 0 ? strrchr(argv[0], '/') : NULL;
   const char *program = argc > 0 ? (slash ? slash + 1 : argv[0]) : "strata";
   size_t length = strlen(program);

@@ -33,6 +33,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
@@ -113,30 +114,52 @@ static void state_path(char *out, size_t n, const char *name, const char *file) 
            32, file ? file : "");
 }
 
-/* Takes "--name NAME" out of argv wherever it is (before a "--"); returns the new argc, with
- * argv[argc] NULL again (exec hands argv on as it is), or -1. */
-static int take_name(int argc, char **argv, const char **name) {
-  *name = NETEM_DEFAULT_NAME;
-  int out = 0;
-  for (int i = 0; i < argc; i++) {
-    if (!strcmp(argv[i], "--")) {
-      while (i < argc) argv[out++] = argv[i++];
-      break;
-    }
-    if (!strcmp(argv[i], "--name")) {
-      if (i + 1 >= argc) return -1;
-      *name = argv[++i];
-      continue;
-    }
-    argv[out++] = argv[i];
-  }
-  argv[out] = NULL;
-  if (!strata_emu_name_valid(*name)) {
-    fprintf(stderr, "netem: --name '%s': expected 1-%d letters, digits, '-' or '_'\n", *name,
+/* --name, which every verb takes. Returns 0, or -1 with the reason printed. */
+static int set_name(const char *value, const char **name) {
+  if (!strata_emu_name_valid(value)) {
+    fprintf(stderr, "netem: --name '%s': expected 1-%d letters, digits, '-' or '_'\n", value,
             STRATA_EMU_NAME_MAX);
     return -1;
   }
-  return out;
+  *name = value;
+  return 0;
+}
+
+#define NETEM_OPT_NAME 'N'
+#define NETEM_NAME_OPTION \
+  { "name", required_argument, 0, NETEM_OPT_NAME }
+#define NETEM_HELP_OPTION \
+  { "help", no_argument, 0, 'h' }
+#define NETEM_HELP 1 /* a parser's return: --help was asked for and printed */
+
+/* Starts a getopt scan of one verb's arguments (argv[0] is the verb). */
+static void getopt_reset(void) {
+  optind = 0; /* glibc: a fresh scan */
+  opterr = 0;
+}
+
+/* The message for getopt's '?' or ':' (the option is argv[optind - 1]). */
+static int getopt_complaint(const char *verb, int letter, char **argv) {
+  fprintf(stderr, "netem %s: %s '%s'\n", verb,
+          letter == ':' ? "missing value after" : "unknown option", argv[optind - 1]);
+  return -1;
+}
+
+/* Verbs that take --name alone (down, status, list): 0, NETEM_HELP, or -1 with the reason
+ * printed. */
+static int parse_name_only(const char *verb, int argc, char **argv, const char **name) {
+  static const struct option options[] = {NETEM_NAME_OPTION, NETEM_HELP_OPTION, {0, 0, 0, 0}};
+  getopt_reset();
+  for (int letter; (letter = getopt_long(argc, argv, ":h", options, NULL)) != -1;) {
+    if (letter == 'h') return netem_usage(stdout), NETEM_HELP;
+    if (letter != NETEM_OPT_NAME) return getopt_complaint(verb, letter, argv);
+    if (set_name(optarg, name)) return -1;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "netem %s: unexpected arguments\n", verb);
+    return -1;
+  }
+  return 0;
 }
 
 /* ---- up ---- */
@@ -200,11 +223,102 @@ static int apply_spec(netem_up_options *o, const char *spec) {
   return 0;
 }
 
-static int parse_up(int argc, char **argv, netem_up_options *o) {
+enum {
+  UP_SITES = 1000,
+  UP_RANKS_PER_SITE,
+  UP_LINK,
+  UP_MTU,
+  UP_CC,
+  UP_TCP_MEM_MAX,
+  UP_SEED,
+  UP_LIFETIME,
+  UP_REALTIME_PRIORITY,
+  UP_POOL,
+  UP_FOREGROUND,
+  UP_NO_OFFLOAD
+};
+
+/* One option of `netem up`. Returns 0, or -1 when its value is bad. */
+static int apply_up_option(int letter, const char *val, netem_up_options *o) {
   long v;
   double seconds;
-  uint64_t bytes;
   char err[256];
+  switch (letter) {
+    case UP_FOREGROUND:
+      o->foreground = 1;
+      return 0;
+    case UP_NO_OFFLOAD:
+      o->site.offload = 0; /* one packet per read/write, as on a link without TSO */
+      return 0;
+    case UP_SITES:
+      if (parse_long(val, 2, STRATA_EMU_MAX_SITES, &v)) return -1;
+      o->fwd.nsites = (int)v;
+      return 0;
+    case UP_RANKS_PER_SITE:
+      return parse_long(val, 1, NETEM_MAX_RANKS_PER_SITE, &o->ranks_per_site);
+    case UP_LINK:
+      if (o->nspecs >= (int)(sizeof o->specs / sizeof o->specs[0])) return -1;
+      o->specs[o->nspecs++] = val;
+      return 0;
+    case UP_MTU:
+      if (parse_long(val, STRATA_EMU_MTU_MIN, STRATA_EMU_MTU_MAX, &v)) return -1;
+      o->fwd.mtu = o->site.mtu = (uint32_t)v;
+      return 0;
+    case UP_CC:
+      o->site.congestion_control = val;
+      return 0;
+    case UP_TCP_MEM_MAX: {
+      if (!strcmp(val, "host")) {
+        o->site.tcp_mem_max_bytes = 0; /* the host's own values, as a user would have them */
+        return 0;
+      }
+      strata_emu_link_params scratch = {0};
+      char spec[64];
+      snprintf(spec, sizeof spec, "queue=%s", val);
+      if (strata_emu_link_params_parse(spec, &scratch, err, sizeof err) ||
+          scratch.queue_bytes < 65536)
+        return -1;
+      o->site.tcp_mem_max_bytes = scratch.queue_bytes;
+      return 0;
+    }
+    case UP_SEED:
+      if (parse_long(val, 0, 0x7fffffffL, &v)) return -1;
+      o->fwd.seed = (uint64_t)v;
+      return 0;
+    case UP_LIFETIME:
+      if (parse_seconds(val, 1, 7 * 86400, &seconds)) return -1;
+      o->fwd.lifetime_s = seconds;
+      return 0;
+    case UP_REALTIME_PRIORITY:
+      if (parse_long(val, 0, 99, &v)) return -1;
+      o->fwd.realtime_priority = (int)v;
+      return 0;
+    case UP_POOL:
+      if (parse_long(val, 1024, 1 << 22, &v)) return -1;
+      o->fwd.pool_packets = (uint32_t)v;
+      return 0;
+    default:
+      return -1;
+  }
+}
+
+static int parse_up(int argc, char **argv, netem_up_options *o, const char **name) {
+  static const struct option options[] = {
+      {"sites", required_argument, 0, UP_SITES},
+      {"ranks-per-site", required_argument, 0, UP_RANKS_PER_SITE},
+      {"link", required_argument, 0, UP_LINK},
+      {"mtu", required_argument, 0, UP_MTU},
+      {"cc", required_argument, 0, UP_CC},
+      {"tcp-mem-max", required_argument, 0, UP_TCP_MEM_MAX},
+      {"seed", required_argument, 0, UP_SEED},
+      {"lifetime", required_argument, 0, UP_LIFETIME},
+      {"realtime-priority", required_argument, 0, UP_REALTIME_PRIORITY},
+      {"pool", required_argument, 0, UP_POOL},
+      {"foreground", no_argument, 0, UP_FOREGROUND},
+      {"no-offload", no_argument, 0, UP_NO_OFFLOAD},
+      NETEM_NAME_OPTION,
+      NETEM_HELP_OPTION,
+      {0, 0, 0, 0}};
   o->fwd.nsites = 0;
   o->fwd.mtu = 1500;
   o->fwd.ready_fd = -1;
@@ -213,58 +327,22 @@ static int parse_up(int argc, char **argv, netem_up_options *o) {
   o->site.tcp_mem_max_bytes = 64ull << 20;
   o->site.offload = 1;
   o->ranks_per_site = 1;
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    int ok = val != NULL;
-    if (!strcmp(arg, "--foreground")) {
-      o->foreground = 1;
-      continue;
-    } else if (!strcmp(arg, "--no-offload")) {
-      o->site.offload = 0; /* one packet per read/write, as on a link without TSO */
-      continue;
-    } else if (!strcmp(arg, "--tcp-mem-max") && val && !strcmp(val, "host")) {
-      o->site.tcp_mem_max_bytes = 0; /* the host's own values, as a user would have them */
-    } else if (!strcmp(arg, "--sites")) {
-      ok = ok && !parse_long(val, 2, STRATA_EMU_MAX_SITES, &v) && ((o->fwd.nsites = (int)v), 1);
-    } else if (!strcmp(arg, "--ranks-per-site")) {
-      ok = ok && !parse_long(val, 1, NETEM_MAX_RANKS_PER_SITE, &o->ranks_per_site);
-    } else if (!strcmp(arg, "--link")) {
-      ok = ok && o->nspecs < (int)(sizeof o->specs / sizeof o->specs[0]);
-      if (ok) o->specs[o->nspecs++] = val;
-    } else if (!strcmp(arg, "--mtu")) {
-      ok = ok && !parse_long(val, STRATA_EMU_MTU_MIN, STRATA_EMU_MTU_MAX, &v);
-      if (ok) o->fwd.mtu = o->site.mtu = (uint32_t)v;
-    } else if (!strcmp(arg, "--cc")) {
-      o->site.congestion_control = val;
-    } else if (!strcmp(arg, "--tcp-mem-max")) {
-      strata_emu_link_params scratch = {0};
-      char spec[64];
-      snprintf(spec, sizeof spec, "queue=%s", val ? val : "");
-      ok = ok && !strata_emu_link_params_parse(spec, &scratch, err, sizeof err) &&
-           scratch.queue_bytes >= 65536;
-      bytes = scratch.queue_bytes;
-      if (ok) o->site.tcp_mem_max_bytes = bytes;
-    } else if (!strcmp(arg, "--seed")) {
-      ok = ok && !parse_long(val, 0, 0x7fffffffL, &v);
-      if (ok) o->fwd.seed = (uint64_t)v;
-    } else if (!strcmp(arg, "--lifetime")) {
-      ok = ok && !parse_seconds(val, 1, 7 * 86400, &seconds);
-      if (ok) o->fwd.lifetime_s = seconds;
-    } else if (!strcmp(arg, "--realtime-priority")) {
-      ok = ok && !parse_long(val, 0, 99, &v);
-      if (ok) o->fwd.realtime_priority = (int)v;
-    } else if (!strcmp(arg, "--pool")) {
-      ok = ok && !parse_long(val, 1024, 1 << 22, &v);
-      if (ok) o->fwd.pool_packets = (uint32_t)v;
-    } else {
-      fprintf(stderr, "netem up: unknown option '%s'\n", arg);
+  getopt_reset();
+  int index = 0;
+  for (int letter; (letter = getopt_long(argc, argv, ":h", options, &index)) != -1;) {
+    if (letter == 'h') return netem_usage(stdout), NETEM_HELP;
+    if (letter == '?' || letter == ':') return getopt_complaint("up", letter, argv);
+    if (letter == NETEM_OPT_NAME) {
+      if (set_name(optarg, name)) return -1;
+    } else if (apply_up_option(letter, optarg, o)) {
+      fprintf(stderr, "netem up: --%s '%s': bad value\n", options[index].name,
+              optarg ? optarg : "");
       return -1;
     }
-    if (!ok) {
-      fprintf(stderr, "netem up: %s %s: bad or missing value\n", arg, val ? val : "");
-      return -1;
-    }
-    i++;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "netem up: unexpected '%s'\n", argv[optind]);
+    return -1;
   }
   if (o->fwd.nsites < 2) {
     fprintf(stderr, "netem up: --sites K (2..%d) is required\n", STRATA_EMU_MAX_SITES);
@@ -374,8 +452,10 @@ static int netem_check_environment(void) {
   return 0;
 }
 
-static int netem_up_run(int argc, char **argv, const char *name, netem_up_options *o) {
-  if (parse_up(argc, argv, o)) return 2;
+static int netem_up_run(int argc, char **argv, netem_up_options *o) {
+  const char *name = NETEM_DEFAULT_NAME;
+  int parsed = parse_up(argc, argv, o, &name);
+  if (parsed) return parsed == NETEM_HELP ? 0 : 2;
   if (netem_check_environment()) return 1;
   mkdir(NETEM_STATE_ROOT, 0755);
   char dir[256];
@@ -416,10 +496,10 @@ static int netem_up_run(int argc, char **argv, const char *name, netem_up_option
   return 0;
 }
 
-static int netem_up(int argc, char **argv, const char *name) {
+static int netem_up(int argc, char **argv) {
   netem_up_options *options = calloc(1, sizeof *options); /* the link table is ~0.5 MB */
   if (!options) return perror("netem up"), 1;
-  int rc = netem_up_run(argc, argv, name, options);
+  int rc = netem_up_run(argc, argv, options);
   free(options);
   return rc;
 }
@@ -456,11 +536,10 @@ static int forwarder_alive(pid_t pid) {
   return strstr(comm, "strata") != NULL && state != 'Z';
 }
 
-static int netem_down(int argc, const char *name) {
-  if (argc > 1) {
-    fprintf(stderr, "netem down: unexpected arguments\n");
-    return 2;
-  }
+static int netem_down(int argc, char **argv) {
+  const char *name = NETEM_DEFAULT_NAME;
+  int parsed = parse_name_only("down", argc, argv, &name);
+  if (parsed) return parsed == NETEM_HELP ? 0 : 2;
   pid_t pid = read_pid(name);
   int stopped = 0;
   if (forwarder_alive(pid)) {
@@ -498,11 +577,10 @@ static void refresh_stats(pid_t pid, const char *path) {
   for (int i = 0; i < 200 && mtime_ns(path) == before; i++) usleep(5000);
 }
 
-static int netem_status(int argc, const char *name) {
-  if (argc > 1) {
-    fprintf(stderr, "netem status: unexpected arguments\n");
-    return 2;
-  }
+static int netem_status(int argc, char **argv) {
+  const char *name = NETEM_DEFAULT_NAME;
+  int parsed = parse_name_only("status", argc, argv, &name);
+  if (parsed) return parsed == NETEM_HELP ? 0 : 2;
   char dir[256], path[256];
   state_path(dir, sizeof dir, name, NULL);
   if (access(dir, F_OK)) {
@@ -521,11 +599,10 @@ static int netem_status(int argc, const char *name) {
 }
 
 /* Every emulation this host has state for, and whether its forwarder runs. */
-static int netem_list(int argc) {
-  if (argc > 1) {
-    fprintf(stderr, "netem list: unexpected arguments\n");
-    return 2;
-  }
+static int netem_list(int argc, char **argv) {
+  const char *name = NETEM_DEFAULT_NAME;
+  int parsed = parse_name_only("list", argc, argv, &name);
+  if (parsed) return parsed == NETEM_HELP ? 0 : 2;
   DIR *dir = opendir(NETEM_STATE_ROOT);
   int count = 0;
   for (struct dirent *e; dir && (e = readdir(dir));) {
@@ -541,17 +618,27 @@ static int netem_list(int argc) {
 
 /* ---- exec ---- */
 
-static int netem_exec(int argc, char **argv, const char *name) {
-  if (argc < 3) {
+static int netem_exec(int argc, char **argv) {
+  static const struct option options[] = {NETEM_NAME_OPTION, NETEM_HELP_OPTION, {0, 0, 0, 0}};
+  const char *name = NETEM_DEFAULT_NAME;
+  getopt_reset();
+  /* "+": the options end at SITE; what follows belongs to the command */
+  for (int letter; (letter = getopt_long(argc, argv, "+:h", options, NULL)) != -1;) {
+    if (letter == 'h') return netem_usage(stdout), 0;
+    if (letter != NETEM_OPT_NAME) return getopt_complaint("exec", letter, argv), 2;
+    if (set_name(optarg, &name)) return 2;
+  }
+  if (optind >= argc) {
     fprintf(stderr, "netem exec: expected SITE [--] CMD ARGS...\n");
     return 2;
   }
   long site;
-  if (parse_long(argv[1], 0, STRATA_EMU_MAX_SITES - 1, &site)) {
-    fprintf(stderr, "netem exec: SITE '%s': expected a site number\n", argv[1]);
+  if (parse_long(argv[optind], 0, STRATA_EMU_MAX_SITES - 1, &site)) {
+    fprintf(stderr, "netem exec: SITE '%s': expected a site number\n", argv[optind]);
     return 2;
   }
-  int first = !strcmp(argv[2], "--") ? 3 : 2;
+  int first = optind + 1;
+  if (first < argc && !strcmp(argv[first], "--")) first++;
   if (first >= argc) {
     fprintf(stderr, "netem exec: no command given\n");
     return 2;
@@ -590,44 +677,54 @@ static uint16_t icmp_checksum(const void *data, size_t len) {
   return htons((uint16_t)~sum);
 }
 
-static int parse_ping(int argc, char **argv, ping_options *o) {
+/* ping and owd: FROM TO and ping's own flags, in any order. */
+static int parse_ping(const char *verb, int argc, char **argv, ping_options *o, const char **name) {
+  static const struct option options[] = {NETEM_NAME_OPTION, NETEM_HELP_OPTION, {0, 0, 0, 0}};
   o->count = 10;
   o->interval_s = 0.2;
   o->wait_s = -1;
   o->size = 56;
-  int positional = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : "";
-    long v;
-    int ok = 1;
-    if (!strcmp(arg, "-q")) {
-      o->quiet = 1;
-      continue;
-    } else if (!strcmp(arg, "-c")) {
-      ok = !parse_long(val, 1, NETEM_PING_MAX_COUNT, &o->count), i++;
-    } else if (!strcmp(arg, "-i")) {
-      ok = !parse_seconds(val, 0.0001, 60, &o->interval_s), i++;
-    } else if (!strcmp(arg, "-W")) {
-      ok = !parse_seconds(val, 0.01, 60, &o->wait_s), i++;
-    } else if (!strcmp(arg, "-s")) {
-      ok = !parse_long(val, 16, 8000, &o->size), i++;
-    } else if (arg[0] != '-' && positional < 2 &&
-               !parse_long(arg, 0, STRATA_EMU_MAX_SITES - 1, &v)) {
-      *(positional++ ? &o->to : &o->from) = (int)v;
-      continue;
-    } else {
-      fprintf(stderr, "netem ping: unexpected '%s'\n", arg);
-      return -1;
+  getopt_reset();
+  for (int letter; (letter = getopt_long(argc, argv, ":hqc:i:W:s:", options, NULL)) != -1;) {
+    int bad = 0;
+    switch (letter) {
+      case 'h':
+        netem_usage(stdout);
+        return NETEM_HELP;
+      case NETEM_OPT_NAME:
+        if (set_name(optarg, name)) return -1;
+        break;
+      case 'q':
+        o->quiet = 1;
+        break;
+      case 'c':
+        bad = parse_long(optarg, 1, NETEM_PING_MAX_COUNT, &o->count);
+        break;
+      case 'i':
+        bad = parse_seconds(optarg, 0.0001, 60, &o->interval_s);
+        break;
+      case 'W':
+        bad = parse_seconds(optarg, 0.01, 60, &o->wait_s);
+        break;
+      case 's':
+        bad = parse_long(optarg, 16, 8000, &o->size);
+        break;
+      default:
+        return getopt_complaint(verb, letter, argv);
     }
-    if (!ok) {
-      fprintf(stderr, "netem ping: %s %s: bad value\n", arg, val);
+    if (bad) {
+      fprintf(stderr, "netem %s: -%c %s: bad value\n", verb, letter, optarg);
       return -1;
     }
   }
-  if (positional != 2 || o->from == o->to) {
-    fprintf(stderr, "netem ping: expected two different sites FROM TO\n");
+  long from, to;
+  if (argc - optind != 2 || parse_long(argv[optind], 0, STRATA_EMU_MAX_SITES - 1, &from) ||
+      parse_long(argv[optind + 1], 0, STRATA_EMU_MAX_SITES - 1, &to) || from == to) {
+    fprintf(stderr, "netem %s: expected two different sites FROM TO\n", verb);
     return -1;
   }
+  o->from = (int)from;
+  o->to = (int)to;
   return 0;
 }
 
@@ -730,9 +827,11 @@ static void ping_wait(int fd, uint64_t until_ns) {
   ppoll(&pfd, 1, &ts, NULL);
 }
 
-static int netem_ping(int argc, char **argv, const char *name) {
+static int netem_ping(int argc, char **argv) {
+  const char *name = NETEM_DEFAULT_NAME;
   ping_options o = {0};
-  if (parse_ping(argc, argv, &o)) return 2;
+  int parsed = parse_ping("ping", argc, argv, &o, &name);
+  if (parsed) return parsed == NETEM_HELP ? 0 : 2;
   char err[256], addr[32];
   if (strata_emu_site_enter(name, o.from, err, sizeof err)) {
     fprintf(stderr, "netem ping: %s\n", err);
@@ -832,9 +931,11 @@ static void owd_receive(int fd, const ping_options *o, ping_tally *t) {
 
 /* Sends UDP datagrams from site FROM to site TO, both ends in this one process, so the sender's
  * and the receiver's clocks are the same clock: the delay printed is one way. */
-static int netem_owd(int argc, char **argv, const char *name) {
+static int netem_owd(int argc, char **argv) {
+  const char *name = NETEM_DEFAULT_NAME;
   ping_options o = {0};
-  if (parse_ping(argc, argv, &o)) return 2;
+  int parsed = parse_ping("owd", argc, argv, &o, &name);
+  if (parsed) return parsed == NETEM_HELP ? 0 : 2;
   int root_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
   if (root_ns < 0) return perror("netem owd: /proc/self/ns/net"), 1;
   struct sockaddr_in rx_addr, tx_addr;
@@ -888,18 +989,16 @@ int strata_cmd_netem(int argc, char **argv) {
     netem_usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  const char *name;
-  char *verb = argv[1];
-  int n = take_name(argc - 1, argv + 1, &name);
-  if (n < 0) return 2;
-  char **args = argv + 1;
-  if (!strcmp(verb, "up")) return netem_up(n, args, name);
-  if (!strcmp(verb, "down")) return netem_down(n, name);
-  if (!strcmp(verb, "status")) return netem_status(n, name);
-  if (!strcmp(verb, "list")) return netem_list(n);
-  if (!strcmp(verb, "exec")) return netem_exec(n, args, name);
-  if (!strcmp(verb, "ping")) return netem_ping(n, args, name);
-  if (!strcmp(verb, "owd")) return netem_owd(n, args, name);
+  const char *verb = argv[1];
+  char **args = argv + 1; /* args[0] is the verb, as getopt wants argv[0] */
+  int n = argc - 1;
+  if (!strcmp(verb, "up")) return netem_up(n, args);
+  if (!strcmp(verb, "down")) return netem_down(n, args);
+  if (!strcmp(verb, "status")) return netem_status(n, args);
+  if (!strcmp(verb, "list")) return netem_list(n, args);
+  if (!strcmp(verb, "exec")) return netem_exec(n, args);
+  if (!strcmp(verb, "ping")) return netem_ping(n, args);
+  if (!strcmp(verb, "owd")) return netem_owd(n, args);
   fprintf(stderr, "netem: unknown subcommand '%s'\n", verb);
   netem_usage(stderr);
   return 2;

@@ -12,6 +12,7 @@
  * hierarchical collectives: line i is STRATA_SITE=<site of row i> (the names `strata launch
  * --sites` gives; docs/hier.md), for launchers other than `strata launch`.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -78,38 +79,25 @@ static int usage_error(const char *what, const char *value) {
   return 2;
 }
 
-/* A number with an optional suffix: binary (K=2^10 ...) or decimal (K=1e3, B=1e9). */
-static int parse_scaled(const char *text, int binary, double *out) {
+/* A count with an optional decimal suffix: K=1e3, M=1e6, G or B=1e9 ("7B" parameters). */
+static int parse_count(const char *text, double *out) {
   char *end;
   errno = 0;
   double v = strtod(text, &end);
   if (errno || end == text || !isfinite(v) || v < 0) return -1;
-  double unit = 1;
-  if (*end) {
-    switch (*end) {
-      case 'k':
-      case 'K':
-        unit = binary ? 1024.0 : 1e3;
-        break;
-      case 'm':
-      case 'M':
-        unit = binary ? 1048576.0 : 1e6;
-        break;
-      case 'g':
-      case 'G':
-      case 'b':
-      case 'B':
-        unit = binary ? 1073741824.0 : 1e9;
-        break;
-      default:
-        return -1;
-    }
-    end++;
-    if (binary && (*end == 'i' || *end == 'I')) end++;
-    if (binary && (*end == 'b' || *end == 'B')) end++;
-    if (*end) return -1;
-  }
-  *out = v * unit;
+  static const char suffixes[] = "kmgb";
+  static const double scales[] = {1e3, 1e6, 1e9, 1e9};
+  const char *suffix = *end ? strchr(suffixes, tolower((unsigned char)*end)) : NULL;
+  if (*end && (!suffix || end[1])) return -1;
+  *out = suffix ? v * scales[suffix - suffixes] : v;
+  return 0;
+}
+
+/* A byte count (strata_size_parse: K=2^10 ...). */
+static int parse_bytes(const char *text, double *out) {
+  uint64_t bytes;
+  if (strata_size_parse(text, &bytes) != STRATA_OK) return -1;
+  *out = (double)bytes;
   return 0;
 }
 
@@ -161,13 +149,13 @@ static int parse_args(int argc, char **argv, place_options *o) {
     } else if (!strcmp(a, "--iterations")) {
       bad = parse_int(v, 1, 1 << 20, &o->iterations);
     } else if (!strcmp(a, "--params")) {
-      bad = parse_scaled(v, 0, &o->params);
+      bad = parse_count(v, &o->params);
     } else if (!strcmp(a, "--param-bytes")) {
-      bad = parse_scaled(v, 0, &o->param_bytes);
+      bad = parse_count(v, &o->param_bytes);
     } else if (!strcmp(a, "--activation-bytes")) {
-      bad = parse_scaled(v, 1, &o->pipeline.activation_bytes);
+      bad = parse_bytes(v, &o->pipeline.activation_bytes);
     } else if (!strcmp(a, "--bytes")) {
-      bad = parse_scaled(v, 1, &o->bytes) || o->bytes <= 0;
+      bad = parse_bytes(v, &o->bytes) || o->bytes <= 0;
     } else if (!strcmp(a, "--seed")) {
       int s = 0;
       bad = parse_int(v, 0, 1 << 30, &s);

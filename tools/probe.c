@@ -87,20 +87,9 @@ static void probe_usage(FILE *out) {
 }
 
 static int parse_size(const char *text, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(text, &end);
-  if (errno || end == text || !isfinite(v) || v <= 0) return -1;
-  if (*end == 'k' || *end == 'K')
-    v *= 1024.0, end++;
-  else if (*end == 'm' || *end == 'M')
-    v *= 1048576.0, end++;
-  else if (*end == 'g' || *end == 'G')
-    v *= 1073741824.0, end++;
-  if (*end == 'i') end++;
-  if (*end == 'B') end++;
-  if (*end) return -1;
-  *out = v;
+  uint64_t bytes;
+  if (strata_size_parse(text, &bytes) != STRATA_OK || bytes == 0) return -1;
+  *out = (double)bytes;
   return 0;
 }
 

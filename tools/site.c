@@ -7,6 +7,7 @@
  * variable with this command on each host: export STRATA_SITE=$(strata site cluster.yaml).
  * NODE defaults to STRATA_NODE, then the hostname; src/topo/nodes.h says how a name matches.
  */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,11 +26,21 @@ static void site_usage(FILE *out) {
 }
 
 int strata_cmd_site(int argc, char **argv) {
-  if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-    site_usage(stdout);
-    return 0;
+  static const struct option options[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  optind = 0; /* glibc: a fresh scan (main may have run getopt) */
+  opterr = 0;
+  for (int letter; (letter = getopt_long(argc, argv, "h", options, NULL)) != -1;) {
+    if (letter == 'h') {
+      site_usage(stdout);
+      return 0;
+    }
+    fprintf(stderr, "strata site: unknown option '%s'\n", argv[optind - 1]);
+    site_usage(stderr);
+    return 2;
   }
-  if (argc < 2 || argc > 3 || argv[1][0] == '-') {
+  argc -= optind - 1; /* argv[1] is FILE from here on */
+  argv += optind - 1;
+  if (argc < 2 || argc > 3) {
     site_usage(stderr);
     return 2;
   }

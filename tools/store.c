@@ -9,6 +9,7 @@
  * environment serves both. Without a secret anyone who reaches the port can use the store, and it
  * says so.
  */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,21 +32,29 @@ static void store_usage(FILE *out) {
 }
 
 int strata_cmd_store(int argc, char **argv) {
+  static const struct option options[] = {
+      {"addr", required_argument, 0, 'a'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   const char *addr = STORE_DEFAULT_ADDR;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+  optind = 0; /* glibc: a fresh scan (main may have run getopt) */
+  opterr = 0;
+  for (int letter; (letter = getopt_long(argc, argv, ":h", options, NULL)) != -1;) {
+    if (letter == 'h') {
       store_usage(stdout);
       return 0;
-    } else if (!strcmp(argv[i], "--addr") && i + 1 < argc) {
-      addr = argv[++i];
-    } else if (!strncmp(argv[i], "--addr=", 7)) {
-      addr = argv[i] + 7;
-    } else {
-      fprintf(stderr, "strata store: %s '%s'\n\n",
-              !strcmp(argv[i], "--addr") ? "missing HOST:PORT after" : "unknown argument", argv[i]);
-      store_usage(stderr);
-      return 2;
     }
+    if (letter == 'a') {
+      addr = optarg;
+      continue;
+    }
+    fprintf(stderr, "strata store: %s '%s'\n\n",
+            letter == ':' ? "missing HOST:PORT after" : "unknown argument", argv[optind - 1]);
+    store_usage(stderr);
+    return 2;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "strata store: unknown argument '%s'\n\n", argv[optind]);
+    store_usage(stderr);
+    return 2;
   }
   char host[256], err[320];
   int port;

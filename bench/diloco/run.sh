@@ -42,8 +42,12 @@
 # train.py arguments for every run), DILOCO_OUTER_MOMENTUM (0.6), DILOCO_SVG (the plot's path),
 # DILOCO_OUT (the results directory), DILOCO_TEXTBOOK=1 (adds textbook-h50: the pure-Python
 # cross-check of DiLoCo, not the library's).
-# --quick: 50 inner steps per run (one H=50 round), a smoke test of the whole pipeline (results
-# and plot in bench/results/diloco-quick/).
+# --quick: a smoke test of the whole pipeline (results and plot in bench/results/diloco-quick/):
+# two runs (sync and diloco-h50) of 50 inner steps (one H=50 round), with small evaluations
+# (16 checkpoint and 64 final sequences), about a twentieth of the full demo's training. The
+# script says what it will run and a rough forecast of its minutes before it starts and, after
+# each run, how long the runs took and about how long the rest will take (they cost about the
+# same).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../common.sh"
@@ -52,6 +56,7 @@ bench_init diloco "$@"
   { echo "diloco: $py has no torch (scripts/venv.sh; STRATA_PYTHON=build-venv/bin/python)" >&2; exit 1; }
 PYTHONPATH=$build/python "$py" -c 'import strata.torch' ||
   { echo "diloco: $build/python has no strata.torch (build with $py as Python3_EXECUTABLE)" >&2; exit 1; }
+blas_slowdown=1 # torch from PyPI brings its own BLAS: against OpenBLAS, for the forecast below
 
 steps=${DILOCO_STEPS:-400}
 [ $quick -eq 1 ] && steps=50
@@ -59,6 +64,7 @@ if [ $((steps % 50)) -ne 0 ]; then echo "diloco: DILOCO_STEPS must be a multiple
 warm=$((50 * (steps / 200))) # a quarter of the run, a whole number of H = 50 rounds after it
 runs_default="sync diloco-h10 diloco-h50 streaming-h50 diloco-h50-int8 diloco-h50-int4 diloco-h50-m09"
 [ $warm -gt 0 ] && runs_default="$runs_default diloco-h10-warm diloco-h50-warm streaming-h50-warm"
+[ $quick -eq 1 ] && runs_default="sync diloco-h50"
 runs=${DILOCO_RUNS:-$runs_default}
 om=${DILOCO_OUTER_MOMENTUM:-0.6}
 [ "${DILOCO_TEXTBOOK:-0}" = 1 ] && runs="$runs textbook-h50"
@@ -101,7 +107,18 @@ trap 'exit 130' INT TERM
 # The forwarder removes everything by itself after --lifetime even if this script is killed.
 "$strata" netem up --name "$name" --sites 2 --ranks-per-site 1 --lifetime 7200 \
   --link '*:rate=1gbit,delay=25ms' >/dev/null
-echo "diloco: 2 sites over strata netem ($name): 1 Gbit/s, 25 ms each way; $steps inner steps per run; results in $out"
+quick_args=()
+[ $quick -eq 1 ] && quick_args=(--eval-seqs 16 --final-eval-seqs 64)
+read -r -a run_list <<<"$runs"
+echo "diloco: 2 sites over strata netem ($name): 1 Gbit/s, 25 ms each way; ${#run_list[@]} runs" \
+  "(${run_list[*]}) of $steps inner steps each; results in $out"
+# A rough forecast before anything starts: on 2 cores with OpenBLAS a run trains at about 0.25 s
+# per inner step (docs/diloco.md's table: 70-120 s for 400 steps) and spends about 15 s more on
+# start-up and evaluation; the reference BLAS is about ten times slower.
+echo "diloco: expect roughly $(((${#run_list[@]} * (steps / 4 + 15) * blas_slowdown + 59) / 60)) min" \
+  "on 2 cores (${blas_slowdown}x the OpenBLAS time); the time left follows each run"
+done_runs=0
+started_s=$SECONDS
 
 fails=0
 for run in $runs; do
@@ -119,7 +136,7 @@ for run in $runs; do
       STRATA_ADDR="10.77.0.1:$port" STRATA_STORE_EXTERNAL=1 STRATA_RANK=$r STRATA_WORLD_SIZE=2 \
       STRATA_JOB_ID="$name-$run" STRATA_SITE="site$r" STRATA_TIMEOUT=600 STRATA_TCP_LINK_GBPS=1 \
       OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
-      "$py" "$here/train.py" --name "$run" --steps "$steps" "${targs[@]}" ${DILOCO_EXTRA:-} \
+      "$py" "$here/train.py" --name "$run" --steps "$steps" "${targs[@]}" "${quick_args[@]}" ${DILOCO_EXTRA:-} \
       --netem "$name" --strata "$strata" --out "$out/$run.RANK.json" >"$out/$run.$r.log" 2>&1 &
     children+=($!)
     pids+=($!)
@@ -135,6 +152,10 @@ for run in $runs; do
     tail -n 5 "$out/$run.0.log" "$out/$run.1.log" >&2 || true
     fails=$((fails + 1))
   fi
+  done_runs=$((done_runs + 1))
+  spent=$((SECONDS - started_s))
+  echo "diloco: $done_runs of ${#run_list[@]} runs done in ${spent} s; about" \
+    "$((spent * (${#run_list[@]} - done_runs) / done_runs)) s left"
 done
 
 "$py" "$here/report.py" "$out" --runs "$runs" --svg "$svg" || fails=$((fails + 1))

@@ -19,6 +19,7 @@
  * UCX picks its transports from UCX_TLS as usual (bench/kv/run.sh sets it). The same code is
  * `strata bench kv ARGS` (tools/bench.c), built into the command with STRATA_KV_BENCH_COMMAND.
  */
+#include <getopt.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -38,26 +39,14 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* A byte count as every strata command reads one; a bad one ends the run with status 2. */
 static size_t parse_size(const char *s) {
-  char *end;
-  double v = strtod(s, &end);
-  switch (*end) {
-    case 'G':
-    case 'g':
-      v *= 1 << 30;
-      break;
-    case 'M':
-    case 'm':
-      v *= 1 << 20;
-      break;
-    case 'K':
-    case 'k':
-      v *= 1 << 10;
-      break;
-    default:
-      break;
+  uint64_t bytes = 0;
+  if (strata_size_parse(s, &bytes) != STRATA_OK || bytes > ((uint64_t)1 << 40)) {
+    fprintf(stderr, "kv_bench: '%s': not a size (65536, 64K, 4M, 1G)\n", s);
+    exit(2);
   }
-  return (size_t)v;
+  return (size_t)bytes;
 }
 
 static int echo(void *ctx, const char *from, uint32_t tag, const void *req, size_t len, void *reply,
@@ -320,14 +309,30 @@ static void run_backend(int backend, int streams, size_t min_b, size_t max_b, do
 
 int strata_kv_bench_main(int argc, char **argv);
 
+static void kv_usage(FILE *out) {
+  fprintf(out,
+          "usage: strata bench kv [-b MIN] [-e MAX] [-f FACTOR] [-t TOTAL] [-n ITERS] [-w WARMUP]\n"
+          "                       [-B tcp,shm,ucx] [-s STREAMS] [-l LANE_BYTES] [-L LANE_ITERS]\n"
+          "                       [-R | -P] [-N]\n"
+          "KV-cache transfer between two processes of this host (it starts both; no launcher):\n"
+          "block sizes MIN..MAX (16K..4M, x FACTOR 2), TOTAL bytes per transfer (1G), ITERS timed\n"
+          "transfers (5) after WARMUP (1), per backend (tcp,shm), STREAMS TCP streams (4); then\n"
+          "the lane's LANE_BYTES (4096) request/reply round trip, LANE_ITERS times (2000).\n"
+          "  -R  the caller stays SCHED_FIFO through the lane phase   -P  plain scheduling\n"
+          "  -N  no lane measurements                                  -h, --help  this text\n"
+          "Sizes take K, M, G. docs/kv.md says what the columns mean.\n");
+}
+
 int strata_kv_bench_main(int argc, char **argv) {
   size_t min_b = 16 << 10, max_b = 4 << 20, total = 1u << 30, lane_bytes = 4096;
   double factor = 2;
   int iters = 5, warmup = 1, streams = 4, lane_iters = 2000;
   const char *backends = "tcp,shm";
+  static const struct option long_options[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   int opt;
-  optind = 1;
-  while ((opt = getopt(argc, argv, "b:e:f:t:n:w:B:s:l:L:RPN")) != -1) {
+  optind = 0; /* glibc: a fresh scan (the command may have run getopt) */
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, "b:e:f:t:n:w:B:s:l:L:RPNh", long_options, NULL)) != -1) {
     switch (opt) {
       case 'b':
         min_b = parse_size(optarg);
@@ -368,17 +373,18 @@ int strata_kv_bench_main(int argc, char **argv) {
       case 'N':
         no_lane = 1;
         break;
+      case 'h':
+        kv_usage(stdout);
+        return 0;
       default:
-        fprintf(stderr,
-                "usage: strata bench kv [-b min] [-e max] [-f factor] [-t total] "
-                "[-n iters] [-w warmup] [-B tcp,shm,ucx] [-s streams] [-l lane_bytes] "
-                "[-L lane_iters] [-R | -P] [-N]\n");
+        fprintf(stderr, "kv_bench: unknown option or missing value '%s'\n", argv[optind - 1]);
+        kv_usage(stderr);
         return 2;
     }
   }
   if (min_b == 0 || min_b > max_b || factor <= 1 || iters < 1 || lane_iters < 8 ||
       lane_bytes == 0 || lane_bytes > STRATA_KV_LANE_MAX_BYTES || total < max_b) {
-    fprintf(stderr, "kv_bench: bad arguments\n");
+    fprintf(stderr, "kv_bench: bad arguments (see --help)\n");
     return 2;
   }
   if (strstr(backends, "ucx") && !strata_kv_backend_supported(STRATA_KV_BACKEND_UCX)) {

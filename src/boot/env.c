@@ -113,46 +113,12 @@ static int env_int(env_reader *r, const char *name, long min, long max, int *out
   return STRATA_OK;
 }
 
-/* "4194304", "4M", "4MiB", "512k", "1G": binary multiples, case-insensitive. */
-static int parse_size_bytes(const char *text, size_t *out) {
-  char *end;
-  if (!isdigit((unsigned char)text[0])) return -1;
-  errno = 0;
-  unsigned long long v = strtoull(text, &end, 10);
-  if (errno) return -1;
-  unsigned shift = 0;
-  switch (tolower((unsigned char)*end)) {
-    case 'k':
-      shift = 10;
-      break;
-    case 'm':
-      shift = 20;
-      break;
-    case 'g':
-      shift = 30;
-      break;
-    case 't':
-      shift = 40;
-      break;
-    default:
-      break;
-  }
-  if (shift) {
-    end++;
-    if (tolower((unsigned char)*end) == 'i') end++;
-  }
-  if (tolower((unsigned char)*end) == 'b') end++;
-  if (*end) return -1;
-  if (shift && v > (SIZE_MAX >> shift)) return -1;
-  if (v > SIZE_MAX) return -1;
-  *out = (size_t)(v << shift);
-  return 0;
-}
-
 static int env_size(env_reader *r, const char *name, size_t *out) {
   const char *value = reader_get(r, name);
-  if (value && parse_size_bytes(value, out) != 0)
+  uint64_t bytes = 0;
+  if (value && (strata_size_parse(value, &bytes) != STRATA_OK || bytes > SIZE_MAX))
     return env_error(r, name, value, "a byte count such as 65536, 512K, 4M or 1G");
+  if (value) *out = (size_t)bytes;
   return STRATA_OK;
 }
 

@@ -7,8 +7,13 @@
  * things differently, a table of aliases the parsers also accept: nccl-tests' dtype names
  * ("float", "half", "bfloat16", "int32", ...) and the underscore variants of collective names.
  * Parsing is exact and case-sensitive after these tables; anything else is STRATA_ERR_INVALID_ARG.
- * Name functions return "?" for an out-of-range value and never NULL.
+ * Name functions return "?" for an out-of-range value and never NULL. strata_size_parse, the one
+ * reader of byte counts, lives here too.
  */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "strata.h"
@@ -154,5 +159,28 @@ int strata_algo_parse(const char *name, strata_algo *out) {
   int value = name_find(name, algo_names, STRATA_ALGO_COUNT, NULL, 0);
   if (value < 0 || !out) return STRATA_ERR_INVALID_ARG;
   *out = (strata_algo)value;
+  return STRATA_OK;
+}
+
+/* The one reader of byte counts (strata.h). Digits first: strtod alone would also take spaces,
+ * signs, hex, "inf" and "nan". */
+int strata_size_parse(const char *text, uint64_t *bytes) {
+  if (!text || !bytes || !(isdigit((unsigned char)text[0]) || text[0] == '.'))
+    return STRATA_ERR_INVALID_ARG;
+  char *end = NULL;
+  errno = 0;
+  double value = strtod(text, &end);
+  if (end == text || errno || !isfinite(value) || (text[0] == '0' && tolower(text[1]) == 'x'))
+    return STRATA_ERR_INVALID_ARG;
+  static const char units[] = "kmgt";
+  const char *unit = *end ? strchr(units, tolower((unsigned char)*end)) : NULL;
+  if (unit) {
+    value = ldexp(value, 10 * (int)(unit - units + 1));
+    end++;
+    if (tolower((unsigned char)*end) == 'i') end++;
+  }
+  if (tolower((unsigned char)*end) == 'b') end++;
+  if (*end || value >= 18446744073709551616.0) return STRATA_ERR_INVALID_ARG;
+  *bytes = (uint64_t)value;
   return STRATA_OK;
 }

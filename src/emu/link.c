@@ -17,6 +17,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "strata.h"
+
 #define NS_PER_S 1000000000.0
 #define LINK_MIN_QUEUE_BYTES (64u * 1024u)
 #define LINK_MIN_QUEUE_RTT_NS 10000000ull      /* 10 ms */
@@ -165,13 +167,9 @@ static int parse_time(const char *text, uint64_t *ns) {
 }
 
 static int parse_size(const char *text, uint64_t *bytes) {
-  static const unit units[] = {{"", 1},        {"b", 1},        {"k", 1024},     {"kb", 1024},
-                               {"kib", 1024},  {"m", 1 << 20},  {"mb", 1 << 20}, {"mib", 1 << 20},
-                               {"g", 1 << 30}, {"gb", 1 << 30}, {"gib", 1 << 30}};
-  double v;
-  if (parse_scaled(text, units, sizeof units / sizeof units[0], &v)) return -1;
-  if (v < 1 || v > (double)(1ull << 34)) return -1;
-  *bytes = (uint64_t)v;
+  uint64_t v;
+  if (strata_size_parse(text, &v) != STRATA_OK || v < 1 || v > (1ull << 34)) return -1;
+  *bytes = v;
   return 0;
 }
 

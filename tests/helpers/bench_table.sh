@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # bench_table.sh — sourced by the `strata bench` tests: check_table FILE NAME ROWS checks the
-# nccl-tests table shape (column header, units, rank line, the closing lines), ROWS rows and
+# nccl-tests table shape (nccl-tests 2.19.6's spacing: column header, units, rank line, the closing lines), ROWS rows and
 # every #wrong 0; a miss calls the test's fail().
 check_table() {
   local file=$1 name=$2 rows=$3
-  grep -q '^#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong$' "$file" ||
+  grep -q '^#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong $' "$file" ||
     fail "$name: no nccl-tests column header"
-  grep -q '^#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)' "$file" ||
+  grep -q '^#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)' "$file" ||
     fail "$name: no units line"
   grep -q '^#  Rank  0 Group  0 Pid .* on .* device  0 \[cpu\]' "$file" || fail "$name: no rank line"
   grep -q '^# Out of bounds values : 0 OK$' "$file" || fail "$name: no '# Out of bounds values : 0 OK'"
