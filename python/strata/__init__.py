@@ -26,7 +26,10 @@ from . import _strata
 if TYPE_CHECKING:
     import numpy
     import torch
-    from typing_extensions import Buffer, Protocol, Self, TypeAlias
+    from torch._C._distributed_c10d import Store as TorchStore
+    from typing_extensions import Buffer, Literal, Protocol, Self, TypeAlias, TypedDict, Unpack
+
+    from ._strata import EnumKind
 
     #: What a collective reads or writes: anything with the buffer protocol (a numpy array,
     #: bytearray, memoryview) or a CPU torch tensor, C-contiguous.
@@ -40,6 +43,15 @@ if TYPE_CHECKING:
         def get(self, key: str, /) -> bytes: ...
         def add(self, key: str, amount: int, /) -> int: ...
         def wait(self, keys: List[str], timeout: timedelta, /) -> None: ...
+
+    class CollectiveOptions(TypedDict, total=False):
+        """The keyword arguments every collective of Comm takes."""
+
+        dtype: Optional[str]  # a dtype name, for buffers whose format has none ("bf16")
+        algo: Optional[str]  # "ring", "rhd", "tree", "direct", "hier"; None: the comm's choice
+        compress: Optional[str]  # the wire encoding; None: the communicator's
+        async_op: bool  # return a Request instead of waiting
+        count: Optional[int]  # elements, instead of what the buffers hold
 
     #: A value of a communicator setting: passed as its text, as the environment would.
     Setting: TypeAlias = Union[str, int, float, None]
@@ -66,11 +78,13 @@ class Error(Exception):
     OSError) and strata.SystemError a builtins.SystemError. Those two are left out of
     `from strata import *`, which would otherwise hide the built-ins; name them strata.X.
 
-        import strata
-        try:
-            raise strata.TimeoutError(-4, "STRATA_ERR_TIMEOUT", "a peer fell silent")
-        except TimeoutError as e:           # the built-in: strata's is one
-            assert isinstance(e, strata.Error) and e.name == "STRATA_ERR_TIMEOUT"
+    >>> import numpy as np, strata
+    >>> with strata.Comm() as comm:
+    ...     try:
+    ...         comm.allreduce(np.ones(4, np.float32), op="bxor")   # no bitwise op on floats
+    ...     except strata.Error as e:
+    ...         print(type(e).__name__, e.status, e.name)
+    InvalidArgError -1 STRATA_ERR_INVALID_ARG
     """
 
     status: int
@@ -105,11 +119,16 @@ class TimeoutError(Error, builtins.TimeoutError):
 
     Also a builtins.TimeoutError, so `except TimeoutError` catches it:
 
-        import strata
-        try:
-            raise strata.TimeoutError(-4, "STRATA_ERR_TIMEOUT", "no progress for 30 s")
-        except TimeoutError as e:
-            print(e.name)                   # STRATA_ERR_TIMEOUT
+    >>> import strata.kv as kv
+    >>> server = kv.StoreServer(secret="s3cret")
+    >>> store = kv.Store(f"127.0.0.1:{server.port}", "s3cret")
+    >>> try:
+    ...     store.get("a key nobody sets", 0.1)          # waits 0.1 s for it
+    ... except TimeoutError as e:                        # the built-in
+    ...     print(type(e).__module__, e.name)
+    strata STRATA_ERR_TIMEOUT
+    >>> store.close()
+    >>> server.stop()
     """
 
 
@@ -209,7 +228,7 @@ _PY_NAMES: Dict[str, Dict[Optional[str], str]] = {
 }
 
 
-def _code(kind: str, value: Optional[str]) -> int:
+def _code(kind: EnumKind, value: Optional[str]) -> int:
     """The C value of a name of `kind` ("dtype", "op", "algo", "compress"), as the C library
     parses it (case aside): "float32", "f32" and "float" are all f32. ValueError if unknown."""
     key = value.lower() if isinstance(value, str) else value
@@ -312,14 +331,14 @@ class Comm(_strata.Comm):
     1 [1. 1. 1. 1.]
     """
 
-    def __init__(self, store: Optional[Union[StoreLike, torch.distributed.Store]] = None,
+    def __init__(self, store: Optional[Union[StoreLike, TorchStore]] = None,
                  **settings: Setting) -> None:
         super().__init__({k: v for k, v in settings.items() if v is not None} or None, store)
 
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.destroy()
         return False
 
@@ -397,45 +416,45 @@ class Comm(_strata.Comm):
     # ("ring", "rhd", "tree", "direct", "hier"; None: the communicator's), compress= (the
     # wire encoding; None: the communicator's), async_op= (return a Request) and count=.
     def allreduce(self, buf: BufferLike, out: Optional[BufferLike] = None, op: str = "sum",
-                  **kw: Any) -> Optional[Request]:
+                  **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
         """Every rank's `buf` reduced elementwise (op: sum, prod, min, max, avg, band, bor,
         bxor) into `out` (default: `buf`, in place) on every rank."""
         return self._call("allreduce", buf, buf if out is None else out,
                           lambda s, r: s, op=op, **kw)
 
     def reduce_scatter(self, buf: BufferLike, out: BufferLike, op: str = "sum",
-                       **kw: Any) -> Optional[Request]:
+                       **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
         """`buf` (size x n elements) reduced over ranks; rank r's `out` (n) gets block r."""
         return self._call("reduce_scatter", buf, out,
                           lambda s, r: self._per_rank(s, "the input"), op=op, **kw)
 
-    def allgather(self, buf: BufferLike, out: BufferLike, **kw: Any) -> Optional[Request]:
+    def allgather(self, buf: BufferLike, out: BufferLike, **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
         """Each rank's `buf` (n) lands as block r of every rank's `out` (size x n)."""
         return self._call("allgather", buf, out, lambda s, r: s, **kw)
 
     def broadcast(self, buf: BufferLike, root: int = 0, out: Optional[BufferLike] = None,
-                  **kw: Any) -> Optional[Request]:
+                  **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
         """`root`'s `buf` copied into every rank's `out` (default: `buf`, in place)."""
         target = buf if out is None else out
         return self._call("broadcast", buf, target, lambda s, r: r, root=root, **kw)
 
     def reduce(self, buf: BufferLike, out: Optional[BufferLike] = None, root: int = 0,
-               op: str = "sum", **kw: Any) -> Optional[Request]:
+               op: str = "sum", **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
         """Every rank's `buf` reduced into `root`'s `out` (default: `buf`)."""
         return self._call("reduce", buf, buf if out is None else out,
                           lambda s, r: s, root=root, op=op, **kw)
 
     def gather(self, buf: BufferLike, out: Optional[BufferLike] = None, root: int = 0,
-               **kw: Any) -> Optional[Request]:
+               **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
         """Each rank's `buf` (n) lands as block r of `root`'s `out` (size x n; others: None)."""
         return self._call("gather", buf, out, lambda s, r: s, root=root, **kw)
 
     def scatter(self, buf: Optional[BufferLike], out: BufferLike, root: int = 0,
-                **kw: Any) -> Optional[Request]:
+                **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
         """Block r of `root`'s `buf` (size x n; others: None) lands in rank r's `out` (n)."""
         return self._call("scatter", buf, out, lambda s, r: r, root=root, **kw)
 
-    def alltoall(self, buf: BufferLike, out: BufferLike, **kw: Any) -> Optional[Request]:
+    def alltoall(self, buf: BufferLike, out: BufferLike, **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
         """Block j of rank i's `buf` (size x n) lands as block i of rank j's `out`."""
         return self._call("alltoall", buf, out,
                           lambda s, r: self._per_rank(s, "the input"), **kw)
@@ -445,11 +464,11 @@ class Comm(_strata.Comm):
         return self.collective(_COLL["barrier"], None, None, 0, _DTYPE["u8"], 0, 0, 0, 0,
                                async_op, None)
 
-    def send(self, buf: BufferLike, peer: int, **kw: Any) -> Optional[Request]:
+    def send(self, buf: BufferLike, peer: int, **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
         """Send `buf` to rank `peer`; messages of a pair arrive in order."""
         return self._call("send", buf, None, lambda s, r: s, root=peer, **kw)
 
-    def recv(self, buf: BufferLike, peer: int, **kw: Any) -> Optional[Request]:
+    def recv(self, buf: BufferLike, peer: int, **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
         """Receive into `buf` from rank `peer` (the same count the peer sent)."""
         return self._call("recv", None, buf, lambda s, r: r, root=peer, **kw)
 

@@ -2,7 +2,7 @@
 """Types of strata._torch, the torch.distributed backend "strata" (python/strata/_torch.cpp)."""
 from datetime import timedelta
 
-from torch.distributed import Store
+from torch._C._distributed_c10d import Store
 from torch._C._distributed_c10d import Backend as _Backend
 
 def create_backend(store: Store, rank: int, world_size: int,

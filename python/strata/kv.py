@@ -358,7 +358,7 @@ class Agent:
                 descs.append((d.addr, d.nbytes))
                 keep.append(region)
             else:
-                d = Desc(*item)  # type: ignore[misc]  # (addr, nbytes): checked by Desc and C
+                d = Desc(*item)
                 descs.append((d.addr, d.nbytes))
                 keep.extend(r for r in self._regions.values()
                             if r.addr <= d.addr < r.addr + r.nbytes)
@@ -376,7 +376,7 @@ class Agent:
                     raise ValueError("offsets and lengths are not negative")
                 descs.append((region.addr + offset, nbytes, region.id))
             else:
-                d = Desc(*item)  # type: ignore[misc]  # (addr, nbytes, region): checked by C
+                d = Desc(*item)
                 descs.append((d.addr, d.nbytes, d.region))
         return descs
 

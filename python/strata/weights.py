@@ -36,9 +36,7 @@ from . import _DTYPE, _ELEMENT_BYTES, _code, _is_torch, _strata
 if TYPE_CHECKING:
     import numpy
     import torch
-    from typing_extensions import Self, TypeAlias
-
-    from . import Comm
+    from typing_extensions import Literal, Self, TypeAlias
 
     #: One tensor: a torch tensor, a numpy array, or (uint16 array, "bf16") for bf16 bits.
     Tensor: TypeAlias = Union[torch.Tensor, "numpy.ndarray[Any, Any]",
@@ -114,14 +112,16 @@ def _tensors(tensors: Tensors) -> Tuple[List[_strata.WeightsArg], Tuple[Any, ...
     pairs of the tensors not on the CPU."""
     items: Iterable[Tuple[str, Tensor]] = (
         cast("Mapping[str, Tensor]", tensors).items() if hasattr(tensors, "items") else tensors)
-    described, keep, staged = [], [], []
+    described: List[_strata.WeightsArg] = []
+    keep: List[Any] = []
+    staged: List[Tuple[torch.Tensor, torch.Tensor]] = []
     for name, obj in items:
         arg, owner = _tensor(str(name), obj)
         described.append(arg)
         keep.append(owner)
         device = obj[0] if isinstance(obj, tuple) else obj
-        if owner is not device:
-            staged.append((device, owner))
+        if owner is not device:  # a device tensor and its host copy
+            staged.append((cast("torch.Tensor", device), owner))
     return described, tuple(keep), staged
 
 
@@ -172,7 +172,7 @@ class Publisher(_strata.Weights):
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
@@ -189,7 +189,7 @@ class Subscriber(_strata.Weights):
         described, keep, self._staged = _tensors(tensors)
         super().__init__(False, described, keep=keep)
 
-    def update(self, comm: Comm, target: int = NEWEST) -> _strata.RoundInfo:
+    def update(self, comm: _strata.Comm, target: int = NEWEST) -> _strata.RoundInfo:
         """Bring the tensors to a version (the newest, or a number); device tensors get it from
         their host copies once the whole version passed its check."""
         held = self.version
@@ -202,6 +202,6 @@ class Subscriber(_strata.Weights):
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
