@@ -30,12 +30,28 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional, Union
 if TYPE_CHECKING:
     from typing_extensions import Literal, Self
 
-import torch
-import torch.distributed as dist
 
-from . import Comm
-from . import DiLoCo as _DiLoCoState
-from . import _torch
+def _autoload() -> None:
+    """The "torch.backends" entry point torch calls at import: register, and never make
+    `import torch` fail (an error here is a warning; `import strata.torch` raises it).
+
+    Defined before this module imports torch: when `import strata.torch` is what first imports
+    torch, torch calls the entry point while this module is still loading; it then does nothing,
+    and the module registers the backend itself once torch has loaded (at its end)."""
+    if "register" not in globals():
+        return
+    try:
+        register()
+    except Exception as error:  # noqa: BLE001 - reported, and import strata.torch repeats it
+        warnings.warn(f"strata: the torch backend was not registered: {error}", stacklevel=2)
+
+
+import torch  # noqa: E402 - after _autoload, which torch may call during this import
+import torch.distributed as dist  # noqa: E402
+
+from . import Comm  # noqa: E402
+from . import DiLoCo as _DiLoCoState  # noqa: E402
+from . import _torch  # noqa: E402
 
 __all__ = ["BACKEND", "DEVICES", "DiLoCo", "register"]
 BACKEND = "strata"
@@ -48,15 +64,6 @@ def register() -> None:
     if BACKEND.upper() not in dist.Backend._plugins:
         dist.Backend.register_backend(BACKEND, _torch.create_backend, devices=DEVICES)
     _allow_monitored_barrier()
-
-
-def _autoload() -> None:
-    """The "torch.backends" entry point torch calls at import: register, and never make
-    `import torch` fail (an error here is a warning; `import strata.torch` raises it)."""
-    try:
-        register()
-    except Exception as error:  # noqa: BLE001 - reported, and import strata.torch repeats it
-        warnings.warn(f"strata: the torch backend was not registered: {error}", stacklevel=2)
 
 
 def _allow_monitored_barrier() -> None:

@@ -5,7 +5,8 @@ Runs the doctest examples (>>> lines) of the public classes of strata, strata.to
 strata.weights, strata.serve and strata.tinylm, and of strata.tinylm's module docstring, in this
 one process with no launcher (strata.Comm() is then a world of one), and fails for a class on the
 list that has none. strata.torch.DiLoCo's runs only when torch is there; without numpy the
-script exits 77 (skipped). Exits 0 when every example gave its output.
+script exits 77 (skipped). Also: `import strata.torch` works as a program's first import of
+torch. Exits 0 when every example gave its output.
 """
 import doctest
 import importlib.util
@@ -24,7 +25,9 @@ for key in list(os.environ):
 
 have_torch = importlib.util.find_spec("torch") is not None
 if have_torch:
-    import torch  # noqa: F401  (before strata.torch: torch loads the backend at import)
+    # strata.torch before torch, as docs/diloco.md's example does: torch then calls the
+    # backend's entry point while strata.torch is still loading, which must not fail
+    import strata.torch  # noqa: F401
 
 import strata
 import strata.kv
