@@ -428,7 +428,8 @@ class Comm(_strata.Comm):
         return self._call("reduce_scatter", buf, out,
                           lambda s, r: self._per_rank(s, "the input"), op=op, **kw)
 
-    def allgather(self, buf: BufferLike, out: BufferLike, **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
+    def allgather(self, buf: BufferLike, out: BufferLike,
+                  **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
         """Each rank's `buf` (n) lands as block r of every rank's `out` (size x n)."""
         return self._call("allgather", buf, out, lambda s, r: s, **kw)
 
@@ -454,7 +455,8 @@ class Comm(_strata.Comm):
         """Block r of `root`'s `buf` (size x n; others: None) lands in rank r's `out` (n)."""
         return self._call("scatter", buf, out, lambda s, r: r, root=root, **kw)
 
-    def alltoall(self, buf: BufferLike, out: BufferLike, **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
+    def alltoall(self, buf: BufferLike, out: BufferLike,
+                 **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
         """Block j of rank i's `buf` (size x n) lands as block i of rank j's `out`."""
         return self._call("alltoall", buf, out,
                           lambda s, r: self._per_rank(s, "the input"), **kw)
@@ -464,11 +466,13 @@ class Comm(_strata.Comm):
         return self.collective(_COLL["barrier"], None, None, 0, _DTYPE["u8"], 0, 0, 0, 0,
                                async_op, None)
 
-    def send(self, buf: BufferLike, peer: int, **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
+    def send(self, buf: BufferLike, peer: int,
+             **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
         """Send `buf` to rank `peer`; messages of a pair arrive in order."""
         return self._call("send", buf, None, lambda s, r: s, root=peer, **kw)
 
-    def recv(self, buf: BufferLike, peer: int, **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
+    def recv(self, buf: BufferLike, peer: int,
+             **kw: Unpack[CollectiveOptions]) -> Optional[Request]:
         """Receive into `buf` from rank `peer` (the same count the peer sent)."""
         return self._call("recv", None, buf, lambda s, r: r, root=peer, **kw)
 

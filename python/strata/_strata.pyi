@@ -13,8 +13,8 @@ _Comm = TypeVar("_Comm", bound="Comm")
 EnumKind = Literal["dtype", "op", "coll", "algo", "compress"]
 
 # One DiLoCo parameter: a float32 buffer, (buffer, dtype code) or (address, count, dtype code).
-DiLoCoArg = Union[Buffer, numpy.ndarray[Any, Any], Tuple[Union[Buffer, numpy.ndarray[Any, Any]], int],
-                  Tuple[int, int, int]]
+_Buffer = Union[Buffer, numpy.ndarray[Any, Any]]
+DiLoCoArg = Union[_Buffer, Tuple[_Buffer, int], Tuple[int, int, int]]
 # One weights tensor: (name, address, bytes, dtype code, shape).
 WeightsArg = Tuple[str, int, int, int, Tuple[int, ...]]
 
@@ -67,7 +67,8 @@ def enum_names(kind: EnumKind, /) -> List[str]: ...
 def enum_parse(kind: EnumKind, name: str, /) -> int: ...
 def dtype_sizes() -> List[int]: ...
 def _runtime_id() -> int: ...
-def _set_errors(base: Type[BaseException], classes: Mapping[int, Type[BaseException]], /) -> None: ...
+def _set_errors(base: Type[BaseException], classes: Mapping[int, Type[BaseException]],
+                /) -> None: ...
 
 class Request:
     """An asynchronous operation of a communicator."""

@@ -58,7 +58,8 @@ for status, name in names.items():
     cls = getattr(strata, cls_name, None)
     check(isinstance(cls, type) and issubclass(cls, strata.Error),
           f"{name}: strata.{cls_name} is {cls!r}")
-    check(strata._errors.get(status) is cls, f"{name}: the C layers raise {strata._errors.get(status)}")
+    check(strata._errors.get(status) is cls,
+          f"{name}: the C layers raise {strata._errors.get(status)}")
     builtin = getattr(builtins, cls_name, None)
     if isinstance(builtin, type) and issubclass(builtin, BaseException):
         check(issubclass(cls, builtin), f"strata.{cls_name} does not subclass the built-in")
