@@ -318,8 +318,9 @@ class Comm(_strata.Comm):
     unused. It must keep working as long as this communicator and those split from it live.
 
     Collectives take buffers (numpy arrays, bytearray, memoryview, CPU torch tensors) and work
-    in place without `out`; async_op=True returns a strata.Request. Run alone, or under
-    `strata launch -n 4 python3 script.py` for four ranks:
+    in place without `out`; async_op=True returns a strata.Request. Alone, this prints
+    `1 [1. 1. 1. 1.]`; under `strata launch -n 4 python3 script.py` every rank prints
+    `4 [10. 10. 10. 10.]`:
 
     >>> import numpy as np, strata
     >>> with strata.Comm() as comm:
