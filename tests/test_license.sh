@@ -12,7 +12,7 @@ grep -q 'Apache License' LICENSE && grep -q 'Version 2.0, January 2004' LICENSE 
 missing=0
 while IFS= read -r f; do
   head -n 3 "$f" | grep -q "$tag" || { echo "no SPDX line: $f"; missing=$((missing + 1)); }
-done < <(git ls-files '*.c' '*.h' '*.cpp' '*.cu' '*.inc' '*.py' '*.sh' '*.map' '*.in' \
+done < <(git ls-files '*.c' '*.h' '*.cpp' '*.cu' '*.inc' '*.py' '*.pyi' '*.sh' '*.map' '*.in' \
            'CMakeLists.txt' 'Makefile' '.ci/run' 2>/dev/null || find src include tools tests python \
            -name '*.[ch]')
 [ "$missing" -eq 0 ] || { echo "$missing files without '$tag'"; exit 1; }

@@ -30,7 +30,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 wheel=$(ls "$work"/wheels/*.whl 2>/dev/null | head -1)
 [ -n "$wheel" ] || fail "no wheel"
 listing=$("$py" -m zipfile -l "$wheel")
-for f in strata/libstrata.so.0 strata/_torch. strata/_strata. strata/_kv. strata/torch.py \
+for f in strata/libstrata.so.0 strata/_torch.cpython strata/_strata.cpython strata/_kv.cpython \
+  strata/torch.py strata/py.typed strata/_strata.pyi strata/_kv.pyi strata/_torch.pyi \
   strata/LICENSE entry_points.txt; do
   grep -q "$f" <<<"$listing" || fail "the wheel has no $f"
 done

@@ -813,8 +813,25 @@ static PyObject *module_runtime_id(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(i
   return PyLong_FromVoidPtr((void *)(uintptr_t)&strata_version);
 }
 
+/* backends() -> {name: strata_kv_backend}: the names STRATA_KV_BACKEND takes, with the values
+ * of strata_kv.h's enum, so Python keeps no copy of them. */
+static PyObject *mod_backends(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
+  return Py_BuildValue("{sisisisi}", "auto", STRATA_KV_BACKEND_AUTO, "tcp", STRATA_KV_BACKEND_TCP,
+                       "shm", STRATA_KV_BACKEND_SHM, "ucx", STRATA_KV_BACKEND_UCX);
+}
+
+/* backend_supported(backend) -> whether this libstrata has it (UCX only when built with it). */
+static PyObject *mod_backend_supported(PyObject *Py_UNUSED(m), PyObject *args) {
+  int backend;
+  if (!PyArg_ParseTuple(args, "i", &backend)) return NULL;
+  return PyBool_FromLong(strata_kv_backend_supported(backend));
+}
+
 static PyMethodDef module_methods[] = {
     {"_set_errors", module_set_errors, METH_VARARGS, "Install strata.Error and its subclasses."},
+    {"backends", mod_backends, METH_NOARGS, "backends() -> {name: strata_kv_backend value}"},
+    {"backend_supported", mod_backend_supported, METH_VARARGS,
+     "backend_supported(backend) -> True when this libstrata has that backend"},
     {"_runtime_id", module_runtime_id, METH_NOARGS, "libstrata's identity in this process"},
     {"address", mod_address, METH_VARARGS,
      "address(buffer, writable=True) -> (addr, bytes) of a C-contiguous buffer"},

@@ -174,7 +174,17 @@ static PyTypeObject RequestType = {
     .tp_basicsize = sizeof(RequestObject),
     .tp_dealloc = (destructor)Request_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "An asynchronous operation of a communicator.",
+    .tp_doc =
+        "An asynchronous operation of a communicator: what a collective called with\n"
+        "async_op=True returns. wait() blocks until it completes and raises its error;\n"
+        "is_completed() polls; status is the C status name.\n\n"
+        ">>> import numpy as np, strata\n"
+        ">>> with strata.Comm() as comm:\n"
+        "...     x = np.ones(8, np.float32)\n"
+        "...     req = comm.allreduce(x, async_op=True)\n"
+        "...     req.wait()\n"
+        "...     print(req.is_completed(), req.status)\n"
+        "True STRATA_OK\n",
     .tp_methods = Request_methods,
     .tp_getset = Request_getset,
 };
@@ -1441,8 +1451,136 @@ static PyObject *module_runtime_id(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(i
   return PyLong_FromVoidPtr((void *)(uintptr_t)&strata_version);
 }
 
+/* ---- the C enums by name ----
+ * The Python layer takes the names of dtypes, ops, collectives, algorithms and wire encodings
+ * from here rather than keeping copies of strata.h's enums: a value the C library adds is
+ * known to Python without a change there. */
+
+typedef enum enum_kind { ENUM_DTYPE, ENUM_OP, ENUM_COLL, ENUM_ALGO, ENUM_COMPRESS } enum_kind;
+
+static const char *const enum_kinds[] = {"dtype", "op", "coll", "algo", "compress"};
+
+static int enum_kind_of(const char *kind) {
+  for (int i = 0; i < (int)(sizeof enum_kinds / sizeof enum_kinds[0]); i++)
+    if (strcmp(kind, enum_kinds[i]) == 0) return i;
+  PyErr_Format(PyExc_ValueError, "no enum %s (dtype, op, coll, algo or compress)", kind);
+  return -1;
+}
+
+static int enum_count(enum_kind kind) {
+  switch (kind) {
+    case ENUM_DTYPE:
+      return STRATA_DTYPE_COUNT;
+    case ENUM_OP:
+      return STRATA_OP_COUNT;
+    case ENUM_COLL:
+      return STRATA_COLL_COUNT;
+    case ENUM_ALGO:
+      return STRATA_ALGO_COUNT;
+    case ENUM_COMPRESS:
+      return STRATA_COMPRESS_COUNT;
+  }
+  return 0;
+}
+
+static const char *enum_name(enum_kind kind, int value) {
+  switch (kind) {
+    case ENUM_DTYPE:
+      return strata_dtype_name((strata_dtype)value);
+    case ENUM_OP:
+      return strata_op_name((strata_op)value);
+    case ENUM_COLL:
+      return strata_coll_name((strata_coll)value);
+    case ENUM_ALGO:
+      return strata_algo_name((strata_algo)value);
+    case ENUM_COMPRESS:
+      return strata_compress_name((strata_compress)value);
+  }
+  return "?";
+}
+
+/* The C parser of `kind` on `name`: its value, or -1 for a name it does not know. */
+static int enum_parse(enum_kind kind, const char *name) {
+  int status = STRATA_ERR_INVALID_ARG, value = -1;
+  switch (kind) {
+    case ENUM_DTYPE: {
+      strata_dtype v;
+      if ((status = strata_dtype_parse(name, &v)) == STRATA_OK) value = (int)v;
+      break;
+    }
+    case ENUM_OP: {
+      strata_op v;
+      if ((status = strata_op_parse(name, &v)) == STRATA_OK) value = (int)v;
+      break;
+    }
+    case ENUM_COLL: {
+      strata_coll v;
+      if ((status = strata_coll_parse(name, &v)) == STRATA_OK) value = (int)v;
+      break;
+    }
+    case ENUM_ALGO: {
+      strata_algo v;
+      if ((status = strata_algo_parse(name, &v)) == STRATA_OK) value = (int)v;
+      break;
+    }
+    case ENUM_COMPRESS: {
+      strata_compress v;
+      if ((status = strata_compress_parse(name, &v)) == STRATA_OK) value = (int)v;
+      break;
+    }
+  }
+  return status == STRATA_OK ? value : -1;
+}
+
+/* enum_names(kind) -> [the name of value 0, of value 1, ...] */
+static PyObject *module_enum_names(PyObject *Py_UNUSED(m), PyObject *args) {
+  const char *kind_name;
+  if (!PyArg_ParseTuple(args, "s", &kind_name)) return NULL;
+  int kind = enum_kind_of(kind_name);
+  if (kind < 0) return NULL;
+  int count = enum_count((enum_kind)kind);
+  PyObject *list = PyList_New(count);
+  for (int i = 0; list && i < count; i++) {
+    PyObject *name = PyUnicode_FromString(enum_name((enum_kind)kind, i));
+    if (!name)
+      Py_CLEAR(list);
+    else
+      PyList_SET_ITEM(list, i, name);
+  }
+  return list;
+}
+
+/* enum_parse(kind, name) -> value, or -1 when the C parser knows no such name */
+static PyObject *module_enum_parse(PyObject *Py_UNUSED(m), PyObject *args) {
+  const char *kind_name, *name;
+  if (!PyArg_ParseTuple(args, "ss", &kind_name, &name)) return NULL;
+  int kind = enum_kind_of(kind_name);
+  if (kind < 0) return NULL;
+  return PyLong_FromLong(enum_parse((enum_kind)kind, name));
+}
+
+/* dtype_sizes() -> [bytes of one element of dtype 0, of dtype 1, ...] */
+static PyObject *module_dtype_sizes(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
+  PyObject *list = PyList_New(STRATA_DTYPE_COUNT);
+  for (int i = 0; list && i < STRATA_DTYPE_COUNT; i++) {
+    PyObject *size = PyLong_FromSize_t(strata_dtype_size((strata_dtype)i));
+    if (!size)
+      Py_CLEAR(list);
+    else
+      PyList_SET_ITEM(list, i, size);
+  }
+  return list;
+}
+
 static PyMethodDef module_methods[] = {
     {"version", module_version, METH_NOARGS, "The C library's version."},
+    {"enum_names", module_enum_names, METH_VARARGS,
+     "enum_names(kind) -> the C names of values 0, 1, ... of kind 'dtype', 'op', 'coll', 'algo' "
+     "or 'compress'."},
+    {"enum_parse", module_enum_parse, METH_VARARGS,
+     "enum_parse(kind, name) -> the value the C library's parser gives name (its aliases "
+     "included), or -1."},
+    {"dtype_sizes", module_dtype_sizes, METH_NOARGS, "Bytes of one element of each dtype."},
     {"_runtime_id", module_runtime_id, METH_NOARGS, "libstrata's identity in this process"},
     {"_set_errors", module_set_errors, METH_VARARGS, "Install the exception classes."},
     {"status_names", module_names, METH_NOARGS, "status code -> STRATA_ERR_* name"},

@@ -20,6 +20,8 @@ strata.tinylm (weights from a seed on every process). Run `python3 -m strata.ser
 
 Wire: a lane message is a 4-byte little-endian header length, a JSON header, then float32 rows.
 """
+from __future__ import annotations
+
 import argparse
 import concurrent.futures
 import heapq
@@ -31,6 +33,8 @@ import struct
 import sys
 import threading
 import time
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Hashable, List, Optional, Sequence, Set,
+                    Tuple, TypedDict, Union)
 
 import numpy as np
 import torch
@@ -47,17 +51,88 @@ _REPLAY_BYTES = kv.LANE_MAX_BYTES - 4096
 _LOST = (PeerLostError, StrataTimeoutError, AbortedError)
 
 
-def pack(header, rows=None):
+if TYPE_CHECKING:
+    from typing_extensions import TypeAlias
+
+    #: A message's JSON header.
+    Header: TypeAlias = Dict[str, Any]
+    #: A hop of a route: (server name, first block, end block).
+    Hop: TypeAlias = Tuple[str, int, int]
+    #: What a store holds: kv.Store's set, get and add.
+    _History: TypeAlias = Dict[int, List[torch.Tensor]]
+
+
+# The examples of the classes' docstrings (help() shows them; tests/python/test_docstrings.py
+# runs them).
+_PIPELINE_EXAMPLE = """
+    Two span servers and a client, in one process here (each is normally a process of its own,
+    anywhere):
+
+    >>> from strata import kv, serve, tinylm
+    >>> store = kv.StoreServer(secret="s3cret", job_id="demo")
+    >>> addr, cfg = f"127.0.0.1:{store.port}", tinylm.Config(blocks=4)
+    >>> spans = [serve.SpanServer(f"span{a}", addr, "s3cret", "demo", cfg, a, a + 2)
+    ...          for a in (0, 2)]
+    >>> client = serve.PipelineClient(addr, "s3cret", "demo", cfg)
+    >>> tokens, latencies_ms = client.generate(list(b"hello"), 4)
+    >>> tokens == tinylm.generate_local(cfg, list(b"hello"), 4), client.route
+    (True, [('span0', 0, 2), ('span2', 2, 4)])
+    >>> client.close()
+    >>> for server in spans:
+    ...     server.close()
+    >>> store.stop()
+"""
+_REPLICA_EXAMPLE = """
+    A replica and a router, in one process here (each is normally a process of its own):
+
+    >>> from strata import kv, serve, tinylm
+    >>> store = kv.StoreServer(secret="s3cret", job_id="demo")
+    >>> addr, cfg = f"127.0.0.1:{store.port}", tinylm.Config(blocks=2)
+    >>> replica = serve.ReplicaServer("replica0", addr, "s3cret", "demo", cfg)
+    >>> router = serve.Router(addr, "s3cret", "demo")
+    >>> tokens, name, attempts = router.submit(list(b"hi"), 3)
+    >>> name, attempts, tokens == tinylm.generate_local(cfg, list(b"hi"), 3)
+    ('replica0', 1, True)
+    >>> router.close()
+    >>> replica.close()
+    >>> store.stop()
+"""
+
+
+class SpanInfo(TypedDict):
+    """A span server as a PipelineClient knows it."""
+    peer: kv.Peer
+    start: int
+    end: int
+    rtt_ms: float
+    compute_ms_per_block: float
+
+
+class ReplicaInfo(TypedDict):
+    """A replica as a Router knows it."""
+    peer: kv.Peer
+    check_peer: kv.Peer
+    rtt_ms: float
+    service_ms: float
+    inflight: int
+    healthy: bool
+
+
+def pack(header: Header, rows: Optional[torch.Tensor] = None) -> bytes:
+    """A lane message: the header's length (4 bytes, little-endian), the JSON header, then the
+    rows as float32."""
     h = json.dumps(header, separators=(",", ":")).encode()
     body = b"" if rows is None else rows.detach().to(torch.float32).contiguous().numpy().tobytes()
     return struct.pack("<I", len(h)) + h + body
 
 
-def unpack(msg, d_model=None):
+def unpack(msg: bytes, d_model: Optional[int] = None) -> Tuple[Header, Optional[torch.Tensor]]:
+    """(header, rows) of a lane message; rows is None when it carries none, else [-1, d_model]
+    (flat without d_model)."""
     if not msg:
         return {}, None  # a handler that answered None
     n = struct.unpack_from("<I", msg)[0]
-    header = json.loads(msg[4:4 + n])
+    header: Header = json.loads(msg[4:4 + n])
     body = msg[4 + n:]
     if not body:
         return header, None
@@ -67,13 +142,13 @@ def unpack(msg, d_model=None):
 
 # ---- announcements in the store ----
 
-def announce(store, job, record):
+def announce(store: kv.Store, job: str, record: Header) -> None:
     """Append a record to serve/<job>/: a counter gives it a slot, then the slot is set."""
     slot = store.add(f"serve/{job}/count", 1) - 1
     store.set(f"serve/{job}/{slot}", json.dumps(record).encode())
 
 
-def announcements(store, job, since=0):
+def announcements(store: kv.Store, job: str, since: int = 0) -> Tuple[List[Header], int]:
     """The records from slot `since` on, and the next slot to read."""
     count = store.add(f"serve/{job}/count", 0)
     return [json.loads(store.get(f"serve/{job}/{i}", 5.0)) for i in range(since, count)], count
@@ -84,19 +159,29 @@ def announcements(store, job, since=0):
 class _Server:
     """Common to span servers and replicas: an agent whose lane handler answers requests."""
 
-    def __init__(self, name, store_addr, secret, job, listen_host, timeout):
+    def __init__(self, name: str, store_addr: str, secret: str, job: str,
+                 listen_host: Optional[str], timeout: float) -> None:
         self.lock = threading.Lock()  # one model, many lane threads (one per client)
         self.agent = kv.Agent(name, secret=secret, job_id=job, backend="tcp",
                               listen_host=listen_host, timeout=timeout)
         self.store_addr, self.job, self.name = store_addr, job, name
         self.store = kv.Store(store_addr, secret, job)
 
-    def start(self, record):
+    def handle(self, sender: str, tag: int, request: bytes) -> Optional[bytes]:
+        raise NotImplementedError
+
+    def start(self, record: Header) -> None:
         self.agent.set_handler(self.handle)
         self.agent.publish(self.store_addr)
         announce(self.store, self.job, record)
 
-    def serve_forever(self):
+    def close(self) -> None:
+        """Stop serving: the agent and the store connection."""
+        self.agent.close()
+        self.store.close()
+
+    def serve_forever(self) -> None:
+        """Serve until SIGINT or SIGTERM, then close the agent."""
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
@@ -106,17 +191,22 @@ class _Server:
 
 
 class SpanServer(_Server):
-    """Blocks [start, end) of the model; a KV cache per (client, generation, sub-span)."""
+    __doc__ = """Blocks [start, end) of the model; a KV cache per (client, generation, sub-span).
 
-    def __init__(self, name, store_addr, secret, job, cfg, start, end, listen_host=None,
-                 token_ms=0.0, timeout=10.0):
+    It announces itself in the store at once and serves on its agent's threads until close()
+    (or serve_forever()).
+""" + _PIPELINE_EXAMPLE
+
+    def __init__(self, name: str, store_addr: str, secret: str, job: str, cfg: tinylm.Config,
+                 start: int, end: int, listen_host: Optional[str] = None, token_ms: float = 0.0,
+                 timeout: float = 10.0) -> None:
         super().__init__(name, store_addr, secret, job, listen_host, timeout)
         self.cfg, self.blocks, self.token_ms = cfg, tinylm.Blocks(cfg, start, end), token_ms
         self.compute_ms = self._measure()
         self.start({"kind": "span", "name": name, "start": start, "end": end,
                     "compute_ms_per_block": self.compute_ms})
 
-    def _measure(self):
+    def _measure(self) -> float:
         """Milliseconds one decode step spends per block (median of a few, padded to token_ms)."""
         x = torch.zeros(1, self.cfg.d_model)
         times = []
@@ -128,7 +218,7 @@ class SpanServer(_Server):
         per_step = max(sorted(times)[len(times) // 2] * 1e3, self.token_ms)
         return per_step / (self.blocks.end - self.blocks.start)
 
-    def _run(self, key, x, a, b):
+    def _run(self, key: Hashable, x: torch.Tensor, a: int, b: int) -> torch.Tensor:
         t0 = time.perf_counter()
         y = self.blocks.forward(key, x, a, b)
         pad = self.token_ms * (b - a) / (self.blocks.end - self.blocks.start)
@@ -137,7 +227,7 @@ class SpanServer(_Server):
             time.sleep(left)  # an emulated slower accelerator: time per step, not per row
         return y
 
-    def handle(self, sender, tag, request):
+    def handle(self, sender: str, tag: int, request: bytes) -> Optional[bytes]:
         header, rows = unpack(request, self.cfg.d_model)
         with self.lock:
             if tag == TAG_PING:
@@ -153,6 +243,7 @@ class SpanServer(_Server):
                     raise MismatchError(-6, "STRATA_ERR_MISMATCH",
                                         f"the cache holds {self.blocks.length(key)} positions, "
                                         f"the step starts at {header['pos']}")
+                assert rows is not None, "a step without rows"  # the caller gets AbortedError
                 return pack({}, self._run(key, rows, a, b))
             if tag == TAG_REPLAY:
                 if header["reset"]:
@@ -161,6 +252,7 @@ class SpanServer(_Server):
                     raise MismatchError(-6, "STRATA_ERR_MISMATCH", "replay out of order")
                 out, at = [], 0
                 for n in header["rows"]:
+                    assert rows is not None, "steps without rows"  # the caller: AbortedError
                     out.append(self.blocks.forward(key, rows[at:at + n], a, b))
                     at += n
                 return pack({}, torch.cat(out)) if out else pack({})
@@ -168,10 +260,15 @@ class SpanServer(_Server):
 
 
 class ReplicaServer(_Server):
-    """The whole model; each GENERATE request is one greedy generation, served in turn."""
+    __doc__ = """The whole model; each GENERATE request is one greedy generation, served in turn.
 
-    def __init__(self, name, store_addr, secret, job, cfg, listen_host=None, token_ms=0.0,
-                 timeout=10.0):
+    It announces itself in the store at once and serves until close() (or serve_forever()); a
+    Router sends it requests.
+""" + _REPLICA_EXAMPLE
+
+    def __init__(self, name: str, store_addr: str, secret: str, job: str, cfg: tinylm.Config,
+                 listen_host: Optional[str] = None, token_ms: float = 0.0,
+                 timeout: float = 10.0) -> None:
         super().__init__(name, store_addr, secret, job, listen_host, timeout)
         weights = tinylm.make_weights(cfg)
         self.cfg, self.token_ms = cfg, token_ms
@@ -180,7 +277,7 @@ class ReplicaServer(_Server):
         self.served = 0
         self.start({"kind": "replica", "name": name})
 
-    def handle(self, sender, tag, request):
+    def handle(self, sender: str, tag: int, request: bytes) -> Optional[bytes]:
         header, _ = unpack(request)
         if tag == TAG_PING:
             return pack({"served": self.served})
@@ -188,7 +285,9 @@ class ReplicaServer(_Server):
             raise ValueError(f"unknown tag {tag}")
         with self.lock:
             t0 = time.perf_counter()
-            tokens, out, key = list(header["prompt"]), [], (sender, header["id"])
+            tokens: List[int] = list(header["prompt"])
+            out: List[int] = []
+            key = (sender, header["id"])
             x = self.head.inputs(tokens, 0)
             try:
                 for i in range(header["tokens"]):
@@ -209,36 +308,51 @@ class ReplicaServer(_Server):
 # ---- the pipeline client ----
 
 class NoRouteError(RuntimeError):
-    """No set of live servers covers every block."""
+    """No set of live servers covers every block (PipelineClient), or no healthy replica is
+    left (Router).
+
+    >>> from strata import serve
+    >>> try:
+    ...     raise serve.NoRouteError("no live servers cover blocks 0:8")
+    ... except RuntimeError as e:
+    ...     print(e)
+    no live servers cover blocks 0:8
+    """
 
 
 class _HopFailed(Exception):
-    def __init__(self, server, error):
+    def __init__(self, server: str, error: Exception) -> None:
         super().__init__(f"{server}: {error}")
         self.server, self.error = server, error
 
 
 class PipelineClient:
-    """Generates through span servers: routes, sends activations, fails over with replay."""
+    __doc__ = """Generates through span servers: routes, sends activations, fails over with replay.
 
-    def __init__(self, store_addr, secret, job, cfg, name=None, timeout=10.0, pings=5):
+    discover() connects to the announced span servers, plan() picks the route, generate() runs
+    a generation (discovering first if it knows no server).
+""" + _PIPELINE_EXAMPLE
+
+    def __init__(self, store_addr: str, secret: str, job: str, cfg: tinylm.Config,
+                 name: Optional[str] = None, timeout: float = 10.0, pings: int = 5) -> None:
         self.cfg, self.store_addr, self.job, self.pings = cfg, store_addr, job, pings
         self.agent = kv.Agent(name or f"client-{os.getpid()}-{random.getrandbits(24)}",
                               secret=secret, job_id=job, backend="tcp", timeout=timeout)
         self.store = kv.Store(store_addr, secret, job)
         self.head = tinylm.Head(cfg)
         self.timeout = timeout
-        self.servers = {}  # name -> {"peer", "start", "end", "rtt_ms", "compute_ms_per_block"}
-        self.banned = set()
+        self.servers: Dict[str, SpanInfo] = {}
+        self.banned: Set[str] = set()
         self.slots = 0  # announcements read so far
         self.failovers = self.replayed_steps = 0
-        self.route = []
+        self.route: List[Hop] = []
 
-    def close(self):
+    def close(self) -> None:
+        """Close the agent and the store connection."""
         self.agent.close()
         self.store.close()
 
-    def discover(self):
+    def discover(self) -> None:
         """Connect to every announced span server not known yet; measure its lane RTT."""
         records, self.slots = announcements(self.store, self.job, self.slots)
         for rec in records:
@@ -255,15 +369,17 @@ class PipelineClient:
             except _LOST:
                 self.banned.add(name)  # announced, but gone
                 continue
-            self.servers[name] = dict(peer=peer, start=rec["start"], end=rec["end"],
-                                      rtt_ms=sorted(rtts)[len(rtts) // 2],
-                                      compute_ms_per_block=info["compute_ms_per_block"])
+            self.servers[name] = SpanInfo(peer=peer, start=rec["start"], end=rec["end"],
+                                          rtt_ms=sorted(rtts)[len(rtts) // 2],
+                                          compute_ms_per_block=info["compute_ms_per_block"])
 
-    def plan(self):
+    def plan(self) -> Tuple[List[Hop], float]:
         """The hops [(server, a, b)] covering blocks 0..L at the least predicted latency: a
         shortest path over block boundaries, a hop costing RTT + compute per block x blocks."""
         L = self.cfg.blocks
-        best, back, heap = {0: 0.0}, {}, [(0.0, 0)]
+        best: Dict[int, float] = {0: 0.0}
+        back: Dict[int, Tuple[str, int]] = {}
+        heap: List[Tuple[float, int]] = [(0.0, 0)]
         while heap:
             cost, a = heapq.heappop(heap)
             if a == L:
@@ -280,26 +396,30 @@ class PipelineClient:
                         heapq.heappush(heap, (c, b))
         if L not in best:
             raise NoRouteError(f"no live servers cover blocks 0:{L} (banned: {sorted(self.banned)})")
-        hops, b = [], L
+        hops: List[Hop] = []
+        b = L
         while b:
             name, a = back[b]
             hops.append((name, a, b))
             b = a
         return hops[::-1], best[L]
 
-    def _call(self, server, tag, header, rows=None):
+    def _call(self, server: str, tag: int, header: Header,
+              rows: Optional[torch.Tensor] = None) -> Tuple[Header, Optional[torch.Tensor]]:
         try:
             return unpack(self.agent.call(self.servers[server]["peer"], tag, pack(header, rows),
-                                          self.timeout), self.cfg.d_model)[0:2]
+                                          self.timeout), self.cfg.d_model)
         except _LOST as e:
             raise _HopFailed(server, e) from e
 
-    def _replay(self, gen, hop, history, k):
+    def _replay(self, gen: int, hop: Hop, history: _History, k: int) -> None:
         """Rebuild a hop's cache for steps 0..k-1 from the inputs at its first block."""
         server, a, b = hop
-        outs, first, pos, i = [], True, 0, 0
+        outs: List[torch.Tensor] = []
+        first, pos, i = True, 0, 0
         while i < k or first:
-            chunk, size = [], 0
+            chunk: List[torch.Tensor] = []
+            size = 0
             while i < k and (not chunk or size + history[a][i].numel() * 4 <= _REPLAY_BYTES):
                 chunk.append(history[a][i])
                 size += history[a][i].numel() * 4
@@ -310,6 +430,7 @@ class PipelineClient:
                                                    "rows": [c.shape[0] for c in chunk]}, rows)
             at = 0
             for c in chunk:
+                assert y is not None  # a replay of rows returns as many
                 outs.append(y[at:at + c.shape[0]])
                 at += c.shape[0]
             pos += size // (4 * self.cfg.d_model)
@@ -318,7 +439,8 @@ class PipelineClient:
         if len(history.setdefault(b, [])) < k:
             history[b] = outs
 
-    def _hop(self, gen, hop, history, sessions, k):
+    def _hop(self, gen: int, hop: Hop, history: _History, sessions: Dict[Hop, int],
+             k: int) -> None:
         server, a, b = hop
         done = sessions.get(hop, 0)
         if done == k + 1:
@@ -333,10 +455,11 @@ class PipelineClient:
             sessions.pop(hop, None)  # the server lost this cache: replay it on the next try
             raise
         sessions[hop] = k + 1
+        assert y is not None  # a forward step returns its rows
         if len(history.setdefault(b, [])) == k:
             history[b].append(y)
 
-    def _step(self, gen, history, sessions, k):
+    def _step(self, gen: int, history: _History, sessions: Dict[Hop, int], k: int) -> torch.Tensor:
         for _ in range(2 * len(self.servers) + 2):  # each failure bans a server or drops a cache
             self.route, _ = self.plan()
             try:
@@ -352,14 +475,19 @@ class PipelineClient:
                 self.failovers += 1
         raise NoRouteError("the generation failed over too many times")
 
-    def generate(self, prompt, new_tokens, on_step=None):
+    def generate(self, prompt: Sequence[int], new_tokens: int,
+                 on_step: Optional[Callable[[int, int], object]] = None
+                 ) -> Tuple[List[int], List[float]]:
         """Greedy tokens after prompt (a list of token ids); on_step(k, token) after each.
         Returns (tokens, per-token latencies in ms)."""
         if not self.servers:
             self.discover()
         gen = random.getrandbits(62)
-        history, sessions = {0: []}, {}
-        tokens, out, latencies = list(prompt), [], []
+        history: _History = {0: []}
+        sessions: Dict[Hop, int] = {}
+        tokens = list(prompt)
+        out: List[int] = []
+        latencies: List[float] = []
         x = self.head.inputs(tokens, 0)
         try:
             for k in range(new_tokens):
@@ -384,11 +512,13 @@ class PipelineClient:
 # ---- the region-replica router ----
 
 class Router:
-    """Sends each request to the healthy replica minimising RTT + in-flight x service time;
-    health checks in the background; a request whose replica fails is retried on another."""
+    __doc__ = """Sends each request to the healthy replica minimising RTT + in-flight x service
+    time; health checks in the background; a request whose replica fails is retried on another.
+""" + _REPLICA_EXAMPLE
 
-    def __init__(self, store_addr, secret, job, name=None, timeout=30.0, health_s=0.5,
-                 health_timeout=2.0):
+    def __init__(self, store_addr: str, secret: str, job: str, name: Optional[str] = None,
+                 timeout: float = 30.0, health_s: float = 0.5,
+                 health_timeout: float = 2.0) -> None:
         name = name or f"router-{os.getpid()}-{random.getrandbits(24)}"
         self.store_addr, self.job, self.timeout = store_addr, job, timeout
         self.health_s, self.health_timeout = health_s, health_timeout
@@ -399,7 +529,7 @@ class Router:
                                 timeout=health_timeout)
         self.store = kv.Store(store_addr, secret, job)
         self.lock = threading.Lock()
-        self.replicas = {}  # name -> dict(peer, check_peer, rtt_ms, service_ms, inflight, healthy)
+        self.replicas: Dict[str, ReplicaInfo] = {}
         self.retries = self.requests = 0
         self.slots = 0  # announcements read so far
         self.stop = threading.Event()
@@ -407,19 +537,20 @@ class Router:
         self.thread = threading.Thread(target=self._health_loop, daemon=True)
         self.thread.start()
 
-    def close(self):
+    def close(self) -> None:
+        """Stop the health checks; close the agents and the store connection."""
         self.stop.set()
         self.thread.join()
         self.agent.close()
         self.checker.close()
         self.store.close()
 
-    def _ping(self, peer):
+    def _ping(self, peer: kv.Peer) -> float:
         t0 = time.perf_counter()
         self.checker.call(peer, TAG_PING, pack({}), self.health_timeout)
         return (time.perf_counter() - t0) * 1e3
 
-    def refresh(self):
+    def refresh(self) -> None:
         """Connect to replicas announced since the last refresh."""
         records, self.slots = announcements(self.store, self.job, self.slots)
         for rec in records:
@@ -432,10 +563,11 @@ class Router:
             except _LOST:
                 continue
             with self.lock:
-                self.replicas[rec["name"]] = dict(peer=peer, check_peer=check_peer, rtt_ms=rtt,
-                                                  service_ms=0.0, inflight=0, healthy=True)
+                self.replicas[rec["name"]] = ReplicaInfo(peer=peer, check_peer=check_peer,
+                                                         rtt_ms=rtt, service_ms=0.0, inflight=0,
+                                                         healthy=True)
 
-    def _health_loop(self):
+    def _health_loop(self) -> None:
         while not self.stop.wait(self.health_s):
             for name, r in list(self.replicas.items()):
                 try:
@@ -459,18 +591,21 @@ class Router:
             except Error:
                 pass  # the store is unreachable: keep routing over the replicas known
 
-    def predicted_ms(self, r):
+    def predicted_ms(self, r: ReplicaInfo) -> float:
+        """What a request sent to replica r now is predicted to wait: RTT + queue x service."""
         return r["rtt_ms"] + r["inflight"] * r["service_ms"]
 
-    def inflight(self, name):
+    def inflight(self, name: str) -> int:
+        """Requests on their way to or served by a replica now."""
         with self.lock:
             return self.replicas[name]["inflight"]
 
-    def submit(self, prompt, new_tokens, request_id=None):
+    def submit(self, prompt: Sequence[int], new_tokens: int,
+               request_id: Optional[int] = None) -> Tuple[List[int], str, int]:
         """Generate on the best replica; on failure retry on the next best. Returns
         (tokens, replica name, attempts)."""
         request_id = request_id if request_id is not None else random.getrandbits(62)
-        tried = set()
+        tried: Set[str] = set()
         while True:
             with self.lock:
                 live = [(self.predicted_ms(r), n) for n, r in self.replicas.items()
@@ -503,8 +638,10 @@ class Router:
 
 # ---- open-loop load against the router ----
 
-def run_load(router, cfg, rate, duration, new_tokens=8, prompts=4, seed=1, kill_pid_file=None,
-             kill_at=None, workers=64):
+def run_load(router: Router, cfg: tinylm.Config, rate: float, duration: float,
+             new_tokens: int = 8, prompts: int = 4, seed: int = 1,
+             kill_pid_file: Optional[str] = None, kill_at: Optional[float] = None,
+             workers: int = 64) -> Dict[str, Any]:
     """Poisson arrivals at `rate` per second for `duration` seconds, each request submitted at
     its arrival time whatever the earlier ones are doing (open loop: latency counts from the
     scheduled arrival, so a stalled system is not hidden by a slowed client). With kill_pid_file,
@@ -513,14 +650,17 @@ def run_load(router, cfg, rate, duration, new_tokens=8, prompts=4, seed=1, kill_
     rng = random.Random(seed)
     texts = [list(f"request {i}: ".encode()) for i in range(prompts)]
     want = [tinylm.generate_local(cfg, t, new_tokens) for t in texts]
-    arrivals, t = [], rng.expovariate(rate)
+    arrivals: List[float] = []
+    t = rng.expovariate(rate)
     while t < duration:
         arrivals.append(t)
         t += rng.expovariate(rate)
-    results = [None] * len(arrivals)
+    # per request: (latency s, ok, replica, attempts, done at s)
+    results: List[Optional[Tuple[float, bool, Optional[str], int, float]]] = [None] * len(arrivals)
     start = time.perf_counter() + 0.05
 
-    def one(i):
+    def one(i: int) -> None:
+        name: Optional[str]
         try:
             tokens, name, attempts = router.submit(texts[i % prompts], new_tokens)
             ok = tokens == want[i % prompts]
@@ -529,21 +669,21 @@ def run_load(router, cfg, rate, duration, new_tokens=8, prompts=4, seed=1, kill_
         results[i] = (time.perf_counter() - start - arrivals[i], ok, name, attempts,
                       time.perf_counter() - start)
 
-    killed = None
+    killed: Optional[int] = None
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         for i, at in enumerate(arrivals):
-            if kill_pid_file and killed is None and at >= kill_at:
+            if kill_pid_file and killed is None and kill_at is not None and at >= kill_at:
                 killed = _kill_from(kill_pid_file, start + kill_at)
             delay = start + at - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
             pool.submit(one, i)
-        if kill_pid_file and killed is None:
+        if kill_pid_file and killed is None and kill_at is not None:
             killed = _kill_from(kill_pid_file, start + kill_at)
     done = [r for r in results if r and r[1]]
     lat = sorted(r[0] * 1e3 for r in done)
     end = max([duration] + [r[4] for r in done])  # arrivals' span, or the last reply's time
-    served = {}
+    served: Dict[Optional[str], int] = {}
     for r in done:
         served[r[2]] = served.get(r[2], 0) + 1
     return {"rate": rate, "duration_s": duration, "offered": len(arrivals), "completed": len(done),
@@ -552,13 +692,13 @@ def run_load(router, cfg, rate, duration, new_tokens=8, prompts=4, seed=1, kill_
             "retried": sum(1 for r in done if r[3] > 1), "served": served, "killed": killed}
 
 
-def _pct(sorted_values, q):
+def _pct(sorted_values: Sequence[float], q: float) -> Optional[float]:
     if not sorted_values:
         return None
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
-def _kill_from(pid_file, when):
+def _kill_from(pid_file: str, when: float) -> int:
     delay = when - time.perf_counter()
     if delay > 0:
         time.sleep(delay)
@@ -570,15 +710,15 @@ def _kill_from(pid_file, when):
 
 # ---- command line ----
 
-def _config(args):
+def _config(args: argparse.Namespace) -> tinylm.Config:
     return tinylm.Config(blocks=args.blocks, d_model=args.d_model, seed=args.seed)
 
 
-def _tokens(text):
+def _tokens(text: str) -> List[int]:
     return list(text.encode())
 
 
-def _span(text):
+def _span(text: str) -> Tuple[int, int]:
     try:
         a, b = (int(v) for v in text.split(":"))
     except ValueError:
@@ -588,7 +728,7 @@ def _span(text):
     return a, b
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     """The command line; bad input is a message and status 2 (usage) or 1 (a failed run)."""
     try:
         return _main(argv)
@@ -597,7 +737,7 @@ def main(argv=None):
         return 1
 
 
-def _main(argv):
+def _main(argv: Optional[Sequence[str]]) -> int:
     p = argparse.ArgumentParser(prog="python3 -m strata.serve", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     common = argparse.ArgumentParser(add_help=False)
@@ -685,10 +825,10 @@ def _main(argv):
         srv.serve_forever()
         return 0
     if args.cmd == "replica":
-        srv = ReplicaServer(args.name, args.store, args.secret, args.job, cfg, args.listen_host,
-                            args.token_ms, args.timeout)
+        replica = ReplicaServer(args.name, args.store, args.secret, args.job, cfg,
+                                args.listen_host, args.token_ms, args.timeout)
         print(f"{args.name}: replica", flush=True)
-        srv.serve_forever()
+        replica.serve_forever()
         return 0
     client = PipelineClient(args.store, args.secret, args.job, cfg, timeout=args.timeout,
                             pings=args.pings)
@@ -702,7 +842,7 @@ def _main(argv):
               f"  (predicted {cost:.2f} ms/token)", flush=True)
         if args.cmd == "route":
             return 0
-        def on_step(k, token):
+        def on_step(k: int, token: int) -> None:
             if args.kill_pid_file and k + 1 == args.kill_after_tokens:
                 _kill_from(args.kill_pid_file, 0.0)
 

@@ -14,8 +14,19 @@ appends to that generation's cache.
 Numerics: the computation of one step depends only on the step's input rows and the cache, with
 the same tensor shapes wherever it runs, and torch runs one thread (set_num_threads(1)): so a
 span computed on another process, or rebuilt by replaying the same steps, gives the same bits.
+
+>>> from strata import tinylm
+>>> cfg = tinylm.Config(blocks=4)
+>>> weights = tinylm.make_weights(cfg)
+>>> head, blocks = tinylm.Head(cfg, weights), tinylm.Blocks(cfg, 0, cfg.blocks, weights)
+>>> token = head.next_token(blocks.forward(0, head.inputs(list(b"hi"), 0)))
+>>> [token] == tinylm.generate_local(cfg, list(b"hi"), 1)
+True
 """
+from __future__ import annotations
+
 import math
+from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -23,21 +34,29 @@ torch.set_num_threads(1)
 
 
 class Config:
-    def __init__(self, vocab=256, d_model=64, heads=4, blocks=8, d_ff=256, max_len=1024, seed=1):
+    """The model's shape and the seed of its weights.
+
+    >>> from strata import tinylm
+    >>> tinylm.Config(blocks=2).as_dict()["blocks"]
+    2
+    """
+
+    def __init__(self, vocab: int = 256, d_model: int = 64, heads: int = 4, blocks: int = 8,
+                 d_ff: int = 256, max_len: int = 1024, seed: int = 1) -> None:
         self.vocab, self.d_model, self.heads, self.blocks = vocab, d_model, heads, blocks
         self.d_ff, self.max_len, self.seed = d_ff, max_len, seed
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, int]:
         return dict(vocab=self.vocab, d_model=self.d_model, heads=self.heads, blocks=self.blocks,
                     d_ff=self.d_ff, max_len=self.max_len, seed=self.seed)
 
 
-def make_weights(cfg):
+def make_weights(cfg: Config) -> Dict[str, torch.Tensor]:
     """Every parameter, drawn from cfg.seed in a fixed order (all processes agree)."""
     g = torch.Generator().manual_seed(cfg.seed)
     d, f = cfg.d_model, cfg.d_ff
 
-    def randn(*shape, scale):
+    def randn(*shape: int, scale: float) -> torch.Tensor:
         return torch.randn(*shape, generator=g) * scale
 
     w = {"embed": randn(cfg.vocab, d, scale=1.0), "pos": randn(cfg.max_len, d, scale=0.1)}
@@ -55,34 +74,52 @@ def make_weights(cfg):
     return w
 
 
-def _norm(x, gain):
+def _norm(x: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.layer_norm(x, (x.shape[-1],)) * gain
 
 
-class Blocks:
-    """Blocks [start, end) of the model and the KV caches of the generations using them."""
+# A block's KV cache: (keys, values), each [heads, positions, head_dim].
+_Cache = Dict[int, Tuple[torch.Tensor, torch.Tensor]]
 
-    def __init__(self, cfg, start, end, weights=None):
+
+class Blocks:
+    """Blocks [start, end) of the model and the KV caches of the generations using them.
+
+    A generation is any hashable key; forward() appends its new positions to its caches.
+
+    >>> import torch
+    >>> from strata import tinylm
+    >>> cfg = tinylm.Config(blocks=4)
+    >>> blocks = tinylm.Blocks(cfg, 0, 2)
+    >>> y = blocks.forward("gen", torch.zeros(3, cfg.d_model))
+    >>> tuple(y.shape), blocks.length("gen")
+    ((3, 64), 3)
+    """
+
+    def __init__(self, cfg: Config, start: int, end: int,
+                 weights: Optional[Dict[str, torch.Tensor]] = None) -> None:
         if not 0 <= start < end <= cfg.blocks:
             raise ValueError(f"blocks {start}:{end} are not inside 0:{cfg.blocks}")
         self.cfg, self.start, self.end = cfg, start, end
         w = weights if weights is not None else make_weights(cfg)
         self.w = {k: v for k, v in w.items() if k.split(".")[0].isdigit()
                   and start <= int(k.split(".")[0]) < end}
-        self.caches = {}  # gen -> {block: (k, v)}, each [heads, positions, head_dim]
+        self.caches: Dict[Hashable, _Cache] = {}  # gen -> {block: (k, v)}
 
-    def length(self, gen):
+    def length(self, gen: Hashable) -> int:
         """Positions cached for a generation (0 for one never seen)."""
         cache = self.caches.get(gen)
         if not cache:
             return 0
         return next(iter(cache.values()))[0].shape[1]
 
-    def drop(self, gen):
+    def drop(self, gen: Hashable) -> None:
+        """Forget a generation's caches."""
         self.caches.pop(gen, None)
 
     @torch.no_grad()
-    def forward(self, gen, x, start=None, end=None):
+    def forward(self, gen: Hashable, x: torch.Tensor, start: Optional[int] = None,
+                end: Optional[int] = None) -> torch.Tensor:
         """Run blocks [start, end) (default: all held) on x [rows, d] for generation gen: rows
         are the next positions after what its cache holds."""
         start = self.start if start is None else start
@@ -94,11 +131,11 @@ class Blocks:
             x = self._block(i, x, cache)
         return x
 
-    def _block(self, i, x, cache):
+    def _block(self, i: int, x: torch.Tensor, cache: _Cache) -> torch.Tensor:
         cfg, w = self.cfg, self.w
         rows, d, h = x.shape[0], cfg.d_model, cfg.heads
         hd = d // h
-        q, k, v = (_norm(x, w[f"{i}.ln1"]) @ w[f"{i}.qkv"]).split(d, dim=1)
+        q, k, v = torch.split(_norm(x, w[f"{i}.ln1"]) @ w[f"{i}.qkv"], d, dim=1)
         q, k, v = (t.reshape(rows, h, hd).transpose(0, 1) for t in (q, k, v))
         if i in cache:
             k = torch.cat([cache[i][0], k], dim=1)
@@ -114,14 +151,20 @@ class Blocks:
 
 
 class Head:
-    """The client's part: embedding in, final norm and output head out."""
+    """The client's part: embedding in, final norm and output head out.
 
-    def __init__(self, cfg, weights=None):
+    >>> from strata import tinylm
+    >>> head = tinylm.Head(tinylm.Config())
+    >>> tuple(head.inputs([104, 105], 0).shape)
+    (2, 64)
+    """
+
+    def __init__(self, cfg: Config, weights: Optional[Dict[str, torch.Tensor]] = None) -> None:
         w = weights if weights is not None else make_weights(cfg)
         self.cfg, self.embed, self.pos, self.ln_f = cfg, w["embed"], w["pos"], w["ln_f"]
         self.head = w["head"]
 
-    def inputs(self, tokens, position):
+    def inputs(self, tokens: Sequence[int], position: int) -> torch.Tensor:
         """Activations entering block 0 for tokens placed from `position` on."""
         if position + len(tokens) > self.cfg.max_len:
             raise ValueError(f"the generation is longer than {self.cfg.max_len} positions")
@@ -129,12 +172,12 @@ class Head:
         return self.embed[ids] + self.pos[position:position + len(tokens)]
 
     @torch.no_grad()
-    def next_token(self, hidden):
+    def next_token(self, hidden: torch.Tensor) -> int:
         """Greedy: the most likely token after the last row."""
         return int((_norm(hidden[-1], self.ln_f) @ self.head).argmax())
 
 
-def generate_local(cfg, prompt, new_tokens):
+def generate_local(cfg: Config, prompt: Sequence[int], new_tokens: int) -> List[int]:
     """The unsplit reference: every block in this process, the same steps as a served run."""
     weights = make_weights(cfg)
     head, blocks = Head(cfg, weights), Blocks(cfg, 0, cfg.blocks, weights)

@@ -25,14 +25,33 @@ import itertools
 import secrets
 import warnings
 from datetime import timedelta
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional, Union, cast
 
-import torch
-import torch.distributed as dist
+if TYPE_CHECKING:
+    from typing_extensions import Literal, Self
 
-from . import Comm
-from . import DiLoCo as _DiLoCoState
-from . import _torch  # type: ignore[attr-defined]
+
+def _autoload() -> None:
+    """The "torch.backends" entry point torch calls at import: register, and never make
+    `import torch` fail (an error here is a warning; `import strata.torch` raises it).
+
+    Defined before this module imports torch: when `import strata.torch` is what first imports
+    torch, torch calls the entry point while this module is still loading; it then does nothing,
+    and the module registers the backend itself once torch has loaded (at its end)."""
+    if "register" not in globals():
+        return
+    try:
+        register()
+    except Exception as error:  # noqa: BLE001 - reported, and import strata.torch repeats it
+        warnings.warn(f"strata: the torch backend was not registered: {error}", stacklevel=2)
+
+
+import torch  # noqa: E402 - after _autoload, which torch may call during this import
+import torch.distributed as dist  # noqa: E402
+
+from . import Comm  # noqa: E402
+from . import DiLoCo as _DiLoCoState  # noqa: E402
+from . import _torch  # noqa: E402
 
 __all__ = ["BACKEND", "DEVICES", "DiLoCo", "register"]
 BACKEND = "strata"
@@ -45,15 +64,6 @@ def register() -> None:
     if BACKEND.upper() not in dist.Backend._plugins:
         dist.Backend.register_backend(BACKEND, _torch.create_backend, devices=DEVICES)
     _allow_monitored_barrier()
-
-
-def _autoload() -> None:
-    """The "torch.backends" entry point torch calls at import: register, and never make
-    `import torch` fail (an error here is a warning; `import strata.torch` raises it)."""
-    try:
-        register()
-    except Exception as error:  # noqa: BLE001 - reported, and import strata.torch repeats it
-        warnings.warn(f"strata: the torch backend was not registered: {error}", stacklevel=2)
 
 
 def _allow_monitored_barrier() -> None:
@@ -70,11 +80,13 @@ def _allow_monitored_barrier() -> None:
         if c10d._rank_not_in_group(group) or dist.get_backend(group) != BACKEND:
             return original(group=group, timeout=timeout, wait_all_ranks=wait_all_ranks)
         if timeout is None:
-            timeout = c10d._get_default_timeout(BACKEND)
+            timeout = c10d._get_default_timeout(dist.Backend(BACKEND))
         elif isinstance(timeout, (int, float)):
             timeout = timedelta(seconds=timeout)
         group_to_use = c10d._get_default_group() if group is None else group
-        return group_to_use.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+        # ProcessGroup has monitored_barrier at run time; torch's stub leaves it out
+        return group_to_use.monitored_barrier(  # type: ignore[union-attr]
+            timeout, wait_all_ranks=wait_all_ranks)
 
     monitored_barrier._strata = True  # type: ignore[attr-defined]
     c10d.monitored_barrier = monitored_barrier
@@ -87,7 +99,7 @@ register()
 _diloco_comms = itertools.count()  # numbers the communicators made for DiLoCo, alike on all ranks
 
 
-def _diloco_comm():
+def _diloco_comm() -> Comm:
     """A communicator of its own for a DiLoCo with comm=None.
 
     With a default process group (of any backend), its ranks join through that group's store,
@@ -97,7 +109,8 @@ def _diloco_comm():
     """
     if not (dist.is_available() and dist.is_initialized()):
         return Comm()
-    store = dist.PrefixStore(f"strata_diloco/{next(_diloco_comms)}",
+    # PrefixStore is torch.distributed's at run time; its stub does not re-export it
+    store = dist.PrefixStore(f"strata_diloco/{next(_diloco_comms)}",  # type: ignore[attr-defined]
                              dist.distributed_c10d._get_default_store())
     rank, size = dist.get_rank(), dist.get_world_size()
     if rank == 0:
@@ -148,14 +161,30 @@ class DiLoCo:
 
     comm: a strata.Comm; None makes one (see _diloco_comm: through the default process group's
     store when there is one, else from the environment), owned and closed by this object.
+
+    Alone (a world of one: the outer step then applies this worker's own progress), or under
+    `strata launch -n 4` or torchrun with every rank running the same:
+
+    >>> import torch, strata.torch
+    >>> model = torch.nn.Linear(4, 2)
+    >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    >>> with strata.torch.DiLoCo(model, opt, sync_every=2, outer_lr=1.0) as diloco:
+    ...     for step in range(4):
+    ...         diloco.zero_grad()
+    ...         model(torch.ones(8, 4)).square().mean().backward()
+    ...         loss = diloco.step()
+    ...     print(diloco.inner_steps, diloco.outer_steps)
+    4 2
     """
 
-    def __init__(self, model: Any, inner_optimizer: Any, sync_every: int = 100,
+    def __init__(self, model: Union[torch.nn.Module, Iterable[torch.Tensor]],
+                 inner_optimizer: torch.optim.Optimizer, sync_every: int = 100,
                  outer_lr: float = 0.7, outer_momentum: float = 0.9, nesterov: bool = True,
                  fragments: int = 1, delay: int = 0, alpha: float = 0.5,
                  compress: Optional[str] = "none", comm: Optional[Comm] = None,
                  _mirror_all: bool = False) -> None:
-        params = list(model.parameters() if hasattr(model, "parameters") else model)
+        params = list(cast(torch.nn.Module, model).parameters() if hasattr(model, "parameters")
+                      else model)
         if not params:
             raise ValueError("the model has no parameters")
         seen = set()
@@ -225,7 +254,7 @@ class DiLoCo:
                     self._params[i].copy_(self._hosts[i])
 
     # ---- training ----
-    def step(self, closure=None):
+    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         """The inner optimizer's step, then DiLoCo's: the outer exchanges that are due start and
         those whose delay has passed are applied to the parameters. Returns the closure's loss
         (as torch optimizers do)."""
@@ -240,26 +269,27 @@ class DiLoCo:
         self._to_device(self._fragment_params(applies))
         return loss
 
-    def zero_grad(self, set_to_none=False):
+    def zero_grad(self, set_to_none: bool = False) -> None:
         """The inner optimizer's zero_grad."""
         self.inner_optimizer.zero_grad(set_to_none=set_to_none)
 
     @property
-    def inner_steps(self):
+    def inner_steps(self) -> int:
         """Inner steps counted so far."""
         return self._state.inner_steps
 
     @property
-    def outer_steps(self):
+    def outer_steps(self) -> int:
         """Outer steps applied so far, over all fragments."""
         return self._state.outer_steps
 
     @property
-    def fragments(self):
+    def fragments(self) -> int:
+        """The number of fragments the parameters are exchanged in."""
         return self._state.fragments
 
     # ---- checkpoints ----
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """The inner optimizer's state, strata's outer state (global parameters, momentum,
         counters) as bytes, and the counters. Not the model: save model.state_dict() too."""
         return {"inner_optimizer": self.inner_optimizer.state_dict(),
@@ -267,7 +297,7 @@ class DiLoCo:
                 "inner_steps": self._state.inner_steps,
                 "outer_steps": self._state.outer_steps}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Restores what state_dict() returned, into a DiLoCo over the same parameters and
         options (load the model's state_dict as well)."""
         self._to_host(range(len(self._params)))
@@ -275,7 +305,7 @@ class DiLoCo:
         self.inner_optimizer.load_state_dict(state_dict["inner_optimizer"])
 
     # ---- the communicator ----
-    def set_comm(self, comm):
+    def set_comm(self, comm: Comm) -> None:
         """Move to another communicator of the same workers or of fewer (after a shrink)."""
         self._state.set_comm(comm)
         if self._owns_comm:
@@ -285,7 +315,7 @@ class DiLoCo:
         else:
             self.comm = comm
 
-    def sync(self, comm):
+    def sync(self, comm: Comm) -> bool:
         """Collective over `comm` (after comm.grow()): every rank takes the members' outer state;
         returns True on a rank that pulled it (a joiner), whose parameters restart from
         theta_global."""
@@ -300,7 +330,7 @@ class DiLoCo:
             self.comm = comm
         return pulled
 
-    def close(self):
+    def close(self) -> None:
         """Wait for exchanges in flight and free strata's state (and the communicator made for
         it). Idempotent."""
         self._state.close()
@@ -308,13 +338,13 @@ class DiLoCo:
             self._owns_comm = False
             self.comm.destroy()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<strata.torch.DiLoCo {len(self._params)} parameters, {self.inner_steps} inner "
                 f"and {self.outer_steps} outer steps>")

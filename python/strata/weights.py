@@ -27,57 +27,76 @@ kept), NotFoundError, and the transport errors (PeerLostError, RevokedError, ...
 the survivors shrink the communicator and repeat the round.
 """
 
-from . import _strata, _choice, _DTYPE, _ELEMENT_BYTES, _is_torch
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable, List, Mapping, Tuple, Union, cast
+
+from . import _DTYPE, _ELEMENT_BYTES, _code, _is_torch, _strata
+
+if TYPE_CHECKING:
+    import numpy
+    import torch
+    from typing_extensions import Literal, Self, TypeAlias
+
+    #: One tensor: a torch tensor, a numpy array, or (uint16 array, "bf16") for bf16 bits.
+    Tensor: TypeAlias = Union[torch.Tensor, "numpy.ndarray[Any, Any]",
+                              Tuple["numpy.ndarray[Any, Any]", str]]
+    #: The tensors of a handle: a dict name -> tensor (a state_dict), or (name, tensor) pairs.
+    Tensors: TypeAlias = Union[Mapping[str, Tensor], Iterable[Tuple[str, Tensor]]]
 
 __all__ = ["Publisher", "Subscriber", "NEWEST"]
 
 NEWEST = 0
 
-_TORCH = {"torch.bfloat16": 7, "torch.float16": 6, "torch.float32": 8}
-_NUMPY = {"float16": 6, "float32": 8}
+_TORCH = {"torch.bfloat16": _DTYPE["bf16"], "torch.float16": _DTYPE["f16"],
+          "torch.float32": _DTYPE["f32"]}
+_NUMPY = {"float16": _DTYPE["f16"], "float32": _DTYPE["f32"]}
 
 
-def _tensor(name, obj):
+def _tensor(name: str, obj: Tensor) -> Tuple[_strata.WeightsArg, Any]:
     """(name, address, bytes, dtype code, shape) and the owner to keep alive."""
     dtype = None
     if isinstance(obj, tuple) and len(obj) == 2:
         obj, dtype = obj
     if _is_torch(obj):
-        if obj.device.type == "meta":
+        tensor: torch.Tensor = obj  # type: ignore[assignment]  # _is_torch: a torch.Tensor
+        if tensor.device.type == "meta":
             raise TypeError(f"tensor {name!r} is on the meta device: it holds no values")
-        if not obj.is_contiguous():
+        if not tensor.is_contiguous():
             raise ValueError(f"tensor {name!r} is not contiguous")
-        code = _TORCH.get(str(obj.dtype))
+        code = _TORCH.get(str(tensor.dtype))
         if code is None:
-            raise TypeError(f"tensor {name!r} is {obj.dtype}; bfloat16, float16 or float32 expected")
-        if _staged_device(obj):  # through a pinned host copy: publish() and update() sync it
-            obj = _pinned_copy(obj)
-        return (name, obj.data_ptr(), obj.numel() * obj.element_size(), code,
-                tuple(obj.shape)), obj
+            raise TypeError(f"tensor {name!r} is {tensor.dtype}; bfloat16, float16 or float32 "
+                            "expected")
+        if _staged_device(tensor):  # through a pinned host copy: publish() and update() sync it
+            tensor = _pinned_copy(tensor)
+        return (name, tensor.data_ptr(), tensor.numel() * tensor.element_size(), code,
+                tuple(tensor.shape)), tensor
     interface = getattr(obj, "__array_interface__", None)
     if interface is None:
         raise TypeError(f"tensor {name!r}: a torch tensor or a numpy array expected, not "
                         f"{type(obj).__name__}")
-    if not obj.flags["C_CONTIGUOUS"] or not obj.flags["WRITEABLE"]:
+    array: numpy.ndarray[Any, Any] = obj  # type: ignore[assignment]  # has __array_interface__
+    if not array.flags["C_CONTIGUOUS"] or not array.flags["WRITEABLE"]:
         raise ValueError(f"tensor {name!r} must be C-contiguous and writable")
     if dtype is not None:
-        code = _choice(_DTYPE, dtype, "dtype")
-        if code not in (6, 7, 8) or obj.itemsize != _ELEMENT_BYTES[code]:
-            raise TypeError(f"tensor {name!r}: dtype {dtype!r} does not fit {obj.dtype} items")
+        code = _code("dtype", dtype)
+        if code not in _TORCH.values() or array.itemsize != _ELEMENT_BYTES[code]:
+            raise TypeError(f"tensor {name!r}: dtype {dtype!r} does not fit {array.dtype} items")
     else:
-        code = _NUMPY.get(str(obj.dtype))
+        code = _NUMPY.get(str(array.dtype))
         if code is None:
-            raise TypeError(f"tensor {name!r} is {obj.dtype}; float16 or float32 expected (bf16 "
+            raise TypeError(f"tensor {name!r} is {array.dtype}; float16 or float32 expected (bf16 "
                             "bits: (uint16 array, 'bf16'))")
-    return (name, interface["data"][0], obj.nbytes, code, tuple(obj.shape)), obj
+    return (name, interface["data"][0], array.nbytes, code, tuple(array.shape)), array
 
 
-def _staged_device(tensor):
+def _staged_device(tensor: torch.Tensor) -> bool:
     """Whether a tensor goes through a host copy (tests replace this to run that path here)."""
     return tensor.device.type != "cpu"
 
 
-def _pinned_copy(tensor):
+def _pinned_copy(tensor: torch.Tensor) -> torch.Tensor:
     import torch
     try:
         host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
@@ -87,23 +106,45 @@ def _pinned_copy(tensor):
     return host
 
 
-def _tensors(tensors):
+def _tensors(tensors: Tensors) -> Tuple[List[_strata.WeightsArg], Tuple[Any, ...],
+                                        List[Tuple[torch.Tensor, torch.Tensor]]]:
     """The C description of the tensors, what to keep alive, and the (device tensor, host copy)
     pairs of the tensors not on the CPU."""
-    items = tensors.items() if hasattr(tensors, "items") else tensors
-    described, keep, staged = [], [], []
+    items: Iterable[Tuple[str, Tensor]] = (
+        cast("Mapping[str, Tensor]", tensors).items() if hasattr(tensors, "items") else tensors)
+    described: List[_strata.WeightsArg] = []
+    keep: List[Any] = []
+    staged: List[Tuple[torch.Tensor, torch.Tensor]] = []
     for name, obj in items:
         arg, owner = _tensor(str(name), obj)
         described.append(arg)
         keep.append(owner)
         device = obj[0] if isinstance(obj, tuple) else obj
-        if owner is not device:
-            staged.append((device, owner))
+        if owner is not device:  # a device tensor and its host copy
+            staged.append((cast("torch.Tensor", device), owner))
     return described, tuple(keep), staged
 
 
+_EXAMPLE = """
+    >>> import numpy as np, strata
+    >>> from strata.weights import Publisher, Subscriber
+    >>> w = np.zeros(1024, np.float32)              # a model's tensor, on every rank
+    >>> with strata.Comm() as comm:                 # alone here; or strata launch -n 3
+    ...     if comm.rank == 0:                      # the trainer publishes
+    ...         with Publisher({"w": w}) as pub:
+    ...             w += 1                          # a training step
+    ...             version = pub.publish()
+    ...             info = pub.serve(comm)          # a round: the subscribers get it
+    ...     else:                                   # the rollout workers subscribe
+    ...         with Subscriber({"w": w}) as sub:
+    ...             info = sub.update(comm)         # the newest version; w changes in place
+    ...     print(info["version"], w[0])
+    1 1.0
+"""
+
+
 class Publisher(_strata.Weights):
-    """Publisher(tensors, anchor_every=16, history=32, zstd_level=1, chunk_bytes=8 << 20)
+    __doc__ = """Publisher(tensors, anchor_every=16, history=32, zstd_level=1, chunk_bytes=8 << 20)
 
     publish() -> version encodes the tensors' current bytes (local); serve(comm) -> info runs
     the publisher's side of a round (rank 0). version_info(v) -> dict of what v cost: anchor,
@@ -112,41 +153,43 @@ class Publisher(_strata.Weights):
     checks the subscribers' tensor sets now, draws the fan-out tree and opens the TCP windows of
     its edges between sites, so the first version crosses the WAN at the link's rate
     (docs/weights.md); info: parent, children, refused, warm_bytes_sent, warm_bytes_received,
-    seconds.
-    """
+    seconds. Use it as a context manager or call close().
+""" + _EXAMPLE
 
-    def __init__(self, tensors, anchor_every=16, history=32, zstd_level=1, chunk_bytes=8 << 20):
+    def __init__(self, tensors: Tensors, anchor_every: int = 16, history: int = 32,
+                 zstd_level: int = 1, chunk_bytes: int = 8 << 20) -> None:
         described, keep, self._staged = _tensors(tensors)
         super().__init__(True, described, int(anchor_every), int(history), int(zstd_level),
                          int(chunk_bytes), keep)
 
-    def publish(self):
+    def publish(self) -> int:
         """Encode the tensors' current values as the next version (device tensors are copied
         to their host copies first); returns its number."""
         for device, host in self._staged:
             host.copy_(device)
         return super().publish()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
 
 class Subscriber(_strata.Weights):
-    """Subscriber(tensors): update(comm, target=NEWEST) -> info brings the tensors to a version
-    (the newest, or a number) and forwards the round's bytes down the fan-out; `version` is the
-    one held (0 = none yet). The tensors change only once the whole version passed its check.
-    prepare(comm, warm_bytes=None) -> info: the subscriber's side of Publisher.prepare.
-    """
+    __doc__ = """Subscriber(tensors): update(comm, target=NEWEST) -> info brings the tensors to a
+    version (the newest, or a number) and forwards the round's bytes down the fan-out; `version`
+    is the one held (0 = none yet). The tensors change only once the whole version passed its
+    check. prepare(comm, warm_bytes=None) -> info: the subscriber's side of Publisher.prepare.
+    Use it as a context manager or call close().
+""" + _EXAMPLE
 
-    def __init__(self, tensors):
+    def __init__(self, tensors: Tensors) -> None:
         described, keep, self._staged = _tensors(tensors)
         super().__init__(False, described, keep=keep)
 
-    def update(self, comm, target=NEWEST):
+    def update(self, comm: _strata.Comm, target: int = NEWEST) -> _strata.RoundInfo:
         """Bring the tensors to a version (the newest, or a number); device tensors get it from
         their host copies once the whole version passed its check."""
         held = self.version
@@ -156,9 +199,9 @@ class Subscriber(_strata.Weights):
                 device.copy_(host)
         return info
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False

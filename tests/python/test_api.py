@@ -142,6 +142,8 @@ with strata.Comm() as comm:
     raises(ValueError, lambda: comm.allreduce(mine, op="median"), "unknown op")
     raises(strata.InvalidArgError, lambda: comm.allreduce(np.zeros(2, np.float32), op="band"),
            "bitwise op on float32")
+    raises(TypeError, lambda: comm.allreduce(np.zeros(4, np.complex64)),
+           "complex64 has no dtype")
     raises(TypeError, lambda: comm.allreduce(b"read-only"), "read-only output")
     raises(TypeError, lambda: comm.allreduce(np.zeros(3), np.zeros(3, np.float32)),
            "mismatched dtypes")

@@ -293,7 +293,7 @@ def run_buffers():
     except ValueError:
         check(True, "strata.DiLoCo: step() after close raises ValueError")
     comm.destroy()
-    check(strata._COMPRESS["int4"] == 6, "compress name int4")
+    check(strata._code("compress", "int4") == 6, "compress name int4")
 
 
 class Transposed(torch.nn.Module):
