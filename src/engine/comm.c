@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "boot/settings.h"
 #include "core/core.h"
 #include "engine/chunk.h"
 #include "engine/engine.h"
@@ -186,16 +187,26 @@ int strata_comm_create(const strata_config *cfg, const strata_store_ops *store_o
   return comm_init(cfg, store_ops, out);
 }
 
+/* The caller's configuration, read at this library's size (boot/settings.h, core/abi.h). */
+static int comm_init_user(const strata_config *user, const strata_store_ops *store,
+                          strata_comm **out) {
+  if (!user || !out) return STRATA_ERR_INVALID_ARG;
+  *out = NULL;
+  strata_config cfg;
+  int status = strata_config_import(user, &cfg, NULL, 0);
+  if (status != STRATA_OK) return status;
+  if (cfg.join) return strata_comm_join(&cfg, store, out); /* elastic.c */
+  return comm_init(&cfg, store, out);
+}
+
 int strata_comm_init(const strata_config *cfg, strata_comm **out) {
-  if (cfg && cfg->join) return strata_comm_join(cfg, NULL, out); /* elastic.c */
-  return comm_init(cfg, NULL, out);
+  return comm_init_user(cfg, NULL, out);
 }
 
 int strata_comm_init_store(const strata_config *cfg, const strata_store_ops *store,
                            strata_comm **out) {
   if (!store) return STRATA_ERR_INVALID_ARG;
-  if (cfg && cfg->join) return strata_comm_join(cfg, store, out);
-  return comm_init(cfg, store, out);
+  return comm_init_user(cfg, store, out);
 }
 
 /* ---- split ---- */

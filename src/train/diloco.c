@@ -30,6 +30,7 @@
 
 #include <sodium.h>
 
+#include "core/abi.h"
 #include "core/core.h"
 #include "engine/engine.h"
 
@@ -65,8 +66,7 @@ static int log_rank(const strata_diloco *d) {
   return d && d->comm ? d->comm->rank : -1;
 }
 
-void strata_diloco_options_init(strata_diloco_options *opt) {
-  if (!opt) return;
+static void options_defaults(strata_diloco_options *opt) {
   memset(opt, 0, sizeof *opt);
   opt->sync_every = 100;
   opt->outer_lr = 0.7;
@@ -76,6 +76,13 @@ void strata_diloco_options_init(strata_diloco_options *opt) {
   opt->delay = 0;
   opt->alpha = 0.5;
   opt->compress = STRATA_COMPRESS_DEFAULT;
+}
+
+void strata_diloco_options_init_sized(strata_diloco_options *opt, size_t struct_size,
+                                      int header_version) {
+  strata_diloco_options defaults;
+  options_defaults(&defaults);
+  strata_struct_init(opt, &defaults, sizeof defaults, struct_size, header_version);
 }
 
 /* NULL when the options are usable, else what is wrong with them. */
@@ -454,14 +461,25 @@ static int create_local(strata_comm *comm, const strata_diloco_param *params, si
 /* Every rank takes part in the agreement even when its own arguments are bad, so no peer waits
  * for it until the timeout: each learns that something is wrong and fails at once. */
 int strata_diloco_create(strata_comm *comm, const strata_diloco_param *params, size_t nparams,
-                         const strata_diloco_options *opt, strata_diloco **out) {
+                         const strata_diloco_options *user_opt, strata_diloco **out) {
   if (out) *out = NULL;
   if (!out) {
     STRATA_LOG(STRATA_LOG_ERROR, comm ? comm->rank : -1, "strata_diloco_create: out is NULL");
     return STRATA_ERR_INVALID_ARG;
   }
   strata_diloco *d = NULL;
-  int local = create_local(comm, params, nparams, opt, &d);
+  /* the caller's options at this library's size (core/abi.h); a bad struct is a bad argument
+   * that every rank still learns of in the agreement below */
+  strata_diloco_options full;
+  options_defaults(&full);
+  int imported = user_opt
+                     ? strata_struct_import(user_opt, &full, sizeof full, "strata_diloco_options",
+                                            "strata_diloco_options_init", NULL, 0)
+                     : STRATA_ERR_INVALID_ARG;
+  int local = imported == STRATA_OK ? create_local(comm, params, nparams, &full, &d)
+              : user_opt            ? imported
+                                    : create_local(comm, params, nparams, NULL, &d);
+  const strata_diloco_options *opt = &full;
   if (!comm) { /* a joining worker's: no exchange until strata_diloco_sync */
     if (local != STRATA_OK) return local;
     for (size_t b = 0; b < nparams; b++) {

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/abi.h"
 #include "core/core.h"
 #include "engine/engine.h"
 #include "net/net.h"
@@ -76,15 +77,23 @@ struct strata_weights {
   stored_version *versions; /* ascending */
   size_t nversions, cap_versions;
   uint64_t newest_anchor;
-  int corrupt_next;
   /* subscriber */
   uint8_t **staging;
   int distrust;    /* a version failed its check: the next round starts from an anchor */
   int last_parent; /* who sent this rank the last round's stream (-1: nobody) */
-  /* fault injection and test hooks (weights_debug.h) */
+#ifdef STRATA_TEST_HOOKS
+  /* fault injection and test hooks (weights_debug.h): in test builds only */
+  int corrupt_next;
   long die_after_chunks;
   char host_override[HOST_BYTES];
+#endif
 };
+
+#ifdef STRATA_TEST_HOOKS
+#define WEIGHTS_CORRUPT_NEXT(w) ((w)->corrupt_next)
+#else
+#define WEIGHTS_CORRUPT_NEXT(w) 0
+#endif
 
 /* One blob of a round's stream. */
 typedef struct plan_blob {
@@ -119,8 +128,7 @@ static int fail(strata_weights *w, int rank, int status, const char *fmt, ...) {
   return status;
 }
 
-void strata_weights_options_init(strata_weights_options *opt) {
-  if (!opt) return;
+static void options_defaults(strata_weights_options *opt) {
   memset(opt, 0, sizeof *opt);
   opt->anchor_every = 16;
   opt->history = 32;
@@ -128,13 +136,26 @@ void strata_weights_options_init(strata_weights_options *opt) {
   opt->chunk_bytes = 8 << 20;
 }
 
+void strata_weights_options_init_sized(strata_weights_options *opt, size_t struct_size,
+                                       int header_version) {
+  strata_weights_options defaults;
+  options_defaults(&defaults);
+  strata_struct_init(opt, &defaults, sizeof defaults, struct_size, header_version);
+}
+
 static int create(const strata_weights_tensor *tensors, size_t ntensors,
-                  const strata_weights_options *opt, int publisher, strata_weights **out) {
+                  const strata_weights_options *user_opt, int publisher, strata_weights **out) {
   if (!out) return STRATA_ERR_INVALID_ARG;
   *out = NULL;
-  strata_weights_options defaults;
-  strata_weights_options_init(&defaults);
-  if (!opt) opt = &defaults;
+  /* the caller's options at this library's size (core/abi.h), or the defaults */
+  strata_weights_options full;
+  options_defaults(&full);
+  if (user_opt) {
+    int status = strata_struct_import(user_opt, &full, sizeof full, "strata_weights_options",
+                                      "strata_weights_options_init", NULL, 0);
+    if (status != STRATA_OK) return status;
+  }
+  const strata_weights_options *opt = &full;
   const char *bad = NULL;
   if (opt->anchor_every < 1) bad = "anchor_every must be at least 1";
   if (opt->history < 1) bad = "history must be at least 1";
@@ -269,15 +290,18 @@ int strata_weights_publish(strata_weights *w, uint64_t *version) {
   if (v.version > 1) {
     size_t raw_len = 0;
     /* a patch larger than twice the full copy before compression will not win after it */
-    status = weights_encode_patch(&w->set, w->previous, v.version, w->hashes, w->opt.zstd_level,
-                                  2 * full_len + 64, w->corrupt_next == WEIGHTS_CORRUPT_VALUE,
-                                  &v.patch, &v.patch_len, &v.stats.changed, &raw_len);
+    status =
+        weights_encode_patch(&w->set, w->previous, v.version, w->hashes, w->opt.zstd_level,
+                             2 * full_len + 64, WEIGHTS_CORRUPT_NEXT(w) == WEIGHTS_CORRUPT_VALUE,
+                             &v.patch, &v.patch_len, &v.stats.changed, &raw_len);
     if (status == STRATA_ERR_UNSUPPORTED) status = STRATA_OK; /* gave up: a full copy */
     if (status != STRATA_OK) return fail(w, -1, status, "publish: encoding the patch failed");
     v.stats.patch_raw_bytes = raw_len;
     v.stats.patch_bytes = v.patch_len;
+#ifdef STRATA_TEST_HOOKS
     if (v.patch && w->corrupt_next == WEIGHTS_CORRUPT_FRAME) v.patch[v.patch_len / 2] ^= 0x40;
     if (v.patch) w->corrupt_next = 0;
+#endif
   } else {
     v.stats.changed = v.stats.elements;
   }
@@ -741,7 +765,11 @@ static void fanout_free(fanout *f) {
 }
 
 static void maybe_die(strata_weights *w) {
+#ifdef STRATA_TEST_HOOKS
   if (w->die_after_chunks > 0 && --w->die_after_chunks == 0) raise(SIGKILL);
+#else
+  (void)w;
+#endif
 }
 
 /* Every live rank's verdict on the call (`what`: "round" or "prepare"); the first transport
@@ -784,10 +812,12 @@ static int role_check(strata_weights *w, strata_comm *comm, int publisher, const
 /* This process's host, as the plan compares hosts: equal values share memory. */
 static uint64_t my_host(const strata_weights *w) {
   char id[HOST_BYTES];
-  if (w->host_override[0])
-    snprintf(id, sizeof id, "%s", w->host_override);
-  else
-    strata_net_host_identity(id, sizeof id);
+  strata_net_host_identity(id, sizeof id);
+#ifdef STRATA_TEST_HOOKS
+  if (w->host_override[0]) snprintf(id, sizeof id, "%s", w->host_override);
+#else
+  (void)w;
+#endif
   return weights_digest_bytes(id, strlen(id));
 }
 
@@ -1280,6 +1310,7 @@ int strata_weights_prepare(strata_weights *w, strata_comm *comm, uint64_t warm_b
 }
 
 /* ---- fault injection and test hooks (weights_debug.h) ---- */
+#ifdef STRATA_TEST_HOOKS
 
 void weights_debug_die_after_chunks(strata_weights *w, long chunks) {
   w->die_after_chunks = chunks;
@@ -1296,3 +1327,4 @@ void weights_debug_host(strata_weights *w, const char *host) {
 int weights_debug_parent(const strata_weights *w) {
   return w->last_parent;
 }
+#endif
