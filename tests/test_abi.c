@@ -189,12 +189,42 @@ static void test_kv_config(void) {
   free(buf);
 }
 
+/* The STRATA_KV_* variables come from the settings table and fail creation as a rank's do. */
+static void test_kv_environment(void) {
+  static const char *const bad[][2] = {{"STRATA_KV_BACKEND", "carrier-pigeon"},
+                                       {"STRATA_KV_SYSCALL_BYTES", "12"},
+                                       {"STRATA_KV_UCX_RNDV_BYTES", "-1"},
+                                       {"STRATA_KV_UCX_POLL_US", "soon"}};
+  strata_kv_config cfg;
+  strata_kv_config_init(&cfg);
+  cfg.name = "env";
+  cfg.lane_realtime = STRATA_KV_LANE_PLAIN;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    strata_kv_agent *agent = NULL;
+    setenv(bad[i][0], bad[i][1], 1);
+    CHECK(strata_kv_agent_create(&cfg, &agent) == STRATA_ERR_CONFIG && agent == NULL,
+          "%s=%s did not fail with STRATA_ERR_CONFIG", bad[i][0], bad[i][1]);
+    unsetenv(bad[i][0]);
+    strata_kv_agent_destroy(agent);
+  }
+  strata_kv_agent *agent = NULL;
+  setenv("STRATA_KV_SYSCALL_BYTES", "1M", 1); /* a size suffix is not a byte count here */
+  CHECK_STATUS(strata_kv_agent_create(&cfg, &agent), STRATA_ERR_CONFIG);
+  setenv("STRATA_KV_SYSCALL_BYTES", "131072", 1);
+  setenv("STRATA_KV_BACKEND", "TCP", 1);
+  CHECK_STATUS(strata_kv_agent_create(&cfg, &agent), STRATA_OK);
+  unsetenv("STRATA_KV_SYSCALL_BYTES");
+  unsetenv("STRATA_KV_BACKEND");
+  strata_kv_agent_destroy(agent);
+}
+
 int main(void) {
   test_version();
   test_config();
   test_diloco_options();
   test_weights_options();
   test_kv_config();
+  test_kv_environment();
   printf("%s\n", failures ? "FAIL" : "PASS");
   return failures != 0;
 }
