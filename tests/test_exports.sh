@@ -65,6 +65,12 @@ if [ -e "$build/libstrata_internal.a" ] && [ -d "$build/tests" ]; then
     fail "libstrata_internal.a of a test build has no test hooks: the check above finds nothing"
 fi
 
+# the SONAME is libstrata.so.MAJOR of the header's version (docs/api.md, "Versions and the ABI")
+major=$(sed -n 's/^#define STRATA_VERSION_MAJOR \([0-9]*\).*/\1/p' "$source_dir/include/strata.h")
+soname=$(readelf -d "$library" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[ -n "$major" ] && [ "$soname" = "libstrata.so.$major" ] ||
+  fail "SONAME '$soname', expected libstrata.so.$major (STRATA_VERSION_MAJOR)"
+
 needed=$(readelf -d "$library" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
 echo "NEEDED: $needed"
 case " $needed" in *" libyaml"*) fail "libstrata.so needs libyaml" ;; esac
