@@ -416,6 +416,14 @@ STRATA_API int strata_comm_size(const strata_comm *comm);
 STRATA_API const strata_config *strata_comm_config(const strata_comm *comm);
 /* Name of the transport used to reach `peer` ("self", "shm", "tcp"). */
 STRATA_API const char *strata_comm_transport_name(const strata_comm *comm, int peer);
+/* The site `rank` is in (STRATA_SITE, agreed at init): an index 0..strata_comm_sites()-1 in order
+ * of first appearance by rank (rank 0's site is 0). Every rank is in site 0 of a communicator
+ * that spans fewer than two sites. STRATA_ERR_INVALID_ARG for a NULL communicator or a rank
+ * outside it. */
+STRATA_API int strata_comm_site(const strata_comm *comm, int rank);
+/* How many sites the communicator's ranks are in: 1 when fewer than two distinct STRATA_SITE
+ * names (hierarchical collectives then run flat); STRATA_ERR_INVALID_ARG for NULL. */
+STRATA_API int strata_comm_sites(const strata_comm *comm);
 /* First error that broke the communicator, or STRATA_OK. */
 STRATA_API int strata_comm_error(const strata_comm *comm);
 

@@ -16,6 +16,7 @@
 #include "core/core.h"
 #include "engine/chunk.h"
 #include "engine/engine.h"
+#include "engine/query.h"
 #include "net/net.h"
 
 /* Pipelining pays where a transfer keeps the wire busy while the CPU reduces (TCP). Between
@@ -334,6 +335,11 @@ const strata_config *strata_comm_config(const strata_comm *comm) {
 }
 int strata_comm_error(const strata_comm *comm) {
   return comm ? atomic_load(&((strata_comm *)comm)->error) : STRATA_ERR_INVALID_ARG;
+}
+
+unsigned strata_comm_wan_rtt_us(const strata_comm *comm) {
+  unsigned rtt_us = comm && comm->have_net ? strata_net_data_rtt_us(&comm->net) : 0;
+  return rtt_us >= STRATA_NET_WAN_RTT_US ? rtt_us : 0;
 }
 
 const char *strata_comm_transport_name(const strata_comm *comm, int peer) {

@@ -32,7 +32,6 @@
 
 #include "core/abi.h"
 #include "core/core.h"
-#include "engine/engine.h"
 
 typedef struct diloco_fragment {
   size_t first_param, nparams; /* the buffers it covers */
@@ -63,7 +62,7 @@ struct strata_diloco {
 };
 
 static int log_rank(const strata_diloco *d) {
-  return d && d->comm ? d->comm->rank : -1;
+  return d && d->comm ? strata_comm_rank(d->comm) : -1;
 }
 
 static void options_defaults(strata_diloco_options *opt) {
@@ -128,11 +127,12 @@ static int power_of_two(int n) {
  * hierarchical allreduce is made of phases (rings, halving-doubling over a power of two) that leave
  * every rank with the same bytes under every encoding (docs/compression.md). */
 static int sites_regular(const strata_comm *comm) {
-  int *members = calloc((size_t)comm->nranks, sizeof *members);
+  int nranks = strata_comm_size(comm);
+  int *members = calloc((size_t)nranks, sizeof *members);
   if (!members) return 0;
-  for (int r = 0; r < comm->nranks; r++) members[comm->site_of_rank[r]]++;
+  for (int r = 0; r < nranks; r++) members[strata_comm_site(comm, r)]++;
   int nsites = 0, size = 0, equal = 1;
-  for (int t = 0; t < comm->nranks; t++) {
+  for (int t = 0; t < nranks; t++) {
     if (!members[t]) continue;
     nsites++;
     equal = equal && (size == 0 || members[t] == size);
@@ -148,7 +148,7 @@ static int sites_regular(const strata_comm *comm) {
  * (which does under every encoding) unless the sites are regular (above). */
 static strata_algo exchange_algo(const strata_comm *comm, strata_compress codec) {
   int compressed = codec != STRATA_COMPRESS_NONE && codec != STRATA_COMPRESS_DEFAULT;
-  if (comm->site_of_rank && (!compressed || sites_regular(comm))) return STRATA_ALGO_HIER;
+  if (strata_comm_sites(comm) >= 2 && (!compressed || sites_regular(comm))) return STRATA_ALGO_HIER;
   return compressed ? STRATA_ALGO_RING : STRATA_ALGO_AUTO;
 }
 
@@ -160,8 +160,9 @@ static int exchange_start(strata_diloco *d, diloco_fragment *f) {
     float *delta = d->wire + d->param_begin[b];
     for (size_t i = 0; i < p->count; i++) delta[i] = global[i] - local_value(p, i);
   }
-  strata_compress codec =
-      d->opt.compress == STRATA_COMPRESS_DEFAULT ? d->comm->cfg.compress : d->opt.compress;
+  strata_compress codec = d->opt.compress == STRATA_COMPRESS_DEFAULT
+                              ? strata_comm_config(d->comm)->compress
+                              : d->opt.compress;
   strata_coll_args args = {.coll = STRATA_COLL_ALLREDUCE,
                            .sendbuf = d->wire + f->begin,
                            .recvbuf = d->wire + f->begin,
@@ -402,7 +403,7 @@ static void diloco_free(strata_diloco *d) {
 /* Checks the caller's arguments on this rank; fills *d (allocated) when they are good. */
 static int create_local(strata_comm *comm, const strata_diloco_param *params, size_t nparams,
                         const strata_diloco_options *opt, strata_diloco **out) {
-  const int rank = comm ? comm->rank : -1;
+  const int rank = comm ? strata_comm_rank(comm) : -1;
   if (!params || nparams == 0 || !opt) {
     STRATA_LOG(STRATA_LOG_ERROR, rank, "strata_diloco_create: %s",
                !params || nparams == 0 ? "no parameter buffers" : "options are NULL");
@@ -464,7 +465,8 @@ int strata_diloco_create(strata_comm *comm, const strata_diloco_param *params, s
                          const strata_diloco_options *user_opt, strata_diloco **out) {
   if (out) *out = NULL;
   if (!out) {
-    STRATA_LOG(STRATA_LOG_ERROR, comm ? comm->rank : -1, "strata_diloco_create: out is NULL");
+    STRATA_LOG(STRATA_LOG_ERROR, comm ? strata_comm_rank(comm) : -1,
+               "strata_diloco_create: out is NULL");
     return STRATA_ERR_INVALID_ARG;
   }
   strata_diloco *d = NULL;
@@ -495,7 +497,7 @@ int strata_diloco_create(strata_comm *comm, const strata_diloco_param *params, s
   int status = strata_allreduce(comm, mine, all, 3, STRATA_U64, STRATA_MAX);
   if (status == STRATA_OK && local != STRATA_OK) status = local;
   if (status == STRATA_OK && (all[2] || all[0] != hash || all[1] != ~hash)) {
-    STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "strata_diloco_create: %s",
+    STRATA_LOG(STRATA_LOG_ERROR, strata_comm_rank(comm), "strata_diloco_create: %s",
                all[2] ? "another rank's arguments are invalid"
                       : "the ranks passed different buffer counts, dtypes or options");
     status = STRATA_ERR_MISMATCH;

@@ -38,9 +38,8 @@
 
 #include "core/abi.h"
 #include "core/core.h"
-#include "engine/engine.h"
+#include "engine/query.h"
 #include "net/net.h"
-#include "net/tcp_tune.h"
 #include "train/weights.h"
 #include "train/weights_debug.h"
 
@@ -425,10 +424,10 @@ static void plan_one(strata_weights *w, const request *q, plan_rank *pr, uint8_t
  * site is fed at once rather than through another site, and the trainer sends one copy however
  * many subscribers and sites. A chain rather than a wider tree inside a site: pipelined, it
  * delivers at the rate of its slowest hop, where an inner node of a wider tree sends two or more
- * copies down one link. Sites are the engine's (comm->site_of_rank, agreed from STRATA_SITE at
+ * copies down one link. Sites are the engine's (strata_comm_site, agreed from STRATA_SITE at
  * init); hosts come from the requests. member[r]: rank r has a place (in a round, it needs bytes;
  * in a preparation, its set matches), so a preparation forms the tree of a first round. */
-static void plan_tree(const request *reqs, const int *site_of_rank, const uint8_t *member,
+static void plan_tree(const request *reqs, const strata_comm *comm, const uint8_t *member,
                       plan_rank *ranks, int nranks) {
   char *placed = calloc((size_t)nranks, 1);
   if (!placed) return;
@@ -436,14 +435,13 @@ static void plan_tree(const request *reqs, const int *site_of_rank, const uint8_
   int relay = 0;
   /* sites in order of their first rank, the publisher's first */
   for (int first = 0; first < nranks; first++) {
-    int site = site_of_rank ? site_of_rank[first] : 0, tail = -1;
+    int site = strata_comm_site(comm, first), tail = -1;
     for (int pass = 0; pass < 2; pass++) /* the publisher's host, then the others */
       for (int h = 1; h < nranks; h++) {
-        if (placed[h] || (site_of_rank ? site_of_rank[h] : 0) != site) continue;
+        if (placed[h] || strata_comm_site(comm, h) != site) continue;
         if (pass == 0 && reqs[h].host != reqs[0].host) continue;
         for (int r = h; r < nranks; r++) { /* h and every later member of its host */
-          if (placed[r] || (site_of_rank ? site_of_rank[r] : 0) != site ||
-              reqs[r].host != reqs[h].host)
+          if (placed[r] || strata_comm_site(comm, r) != site || reqs[r].host != reqs[h].host)
             continue;
           ranks[r].parent = tail >= 0 ? tail : first == 0 ? 0 : relay;
           tail = r;
@@ -885,7 +883,7 @@ int strata_weights_serve(strata_weights *w, strata_comm *comm, strata_weights_ro
   for (uint32_t i = 0; i < p.nblobs; i++) p.stream_bytes += p.blobs[i].bytes;
   for (int r = 1; r < nranks; r++) /* those who need bytes */
     member[r] = p.ranks[r].status == STRATA_OK && p.ranks[r].target != reqs[r].held;
-  plan_tree(reqs, comm->site_of_rank, member, p.ranks, nranks);
+  plan_tree(reqs, comm, member, p.ranks, nranks);
   status = fanout_init(&f, &p, 0);
   if (status == STRATA_OK) status = plan_send(comm, &p, &transport);
   if (status != STRATA_OK) {
@@ -1127,9 +1125,11 @@ verdict:
  * first round that starts there moves at the link's rate from its first chunk. Nothing below a
  * WAN round trip (a LAN's windows open within microseconds). */
 static uint64_t warm_auto_bytes(const strata_comm *comm) {
-  uint64_t rtt_us = comm->have_net ? strata_net_data_rtt_us(&comm->net) : 0;
-  if (rtt_us < STRATA_TCP_WAN_RTT_US) return 0;
-  double gbps = comm->cfg.tcp_link_gbps > 0 ? comm->cfg.tcp_link_gbps : WARM_DEFAULT_GBPS;
+  uint64_t rtt_us = strata_comm_wan_rtt_us(comm);
+  if (!rtt_us) return 0;
+  double gbps = strata_comm_config(comm)->tcp_link_gbps > 0
+                    ? strata_comm_config(comm)->tcp_link_gbps
+                    : WARM_DEFAULT_GBPS;
   double bytes = 2.0 * gbps * 1e9 / 8.0 * (double)rtt_us * 1e-6;
   return bytes >= (double)WARM_MAX_BYTES ? WARM_MAX_BYTES : (uint64_t)bytes;
 }
@@ -1164,14 +1164,15 @@ static int warm_receive(strata_weights *w, strata_comm *comm, int from, uint64_t
  * and then `warm` bytes in pieces, which the child receives and drops. */
 static int warm_edges(strata_weights *w, strata_comm *comm, const plan *p, uint64_t warm,
                       strata_weights_prepare_info *info) {
-  const int *site = comm->site_of_rank;
   int me = strata_comm_rank(comm), remote = 0;
-  if (!site) return STRATA_OK;
+  if (strata_comm_sites(comm) < 2) return STRATA_OK;
+  const int here = strata_comm_site(comm, me);
   for (uint32_t r = 0; r < p->nranks; r++)
-    remote += p->ranks[r].parent == me && site[r] != site[me];
-  int from = me > 0 && p->ranks[me].parent >= 0 && site[p->ranks[me].parent] != site[me]
-                 ? p->ranks[me].parent
-                 : -1;
+    remote += p->ranks[r].parent == me && strata_comm_site(comm, (int)r) != here;
+  int from =
+      me > 0 && p->ranks[me].parent >= 0 && strata_comm_site(comm, p->ranks[me].parent) != here
+          ? p->ranks[me].parent
+          : -1;
   if (!remote && from < 0) return STRATA_OK;
   uint64_t piece = p->chunk_bytes < WARM_PIECE_MAX_BYTES ? p->chunk_bytes : WARM_PIECE_MAX_BYTES;
   uint8_t head[WARM_HEAD_BYTES];
@@ -1184,7 +1185,7 @@ static int warm_edges(strata_weights *w, strata_comm *comm, const plan *p, uint6
   /* only the children in other sites: the ones inside this site are dropped from the fanout */
   int kept = 0;
   for (int k = 0; k < f.count; k++)
-    if (site[f.peers[k]] != site[me]) f.peers[kept++] = f.peers[k];
+    if (strata_comm_site(comm, f.peers[k]) != here) f.peers[kept++] = f.peers[k];
   f.count = kept;
   if (status == STRATA_OK) status = fanout_post(&f, comm, head, sizeof head);
   for (uint64_t at = 0; at < warm && status == STRATA_OK && remote; at += piece) {
@@ -1258,7 +1259,7 @@ int strata_weights_prepare(strata_weights *w, strata_comm *comm, uint64_t warm_b
                      why);
         }
       }
-      plan_tree(reqs, comm->site_of_rank, member, p.ranks, nranks);
+      plan_tree(reqs, comm, member, p.ranks, nranks);
       int packed_ok = plan_send(comm, &p, &transport);
       if (packed_ok != STRATA_OK) transport = packed_ok;
     }
