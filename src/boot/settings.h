@@ -5,8 +5,8 @@
  *
  * The table drives strata_config_init (the defaults), strata_config_from_env and
  * strata_config_set (boot/env.c: the parsers), strata_kv_agent_create (the STRATA_KV_* rows) and
- * docs/config.md (`strata config --markdown` prints the table that tests/test_config_doc.sh
- * compares with the page, and that scripts/config_doc.sh writes into it). A variable that is not
+ * docs/config.md (tests/config_doc.c prints the tables that tests/test_config_doc.sh compares
+ * with the page, and that scripts/config_doc.sh writes into it). A variable that is not
  * in the table is not read: tests/test_config_doc.sh fails on a STRATA_* name in src/ or tools/
  * that is missing here.
  */
