@@ -27,6 +27,11 @@ extern "C" {
 #define STRATA_VERSION_MINOR 1
 #define STRATA_VERSION_PATCH 0
 #define STRATA_VERSION_STRING "0.1.0"
+/* MAJOR * 10000 + MINOR * 100 + PATCH, as NCCL_VERSION_CODE: 100 for 0.1.0. Compare it with
+ * strata_version_number() to learn whether the library a program runs with is older than the
+ * header it was built against. docs/api.md says what each part promises. */
+#define STRATA_VERSION_NUMBER \
+  (STRATA_VERSION_MAJOR * 10000 + STRATA_VERSION_MINOR * 100 + STRATA_VERSION_PATCH)
 
 /* Every function of this header is exported from libstrata; nothing else is (the library is
  * built with hidden visibility and a version script, so internal symbols never clash with a
@@ -40,6 +45,20 @@ extern "C" {
 /* The library's version, "MAJOR.MINOR.PATCH": that of the libstrata a program runs with, which
  * may differ from the STRATA_VERSION_STRING it was compiled against. Static. */
 STRATA_API const char *strata_version(void);
+/* The library's STRATA_VERSION_NUMBER (that of the libstrata a program runs with). */
+STRATA_API int strata_version_number(void);
+
+/* The option structs a program fills (strata_config, strata_kv_config, strata_diloco_options,
+ * strata_weights_options) begin with three fields, the struct header, set by the struct's _init
+ * call (a macro that passes the size the program was compiled with, as NCCL's
+ * NCCL_CONFIG_INITIALIZER does): struct_size = sizeof the struct in the program, struct_magic =
+ * STRATA_STRUCT_MAGIC, struct_version = the STRATA_VERSION_NUMBER of its header. A call that takes
+ * one refuses a struct that did not come from _init (STRATA_ERR_INVALID_ARG) or that is larger than
+ * this library knows (a program built against a newer strata: STRATA_ERR_VERSION), and reads a
+ * smaller one — from a program built against an older strata of the same major version — with
+ * the fields added since at their defaults. Fields are only ever added at the end. A copy of an
+ * initialized struct keeps them. Never set them by hand. */
+#define STRATA_STRUCT_MAGIC 0x53545241u /* "STRA" */
 
 /* ---------------------------------------------------------------------------------------------
  * Status codes. Every failure is one of these; strata_strerror() names each.
@@ -194,9 +213,10 @@ STRATA_API float strata_bf16_to_f32(uint16_t h);
 STRATA_API uint16_t strata_f32_to_bf16(float f);
 
 /* ---------------------------------------------------------------------------------------------
- * Configuration. Every environment variable strata reads is a field here (docs/config.md lists
- * them all). strata_config_init() fills defaults; strata_config_from_env() overlays the
- * environment. A caller may then change any field before strata_comm_init().
+ * Configuration. Every environment variable a rank reads is a field here, a row of one table
+ * (src/boot/settings.c) that docs/config.md is generated from. strata_config_init() fills
+ * defaults; strata_config_from_env() overlays the environment. A caller may then change any
+ * field before strata_comm_init().
  * ------------------------------------------------------------------------------------------- */
 typedef enum strata_log_level {
   STRATA_LOG_OFF = 0,
@@ -207,61 +227,6 @@ typedef enum strata_log_level {
   STRATA_LOG_TRACE = 5
 } strata_log_level;
 
-typedef struct strata_config {
-  int rank;             /* STRATA_RANK, RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID; -1 unset */
-  int world_size;       /* STRATA_WORLD_SIZE, WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS */
-  int local_rank;       /* STRATA_LOCAL_RANK, LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, ... */
-  char store_addr[256]; /* STRATA_ADDR host:port; MASTER_ADDR:MASTER_PORT for torchrun */
-  int store_external;   /* 1: a standalone `strata store` serves the store (STRATA_STORE_EXTERNAL);
-                           0: rank 0 serves it on store_addr */
-  char advertise_host[256];   /* STRATA_HOST: address peers use to reach this rank; "" = the local
-                                 address of the connection to the store */
-  char job_id[64];            /* STRATA_JOB_ID; default "strata" */
-  char secret[256];           /* STRATA_SECRET; "" = no authentication secret (still checked: all
-                                 ranks must agree) */
-  int shm_enabled;            /* STRATA_SHM (1/0): shared memory between ranks of one host */
-  int shm_cma;                /* STRATA_SHM_CMA (1/0): large shm messages by single-copy
-                                 process_vm_readv (1, default) or through the rings only (0) */
-  int tcp_streams;            /* STRATA_TCP_STREAMS: TCP connections per peer pair, 1..64 */
-  size_t tcp_buffer_bytes;    /* STRATA_TCP_BUFFER: SO_SNDBUF/SO_RCVBUF per stream; 0 (default) =
-                                 auto: sized from the measured RTT (docs/config.md) */
-  char tcp_congestion[16];    /* STRATA_TCP_CC: TCP_CONGESTION of every data socket ("bbr",
-                                 "cubic"); "" = the system default */
-  double tcp_link_gbps;       /* STRATA_TCP_LINK_GBPS: bandwidth hint for auto buffers; 0 = 10 */
-  size_t chunk_bytes;         /* STRATA_CHUNK: pipelining chunk size of ring algorithms */
-  double timeout_s;           /* STRATA_TIMEOUT: seconds of silence (no heartbeat, no byte) after
-                                 which a peer is taken for dead or frozen, and the bound of
-                                 rendezvous and connection steps (30) */
-  strata_algo algo;           /* STRATA_ALGO: force an algorithm for every collective */
-  strata_log_level log_level; /* STRATA_LOG: off|error|warn|info|debug|trace */
-  char site[64];              /* STRATA_SITE: the site this rank is in (hierarchical collectives;
-                                 `strata launch --topology|--sites` and `strata site` set it) */
-  strata_compress compress;   /* STRATA_COMPRESS: wire encoding of f32 calls that ask for the
-                                 default (none, bf16, f16, int8, fp8); NONE by default */
-  int tcp_govern;             /* STRATA_TCP_GOVERN (1/0): on WAN pairs, hold the bytes in flight
-                                 to 1.3 x the bandwidth-delay product the receiver measures
-                                 (src/net/tcp_govern.c, docs/wan.md item 7); 1 by default (it acts
-                                 on WAN pairs only), 0 turns it off; off whenever
-                                 STRATA_TCP_BUFFER fixes the buffers */
-  double op_timeout_s;        /* STRATA_OP_TIMEOUT: seconds an operation may go without progress
-                                 while every peer is alive (one is late: a checkpoint, an eval);
-                                 0 (default, or "off") = no limit: only a dead or frozen peer
-                                 fails it, after STRATA_TIMEOUT */
-  int elastic;                /* STRATA_ELASTIC (1/0): an in-place reduction keeps a copy of its
-                                 input while it runs, so a failure leaves the input as it was and
-                                 a shrink undoes one that finished here but not on another
-                                 survivor: the retry is exact (docs/elastic.md). Costs a copy */
-  int join;                   /* STRATA_JOIN (1/0): strata_comm_init joins a running job at its
-                                 members' next strata_comm_grow instead of starting one; rank and
-                                 world_size are then assigned, not read */
-  int encrypt;                /* STRATA_ENCRYPT: strata_encrypt_mode; TCP frames sealed with
-                                 AES-256-GCM or ChaCha20-Poly1305 under keys agreed per connection
-                                 (docs/security.md). Default AUTO */
-} strata_config;
-
-/* The longest STRATA_TIMEOUT honoured (about 11.6 days): longer values are clamped to it. */
-#define STRATA_TIMEOUT_MAX_S 1000000.0
-
 /* STRATA_ENCRYPT=off|on|auto. AUTO seals every TCP pair whose ends are on different hosts and
  * leaves loopback (same-host) pairs in clear; a pair is sealed when either end asks for it. */
 typedef enum strata_encrypt_mode {
@@ -270,8 +235,70 @@ typedef enum strata_encrypt_mode {
   STRATA_ENCRYPT_AUTO = 2
 } strata_encrypt_mode;
 
-/* Fill `cfg` with defaults (rank -1, world_size -1, shm on, 4 TCP streams, 30 s timeout, ...). */
-STRATA_API void strata_config_init(strata_config *cfg);
+typedef struct strata_config {
+  size_t struct_size;      /* the struct header: strata_config_init sets it */
+  uint32_t struct_magic;   /* STRATA_STRUCT_MAGIC */
+  uint32_t struct_version; /* STRATA_VERSION_NUMBER of the header it was built with */
+  int rank;                /* STRATA_RANK, RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID; -1 unset */
+  int world_size;          /* STRATA_WORLD_SIZE, WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS */
+  int local_rank;          /* STRATA_LOCAL_RANK, LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, ... */
+  char store_addr[256];    /* STRATA_ADDR host:port; MASTER_ADDR:MASTER_PORT for torchrun */
+  int store_external; /* 1: a standalone `strata store` serves the store (STRATA_STORE_EXTERNAL);
+                         0: rank 0 serves it on store_addr */
+  char advertise_host[256];    /* STRATA_HOST: address peers use to reach this rank; "" = the local
+                                  address of the connection to the store */
+  char job_id[64];             /* STRATA_JOB_ID; default "strata" */
+  char secret[256];            /* STRATA_SECRET; "" = no authentication secret (still checked: all
+                                  ranks must agree) */
+  int shm_enabled;             /* STRATA_SHM (1/0): shared memory between ranks of one host */
+  int shm_cma;                 /* STRATA_SHM_CMA (1/0): large shm messages by single-copy
+                                  process_vm_readv (1, default) or through the rings only (0) */
+  int tcp_streams;             /* STRATA_TCP_STREAMS: TCP connections per peer pair, 1..64 */
+  size_t tcp_buffer_bytes;     /* STRATA_TCP_BUFFER: SO_SNDBUF/SO_RCVBUF per stream; 0 (default) =
+                                  auto: sized from the measured RTT (docs/config.md) */
+  char tcp_congestion[16];     /* STRATA_TCP_CC: TCP_CONGESTION of every data socket ("bbr",
+                                  "cubic"); "" = the system default */
+  double tcp_link_gbps;        /* STRATA_TCP_LINK_GBPS: bandwidth hint for auto buffers; 0 = 10 */
+  size_t chunk_bytes;          /* STRATA_CHUNK: pipelining chunk size of ring algorithms */
+  double timeout_s;            /* STRATA_TIMEOUT: seconds of silence (no heartbeat, no byte) after
+                                  which a peer is taken for dead or frozen, and the bound of
+                                  rendezvous and connection steps (30) */
+  strata_algo algo;            /* STRATA_ALGO: force an algorithm for every collective */
+  strata_log_level log_level;  /* STRATA_LOG: off|error|warn|info|debug|trace */
+  char site[64];               /* STRATA_SITE: the site this rank is in (hierarchical collectives;
+                                  `strata launch --topology|--sites` and `strata site` set it) */
+  strata_compress compress;    /* STRATA_COMPRESS: wire encoding of f32 calls that ask for the
+                                  default (none, bf16, f16, int8, fp8); NONE by default */
+  int tcp_govern;              /* STRATA_TCP_GOVERN (1/0): on WAN pairs, hold the bytes in flight
+                                  to 1.3 x the bandwidth-delay product the receiver measures
+                                  (src/net/tcp_govern.c, docs/wan.md item 7); 1 by default (it acts
+                                  on WAN pairs only), 0 turns it off; off whenever
+                                  STRATA_TCP_BUFFER fixes the buffers */
+  double op_timeout_s;         /* STRATA_OP_TIMEOUT: seconds an operation may go without progress
+                                  while every peer is alive (one is late: a checkpoint, an eval);
+                                  0 (default, or "off") = no limit: only a dead or frozen peer
+                                  fails it, after STRATA_TIMEOUT */
+  int elastic;                 /* STRATA_ELASTIC (1/0): an in-place reduction keeps a copy of its
+                                  input while it runs, so a failure leaves the input as it was and
+                                  a shrink undoes one that finished here but not on another
+                                  survivor: the retry is exact (docs/elastic.md). Costs a copy */
+  int join;                    /* STRATA_JOIN (1/0): strata_comm_init joins a running job at its
+                                  members' next strata_comm_grow instead of starting one; rank and
+                                  world_size are then assigned, not read */
+  strata_encrypt_mode encrypt; /* STRATA_ENCRYPT: TCP frames sealed with
+                                 AES-256-GCM or ChaCha20-Poly1305 under keys agreed per connection
+                                 (docs/security.md). Default AUTO */
+} strata_config;
+
+/* The longest STRATA_TIMEOUT honoured (about 11.6 days): longer values are clamped to it. */
+#define STRATA_TIMEOUT_MAX_S 1000000.0
+
+/* Fill `cfg` with defaults (rank -1, world_size -1, shm on, 4 TCP streams, 30 s timeout, ...) and
+ * its struct header. strata_config_init is a macro: strata_config_init_sized is what it calls. */
+STRATA_API void strata_config_init_sized(strata_config *cfg, size_t struct_size,
+                                         int header_version);
+#define strata_config_init(cfg) \
+  strata_config_init_sized((cfg), sizeof(strata_config), STRATA_VERSION_NUMBER)
 /* Overlay the environment onto `cfg` (strata's own variables win over torchrun's, which win
  * over OpenMPI's and Slurm's). Returns STRATA_ERR_CONFIG naming the variable in `err` (may be
  * NULL; at least 256 bytes) when a value does not parse. */
@@ -405,6 +432,14 @@ STRATA_API int strata_comm_size(const strata_comm *comm);
 STRATA_API const strata_config *strata_comm_config(const strata_comm *comm);
 /* Name of the transport used to reach `peer` ("self", "shm", "tcp"). */
 STRATA_API const char *strata_comm_transport_name(const strata_comm *comm, int peer);
+/* The site `rank` is in (STRATA_SITE, agreed at init): an index 0..strata_comm_sites()-1 in order
+ * of first appearance by rank (rank 0's site is 0). Every rank is in site 0 of a communicator
+ * that spans fewer than two sites. STRATA_ERR_INVALID_ARG for a NULL communicator or a rank
+ * outside it. */
+STRATA_API int strata_comm_site(const strata_comm *comm, int rank);
+/* How many sites the communicator's ranks are in: 1 when fewer than two distinct STRATA_SITE
+ * names (hierarchical collectives then run flat); STRATA_ERR_INVALID_ARG for NULL. */
+STRATA_API int strata_comm_sites(const strata_comm *comm);
 /* First error that broke the communicator, or STRATA_OK. */
 STRATA_API int strata_comm_error(const strata_comm *comm);
 
@@ -609,6 +644,9 @@ typedef struct strata_diloco_param {
 } strata_diloco_param;
 
 typedef struct strata_diloco_options {
+  size_t struct_size;       /* the struct header: strata_diloco_options_init sets it */
+  uint32_t struct_magic;    /* STRATA_STRUCT_MAGIC */
+  uint32_t struct_version;  /* STRATA_VERSION_NUMBER of the header it was built with */
   int sync_every;           /* H: inner steps between two exchanges of a fragment (default 100) */
   double outer_lr;          /* default 0.7 */
   double outer_momentum;    /* default 0.9 */
@@ -620,8 +658,12 @@ typedef struct strata_diloco_options {
   strata_compress compress; /* the outer gradient's wire encoding (DEFAULT = the communicator's) */
 } strata_diloco_options;
 
-/* Fills the defaults above. */
-STRATA_API void strata_diloco_options_init(strata_diloco_options *opt);
+/* Fills the defaults above and the struct header (a macro over strata_diloco_options_init_sized).
+ */
+STRATA_API void strata_diloco_options_init_sized(strata_diloco_options *opt, size_t struct_size,
+                                                 int header_version);
+#define strata_diloco_options_init(opt) \
+  strata_diloco_options_init_sized((opt), sizeof(strata_diloco_options), STRATA_VERSION_NUMBER)
 /* A DiLoCo state over `nparams` parameter buffers (collective: every rank of `comm` calls it with
  * buffers of the same counts and dtypes and the same options, else STRATA_ERR_MISMATCH on every
  * rank). theta_global starts as rank 0's parameters, broadcast into every rank's buffers.
@@ -753,11 +795,14 @@ typedef struct strata_weights_tensor {
 } strata_weights_tensor;
 
 typedef struct strata_weights_options {
-  int anchor_every;   /* K: a full copy at least every K versions, >= 1 (default 16) */
-  int history;        /* versions the publisher keeps patches of, for subscribers behind, >= 1
-                         (default 32); the newest anchor and everything after it are always kept */
-  int zstd_level;     /* 1..19 (default 1) */
-  size_t chunk_bytes; /* pipelining unit down the fan-out, >= 4096 (default 8 MiB) */
+  size_t struct_size;      /* the struct header: strata_weights_options_init sets it */
+  uint32_t struct_magic;   /* STRATA_STRUCT_MAGIC */
+  uint32_t struct_version; /* STRATA_VERSION_NUMBER of the header it was built with */
+  int anchor_every;        /* K: a full copy at least every K versions, >= 1 (default 16) */
+  int history;             /* versions the publisher keeps patches of, for subscribers behind, >= 1
+                              (default 32); the newest anchor and everything after it are always kept */
+  int zstd_level;          /* 1..19 (default 1) */
+  size_t chunk_bytes;      /* pipelining unit down the fan-out, >= 4096 (default 8 MiB) */
 } strata_weights_options;
 
 /* What one published version cost (strata_weights_version_info). */
@@ -789,8 +834,12 @@ typedef struct strata_weights_round_info {
                             The rest of the call is the verdict every rank agrees on */
 } strata_weights_round_info;
 
-/* Fills the defaults above. */
-STRATA_API void strata_weights_options_init(strata_weights_options *opt);
+/* Fills the defaults above and the struct header (a macro over strata_weights_options_init_sized).
+ */
+STRATA_API void strata_weights_options_init_sized(strata_weights_options *opt, size_t struct_size,
+                                                  int header_version);
+#define strata_weights_options_init(opt) \
+  strata_weights_options_init_sized((opt), sizeof(strata_weights_options), STRATA_VERSION_NUMBER)
 /* A publisher over `ntensors` caller buffers (opt may be NULL: defaults). Publishes nothing yet.
  * STRATA_ERR_INVALID_ARG for a bad option or tensor (duplicate or empty name, bad shape),
  * STRATA_ERR_UNSUPPORTED for another dtype; strata_weights_error says which. */

@@ -58,37 +58,59 @@ typedef enum strata_kv_op {
   STRATA_KV_WRITE = 1 /* local -> remote */
 } strata_kv_op;
 
+/* strata_kv_config.seal: whether connections are sealed (AEAD, as STRATA_ENCRYPT). */
+typedef enum strata_kv_seal {
+  STRATA_KV_SEAL_AUTO = 0, /* between hosts, not within one (as STRATA_ENCRYPT=auto) */
+  STRATA_KV_SEAL_ON = 1,   /* always */
+  STRATA_KV_SEAL_OFF = -1  /* never */
+} strata_kv_seal;
+
+/* strata_kv_config.lane_realtime: how the lane's threads are scheduled. */
+typedef enum strata_kv_lane_sched {
+  STRATA_KV_LANE_REALTIME = 0, /* SCHED_FIFO priority 1 where the process may (the default; 1
+                                  means the same) */
+  STRATA_KV_LANE_PLAIN = -1    /* never: ordinary threads */
+} strata_kv_lane_sched;
+
 #define STRATA_KV_NAME_BYTES 64        /* an agent's name, NUL included */
 #define STRATA_KV_NOTIF_MAX_BYTES 1024 /* a notification's message */
 #define STRATA_KV_LANE_MAX_BYTES 65536 /* a lane request or reply */
 #define STRATA_KV_MAX_STREAMS 16       /* connections per peer for bulk bytes */
 
 typedef struct strata_kv_config {
-  const char *name;        /* unique among the agents that talk to each other; required */
-  const char *secret;      /* the job secret every connection proves (NULL = "": a warning) */
-  const char *job_id;      /* with the secret, names the key (NULL = "strata-kv") */
-  const char *listen_host; /* where the responder listens (NULL = "127.0.0.1") */
-  int listen_port;         /* 0 = any free port */
-  int streams;             /* connections per peer for bulk bytes (0 = 4) */
-  size_t slice_bytes;      /* a descriptor is cut into slices this large (0 = 1 MiB) */
-  double timeout_s;        /* the longest a peer may stay silent mid-operation (0 = 10 s) */
-  int backend;             /* strata_kv_backend towards every peer (AUTO by default) */
-  int bulk_nice;           /* niceness added to bulk threads so the lane runs first (0 = 5;
-                              negative = leave them alone) */
-  int lane_realtime;       /* 0 (default) or 1: the lane runs SCHED_FIFO priority 1 where the
-                              process may (CAP_SYS_NICE, or RLIMIT_RTPRIO >= 1) — the target's
-                              serving thread for good, a caller's thread for the duration of its
-                              strata_kv_lane_call (an ordinary thread only; its policy is put
+  size_t struct_size;    /* the struct header (strata.h: STRATA_STRUCT_MAGIC): strata_kv_config_init
+                            sets it */
+  uint32_t struct_magic; /* STRATA_STRUCT_MAGIC */
+  uint32_t struct_version;   /* STRATA_VERSION_NUMBER of the header it was built with */
+  const char *name;          /* unique among the agents that talk to each other; required */
+  const char *secret;        /* the job secret every connection proves (NULL = "": a warning) */
+  const char *job_id;        /* with the secret, names the key (NULL = "strata-kv") */
+  const char *listen_host;   /* where the responder listens (NULL = "127.0.0.1") */
+  int listen_port;           /* 0 = any free port */
+  int streams;               /* connections per peer for bulk bytes (0 = 4) */
+  size_t slice_bytes;        /* a descriptor is cut into slices this large (0 = 1 MiB) */
+  double timeout_s;          /* the longest a peer may stay silent mid-operation (0 = 10 s) */
+  strata_kv_backend backend; /* towards every peer (AUTO by default; STRATA_KV_BACKEND then) */
+  int bulk_nice;             /* niceness added to bulk threads so the lane runs first (0 = 5;
+                                negative = leave them alone) */
+  strata_kv_lane_sched lane_realtime; /* REALTIME (default): the lane runs SCHED_FIFO priority 1
+                              where the process may (CAP_SYS_NICE, or RLIMIT_RTPRIO >= 1) — the
+                              target's serving thread for good, a caller's thread for the duration
+                              of its strata_kv_lane_call (an ordinary thread only; its policy is put
                               back) — and quietly at the process's niceness otherwise; so bulk
                               threads and a loaded host do not delay replies. The handler runs
                               real-time too: a slow one delays the host's ordinary threads, and
-                              threads it starts inherit SCHED_FIFO. -1: never */
-  int seal;                /* 0: sealed between hosts, clear within one (as STRATA_ENCRYPT=auto);
-                              1: always sealed; -1: never */
+                              threads it starts inherit SCHED_FIFO. PLAIN: never */
+  strata_kv_seal seal;                /* AUTO (default): sealed between hosts, clear within one (as
+                                         STRATA_ENCRYPT=auto); ON: always sealed; OFF: never */
 } strata_kv_config;
 
-/* Zeroes *cfg: every field at its default. */
-STRATA_API void strata_kv_config_init(strata_kv_config *cfg);
+/* Zeroes *cfg (every field at its default) and sets its struct header; a macro over
+ * strata_kv_config_init_sized. */
+STRATA_API void strata_kv_config_init_sized(strata_kv_config *cfg, size_t struct_size,
+                                            int header_version);
+#define strata_kv_config_init(cfg) \
+  strata_kv_config_init_sized((cfg), sizeof(strata_kv_config), STRATA_VERSION_NUMBER)
 /* 1 when this libstrata has the backend (AUTO, TCP and SHM always; UCX when it was built with
  * libucx-dev and libucp.so.0 loads, which it is then, once), 0 otherwise. */
 STRATA_API int strata_kv_backend_supported(int backend);

@@ -17,6 +17,7 @@
 #include "emu/forwarder.h"
 #include "emu/link.h"
 #include "emu/site.h"
+#include "model/cipher.h"
 #include "model/cost.h"
 #include "model/host.h"
 #include "plan/place.h"

@@ -62,7 +62,6 @@
 #include "bench_predict.h"
 #include "commands.h"
 #include "planner.h"
-#include "net/seal.h"
 #include "strata.h"
 #include "util.h"
 
@@ -2106,43 +2105,18 @@ static int bench_comm_init(const bench_options *opt, strata_comm **comm) {
  * transport's sealed piece) with each cipher, as the planner's encryption cost assumes. */
 static int bench_cipher(void) {
   enum { PIECE = 256 * 1024, BYTES = 1 << 30 };
-  uint8_t *buf = malloc(PIECE), key[STRATA_SEAL_KEY_BYTES], tag[STRATA_SEAL_TAG_BYTES];
-  if (!buf) return BENCH_EXIT_FAILED;
-  memset(buf, 0x5a, PIECE);
-  memset(key, 7, sizeof key);
-  printf("# cipher speed on one core, %d KiB frames\n", PIECE / 1024);
-  for (int cipher = STRATA_SEAL_CHACHA20_POLY1305; cipher <= STRATA_SEAL_AES256_GCM; cipher++) {
-    const char *name = cipher == STRATA_SEAL_AES256_GCM ? "AES-256-GCM" : "ChaCha20-Poly1305";
-    if (cipher == STRATA_SEAL_AES256_GCM && !strata_seal_aes_available()) {
-      printf("%-18s  not available (no AES-NI)\n", name);
-      continue;
-    }
-    strata_seal tx, rx;
-    if (strata_seal_init(&tx, 1, cipher, key) || strata_seal_init(&rx, 1, cipher, key)) {
-      free(buf);
-      return BENCH_EXIT_FAILED;
-    }
-    double seal_s = 0, open_s = 0;
-    int bad = 0;
-    for (int i = 0; i < BYTES / PIECE; i++) {
-      double t0 = tool_now_s();
-      bad |= strata_seal_close(&tx, buf, buf, PIECE, tag) != STRATA_OK;
-      double t1 = tool_now_s();
-      bad |= strata_seal_open(&rx, buf, buf, PIECE, tag) != STRATA_OK;
-      open_s += tool_now_s() - t1;
-      seal_s += t1 - t0;
-    }
-    strata_seal_free(&tx);
-    strata_seal_free(&rx);
-    if (bad) {
-      fprintf(stderr, "strata bench --cipher: %s did not seal or open its own frames\n", name);
-      free(buf);
-      return BENCH_EXIT_FAILED;
-    }
-    printf("%-18s  seal %.2f GB/s  open %.2f GB/s\n", name, BYTES / seal_s / 1e9,
-           BYTES / open_s / 1e9);
+  strata_cipher_rate rates[STRATA_CIPHER_COUNT];
+  if (strata_cipher_measure(PIECE, BYTES, rates) != STRATA_OK) {
+    fprintf(stderr, "strata bench --cipher: a cipher did not start or open its own frames\n");
+    return BENCH_EXIT_FAILED;
   }
-  free(buf);
+  printf("# cipher speed on one core, %d KiB frames\n", PIECE / 1024);
+  for (int i = 0; i < STRATA_CIPHER_COUNT; i++)
+    if (!rates[i].available)
+      printf("%-18s  not available (no AES-NI)\n", rates[i].name);
+    else
+      printf("%-18s  seal %.2f GB/s  open %.2f GB/s\n", rates[i].name, rates[i].seal_gbps,
+             rates[i].open_gbps);
   return BENCH_EXIT_OK;
 }
 

@@ -28,7 +28,7 @@ typedef struct bench_sweep_row {
 int bench_sweep(strata_comm *comm, int argc, char **argv, bench_sweep_row **rows,
                 size_t *rows_count);
 
-/* `strata bench kv ARGS`: KV transfer prefill -> decode on this host (bench/kv/kv_bench.c, built
+/* `strata bench kv ARGS`: KV transfer prefill -> decode on this host (tools/kv_bench.c, built
  * into the command; argv[0] = "kv"). A program of its own, not a collective: no launcher. */
 int strata_kv_bench_main(int argc, char **argv);
 

@@ -5,7 +5,8 @@
  * A program must run unchanged under `strata launch`, mpirun, srun and torchrun, so the rank,
  * the world size and the store address are read from each launcher's own variables, overlaid in
  * increasing priority: Slurm, then OpenMPI, then torchrun, then strata's own STRATA_* (which
- * always win). docs/config.md is the one table of every variable read here; keep them in step.
+ * always win). Strata's own are the rows of one table (boot/settings.c), which docs/config.md is
+ * generated from.
  *
  * Two conventions need more than copying:
  *  - torchrun: MASTER_ADDR:MASTER_PORT is torchrun's own TCPStore (PyTorch's agent listens
@@ -31,7 +32,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "boot/store.h"
+#include "boot/settings.h"
+#include "core/abi.h"
 #include "strata.h"
 
 /* Derived store ports: 20000 + hash % 10000, clear of torchrun's default 29500 only by luck,
@@ -52,27 +54,10 @@ typedef struct env_reader {
   const char *rank_var, *world_size_var;
 } env_reader;
 
-void strata_config_init(strata_config *cfg) {
-  if (!cfg) return;
-  memset(cfg, 0, sizeof *cfg);
-  cfg->rank = -1;
-  cfg->world_size = -1;
-  cfg->local_rank = -1;
-  cfg->store_external = 0;
-  snprintf(cfg->job_id, sizeof cfg->job_id, "strata");
-  cfg->shm_enabled = 1;
-  cfg->shm_cma = 1;
-  /* one count serves the whole mesh: 8 fill a fat long link better, but overrun the queue of a
-   * thin one (docs/wan.md) */
-  cfg->tcp_streams = 4;
-  cfg->tcp_buffer_bytes = 0; /* auto: from the measured RTT (src/net/tcp_mesh.c) */
-  cfg->tcp_govern = 1;       /* acts on WAN pairs only (tcp.c), lets go where it costs */
-  cfg->chunk_bytes = 0;      /* the schedule builder's default */
-  cfg->timeout_s = 30.0;
-  cfg->encrypt = STRATA_ENCRYPT_AUTO;
-  cfg->algo = STRATA_ALGO_AUTO;
-  cfg->compress = STRATA_COMPRESS_NONE;
-  cfg->log_level = STRATA_LOG_WARN;
+void strata_config_init_sized(strata_config *cfg, size_t struct_size, int header_version) {
+  strata_config defaults;
+  strata_settings_config_defaults(&defaults);
+  strata_struct_init(cfg, &defaults, sizeof defaults, struct_size, header_version);
 }
 
 /* ---- reading one variable ---- */
@@ -91,9 +76,7 @@ static const char *reader_get(env_reader *r, const char *name) {
 }
 
 static int env_error(env_reader *r, const char *name, const char *value, const char *expected) {
-  if (r->err && r->err_len)
-    snprintf(r->err, r->err_len, "%s=%s: expected %s", name, value, expected);
-  return STRATA_ERR_CONFIG;
+  return strata_setting_error(name, value, expected, r->err, r->err_len);
 }
 
 /* Sets *out when name is set to an integer in [min, max]; *found (may be NULL) says whether. */
@@ -101,186 +84,7 @@ static int env_int(env_reader *r, const char *name, long min, long max, int *out
   const char *value = reader_get(r, name);
   if (found) *found = value != NULL;
   if (!value) return STRATA_OK;
-  char *end;
-  errno = 0;
-  long v = strtol(value, &end, 10);
-  if (errno || end == value || *end || v < min || v > max) {
-    char expected[96];
-    snprintf(expected, sizeof expected, "an integer from %ld to %ld", min, max);
-    return env_error(r, name, value, expected);
-  }
-  *out = (int)v;
-  return STRATA_OK;
-}
-
-static int env_size(env_reader *r, const char *name, size_t *out) {
-  const char *value = reader_get(r, name);
-  uint64_t bytes = 0;
-  if (value && (strata_size_parse(value, &bytes) != STRATA_OK || bytes > SIZE_MAX))
-    return env_error(r, name, value, "a byte count such as 65536, 512K, 4M or 1G");
-  if (value) *out = (size_t)bytes;
-  return STRATA_OK;
-}
-
-static int env_bool(env_reader *r, const char *name, int *out) {
-  const char *value = reader_get(r, name);
-  if (!value) return STRATA_OK;
-  static const char *const yes[] = {"1", "yes", "true", "on"}, *const no[] = {"0", "no", "false",
-                                                                              "off"};
-  for (int i = 0; i < 4; i++) {
-    if (!strcasecmp(value, yes[i])) return *out = 1, STRATA_OK;
-    if (!strcasecmp(value, no[i])) return *out = 0, STRATA_OK;
-  }
-  return env_error(r, name, value, "1 or 0 (also yes/no, true/false, on/off)");
-}
-
-/* A string without whitespace that fits in cap bytes (NUL included). */
-static int env_word(env_reader *r, const char *name, char *out, size_t cap) {
-  const char *value = reader_get(r, name);
-  if (!value) return STRATA_OK;
-  if (strlen(value) >= cap) {
-    char expected[64];
-    snprintf(expected, sizeof expected, "at most %zu characters", cap - 1);
-    return env_error(r, name, value, expected);
-  }
-  for (const char *c = value; *c; c++)
-    if (isspace((unsigned char)*c) || iscntrl((unsigned char)*c))
-      return env_error(r, name, value, "no spaces or control characters");
-  snprintf(out, cap, "%s", value);
-  return STRATA_OK;
-}
-
-/* STRATA_SECRET_FILE: the secret is the file's contents without its trailing newline(s). The
- * error names the file, never what it holds. */
-static int env_secret_file(env_reader *r, const char *path, char *out, size_t cap) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    char expected[160];
-    snprintf(expected, sizeof expected, "a readable file holding the job secret (%s)",
-             strerror(errno));
-    return env_error(r, "STRATA_SECRET_FILE", path, expected);
-  }
-  char text[258];
-  size_t len = fread(text, 1, sizeof text - 1, f);
-  int failed = ferror(f);
-  fclose(f);
-  while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r')) len--;
-  const char *wrong = failed                    ? "a readable file holding the job secret"
-                      : len == 0                ? "a file holding the job secret (it is empty)"
-                      : len >= cap              ? "a secret of at most 255 characters"
-                      : memchr(text, '\0', len) ? "a secret without NUL bytes"
-                                                : NULL;
-  if (!wrong) {
-    memcpy(out, text, len);
-    out[len] = '\0';
-  }
-  memset(text, 0, sizeof text);
-  return wrong ? env_error(r, "STRATA_SECRET_FILE", path, wrong) : STRATA_OK;
-}
-
-static int env_timeout(env_reader *r, const char *name, double *out) {
-  const char *value = reader_get(r, name);
-  if (!value) return STRATA_OK;
-  char *end;
-  errno = 0;
-  double v = strtod(value, &end);
-  if (errno || end == value || *end || !isfinite(v) || !(v > 0))
-    return env_error(r, name, value, "seconds, a number > 0 such as 30 or 2.5");
-  /* a wait this long is "forever"; longer ones would overflow millisecond poll timeouts */
-  *out = v < STRATA_TIMEOUT_MAX_S ? v : STRATA_TIMEOUT_MAX_S;
-  return STRATA_OK;
-}
-
-/* STRATA_ENCRYPT: off, on or auto. */
-static int env_encrypt(env_reader *r, const char *name, int *out) {
-  const char *value = reader_get(r, name);
-  if (!value) return STRATA_OK;
-  if (!strcasecmp(value, "auto")) return *out = STRATA_ENCRYPT_AUTO, STRATA_OK;
-  int on = 0;
-  int status = env_bool(r, name, &on);
-  if (status != STRATA_OK) return env_error(r, name, value, "auto, on or off (also 1/0)");
-  *out = on ? STRATA_ENCRYPT_ON : STRATA_ENCRYPT_OFF;
-  return STRATA_OK;
-}
-
-/* STRATA_OP_TIMEOUT: seconds > 0, or 0 / "off" for no limit. */
-static int env_op_timeout(env_reader *r, const char *name, double *out) {
-  const char *value = reader_get(r, name);
-  if (!value) return STRATA_OK;
-  if (!strcasecmp(value, "off")) {
-    *out = 0;
-    return STRATA_OK;
-  }
-  char *end;
-  errno = 0;
-  double v = strtod(value, &end);
-  if (errno || end == value || *end || !isfinite(v) || v < 0)
-    return env_error(r, name, value, "seconds, a number >= 0 such as 1800 (0 or off: no limit)");
-  *out = v;
-  return STRATA_OK;
-}
-
-/* A link rate in Gb/s: a number > 0 and at most 100000 (100 Tb/s). */
-static int env_gbps(env_reader *r, const char *name, double *out) {
-  const char *value = reader_get(r, name);
-  if (!value) return STRATA_OK;
-  char *end;
-  errno = 0;
-  double v = strtod(value, &end);
-  if (errno || end == value || *end || !isfinite(v) || !(v > 0) || v > 100000)
-    return env_error(r, name, value, "Gb/s, a number > 0 such as 1, 10 or 0.2");
-  *out = v;
-  return STRATA_OK;
-}
-
-static int env_log_level(env_reader *r, const char *name, strata_log_level *out) {
-  const char *value = reader_get(r, name);
-  if (!value) return STRATA_OK;
-  static const char *const names[] = {"off", "error", "warn", "info", "debug", "trace"};
-  for (int i = 0; i < 6; i++) {
-    char digit[2] = {(char)('0' + i), '\0'};
-    if (!strcasecmp(value, names[i]) || !strcmp(value, digit))
-      return *out = (strata_log_level)i, STRATA_OK;
-  }
-  if (!strcasecmp(value, "warning")) return *out = STRATA_LOG_WARN, STRATA_OK;
-  return env_error(r, name, value, "off, error, warn, info, debug, trace or 0..5");
-}
-
-static int env_algo(env_reader *r, const char *name, strata_algo *out) {
-  const char *value = reader_get(r, name);
-  if (!value) return STRATA_OK;
-  char lower[32];
-  size_t n = strlen(value);
-  if (n < sizeof lower) {
-    for (size_t i = 0; i <= n; i++) lower[i] = (char)tolower((unsigned char)value[i]);
-    if (strata_algo_parse(lower, out) == STRATA_OK) return STRATA_OK;
-  }
-  return env_error(r, name, value, "auto, ring, rhd, tree or direct");
-}
-
-static int env_compress(env_reader *r, const char *name, strata_compress *out) {
-  const char *value = reader_get(r, name);
-  if (!value) return STRATA_OK;
-  char lower[32];
-  size_t n = strlen(value);
-  strata_compress c;
-  if (n < sizeof lower) {
-    for (size_t i = 0; i <= n; i++) lower[i] = (char)tolower((unsigned char)value[i]);
-    /* "default" would point the default at itself */
-    if (strata_compress_parse(lower, &c) == STRATA_OK && c != STRATA_COMPRESS_DEFAULT)
-      return *out = c, STRATA_OK;
-  }
-  return env_error(r, name, value, "none, bf16, f16, int8, fp8 or int4");
-}
-
-/* A store address a client can connect to: HOST:PORT with a host and a port 1..65535. */
-static int check_store_addr(env_reader *r, const char *name, const char *value) {
-  char host[256], why[320];
-  int port;
-  if (strata_store_addr_parse(value, 0, host, sizeof host, &port, why, sizeof why) != STRATA_OK ||
-      port == 0)
-    return env_error(r, name, value, "HOST:PORT with a port from 1 to 65535 (IPv6: [ADDR]:PORT)");
-  return STRATA_OK;
+  return strata_setting_parse_int(name, value, min, max, out, r->err, r->err_len);
 }
 
 /* ---- the launchers, lowest priority first ---- */
@@ -319,57 +123,37 @@ static int overlay_torchrun_addr(env_reader *r, strata_config *cfg) {
                             : snprintf(addr, sizeof addr, "%s:%d", host, port + 1);
   if (n < 0 || (size_t)n >= sizeof addr)
     return env_error(r, "MASTER_ADDR", host, "a shorter host name");
-  TRY(check_store_addr(r, "MASTER_ADDR", addr));
-  memcpy(cfg->store_addr, addr, sizeof addr);
+  if (strata_setting_parse(strata_setting_find("STRATA_ADDR"), addr, cfg, NULL, 0) != STRATA_OK)
+    return env_error(r, "MASTER_ADDR", addr,
+                     "HOST:PORT with a port from 1 to 65535 (IPv6: [ADDR]:PORT)");
   return STRATA_OK;
 }
 
+/* Every CONFIG row of the table (boot/settings.c), in its order. */
 static int overlay_strata(env_reader *r, strata_config *cfg) {
-  int found_rank = 0, found_size = 0;
-  TRY(env_int(r, "STRATA_RANK", 0, 1 << 30, &cfg->rank, &found_rank));
-  TRY(env_int(r, "STRATA_WORLD_SIZE", 1, 1 << 30, &cfg->world_size, &found_size));
-  TRY(env_int(r, "STRATA_LOCAL_RANK", 0, 1 << 30, &cfg->local_rank, NULL));
-  if (found_rank) r->rank_var = "STRATA_RANK";
-  if (found_size) r->world_size_var = "STRATA_WORLD_SIZE";
-  const char *addr = reader_get(r, "STRATA_ADDR");
-  if (addr) {
-    TRY(check_store_addr(r, "STRATA_ADDR", addr));
-    snprintf(cfg->store_addr, sizeof cfg->store_addr, "%s", addr);
+  size_t count;
+  const strata_setting *rows = strata_settings(&count);
+  const char *secret = NULL, *secret_file = NULL, *topology = NULL;
+  for (size_t i = 0; i < count; i++) {
+    const strata_setting *row = &rows[i];
+    if (row->scope != STRATA_SETTING_CONFIG) continue;
+    const char *value = reader_get(r, row->name);
+    if (!value) continue;
+    if (row->kind == STRATA_SETTING_SECRET) secret = value;
+    if (row->kind == STRATA_SETTING_SECRET_FILE) secret_file = value;
+    if (row->kind == STRATA_SETTING_TOPOLOGY) topology = value;
+    if (secret_file && secret)
+      return env_error(r, "STRATA_SECRET_FILE", secret_file,
+                       "STRATA_SECRET unset (set one of STRATA_SECRET and STRATA_SECRET_FILE)");
+    TRY(strata_setting_parse(row, value, cfg, r->err, r->err_len));
+    if (row->offset == offsetof(strata_config, rank) && row->size) r->rank_var = row->name;
+    if (row->offset == offsetof(strata_config, world_size) && row->size)
+      r->world_size_var = row->name;
   }
-  TRY(env_bool(r, "STRATA_STORE_EXTERNAL", &cfg->store_external));
-  TRY(env_word(r, "STRATA_HOST", cfg->advertise_host, sizeof cfg->advertise_host));
-  TRY(env_word(r, "STRATA_JOB_ID", cfg->job_id, sizeof cfg->job_id));
-  const char *secret = reader_get(r, "STRATA_SECRET");
-  if (secret && strlen(secret) >= sizeof cfg->secret)
-    return env_error(r, "STRATA_SECRET", "(hidden)", "at most 255 characters");
-  if (secret) snprintf(cfg->secret, sizeof cfg->secret, "%s", secret);
-  const char *secret_file = reader_get(r, "STRATA_SECRET_FILE");
-  if (secret_file && secret)
-    return env_error(r, "STRATA_SECRET_FILE", secret_file,
-                     "STRATA_SECRET unset (set one of STRATA_SECRET and STRATA_SECRET_FILE)");
-  if (secret_file) TRY(env_secret_file(r, secret_file, cfg->secret, sizeof cfg->secret));
-  TRY(env_bool(r, "STRATA_SHM", &cfg->shm_enabled));
-  TRY(env_bool(r, "STRATA_SHM_CMA", &cfg->shm_cma));
-  TRY(env_int(r, "STRATA_TCP_STREAMS", 1, 64, &cfg->tcp_streams, NULL));
-  TRY(env_size(r, "STRATA_TCP_BUFFER", &cfg->tcp_buffer_bytes));
-  TRY(env_word(r, "STRATA_TCP_CC", cfg->tcp_congestion, sizeof cfg->tcp_congestion));
-  TRY(env_gbps(r, "STRATA_TCP_LINK_GBPS", &cfg->tcp_link_gbps));
-  TRY(env_bool(r, "STRATA_TCP_GOVERN", &cfg->tcp_govern));
-  TRY(env_size(r, "STRATA_CHUNK", &cfg->chunk_bytes));
-  TRY(env_timeout(r, "STRATA_TIMEOUT", &cfg->timeout_s));
-  TRY(env_op_timeout(r, "STRATA_OP_TIMEOUT", &cfg->op_timeout_s));
-  TRY(env_bool(r, "STRATA_ELASTIC", &cfg->elastic));
-  TRY(env_bool(r, "STRATA_JOIN", &cfg->join));
-  TRY(env_encrypt(r, "STRATA_ENCRYPT", &cfg->encrypt));
-  TRY(env_algo(r, "STRATA_ALGO", &cfg->algo));
-  TRY(env_log_level(r, "STRATA_LOG", &cfg->log_level));
-  TRY(env_word(r, "STRATA_SITE", cfg->site, sizeof cfg->site));
-  TRY(env_compress(r, "STRATA_COMPRESS", &cfg->compress));
   /* A rank never reads a topology file (the runtime does not link the planner): the launcher
    * turns it into STRATA_SITE. A job that still sets only STRATA_TOPOLOGY would silently run
    * flat, so it is refused with the way to say it. */
-  const char *topology = reader_get(r, "STRATA_TOPOLOGY");
-  if (topology && topology[0] && !cfg->site[0])
+  if (topology && !cfg->site[0])
     return env_error(
         r, "STRATA_TOPOLOGY", topology,
         "STRATA_SITE instead: ranks do not read topology files; `strata launch "
@@ -442,18 +226,33 @@ static int check_consistent(env_reader *r, const strata_config *cfg) {
   return STRATA_OK;
 }
 
+int strata_config_import(const strata_config *cfg, strata_config *full, char *err, size_t err_len) {
+  strata_settings_config_defaults(full);
+  return strata_struct_import(cfg, full, sizeof *full, "strata_config", "strata_config_init", err,
+                              err_len);
+}
+
+static int overlay_environment(env_reader *r, strata_config *cfg) {
+  TRY(overlay_ranks(r, cfg, ENV_SLURM, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"));
+  TRY(overlay_ranks(r, cfg, ENV_OMPI, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                    "OMPI_COMM_WORLD_LOCAL_RANK"));
+  TRY(overlay_ranks(r, cfg, ENV_TORCHRUN, "RANK", "WORLD_SIZE", "LOCAL_RANK"));
+  TRY(overlay_torchrun_addr(r, cfg));
+  TRY(overlay_strata(r, cfg));
+  derive_defaults(r, cfg);
+  return check_consistent(r, cfg);
+}
+
 int strata_config_from_env(strata_config *cfg, char *err, size_t err_len) {
   if (err && err_len) err[0] = '\0';
   if (!cfg) return STRATA_ERR_INVALID_ARG;
+  strata_config full;
+  TRY(strata_config_import(cfg, &full, err, err_len));
   env_reader r = {.err = err, .err_len = err_len};
-  TRY(overlay_ranks(&r, cfg, ENV_SLURM, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"));
-  TRY(overlay_ranks(&r, cfg, ENV_OMPI, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                    "OMPI_COMM_WORLD_LOCAL_RANK"));
-  TRY(overlay_ranks(&r, cfg, ENV_TORCHRUN, "RANK", "WORLD_SIZE", "LOCAL_RANK"));
-  TRY(overlay_torchrun_addr(&r, cfg));
-  TRY(overlay_strata(&r, cfg));
-  derive_defaults(&r, cfg);
-  return check_consistent(&r, cfg);
+  int status = overlay_environment(&r, &full);
+  /* as before: what was read up to a bad value stays read */
+  strata_struct_export(cfg, &full);
+  return status;
 }
 
 int strata_config_set(strata_config *cfg, const char *name, const char *value, char *err,
@@ -472,11 +271,12 @@ int strata_config_set(strata_config *cfg, const char *name, const char *value, c
   }
   var[7 + len] = '\0';
   env_reader r = {.err = err, .err_len = err_len, .only_name = var, .only_value = value};
-  strata_config copy = *cfg;
+  strata_config copy;
+  TRY(strata_config_import(cfg, &copy, err, err_len));
   int status = overlay_strata(&r, &copy);
   if (!r.only_seen) goto unknown;
   if (status == STRATA_OK) status = check_consistent(&r, &copy);
-  if (status == STRATA_OK) *cfg = copy;
+  if (status == STRATA_OK) strata_struct_export(cfg, &copy);
   return status;
 unknown:
   if (err && err_len)

@@ -48,9 +48,15 @@
 #include "boot/store_net.h"
 #include "boot/store_wire.h"
 #include "core/core.h"
+#include "core/store.h"
+
+/* Both stores of this file (a client of the server, and the caller's callbacks) are this struct
+ * behind one implementation table (core/store.h), `impl` below. */
+static const strata_store_impl impl;
 
 struct strata_store {
-  int has_ops; /* the caller's store: ops and local_host below, no socket */
+  strata_store_head head; /* first: core/store.c dispatches through it */
+  int has_ops;            /* the caller's store: ops and local_host below, no socket */
   strata_store_ops ops;
   char local_host[64];
   int fd;
@@ -126,7 +132,7 @@ static int connect_retrying(const char *addr, const char *host, const char *port
   }
 }
 
-void strata_store_close(strata_store *s) {
+static void store_close(strata_store *s) {
   if (!s) return;
   if (s->has_ops) {
     free(s);
@@ -138,7 +144,7 @@ void strata_store_close(strata_store *s) {
   free(s);
 }
 
-int strata_store_local_host(const strata_store *s, char *host, size_t len) {
+static int store_local_host(const strata_store *s, char *host, size_t len) {
   if (!s || !host || len == 0) return STRATA_ERR_INVALID_ARG;
   if (s->has_ops) {
     snprintf(host, len, "%s", s->local_host);
@@ -442,6 +448,7 @@ static int store_connect(const char *addr, const char *secret, const char *key_j
     return status;
   }
   strata_store *s = calloc(1, sizeof *s);
+  if (s) s->head.impl = &impl;
   if (!s) return STRATA_ERR_NO_MEMORY;
   s->fd = -1;
   s->op_timeout_s = timeout_s;
@@ -593,6 +600,7 @@ int strata_store_from_ops(const strata_store_ops *ops, const char *rendezvous_ho
   *out = NULL;
   if (!ops || !ops->set || !ops->get || !ops->add) return STRATA_ERR_INVALID_ARG;
   strata_store *s = calloc(1, sizeof *s);
+  if (s) s->head.impl = &impl;
   if (!s) return STRATA_ERR_NO_MEMORY;
   s->has_ops = 1;
   s->ops = *ops;
@@ -607,7 +615,7 @@ static int key_ok(const char *key) {
   return n > 0 && n <= STORE_WIRE_MAX_KEY_BYTES;
 }
 
-int strata_store_set(strata_store *s, const char *key, const void *value, size_t len) {
+static int store_set(strata_store *s, const char *key, const void *value, size_t len) {
   if (!s || !key_ok(key) || (!value && len) || len > STORE_WIRE_MAX_VALUE_BYTES)
     return STRATA_ERR_INVALID_ARG;
   if (s->has_ops) return ops_status(s->ops.set(s->ops.context, key, value ? value : "", len));
@@ -624,7 +632,7 @@ int strata_store_set(strata_store *s, const char *key, const void *value, size_t
   return status;
 }
 
-int strata_store_set_if_absent(strata_store *s, const char *key, const void *value, size_t len,
+static int store_set_if_absent(strata_store *s, const char *key, const void *value, size_t len,
                                int *was_set) {
   if (!s || !key_ok(key) || (!value && len) || len > STORE_WIRE_MAX_VALUE_BYTES || !was_set)
     return STRATA_ERR_INVALID_ARG;
@@ -648,7 +656,7 @@ int strata_store_set_if_absent(strata_store *s, const char *key, const void *val
   return status;
 }
 
-int strata_store_get(strata_store *s, const char *key, void **value, size_t *len,
+static int store_get(strata_store *s, const char *key, void **value, size_t *len,
                      double timeout_s) {
   if (!s || !key_ok(key) || !value || !len || !(timeout_s >= 0)) return STRATA_ERR_INVALID_ARG;
   *value = NULL;
@@ -679,7 +687,7 @@ int strata_store_get(strata_store *s, const char *key, void **value, size_t *len
   return status;
 }
 
-int strata_store_wait(strata_store *s, const char *const *keys, size_t nkeys, double timeout_s) {
+static int store_wait(strata_store *s, const char *const *keys, size_t nkeys, double timeout_s) {
   if (!s || (!keys && nkeys) || nkeys > STORE_WIRE_MAX_WAIT_KEYS || !(timeout_s >= 0))
     return STRATA_ERR_INVALID_ARG;
   if (nkeys == 0) return STRATA_OK;
@@ -701,7 +709,7 @@ int strata_store_wait(strata_store *s, const char *const *keys, size_t nkeys, do
   return status;
 }
 
-int strata_store_add(strata_store *s, const char *key, int64_t delta, int64_t *result) {
+static int store_add(strata_store *s, const char *key, int64_t delta, int64_t *result) {
   if (!s || !key_ok(key)) return STRATA_ERR_INVALID_ARG;
   if (s->has_ops) {
     int64_t ignored;
@@ -718,3 +726,11 @@ int strata_store_add(strata_store *s, const char *key, int64_t delta, int64_t *r
   free(reply);
   return status;
 }
+
+static const strata_store_impl impl = {.set = store_set,
+                                       .set_if_absent = store_set_if_absent,
+                                       .get = store_get,
+                                       .wait = store_wait,
+                                       .add = store_add,
+                                       .local_host = store_local_host,
+                                       .close = store_close};

@@ -10,10 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/store.h" /* the interface every store implements */
 #include "strata.h"
 
 /* The client calls (connect_auth, set, get, wait, set_if_absent, add, close), the server
- * (strata_store_server_*) and strata_store_addr_parse are public: strata.h. */
+ * (strata_store_server_*) and strata_store_addr_parse are public: strata.h. The calls on a store
+ * dispatch through core/store.h's interface; this file makes the stores. */
 
 /* Every connection proves the job key first (store_wire.h: AUTH), the key of (secret, job_id)
  * (core/secret.c; the job id counts only with a secret, and an elastic epoch's id names its base
@@ -36,8 +38,6 @@ int strata_store_connect_job(const char *addr, const char *job_id, int rank, int
                              double timeout_s, strata_store **out);
 int strata_store_connect_job_auth(const char *addr, const char *secret, const char *job_id,
                                   int rank, int nranks, double timeout_s, strata_store **out);
-/* The local address ("a.b.c.d") of the connection to the store: how peers can reach us. */
-int strata_store_local_host(const strata_store *s, char *host, size_t len);
 /* Runs `len` bytes, as one connection sent them, through the server's request parser and
  * handlers (no socket, no thread; replies are discarded): for fuzzing (tests/fuzz/fuzz_store.c).
  * `authenticated` 0 starts the connection as a stranger that must send AUTH first (for the key

@@ -83,10 +83,6 @@ static inline int strata_mod(int64_t a, int n) {
   return (int)(m < 0 ? m + n : m);
 }
 
-/* Pipeline rounds for `count` elements when one message carries at most `chunk_bytes` and a
- * round is cut into `parts` messages: ceil(count / (parts * chunk_elems)), in [1, MAX_ROUNDS]. */
-uint64_t strata_coll_rounds(const strata_sched_params *p, uint64_t count, uint64_t parts);
-
 typedef struct strata_slot_pool {
   uint64_t base_bytes; /* scratch offset of slot 0 */
   uint64_t slot_bytes;

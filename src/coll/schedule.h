@@ -126,6 +126,11 @@ strata_algo strata_schedule_choose(const strata_sched_params *params);
  * algorithm forced for every collective (STRATA_ALGO) does not apply to this one. */
 int strata_schedule_algo_applies(strata_coll coll, strata_algo algo);
 void strata_schedule_free(strata_schedule *sched);
+/* Pipeline rounds for `count` elements when one message carries at most `chunk_bytes` and a
+ * round is cut into `parts` messages: ceil(count / (parts * chunk_elems)), in [1, 4096] (and
+ * rounds * nranks <= 65536): how the builders cut a collective, and how the cost model
+ * (src/model/cost.c) counts its messages. */
+uint64_t strata_coll_rounds(const strata_sched_params *p, uint64_t count, uint64_t parts);
 
 /* Builder helpers (schedule.c). Each returns the new step's index, or -1 on allocation failure
  * (the schedule remembers the failure; strata_schedule_status() reports it). */

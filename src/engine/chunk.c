@@ -11,7 +11,7 @@
 #include <math.h>
 
 #include "coll/schedule.h"
-#include "net/tcp_tune.h"
+#include "net/transport.h"
 
 /* The WAN rate assumed when STRATA_TCP_LINK_GBPS is not given: what tenants measure between
  * cloud regions (Oregon-Virginia 0.79, Virginia-Ohio 1.12 Gbit/s, DS3Lab/DT-FM scheduler config).
@@ -23,7 +23,7 @@ static const double CHUNK_LAN_UNIT_BYTES = 64.0 * 1024.0;
 static const uint64_t CHUNK_LAN_MAX_BYTES = 4u << 20;
 
 uint64_t strata_chunk_for_path(unsigned rtt_us, double link_gbps, uint64_t lan_chunk_bytes) {
-  if (rtt_us < STRATA_TCP_WAN_RTT_US) {
+  if (rtt_us < STRATA_NET_WAN_RTT_US) {
     /* A LAN: the small chunk unless the user gave the link rate and its bandwidth-delay product
      * needs more in flight (100 Gbit/s x 60 us x 1.5 over 4 chunks: 320 KiB). */
     if (!(link_gbps > 0)) return lan_chunk_bytes;

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 /* Pipelining chunk for a path of round trip rtt_us (the TCP handshake's, 0 = unknown).
- * rtt_us < STRATA_TCP_WAN_RTT_US (LAN, loopback, unknown): lan_chunk_bytes, or, when link_gbps
+ * rtt_us < STRATA_NET_WAN_RTT_US (LAN, loopback, unknown): lan_chunk_bytes, or, when link_gbps
  * > 0 is given, enough for R x 1.5 RTT over STRATA_SCHED_RING_CHUNKS_IN_FLIGHT chunks in whole
  * 64 KiB, within [lan_chunk_bytes, 4 MiB]. A WAN path: the power of two (from 1 MiB) that holds
  * one bandwidth-delay product R x RTT, so the ring's STRATA_SCHED_RING_CHUNKS_IN_FLIGHT chunks in

@@ -12,9 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "boot/settings.h"
 #include "core/core.h"
 #include "engine/chunk.h"
 #include "engine/engine.h"
+#include "engine/query.h"
 #include "net/net.h"
 
 /* Pipelining pays where a transfer keeps the wire busy while the CPU reduces (TCP). Between
@@ -211,16 +213,26 @@ int strata_comm_create(const strata_config *cfg, const strata_store_ops *store_o
   return comm_init(cfg, store_ops, out);
 }
 
+/* The caller's configuration, read at this library's size (boot/settings.h, core/abi.h). */
+static int comm_init_user(const strata_config *user, const strata_store_ops *store,
+                          strata_comm **out) {
+  if (!user || !out) return STRATA_ERR_INVALID_ARG;
+  *out = NULL;
+  strata_config cfg;
+  int status = strata_config_import(user, &cfg, NULL, 0);
+  if (status != STRATA_OK) return status;
+  if (cfg.join) return strata_comm_join(&cfg, store, out); /* elastic.c */
+  return comm_init(&cfg, store, out);
+}
+
 int strata_comm_init(const strata_config *cfg, strata_comm **out) {
-  if (cfg && cfg->join) return strata_comm_join(cfg, NULL, out); /* elastic.c */
-  return comm_init(cfg, NULL, out);
+  return comm_init_user(cfg, NULL, out);
 }
 
 int strata_comm_init_store(const strata_config *cfg, const strata_store_ops *store,
                            strata_comm **out) {
   if (!store) return STRATA_ERR_INVALID_ARG;
-  if (cfg && cfg->join) return strata_comm_join(cfg, store, out);
-  return comm_init(cfg, store, out);
+  return comm_init_user(cfg, store, out);
 }
 
 /* ---- split ---- */
@@ -348,6 +360,11 @@ const strata_config *strata_comm_config(const strata_comm *comm) {
 }
 int strata_comm_error(const strata_comm *comm) {
   return comm ? atomic_load(&((strata_comm *)comm)->error) : STRATA_ERR_INVALID_ARG;
+}
+
+unsigned strata_comm_wan_rtt_us(const strata_comm *comm) {
+  unsigned rtt_us = comm && comm->have_net ? strata_net_data_rtt_us(&comm->net) : 0;
+  return rtt_us >= STRATA_NET_WAN_RTT_US ? rtt_us : 0;
 }
 
 const char *strata_comm_transport_name(const strata_comm *comm, int peer) {

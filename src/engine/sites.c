@@ -139,3 +139,16 @@ int strata_comm_agree_sites(strata_comm *comm) {
   free(site_of_rank);
   return status;
 }
+
+int strata_comm_site(const strata_comm *comm, int rank) {
+  if (!comm || rank < 0 || rank >= comm->nranks) return STRATA_ERR_INVALID_ARG;
+  return comm->site_of_rank ? comm->site_of_rank[rank] : 0;
+}
+
+int strata_comm_sites(const strata_comm *comm) {
+  if (!comm) return STRATA_ERR_INVALID_ARG;
+  int sites = 1; /* indices are dense, in order of first appearance */
+  for (int r = 0; comm->site_of_rank && r < comm->nranks; r++)
+    if (comm->site_of_rank[r] >= sites) sites = comm->site_of_rank[r] + 1;
+  return sites;
+}

@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "coll/coll_internal.h"
+#include "coll/schedule.h"
 #include "model/physics.h"
 
 static const char *const algo_names[STRATA_MODEL_ALGO_COUNT] = {

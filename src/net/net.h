@@ -6,7 +6,7 @@
 #ifndef STRATA_NET_NET_H
 #define STRATA_NET_NET_H
 
-#include "boot/store.h"
+#include "core/store.h"
 #include "net/transport.h"
 #include "strata.h"
 

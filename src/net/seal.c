@@ -35,6 +35,7 @@
 /* EVP counts in int: a longer buffer goes through in steps of this (a multiple of the block) */
 #define SEAL_UPDATE_MAX_BYTES (1 << 30)
 
+#ifdef STRATA_TEST_HOOKS
 static uint64_t seal_rekey_after_for_test;
 static int seal_aes_forbidden_for_test;
 
@@ -45,6 +46,9 @@ void strata_seal_set_aes_for_test(int allowed) {
 void strata_seal_set_rekey_after_for_test(uint64_t operations) {
   seal_rekey_after_for_test = operations;
 }
+#else
+enum { seal_rekey_after_for_test = 0, seal_aes_forbidden_for_test = 0 };
+#endif
 
 /* libsodium's test is exactly AES-NI and PCLMUL: the CPUs where OpenSSL's AES-GCM is both fast
  * and free of table lookups. Elsewhere the handshake picks ChaCha20-Poly1305. */

@@ -119,9 +119,11 @@ static const double TCP_TOLD_LINGER_S = 0.25;
 static unsigned tcp_announced_version = STRATA_WIRE_VERSION;
 static const strata_transport_ops tcp_ops;
 
+#ifdef STRATA_TEST_HOOKS
 void strata_tcp_set_announced_version_for_test(unsigned version) {
   tcp_announced_version = version;
 }
+#endif
 
 typedef struct tx_frame {
   strata_xfer *x;                                /* NULL for control frames */
@@ -1362,6 +1364,7 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
 }
 
 /* ---- fuzzing the frame decoder (tests/fuzz/fuzz_wire.c) ---- */
+#ifdef STRATA_TEST_HOOKS
 
 static void fuzz_count_done(strata_xfer *x) {
   ++*(int *)x->user;
@@ -1448,3 +1451,4 @@ int strata_tcp_fuzz_frames_for_test(const uint8_t *data, size_t len, size_t cont
   close(control_sv[1]);
   return 0;
 }
+#endif /* STRATA_TEST_HOOKS */

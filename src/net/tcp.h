@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "boot/store.h"
+#include "core/store.h"
 #include "net/transport.h"
 #include "strata.h"
 

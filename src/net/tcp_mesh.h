@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "boot/store.h"
+#include "core/store.h"
 #include "net/seal.h"
 #include "strata.h"
 

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net/transport.h"
 #include "strata.h"
 
 /* STRATA_OK when cfg->tcp_congestion is "" or the kernel accepts it on a fresh socket; otherwise
@@ -30,10 +31,8 @@ void strata_tcp_tune_established(const strata_config *cfg, int fd, int rank, int
  * guess), round trip rtt_us, `streams` streams per pair. Pure arithmetic (tests). */
 size_t strata_tcp_tune_want_bytes(double link_gbps, unsigned rtt_us, int streams);
 
-/* A connection whose handshake RTT is at least this is a WAN connection (a LAN or loopback RTT is
- * tens of microseconds; a metro link ~1 ms per 100 km of fiber, NetApp MetroCluster ISL
- * docs). */
-#define STRATA_TCP_WAN_RTT_US 1000u
+/* A connection whose handshake RTT is at least this is a WAN connection (net/transport.h). */
+#define STRATA_TCP_WAN_RTT_US STRATA_NET_WAN_RTT_US
 
 /* TCP_NOTSENT_LOWAT for a connection of this RTT: 256 KiB on a WAN (rtt_us >= 1000), 0 = not
  * set on a LAN or loopback. */

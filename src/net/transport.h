@@ -48,6 +48,11 @@ struct strata_xfer {
   int state;
 };
 
+/* A data connection whose handshake round trip is at least this is a WAN one (a LAN or loopback
+ * RTT is tens of microseconds; a metro link ~1 ms per 100 km of fiber, NetApp MetroCluster ISL
+ * docs): what the layers above compare STRATA_TRANSPORT_DATA_RTT_US with. */
+#define STRATA_NET_WAN_RTT_US 1000u
+
 /* What a transport can be asked through ops->query: figures the layers above size or report
  * things by, without naming the transport. */
 typedef enum strata_transport_query {

@@ -27,7 +27,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "boot/settings.h"
 #include "boot/store.h"
+#include "core/abi.h"
 #include "core/core.h"
 #include "net/net.h"
 #include "serve/kv_internal.h"
@@ -35,8 +37,10 @@
 #define KV_BLOB_MAGIC 0x314d564bu /* "KVM1" */
 #define KV_BLOB_VERSION 2u
 
-void strata_kv_config_init(strata_kv_config *cfg) {
-  if (cfg) memset(cfg, 0, sizeof *cfg);
+void strata_kv_config_init_sized(strata_kv_config *cfg, size_t struct_size, int header_version) {
+  strata_kv_config defaults;
+  memset(&defaults, 0, sizeof defaults);
+  strata_struct_init(cfg, &defaults, sizeof defaults, struct_size, header_version);
 }
 
 int strata_kv_backend_supported(int backend) {
@@ -44,19 +48,16 @@ int strata_kv_backend_supported(int backend) {
   return backend >= STRATA_KV_BACKEND_AUTO && backend <= STRATA_KV_BACKEND_SHM;
 }
 
-/* cfg.backend, or STRATA_KV_BACKEND when the config leaves it at AUTO. */
-static int backend_from_env(int backend, int *out) {
-  static const char *const names[] = {"auto", "tcp", "shm", "ucx"};
-  *out = backend;
-  const char *value = getenv("STRATA_KV_BACKEND");
-  if (backend != STRATA_KV_BACKEND_AUTO || !value || !value[0]) return STRATA_OK;
-  for (int i = 0; i < 4; i++)
-    if (!strcasecmp(value, names[i])) {
-      *out = i;
-      return STRATA_OK;
-    }
-  STRATA_LOG(STRATA_LOG_ERROR, -1, "STRATA_KV_BACKEND=%s: expected auto, tcp, shm or ucx", value);
-  return STRATA_ERR_CONFIG;
+/* The caller's config at this library's size, with the STRATA_KV_* variables (boot/settings.c)
+ * checked and filling the fields it leaves at their defaults (the backend at AUTO). */
+static int config_import(const strata_kv_config *user, strata_kv_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  int status = strata_struct_import(user, cfg, sizeof *cfg, "strata_kv_config",
+                                    "strata_kv_config_init", NULL, 0);
+  char err[256];
+  if (status == STRATA_OK && (status = strata_settings_kv(cfg, err, sizeof err)) != STRATA_OK)
+    STRATA_LOG(STRATA_LOG_ERROR, -1, "kv agent: %s", err);
+  return status;
 }
 
 void kv_thread_nice(int nice) {
@@ -105,16 +106,20 @@ void kv_thread_restore(const kv_sched_saved *saved) {
   (void)pthread_setschedparam(pthread_self(), saved->policy, &param);
 }
 
-int strata_kv_agent_create(const strata_kv_config *cfg, strata_kv_agent **out) {
-  if (!cfg || !out || !cfg->name || !cfg->name[0] || strlen(cfg->name) >= STRATA_KV_NAME_BYTES ||
+int strata_kv_agent_create(const strata_kv_config *user_cfg, strata_kv_agent **out) {
+  if (!user_cfg || !out) return STRATA_ERR_INVALID_ARG;
+  *out = NULL;
+  strata_kv_config full;
+  int env_status = config_import(user_cfg, &full);
+  if (env_status != STRATA_OK) return env_status;
+  const strata_kv_config *cfg = &full;
+  if (!cfg->name || !cfg->name[0] || strlen(cfg->name) >= STRATA_KV_NAME_BYTES ||
       cfg->streams < 0 || cfg->streams > STRATA_KV_MAX_STREAMS || cfg->timeout_s < 0 ||
       cfg->slice_bytes > KV_WIRE_MAX_SLICE_BYTES || cfg->backend < 0 ||
       cfg->backend > STRATA_KV_BACKEND_UCX)
     return STRATA_ERR_INVALID_ARG;
   *out = NULL;
-  int backend;
-  int env_status = backend_from_env(cfg->backend, &backend);
-  if (env_status != STRATA_OK) return env_status;
+  int backend = cfg->backend;
   if (!strata_kv_backend_supported(backend)) {
     STRATA_LOG(STRATA_LOG_ERROR, -1,
                "kv agent %s: backend UCX asked, but this libstrata was built without UCX "
@@ -536,6 +541,7 @@ static int blob_parse(const void *blob, size_t bytes, kv_peer *p) {
   return r.left == 0 ? STRATA_OK : STRATA_ERR_PARSE;
 }
 
+#ifdef STRATA_TEST_HOOKS
 int kv_blob_parse_for_test(const void *blob, size_t bytes) {
   kv_peer *p = calloc(1, sizeof *p);
   if (!p) return STRATA_ERR_NO_MEMORY;
@@ -551,6 +557,7 @@ int kv_blob_parse_for_test(const void *blob, size_t bytes) {
   free(p);
   return status;
 }
+#endif
 
 int strata_kv_peer_load(strata_kv_agent *a, const void *blob, size_t bytes, int *peer) {
   if (!a || !blob || !peer) return STRATA_ERR_INVALID_ARG;

@@ -16,31 +16,17 @@
 #include <unistd.h>
 #include <stdio.h>
 
+#include "boot/settings.h"
 #include "core/core.h"
 #include "serve/kv_internal.h"
 
 enum { KV_POLL_SLICE_MS = 100 }; /* how often a wait looks at the stop flag */
 
 static pthread_once_t syscall_bytes_once = PTHREAD_ONCE_INIT;
-static size_t syscall_bytes = KV_SYSCALL_BYTES_DEFAULT;
-
-uint64_t kv_env_u64(const char *name, uint64_t min, uint64_t max, uint64_t fallback,
-                    const char *expected) {
-  const char *value = getenv(name);
-  if (!value || !value[0]) return fallback;
-  char *end;
-  errno = 0;
-  unsigned long long n = strtoull(value, &end, 10);
-  if (value[0] >= '0' && value[0] <= '9' && !*end && errno == 0 && n >= min && n <= max) return n;
-  STRATA_LOG(STRATA_LOG_WARN, -1, "%s=%s ignored: expected %s", name, value, expected);
-  return fallback;
-}
+static size_t syscall_bytes;
 
 static void syscall_bytes_read(void) {
-  char expected[64];
-  snprintf(expected, sizeof expected, "4096..%llu", (unsigned long long)KV_WIRE_MAX_SLICE_BYTES);
-  syscall_bytes = (size_t)kv_env_u64("STRATA_KV_SYSCALL_BYTES", 4096, KV_WIRE_MAX_SLICE_BYTES,
-                                     KV_SYSCALL_BYTES_DEFAULT, expected);
+  syscall_bytes = (size_t)strata_setting_u64("STRATA_KV_SYSCALL_BYTES");
 }
 
 size_t kv_syscall_bytes(void) {

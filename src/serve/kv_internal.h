@@ -49,20 +49,14 @@
  * woken on that core waits for all of it, whatever its priority. Cut calls bound that wait but
  * cost bulk CPU time (more, smaller calls), so they are cut only for KV_LANE_HOT_NS after the
  * agent last carried a lane call, as initiator or target; otherwise a call moves what it is given
- * (a slice, or an SHM batch of slices at most). STRATA_KV_SYSCALL_BYTES overrides the size
- * (4096..64 MiB; tuning). */
-#define KV_SYSCALL_BYTES_DEFAULT ((size_t)64 << 10)
+ * (a slice, or an SHM batch of slices at most). The size is STRATA_KV_SYSCALL_BYTES, 64 KiB by
+ * default (boot/settings.c; tuning). */
 #define KV_LANE_HOT_NS 1000000000LL
 /* A lane caller waits for its reply by polling its socket for up to this long before it sleeps:
  * a reply that comes back within it needs no wakeup of the caller's thread (a wakeup costs a
  * virtual CPU's exit from idle, or a wait for a core a bulk thread holds in the kernel). */
 #define KV_LANE_SPIN_US 200
 size_t kv_syscall_bytes(void);
-/* The decimal integer in environment variable `name` when it is one in [min, max] (no sign, no
- * trailing text); else `fallback`, with a warning saying `expected` when the variable is set but
- * not usable. For the agent's tuning variables, each read once per process. */
-uint64_t kv_env_u64(const char *name, uint64_t min, uint64_t max, uint64_t fallback,
-                    const char *expected);
 
 typedef struct kv_conn {
   int fd;

@@ -478,6 +478,7 @@ void kv_responder_stop(strata_kv_agent *a) {
 }
 
 /* ---- the fuzz harness's entry (tests/fuzz/fuzz_kv.c) ---- */
+#ifdef STRATA_TEST_HOOKS
 
 typedef struct fuzz_feed {
   int fd;
@@ -526,7 +527,7 @@ void kv_responder_frames_for_test(const uint8_t *data, size_t size) {
     cfg.secret = "fuzz";
     cfg.timeout_s = 2;
     cfg.bulk_nice = -1;
-    cfg.lane_realtime = -1; /* frames are served on the fuzzer's own thread */
+    cfg.lane_realtime = STRATA_KV_LANE_PLAIN; /* frames are served on the fuzzer's own thread */
     cfg.backend = STRATA_KV_BACKEND_TCP;
     if (strata_kv_agent_create(&cfg, &agent) != STRATA_OK) abort();
     agent->cma_allowed = 0; /* SHM would copy into this very process at the input's addresses */
@@ -561,3 +562,4 @@ void kv_responder_frames_for_test(const uint8_t *data, size_t size) {
   size_t bytes;
   while (strata_kv_notifs_get(agent, from, msg, sizeof msg, &bytes, 0) == STRATA_OK) continue;
 }
+#endif /* STRATA_TEST_HOOKS */

@@ -60,6 +60,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include "boot/settings.h"
 #include "core/core.h"
 #include "serve/kv_internal.h"
 
@@ -110,6 +111,7 @@ void kv_ucx_link_fail(kv_ucx_link *l, int status) {
 void kv_ucx_link_release(kv_ucx_link *l) {
   (void)l;
 }
+#ifdef STRATA_TEST_HOOKS
 void kv_ucx_forge_token_for_test(kv_ucx_link *l) {
   (void)l;
 }
@@ -117,6 +119,7 @@ size_t kv_ucx_receiving_for_test(strata_kv_agent *a) {
   (void)a;
   return 0;
 }
+#endif
 int kv_ucx_batch(kv_peer *p, kv_conn *c, const strata_kv_xfer *x, size_t first, size_t n,
                  int *refused, size_t *refused_slice, char *why, size_t why_len) {
   (void)p, (void)c, (void)x, (void)first, (void)n, (void)refused, (void)refused_slice, (void)why,
@@ -168,13 +171,12 @@ static void api_load(void) {
 enum { KV_UCX_IDLE_WAIT_MS = 100 }; /* the longest the worker sleeps: timeouts are checked */
 /* The worker polls UCP without sleeping while a slice, a reply or a rendezvous receive of its
  * own is in flight, and for this long after it last found work (a target between a sender's
- * requests); STRATA_KV_UCX_POLL_US changes it, 0 never polls (sleeps whenever idle). A
- * sleeping worker is woken through its event fd for every burst of bytes, which costs the
- * sending side a wakeup of it and this side a context switch: polling through a transfer removes
- * both, as ucx_perftest does. Not over UCX's shared-memory transports alone (once a link of the
- * agent had to do without the peer-failure mode, the agent stops polling): there the work is
+ * requests): STRATA_KV_UCX_POLL_US, 1000 by default (boot/settings.c), 0 never polls (sleeps
+ * whenever idle). A sleeping worker is woken through its event fd for every burst of bytes, which
+ * costs the sending side a wakeup of it and this side a context switch: polling through a transfer
+ * removes both, as ucx_perftest does. Not over UCX's shared-memory transports alone (once a link of
+ * the agent had to do without the peer-failure mode, the agent stops polling): there the work is
  * copies, not wakeups, and a polling worker takes a core from them. */
-enum { KV_UCX_POLL_US = 1000 };
 #define KV_UCX_POLL_IN_FLIGHT_S 0.01 /* with work in flight, polls on this long without any */
 /* Slices go eager (UCX's buffer, then one copy) unless STRATA_KV_UCX_RNDV_BYTES names a size from
  * which they go by rendezvous (the receiver's buffer, one transfer by the transport). Eager is
@@ -190,8 +192,7 @@ static pthread_once_t rndv_once = PTHREAD_ONCE_INIT;
 static size_t rndv_min_bytes = SIZE_MAX;
 
 static void rndv_read(void) {
-  uint64_t n =
-      kv_env_u64("STRATA_KV_UCX_RNDV_BYTES", 0, UINT64_MAX, 0, "a size in bytes (0: never)");
+  uint64_t n = strata_setting_u64("STRATA_KV_UCX_RNDV_BYTES");
   rndv_min_bytes = n == 0 || n > SIZE_MAX ? SIZE_MAX : (size_t)n;
 }
 
@@ -272,7 +273,7 @@ struct kv_ucx {
   ucp_address_t *address;
   size_t address_bytes;
   int efd;          /* the worker's event fd, -1 when UCX gives none (then it polls) */
-  double poll_s;    /* how long the worker polls on after its last work (KV_UCX_POLL_US) */
+  double poll_s;    /* how long the worker polls on after its last work (STRATA_KV_UCX_POLL_US) */
   int no_peer_mode; /* the transports cannot do UCP_ERR_HANDLING_MODE_PEER */
   int wake_fd;      /* an eventfd: work was queued */
   pthread_t thread;
@@ -856,6 +857,7 @@ void kv_ucx_link_release(kv_ucx_link *l) {
   wake(u);
 }
 
+#ifdef STRATA_TEST_HOOKS
 void kv_ucx_forge_token_for_test(kv_ucx_link *l) {
   pthread_mutex_lock(&l->u->lock);
   l->token[3] ^= 0x40;
@@ -871,6 +873,7 @@ size_t kv_ucx_receiving_for_test(strata_kv_agent *a) {
   pthread_mutex_unlock(&u->lock);
   return n;
 }
+#endif
 
 /* A new link, opened by the worker thread; waits for the endpoint. */
 static int link_add(kv_ucx *u, kv_ucx_link *l, double timeout_s) {
@@ -1114,14 +1117,13 @@ static int worker_create(kv_ucx *u, int wakeup) {
   return STRATA_OK;
 }
 
-/* KV_UCX_POLL_US or STRATA_KV_UCX_POLL_US (read once per process, as the rendezvous size);
+/* STRATA_KV_UCX_POLL_US (read once per process, as the rendezvous size);
  * none on a single core, where polling would keep the peer's or the lane's threads off it. */
 static pthread_once_t poll_once = PTHREAD_ONCE_INIT;
-static double poll_us = KV_UCX_POLL_US;
+static double poll_us;
 
 static void poll_read(void) {
-  poll_us = (double)kv_env_u64("STRATA_KV_UCX_POLL_US", 0, 1000000, KV_UCX_POLL_US,
-                               "microseconds, 0 to 1000000");
+  poll_us = (double)strata_setting_u64("STRATA_KV_UCX_POLL_US");
 }
 
 static double poll_seconds(void) {

@@ -30,8 +30,8 @@
 
 #include <sodium.h>
 
+#include "core/abi.h"
 #include "core/core.h"
-#include "engine/engine.h"
 
 typedef struct diloco_fragment {
   size_t first_param, nparams; /* the buffers it covers */
@@ -62,11 +62,10 @@ struct strata_diloco {
 };
 
 static int log_rank(const strata_diloco *d) {
-  return d && d->comm ? d->comm->rank : -1;
+  return d && d->comm ? strata_comm_rank(d->comm) : -1;
 }
 
-void strata_diloco_options_init(strata_diloco_options *opt) {
-  if (!opt) return;
+static void options_defaults(strata_diloco_options *opt) {
   memset(opt, 0, sizeof *opt);
   opt->sync_every = 100;
   opt->outer_lr = 0.7;
@@ -76,6 +75,13 @@ void strata_diloco_options_init(strata_diloco_options *opt) {
   opt->delay = 0;
   opt->alpha = 0.5;
   opt->compress = STRATA_COMPRESS_DEFAULT;
+}
+
+void strata_diloco_options_init_sized(strata_diloco_options *opt, size_t struct_size,
+                                      int header_version) {
+  strata_diloco_options defaults;
+  options_defaults(&defaults);
+  strata_struct_init(opt, &defaults, sizeof defaults, struct_size, header_version);
 }
 
 /* NULL when the options are usable, else what is wrong with them. */
@@ -121,11 +127,12 @@ static int power_of_two(int n) {
  * hierarchical allreduce is made of phases (rings, halving-doubling over a power of two) that leave
  * every rank with the same bytes under every encoding (docs/compression.md). */
 static int sites_regular(const strata_comm *comm) {
-  int *members = calloc((size_t)comm->nranks, sizeof *members);
+  int nranks = strata_comm_size(comm);
+  int *members = calloc((size_t)nranks, sizeof *members);
   if (!members) return 0;
-  for (int r = 0; r < comm->nranks; r++) members[comm->site_of_rank[r]]++;
+  for (int r = 0; r < nranks; r++) members[strata_comm_site(comm, r)]++;
   int nsites = 0, size = 0, equal = 1;
-  for (int t = 0; t < comm->nranks; t++) {
+  for (int t = 0; t < nranks; t++) {
     if (!members[t]) continue;
     nsites++;
     equal = equal && (size == 0 || members[t] == size);
@@ -141,7 +148,7 @@ static int sites_regular(const strata_comm *comm) {
  * (which does under every encoding) unless the sites are regular (above). */
 static strata_algo exchange_algo(const strata_comm *comm, strata_compress codec) {
   int compressed = codec != STRATA_COMPRESS_NONE && codec != STRATA_COMPRESS_DEFAULT;
-  if (comm->site_of_rank && (!compressed || sites_regular(comm))) return STRATA_ALGO_HIER;
+  if (strata_comm_sites(comm) >= 2 && (!compressed || sites_regular(comm))) return STRATA_ALGO_HIER;
   return compressed ? STRATA_ALGO_RING : STRATA_ALGO_AUTO;
 }
 
@@ -153,8 +160,9 @@ static int exchange_start(strata_diloco *d, diloco_fragment *f) {
     float *delta = d->wire + d->param_begin[b];
     for (size_t i = 0; i < p->count; i++) delta[i] = global[i] - local_value(p, i);
   }
-  strata_compress codec =
-      d->opt.compress == STRATA_COMPRESS_DEFAULT ? d->comm->cfg.compress : d->opt.compress;
+  strata_compress codec = d->opt.compress == STRATA_COMPRESS_DEFAULT
+                              ? strata_comm_config(d->comm)->compress
+                              : d->opt.compress;
   strata_coll_args args = {.coll = STRATA_COLL_ALLREDUCE,
                            .sendbuf = d->wire + f->begin,
                            .recvbuf = d->wire + f->begin,
@@ -395,7 +403,7 @@ static void diloco_free(strata_diloco *d) {
 /* Checks the caller's arguments on this rank; fills *d (allocated) when they are good. */
 static int create_local(strata_comm *comm, const strata_diloco_param *params, size_t nparams,
                         const strata_diloco_options *opt, strata_diloco **out) {
-  const int rank = comm ? comm->rank : -1;
+  const int rank = comm ? strata_comm_rank(comm) : -1;
   if (!params || nparams == 0 || !opt) {
     STRATA_LOG(STRATA_LOG_ERROR, rank, "strata_diloco_create: %s",
                !params || nparams == 0 ? "no parameter buffers" : "options are NULL");
@@ -454,14 +462,26 @@ static int create_local(strata_comm *comm, const strata_diloco_param *params, si
 /* Every rank takes part in the agreement even when its own arguments are bad, so no peer waits
  * for it until the timeout: each learns that something is wrong and fails at once. */
 int strata_diloco_create(strata_comm *comm, const strata_diloco_param *params, size_t nparams,
-                         const strata_diloco_options *opt, strata_diloco **out) {
+                         const strata_diloco_options *user_opt, strata_diloco **out) {
   if (out) *out = NULL;
   if (!out) {
-    STRATA_LOG(STRATA_LOG_ERROR, comm ? comm->rank : -1, "strata_diloco_create: out is NULL");
+    STRATA_LOG(STRATA_LOG_ERROR, comm ? strata_comm_rank(comm) : -1,
+               "strata_diloco_create: out is NULL");
     return STRATA_ERR_INVALID_ARG;
   }
   strata_diloco *d = NULL;
-  int local = create_local(comm, params, nparams, opt, &d);
+  /* the caller's options at this library's size (core/abi.h); a bad struct is a bad argument
+   * that every rank still learns of in the agreement below */
+  strata_diloco_options full;
+  options_defaults(&full);
+  int imported = user_opt
+                     ? strata_struct_import(user_opt, &full, sizeof full, "strata_diloco_options",
+                                            "strata_diloco_options_init", NULL, 0)
+                     : STRATA_ERR_INVALID_ARG;
+  int local = imported == STRATA_OK ? create_local(comm, params, nparams, &full, &d)
+              : user_opt            ? imported
+                                    : create_local(comm, params, nparams, NULL, &d);
+  const strata_diloco_options *opt = &full;
   if (!comm) { /* a joining worker's: no exchange until strata_diloco_sync */
     if (local != STRATA_OK) return local;
     for (size_t b = 0; b < nparams; b++) {
@@ -477,7 +497,7 @@ int strata_diloco_create(strata_comm *comm, const strata_diloco_param *params, s
   int status = strata_allreduce(comm, mine, all, 3, STRATA_U64, STRATA_MAX);
   if (status == STRATA_OK && local != STRATA_OK) status = local;
   if (status == STRATA_OK && (all[2] || all[0] != hash || all[1] != ~hash)) {
-    STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "strata_diloco_create: %s",
+    STRATA_LOG(STRATA_LOG_ERROR, strata_comm_rank(comm), "strata_diloco_create: %s",
                all[2] ? "another rank's arguments are invalid"
                       : "the ranks passed different buffer counts, dtypes or options");
     status = STRATA_ERR_MISMATCH;

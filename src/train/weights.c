@@ -36,10 +36,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/abi.h"
 #include "core/core.h"
-#include "engine/engine.h"
+#include "engine/query.h"
 #include "net/net.h"
-#include "net/tcp_tune.h"
 #include "train/weights.h"
 #include "train/weights_debug.h"
 
@@ -76,15 +76,23 @@ struct strata_weights {
   stored_version *versions; /* ascending */
   size_t nversions, cap_versions;
   uint64_t newest_anchor;
-  int corrupt_next;
   /* subscriber */
   uint8_t **staging;
   int distrust;    /* a version failed its check: the next round starts from an anchor */
   int last_parent; /* who sent this rank the last round's stream (-1: nobody) */
-  /* fault injection and test hooks (weights_debug.h) */
+#ifdef STRATA_TEST_HOOKS
+  /* fault injection and test hooks (weights_debug.h): in test builds only */
+  int corrupt_next;
   long die_after_chunks;
   char host_override[HOST_BYTES];
+#endif
 };
+
+#ifdef STRATA_TEST_HOOKS
+#define WEIGHTS_CORRUPT_NEXT(w) ((w)->corrupt_next)
+#else
+#define WEIGHTS_CORRUPT_NEXT(w) 0
+#endif
 
 /* One blob of a round's stream. */
 typedef struct plan_blob {
@@ -119,8 +127,7 @@ static int fail(strata_weights *w, int rank, int status, const char *fmt, ...) {
   return status;
 }
 
-void strata_weights_options_init(strata_weights_options *opt) {
-  if (!opt) return;
+static void options_defaults(strata_weights_options *opt) {
   memset(opt, 0, sizeof *opt);
   opt->anchor_every = 16;
   opt->history = 32;
@@ -128,13 +135,26 @@ void strata_weights_options_init(strata_weights_options *opt) {
   opt->chunk_bytes = 8 << 20;
 }
 
+void strata_weights_options_init_sized(strata_weights_options *opt, size_t struct_size,
+                                       int header_version) {
+  strata_weights_options defaults;
+  options_defaults(&defaults);
+  strata_struct_init(opt, &defaults, sizeof defaults, struct_size, header_version);
+}
+
 static int create(const strata_weights_tensor *tensors, size_t ntensors,
-                  const strata_weights_options *opt, int publisher, strata_weights **out) {
+                  const strata_weights_options *user_opt, int publisher, strata_weights **out) {
   if (!out) return STRATA_ERR_INVALID_ARG;
   *out = NULL;
-  strata_weights_options defaults;
-  strata_weights_options_init(&defaults);
-  if (!opt) opt = &defaults;
+  /* the caller's options at this library's size (core/abi.h), or the defaults */
+  strata_weights_options full;
+  options_defaults(&full);
+  if (user_opt) {
+    int status = strata_struct_import(user_opt, &full, sizeof full, "strata_weights_options",
+                                      "strata_weights_options_init", NULL, 0);
+    if (status != STRATA_OK) return status;
+  }
+  const strata_weights_options *opt = &full;
   const char *bad = NULL;
   if (opt->anchor_every < 1) bad = "anchor_every must be at least 1";
   if (opt->history < 1) bad = "history must be at least 1";
@@ -269,15 +289,18 @@ int strata_weights_publish(strata_weights *w, uint64_t *version) {
   if (v.version > 1) {
     size_t raw_len = 0;
     /* a patch larger than twice the full copy before compression will not win after it */
-    status = weights_encode_patch(&w->set, w->previous, v.version, w->hashes, w->opt.zstd_level,
-                                  2 * full_len + 64, w->corrupt_next == WEIGHTS_CORRUPT_VALUE,
-                                  &v.patch, &v.patch_len, &v.stats.changed, &raw_len);
+    status =
+        weights_encode_patch(&w->set, w->previous, v.version, w->hashes, w->opt.zstd_level,
+                             2 * full_len + 64, WEIGHTS_CORRUPT_NEXT(w) == WEIGHTS_CORRUPT_VALUE,
+                             &v.patch, &v.patch_len, &v.stats.changed, &raw_len);
     if (status == STRATA_ERR_UNSUPPORTED) status = STRATA_OK; /* gave up: a full copy */
     if (status != STRATA_OK) return fail(w, -1, status, "publish: encoding the patch failed");
     v.stats.patch_raw_bytes = raw_len;
     v.stats.patch_bytes = v.patch_len;
+#ifdef STRATA_TEST_HOOKS
     if (v.patch && w->corrupt_next == WEIGHTS_CORRUPT_FRAME) v.patch[v.patch_len / 2] ^= 0x40;
     if (v.patch) w->corrupt_next = 0;
+#endif
   } else {
     v.stats.changed = v.stats.elements;
   }
@@ -401,10 +424,10 @@ static void plan_one(strata_weights *w, const request *q, plan_rank *pr, uint8_t
  * site is fed at once rather than through another site, and the trainer sends one copy however
  * many subscribers and sites. A chain rather than a wider tree inside a site: pipelined, it
  * delivers at the rate of its slowest hop, where an inner node of a wider tree sends two or more
- * copies down one link. Sites are the engine's (comm->site_of_rank, agreed from STRATA_SITE at
+ * copies down one link. Sites are the engine's (strata_comm_site, agreed from STRATA_SITE at
  * init); hosts come from the requests. member[r]: rank r has a place (in a round, it needs bytes;
  * in a preparation, its set matches), so a preparation forms the tree of a first round. */
-static void plan_tree(const request *reqs, const int *site_of_rank, const uint8_t *member,
+static void plan_tree(const request *reqs, const strata_comm *comm, const uint8_t *member,
                       plan_rank *ranks, int nranks) {
   char *placed = calloc((size_t)nranks, 1);
   if (!placed) return;
@@ -412,14 +435,13 @@ static void plan_tree(const request *reqs, const int *site_of_rank, const uint8_
   int relay = 0;
   /* sites in order of their first rank, the publisher's first */
   for (int first = 0; first < nranks; first++) {
-    int site = site_of_rank ? site_of_rank[first] : 0, tail = -1;
+    int site = strata_comm_site(comm, first), tail = -1;
     for (int pass = 0; pass < 2; pass++) /* the publisher's host, then the others */
       for (int h = 1; h < nranks; h++) {
-        if (placed[h] || (site_of_rank ? site_of_rank[h] : 0) != site) continue;
+        if (placed[h] || strata_comm_site(comm, h) != site) continue;
         if (pass == 0 && reqs[h].host != reqs[0].host) continue;
         for (int r = h; r < nranks; r++) { /* h and every later member of its host */
-          if (placed[r] || (site_of_rank ? site_of_rank[r] : 0) != site ||
-              reqs[r].host != reqs[h].host)
+          if (placed[r] || strata_comm_site(comm, r) != site || reqs[r].host != reqs[h].host)
             continue;
           ranks[r].parent = tail >= 0 ? tail : first == 0 ? 0 : relay;
           tail = r;
@@ -741,7 +763,11 @@ static void fanout_free(fanout *f) {
 }
 
 static void maybe_die(strata_weights *w) {
+#ifdef STRATA_TEST_HOOKS
   if (w->die_after_chunks > 0 && --w->die_after_chunks == 0) raise(SIGKILL);
+#else
+  (void)w;
+#endif
 }
 
 /* Every live rank's verdict on the call (`what`: "round" or "prepare"); the first transport
@@ -784,10 +810,12 @@ static int role_check(strata_weights *w, strata_comm *comm, int publisher, const
 /* This process's host, as the plan compares hosts: equal values share memory. */
 static uint64_t my_host(const strata_weights *w) {
   char id[HOST_BYTES];
-  if (w->host_override[0])
-    snprintf(id, sizeof id, "%s", w->host_override);
-  else
-    strata_net_host_identity(id, sizeof id);
+  strata_net_host_identity(id, sizeof id);
+#ifdef STRATA_TEST_HOOKS
+  if (w->host_override[0]) snprintf(id, sizeof id, "%s", w->host_override);
+#else
+  (void)w;
+#endif
   return weights_digest_bytes(id, strlen(id));
 }
 
@@ -855,7 +883,7 @@ int strata_weights_serve(strata_weights *w, strata_comm *comm, strata_weights_ro
   for (uint32_t i = 0; i < p.nblobs; i++) p.stream_bytes += p.blobs[i].bytes;
   for (int r = 1; r < nranks; r++) /* those who need bytes */
     member[r] = p.ranks[r].status == STRATA_OK && p.ranks[r].target != reqs[r].held;
-  plan_tree(reqs, comm->site_of_rank, member, p.ranks, nranks);
+  plan_tree(reqs, comm, member, p.ranks, nranks);
   status = fanout_init(&f, &p, 0);
   if (status == STRATA_OK) status = plan_send(comm, &p, &transport);
   if (status != STRATA_OK) {
@@ -1097,9 +1125,11 @@ verdict:
  * first round that starts there moves at the link's rate from its first chunk. Nothing below a
  * WAN round trip (a LAN's windows open within microseconds). */
 static uint64_t warm_auto_bytes(const strata_comm *comm) {
-  uint64_t rtt_us = comm->have_net ? strata_net_data_rtt_us(&comm->net) : 0;
-  if (rtt_us < STRATA_TCP_WAN_RTT_US) return 0;
-  double gbps = comm->cfg.tcp_link_gbps > 0 ? comm->cfg.tcp_link_gbps : WARM_DEFAULT_GBPS;
+  uint64_t rtt_us = strata_comm_wan_rtt_us(comm);
+  if (!rtt_us) return 0;
+  double gbps = strata_comm_config(comm)->tcp_link_gbps > 0
+                    ? strata_comm_config(comm)->tcp_link_gbps
+                    : WARM_DEFAULT_GBPS;
   double bytes = 2.0 * gbps * 1e9 / 8.0 * (double)rtt_us * 1e-6;
   return bytes >= (double)WARM_MAX_BYTES ? WARM_MAX_BYTES : (uint64_t)bytes;
 }
@@ -1134,14 +1164,15 @@ static int warm_receive(strata_weights *w, strata_comm *comm, int from, uint64_t
  * and then `warm` bytes in pieces, which the child receives and drops. */
 static int warm_edges(strata_weights *w, strata_comm *comm, const plan *p, uint64_t warm,
                       strata_weights_prepare_info *info) {
-  const int *site = comm->site_of_rank;
   int me = strata_comm_rank(comm), remote = 0;
-  if (!site) return STRATA_OK;
+  if (strata_comm_sites(comm) < 2) return STRATA_OK;
+  const int here = strata_comm_site(comm, me);
   for (uint32_t r = 0; r < p->nranks; r++)
-    remote += p->ranks[r].parent == me && site[r] != site[me];
-  int from = me > 0 && p->ranks[me].parent >= 0 && site[p->ranks[me].parent] != site[me]
-                 ? p->ranks[me].parent
-                 : -1;
+    remote += p->ranks[r].parent == me && strata_comm_site(comm, (int)r) != here;
+  int from =
+      me > 0 && p->ranks[me].parent >= 0 && strata_comm_site(comm, p->ranks[me].parent) != here
+          ? p->ranks[me].parent
+          : -1;
   if (!remote && from < 0) return STRATA_OK;
   uint64_t piece = p->chunk_bytes < WARM_PIECE_MAX_BYTES ? p->chunk_bytes : WARM_PIECE_MAX_BYTES;
   uint8_t head[WARM_HEAD_BYTES];
@@ -1154,7 +1185,7 @@ static int warm_edges(strata_weights *w, strata_comm *comm, const plan *p, uint6
   /* only the children in other sites: the ones inside this site are dropped from the fanout */
   int kept = 0;
   for (int k = 0; k < f.count; k++)
-    if (site[f.peers[k]] != site[me]) f.peers[kept++] = f.peers[k];
+    if (strata_comm_site(comm, f.peers[k]) != here) f.peers[kept++] = f.peers[k];
   f.count = kept;
   if (status == STRATA_OK) status = fanout_post(&f, comm, head, sizeof head);
   for (uint64_t at = 0; at < warm && status == STRATA_OK && remote; at += piece) {
@@ -1228,7 +1259,7 @@ int strata_weights_prepare(strata_weights *w, strata_comm *comm, uint64_t warm_b
                      why);
         }
       }
-      plan_tree(reqs, comm->site_of_rank, member, p.ranks, nranks);
+      plan_tree(reqs, comm, member, p.ranks, nranks);
       int packed_ok = plan_send(comm, &p, &transport);
       if (packed_ok != STRATA_OK) transport = packed_ok;
     }
@@ -1280,6 +1311,7 @@ int strata_weights_prepare(strata_weights *w, strata_comm *comm, uint64_t warm_b
 }
 
 /* ---- fault injection and test hooks (weights_debug.h) ---- */
+#ifdef STRATA_TEST_HOOKS
 
 void weights_debug_die_after_chunks(strata_weights *w, long chunks) {
   w->die_after_chunks = chunks;
@@ -1296,3 +1328,4 @@ void weights_debug_host(strata_weights *w, const char *host) {
 int weights_debug_parent(const strata_weights *w) {
   return w->last_parent;
 }
+#endif

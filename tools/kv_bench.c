@@ -17,7 +17,10 @@
  * phase; -P: plain scheduling, the lane's threads ordinary (lane_realtime = -1).
  * -N: no lane measurements (the transfer table alone).
  * UCX picks its transports from UCX_TLS as usual (bench/kv/run.sh sets it). The same code is
- * `strata bench kv ARGS` (tools/bench.c), built into the command with STRATA_KV_BENCH_COMMAND.
+ * `strata bench kv ARGS` (tools/bench.c dispatches to strata_kv_bench_main; the command's build
+ * defines STRATA_KV_BENCH_COMMAND, which leaves main out); bench/kv builds it alone, as
+ * build/strata-kv-bench, against the shared library: one source, so the two cannot drift apart.
+ * It uses the runtime's public API (strata_kv.h) alone.
  */
 #include <getopt.h>
 #include <pthread.h>
