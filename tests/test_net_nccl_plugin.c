@@ -242,9 +242,8 @@ static int run_ranks(const char *what, int nranks, rank_fn fn, void *arg, const 
     if (r == expect_killed && killed) continue;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       printf("%s: rank %d of %d %s %d\n", what, r, nranks,
-             WIFSIGNALED(status) ? "died of signal" : "exited with", WIFSIGNALED(status)
-                                                                          ? WTERMSIG(status)
-                                                                          : WEXITSTATUS(status));
+             WIFSIGNALED(status) ? "died of signal" : "exited with",
+             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
       bad++;
     }
   }
@@ -345,8 +344,7 @@ static int ring_rank(job *j, void *argp) {
   for (int i = 0; i < MAX_REQ; i++) {
     int tag = 1000 + i;
     void *data = in[i];
-    CHECK_OR_RETURN(net_irecv(&n, recv_comm, 1, &data, &posted[i], &tag, &rreq[i]) ==
-                        ncclSuccess &&
+    CHECK_OR_RETURN(net_irecv(&n, recv_comm, 1, &data, &posted[i], &tag, &rreq[i]) == ncclSuccess &&
                     rreq[i]);
   }
   for (int i = 0; i < MAX_REQ; i++)
@@ -395,8 +393,7 @@ static int ring_rank(job *j, void *argp) {
     gtags[g] = group_tags[g];
   }
   void *greq = NULL;
-  CHECK_OR_RETURN(net_irecv(&n, recv_comm, 4, gdata, gposted, gtags, &greq) == ncclSuccess &&
-                  greq);
+  CHECK_OR_RETURN(net_irecv(&n, recv_comm, 4, gdata, gposted, gtags, &greq) == ncclSuccess && greq);
   void *gs[4];
   for (int k = 0; k < 4; k++) { /* tag order 10, 30, 50, 70: the reverse of the receive's */
     int g = 3 - k;
@@ -440,8 +437,7 @@ static int killed_rank(job *j, void *argp) {
   void *listen_comm = NULL, *send_comm = NULL, *recv_comm = NULL;
   CHECK_OR_RETURN(net_listen(&n, handle, &listen_comm) == ncclSuccess);
   CHECK_OR_RETURN(exchange(j, handle) == 0);
-  if (net_link(&n, listen_comm, j->handles[1 - j->rank], &send_comm, &recv_comm, 20) != 0)
-    return 1;
+  if (net_link(&n, listen_comm, j->handles[1 - j->rank], &send_comm, &recv_comm, 20) != 0) return 1;
   size_t big = 8u << 20;
   uint8_t *buf = calloc(1, big);
   CHECK_OR_RETURN(buf);
@@ -468,8 +464,7 @@ static int killed_rank(job *j, void *argp) {
     void *data = rbuf;
     size_t size = 1 << 16;
     int tag = 0;
-    CHECK_OR_RETURN(net_irecv(&n, recv_comm, 1, &data, &size, &tag, &reqs[count]) ==
-                        ncclSuccess &&
+    CHECK_OR_RETURN(net_irecv(&n, recv_comm, 1, &data, &size, &tag, &reqs[count]) == ncclSuccess &&
                     reqs[count]);
     count++;
   }
@@ -482,8 +477,10 @@ static int killed_rank(job *j, void *argp) {
       ncclResult_t rc = net_test(&n, reqs[i], &done, NULL);
       if (rc != ncclSuccess) {
         state[i] = 2, finished++;
-        if (i < MAX_REQ) failed_sends++;
-        else failed_recvs++;
+        if (i < MAX_REQ)
+          failed_sends++;
+        else
+          failed_recvs++;
       } else if (done) {
         state[i] = 1, finished++;
       }
@@ -587,8 +584,7 @@ static int mismatch_rank(job *j, void *argp) {
   void *listen_comm = NULL, *send_comm = NULL, *recv_comm = NULL;
   CHECK_OR_RETURN(net_listen(&n, handle, &listen_comm) == ncclSuccess);
   CHECK_OR_RETURN(exchange(j, handle) == 0);
-  if (net_link(&n, listen_comm, j->handles[1 - j->rank], &send_comm, &recv_comm, 20) != 0)
-    return 1;
+  if (net_link(&n, listen_comm, j->handles[1 - j->rank], &send_comm, &recv_comm, 20) != 0) return 1;
   uint8_t buf[4096];
   void *req = NULL;
   double deadline = now_s() + 15;
@@ -786,14 +782,16 @@ static int plugin_round(net *n, void *send_comm, void *recv_comm, uint8_t *out, 
   while (done_s < nchunks || done_r < nchunks) {
     for (int i = 0; i < inflight; i++) {
       if (!rreq[i] && posted_r < nchunks) {
-        size_t off = posted_r * o->chunk, len = o->bytes - off < o->chunk ? o->bytes - off : o->chunk;
+        size_t off = posted_r * o->chunk,
+               len = o->bytes - off < o->chunk ? o->bytes - off : o->chunk;
         void *data = in + off;
         int tag = 1;
         if (net_irecv(n, recv_comm, 1, &data, &len, &tag, &rreq[i]) != ncclSuccess) return -1;
         if (rreq[i]) posted_r++;
       }
       if (!sreq[i] && posted_s < nchunks) {
-        size_t off = posted_s * o->chunk, len = o->bytes - off < o->chunk ? o->bytes - off : o->chunk;
+        size_t off = posted_s * o->chunk,
+               len = o->bytes - off < o->chunk ? o->bytes - off : o->chunk;
         if (net_isend(n, send_comm, out + off, len, 1, &sreq[i]) != ncclSuccess) return -1;
         if (sreq[i]) posted_s++;
       }
@@ -817,30 +815,56 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static int bench_main(int argc, char **argv) {
-  bench_opts o = {.nranks = 2, .version = 12, .iters = 5, .warmup = 2, .inflight = MAX_REQ,
-                  .bytes = 256u << 20, .chunk = 4u << 20};
+  bench_opts o = {.nranks = 2,
+                  .version = 12,
+                  .iters = 5,
+                  .warmup = 2,
+                  .inflight = MAX_REQ,
+                  .bytes = 256u << 20,
+                  .chunk = 4u << 20};
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--plain")) { o.plain = 1; continue; }
-    if (!v) { fprintf(stderr, "bench: %s needs a value\n", a); return 2; }
+    if (!strcmp(a, "--plain")) {
+      o.plain = 1;
+      continue;
+    }
+    if (!v) {
+      fprintf(stderr, "bench: %s needs a value\n", a);
+      return 2;
+    }
     i++;
-    if (!strcmp(a, "--rank")) o.rank = atoi(v);
-    else if (!strcmp(a, "--nranks")) o.nranks = atoi(v);
-    else if (!strcmp(a, "--dir")) o.dir = v;
-    else if (!strcmp(a, "--bytes")) o.bytes = strtoull(v, NULL, 0);
-    else if (!strcmp(a, "--chunk")) o.chunk = strtoull(v, NULL, 0);
-    else if (!strcmp(a, "--iters")) o.iters = atoi(v);
-    else if (!strcmp(a, "--warmup")) o.warmup = atoi(v);
-    else if (!strcmp(a, "--inflight")) o.inflight = atoi(v);
-    else if (!strcmp(a, "--version")) o.version = atoi(v);
-    else if (!strcmp(a, "--out")) o.out = v;
-    else { fprintf(stderr, "bench: unknown option %s\n", a); return 2; }
+    if (!strcmp(a, "--rank"))
+      o.rank = atoi(v);
+    else if (!strcmp(a, "--nranks"))
+      o.nranks = atoi(v);
+    else if (!strcmp(a, "--dir"))
+      o.dir = v;
+    else if (!strcmp(a, "--bytes"))
+      o.bytes = strtoull(v, NULL, 0);
+    else if (!strcmp(a, "--chunk"))
+      o.chunk = strtoull(v, NULL, 0);
+    else if (!strcmp(a, "--iters"))
+      o.iters = atoi(v);
+    else if (!strcmp(a, "--warmup"))
+      o.warmup = atoi(v);
+    else if (!strcmp(a, "--inflight"))
+      o.inflight = atoi(v);
+    else if (!strcmp(a, "--version"))
+      o.version = atoi(v);
+    else if (!strcmp(a, "--out"))
+      o.out = v;
+    else {
+      fprintf(stderr, "bench: unknown option %s\n", a);
+      return 2;
+    }
   }
   if (!o.dir || o.nranks < 2 || o.rank < 0 || o.rank >= o.nranks || o.iters < 1 || !o.bytes ||
       !o.chunk || o.inflight < 1) {
-    fprintf(stderr, "usage: %s bench --rank R --nranks N --dir DIR [--bytes B] [--chunk C] "
-                    "[--iters K] [--warmup W] [--inflight Q] [--version 8|12] [--plain] "
-                    "[--out FILE]\n", argv[0]);
+    fprintf(stderr,
+            "usage: %s bench --rank R --nranks N --dir DIR [--bytes B] [--chunk C] "
+            "[--iters K] [--warmup W] [--inflight Q] [--version 8|12] [--plain] "
+            "[--out FILE]\n",
+            argv[0]);
     return 2;
   }
   uint8_t *out = malloc(o.bytes), *in = malloc(o.bytes);
@@ -886,8 +910,9 @@ static int bench_main(int argc, char **argv) {
   double median = iters % 2 ? sorted[iters / 2] : (sorted[iters / 2 - 1] + sorted[iters / 2]) / 2;
   FILE *f = o.out ? fopen(o.out, "w") : stdout;
   if (!f) return 1;
-  fprintf(f, "{\"transport\": \"%s\", \"rank\": %d, \"nranks\": %d, \"bytes\": %zu, "
-             "\"chunk\": %zu, \"wrong\": %zu, \"median_s\": %.6f, \"times_s\": [",
+  fprintf(f,
+          "{\"transport\": \"%s\", \"rank\": %d, \"nranks\": %d, \"bytes\": %zu, "
+          "\"chunk\": %zu, \"wrong\": %zu, \"median_s\": %.6f, \"times_s\": [",
           o.plain ? "plain-socket" : "strata-plugin", o.rank, o.nranks, o.bytes, o.chunk, wrong,
           median);
   for (int i = 0; i < iters; i++) fprintf(f, "%s%.6f", i ? ", " : "", times[i]);
