@@ -208,6 +208,7 @@ static int run_ranks(const char *what, int nranks, rank_fn fn, void *arg, const 
         close(up[q][0]);
         close(down[q][1]);
       }
+      failures = 0; /* the parent's count is not this rank's */
       if (env && env[r]) putenv((char *)env[r]);
       alarm((unsigned)timeout_s + 5);
       job j = {.rank = r, .nranks = nranks, .to_parent = up[r][1], .from_parent = down[r][0]};
@@ -446,6 +447,7 @@ static int killed_rank(job *j, void *argp) {
     int tag = 0;
     void *data = buf;
     CHECK_OR_RETURN(net_irecv(&n, recv_comm, 1, &data, &big, &tag, &req) == ncclSuccess && req);
+    CHECK_OR_RETURN(barrier(j) == 0); /* rank 0 has posted everything */
     int done = 0;
     while (!done) CHECK_OR_RETURN(net_test(&n, req, &done, NULL) == ncclSuccess);
     kill(getpid(), SIGKILL);
@@ -468,6 +470,7 @@ static int killed_rank(job *j, void *argp) {
                     reqs[count]);
     count++;
   }
+  CHECK_OR_RETURN(barrier(j) == 0);
   double start = now_s();
   int failed_sends = 0, failed_recvs = 0, finished = 0, state[2 * MAX_REQ] = {0};
   while (finished < count) {
@@ -946,7 +949,7 @@ int main(int argc, char **argv) {
   run_ranks("ring v12, 3 processes", 3, ring_rank, &v12, NULL, 60, 1, -1);
   run_ranks("ring v12, 4 processes", 4, ring_rank, &v12, NULL, 60, 1, -1);
   run_ranks("ring v8, 2 processes", 2, ring_rank, &v8, NULL, 60, 1, -1);
-  run_ranks("killed", 2, killed_rank, NULL, NULL, 40, 0, 1);
+  run_ranks("killed", 2, killed_rank, NULL, NULL, 40, 1, 1);
   const char *stranger[3] = {NULL, NULL, "STRATA_SECRET=not-the-secret"};
   run_ranks("secret", 3, secret_rank, NULL, stranger, 40, 2, -1);
   run_ranks("mismatch", 2, mismatch_rank, NULL, NULL, 40, 1, -1);
