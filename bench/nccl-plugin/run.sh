@@ -19,7 +19,9 @@
 #
 # Knobs (environment): NCCLP_LINKS ("clean:rate=1gbit,delay=25ms
 # loss0.1:rate=1gbit,delay=25ms,loss=0.1%"), NCCLP_BYTES (268435456), NCCLP_ITERS (3),
-# NCCLP_WARMUP (2), NCCLP_REPEAT (3), NCCLP_PLAIN_ITERS (1), NCCLP_PLAIN_TIMEOUT_S (300).
+# NCCLP_WARMUP (2), NCCLP_REPEAT (3), NCCLP_PLAIN_ITERS (1), NCCLP_PLAIN_TIMEOUT_S (300),
+# NCCLP_CONTROL (1: also strata's own 2-rank allreduce of the same bytes, `strata bench`, as a
+# control on the host's state: the plugin and strata's collectives share the data path).
 # Needs root and /dev/net/tun. Raw JSON and logs in bench/results/nccl-plugin-DATE/.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -85,11 +87,12 @@ for entry in $links; do
   cleanup
   "$strata" netem up --name "$name" --sites 2 --lifetime 3600 --link "0-1:$spec" \
     >"$out/$label.netem.log" 2>&1 || { cat "$out/$label.netem.log"; exit 1; }
-  # the emulator's first deep queue costs it page faults (docs/netem.md): warm it first
-  "$strata" netem exec --name "$name" 1 -- iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
-  sleep 0.5
-  timeout 20 "$strata" netem exec --name "$name" 0 -- iperf3 -c 10.77.1.1 -p 5201 -P 4 -t 3 \
-    >/dev/null 2>&1 || echo "nccl-plugin: the emulator's warm-up transfer failed (iperf3)" >&2
+  # the emulator's first deep queue costs it page faults (docs/netem.md): warm it first with a
+  # few seconds of bulk traffic (64 MiB each way on the plain sockets), not timed
+  bytes_saved=$bytes bytes=67108864
+  [ "$(run "$label.warmup" 120 --plain --iters 1 --warmup 0)" = ok ] ||
+    echo "nccl-plugin: the emulator's warm-up transfer failed" >&2
+  bytes=$bytes_saved
   times=()
   for k in $(seq 1 "$repeat"); do
     st=$(run "$label.plugin.$k" 600 --iters "$iters" --warmup "$warmup")
@@ -97,15 +100,37 @@ for entry in $links; do
     if [ "$st" = ok ] && [ -n "$t" ]; then times+=("$t"); else fails=$((fails + 1)); fi
     echo "nccl-plugin: $label plugin run $k: ${t:-FAILED} s"
   done
+  # the control: strata's own 2-rank allreduce of the same bytes (each rank sends N over its
+  # direction: the same bound), sealed, on the same emulator
+  native=""
+  if [ "${NCCLP_CONTROL:-1}" = 1 ]; then
+    port=$((20000 + RANDOM % 20000)) cpids=()
+    for r in 0 1; do
+      timeout -k 5 600 "$strata" netem exec --name "$name" "$r" -- env STRATA_RANK="$r" \
+        STRATA_WORLD_SIZE=2 STRATA_ADDR="10.77.0.1:$port" STRATA_SHM=0 STRATA_ENCRYPT=on \
+        STRATA_TIMEOUT=60 "$strata" bench allreduce -b "$bytes" -e "$bytes" -n "$iters" \
+        -w "$warmup" -J "$out/$label.native.$r.json" >"$out/$label.native.$r.log" 2>&1 &
+      cpids+=($!)
+    done
+    for pid in "${cpids[@]}"; do wait "$pid"; done
+    native=$(python3 -c '
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))["results"][0]
+    print("%.4f" % (min(f["time"] for f in (r["out_of_place"], r["in_place"]) if f and not f["nwrong"]) / 1e6))
+except Exception:
+    pass' "$out/$label.native.0.json")
+    echo "nccl-plugin: $label strata allreduce (control): ${native:-FAILED} s"
+  fi
   st=$(run "$label.plain" "$plain_timeout" --plain --iters "$plain_iters" --warmup 0)
   plain=$(run_time "$label.plain")
   echo "nccl-plugin: $label plain socket: ${plain:-"> $plain_timeout"} s"
   "$strata" netem status --name "$name" >"$out/$label.netem.status" 2>&1 || true
-  python3 - "$label" "$spec" "$bound" "${plain:-}" "$plain_timeout" "${times[@]}" \
+  python3 - "$label" "$spec" "$bound" "${plain:-}" "$plain_timeout" "${native:-}" "${times[@]}" \
     >>"$out/table.md" <<'PY'
 import statistics, sys
-label, spec, bound, plain, plain_limit = sys.argv[1:6]
-times = sorted(float(t) for t in sys.argv[6:])
+label, spec, bound, plain, plain_limit, native = sys.argv[1:7]
+times = sorted(float(t) for t in sys.argv[7:])
 bound = float(bound)
 link = spec.replace("rate=", "").replace(",delay=", ", ").replace(",loss=", ", loss ")
 if times:
@@ -116,6 +141,9 @@ if times:
           (link, med, 100 * bound / med, runs, ratio))
 else:
     print("| %s | strata plugin, sealed | failed | | | |" % link)
+if native:
+    print("| | strata allreduce (control), sealed | %.3f s | %.1f%% | best of %s | |" %
+          (float(native), 100 * bound / float(native), "the timed calls"))
 if plain:
     print("| | plain socket | %.3f s | %.1f%% | 1 run | 1x |" % (float(plain), 100 * bound / float(plain)))
 else:
