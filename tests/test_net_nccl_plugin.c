@@ -9,6 +9,8 @@
  *              is refused with a NULL request), received sizes smaller than posted, tests polled
  *              out of order, grouped receives (n = 4) whose sends come in another tag order (a
  *              0-byte one among them), iflush, regMr, close while idle
+ *   threads    two threads per process, each with its own connections, connecting, accepting
+ *              and moving data at once (as NCCL's proxy threads do; TSan watches)
  *   killed     a peer killed mid-transfer: every request pending with it fails, later ones too,
  *              nothing hangs
  *   secret     a process with another STRATA_SECRET is refused at connect, and the listener
@@ -30,6 +32,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -176,13 +180,15 @@ static int write_full(int fd, const void *buf, size_t len) {
   return 0;
 }
 
-/* All ranks' handles to every rank (the parent relays). */
+/* All ranks' handles to every rank (the parent relays: 'h' and a handle up, all handles down). */
 static int exchange(job *j, const void *mine) {
+  char kind = 'h';
+  if (write_full(j->to_parent, &kind, 1) != 0) return -1;
   if (write_full(j->to_parent, mine, NCCL_NET_HANDLE_MAXSIZE) != 0) return -1;
   return read_full(j->from_parent, j->handles, sizeof j->handles);
 }
 
-/* A small barrier through the parent. */
+/* A barrier through the parent ('b' up, one byte down once every rank sent its 'b'). */
 static int barrier(job *j) {
   char b = 'b';
   if (write_full(j->to_parent, &b, 1) != 0) return -1;
@@ -191,11 +197,11 @@ static int barrier(job *j) {
 
 typedef int (*rank_fn)(job *j, void *arg);
 
-/* Run fn as `nranks` processes; `env` (NULL-separated per rank: "NAME=VALUE" or NULL) adjusts
- * each one's environment. Fails on any rank's failure, a crash, or after timeout_s. Ranks run
- * `barriers` barriers after the handle exchange. */
+/* Run fn as `nranks` processes; `env` (per rank: "NAME=VALUE" or NULL) adjusts each one's
+ * environment. Fails on any rank's failure or crash (rank `expect_killed` may die of SIGKILL),
+ * or after timeout_s (each rank's alarm). */
 static int run_ranks(const char *what, int nranks, rank_fn fn, void *arg, const char **env,
-                     double timeout_s, int barriers, int expect_killed) {
+                     double timeout_s, int expect_killed) {
   pid_t pids[MAX_RANKS];
   int up[MAX_RANKS][2], down[MAX_RANKS][2];
   fflush(stdout);
@@ -219,26 +225,25 @@ static int run_ranks(const char *what, int nranks, rank_fn fn, void *arg, const 
     close(up[r][1]);
     close(down[r][0]);
   }
-  /* relay: handles, then barriers */
-  uint8_t handles[MAX_RANKS][NCCL_NET_HANDLE_MAXSIZE];
-  int relay_ok = 1;
-  for (int r = 0; r < nranks; r++)
-    if (read_full(up[r][0], handles[r], NCCL_NET_HANDLE_MAXSIZE) != 0) relay_ok = 0;
-  for (int r = 0; r < nranks && relay_ok; r++)
-    if (write_full(down[r][1], handles, sizeof handles) != 0) relay_ok = 0;
-  for (int b = 0; b < barriers && relay_ok; b++) {
-    char c;
-    for (int r = 0; r < nranks; r++)
-      if (read_full(up[r][0], &c, 1) != 0) relay_ok = 0;
+  /* relay exchanges and barriers until a rank leaves (exits, dies) or they disagree */
+  for (int relay_ok = 1; relay_ok;) {
+    char kind[MAX_RANKS];
+    uint8_t handles[MAX_RANKS][NCCL_NET_HANDLE_MAXSIZE];
     for (int r = 0; r < nranks && relay_ok; r++)
-      if (write_full(down[r][1], &c, 1) != 0) relay_ok = 0;
+      if (read_full(up[r][0], &kind[r], 1) != 0 || kind[r] != kind[0] ||
+          (kind[r] == 'h' && read_full(up[r][0], handles[r], NCCL_NET_HANDLE_MAXSIZE) != 0))
+        relay_ok = 0;
+    for (int r = 0; r < nranks && relay_ok; r++)
+      if ((kind[0] == 'h' ? write_full(down[r][1], handles, sizeof handles)
+                          : write_full(down[r][1], &kind[0], 1)) != 0)
+        relay_ok = 0;
   }
+  for (int r = 0; r < nranks; r++) close(down[r][1]); /* a rank still waiting sees EOF */
   int bad = 0;
   for (int r = 0; r < nranks; r++) {
     int status = 0;
     waitpid(pids[r], &status, 0);
     close(up[r][0]);
-    close(down[r][1]);
     int killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
     if (r == expect_killed && killed) continue;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -426,6 +431,82 @@ static int ring_rank(job *j, void *argp) {
   for (int i = 0; i < MAX_REQ; i++) free(out[i]), free(in[i]);
   for (int g = 0; g < 4; g++) free(gin[g]), free(gout[g]);
   return 0;
+}
+
+/* ---- two threads, two connections each way, at once ---- */
+
+typedef struct thread_arg {
+  net *n;
+  void *listen_comm;
+  uint8_t next_handle[NCCL_NET_HANDLE_MAXSIZE];
+  int rank, prev, index;
+  int failed;
+} thread_arg;
+
+/* What NCCL's proxy threads do to separate comms at the same time: connect and accept, then
+ * 32 messages each way, checked. */
+static void *thread_ring(void *p) {
+  thread_arg *a = p;
+  void *send_comm = NULL, *recv_comm = NULL;
+  a->failed = 1;
+  if (net_link(a->n, a->listen_comm, a->next_handle, &send_comm, &recv_comm, 20) != 0) return NULL;
+  enum { MSGS = MAX_REQ, BYTES = 300000 };
+  uint8_t *out = malloc((size_t)MSGS * BYTES), *in = malloc((size_t)MSGS * BYTES);
+  void *reqs[2 * MSGS];
+  int sizes[2 * MSGS][8];
+  int ok = out && in;
+  for (int i = 0; ok && i < MSGS; i++) {
+    fill(out + (size_t)i * BYTES, BYTES, a->rank * 10 + a->index, i);
+    void *data = in + (size_t)i * BYTES;
+    size_t size = BYTES;
+    int tag = a->index;
+    ok = net_irecv(a->n, recv_comm, 1, &data, &size, &tag, &reqs[i]) == ncclSuccess && reqs[i];
+  }
+  for (int i = 0; ok && i < MSGS; i++)
+    ok = net_isend(a->n, send_comm, out + (size_t)i * BYTES, BYTES, a->index, &reqs[MSGS + i]) ==
+             ncclSuccess &&
+         reqs[MSGS + i];
+  if (ok && wait_all(a->n, reqs, 2 * MSGS, sizes, 1) == 0) {
+    size_t wrong = 0;
+    for (int i = 0; i < MSGS; i++)
+      wrong += verify(in + (size_t)i * BYTES, BYTES, a->prev * 10 + a->index, i) +
+               (sizes[i][0] != BYTES);
+    a->failed = wrong != 0;
+  }
+  /* the check counter is not the threads' to share: the rank reports */
+  if (a->failed) printf("threads: thread %d of rank %d failed\n", a->index, a->rank);
+  free(out);
+  free(in);
+  net_close_send(a->n, send_comm);
+  net_close_recv(a->n, recv_comm);
+  return NULL;
+}
+
+static int threads_rank(job *j, void *argp) {
+  (void)argp;
+  net n;
+  if (net_open(&n, 12) != 0) return 1;
+  enum { THREADS = 2 };
+  thread_arg args[THREADS];
+  pthread_t threads[THREADS];
+  int next = (j->rank + 1) % j->nranks;
+  for (int k = 0; k < THREADS; k++) {
+    uint8_t handle[NCCL_NET_HANDLE_MAXSIZE];
+    args[k] = (thread_arg){.n = &n, .rank = j->rank, .index = k};
+    args[k].prev = (j->rank + j->nranks - 1) % j->nranks;
+    CHECK_OR_RETURN(net_listen(&n, handle, &args[k].listen_comm) == ncclSuccess);
+    CHECK_OR_RETURN(exchange(j, handle) == 0);
+    memcpy(args[k].next_handle, j->handles[next], NCCL_NET_HANDLE_MAXSIZE);
+  }
+  for (int k = 0; k < THREADS; k++)
+    CHECK_OR_RETURN(pthread_create(&threads[k], NULL, thread_ring, &args[k]) == 0);
+  int failed = 0;
+  for (int k = 0; k < THREADS; k++) {
+    pthread_join(threads[k], NULL);
+    failed += args[k].failed;
+    net_close_listen(&n, args[k].listen_comm);
+  }
+  return failed;
 }
 
 /* ---- a peer killed mid-transfer ---- */
@@ -775,39 +856,43 @@ static int plain_round(int send_fd, int recv_fd, uint8_t *out, uint8_t *in, size
   return 0;
 }
 
-/* Chunks of o->chunk, at most o->inflight requests each way. */
+/* Chunks of o->chunk, at most o->inflight requests each way, tested oldest first as NCCL's
+ * proxy tests the next step of each connection: one test per direction per pass. */
 static int plugin_round(net *n, void *send_comm, void *recv_comm, uint8_t *out, uint8_t *in,
                         const bench_opts *o) {
-  size_t nchunks = (o->bytes + o->chunk - 1) / o->chunk, posted_s = 0, posted_r = 0;
-  size_t done_s = 0, done_r = 0;
-  void *sreq[MAX_REQ] = {0}, *rreq[MAX_REQ] = {0};
-  int inflight = o->inflight < MAX_REQ ? o->inflight : MAX_REQ;
+  size_t nchunks = (o->bytes + o->chunk - 1) / o->chunk;
+  size_t posted_s = 0, posted_r = 0, done_s = 0, done_r = 0;
+  void *sreq[MAX_REQ] = {0}, *rreq[MAX_REQ] = {0}; /* rings indexed by chunk % inflight */
+  size_t inflight = (size_t)(o->inflight < MAX_REQ ? o->inflight : MAX_REQ);
   while (done_s < nchunks || done_r < nchunks) {
-    for (int i = 0; i < inflight; i++) {
-      if (!rreq[i] && posted_r < nchunks) {
-        size_t off = posted_r * o->chunk,
-               len = o->bytes - off < o->chunk ? o->bytes - off : o->chunk;
-        void *data = in + off;
-        int tag = 1;
-        if (net_irecv(n, recv_comm, 1, &data, &len, &tag, &rreq[i]) != ncclSuccess) return -1;
-        if (rreq[i]) posted_r++;
-      }
-      if (!sreq[i] && posted_s < nchunks) {
-        size_t off = posted_s * o->chunk,
-               len = o->bytes - off < o->chunk ? o->bytes - off : o->chunk;
-        if (net_isend(n, send_comm, out + off, len, 1, &sreq[i]) != ncclSuccess) return -1;
-        if (sreq[i]) posted_s++;
-      }
-      int done = 0;
-      if (rreq[i]) {
-        if (net_test(n, rreq[i], &done, NULL) != ncclSuccess) return -1;
-        if (done) rreq[i] = NULL, done_r++;
-      }
-      if (sreq[i]) {
-        if (net_test(n, sreq[i], &done, NULL) != ncclSuccess) return -1;
-        if (done) sreq[i] = NULL, done_s++;
-      }
+    while (posted_r < nchunks && posted_r - done_r < inflight) {
+      size_t off = posted_r * o->chunk;
+      size_t len = o->bytes - off < o->chunk ? o->bytes - off : o->chunk;
+      void *data = in + off;
+      int tag = 1;
+      void **slot = &rreq[posted_r % inflight];
+      if (net_irecv(n, recv_comm, 1, &data, &len, &tag, slot) != ncclSuccess) return -1;
+      if (!*slot) break;
+      posted_r++;
     }
+    while (posted_s < nchunks && posted_s - done_s < inflight) {
+      size_t off = posted_s * o->chunk;
+      size_t len = o->bytes - off < o->chunk ? o->bytes - off : o->chunk;
+      void **slot = &sreq[posted_s % inflight];
+      if (net_isend(n, send_comm, out + off, len, 1, slot) != ncclSuccess) return -1;
+      if (!*slot) break;
+      posted_s++;
+    }
+    int done_recv = 0, done_send = 0;
+    if (done_r < posted_r) {
+      if (net_test(n, rreq[done_r % inflight], &done_recv, NULL) != ncclSuccess) return -1;
+      if (done_recv) done_r++;
+    }
+    if (done_s < posted_s) {
+      if (net_test(n, sreq[done_s % inflight], &done_send, NULL) != ncclSuccess) return -1;
+      if (done_send) done_s++;
+    }
+    if (!done_recv && !done_send) sched_yield(); /* as NCCL's proxy thread does when idle */
   }
   return 0;
 }
@@ -945,16 +1030,17 @@ int main(int argc, char **argv) {
   setenv("STRATA_TCP_STREAMS", "3", 1);
   setenv("STRATA_TIMEOUT", "10", 1);
   ring_arg v12 = {12}, v8 = {8};
-  run_ranks("ring v12, 2 processes", 2, ring_rank, &v12, NULL, 60, 1, -1);
-  run_ranks("ring v12, 3 processes", 3, ring_rank, &v12, NULL, 60, 1, -1);
-  run_ranks("ring v12, 4 processes", 4, ring_rank, &v12, NULL, 60, 1, -1);
-  run_ranks("ring v8, 2 processes", 2, ring_rank, &v8, NULL, 60, 1, -1);
-  run_ranks("killed", 2, killed_rank, NULL, NULL, 40, 1, 1);
+  run_ranks("ring v12, 2 processes", 2, ring_rank, &v12, NULL, 60, -1);
+  run_ranks("ring v12, 3 processes", 3, ring_rank, &v12, NULL, 60, -1);
+  run_ranks("ring v12, 4 processes", 4, ring_rank, &v12, NULL, 60, -1);
+  run_ranks("ring v8, 2 processes", 2, ring_rank, &v8, NULL, 60, -1);
+  run_ranks("threads", 2, threads_rank, NULL, NULL, 60, -1);
+  run_ranks("killed", 2, killed_rank, NULL, NULL, 40, 1);
   const char *stranger[3] = {NULL, NULL, "STRATA_SECRET=not-the-secret"};
-  run_ranks("secret", 3, secret_rank, NULL, stranger, 40, 2, -1);
-  run_ranks("mismatch", 2, mismatch_rank, NULL, NULL, 40, 1, -1);
+  run_ranks("secret", 3, secret_rank, NULL, stranger, 40, -1);
+  run_ranks("mismatch", 2, mismatch_rank, NULL, NULL, 40, -1);
   const char *short_timeout[1] = {"STRATA_TIMEOUT=1.5"};
-  run_ranks("bad", 1, bad_rank, NULL, short_timeout, 40, 0, -1);
+  run_ranks("bad", 1, bad_rank, NULL, short_timeout, 40, -1);
   printf("%s\n", failures ? "FAILED" : "all passed");
   return failures != 0;
 }

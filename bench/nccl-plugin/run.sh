@@ -21,7 +21,9 @@
 # loss0.1:rate=1gbit,delay=25ms,loss=0.1%"), NCCLP_BYTES (268435456), NCCLP_ITERS (3),
 # NCCLP_WARMUP (2), NCCLP_REPEAT (3), NCCLP_PLAIN_ITERS (1), NCCLP_PLAIN_TIMEOUT_S (300),
 # NCCLP_CONTROL (1: also strata's own 2-rank allreduce of the same bytes, `strata bench`, as a
-# control on the host's state: the plugin and strata's collectives share the data path).
+# control on the host's state: the plugin and strata's collectives share the data path),
+# NCCLP_NICE (-10: every rank of every row runs at this niceness, so other work on a shared host
+# slows the rows less; the emulator's forwarder has its own real-time priority).
 # Needs root and /dev/net/tun. Raw JSON and logs in bench/results/nccl-plugin-DATE/.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -39,6 +41,7 @@ links=${NCCLP_LINKS:-"clean:rate=1gbit,delay=25ms loss0.1:rate=1gbit,delay=25ms,
 bytes=${NCCLP_BYTES:-268435456}
 iters=${NCCLP_ITERS:-3} warmup=${NCCLP_WARMUP:-2} repeat=${NCCLP_REPEAT:-3}
 plain_iters=${NCCLP_PLAIN_ITERS:-1} plain_timeout=${NCCLP_PLAIN_TIMEOUT_S:-300}
+nice=${NCCLP_NICE:--10}
 out=$root/bench/results/nccl-plugin-$(date -u +%Y%m%d-%H%M%S)
 mkdir -p "$out"
 name=ncclp$$
@@ -54,7 +57,7 @@ run() {
   shift 2
   dir=$(mktemp -d "$out/$label.XXXX")
   for r in 0 1; do
-    timeout -k 5 "$limit" "$strata" netem exec --name "$name" "$r" -- env STRATA_ENCRYPT=on \
+    timeout -k 5 "$limit" "$strata" netem exec --name "$name" "$r" -- nice -n "$nice" env STRATA_ENCRYPT=on \
       STRATA_TIMEOUT=60 STRATA_NCCL_PLUGIN="$plugin" "$harness" bench --rank "$r" --nranks 2 \
       --dir "$dir" --bytes "$bytes" --out "$out/$label.$r.json" "$@" >"$out/$label.$r.log" 2>&1 &
     pids+=($!)
@@ -106,7 +109,7 @@ for entry in $links; do
   if [ "${NCCLP_CONTROL:-1}" = 1 ]; then
     port=$((20000 + RANDOM % 20000)) cpids=()
     for r in 0 1; do
-      timeout -k 5 600 "$strata" netem exec --name "$name" "$r" -- env STRATA_RANK="$r" \
+      timeout -k 5 600 "$strata" netem exec --name "$name" "$r" -- nice -n "$nice" env STRATA_RANK="$r" \
         STRATA_WORLD_SIZE=2 STRATA_ADDR="10.77.0.1:$port" STRATA_SHM=0 STRATA_ENCRYPT=on \
         STRATA_TIMEOUT=60 "$strata" bench allreduce -b "$bytes" -e "$bytes" -n "$iters" \
         -w "$warmup" -J "$out/$label.native.$r.json" >"$out/$label.native.$r.log" 2>&1 &
