@@ -13,15 +13,15 @@
  *
  * Messages. NCCL matches a send to a receive by tag, and a receive may group up to
  * STRATA_NN_MAX_RECVS buffers with their own tags and sizes, the sends to it arriving in any
- * order, each at most as large as its buffer. strata's transport matches in post order with
- * exact sizes, so every NCCL send travels as two strata messages: a 16-byte header (the tag and
- * the size) and then the payload, if any. The receiver keeps one header receive posted while some
- * posted buffer still waits for its send; a header names its buffer (the first unfilled buffer
- * with that tag in the oldest receive with an unfilled buffer), and the payload receive is posted
- * for exactly the announced bytes, straight into that buffer, before the next header receive.
- * The payload is never copied: it waits in the socket until its buffer is known. A header whose
- * tag no buffer waits for, or whose size exceeds its buffer, fails the connection (NCCL calls it
- * a collective mismatch) and tells the peer with an ABORT.
+ * order, each at most as large as its buffer. Each NCCL send is one strata message carrying NCCL's
+ * tag; an irecv of n buffers posts n strata receives at once (the k-th message on a connection
+ * belongs to the k-th receive posted: NCCL's sender fills a grouped receive before the next),
+ * and each takes its buffer when its message's first frame arrives with the tag and the size
+ * (strata_xfer.match, src/net/transport.h): the first unfilled buffer of its request with that
+ * tag. The payload is read straight into that buffer, and every receive NCCL posted is posted on
+ * the wire at once, so no stream waits for another to learn where its bytes go. A message whose
+ * tag no buffer of its receive waits for, or larger than its buffer, fails the connection (NCCL
+ * calls it a collective mismatch) and tells the peer with an ABORT.
  *
  * Progress. Nothing runs behind NCCL's back: isend, irecv and test move whatever bytes the
  * sockets take (strata_transport progress), so a connection moves while its proxy thread polls it.
@@ -60,21 +60,17 @@
 #include "net/tcp_tune.h"
 
 enum {
-  NN_HEADER_BYTES = 16,
   NN_MAX_STREAMS = 64,
   NN_MAX_CONNS = NN_MAX_STREAMS + 1, /* data streams and the control connection */
   NN_MAX_PENDING = 128,              /* handshakes a listener runs at once (strangers included) */
   NN_HANDLE_VERSION = 1,
 };
 static const uint32_t NN_HANDLE_MAGIC = 0x4c434e53u; /* "SNCL" */
-static const uint32_t NN_HEADER_MAGIC = 0x31484e53u; /* "SNH1" */
 static const uint64_t NN_LISTEN_MAGIC = 0x6e6e2d6c69737465ull;
 static const uint64_t NN_CONNECT_MAGIC = 0x6e6e2d636f6e6e65ull;
 static const uint64_t NN_COMM_MAGIC = 0x6e6e2d636f6d6d21ull;
 static const uint32_t NN_REQUEST_MAGIC = 0x7165526eu;
 static const double NN_RETRY_S = 0.05;
-/* strata message tags: the kind in the high half, NCCL's tag in the low half */
-static const uint64_t NN_TAG_HEADER = 1ull << 32, NN_TAG_DATA = 2ull << 32;
 
 /* What NCCL carries from the listener to the connector (<= NCCL_NET_HANDLE_MAXSIZE bytes). The
  * connector keeps its in-progress connect in `stage`: NCCL passes the same handle to every
@@ -299,24 +295,25 @@ typedef struct nn_comm nn_comm;
 typedef struct nn_slot {
   uint8_t *data;
   size_t size; /* posted */
-  size_t got;  /* announced by the header */
+  size_t got;  /* what the send that filled it carried */
   int tag;
-  int matched; /* its header arrived */
+  int matched; /* a message took it */
   int done;
-  nn_comm *comm;
-  strata_xfer x; /* the payload */
 } nn_slot;
 
+/* One request: a send (one strata message) or a receive of n buffers (n strata receives posted
+ * at once, each taking whichever buffer its message's tag names when the message's first frame
+ * arrives: strata_xfer.match). */
 typedef struct nn_request {
   uint32_t magic;
   int used;
   int recv;
   int n;
-  int left; /* send: strata messages not yet in the kernel; receive: buffers not yet filled */
+  int left; /* strata messages not yet complete */
   nn_comm *comm;
-  nn_slot slots[STRATA_NN_MAX_RECVS]; /* a send uses slots[0] */
-  strata_xfer header_x;               /* a send's header */
-  uint8_t header[NN_HEADER_BYTES];
+  nn_slot slots[STRATA_NN_MAX_RECVS];  /* a send uses slots[0] */
+  strata_xfer xs[STRATA_NN_MAX_RECVS]; /* a send uses xs[0] */
+  int slot_of[STRATA_NN_MAX_RECVS];    /* receive: the buffer xs[i] filled */
 } nn_request;
 
 struct nn_comm {
@@ -325,13 +322,8 @@ struct nn_comm {
   strata_transport *t;
   int failed; /* strata status that ended the connection (0 = up) */
   char why[320];
+  char refused[200]; /* why a message was refused (a tag no buffer waits for, too large) */
   nn_request reqs[NCCL_NET_MAX_REQUESTS];
-  /* receiving side: receives with buffers whose header has not arrived, oldest first */
-  nn_request *waiting[NCCL_NET_MAX_REQUESTS];
-  int waiting_head, waiting_count;
-  strata_xfer header_x;
-  uint8_t header[NN_HEADER_BYTES];
-  int header_posted;
 };
 
 static ncclResult_t nn_result(int status) {
@@ -379,110 +371,49 @@ static void comm_progress(nn_comm *c) {
 static void send_done(strata_xfer *x) {
   nn_request *r = x->user;
   if (x->status != STRATA_OK)
-    comm_fail(r->comm, x->status, "a send of %zu bytes did not go out", r->slots[0].size);
+    comm_fail(r->comm, x->status, "a send of %zu bytes (tag %d) did not go out", r->slots[0].size,
+              r->slots[0].tag);
   else
     r->left--;
 }
 
-static int post_header_recv(nn_comm *c);
-
-static void payload_done(strata_xfer *x) {
-  nn_slot *s = x->user;
-  if (x->status != STRATA_OK)
-    comm_fail(s->comm, x->status, "a message of %zu bytes (tag %d) did not arrive", s->got, s->tag);
-  else
-    s->done = 1;
-}
-
-/* The oldest receive that still waits for a header, and its buffer for `tag`. */
-static nn_slot *match_header(nn_comm *c, int tag, nn_request **owner) {
-  if (!c->waiting_count) return NULL;
-  nn_request *r = c->waiting[c->waiting_head];
-  *owner = r;
-  for (int i = 0; i < r->n; i++)
-    if (!r->slots[i].matched && r->slots[i].tag == tag) return &r->slots[i];
-  return NULL;
-}
-
-static void waiting_pop_if_matched(nn_comm *c) {
-  while (c->waiting_count) {
-    nn_request *r = c->waiting[c->waiting_head];
-    for (int i = 0; i < r->n; i++)
-      if (!r->slots[i].matched) return;
-    c->waiting_head = (c->waiting_head + 1) % NCCL_NET_MAX_REQUESTS;
-    c->waiting_count--;
-  }
-}
-
-static void header_done(strata_xfer *x) {
-  nn_comm *c = x->user;
-  c->header_posted = 0;
-  if (x->status != STRATA_OK) {
-    comm_fail(c, x->status, "the header of a message did not arrive");
-    return;
-  }
-  uint32_t magic, raw_tag;
-  uint64_t size;
-  memcpy(&magic, c->header, 4);
-  memcpy(&raw_tag, c->header + 4, 4);
-  memcpy(&size, c->header + 8, 8);
-  magic = le32toh(magic);
-  int tag = (int)le32toh(raw_tag);
-  size = le64toh(size);
-  if (magic != NN_HEADER_MAGIC) {
-    comm_fail(c, STRATA_ERR_PROTOCOL, "a message header is malformed");
-    return;
-  }
-  nn_request *r = NULL;
-  nn_slot *s = match_header(c, tag, &r);
-  if (!s) {
-    comm_fail(c, STRATA_ERR_MISMATCH, "a send with tag %d reached no posted receive of that tag",
-              tag);
-    return;
-  }
-  if (size > s->size) {
-    comm_fail(c, STRATA_ERR_MISMATCH,
-              "a send of %llu bytes (tag %d) is larger than the %zu-byte receive posted for it",
-              (unsigned long long)size, tag, s->size);
-    return;
-  }
-  s->matched = 1;
-  s->got = (size_t)size;
-  waiting_pop_if_matched(c);
-  if (size == 0) {
-    s->done = 1;
-  } else {
-    s->x = (strata_xfer){.peer = 1,
-                         .tag = NN_TAG_DATA | (uint32_t)tag,
-                         .bytes = size,
-                         .buf = s->data,
-                         .done = payload_done,
-                         .user = s};
-    int status = c->t->ops->post_recv(c->t, &s->x);
-    if (status != STRATA_OK) {
-      comm_fail(c, status, "cannot post a receive");
-      return;
+/* The first frame of the message for xs[i] arrived: it fills the receive's first unfilled buffer
+ * with its tag (the k-th message sent on a connection belongs to the k-th receive posted, as
+ * NCCL's sender sends to a grouped receive's buffers before the next receive's). */
+static int recv_match(strata_xfer *x, uint64_t tag, uint64_t bytes) {
+  nn_request *r = x->user;
+  nn_comm *c = r->comm;
+  for (int i = 0; i < r->n; i++) {
+    nn_slot *s = &r->slots[i];
+    if (s->matched || (uint64_t)(uint32_t)s->tag != tag) continue;
+    if (bytes > s->size) {
+      snprintf(c->refused, sizeof c->refused,
+               "a send of %llu bytes (tag %d) is larger than the %zu-byte receive posted for it",
+               (unsigned long long)bytes, s->tag, s->size);
+      return -1;
     }
+    s->matched = 1;
+    s->got = (size_t)bytes;
+    r->slot_of[x - r->xs] = i;
+    x->tag = tag;
+    x->bytes = bytes;
+    x->buf = s->data;
+    return 0;
   }
-  post_header_recv(c);
+  snprintf(c->refused, sizeof c->refused,
+           "a send with tag %d reached a receive with no buffer waiting for that tag", (int)tag);
+  return -1;
 }
 
-/* Keep one header receive posted while a buffer waits for its send. */
-static int post_header_recv(nn_comm *c) {
-  if (c->failed || c->header_posted || !c->waiting_count) return STRATA_OK;
-  c->header_x = (strata_xfer){.peer = 1,
-                              .tag = NN_TAG_HEADER,
-                              .bytes = NN_HEADER_BYTES,
-                              .buf = c->header,
-                              .done = header_done,
-                              .user = c};
-  int status = c->t->ops->post_recv(c->t, &c->header_x);
-  if (status != STRATA_OK) {
-    comm_fail(c, status, "cannot post a receive");
-    return status;
-  }
-  c->header_posted = 1;
-  return STRATA_OK;
+static void recv_done(strata_xfer *x) {
+  nn_request *r = x->user;
+  nn_comm *c = r->comm;
+  if (x->status == STRATA_ERR_MISMATCH && c->refused[0])
+    comm_fail(c, x->status, "%s", c->refused);
+  else if (x->status != STRATA_OK)
+    comm_fail(c, x->status, "a message did not arrive");
+  else
+    r->slots[r->slot_of[x - r->xs]].done = 1, r->left--;
 }
 
 static nn_comm *comm_of(void *p, int recv) {
@@ -546,33 +477,19 @@ ncclResult_t strata_nn_isend(void *send_comm, void *data, size_t size, int tag, 
   nn_request *r = request_take(c);
   if (!r) return ncclSuccess; /* NCCL_NET_MAX_REQUESTS in flight: NCCL tries again */
   r->n = 1;
+  r->left = 1;
   r->slots[0].size = size;
   r->slots[0].tag = tag;
-  uint32_t magic = htole32(NN_HEADER_MAGIC), raw_tag = htole32((uint32_t)tag);
-  uint64_t wire_size = htole64((uint64_t)size);
-  memcpy(r->header, &magic, 4);
-  memcpy(r->header + 4, &raw_tag, 4);
-  memcpy(r->header + 8, &wire_size, 8);
-  r->left = size ? 2 : 1;
-  r->header_x = (strata_xfer){.peer = 0,
-                              .tag = NN_TAG_HEADER,
-                              .bytes = NN_HEADER_BYTES,
-                              .buf = r->header,
-                              .done = send_done,
-                              .user = r};
-  int status = c->t->ops->post_send(c->t, &r->header_x);
-  if (status == STRATA_OK && size) {
-    r->slots[0].x = (strata_xfer){.peer = 0,
-                                  .tag = NN_TAG_DATA | (uint32_t)tag,
-                                  .bytes = size,
-                                  .buf = data,
-                                  .done = send_done,
-                                  .user = r};
-    status = c->t->ops->post_send(c->t, &r->slots[0].x);
-  }
+  r->xs[0] = (strata_xfer){.peer = 0,
+                           .tag = (uint32_t)tag,
+                           .bytes = size,
+                           .buf = size ? data : (void *)r,
+                           .done = send_done,
+                           .user = r};
+  int status = c->t->ops->post_send(c->t, &r->xs[0]);
   if (status != STRATA_OK) {
+    request_release(r);
     comm_fail(c, status, "cannot post a send");
-    /* the transport may hold the header: the request stays taken until close */
     return nn_result(status);
   }
   *request = r;
@@ -591,21 +508,29 @@ ncclResult_t strata_nn_irecv(void *recv_comm, int n, void **data, const size_t *
   nn_request *r = request_take(c);
   if (!r) return ncclSuccess;
   r->n = n;
-  r->left = n;
-  for (int i = 0; i < n; i++)
-    r->slots[i] = (nn_slot){.data = data[i], .size = sizes[i], .tag = tags[i], .comm = c};
-  c->waiting[(c->waiting_head + c->waiting_count++) % NCCL_NET_MAX_REQUESTS] = r;
-  int status = post_header_recv(c);
-  if (status != STRATA_OK) return nn_result(status);
+  size_t largest = 0;
+  for (int i = 0; i < n; i++) {
+    r->slots[i] = (nn_slot){.data = data[i], .size = sizes[i], .tag = tags[i]};
+    if (sizes[i] > largest) largest = sizes[i];
+  }
+  for (int i = 0; i < n; i++) {
+    /* tag, size and buffer come with the message (recv_match); until then, the bound */
+    r->xs[i] = (strata_xfer){
+        .peer = 1, .bytes = largest, .buf = r, .done = recv_done, .user = r, .match = recv_match};
+    int status = c->t->ops->post_recv(c->t, &r->xs[i]);
+    if (status != STRATA_OK) {
+      /* the ones posted stay with the transport: the request stays taken until close */
+      comm_fail(c, status, "cannot post a receive");
+      return nn_result(status);
+    }
+    r->left++;
+  }
   *request = r;
   return ncclSuccess;
 }
 
-static int request_complete(nn_request *r) {
-  if (!r->recv) return r->left == 0;
-  for (int i = 0; i < r->n; i++)
-    if (!r->slots[i].done) return 0;
-  return 1;
+static int request_complete(const nn_request *r) {
+  return r->left == 0;
 }
 
 ncclResult_t strata_nn_test(void *request, int *done, int *sizes) {

@@ -34,7 +34,8 @@
  * queue. Streams are read only while a receive is posted or a frame is half read, so an idle
  * progress() costs no syscalls beyond the control check. Tag or size disagreement completes the
  * receive with STRATA_ERR_MISMATCH without touching its buffer; the rest of that message's
- * pieces are then read and discarded (counted in bytes).
+ * pieces are then read and discarded (counted in bytes). A receive with a match callback
+ * (transport.h) learns its tag, size and buffer from the message's first frame instead.
  *
  * Sealing. When the handshake agreed it (STRATA_ENCRYPT, seal.h), every frame header is sealed on
  * its own and every non-empty payload whole: a piece is encrypted into one of the stream's two
@@ -101,6 +102,7 @@ enum {
                                       (512 KiB) gain nothing on the emulated WAN link of
                                       docs/wan.md, and lose with 4 MiB chunks */
 };
+enum { TCP_XFER_MATCHED = 1 }; /* strata_xfer.state of a receive */
 static const double TCP_CONTROL_CHECK_S = 0.01;
 /* Heartbeats per STRATA_TIMEOUT: enough that a late beat (a busy core, a lost segment being
  * retransmitted on a WAN) is not taken for silence, few enough to cost nothing. Bounded below so
@@ -610,6 +612,7 @@ static int tcp_post_recv(strata_transport *base, strata_xfer *x) {
   x->status = STRATA_OK;
   x->offset = 0;     /* bytes of frames matched */
   x->aux = x->bytes; /* bytes not arrived yet */
+  x->state = 0;      /* TCP_XFER_MATCHED once x->match took the message */
   *slot_of(p, seq) = (recv_slot){.x = x};
   return STRATA_OK;
 }
@@ -717,6 +720,15 @@ static int header_match(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
     slot->discard_left -= h->stripe_bytes;
     if (!slot->discard_left) slot->discarding = 0;
     return 1;
+  }
+  if (x->match && !(x->state & TCP_XFER_MATCHED)) { /* the first frame names tag and size */
+    uint64_t posted = x->bytes;
+    x->state |= TCP_XFER_MATCHED;
+    if (x->match(x, h->tag, h->msg_bytes) != 0 || x->bytes > posted || (x->bytes && !x->buf)) {
+      recv_mismatch(t, p, st, slot);
+      return 1;
+    }
+    x->aux = x->bytes;
   }
   if (h->tag != x->tag || h->msg_bytes != x->bytes) {
     if (x->offset != 0) return protocol_error(t, p, st, "pieces of one message disagree");
