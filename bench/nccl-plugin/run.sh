@@ -7,8 +7,8 @@
 # the same ring over one plain TCP socket per peer with the kernel's defaults: a stand-in for an
 # unpaced single-stream transport such as NCCL's own socket network with its defaults.
 #
-# The plugin runs as a user would run it across sites: frames sealed (STRATA_ENCRYPT=on), every
-# other STRATA_* setting at its default (4 streams, auto buffers, the window governor). The
+# The plugin runs as a user would run it across sites: frames sealed (STRATA_ENCRYPT=on), peers
+# authenticated (a fresh STRATA_SECRET per run), every other STRATA_* setting at its default (4 streams, auto buffers, the window governor). The
 # harness moves each 256 MiB as 4 MiB isend/irecv chunks with up to 32 requests in flight each
 # way (NCCL's limit per comm), polling test as NCCL's proxy does.
 #
@@ -42,6 +42,7 @@ bytes=${NCCLP_BYTES:-268435456}
 iters=${NCCLP_ITERS:-3} warmup=${NCCLP_WARMUP:-2} repeat=${NCCLP_REPEAT:-3}
 plain_iters=${NCCLP_PLAIN_ITERS:-1} plain_timeout=${NCCLP_PLAIN_TIMEOUT_S:-300}
 nice=${NCCLP_NICE:--10}
+secret=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n') # every rank authenticates
 out=$root/bench/results/nccl-plugin-$(date -u +%Y%m%d-%H%M%S)
 mkdir -p "$out"
 name=ncclp$$
@@ -58,7 +59,8 @@ run() {
   dir=$(mktemp -d "$out/$label.XXXX")
   for r in 0 1; do
     timeout -k 5 "$limit" "$strata" netem exec --name "$name" "$r" -- nice -n "$nice" env STRATA_ENCRYPT=on \
-      STRATA_TIMEOUT=60 STRATA_NCCL_PLUGIN="$plugin" "$harness" bench --rank "$r" --nranks 2 \
+      STRATA_SECRET="$secret" STRATA_JOB_ID="$name" STRATA_TIMEOUT=60 \
+      STRATA_NCCL_PLUGIN="$plugin" "$harness" bench --rank "$r" --nranks 2 \
       --dir "$dir" --bytes "$bytes" --out "$out/$label.$r.json" "$@" >"$out/$label.$r.log" 2>&1 &
     pids+=($!)
   done
@@ -111,6 +113,7 @@ for entry in $links; do
     for r in 0 1; do
       timeout -k 5 600 "$strata" netem exec --name "$name" "$r" -- nice -n "$nice" env STRATA_RANK="$r" \
         STRATA_WORLD_SIZE=2 STRATA_ADDR="10.77.0.1:$port" STRATA_SHM=0 STRATA_ENCRYPT=on \
+        STRATA_SECRET="$secret" STRATA_JOB_ID="$name-control" \
         STRATA_TIMEOUT=60 "$strata" bench allreduce -b "$bytes" -e "$bytes" -n "$iters" \
         -w "$warmup" -J "$out/$label.native.$r.json" >"$out/$label.native.$r.log" 2>&1 &
       cpids+=($!)

@@ -547,7 +547,9 @@ ncclResult_t strata_nn_test(void *request, int *done, int *sizes) {
     return ncclSuccess;
   }
   if (c->failed) {
-    /* the transport failed every transfer it held, so nothing refers to the request now */
+    /* a failed connection takes no new request, so this slot is never reused while the
+     * transport may still hold one of its transfers (after a mismatch or an abort the data path
+     * stays up until close) */
     *done = 1;
     request_release(r);
     return nn_result(c->failed);
