@@ -13,8 +13,8 @@
  *              and moving data at once (as NCCL's proxy threads do; TSan watches)
  *   killed     a peer killed mid-transfer: every request pending with it fails, later ones too,
  *              nothing hangs
- *   secret     a process with another STRATA_SECRET is refused at connect, and the listener
- *              still accepts the right peer
+ *   secret     300 silent connections flood a listener, a process with another STRATA_SECRET
+ *              is refused at connect, and the listener still accepts the right peer
  *   mismatch   a send larger than its receive fails both ends
  *   bad        bad handles and arguments: not strata's, a stage pointer this process never made,
  *              a port nobody listens on (fails after STRATA_TIMEOUT), NULLs, CUDA memory
@@ -613,13 +613,25 @@ static int secret_rank(job *j, void *argp) {
   CHECK_OR_RETURN(net_listen(&n, handle, &listen_comm) == ncclSuccess);
   CHECK_OR_RETURN(exchange(j, handle) == 0);
   double deadline = now_s() + 20;
-  if (j->rank == 2) { /* the stranger: refused at connect */
+  if (j->rank == 2) { /* the stranger: a flood of silent connections, then refused at connect */
+    struct sockaddr_in listener; /* the handle's address (plugin.c's nn_handle, after 8 bytes) */
+    memcpy(&listener, j->handles[0] + 8, sizeof listener);
+    int flood[300];
+    for (int i = 0; i < 300; i++) {
+      flood[i] = socket(AF_INET, SOCK_STREAM, 0);
+      if (flood[i] >= 0 && connect(flood[i], (struct sockaddr *)&listener, sizeof listener) != 0)
+        close(flood[i]), flood[i] = -1;
+    }
+    CHECK_OR_RETURN(barrier(j) == 0); /* the member connects through the flood */
+    for (int i = 0; i < 300; i++)
+      if (flood[i] >= 0) close(flood[i]);
     ncclResult_t rc;
     while ((rc = net_connect(&n, j->handles[0], &comm)) == ncclSuccess && !comm)
       CHECK_OR_RETURN(now_s() < deadline, "a connect with the wrong secret never ended");
     CHECK(rc == ncclRemoteError && !comm, "a connect with the wrong secret: %d", rc);
     CHECK_OR_RETURN(barrier(j) == 0);
-  } else if (j->rank == 1) { /* the member */
+  } else if (j->rank == 1) { /* the member, once the flood is in */
+    CHECK_OR_RETURN(barrier(j) == 0);
     while (!comm) {
       CHECK_OR_RETURN(net_connect(&n, j->handles[0], &comm) == ncclSuccess);
       CHECK_OR_RETURN(now_s() < deadline, "the member never connected");
@@ -632,6 +644,7 @@ static int secret_rank(job *j, void *argp) {
     CHECK_OR_RETURN(barrier(j) == 0);
   } else { /* the listener */
     int arrived = 0, released = 0;
+    CHECK_OR_RETURN(barrier(j) == 0); /* the flood sits in the accept queue */
     while (!released) {
       if (!comm) CHECK_OR_RETURN(net_accept(&n, listen_comm, &comm) == ncclSuccess);
       if (comm && !arrived) {

@@ -674,9 +674,16 @@ ncclResult_t strata_nn_accept(void *listen_comm, void **recv_comm) {
   for (;;) { /* the accept queue */
     int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;
-    if (l->npending == NN_MAX_PENDING) { /* a flood: the oldest pending stranger waits its turn */
-      close(fd);
-      continue;
+    if (l->npending == NN_MAX_PENDING) {
+      /* full: the oldest handshake goes. A peer's own connections finish within a round trip
+       * or two, so only a flood of silent strangers is evicted, never the peer they crowd */
+      int oldest = 0;
+      for (int i = 1; i < l->npending; i++)
+        if (l->pending[i].deadline_s < l->pending[oldest].deadline_s) oldest = i;
+      if (l->dropped++ < 3)
+        nn_log(NCCL_LOG_WARN, "%d handshakes pending on %s: dropping the oldest", NN_MAX_PENDING,
+               l->params.address);
+      pending_drop(l, oldest);
     }
     nn_nodelay(fd);
     nn_pending *p = &l->pending[l->npending++];
