@@ -4,7 +4,8 @@
 # include/strata.h: the functions declared there (and in strata_kv.h) with STRATA_API, no more (an
 # internal symbol a program could link to and come to depend on, or clash with) and no fewer (a
 # declared function a program cannot link). Neither holds a test hook. And the runtime does not
-# need libyaml: topology files are the planner's, inside the command.
+# need libyaml: topology files are the planner's, inside the command. And the NCCL plugin
+# exports its two tables alone.
 set -uo pipefail
 build=${1:?usage: test_exports.sh BUILD_DIR}
 source_dir=${STRATA_SOURCE_DIR:-$(dirname "$0")/..}
@@ -74,6 +75,18 @@ soname=$(readelf -d "$library" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 needed=$(readelf -d "$library" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
 echo "NEEDED: $needed"
 case " $needed" in *" libyaml"*) fail "libstrata.so needs libyaml" ;; esac
+
+# The NCCL network plugin exports the two tables NCCL looks up by name and nothing else: the
+# static runtime inside it stays hidden (src/ncclnet/ncclnet.map).
+plugin=$build/libnccl-net-strata.so
+if [ -e "$plugin" ]; then
+  plugin_exports=$(nm -D --defined-only "$plugin" | awk '$2 != "A" { print $3 }' | sort | tr '\n' ' ')
+  [ "$plugin_exports" = "ncclNetPlugin_v12 ncclNetPlugin_v8 " ] ||
+    fail "libnccl-net-strata.so exports: $plugin_exports(want ncclNetPlugin_v12 ncclNetPlugin_v8)"
+  echo "libnccl-net-strata.so exports: $plugin_exports"
+else
+  fail "$plugin not built"
+fi
 
 [ "$failures" = 0 ] && echo "test_exports: ok" || echo "test_exports: $failures failure(s)"
 [ "$failures" = 0 ]

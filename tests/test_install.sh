@@ -14,7 +14,8 @@ prefix=$work/prefix
 fail() { echo "FAIL: $*"; exit 1; }
 
 cmake --install "$build" --prefix "$prefix" >/dev/null
-for f in include/strata.h lib/libstrata.so lib/libstrata.a lib/pkgconfig/strata.pc bin/strata \
+for f in include/strata.h lib/libstrata.so lib/libstrata.a lib/libnccl-net-strata.so \
+  lib/pkgconfig/strata.pc bin/strata \
   lib/cmake/strata/strataConfig.cmake; do
   [ -e "$prefix/$f" ] || fail "$f not installed"
 done

@@ -45,6 +45,10 @@ static void plan_usage(FILE *out) {
           "  --fragments P          streaming DiLoCo fragments, 1..H (1)\n"
           "  --delay TAU            inner steps a fragment's exchange overlaps, below H/P (0)\n"
           "  --streams S            TCP connections per peer across the WAN (16)\n"
+          "  --transport T          what carries collectives across a routed or overlay\n"
+          "                         link: strata (its TCP, default), nccl-socket (NCCL's\n"
+          "                         own sockets, one per peer), nccl-strata (NCCL on\n"
+          "                         strata's network plugin, NCCL_NET_PLUGIN=strata)\n"
           "  --update-fraction X    RL: share of parameters changed per sync (0.01)\n"
           "  --rl-sync full|delta   RL: what the framework ships per sync (default auto: the\n"
           "                         smaller); full when a delta is smaller trips L4-RL-FULL-SYNC\n"
@@ -106,6 +110,7 @@ enum {
   OPT_FRAGMENTS,
   OPT_DELAY,
   OPT_STREAMS,
+  OPT_TRANSPORT,
   OPT_UPDATE,
   OPT_RL_SYNC,
   OPT_SYNC_EVERY,
@@ -137,6 +142,7 @@ static const struct option plan_options[] = {
     {"fragments", required_argument, 0, OPT_FRAGMENTS},
     {"delay", required_argument, 0, OPT_DELAY},
     {"streams", required_argument, 0, OPT_STREAMS},
+    {"transport", required_argument, 0, OPT_TRANSPORT},
     {"update-fraction", required_argument, 0, OPT_UPDATE},
     {"rl-sync", required_argument, 0, OPT_RL_SYNC},
     {"sync-every", required_argument, 0, OPT_SYNC_EVERY},
@@ -165,6 +171,8 @@ typedef struct plan_args {
   double params, step_ms, wire_bits, update_fraction, kv_mb, rps, token_ms, tokens;
   int inner, fragments, delay, streams, sync_every, replicas, pipeline, dtype_given, rl_sync_given;
   strata_rl_sync rl_sync;
+  strata_wan_transport transport;
+  int transport_given;
   int tp, pp, layers, micro_batches;
   strata_dtype dtype;
   const char *trainer;
@@ -221,6 +229,15 @@ static int parse_option(plan_args *a, int opt, const char *arg) {
       return parse_int("--delay", arg, 0, 100000000, &a->delay);
     case OPT_STREAMS:
       return parse_int("--streams", arg, 1, 1024, &a->streams);
+    case OPT_TRANSPORT:
+      if (strata_wan_transport_parse(arg, &a->transport) != STRATA_OK) {
+        fprintf(stderr,
+                "strata plan: --transport expects strata, nccl-socket or nccl-strata, got '%s'\n",
+                arg);
+        return -1;
+      }
+      a->transport_given = 1;
+      return 0;
     case OPT_UPDATE:
       return parse_double("--update-fraction", arg, 1e-9, 1, &a->update_fraction);
     case OPT_RL_SYNC:
@@ -295,6 +312,7 @@ static int apply_overrides(const plan_args *a, strata_workload *w) {
   if (a->fragments >= 0) w->fragments = a->fragments;
   if (a->delay >= 0) w->delay = a->delay;
   if (a->streams >= 0) w->wan_streams = a->streams;
+  if (a->transport_given) w->transport = a->transport;
   if (a->sync_every >= 0) w->sync_every = a->sync_every;
   if (a->replicas >= 0) w->replicas_per_site = a->replicas;
   if (a->pipeline) w->cross_site_pipeline = 1;

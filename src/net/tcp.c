@@ -34,7 +34,8 @@
  * queue. Streams are read only while a receive is posted or a frame is half read, so an idle
  * progress() costs no syscalls beyond the control check. Tag or size disagreement completes the
  * receive with STRATA_ERR_MISMATCH without touching its buffer; the rest of that message's
- * pieces are then read and discarded (counted in bytes).
+ * pieces are then read and discarded (counted in bytes). A receive with a match callback
+ * (transport.h) learns its tag, size and buffer from the message's first frame instead.
  *
  * Sealing. When the handshake agreed it (STRATA_ENCRYPT, seal.h), every frame header is sealed on
  * its own and every non-empty payload whole: a piece is encrypted into one of the stream's two
@@ -65,6 +66,7 @@
  * done() outside progress(), raise SIGPIPE (MSG_NOSIGNAL), or block.
  */
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -100,6 +102,7 @@ enum {
                                       (512 KiB) gain nothing on the emulated WAN link of
                                       docs/wan.md, and lose with 4 MiB chunks */
 };
+enum { TCP_XFER_MATCHED = 1 }; /* strata_xfer.state of a receive */
 static const double TCP_CONTROL_CHECK_S = 0.01;
 /* Heartbeats per STRATA_TIMEOUT: enough that a late beat (a busy core, a lost segment being
  * retransmitted on a WAN) is not taken for silence, few enough to cost nothing. Bounded below so
@@ -611,6 +614,7 @@ static int tcp_post_recv(strata_transport *base, strata_xfer *x) {
   x->status = STRATA_OK;
   x->offset = 0;     /* bytes of frames matched */
   x->aux = x->bytes; /* bytes not arrived yet */
+  x->state = 0;      /* TCP_XFER_MATCHED once x->match took the message */
   *slot_of(p, seq) = (recv_slot){.x = x};
   return STRATA_OK;
 }
@@ -718,6 +722,15 @@ static int header_match(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
     slot->discard_left -= h->stripe_bytes;
     if (!slot->discard_left) slot->discarding = 0;
     return 1;
+  }
+  if (x->match && !(x->state & TCP_XFER_MATCHED)) { /* the first frame names tag and size */
+    uint64_t posted = x->bytes;
+    x->state |= TCP_XFER_MATCHED;
+    if (x->match(x, h->tag, h->msg_bytes) != 0 || x->bytes > posted || (x->bytes && !x->buf)) {
+      recv_mismatch(t, p, st, slot);
+      return 1;
+    }
+    x->aux = x->bytes;
   }
   if (h->tag != x->tag || h->msg_bytes != x->bytes) {
     if (x->offset != 0) return protocol_error(t, p, st, "pieces of one message disagree");
@@ -1361,6 +1374,90 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
   free(fds);
   *out = &t->base;
   return STRATA_OK;
+}
+
+/* Kernel liveness for an adopted pair: keepalive probes after timeout/3 idle, three of them
+ * timeout/9 apart, and unacknowledged data for at most the timeout, so a vanished host fails the
+ * pair within about STRATA_TIMEOUT though nobody beats. */
+static void adopt_keepalive(int fd, double timeout_s) {
+  int one = 1, idle = (int)(timeout_s / 3), interval = (int)(timeout_s / 9), count = 3;
+  if (idle < 1) idle = 1;
+  if (interval < 1) interval = 1;
+  unsigned user_timeout_ms = (unsigned)(timeout_s * 1000.0);
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
+}
+
+int strata_tcp_adopt(const strata_config *cfg, int rank, int streams, int *fds,
+                     const strata_seal_keys *keys, strata_transport **out) {
+  if (!cfg || !fds || !keys || !out || (rank != 0 && rank != 1)) return STRATA_ERR_INVALID_ARG;
+  if (streams < 1 || streams > TCP_MAX_STREAMS || !(cfg->timeout_s > 0)) return STRATA_ERR_CONFIG;
+  *out = NULL;
+  int per_peer = streams + 1, peer = 1 - rank;
+  int *all_fds = malloc(2 * (size_t)per_peer * sizeof *all_fds);
+  strata_seal_keys *all_keys = calloc(2 * (size_t)per_peer, sizeof *all_keys);
+  tcp_transport *t = calloc(1, sizeof *t);
+  if (t) t->peers = calloc(2, sizeof *t->peers);
+  if (t) t->pollfds_cap = 2 * (size_t)per_peer;
+  if (t) t->pollfds = calloc(t->pollfds_cap + 1, sizeof *t->pollfds);
+  if (!all_fds || !all_keys || !t || !t->peers || !t->pollfds) {
+    for (int s = 0; s < per_peer; s++)
+      if (fds[s] >= 0) close(fds[s]), fds[s] = -1;
+    if (t) free(t->peers), free(t->pollfds);
+    free(t);
+    free(all_keys);
+    free(all_fds);
+    return STRATA_ERR_NO_MEMORY;
+  }
+  int status = STRATA_OK;
+  {
+    for (int i = 0; i < 2 * per_peer; i++) all_fds[i] = -1;
+    for (int s = 0; s < per_peer; s++) {
+      all_fds[peer * per_peer + s] = fds[s];
+      all_keys[peer * per_peer + s] = keys[s];
+    }
+    t->peers[0].control.fd = t->peers[1].control.fd = -1;
+    t->base.ops = &tcp_ops;
+    t->rank = rank;
+    t->nranks = 2;
+    t->streams = streams;
+    t->govern = cfg->tcp_govern && !cfg->tcp_buffer_bytes;
+    t->link_gbps = cfg->tcp_link_gbps;
+    t->timeout_s = INFINITY; /* see tcp.h: the kernel judges liveness here */
+    t->beat_s = TCP_BEAT_MAX_S;
+    status = peers_init(t, all_fds, all_keys);
+  }
+  if (status == STRATA_OK) {
+    for (int s = 0; s < per_peer; s++) {
+      adopt_keepalive(s < streams ? t->peers[peer].streams[s].fd : t->peers[peer].control.fd,
+                      cfg->timeout_s);
+      fds[s] = -1;
+    }
+    *out = &t->base;
+  } else if (t && t->peers) {
+    /* peers_init set to -1 the fds it took; the rest (the one it failed on, the ones it did not
+     * reach) are closed here and kept away from destroy */
+    tcp_peer *p = &t->peers[peer];
+    for (int s = 0; s < per_peer; s++) {
+      int fd = all_fds[peer * per_peer + s];
+      if (fd >= 0) {
+        if (s == streams)
+          p->control.fd = -1;
+        else if (p->streams)
+          p->streams[s].fd = -1;
+        close(fd);
+      }
+      fds[s] = -1;
+    }
+    tcp_destroy(&t->base);
+  }
+  sodium_memzero(all_keys, 2 * (size_t)per_peer * sizeof *all_keys);
+  free(all_keys);
+  free(all_fds);
+  return status;
 }
 
 /* ---- fuzzing the frame decoder (tests/fuzz/fuzz_wire.c) ---- */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "core/store.h"
+#include "net/seal.h"
 #include "net/transport.h"
 #include "strata.h"
 
@@ -21,6 +22,18 @@
  * cfg->tcp_streams streams each, authenticate. On success *out is the transport. */
 int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store *store,
                     strata_transport **out, char *err, size_t err_len);
+
+/* A transport between two ranks over connections made and authenticated elsewhere (the NCCL
+ * network plugin, src/ncclnet/): fds[0 .. streams-1] are the data streams to rank 1 - rank and
+ * fds[streams] the control connection, each already past strata_handshake_advance() == STRATA_OK
+ * with keys[i] what it agreed, and tuned (strata_tcp_tune_established). Silence is not judged:
+ * such an owner drives progress() only while it has transfers, so heartbeats would stop with it;
+ * the sockets get kernel keepalive and TCP_USER_TIMEOUT from cfg->timeout_s instead, and EOF or a
+ * reset still fails the pair at once. The transport takes the fds (set to -1) and *out is it; on
+ * a failure after the arguments were checked the fds are closed. STRATA_ERR_INVALID_ARG, _CONFIG
+ * (streams out of range), _NO_MEMORY or _SYSTEM (the cipher). */
+int strata_tcp_adopt(const strata_config *cfg, int rank, int streams, int *fds,
+                     const strata_seal_keys *keys, strata_transport **out);
 
 /* Tell the transport that `peer`'s data goes by another transport (shared memory): tcp then
  * only authenticates, watches for the peer's death and carries its abort as a backup to the

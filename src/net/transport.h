@@ -36,7 +36,14 @@ struct strata_xfer {
                               instead of writing `buf` (buf is then unused) */
   const void *reduce_src;
   void *reduce_dst;
-  uint32_t elem_size;           /* for fused reductions: never split an element */
+  uint32_t elem_size; /* for fused reductions: never split an element */
+  /* receive only, optional, honoured by tcp: called once, from progress(), when the message's
+   * first frame arrives, with the sender's tag and size. It sets x->tag and x->bytes to those
+   * (x->bytes no larger than posted) and x->buf to where they go, and returns 0; or returns
+   * nonzero to refuse the message, which then completes x with STRATA_ERR_MISMATCH. So a receive
+   * can be posted before its size and destination are known: the NCCL plugin's tagged, grouped
+   * receives (src/ncclnet/plugin.c). */
+  int (*match)(strata_xfer *x, uint64_t tag, uint64_t bytes);
   void (*done)(strata_xfer *x); /* called once, from progress(), when complete */
   void *user;
   /* set by the transport */

@@ -275,8 +275,10 @@ static void lint_link_kinds(lint_ctx *c, const strata_topo_link *k, const strata
            strata_extension_kind_name(k->extension.kind), strata_phys_kind_name(k->physical.kind));
   if (rdma_over_overlay(k))
     report(c, "L3-RDMA-OVER-OVERLAY", best_mark(&k->overlay.mark, &k->mark), k->name,
-           "pin collectives crossing the tunnel to TCP (NCCL_NET=Socket or NCCL_IB_DISABLE=1, "
-           "NCCL_SOCKET_IFNAME=wg0, or strata's TCP transport); keep RDMA inside each site",
+           "pin collectives crossing the tunnel to TCP: NCCL on strata's network plugin "
+           "(NCCL_NET_PLUGIN=strata, many streams, docs/nccl-plugin.md), NCCL's own sockets "
+           "(NCCL_NET=Socket, NCCL_SOCKET_IFNAME=wg0), or strata's TCP transport; keep RDMA inside "
+           "each site",
            "%s carries RDMA, and RDMA bypasses the kernel: it cannot enter a WireGuard tunnel",
            strata_extension_kind_name(k->extension.kind));
   if (k->extension.kind == STRATA_EXT_IB_ROUTER && needs_per_step_sync(p))
@@ -332,7 +334,25 @@ static void lint_link_workload(lint_ctx *c, const strata_topo_link *k, const str
              "the decode loop of a model split across sites crosses the WireGuard overlay every "
              "token (RTT %.3g ms)",
              m->rtt_ms);
-    else if (w->kind == STRATA_WORKLOAD_TRAIN_SYNC)
+    else if (w->kind == STRATA_WORKLOAD_TRAIN_SYNC && m->transport == STRATA_WAN_NCCL_SOCKET) {
+      /* the user's plan is NCCL over the overlay: its own socket network is the weak part */
+      strata_workload plugged = *w;
+      plugged.transport = STRATA_WAN_NCCL_STRATA;
+      strata_wan_model alt;
+      strata_plan_wan_model(t, m->link, &plugged, &alt);
+      char fix[360];
+      snprintf(
+          fix, sizeof fix,
+          "give NCCL strata's network plugin: NCCL_NET_PLUGIN=strata (libnccl-net-strata.so, "
+          "STRATA_TCP_STREAMS=%d, STRATA_ENCRYPT=off inside WireGuard) moves %.3g GB/s here "
+          "where NCCL's sockets move %.3g; and run DiLoCo (--workload diloco) to cross every H "
+          "steps",
+          plugged.wan_streams, alt.gbps, m->gbps);
+      report(c, "L3-OVERLAY-HOTPATH", best_mark(&k->overlay.mark, &k->mark), k->name, fix,
+             "per-step synchronous gradient allreduce with NCCL on its socket network across the "
+             "WireGuard overlay %s: one socket per peer, %.3g GB/s and RTT %.3g ms every step",
+             k->name, m->gbps, m->rtt_ms);
+    } else if (w->kind == STRATA_WORKLOAD_TRAIN_SYNC)
       report(c, "L3-OVERLAY-HOTPATH", best_mark(&k->overlay.mark, &k->mark), k->name,
              "run DiLoCo (--workload diloco): sync every H steps over the overlay, not every step",
              "per-step synchronous gradient allreduce across the WireGuard overlay %s: "
@@ -382,9 +402,7 @@ static int collective_crosses_sites(const strata_plan *p) {
 
 static void lint_one_stream(lint_ctx *c, const strata_topo_link *k, const strata_wan_model *m) {
   const strata_plan *p = c->plan;
-  if (p->workload.wan_streams != 1 || !collective_crosses_sites(p) || m->is_extension ||
-      m->measured)
-    return;
+  if (m->streams != 1 || !collective_crosses_sites(p) || m->is_extension || m->measured) return;
   int known = strata_topo_is_set(k->physical.capacity_gbps);
   double path_gbit = known ? k->physical.capacity_gbps : 10; /* as strata_plan_wan_model assumes */
   double rtt_s = m->rtt_ms / 1000;
@@ -398,11 +416,18 @@ static void lint_one_stream(lint_ctx *c, const strata_topo_link *k, const strata
   double by_cap = ceil(pow(path_gbit / ONE_STREAM_CAP_GBIT, log(64.0) / log(45.0 / 3.7)));
   double need = fmin(fmax(fmax(by_window, by_cap), 2), MAX_WAN_STREAMS);
   char fix[360];
-  snprintf(fix, sizeof fix,
-           "open %.0f TCP streams per peer across the link (strata: --streams %.0f, "
-           "STRATA_TCP_STREAMS=%.0f; NCCL over sockets: NCCL_SOCKET_NTHREADS x "
-           "NCCL_NSOCKS_PERTHREAD = %.0f, at most 64)",
-           need, need, need, need);
+  if (m->transport == STRATA_WAN_NCCL_SOCKET)
+    snprintf(fix, sizeof fix,
+             "open %.0f TCP streams per peer across the link: NCCL on strata's network plugin "
+             "(NCCL_NET_PLUGIN=strata, STRATA_TCP_STREAMS=%.0f, --transport nccl-strata), or "
+             "NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD = %.0f (at most 64)",
+             need, need, need);
+  else
+    snprintf(fix, sizeof fix,
+             "open %.0f TCP streams per peer across the link (strata: --streams %.0f, "
+             "STRATA_TCP_STREAMS=%.0f; NCCL: its network plugin NCCL_NET_PLUGIN=strata, or "
+             "NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD = %.0f, at most 64)",
+             need, need, need, need);
   report(c, "L3-WAN-ONE-STREAM", &k->mark, k->name, fix,
          "the %s workload's collectives cross %s on one TCP stream: %.3g Gb/s of the path's %.3g "
          "Gb/s%s (window %.0f MiB / RTT %.3g ms = %.3g Gb/s; one flow ~%.3g Gb/s measured). "

@@ -61,6 +61,7 @@ void strata_workload_defaults(strata_workload *w, strata_workload_kind kind) {
   w->fragments = 1;
   w->delay = 0; /* the textbook algorithm: each exchange blocks */
   w->wan_streams = 16;
+  w->transport = STRATA_WAN_STRATA;
   /* ~99% of per-step bf16 updates vanish after the cast (PULSE, arXiv 2602.03839); 5–30% of
    * parameters change over a whole RL run (arXiv 2505.11711) */
   w->update_fraction = 0.01;
@@ -93,6 +94,24 @@ strata_workload_kind strata_workload_auto(const strata_topo *topo) {
 }
 
 static const char *const rl_sync_names[] = {"auto", "full", "delta"};
+
+static const char *const transport_names[] = {"strata", "nccl-socket", "nccl-strata"};
+
+const char *strata_wan_transport_name(strata_wan_transport transport) {
+  if ((int)transport < 0 || transport > STRATA_WAN_NCCL_STRATA) return "?";
+  return transport_names[transport];
+}
+
+int strata_wan_transport_parse(const char *name, strata_wan_transport *out) {
+  if (!name) return STRATA_ERR_INVALID_ARG;
+  if (!strcasecmp(name, "nccl")) name = "nccl-socket";
+  for (int i = 0; i <= STRATA_WAN_NCCL_STRATA; i++)
+    if (!strcasecmp(name, transport_names[i])) {
+      *out = (strata_wan_transport)i;
+      return STRATA_OK;
+    }
+  return STRATA_ERR_INVALID_ARG;
+}
 
 const char *strata_rl_sync_name(strata_rl_sync sync) {
   return (unsigned)sync < 3 ? rl_sync_names[sync] : "?";
@@ -255,8 +274,14 @@ void strata_plan_wan_model(const strata_topo *topo, int index, const strata_work
     out->rtt_ms = out->owned ? 1.0 : 30.0;
   double cap = link_capacity_gbit(link);
   double gbit;
-  if (out->is_extension ||
-      (link->extension.kind == STRATA_EXT_IB_ROUTER && out->extension_ruled_out == NULL)) {
+  int rdma = out->is_extension ||
+             (link->extension.kind == STRATA_EXT_IB_ROUTER && !out->extension_ruled_out);
+  /* over TCP the transport decides the streams: NCCL's socket network opens one per peer by
+   * default; strata, and NCCL on strata's plugin, STRATA_TCP_STREAMS (--streams) */
+  out->transport = rdma || !w ? STRATA_WAN_STRATA : w->transport;
+  int streams = out->transport == STRATA_WAN_NCCL_SOCKET ? 1 : (w ? w->wan_streams : 16);
+  out->streams = streams;
+  if (rdma) {
     /* RDMA across: the extension's capacity (MetroX-3: 400G per port, trade press) */
     gbit = strata_topo_is_set(link->extension.gbps) ? link->extension.gbps : (cap > 0 ? cap : 400);
     if (strata_topo_is_set(link->extension.oversubscription) &&
@@ -267,26 +292,29 @@ void strata_plan_wan_model(const strata_topo *topo, int index, const strata_work
     /* measured with one flow (iperf3's default, DT-FM's figures): many streams scale it along
      * PCCL's curve (1 → 3.7 Gb/s, 64 → 45 Gb/s), capped by the path when its capacity is known */
     double one = link->overlay.bandwidth_gbps;
-    gbit = one * strata_wan_tcp_gbit(0, w ? w->wan_streams : 16) / strata_wan_tcp_gbit(0, 1);
+    gbit = one * strata_wan_tcp_gbit(0, streams) / strata_wan_tcp_gbit(0, 1);
     if (cap > 0 && gbit > cap) gbit = cap;
   } else {
     /* TCP across: PCCL's many-stream curve, capped by the path (assumed 10 Gb/s if unknown) */
     double path = cap > 0 ? cap : 10;
-    gbit = strata_wan_tcp_gbit(path, w ? w->wan_streams : 16);
+    gbit = strata_wan_tcp_gbit(path, streams);
     if (out->is_overlay) {
       int mtu =
           strata_topo_is_set(link->overlay.mtu_bytes) ? (int)link->overlay.mtu_bytes + 80 : 1500;
       gbit *= strata_wireguard_efficiency(mtu);
     }
   }
-  int rdma = out->is_extension ||
-             (link->extension.kind == STRATA_EXT_IB_ROUTER && !out->extension_ruled_out);
   if (!rdma && strata_topo_is_set(link->overlay.loss_pct) && link->overlay.loss_pct > 0)
-    gbit = fmin(gbit, lossy_tcp_gbit(link, out->rtt_ms, w ? w->wan_streams : 16));
+    gbit = fmin(gbit, lossy_tcp_gbit(link, out->rtt_ms, streams));
+  if (out->transport != STRATA_WAN_STRATA && out->rtt_ms > 0) {
+    out->nccl_window_gbps =
+        STRATA_NCCL_CHANNELS * STRATA_NCCL_WINDOW_BYTES / (out->rtt_ms / 1000) / 1e9;
+    gbit = fmin(gbit, out->nccl_window_gbps * 8);
+  }
   out->gbps = gbit / 8.0;
   out->unsealed_gbps = out->gbps;
-  out->sealed = !out->is_overlay && !out->is_extension &&
-                (link->extension.kind != STRATA_EXT_IB_ROUTER || out->extension_ruled_out);
+  /* strata seals its frames (the plugin's too); NCCL's socket network does not */
+  out->sealed = !out->is_overlay && !rdma && out->transport != STRATA_WAN_NCCL_SOCKET;
   if (out->sealed && out->gbps > strata_seal_cap_gbps()) out->gbps = strata_seal_cap_gbps();
 }
 
@@ -1413,6 +1441,29 @@ static const char *carries_training(const strata_plan *p, int level, char *buf, 
   return buf;
 }
 
+/* What carries the cross-site collectives, in words, for the layer table. */
+static void wan_transport_text(const strata_wan_model *m, char *buf, size_t len) {
+  if (m->transport == STRATA_WAN_NCCL_STRATA)
+    snprintf(buf, len,
+             "NCCL on strata's network plugin (NCCL_NET_PLUGIN=strata), %d stream%s per peer",
+             m->streams, m->streams == 1 ? "" : "s");
+  else if (m->transport == STRATA_WAN_NCCL_SOCKET)
+    snprintf(buf, len,
+             "NCCL on its socket network (NCCL_NET=Socket), %d socket%s per peer, in clear",
+             m->streams, m->streams == 1 ? "" : "s");
+  else
+    snprintf(buf, len, "collectives on strata TCP, %d stream%s per peer", m->streams,
+             m->streams == 1 ? "" : "s");
+  if (m->nccl_window_gbps > 0 && m->nccl_window_gbps <= m->gbps * 1.0001) {
+    size_t used = strlen(buf);
+    snprintf(
+        buf + used, len - used,
+        "; NCCL's window (%d channels x %.0f MiB per %.3g ms round trip) holds it to %.3g GB/s",
+        STRATA_NCCL_CHANNELS, STRATA_NCCL_WINDOW_BYTES / (1024 * 1024), m->rtt_ms,
+        m->nccl_window_gbps);
+  }
+}
+
 static void build_roles(strata_plan *p) {
   const strata_topo *t = p->topo;
   const strata_level *l0 = &p->site_fabric.level[0], *l1 = &p->site_fabric.level[1];
@@ -1484,7 +1535,8 @@ static void build_roles(strata_plan *p) {
                               : "routed RDMA between subnets (not one fabric)");
   }
   if (l >= 0 && (r = add_role(p, "3c"))) {
-    char sealing[200];
+    char sealing[200], carrier[240];
+    wan_transport_text(&p->wan, carrier, sizeof carrier);
     double cap = strata_seal_cap_gbps();
     if (p->wan.unsealed_gbps > cap)
       fmt(sealing, sizeof sealing,
@@ -1499,14 +1551,15 @@ static void build_roles(strata_plan *p) {
           cap, p->wan.unsealed_gbps);
     if (p->wan.is_overlay)
       fmt(r->technology, sizeof r->technology,
-          "WireGuard over %s, MTU 1420, %.3g GB/s%s, TCP only (NCCL_NET=Socket, "
-          "NCCL_SOCKET_IFNAME=wg0; strata: STRATA_ENCRYPT=off, WireGuard seals already)",
+          "WireGuard over %s, MTU 1420, %.3g GB/s%s, TCP only: %s (NCCL: "
+          "NCCL_SOCKET_IFNAME=wg0, or its plugin's STRATA_HOST on wg0; strata: "
+          "STRATA_ENCRYPT=off, WireGuard seals already)",
           strata_transit_kind_name(t->links[l].overlay.transit), p->wan.gbps,
-          p->wan.measured ? " (measured)" : "");
+          p->wan.measured ? " (measured)" : "", carrier);
+    else if (p->wan.is_extension)
+      fmt(r->technology, sizeof r->technology, "none needed (the path is owned and extended)");
     else
-      fmt(r->technology, sizeof r->technology, "%s%s",
-          p->wan.is_extension ? "none needed (the path is owned and extended)"
-                              : "none: routed IP, collectives on strata TCP with many streams",
+      fmt(r->technology, sizeof r->technology, "none: routed IP, %s%s", carrier,
           p->wan.sealed ? sealing : "");
     fmt(r->carries, sizeof r->carries, "%s",
         p->wan.is_overlay ? "the cross-site collectives of the decision, over TCP" : "nothing");

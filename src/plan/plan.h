@@ -45,6 +45,29 @@ typedef enum strata_rl_sync {
 const char *strata_rl_sync_name(strata_rl_sync sync);
 int strata_rl_sync_parse(const char *name, strata_rl_sync *out);
 
+/* What carries the collectives across a routed or overlay link (`strata plan --transport`). RDMA
+ * across a fabric extension is NCCL over InfiniBand whatever this says. */
+typedef enum strata_wan_transport {
+  STRATA_WAN_STRATA = 0,  /* strata's collectives on its TCP transport: wan_streams streams per
+                             peer, sealed between hosts (default) */
+  STRATA_WAN_NCCL_SOCKET, /* NCCL on its own socket network (NCCL_NET=Socket): one socket per
+                             peer by default (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD), in
+                             clear, under NCCL's window (STRATA_NCCL_WINDOW_BYTES per channel) */
+  STRATA_WAN_NCCL_STRATA  /* NCCL on strata's network plugin (NCCL_NET_PLUGIN=strata,
+                             docs/nccl-plugin.md): strata's streams, sealing and governor under
+                             NCCL's window */
+} strata_wan_transport;
+/* "strata", "nccl-socket" (also parsed: "nccl"), "nccl-strata"; _parse returns STRATA_OK or
+ * STRATA_ERR_INVALID_ARG. */
+const char *strata_wan_transport_name(strata_wan_transport transport);
+int strata_wan_transport_parse(const char *name, strata_wan_transport *out);
+/* NCCL keeps at most NCCL_BUFFSIZE (4 MiB: NCCL_STEPS = 8 slices of 512 KiB) in flight per
+ * channel and peer (NVIDIA/nccl src/init.cc, src/include/device.h), so one channel moves at most
+ * that per round trip; STRATA_NCCL_CHANNELS channels are assumed across a WAN (NCCL's ring
+ * search settles on 2 for one NIC; NCCL_MIN_NCHANNELS raises it). */
+#define STRATA_NCCL_WINDOW_BYTES (4.0 * 1024 * 1024)
+#define STRATA_NCCL_CHANNELS 2
+
 typedef struct strata_workload {
   strata_workload_kind kind;
   double params;      /* model parameters */
@@ -55,6 +78,7 @@ typedef struct strata_workload {
   int fragments;      /* streaming DiLoCo fragments; 1 = plain DiLoCo */
   int delay; /* DiLoCo tau: inner steps a fragment's exchange overlaps, < inner_steps/fragments */
   int wan_streams;                         /* TCP connections per peer across the WAN */
+  strata_wan_transport transport;          /* what carries collectives across it */
   double update_fraction;                  /* RL: share of parameters that change per sync */
   int sync_every;                          /* RL: trainer steps between weight syncs */
   strata_rl_sync rl_sync;                  /* RL: what the framework ships per sync */
@@ -115,7 +139,7 @@ const strata_lint_info *strata_lint_get(size_t index);
 /* What one layer carries for this workload on this topology. */
 typedef struct strata_layer_role {
   char layer[8];        /* "1", "2", "3a", "3b", "3c", "4" */
-  char technology[384]; /* "NVLink4 + NVSwitch (8 GPUs), NVLS" */
+  char technology[512]; /* "NVLink4 + NVSwitch (8 GPUs), NVLS" */
   char carries[320];    /* what crosses it, and how much */
 } strata_layer_role;
 
@@ -145,6 +169,9 @@ typedef struct strata_wan_model {
   int sealed;   /* strata seals its TCP frames across it (STRATA_ENCRYPT=auto between hosts; not
                    over a WireGuard overlay, which seals already, nor RDMA extensions) */
   double unsealed_gbps; /* gbps before the sealing cap (== gbps when sealing does not bind) */
+  strata_wan_transport transport; /* the workload's, over TCP; STRATA_WAN_STRATA over RDMA */
+  int streams;                    /* TCP connections per peer the figures assume */
+  double nccl_window_gbps;        /* NCCL's in-flight window over the RTT (GB/s; 0 = not NCCL) */
 } strata_wan_model;
 
 /* ---- measured links (`strata plan --links MATRIX`, measured.c) ----

@@ -176,6 +176,8 @@ void strata_plan_write_text(FILE *out, const strata_plan *p) {
   if (w->kind == STRATA_WORKLOAD_DILOCO)
     fprintf(out, ", H=%d, %g-bit outer sync, %d fragment%s, delay %d", w->inner_steps, w->wire_bits,
             w->fragments, w->fragments == 1 ? "" : "s", w->delay);
+  if (w->transport != STRATA_WAN_STRATA)
+    fprintf(out, ", across sites on %s", strata_wan_transport_name(w->transport));
   fprintf(out, "\n");
   text_measured_links(out, p);
   fprintf(out, "\nlayers (what each one carries)\n");
@@ -245,14 +247,16 @@ static json_t *json_topology(const strata_plan *p) {
 }
 
 static json_t *json_workload(const strata_workload *w) {
-  return json_pack("{s:o, s:o, s:o, s:o, s:i, s:o, s:i, s:i, s:i, s:o, s:i, s:o, s:i, s:b}", "kind",
-                   str(strata_workload_kind_name(w->kind)), "params", num(w->params), "dtype",
-                   str(strata_dtype_name(w->dtype)), "step_ms", num(w->step_ms), "inner_steps",
-                   w->inner_steps, "wire_bits", num(w->wire_bits), "fragments", w->fragments,
-                   "delay", w->delay, "wan_streams", w->wan_streams, "update_fraction",
-                   num(w->update_fraction), "sync_every", w->sync_every, "kv_bytes_per_request",
-                   num(w->kv_bytes_per_request), "replicas_per_site", w->replicas_per_site,
-                   "cross_site_pipeline", w->cross_site_pipeline != 0);
+  json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:i, s:o, s:i, s:i, s:i, s:o, s:i, s:o, s:i, s:b}",
+                        "kind", str(strata_workload_kind_name(w->kind)), "params", num(w->params),
+                        "dtype", str(strata_dtype_name(w->dtype)), "step_ms", num(w->step_ms),
+                        "inner_steps", w->inner_steps, "wire_bits", num(w->wire_bits), "fragments",
+                        w->fragments, "delay", w->delay, "wan_streams", w->wan_streams,
+                        "update_fraction", num(w->update_fraction), "sync_every", w->sync_every,
+                        "kv_bytes_per_request", num(w->kv_bytes_per_request), "replicas_per_site",
+                        w->replicas_per_site, "cross_site_pipeline", w->cross_site_pipeline != 0);
+  if (o) json_object_set_new(o, "transport", str(strata_wan_transport_name(w->transport)));
+  return o;
 }
 
 static json_t *json_predictions(const strata_plan *p) {
