@@ -547,6 +547,11 @@ void strata_handshake_expire(strata_handshake *hs) {
   fail(hs, STRATA_ERR_TIMEOUT);
 }
 
+int strata_handshake_evictable(const strata_handshake *hs) {
+  if (hs->stage == STAGE_REJECTING || hs->stage == STAGE_LINGER) return 2;
+  return hs->stage == STAGE_HELLO && hs->in_got == 0 ? 1 : 0;
+}
+
 short strata_handshake_events(const strata_handshake *hs) {
   switch (hs->stage) {
     case STAGE_DONE:
