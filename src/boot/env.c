@@ -113,8 +113,8 @@ static int env_int(env_reader *r, const char *name, long min, long max, int *out
   return STRATA_OK;
 }
 
-/* "4194304", "4M", "4MiB", "512k", "1G": binary multiples, case-insensitive. */
-static int parse_size_bytes(const char *text, size_t *out) {
+/* "4194304", "4M", "4MiB", "512k", "1G": binary multiples, case-insensitive (store.h). */
+int strata_bytes_parse(const char *text, size_t *out) {
   char *end;
   if (!isdigit((unsigned char)text[0])) return -1;
   errno = 0;
@@ -151,7 +151,7 @@ static int parse_size_bytes(const char *text, size_t *out) {
 
 static int env_size(env_reader *r, const char *name, size_t *out) {
   const char *value = reader_get(r, name);
-  if (value && parse_size_bytes(value, out) != 0)
+  if (value && strata_bytes_parse(value, out) != 0)
     return env_error(r, name, value, "a byte count such as 65536, 512K, 4M or 1G");
   return STRATA_OK;
 }

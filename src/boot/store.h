@@ -36,6 +36,10 @@ int strata_store_connect_job(const char *addr, const char *job_id, int rank, int
                              double timeout_s, strata_store **out);
 int strata_store_connect_job_auth(const char *addr, const char *secret, const char *job_id,
                                   int rank, int nranks, double timeout_s, strata_store **out);
+/* A byte count as the environment gives one: "4194304", "4M", "4MiB", "512k", "1G" (binary
+ * multiples, case-insensitive). 0, or -1 when it is not one (env.c). */
+int strata_bytes_parse(const char *text, size_t *out);
+
 /* The local address ("a.b.c.d") of the connection to the store: how peers can reach us. */
 int strata_store_local_host(const strata_store *s, char *host, size_t len);
 /* Runs `len` bytes, as one connection sent them, through the server's request parser and
