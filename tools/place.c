@@ -78,6 +78,12 @@ static int usage_error(const char *what, const char *value) {
   return 2;
 }
 
+/* The largest sizes accepted: far past any real model or message, and small enough that every
+ * prediction made from them stays a finite number of seconds (1e308 bytes would print inf). */
+#define PLACE_MAX_BYTES 1125899906842624.0 /* 2^50, 1 PiB */
+#define PLACE_MAX_PARAMS 1e15
+#define PLACE_MAX_PARAM_BYTES 64.0
+
 /* A number with an optional suffix: binary (K=2^10 ...) or decimal (K=1e3, B=1e9). */
 static int parse_scaled(const char *text, int binary, double *out) {
   char *end;
@@ -110,7 +116,17 @@ static int parse_scaled(const char *text, int binary, double *out) {
     if (*end) return -1;
   }
   *out = v * unit;
-  return 0;
+  return isfinite(*out) ? 0 : -1;
+}
+
+/* parse_scaled, then at most `max`: -1 with a sentence naming the limit. */
+static int parse_bounded(const char *option, const char *text, int binary, double max,
+                         double *out) {
+  if (parse_scaled(text, binary, out) != 0) return -1;
+  if (*out <= max) return 0;
+  fprintf(stderr, "strata place: %s %s: at most %.6g (larger values give no finite prediction)\n",
+          option, text, max);
+  return 1;
 }
 
 static int parse_int(const char *text, int lo, int hi, int *out) {
@@ -161,13 +177,14 @@ static int parse_args(int argc, char **argv, place_options *o) {
     } else if (!strcmp(a, "--iterations")) {
       bad = parse_int(v, 1, 1 << 20, &o->iterations);
     } else if (!strcmp(a, "--params")) {
-      bad = parse_scaled(v, 0, &o->params);
+      bad = parse_bounded(a, v, 0, PLACE_MAX_PARAMS, &o->params);
     } else if (!strcmp(a, "--param-bytes")) {
-      bad = parse_scaled(v, 0, &o->param_bytes);
+      bad = parse_bounded(a, v, 0, PLACE_MAX_PARAM_BYTES, &o->param_bytes);
     } else if (!strcmp(a, "--activation-bytes")) {
-      bad = parse_scaled(v, 1, &o->pipeline.activation_bytes);
+      bad = parse_bounded(a, v, 1, PLACE_MAX_BYTES, &o->pipeline.activation_bytes);
     } else if (!strcmp(a, "--bytes")) {
-      bad = parse_scaled(v, 1, &o->bytes) || o->bytes <= 0;
+      bad = parse_bounded(a, v, 1, PLACE_MAX_BYTES, &o->bytes);
+      bad = bad ? bad : o->bytes <= 0 ? -1 : 0;
     } else if (!strcmp(a, "--seed")) {
       int s = 0;
       bad = parse_int(v, 0, 1 << 30, &s);
@@ -175,10 +192,8 @@ static int parse_args(int argc, char **argv, place_options *o) {
     } else {
       return usage_error("unknown option", a);
     }
-    if (bad) {
-      fprintf(stderr, "strata place: %s: bad value '%s'\n", a, v);
-      return 2;
-    }
+    if (bad < 0) fprintf(stderr, "strata place: %s: bad value '%s'\n", a, v);
+    if (bad) return 2;
     i += takes;
   }
   if (!o->matrix_path) return usage_error("the link matrix file is missing", NULL);
