@@ -11,9 +11,12 @@
  *    step 1's, as a success);
  *  - the documented loop (agree after each step, undo after the shrink): both retry step 1 and
  *    get its exact sum over the survivors.
+ * And a broadcast whose ranks name different roots fails with a log line naming both roots.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
@@ -105,6 +108,32 @@ static int agreeing_body(strata_comm *comm, int rank, int n, int init_status, vo
   return status == STRATA_OK && got == 1 ? 0 : 1;
 }
 
+/* Each rank takes itself for the root; its log goes to a file the body reads back. */
+static int roots_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  (void)n, (void)arg;
+  if (!comm) return printf("  rank %d: init %s\n", rank, strata_err_name(init_status)), 1;
+  char path[] = "/tmp/strata-lineage-log-XXXXXX";
+  int log_fd = mkstemp(path);
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(log_fd, 2);
+  int value = rank;
+  int status = strata_broadcast(comm, &value, &value, 1, STRATA_I32, rank);
+  fflush(stderr);
+  dup2(saved, 2);
+  char text[8192] = "";
+  ssize_t got = pread(log_fd, text, sizeof text - 1, 0);
+  text[got > 0 ? got : 0] = '\0';
+  close(log_fd);
+  unlink(path);
+  char want[96];
+  snprintf(want, sizeof want, "with root %d, this rank with root %d", 1 - rank, rank);
+  int named = strstr(text, want) != NULL;
+  printf("  rank %d: broadcast %s, roots named: %s\n", rank, strata_err_name(status),
+         named ? "yes" : text);
+  return status == STRATA_ERR_MISMATCH && named ? 0 : 1;
+}
+
 int main(void) {
   strata_test_ranks_opts opts = {.shm = 0, .tweak = tweak, .deadline_s = 60};
   printf("naive retry after a shrink:\n");
@@ -113,6 +142,10 @@ int main(void) {
   printf("agree, shrink, undo, retry:\n");
   CHECK(strata_test_run_ranks(3, &opts, agreeing_body, NULL) == 0,
         "the agreeing loop must retry step 1 exactly");
+  printf("two ranks, each the root of a broadcast:\n");
+  strata_test_ranks_opts two = {.shm = 0, .deadline_s = 60};
+  CHECK(strata_test_run_ranks(2, &two, roots_body, NULL) == 0,
+        "a root mismatch must fail and name both roots");
   printf("test_comm_lineage: %s\n", failures ? "FAILED" : "ok");
   return failures ? 1 : 0;
 }

@@ -145,7 +145,7 @@ static uint64_t fnv1a(uint64_t hash, uint64_t value) {
  * operations cannot be confused). A collective's number is its index in the communicator's
  * lineage (lineage_base, elastic.c): after a shrink, survivors that finished different numbers
  * of collectives and did not agree since are told instead of summing different steps. */
-static uint64_t operation_tag(strata_comm *comm, strata_operation *op) {
+uint64_t strata_engine_signature_hash(const strata_operation *op, int root) {
   const strata_coll_args *a = &op->args;
   int p2p = a->coll == STRATA_COLL_SEND || a->coll == STRATA_COLL_RECV;
   uint64_t hash = 1469598103934665603ULL;
@@ -155,9 +155,20 @@ static uint64_t operation_tag(strata_comm *comm, strata_operation *op) {
   hash = fnv1a(hash, (uint64_t)op->codec); /* both ends must agree on the wire format */
   if (!p2p) {
     hash = fnv1a(hash, is_reduction(a->coll) ? (uint64_t)a->op : 0);
-    hash = fnv1a(hash, is_rooted(a->coll) ? (uint64_t)a->root : 0);
+    hash = fnv1a(hash, is_rooted(a->coll) ? (uint64_t)root : 0);
     hash = fnv1a(hash, (uint64_t)op->sched.algo);
   }
+  return hash & 0xffffff;
+}
+
+int strata_engine_is_rooted(strata_coll coll) {
+  return is_rooted(coll);
+}
+
+static uint64_t operation_tag(strata_comm *comm, strata_operation *op) {
+  const strata_coll_args *a = &op->args;
+  int p2p = a->coll == STRATA_COLL_SEND || a->coll == STRATA_COLL_RECV;
+  uint64_t hash = strata_engine_signature_hash(op, a->root);
   uint64_t seq;
   if (a->coll == STRATA_COLL_SEND)
     seq = comm->p2p_send_seq[a->root]++;

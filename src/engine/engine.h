@@ -204,6 +204,12 @@ int strata_engine_run_schedule(strata_comm *comm, const strata_coll_args *name,
                                strata_schedule *sched, void *send, uint64_t send_bytes, void *recv,
                                uint64_t recv_bytes);
 
+/* The 24 bits of a message tag that name the call (api.c: collective, count, type, codec, op,
+ * algorithm), with `root` in place of the call's own; and whether a collective has a root. For
+ * naming what differed when a tag did not match (engine.c). */
+uint64_t strata_engine_signature_hash(const strata_operation *op, int root);
+int strata_engine_is_rooted(strata_coll coll);
+
 /* Test hook (tests/test_comm_lineage.c): the next collective that finishes on `comm` finishes
  * on the wire as usual but reports `status` to this rank, as a call does whose last bytes were
  * lost with a peer that died just then. */
