@@ -4,7 +4,7 @@
 # tests/test_net_flood FLOOD_REPEAT times (default 9). Each run starts the same 2-rank job twice,
 # unattacked and with 5,000 idle plus 1,000 garbage-sending connections held against rank 0's
 # port while rank 1 connects (both ranks at a soft limit of 1,024 descriptors), and times the
-# first 64 MiB allreduce of each. Prints the median attacked/unattacked speed ratio (1.00 = no
+# first 64 MiB allreduce of each (in alternating order, run by run). Prints the median attacked/unattacked speed ratio (1.00 = no
 # cost; the claim is >= 0.80) with every run's figures; raw output in bench/results/.
 # Environment: BUILD (default build), FLOOD_REPEAT.
 set -euo pipefail
@@ -17,7 +17,8 @@ repeat=${FLOOD_REPEAT:-9}
 out=$root/bench/results/flood-$(date -u +%Y-%m-%d_%H%M%S)
 mkdir -p "$out"
 for i in $(seq 1 "$repeat"); do
-  timeout -k 2 200 "$test_bin" >"$out/run-$i.log" 2>&1 || echo "run $i failed (see $out/run-$i.log)"
+  order=$([ $((i % 2)) -eq 0 ] && echo --attacked-first || true)
+  timeout -k 2 200 "$test_bin" $order >"$out/run-$i.log" 2>&1 || echo "run $i failed (see $out/run-$i.log)"
 done
 /usr/bin/python3 - "$out" "$repeat" <<'PY'
 import re, statistics, sys
