@@ -34,6 +34,8 @@
 #include "boot/store.h"
 #include "strata.h"
 
+extern char **environ;
+
 /* Derived store ports: 20000 + hash % 10000, clear of torchrun's default 29500 only by luck,
  * which is why STRATA_ADDR always overrides. */
 #define ENV_DERIVED_PORT_BASE 20000
@@ -487,6 +489,7 @@ int strata_config_from_env(strata_config *cfg, char *err, size_t err_len) {
   TRY(overlay_torchrun_addr(&r, cfg));
   TRY(overlay_strata(&r, cfg));
   derive_defaults(&r, cfg);
+  if (cfg->rank <= 0) strata_env_warn_unknown(environ); /* rank 0 (or no rank) says it */
   return check_consistent(&r, cfg);
 }
 

@@ -40,6 +40,12 @@ int strata_store_connect_job_auth(const char *addr, const char *secret, const ch
  * multiples, case-insensitive). 0, or -1 when it is not one (env.c). */
 int strata_bytes_parse(const char *text, size_t *out);
 
+/* env_names.c: whether `name` (len bytes) is a STRATA_* variable strata reads; and a warning,
+ * once per process, for each STRATA_* variable of envp that is not, naming the closest real one
+ * (strata_config_from_env calls it). */
+int strata_env_name_known(const char *name, size_t len);
+void strata_env_warn_unknown(char *const *envp);
+
 /* The local address ("a.b.c.d") of the connection to the store: how peers can reach us. */
 int strata_store_local_host(const strata_store *s, char *host, size_t len);
 /* Runs `len` bytes, as one connection sent them, through the server's request parser and
