@@ -31,9 +31,10 @@
 enum { IDLE_CONNS = 5000, GARBAGE_CONNS = 1000, RANK_FD_LIMIT = 1024, SOMAXCONN_FLOOR = 4000 };
 static const size_t ALLREDUCE_FLOATS = (64u << 20) / sizeof(float);
 static const double COMM_TIMEOUT_S = 10;
-/* the attacked allreduce at this fraction of the unattacked one's speed or better: the bound a
- * shared machine keeps; bench/flood.sh measures the ratio itself */
-static const double MIN_SPEED_RATIO = 0.1;
+/* the attacked allreduce at this fraction of the unattacked one's speed or better. The collapse
+ * this catches was ~1,000x; single runs on a loaded 2-core machine (sanitizer builds among them)
+ * vary ~10x either way, so the bound is loose; bench/flood.sh measures the ratio itself */
+static const double MIN_SPEED_RATIO = 0.02;
 
 typedef struct flood_result {
   int attacked;
