@@ -16,10 +16,13 @@ trap 'rm -rf "$work"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 bounded() { timeout -k 5 60 "$@"; }
+# Ranks that must end after rank 1 wait for its mark ($MARK) first (started at their own pace,
+# any rank may come first).
+after_rank1='while [ ! -e "$MARK" ]; do sleep 0.02; done; sleep 0.3'
 
 # 1. --elastic: rank 1 fails, the others finish; exit 0 and a summary
-bounded "$strata" launch -n 3 --elastic -- sh -c \
-  'if [ $STRATA_RANK = 1 ]; then exit 5; fi; sleep 0.5; echo "done $STRATA_RANK $STRATA_ELASTIC"' \
+MARK=$work/mark1 bounded "$strata" launch -n 3 --elastic -- sh -c \
+  'if [ $STRATA_RANK = 1 ]; then touch "$MARK"; exit 5; fi; '"$after_rank1"'; echo "done $STRATA_RANK $STRATA_ELASTIC"' \
   >"$work/el.out" 2>"$work/el.err"
 rc=$?
 [ $rc -eq 0 ] || fail "--elastic with survivors: exit $rc, want 0 ($(cat "$work/el.err"))"
@@ -31,8 +34,9 @@ grep -q -- "--elastic: 1 rank failure, 0 replacements started; the last rank to 
   "$work/el.err" || fail "--elastic: summary: $(cat "$work/el.err")"
 
 # 2. --elastic: the last rank to end failed: its job failed, with the first failure's status
-bounded "$strata" launch -n 2 --elastic -- sh -c \
-  'if [ $STRATA_RANK = 1 ]; then exit 4; fi; sleep 0.3; exit 6' >/dev/null 2>"$work/el2.err"
+MARK=$work/mark2 bounded "$strata" launch -n 2 --elastic -- sh -c \
+  'if [ $STRATA_RANK = 1 ]; then touch "$MARK"; exit 4; fi; '"$after_rank1"'; exit 6' \
+  >/dev/null 2>"$work/el2.err"
 rc=$?
 [ $rc -eq 4 ] || fail "--elastic, everyone failed: exit $rc, want 4 ($(cat "$work/el2.err"))"
 
@@ -43,9 +47,12 @@ grep -q "needs --elastic" "$work/usage.err" || fail "usage message: $(cat "$work
 
 # 4. without --elastic: rank 0's buffered report, written as it ends, survives rank 1's failure
 py=/usr/bin/python3; [ -x "$py" ] || py=python3
-bounded "$strata" launch -n 2 -- "$py" -c '
+MARK=$work/mark4 bounded "$strata" launch -n 2 -- "$py" -c '
 import os, sys, time
-if os.environ["STRATA_RANK"] == "1": sys.exit(3)
+if os.environ["STRATA_RANK"] == "1":
+    open(os.environ["MARK"], "w").close()
+    sys.exit(3)
+while not os.path.exists(os.environ["MARK"]): time.sleep(0.02)
 print("report of rank 0")  # block-buffered: written only when the process ends
 time.sleep(0.3)' >"$work/report.out" 2>"$work/report.err"
 rc=$?
@@ -59,7 +66,9 @@ if [ -x "$worker" ]; then
   STRATA_TIMEOUT=3 bounded "$strata" launch -n 3 --elastic --max-restarts 1 -- sh -c \
     'export CHAOS_ID=$((STRATA_RANK + ${STRATA_JOIN:-0} * 10)) CHAOS_MAX_S=5 CHAOS_GROW_EVERY=5 \
        CHAOS_STEP_PAUSE_S=0.01 CHAOS_LOG='"$work"'/chaos.$STRATA_RANK.${STRATA_JOIN:-0}; \
-     if [ $STRATA_RANK = 2 ] && [ -z "${STRATA_JOIN:-}" ]; then ( sleep 1.5; kill -9 $$ ) & fi; \
+     if [ $STRATA_RANK = 2 ] && [ -z "${STRATA_JOIN:-}" ]; then \
+       ( until grep -q "\"ev\":\"init\"" "$CHAOS_LOG" 2>/dev/null; do sleep 0.05; done; \
+         sleep 0.5; kill -9 $$ ) & fi; \
      exec "'"$worker"'"' >"$work/restart.out" 2>"$work/restart.err"
   rc=$?
   took=$(echo "$(date +%s.%N) - $start" | bc)
