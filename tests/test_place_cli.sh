@@ -6,6 +6,7 @@
 set -u
 build=${1:?usage: test_place_cli.sh BUILD_DIR}
 strata="$build/strata"
+[ -x "$strata" ] || { echo "test_place_cli: $strata is missing: skipped"; exit 77; }
 src=$(cd "$(dirname "$0")/.." && pwd)
 matrix="$src/tests/data/links-metro-2-sites.json"
 out=$(mktemp)
