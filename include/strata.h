@@ -86,7 +86,8 @@ typedef enum strata_status {
                                    peer): shrink it to go on */
   STRATA_ERR_EXCLUDED = -18,    /* the survivors agreed on a group without this rank (it was taken
                                    for dead): join again (strata_comm_grow) */
-  STRATA_STATUS_MIN = -18
+  STRATA_ERR_QUOTA = -19,       /* the store refused a value past its quota (STRATA_STORE_QUOTA) */
+  STRATA_STATUS_MIN = -19
 } strata_status;
 
 /* A sentence describing `status`, e.g. "peer lost: a peer closed its connection or died".

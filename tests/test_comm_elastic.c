@@ -84,6 +84,12 @@ static int kill_body(strata_comm *comm, int rank, int n, int init_status, void *
       kill(getpid(), SIGKILL);
     }
     status = allreduce_io(comm, rank, all, n, in_place);
+    /* agree after each step (docs/elastic.md): a survivor that finished the step the victim
+     * died in learns that others did not, and retries that step with them after the shrink
+     * rather than running one step ahead (which the lineage index reports as a mismatch) */
+    int ok = status == STRATA_OK;
+    if (status > -1000 && strata_comm_agree(comm, &ok) == STRATA_OK && !ok && status == STRATA_OK)
+      status = STRATA_ERR_PEER_LOST;
   }
   if (status == STRATA_OK || status < -999) {
     fprintf(stderr, "rank %d: allreduce never failed (%s)\n", rank, name(status));

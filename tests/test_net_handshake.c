@@ -12,6 +12,8 @@
  *  - a stranger that sends one record to a listening port during start-up — a HELLO with another
  *    version, job id or world size, a REJECT, a plausible HELLO followed by a bad AUTH — is
  *    dropped and the job starts; and the responder never sends a MAC (AUTH) to it;
+ *  - a replayed HELLO (one a real initiator sent, sent again) is refused as a replay, not as a
+ *    wrong secret;
  *  - STRATA_TIMEOUT beyond what an int of milliseconds holds does not make the wait spin;
  *  - a client that connects and says nothing does not hang the open: alone it ends in
  *    STRATA_ERR_TIMEOUT at the deadline, next to a real peer it is simply ignored.
@@ -28,6 +30,7 @@
 
 #include "core/core.h"
 #include "helpers/net_fixture.h"
+#include "net/handshake.h"
 #include "net/tcp.h"
 #include "net/wire.h"
 #include "helpers/check.h"
@@ -342,9 +345,59 @@ static int silent_body(const strata_net_fixture_rank *r) {
   return 0;
 }
 
+/* Drives a handshake until it ends (the peer end is never answered): its status. */
+static int run_responder(strata_handshake *hs) {
+  for (int i = 0; i < 200; i++) {
+    int status = strata_handshake_advance(hs);
+    if (status != STRATA_ERR_IN_PROGRESS) return status;
+    struct pollfd pfd = {.fd = hs->fd, .events = strata_handshake_events(hs)};
+    poll(&pfd, 1, 10);
+  }
+  strata_handshake_expire(hs);
+  return hs->status;
+}
+
+/* An initiator's HELLO, captured off its socket, sent again to a responder of the job. */
+static int check_replay(void) {
+  strata_handshake_params initiator, responder;
+  if (strata_handshake_params_init(&initiator, "replayjob", "replay-secret", 1, 2, 1) !=
+          STRATA_OK ||
+      strata_handshake_params_init(&responder, "replayjob", "replay-secret", 0, 2, 1) != STRATA_OK)
+    return 1;
+  initiator.version = responder.version = STRATA_WIRE_VERSION;
+  snprintf(responder.address, sizeof responder.address, "127.0.0.1:1");
+  int first[2], second[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, first) != 0 ||
+      socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, second) != 0)
+    return 1;
+  strata_handshake sender, original, replayed;
+  strata_handshake_start(&sender, &initiator, first[0], 0, 0, "127.0.0.1:1");
+  strata_handshake_advance(&sender); /* its HELLO goes out */
+  uint8_t hello[sizeof(strata_wire_handshake)];
+  ssize_t got = recv(first[1], hello, sizeof hello, MSG_PEEK);
+  if (got != (ssize_t)sizeof hello) return printf("  no HELLO captured (%zd)\n", got), 1;
+  strata_handshake_start(&original, &responder, first[1], -1, -1, NULL);
+  int status = strata_handshake_advance(&original); /* the real HELLO: answered */
+  int first_ok = status == STRATA_ERR_IN_PROGRESS;
+  if (send(second[0], hello, sizeof hello, 0) != (ssize_t)sizeof hello) return 1;
+  strata_handshake_start(&replayed, &responder, second[1], -1, -1, NULL);
+  status = run_responder(&replayed);
+  printf("  the original HELLO %s; the replayed one: %s: %s\n",
+         first_ok ? "was answered" : "was refused", strata_err_name(status), replayed.err);
+  int ok = first_ok && status != STRATA_OK && strstr(replayed.err, "replayed") &&
+           !strstr(replayed.err, "wrong job secret");
+  for (int i = 0; i < 2; i++) {
+    close(first[i]);
+    close(second[i]);
+  }
+  return ok ? 0 : 1;
+}
+
 int main(void) {
   alarm(120);
   int failed = 0;
+  printf("a replayed HELLO\n");
+  failed += check_replay();
   static const refuse_case cases[] = {
       {BAD_SECRET, 2}, {BAD_SECRET, 3}, {BAD_JOB, 2}, {BAD_VERSION, 2}, {BAD_VERSION, 3}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -4,7 +4,13 @@
  * what was asked, for every algorithm the kernel lists as available and this process may use),
  * a bogus name fails the check with a sentence naming it and the available list, and the config
  * parses STRATA_TCP_CC / STRATA_TCP_LINK_GBPS and defaults STRATA_TCP_BUFFER to auto (0).
+ * Auto mode never fixes a small buffer when it cannot read the limits: the decision alone, and a
+ * loopback connection tuned by a process that is out of descriptors (its /proc reads fail) keeps
+ * the kernel's buffers.
  */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <sys/resource.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +59,76 @@ static void check_applied(const char *cc) {
   close(fd);
 }
 
+static void check_buffer_decision(void) {
+  const size_t loopback_want = strata_tcp_tune_want_bytes(0, 10, 1); /* ~25 KB */
+  CHECK(strata_tcp_tune_buffer_bytes(loopback_want, 0, 0) == 0, "limits unreadable: autotuning");
+  CHECK(strata_tcp_tune_buffer_bytes(loopback_want, 0, 212992) == 0);
+  CHECK(strata_tcp_tune_buffer_bytes(loopback_want, 6291456, 212992) == 0, "autotuning gets there");
+  CHECK(strata_tcp_tune_buffer_bytes(50000000, 6291456, 0) == 50000000, "core limit unreadable");
+  CHECK(strata_tcp_tune_buffer_bytes(50000000, 6291456, 16777216) == 16777216, "capped");
+  CHECK(strata_tcp_tune_buffer_bytes(50000000, 6291456, 67108864) == 50000000);
+  CHECK(strata_tcp_tune_buffer_bytes(50000000, 33554432, 16777216) == 0, "autotuning reaches more");
+}
+
+static int get_buffer(int fd, int option) {
+  int value = -1;
+  socklen_t len = sizeof value;
+  getsockopt(fd, SOL_SOCKET, option, &value, &len);
+  return value;
+}
+
+/* A connected loopback pair; fds[0] is the dialing end. */
+static int loopback_pair(int fds[2]) {
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sin = {.sin_family = AF_INET};
+  inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+  socklen_t len = sizeof sin;
+  fds[0] = fds[1] = -1;
+  if (listener < 0 || bind(listener, (struct sockaddr *)&sin, sizeof sin) != 0 ||
+      listen(listener, 1) != 0 || getsockname(listener, (struct sockaddr *)&sin, &len) != 0) {
+    if (listener >= 0) close(listener);
+    return -1;
+  }
+  fds[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fds[0] >= 0 && connect(fds[0], (struct sockaddr *)&sin, sizeof sin) == 0)
+    fds[1] = accept(listener, NULL, NULL);
+  close(listener);
+  return fds[0] >= 0 && fds[1] >= 0 ? 0 : -1;
+}
+
+/* Out of descriptors, the sysctls cannot be read: the connection keeps the kernel's buffers
+ * (before the fix it got a fixed buffer of the loopback want, about 25 KB). */
+static void check_tuned_out_of_descriptors(void) {
+  int fds[2];
+  CHECK(loopback_pair(fds) == 0);
+  if (fds[0] < 0 || fds[1] < 0) return;
+  int sndbuf = get_buffer(fds[0], SO_SNDBUF), rcvbuf = get_buffer(fds[0], SO_RCVBUF);
+  struct rlimit saved, tight;
+  CHECK(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  tight = saved;
+  tight.rlim_cur = (rlim_t)(fds[1] > fds[0] ? fds[1] : fds[0]) + 1; /* no descriptor is free */
+  CHECK(setrlimit(RLIMIT_NOFILE, &tight) == 0);
+  int fillers[64], nfillers = 0; /* the free numbers below the limit */
+  while (nfillers < 64 && (fillers[nfillers] = dup(0)) >= 0) nfillers++;
+  int fill_errno = errno;
+  CHECK(nfillers < 64 && fill_errno == EMFILE, "the process should be out of descriptors");
+  CHECK(strata_tcp_sysctl_long("/proc/sys/net/ipv4/tcp_rmem", 2) == 0);
+  strata_config cfg;
+  strata_config_init(&cfg);
+  strata_tcp_tune_established(&cfg, fds[0], 0, 1, 0);
+  for (int i = 0; i < nfillers; i++) close(fillers[i]);
+  CHECK(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+  printf("out of descriptors: sndbuf %d -> %d, rcvbuf %d -> %d\n", sndbuf,
+         get_buffer(fds[0], SO_SNDBUF), rcvbuf, get_buffer(fds[0], SO_RCVBUF));
+  CHECK(get_buffer(fds[0], SO_SNDBUF) == sndbuf, "the send buffer was fixed");
+  CHECK(get_buffer(fds[0], SO_RCVBUF) == rcvbuf, "the receive buffer was fixed");
+  close(fds[0]);
+  close(fds[1]);
+}
+
 int main(void) {
+  check_buffer_decision();
+  check_tuned_out_of_descriptors();
   check_applied("cubic");
   check_applied("bbr");
   check_applied("reno");

@@ -120,8 +120,7 @@ static void test_circle(void) {
 }
 
 /* A planted ring of cheap edges (cost 1..2) among expensive ones (10..20). */
-static void test_planted(void) {
-  int n = 60;
+static void planted_case(int n) {
   double *w = malloc(sizeof(double) * n * n);
   int *planted = malloc(sizeof(int) * n), *seq = malloc(sizeof(int) * n);
   for (int i = 0; i < n; i++) planted[i] = i;
@@ -147,6 +146,21 @@ static void test_planted(void) {
   free(w);
   free(planted);
   free(seq);
+}
+
+static void test_planted(void) {
+  planted_case(60);
+  planted_case(STRATA_PLACE_FULL_SEARCH_MAX_RANKS + 300); /* the cheaper search */
+}
+
+/* Above the full search's size: points on a circle, where the best ring is the angular order. */
+static void test_circle_large(void) {
+  double optimum;
+  double got = circle_case(STRATA_PLACE_FULL_SEARCH_MAX_RANKS * 3, 0, &optimum);
+  printf("circle n=%d: the cheaper search's sum is %.4f of the angular order's\n",
+         STRATA_PLACE_FULL_SEARCH_MAX_RANKS * 3, got / optimum);
+  CHECK(got <= optimum * 1.05, "circle n=%d: sum %g vs angular order %g",
+        STRATA_PLACE_FULL_SEARCH_MAX_RANKS * 3, got, optimum);
 }
 
 static void test_improve_never_worse(void) {
@@ -202,6 +216,7 @@ int main(void) {
   test_exact_against_brute_force();
   test_circle();
   test_planted();
+  test_circle_large();
   test_improve_never_worse();
   test_small_and_order();
   if (failures) {

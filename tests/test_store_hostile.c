@@ -6,8 +6,11 @@
  * close their connection without growing the server, unread replies stop being produced, idle
  * strangers are closed, running out of descriptors does not spin, and a crowd of strangers
  * (idle, garbage, huge frames, bad proofs, a connection flood) does not delay the job's ranks
- * beyond a second. Also STRATA_SECRET_FILE, the way to give the store and the ranks a secret
- * without putting it in the environment.
+ * beyond a second. The table has a quota (STRATA_STORE_QUOTA, a quarter of it per connection): a
+ * set past either is refused with STRATA_ERR_QUOTA and the table keeps what it had; and 400 idle
+ * strangers at a limit of 128 descriptors do not keep an authenticated client out. Also
+ * STRATA_SECRET_FILE, the way to give the store and the ranks a secret without putting it in the
+ * environment.
  *
  * Loopback only. Raw sockets play the strangers; the authenticated raw client (it knows the
  * secret) checks that a refusal is for the missing proof and not for a badly built frame.
@@ -325,6 +328,122 @@ static void test_emfile_backoff(void) {
         "the child never ran out of descriptors, so nothing was tested; its log: %s", log_text);
   close(down[1]);
   close(up[0]);
+}
+
+/* ---- a store at a low descriptor limit, crowded with idle strangers ---- */
+
+enum { LOW_LIMIT = 128, LOW_LIMIT_STRANGERS = 400 };
+
+static void low_limit_child(int to_child, int to_parent) {
+  struct rlimit limit = {.rlim_cur = LOW_LIMIT, .rlim_max = LOW_LIMIT};
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(3);
+  strata_store_server *srv = NULL;
+  if (strata_store_server_start_auth("127.0.0.1:0", SECRET, JOB, &srv) != STRATA_OK) _exit(4);
+  int port = strata_store_server_port(srv);
+  if (write(to_parent, &port, sizeof port) != sizeof port) _exit(5);
+  char command;
+  if (read(to_child, &command, 1) != 1) _exit(6);
+  strata_store_server_stop(srv);
+  _exit(0);
+}
+
+/* Before, the strangers held every descriptor until their 5 s to prove the key ran out, and the
+ * queue behind them took several such turns: the client timed out. */
+static void test_low_limit_crowd(void) {
+  int down[2], up[2];
+  CHECK(pipe(down) == 0 && pipe(up) == 0);
+  int devnull = open("/dev/null", O_WRONLY);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(devnull, 2); /* its refusals are not this test's output */
+    close(down[1]);
+    close(up[0]);
+    low_limit_child(down[0], up[1]);
+  }
+  close(devnull);
+  close(down[0]);
+  close(up[1]);
+  int port = 0;
+  CHECK(read_exact(up[0], &port, sizeof port, 10) == 0 && port > 0, "the child serves");
+  int crowd[LOW_LIMIT_STRANGERS], connected = 0;
+  for (int i = 0; i < LOW_LIMIT_STRANGERS; i++)
+    connected += (crowd[i] = port > 0 ? raw_connect(port) : -1) >= 0;
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+  double t0 = now_s();
+  strata_store *s = NULL;
+  int status = strata_store_connect_auth(addr, SECRET, JOB, 10, &s);
+  if (status == STRATA_OK) status = strata_store_set(s, "low/limit", "in", 2);
+  double took_s = now_s() - t0;
+  printf(
+      "%d idle strangers at a limit of %d descriptors: an authenticated client was in and "
+      "stored a key after %.2f s (%s)\n",
+      connected, LOW_LIMIT, took_s, strata_err_name(status));
+  CHECK(connected >= LOW_LIMIT_STRANGERS / 2, "only %d strangers connected", connected);
+  CHECK_STATUS(status, STRATA_OK);
+  CHECK(took_s < 4.0, "%.2f s: the strangers held the client out until they timed out", took_s);
+  if (s) strata_store_close(s);
+  for (int i = 0; i < LOW_LIMIT_STRANGERS; i++)
+    if (crowd[i] >= 0) close(crowd[i]);
+  CHECK(write(down[1], "q", 1) == 1);
+  int wstatus = 0;
+  waitpid(pid, &wstatus, 0);
+  CHECK(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0, "child status %d", wstatus);
+  close(down[1]);
+  close(up[0]);
+}
+
+/* ---- the quota ---- */
+
+static void test_quota(void) {
+  strata_store_server *srv = NULL;
+  setenv("STRATA_STORE_QUOTA", "lots", 1);
+  CHECK_STATUS(strata_store_server_start_auth("127.0.0.1:0", SECRET, JOB, &srv), STRATA_ERR_CONFIG);
+  setenv("STRATA_STORE_QUOTA", "8M", 1); /* 2 MiB per connection */
+  CHECK_STATUS(strata_store_server_start_auth("127.0.0.1:0", SECRET, JOB, &srv), STRATA_OK);
+  unsetenv("STRATA_STORE_QUOTA");
+  if (!srv) return;
+  char addr[64];
+  addr_of(srv, addr, sizeof addr);
+  enum { CLIENTS = 6, VALUE_BYTES = 1 << 20 };
+  strata_store *clients[CLIENTS] = {0};
+  for (int i = 0; i < CLIENTS; i++)
+    CHECK_STATUS(strata_store_connect_auth(addr, SECRET, JOB, 5, &clients[i]), STRATA_OK);
+  char *value = calloc(1, VALUE_BYTES);
+  /* one connection: its first value fits its share, a second does not; replacing one does */
+  CHECK_STATUS(strata_store_set(clients[0], "quota/0/a", value, VALUE_BYTES), STRATA_OK);
+  CHECK_STATUS(strata_store_set(clients[0], "quota/0/b", value, VALUE_BYTES), STRATA_ERR_QUOTA);
+  CHECK_STATUS(strata_store_set(clients[0], "quota/0/a", value, VALUE_BYTES - 1), STRATA_OK);
+  CHECK_STATUS(strata_store_set(clients[0], "quota/0/small", "x", 1), STRATA_OK);
+  /* the others fill the store to its total: the set that would pass 8 MiB is refused */
+  int stored = 1;
+  int refused_at = -1;
+  for (int i = 1; i < CLIENTS; i++) {
+    for (int k = 0; k < 2; k++) {
+      char key[64];
+      snprintf(key, sizeof key, "quota/%d/%d", i, k);
+      size_t bytes = k == 0 ? VALUE_BYTES : VALUE_BYTES / 2;
+      int status = strata_store_set(clients[i], key, value, bytes);
+      if (status == STRATA_OK) stored++;
+      if (status == STRATA_ERR_QUOTA && refused_at < 0) refused_at = stored;
+      CHECK(status == STRATA_OK || status == STRATA_ERR_QUOTA, "%s: %s", key,
+            strata_err_name(status));
+    }
+  }
+  printf("quota 8 MiB: %d values of 0.5 to 1 MiB stored, the next one refused\n", stored);
+  CHECK(refused_at > 0, "the total quota never refused a set");
+  /* what was stored is still served */
+  void *got = NULL;
+  size_t len = 0;
+  CHECK_STATUS(strata_store_get(clients[1], "quota/0/a", &got, &len, 1), STRATA_OK);
+  CHECK(len == VALUE_BYTES - 1);
+  free(got);
+  free(value);
+  for (int i = 0; i < CLIENTS; i++)
+    if (clients[i]) strata_store_close(clients[i]);
+  strata_store_server_stop(srv);
 }
 
 /* ---- STRATA_SECRET_FILE: the secret without the environment ---- */
@@ -900,8 +1019,10 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   /* first: forked from a process that never ran a thread */
   test_emfile_backoff();
+  test_low_limit_crowd();
 
   test_secret_file(); /* before any thread: it changes the environment */
+  test_quota();       /* changes the environment too */
 
   /* an idle stranger is watched while the other tests run */
   strata_store_server *idle_srv = NULL;

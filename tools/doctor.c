@@ -757,6 +757,7 @@ static int doctor_in_job(const doctor_options *opt, const strata_config *cfg, st
   }
   int exit_status = status ? DOCTOR_EXIT_FAIL : DOCTOR_EXIT_OK;
   if (!status && rank == 0) exit_status = doctor_output(opt, &job, doctor_exit_status(&job));
+  fflush(stdout); /* the report is out before any rank learns the verdict and ends the job */
   /* every rank exits as rank 0 does (a launcher reports the worst); a failed sweep has aborted
    * the communicator, and then every rank knows it failed already */
   if (!status && !job.sweep_status) {

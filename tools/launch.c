@@ -35,7 +35,15 @@
  *    the python under it, ...); SIGINT, SIGTERM and SIGHUP sent to the launcher are forwarded to
  *    every group, and anything still alive a grace period later gets SIGKILL;
  *  - the first child that exits non-zero or dies by a signal decides the exit status (its code,
- *    or 128+signal like a shell); the others get SIGTERM at once and SIGKILL after the grace;
+ *    or 128+signal like a shell); the others get LAUNCH_FAILURE_LINGER_S to end on their own
+ *    (they usually do, having lost a peer: a rank killed at once loses what its stdio had not
+ *    written yet, such as a report rank 0 was printing), then SIGTERM, and SIGKILL after the
+ *    grace; with --tag, what the ranks wrote is shown before anyone is signalled;
+ *  - --elastic: a rank that fails does not stop the others (an elastic job shrinks past it);
+ *    --max-restarts N starts up to N replacements in all, each with STRATA_JOIN=1 so that it
+ *    joins at the members' next strata_comm_grow, as torchrun's elastic agent restarts workers.
+ *    The exit status is 0 when the last rank to end exited 0 (the job survived its failures),
+ *    else that of the first failure; a line on stderr counts failures and replacements;
  *  - children die with the launcher even if it is SIGKILLed (PR_SET_PDEATHSIG), so no rank is
  *    left behind waiting for peers that will never come;
  *  - output passes through untouched, or with --tag each line is prefixed "[rank] ".
@@ -71,6 +79,7 @@ extern char **environ;
 
 #define LAUNCH_MAX_RANKS 4096
 #define LAUNCH_DEFAULT_GRACE_S 3.0
+#define LAUNCH_FAILURE_LINGER_S 1.0
 #define LAUNCH_LINE_BYTES 65536
 #define LAUNCH_SITE_ENV_BYTES (sizeof "STRATA_SITE=" + STRATA_LINKMATRIX_LABEL_BYTES)
 
@@ -83,6 +92,8 @@ typedef struct launch_options {
   int tag;
   int bind; /* --bind: -1 default (core when the ranks fit), 0 none, 1 core */
   double grace_s;
+  int elastic;      /* --elastic */
+  int max_restarts; /* --max-restarts */
   char **command;
 } launch_options;
 
@@ -100,6 +111,7 @@ typedef struct launch_child {
   int bound; /* 1: run on cpus; 0: keep the launcher's mask */
   cpu_set_t cpus;
   char site_env[LAUNCH_SITE_ENV_BYTES]; /* "STRATA_SITE=..." with --sites, else "" */
+  int joining;                          /* a replacement: STRATA_JOIN=1 */
   char **envp;
   launch_stream out, err;
 } launch_child;
@@ -108,7 +120,11 @@ typedef struct launcher {
   launch_options opt;
   launch_child *children;
   int live;
-  int exit_status;      /* of the first child that failed; 0 while none did */
+  int exit_status; /* of the first child that failed; 0 while none did */
+  int last_status; /* of the last child that ended (--elastic decides by it) */
+  int failures, restarts;
+  int stopping;         /* a signal or a failure ends the job: no replacements */
+  double stop_at;       /* SIGTERM what is left at this time; 0 = not armed */
   double kill_deadline; /* SIGKILL what is left at this time; 0 = not armed */
   int killed;
   strata_store_server *server;
@@ -140,6 +156,9 @@ static void launch_usage(FILE *out) {
           "                    places the ranks (one rank is never bound)\n"
           "  --tag             prefix every output line with [rank]\n"
           "  --grace SECONDS   wait this long after SIGTERM before SIGKILL (default %.0f)\n"
+          "  --elastic         a rank that fails does not stop the others\n"
+          "  --max-restarts N  with --elastic: start up to N replacements in all, each joining\n"
+          "                    at the next grow (STRATA_JOIN=1)\n"
           "  -h, --help        this text\n\n"
           "The first rank that fails stops the others; the exit status is that rank's\n"
           "(128+N when it died by signal N). SIGINT, SIGTERM and SIGHUP are forwarded.\n",
@@ -194,6 +213,17 @@ static int apply_option(int letter, const char *v, launch_options *opt) {
         return usage_error("--bind wants core or none, not '%s'", v);
       opt->bind = !strcmp(v, "core");
       return -1;
+    case 'E':
+      opt->elastic = 1;
+      return -1;
+    case 'R': {
+      char *end;
+      long n = strtol(v, &end, 10);
+      if (end == v || *end || n < 0 || n > 1000000)
+        return usage_error("--max-restarts wants a count from 0 to 1000000, not '%s'", v);
+      opt->max_restarts = (int)n;
+      return -1;
+    }
     case 'g': {
       char *end;
       opt->grace_s = strtod(v, &end);
@@ -213,6 +243,7 @@ static int parse_options(int argc, char **argv, launch_options *opt) {
       {"order", required_argument, 0, 'o'},    {"sites", required_argument, 0, 's'},
       {"topology", required_argument, 0, 't'}, {"bind", required_argument, 0, 'b'},
       {"grace", required_argument, 0, 'g'},    {"tag", no_argument, 0, 'T'},
+      {"elastic", no_argument, 0, 'E'},        {"max-restarts", required_argument, 0, 'R'},
       {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
   *opt = (launch_options){.grace_s = LAUNCH_DEFAULT_GRACE_S, .bind = -1};
   optind = 0; /* glibc: a fresh scan (main may have run getopt) */
@@ -227,6 +258,8 @@ static int parse_options(int argc, char **argv, launch_options *opt) {
   }
   if (opt->sites_path && opt->topology_path)
     return usage_error("%s", "--sites and --topology both set the sites; give one");
+  if (opt->max_restarts && !opt->elastic)
+    return usage_error("%s", "--max-restarts needs --elastic (replacements join a running job)");
   if (opt->nranks == 0) return usage_error("%s", "the number of ranks is missing (-n N)");
   if (optind >= argc) return usage_error("%s", "no command to run (strata launch -n N -- CMD ...)");
   opt->command = argv + optind;
@@ -457,7 +490,7 @@ static char **child_env(const launcher *l, launch_child *c) {
   int rank = c->rank;
   size_t n = 0;
   while (environ[n]) n++;
-  size_t slots = n + 16;
+  size_t slots = n + 18;
   char **envp = calloc(1, slots * sizeof *envp + 4 * 40);
   if (!envp) return NULL;
   char *rank_env = (char *)(envp + slots), *local_env = rank_env + 40;
@@ -468,7 +501,8 @@ static char **child_env(const launcher *l, launch_child *c) {
   snprintf(torch_local_env, 40, "LOCAL_RANK=%d", rank);
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
-    if (!is_launch_var(l, environ[i])) envp[k++] = environ[i];
+    if (!is_launch_var(l, environ[i]) && !(c->joining && !strncmp(environ[i], "STRATA_JOIN=", 12)))
+      envp[k++] = environ[i];
   envp[k++] = rank_env;
   envp[k++] = local_env;
   envp[k++] = (char *)l->world_env;
@@ -482,6 +516,8 @@ static char **child_env(const launcher *l, launch_child *c) {
   if (l->job_env[0]) envp[k++] = (char *)l->job_env;
   if (l->secret_env[0]) envp[k++] = (char *)l->secret_env;
   if (c->site_env[0]) envp[k++] = c->site_env;
+  if (l->opt.elastic && !env_set("STRATA_ELASTIC")) envp[k++] = "STRATA_ELASTIC=1";
+  if (c->joining) envp[k++] = "STRATA_JOIN=1";
   envp[k] = NULL;
   return envp;
 }
@@ -537,6 +573,7 @@ static int signal_children(launcher *l, int sig) {
 
 /* SIGTERM (or the forwarded signal) now, SIGKILL after the grace period. */
 static void stop_children(launcher *l, int sig) {
+  l->stopping = 1;
   signal_children(l, sig);
   if (l->kill_deadline == 0) l->kill_deadline = tool_now_s() + l->opt.grace_s;
 }
@@ -628,6 +665,48 @@ static launch_child *find_child(launcher *l, pid_t pid) {
   return NULL;
 }
 
+static int spawn_child(launcher *l, launch_child *c);
+static void pump_stream(const launcher *l, const launch_child *c, launch_stream *s);
+static void emit_line(const launcher *l, const launch_child *c, const launch_stream *s,
+                      const char *text, size_t n, int add_newline);
+
+/* Shows what a --tag pipe of an ended rank still holds, then closes it (without waiting on
+ * what the rank left running in the background, which may hold the pipe open). */
+static void drain_stream(const launcher *l, const launch_child *c, launch_stream *s) {
+  while (s->fd >= 0) {
+    struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
+    if (poll(&pfd, 1, 0) <= 0 || !(pfd.revents & (POLLIN | POLLHUP))) {
+      if (s->len) emit_line(l, c, s, s->line, s->len, 1);
+      s->len = 0;
+      close(s->fd);
+      s->fd = -1;
+      return;
+    }
+    pump_stream(l, c, s);
+  }
+}
+
+/* --elastic: a failed rank's slot gets a replacement that joins the running job, while the
+ * restart budget lasts; the others go on either way. */
+static void elastic_failure(launcher *l, launch_child *c) {
+  if (l->stopping || l->restarts >= l->opt.max_restarts) {
+    fprintf(stderr, "; the other ranks go on (--elastic%s)\n",
+            l->opt.max_restarts ? ", no restart left" : "");
+    return;
+  }
+  l->restarts++;
+  fprintf(stderr, "; starting a replacement that joins at the next grow (restart %d of %d)\n",
+          l->restarts, l->opt.max_restarts);
+  drain_stream(l, c, &c->out); /* the replacement gets pipes of its own */
+  drain_stream(l, c, &c->err);
+  free(c->envp);
+  c->joining = 1;
+  c->envp = child_env(l, c);
+  if (!c->envp || spawn_child(l, c) != 0)
+    fprintf(stderr, "strata launch: cannot start a replacement for rank %d: %s\n", c->rank,
+            strerror(errno));
+}
+
 /* Reaps every exited process: ranks, and (as a subreaper) whatever they orphaned. */
 static void reap_children(launcher *l) {
   int status;
@@ -636,13 +715,24 @@ static void reap_children(launcher *l) {
     launch_child *c = find_child(l, pid);
     if (!c) continue; /* an orphaned grandchild */
     int failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
     l->live--;
-    if (failed && l->exit_status == 0) {
-      l->exit_status = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    l->last_status = failed ? code : 0;
+    if (failed) l->failures++;
+    if (failed && l->exit_status == 0) l->exit_status = code;
+    if (failed && l->opt.elastic) {
+      describe_failure(c, status);
+      c->pid = 0;
+      elastic_failure(l, c);
+      continue;
+    }
+    if (failed && !l->stopping) {
       describe_failure(c, status);
       fprintf(stderr, l->live > 0 ? "; stopping the other ranks\n" : "\n");
-      c->pid = 0;
-      stop_children(l, SIGTERM);
+      /* the others have lost a peer and usually end on their own: let them, so what they had
+       * not written yet is not lost with them */
+      l->stopping = 1;
+      l->stop_at = tool_now_s() + LAUNCH_FAILURE_LINGER_S;
     }
     c->pid = 0;
   }
@@ -748,6 +838,10 @@ static void supervise(launcher *l) {
     reap_children(l);
     if (l->live == 0 && drain_deadline == 0) drain_deadline = tool_now_s() + 2.0;
     if (l->live == 0 && (open_streams(l) == 0 || tool_now_s() >= drain_deadline)) break;
+    if (l->stop_at > 0 && tool_now_s() >= l->stop_at) {
+      l->stop_at = 0;
+      if (l->live > 0) stop_children(l, SIGTERM);
+    }
     if (l->kill_deadline > 0 && !l->killed && tool_now_s() >= l->kill_deadline) {
       signal_children(l, SIGKILL);
       l->killed = 1;
@@ -764,6 +858,7 @@ static void supervise(launcher *l) {
       }
     }
     double wake = l->live == 0 ? drain_deadline : (l->killed ? 0 : l->kill_deadline);
+    if (l->live > 0 && l->stop_at > 0) wake = l->stop_at;
     int timeout_ms = wake > 0 ? (int)((wake - tool_now_s()) * 1000) + 1 : -1;
     if (timeout_ms < -1) timeout_ms = 0;
     if (poll(pfds, n, timeout_ms) < 0 && errno != EINTR) break;
@@ -891,6 +986,14 @@ int strata_cmd_launch(int argc, char **argv) {
     }
     supervise(&l);
     rc = l.exit_status;
+    if (l.opt.elastic && l.failures) {
+      if (l.last_status == 0) rc = 0;
+      fprintf(stderr,
+              "strata launch: --elastic: %d rank failure%s, %d replacement%s started; the last "
+              "rank to end exited with %d, so the launcher exits with %d\n",
+              l.failures, l.failures == 1 ? "" : "s", l.restarts, l.restarts == 1 ? "" : "s",
+              l.last_status, rc);
+    }
   }
   free(order);
   launcher_free(&l);

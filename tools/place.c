@@ -79,6 +79,12 @@ static int usage_error(const char *what, const char *value) {
   return 2;
 }
 
+/* The largest sizes accepted: far past any real model or message, and small enough that every
+ * prediction made from them stays a finite number of seconds (1e308 bytes would print inf). */
+#define PLACE_MAX_BYTES 1125899906842624.0 /* 2^50, 1 PiB */
+#define PLACE_MAX_PARAMS 1e15
+#define PLACE_MAX_PARAM_BYTES 64.0
+
 /* A count with an optional decimal suffix: K=1e3, M=1e6, G or B=1e9 ("7B" parameters). */
 static int parse_count(const char *text, double *out) {
   char *end;
@@ -90,7 +96,7 @@ static int parse_count(const char *text, double *out) {
   const char *suffix = *end ? strchr(suffixes, tolower((unsigned char)*end)) : NULL;
   if (*end && (!suffix || end[1])) return -1;
   *out = suffix ? v * scales[suffix - suffixes] : v;
-  return 0;
+  return isfinite(*out) ? 0 : -1;
 }
 
 /* A byte count (strata_size_parse: K=2^10 ...). */
@@ -99,6 +105,19 @@ static int parse_bytes(const char *text, double *out) {
   if (strata_size_parse(text, &bytes) != STRATA_OK) return -1;
   *out = (double)bytes;
   return 0;
+}
+
+/* parse_bytes (binary) or parse_count, then at most `max`: -1 when it is not a number, 1 with a
+ * sentence naming the limit. */
+static int parse_bounded(const char *option, const char *text, int binary, double max,
+                         double *out) {
+  int bad = binary ? parse_bytes(text, out) : parse_count(text, out);
+  if (bad && binary && parse_count(text, out) == 0) bad = 0, *out = INFINITY; /* past 2^64 */
+  if (bad) return -1;
+  if (*out <= max) return 0;
+  fprintf(stderr, "strata place: %s %s: at most %.6g (larger values give no finite prediction)\n",
+          option, text, max);
+  return 1;
 }
 
 static int parse_int(const char *text, int lo, int hi, int *out) {
@@ -149,13 +168,14 @@ static int parse_args(int argc, char **argv, place_options *o) {
     } else if (!strcmp(a, "--iterations")) {
       bad = parse_int(v, 1, 1 << 20, &o->iterations);
     } else if (!strcmp(a, "--params")) {
-      bad = parse_count(v, &o->params);
+      bad = parse_bounded(a, v, 0, PLACE_MAX_PARAMS, &o->params);
     } else if (!strcmp(a, "--param-bytes")) {
-      bad = parse_count(v, &o->param_bytes);
+      bad = parse_bounded(a, v, 0, PLACE_MAX_PARAM_BYTES, &o->param_bytes);
     } else if (!strcmp(a, "--activation-bytes")) {
-      bad = parse_bytes(v, &o->pipeline.activation_bytes);
+      bad = parse_bounded(a, v, 1, PLACE_MAX_BYTES, &o->pipeline.activation_bytes);
     } else if (!strcmp(a, "--bytes")) {
-      bad = parse_bytes(v, &o->bytes) || o->bytes <= 0;
+      bad = parse_bounded(a, v, 1, PLACE_MAX_BYTES, &o->bytes);
+      bad = bad ? bad : o->bytes <= 0 ? -1 : 0;
     } else if (!strcmp(a, "--seed")) {
       int s = 0;
       bad = parse_int(v, 0, 1 << 30, &s);
@@ -163,10 +183,8 @@ static int parse_args(int argc, char **argv, place_options *o) {
     } else {
       return usage_error("unknown option", a);
     }
-    if (bad) {
-      fprintf(stderr, "strata place: %s: bad value '%s'\n", a, v);
-      return 2;
-    }
+    if (bad < 0) fprintf(stderr, "strata place: %s: bad value '%s'\n", a, v);
+    if (bad) return 2;
     i += takes;
   }
   if (!o->matrix_path) return usage_error("the link matrix file is missing", NULL);

@@ -33,8 +33,11 @@
 #include <strings.h>
 
 #include "boot/settings.h"
+#include "boot/store.h"
 #include "core/abi.h"
 #include "strata.h"
+
+extern char **environ;
 
 /* Derived store ports: 20000 + hash % 10000, clear of torchrun's default 29500 only by luck,
  * which is why STRATA_ADDR always overrides. */
@@ -250,6 +253,7 @@ int strata_config_from_env(strata_config *cfg, char *err, size_t err_len) {
   TRY(strata_config_import(cfg, &full, err, err_len));
   env_reader r = {.err = err, .err_len = err_len};
   int status = overlay_environment(&r, &full);
+  if (full.rank <= 0) strata_env_warn_unknown(environ); /* rank 0 (or no rank) says it */
   /* as before: what was read up to a bad value stays read */
   strata_struct_export(cfg, &full);
   return status;

@@ -105,6 +105,11 @@ static const strata_setting settings[] = {
   {"STRATA_COMPRESS", CFG(compress), C, STRATA_SETTING_COMPRESS, 0, 0, "none",
    "wire encoding of f32 calls that leave `compress` at `STRATA_COMPRESS_DEFAULT`: `none`, "
    "`bf16`, `f16`, `int8`, `fp8`, `int4` ([compression.md](compression.md))"},
+  {"STRATA_STORE_QUOTA", NOF, C, STRATA_SETTING_TEXT, 0, 0, NULL,
+   "read by the rendezvous store (rank 0's or `strata store`): the bytes it holds in all, a byte "
+   "count such as `512M` or `4G`; one connection may use a quarter; a set past either is refused "
+   "with `STRATA_ERR_QUOTA`; unset = an eighth of the memory, within 256 MiB..8 GiB "
+   "([security.md](security.md))"},
   {"STRATA_TOPOLOGY", NOF, C, STRATA_SETTING_TOPOLOGY, 0, 0, NULL,
    "not read by ranks: `strata launch --topology FILE` turns it into `STRATA_SITE`; a rank that "
    "finds it set without `STRATA_SITE` fails init with `STRATA_ERR_CONFIG` saying so"},

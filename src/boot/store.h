@@ -38,6 +38,12 @@ int strata_store_connect_job(const char *addr, const char *job_id, int rank, int
                              double timeout_s, strata_store **out);
 int strata_store_connect_job_auth(const char *addr, const char *secret, const char *job_id,
                                   int rank, int nranks, double timeout_s, strata_store **out);
+/* env_names.c: whether `name` (len bytes) is a STRATA_* variable strata reads; and a warning,
+ * once per process, for each STRATA_* variable of envp that is not, naming the closest real one
+ * (strata_config_from_env calls it). */
+int strata_env_name_known(const char *name, size_t len);
+void strata_env_warn_unknown(char *const *envp);
+
 /* Runs `len` bytes, as one connection sent them, through the server's request parser and
  * handlers (no socket, no thread; replies are discarded): for fuzzing (tests/fuzz/fuzz_store.c).
  * `authenticated` 0 starts the connection as a stranger that must send AUTH first (for the key

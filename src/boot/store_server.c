@@ -27,9 +27,15 @@
  * STORE_SERVER_MAX_WAITERS_PER_CONN, and unread replies by STORE_SERVER_MAX_BACKLOG_BYTES: past
  * it, the server reads nothing more from that connection until its client reads. A connection
  * with many requests buffered is answered in turns (STORE_SERVER_TURN_*), the others served
- * between them, so one greedy client does not hold up the rest. When accept() runs out of
- * descriptors the listener is left alone for STORE_SERVER_ACCEPT_BACKOFF_S rather than polled
- * again at once (a level-triggered listener with a waiting client would spin).
+ * between them, so one greedy client does not hold up the rest. What the table holds is bounded
+ * too, as etcd's backend quota bounds its database: keys and values (plus STORE_ENTRY_OVERHEAD
+ * each) at most the quota in total (STRATA_STORE_QUOTA; by default an eighth of the memory,
+ * within STORE_SERVER_QUOTA_MIN/MAX) and a quarter of it from one connection; a set past either
+ * is refused with STRATA_ERR_QUOTA and a log line, and the table is left as it was. When accept()
+ * runs out of descriptors the oldest stranger that had STORE_SERVER_EVICT_AGE_S makes room (so
+ * idle strangers at a low descriptor limit delay a rank by about that age per limit's worth of
+ * them, never keep it out); when none had, the listener is left alone until one has, rather than
+ * polled again at once (a level-triggered listener with a waiting client would spin).
  *
  * Invariants:
  *  - only the server thread touches the table, the connections and the waiters; stop() talks to
@@ -76,6 +82,10 @@
  * hold up everyone else while the server answers them all) */
 #define STORE_SERVER_TURN_FRAMES 64
 #define STORE_SERVER_TURN_REPLY_BYTES (4u << 20)
+#define STORE_ENTRY_OVERHEAD 64 /* bytes an entry costs beyond its key and value */
+#define STORE_SERVER_QUOTA_MIN ((size_t)256 << 20)
+#define STORE_SERVER_QUOTA_MAX ((size_t)8 << 30)
+#define STORE_SERVER_CONN_QUOTA_SHARE 4 /* one connection stores at most quota / this */
 
 typedef struct store_entry {
   struct store_entry *next;
@@ -93,8 +103,9 @@ typedef struct store_conn {
   double accepted_s;
   struct store_conn *stranger_prev, *stranger_next; /* the strangers, oldest first */
   uint32_t nwaiters;
-  int more;      /* complete frames wait in `in` for its next turn */
-  char peer[64]; /* "host:port" for the log */
+  size_t stored_bytes; /* what its sets added to the table, against its share of the quota */
+  int more;            /* complete frames wait in `in` for its next turn */
+  char peer[64];       /* "host:port" for the log */
   uint8_t *in;
   size_t in_len, in_cap;
   uint8_t *out;
@@ -121,6 +132,8 @@ struct strata_store_server {
   atomic_int running; /* 1 while the thread serves; 0 once it returned */
   store_entry **buckets;
   size_t nbuckets, nentries;
+  size_t stored_bytes, quota_bytes; /* the table's keys, values and overhead; its quota */
+  double last_quota_log_s;
   store_conn **conns;
   size_t nconns, conns_cap;
   struct pollfd *pfds;
@@ -130,7 +143,7 @@ struct strata_store_server {
   store_conn *strangers_oldest, *strangers_newest;
   size_t nstrangers;
   double listen_paused_until_s; /* the listener is not polled before then */
-  double last_refusal_log_s;
+  double last_refusal_log_s, last_accept_error_log_s;
   unsigned long refusals_unlogged;
   /* a job's store: the job and size it serves, and a bit per rank already admitted */
   char *job_id;
@@ -171,16 +184,60 @@ static int table_grow(strata_store_server *srv) {
   return STRATA_OK;
 }
 
-/* Stores a copy of value under key, replacing any old value. */
-static int table_set(strata_store_server *srv, const char *key, const void *value, size_t len) {
+/* STRATA_OK when c may grow the table by `grow` bytes, else STRATA_ERR_QUOTA (logged). */
+static int quota_check(strata_store_server *srv, const store_conn *c, const char *key,
+                       size_t grow) {
+  size_t conn_quota = srv->quota_bytes / STORE_SERVER_CONN_QUOTA_SHARE;
+  int total_full = srv->stored_bytes + grow > srv->quota_bytes;
+  int conn_full = c && c->stored_bytes + grow > conn_quota;
+  if (!total_full && !conn_full) return STRATA_OK;
+  double now_s = store_net_now_s();
+  if (now_s - srv->last_quota_log_s >= 1.0) {
+    srv->last_quota_log_s = now_s;
+    if (total_full)
+      STRATA_LOG(STRATA_LOG_WARN, -1,
+                 "store: refused '%s' from %s: the store would hold %zu bytes, past its quota of "
+                 "%zu (STRATA_STORE_QUOTA)",
+                 key, c ? c->peer : "?", srv->stored_bytes + grow, srv->quota_bytes);
+    else
+      STRATA_LOG(STRATA_LOG_WARN, -1,
+                 "store: refused '%s' from %s: that connection would hold %zu bytes, past its "
+                 "share of %zu (a quarter of STRATA_STORE_QUOTA)",
+                 key, c->peer, c->stored_bytes + grow, conn_quota);
+  }
+  return STRATA_ERR_QUOTA;
+}
+
+/* An entry of old_bytes became new_bytes: the table's count, and what c is charged (a
+ * connection that shrinks a value someone else stored is credited at most what it holds). */
+static void charge(strata_store_server *srv, store_conn *c, size_t old_bytes, size_t new_bytes) {
+  if (new_bytes >= old_bytes) {
+    srv->stored_bytes += new_bytes - old_bytes;
+    if (c) c->stored_bytes += new_bytes - old_bytes;
+    return;
+  }
+  size_t freed = old_bytes - new_bytes;
+  srv->stored_bytes -= freed;
+  if (c) c->stored_bytes -= freed < c->stored_bytes ? freed : c->stored_bytes;
+}
+
+/* Stores a copy of value under key, replacing any old value; c (NULL: the server itself) is
+ * charged for what the table grows by. */
+static int table_set(strata_store_server *srv, store_conn *c, const char *key, const void *value,
+                     size_t len) {
+  store_entry *e = table_find(srv, key);
+  size_t old_bytes = e ? strlen(key) + e->len + STORE_ENTRY_OVERHEAD : 0;
+  size_t new_bytes = strlen(key) + len + STORE_ENTRY_OVERHEAD;
+  if (new_bytes > old_bytes && quota_check(srv, c, key, new_bytes - old_bytes) != STRATA_OK)
+    return STRATA_ERR_QUOTA;
   uint8_t *copy = malloc(len ? len : 1);
   if (!copy) return STRATA_ERR_NO_MEMORY;
   if (len) memcpy(copy, value, len);
-  store_entry *e = table_find(srv, key);
   if (e) {
     free(e->value);
     e->value = copy;
     e->len = len;
+    charge(srv, c, old_bytes, new_bytes);
     return STRATA_OK;
   }
   if (srv->nentries >= srv->nbuckets && table_grow(srv) != STRATA_OK) {
@@ -199,6 +256,7 @@ static int table_set(strata_store_server *srv, const char *key, const void *valu
   e->next = *slot;
   *slot = e;
   srv->nentries++;
+  charge(srv, c, 0, new_bytes);
   return STRATA_OK;
 }
 
@@ -409,7 +467,7 @@ static int handle_set(strata_store_server *srv, store_conn *c, uint32_t id, fram
     free(key);
     return FRAME_OVER_LIMIT;
   }
-  int status = table_set(srv, key, r->p, len);
+  int status = table_set(srv, c, key, r->p, len);
   conn_reply(c, id, status, NULL, 0);
   if (status == STRATA_OK) waiters_update(srv, key, 0);
   free(key);
@@ -432,7 +490,7 @@ static int handle_set_if_absent(strata_store_server *srv, store_conn *c, uint32_
     return FRAME_OVER_LIMIT;
   }
   uint8_t set = table_find(srv, key) == NULL;
-  int status = set ? table_set(srv, key, r->p, len) : STRATA_OK;
+  int status = set ? table_set(srv, c, key, r->p, len) : STRATA_OK;
   conn_reply(c, id, status, &set, 1);
   if (status == STRATA_OK && set) waiters_update(srv, key, 0);
   free(key);
@@ -468,7 +526,7 @@ static int handle_add(strata_store_server *srv, store_conn *c, uint32_t id, fram
   if (status == STRATA_OK) {
     char text[32];
     int n = snprintf(text, sizeof text, "%lld", (long long)value);
-    status = table_set(srv, key, text, (size_t)n);
+    status = table_set(srv, c, key, text, (size_t)n);
   }
   uint8_t body[8];
   store_wire_put_u64(body, (uint64_t)value);
@@ -798,6 +856,27 @@ static void conn_add(strata_store_server *srv, int fd, const struct sockaddr_sto
   conn_flush(c);
 }
 
+/* accept() ran out of descriptors with a client queued. A stranger that had its chance makes
+ * room (it is closed before the listener is polled again); without one, the listener rests until
+ * one has, or this loop would wake for the queued client at once, forever. */
+static void accept_out_of_descriptors(strata_store_server *srv, double now_s) {
+  int e = errno;
+  if (now_s - srv->last_accept_error_log_s >= 1.0) {
+    STRATA_LOG(STRATA_LOG_ERROR, -1,
+               "store: cannot accept a connection: %s (%zu connections open, %zu of them not "
+               "proven); making room from those",
+               strerror(e), srv->nconns, srv->nstrangers);
+    srv->last_accept_error_log_s = now_s;
+  }
+  store_conn *oldest = srv->strangers_oldest;
+  if (oldest && now_s - oldest->accepted_s >= STORE_SERVER_EVICT_AGE_S) {
+    conn_refuse(srv, oldest, "out of descriptors, and it had not proven the job secret");
+    return;
+  }
+  srv->listen_paused_until_s = oldest ? oldest->accepted_s + STORE_SERVER_EVICT_AGE_S
+                                      : now_s + STORE_SERVER_ACCEPT_BACKOFF_S;
+}
+
 static void accept_clients(strata_store_server *srv) {
   double now_s = store_net_now_s();
   for (;;) {
@@ -813,18 +892,8 @@ static void accept_clients(strata_store_server *srv) {
         accept4(srv->listen_fd, (struct sockaddr *)&from, &from_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        /* the client stays queued; poll the listener again only after a pause, or this loop
-         * would wake for it at once, forever */
-        srv->listen_paused_until_s = now_s + STORE_SERVER_ACCEPT_BACKOFF_S;
-        if (now_s - srv->last_refusal_log_s >= 1.0) {
-          STRATA_LOG(STRATA_LOG_ERROR, -1,
-                     "store: cannot accept a connection: %s (%zu connections open); retrying "
-                     "every %.0f ms",
-                     strerror(errno), srv->nconns, STORE_SERVER_ACCEPT_BACKOFF_S * 1000);
-          srv->last_refusal_log_s = now_s;
-        }
-      }
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        accept_out_of_descriptors(srv, now_s);
       return;
     }
     store_net_set_nodelay(fd);
@@ -1032,6 +1101,28 @@ static void server_free(strata_store_server *srv) {
   free(srv);
 }
 
+/* STRATA_STORE_QUOTA, else an eighth of the memory within STORE_SERVER_QUOTA_MIN/MAX. */
+static int quota_from_env(size_t *quota_bytes) {
+  const char *text = getenv("STRATA_STORE_QUOTA");
+  if (text && text[0]) {
+    uint64_t bytes = 0;
+    if (strata_size_parse(text, &bytes) != STRATA_OK || bytes == 0 || bytes > SIZE_MAX) {
+      STRATA_LOG(STRATA_LOG_ERROR, -1,
+                 "STRATA_STORE_QUOTA=%s: expected a byte count such as 512M or 4G", text);
+      return STRATA_ERR_CONFIG;
+    }
+    *quota_bytes = (size_t)bytes;
+    return STRATA_OK;
+  }
+  long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
+  size_t memory = pages > 0 && page_bytes > 0 ? (size_t)pages * (size_t)page_bytes : 0;
+  size_t quota = memory / 8;
+  *quota_bytes = quota < STORE_SERVER_QUOTA_MIN   ? STORE_SERVER_QUOTA_MIN
+                 : quota > STORE_SERVER_QUOTA_MAX ? STORE_SERVER_QUOTA_MAX
+                                                  : quota;
+  return STRATA_OK;
+}
+
 /* A server with its table and key, neither listening nor running. hello_job NULL: a store that
  * welcomes every HELLO; else a job's store (see the top of this file). */
 static int server_new(const char *secret, const char *key_job, const char *hello_job, int nranks,
@@ -1049,6 +1140,7 @@ static int server_new(const char *secret, const char *key_job, const char *hello
     if (!srv->job_id || !srv->admitted) status = STRATA_ERR_NO_MEMORY;
   }
   if (status == STRATA_OK) status = store_net_auth_key(secret, key_job, srv->key);
+  if (status == STRATA_OK) status = quota_from_env(&srv->quota_bytes);
   if (status != STRATA_OK) {
     server_free(srv);
     return status;

@@ -54,6 +54,9 @@ static const status_text status_table[] = {
     [-STRATA_ERR_EXCLUDED] = {"STRATA_ERR_EXCLUDED",
                               "excluded: the survivors agreed on a group without this rank; join "
                               "again"},
+    [-STRATA_ERR_QUOTA] = {"STRATA_ERR_QUOTA",
+                           "quota: the store refused the value: it would pass the store's quota "
+                           "(STRATA_STORE_QUOTA) or one connection's share of it"},
 };
 
 _Static_assert(sizeof status_table / sizeof status_table[0] == 1 - STRATA_STATUS_MIN,

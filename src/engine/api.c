@@ -144,8 +144,10 @@ static uint64_t fnv1a(uint64_t hash, uint64_t value) {
 /* The tag every message of this operation carries: what was called (so ranks that called
  * something else are told; a rooted collective's signature check makes sure its ranks exchange
  * messages even when they disagree on the root, schedule.c) and the sequence number (so
- * operations cannot be confused). */
-static uint64_t operation_tag(strata_comm *comm, strata_operation *op) {
+ * operations cannot be confused). A collective's number is its index in the communicator's
+ * lineage (lineage_base, elastic.c): after a shrink, survivors that finished different numbers
+ * of collectives and did not agree since are told instead of summing different steps. */
+uint64_t strata_engine_signature_hash(const strata_operation *op, int root) {
   const strata_coll_args *a = &op->args;
   int p2p = a->coll == STRATA_COLL_SEND || a->coll == STRATA_COLL_RECV;
   uint64_t hash = 1469598103934665603ULL;
@@ -155,17 +157,29 @@ static uint64_t operation_tag(strata_comm *comm, strata_operation *op) {
   hash = fnv1a(hash, (uint64_t)op->codec); /* both ends must agree on the wire format */
   if (!p2p) {
     hash = fnv1a(hash, is_reduction(a->coll) ? (uint64_t)a->op : 0);
-    hash = fnv1a(hash, is_rooted(a->coll) ? (uint64_t)a->root : 0);
+    hash = fnv1a(hash, is_rooted(a->coll) ? (uint64_t)root : 0);
     hash = fnv1a(hash, (uint64_t)op->sched.algo);
   }
+  return hash & 0xffffff;
+}
+
+int strata_engine_is_rooted(strata_coll coll) {
+  return is_rooted(coll);
+}
+
+static uint64_t operation_tag(strata_comm *comm, strata_operation *op) {
+  const strata_coll_args *a = &op->args;
+  int p2p = a->coll == STRATA_COLL_SEND || a->coll == STRATA_COLL_RECV;
+  uint64_t hash = strata_engine_signature_hash(op, a->root);
   uint64_t seq;
   if (a->coll == STRATA_COLL_SEND)
     seq = comm->p2p_send_seq[a->root]++;
   else if (a->coll == STRATA_COLL_RECV)
     seq = comm->p2p_recv_seq[a->root]++;
   else
-    seq = comm->coll_seq++;
-  op->coll_seq = p2p ? UINT64_MAX : seq;
+    seq = comm->lineage_base + comm->coll_seq++;
+  if (!p2p) comm->agreed_last = 0;
+  op->coll_seq = p2p ? UINT64_MAX : seq - comm->lineage_base;
   return (p2p ? 1ULL << 63 : 0) | ((seq & 0x7fffffffffULL) << 24) | (hash & 0xffffff);
 }
 

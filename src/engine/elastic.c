@@ -357,6 +357,7 @@ int strata_comm_agree(strata_comm *comm, int *flag) {
   record_failed(comm, &a);
   agreement_free(&a);
   *flag = all;
+  comm->agreed_last = 1;
   return STRATA_OK;
 }
 
@@ -412,7 +413,8 @@ static int next_epoch(strata_comm *comm, int rank, int size, const char *job_id,
 static int shrink_agree(strata_comm *comm) {
   agreement a = {0};
   for (;;) {
-    int status = next_agreement(comm, contribution_of(KIND_SHRINK, (int64_t)comm->colls_ok), &a);
+    int status = next_agreement(
+        comm, contribution_of(KIND_SHRINK, (int64_t)(comm->lineage_base + comm->colls_ok)), &a);
     if (status != STRATA_OK) return status;
     int all = 1;
     for (int r = 0; r < a.n; r++)
@@ -430,7 +432,8 @@ static int shrink_agree(strata_comm *comm) {
   int64_t fewest = INT64_MAX;
   for (int r = 0; r < a.n; r++)
     if (a.member[r] && a.value[r] < fewest) fewest = a.value[r];
-  int64_t ahead = (int64_t)comm->colls_ok - fewest;
+  int64_t ahead = (int64_t)(comm->lineage_base + comm->colls_ok) - fewest;
+  comm->shrink_fewest = (uint64_t)fewest;
   comm->undo_ready = ahead == 1 && comm->last_input;
   if (ahead > 0)
     STRATA_LOG(comm->undo_ready ? STRATA_LOG_INFO : STRATA_LOG_WARN, comm->rank,
@@ -465,10 +468,19 @@ int strata_comm_shrink(strata_comm *comm, strata_comm **out) {
   strata_epoch_job_id(comm->base_job, comm->cfg.job_id, comm->epoch + 1, "shrink",
                       comm->shrink_agreement, job_id, sizeof job_id);
   status = next_epoch(comm, comm->shrink_rank, comm->shrink_size, job_id, out);
-  if (status != STRATA_OK)
+  if (status != STRATA_OK) {
     STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "shrink: the new communicator: %s",
                strata_strerror(status));
-  return status;
+    return status;
+  }
+  /* The lineage goes on from where the survivors agree it is: a rank that agreed after its last
+   * collective retries from the fewest any survivor finished, as the others do. One that did not
+   * goes on from its own count, so if it finished a collective another survivor did not, their
+   * next collectives carry different indices and fail with STRATA_ERR_MISMATCH instead of summing
+   * two different steps. */
+  (*out)->lineage_base =
+      comm->agreed_last ? comm->shrink_fewest : comm->lineage_base + comm->colls_ok;
+  return STRATA_OK;
 }
 
 /* ---- joining ----

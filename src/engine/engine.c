@@ -221,6 +221,10 @@ static void operation_finish(strata_comm *comm, strata_operation *op, int status
     if (op->args.coll == STRATA_COLL_REDUCE && comm->rank != op->args.root) out = NULL;
     if (out && count) strata_reduce_avg_finish(out, count, op->args.dtype, comm->nranks);
   }
+  if (status == STRATA_OK && op->coll_seq != UINT64_MAX && comm->test_fail_next) {
+    status = comm->test_fail_next;
+    comm->test_fail_next = 0;
+  }
   op->status = status;
   if (op->coll_seq != UINT64_MAX && status == STRATA_OK) comm->colls_ok++;
   elastic_settle(comm, op, status);
@@ -239,6 +243,40 @@ static void operation_finish(strata_comm *comm, strata_operation *op, int status
   atomic_store(&op->done, 1);
 }
 
+void strata_engine_test_fail_next(strata_comm *comm, int status) {
+  comm->test_fail_next = status;
+}
+
+/* A collective's tag holds its index in the communicator's lineage (api.c, operation_tag): a
+ * mismatch between two collectives of different indices is two ranks at different steps. */
+static void lineage_mismatch(const strata_comm *comm, const strata_operation *op, int peer,
+                             const strata_xfer *x) {
+  const uint64_t p2p_bit = 1ULL << 63;
+  uint64_t mine = (x->tag >> 24) & 0x7fffffffffULL, theirs = (x->got_tag >> 24) & 0x7fffffffffULL;
+  if ((x->tag & p2p_bit) || (x->got_tag & p2p_bit)) return;
+  if (mine == theirs) {
+    /* the same collective in the lineage, called differently: a root is the usual culprit */
+    if (!strata_engine_is_rooted(op->args.coll)) return;
+    for (int root = 0; root < comm->nranks; root++) {
+      if (root == op->args.root ||
+          strata_engine_signature_hash(op, root) != (x->got_tag & 0xffffff))
+        continue;
+      STRATA_LOG(STRATA_LOG_ERROR, comm->rank,
+                 "STRATA_ERR_MISMATCH: rank %d called this %s with root %d, this rank with root "
+                 "%d",
+                 peer, strata_coll_name(op->args.coll), root, op->args.root);
+      return;
+    }
+    return;
+  }
+  STRATA_LOG(STRATA_LOG_ERROR, comm->rank,
+             "STRATA_ERR_MISMATCH: this rank's collective is #%llu of the communicator's lineage, "
+             "rank %d's is #%llu: after a shrink, survivors that had finished different numbers "
+             "of collectives are retrying different steps (agree after each step, "
+             "strata_comm_agree; docs/elastic.md)",
+             (unsigned long long)mine, peer, (unsigned long long)theirs);
+}
+
 /* Process recorded transfer completions. Returns 1 if anything happened. */
 static int process_completions(strata_comm *comm) {
   int activity = 0;
@@ -255,6 +293,7 @@ static int process_completions(strata_comm *comm) {
         STRATA_LOG(STRATA_LOG_WARN, comm->rank, "%s with rank %d failed: %s",
                    step->kind == STRATA_STEP_SEND ? "send" : "receive", step->peer,
                    strata_strerror(x->status));
+        if (x->status == STRATA_ERR_MISMATCH) lineage_mismatch(comm, op, step->peer, x);
         strata_engine_fail(comm, x->status, 1);
         return 1;
       }

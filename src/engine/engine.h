@@ -147,7 +147,11 @@ struct strata_comm {
   int shrink_rank, shrink_size; /* this rank's place in the group its last shrink decided */
   uint64_t shrink_agreement;    /* the agreement that decided it: names the group's job id */
   atomic_int revoke_requested;  /* strata_comm_revoke, from any thread, without the lock */
-  uint64_t colls_ok; /* collectives finished with STRATA_OK: what shrink compares (elastic.c) */
+  uint64_t colls_ok;     /* collectives finished with STRATA_OK: what shrink compares (elastic.c) */
+  uint64_t lineage_base; /* collectives the lineage finished before this communicator (shrink) */
+  int agreed_last;       /* an agree came after the last collective started (elastic.c) */
+  uint64_t shrink_fewest; /* the fewest collectives a survivor of the last shrink finished */
+  int test_fail_next;     /* strata_engine_test_fail_next */
   void *last_input, *last_input_dst; /* the input of the last in-place reduction that succeeded */
   uint64_t last_input_bytes;         /* (cfg.elastic), for strata_comm_undo */
   int undo_ready;                    /* shrink found that collective failed on another survivor */
@@ -199,5 +203,16 @@ void strata_comm_release(strata_comm *comm);
 int strata_engine_run_schedule(strata_comm *comm, const strata_coll_args *name,
                                strata_schedule *sched, void *send, uint64_t send_bytes, void *recv,
                                uint64_t recv_bytes);
+
+/* The 24 bits of a message tag that name the call (api.c: collective, count, type, codec, op,
+ * algorithm), with `root` in place of the call's own; and whether a collective has a root. For
+ * naming what differed when a tag did not match (engine.c). */
+uint64_t strata_engine_signature_hash(const strata_operation *op, int root);
+int strata_engine_is_rooted(strata_coll coll);
+
+/* Test hook (tests/test_comm_lineage.c): the next collective that finishes on `comm` finishes
+ * on the wire as usual but reports `status` to this rank, as a call does whose last bytes were
+ * lost with a peer that died just then. */
+void strata_engine_test_fail_next(strata_comm *comm, int status);
 
 #endif

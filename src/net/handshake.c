@@ -29,7 +29,10 @@
  * AES-NI, ChaCha20-Poly1305 otherwise.
  *
  * Each side checks the peer's HELLO in a fixed order — magic, version, job id, world size and
- * stream count, rank and stream — then the peer's AUTH (constant-time compare). The first failed
+ * stream count, rank and stream, and that its ephemeral key is not one an earlier HELLO to this
+ * process carried (HANDSHAKE_SEEN_KEYS remembered: a fresh key per connection never repeats, so a
+ * repeat is recorded traffic sent again, and is refused and logged as a replay rather than failing
+ * later as a wrong secret) — then the peer's AUTH (constant-time compare). The first failed
  * check is sent to the peer as REJECT(reason) in place of the next record, so both ends can say
  * which check failed. What the caller makes of a failure depends on the side (tcp_mesh.c): a
  * connection we accepted that fails proved nothing and is dropped; one we dialed reached the
@@ -49,6 +52,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -71,6 +75,33 @@ enum {
 };
 
 static const double HANDSHAKE_LINGER_S = 0.25;
+enum { HANDSHAKE_SEEN_KEYS = 4096 };
+
+/* The ephemeral keys of the last HANDSHAKE_SEEN_KEYS HELLOs this process received. */
+static struct {
+  pthread_mutex_t lock;
+  uint8_t keys[HANDSHAKE_SEEN_KEYS][STRATA_WIRE_NONCE_BYTES];
+  uint64_t prefixes[HANDSHAKE_SEEN_KEYS]; /* a key's first 8 bytes: the scan compares these */
+  size_t next, count;
+} seen = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* 1 when `key` came in an earlier HELLO; else remembers it and returns 0. */
+static int seen_before(const uint8_t *key) {
+  pthread_mutex_lock(&seen.lock);
+  uint64_t prefix;
+  memcpy(&prefix, key, sizeof prefix);
+  int found = 0;
+  for (size_t i = 0; i < seen.count && !found; i++)
+    found = seen.prefixes[i] == prefix && memcmp(seen.keys[i], key, STRATA_WIRE_NONCE_BYTES) == 0;
+  if (!found) {
+    seen.prefixes[seen.next] = prefix;
+    memcpy(seen.keys[seen.next], key, STRATA_WIRE_NONCE_BYTES);
+    seen.next = (seen.next + 1) % HANDSHAKE_SEEN_KEYS;
+    if (seen.count < HANDSHAKE_SEEN_KEYS) seen.count++;
+  }
+  pthread_mutex_unlock(&seen.lock);
+  return found;
+}
 static const char MAC_DOMAIN[] = "strata-auth-v4";
 static const char SESSION_DOMAIN[] = "strata-session-v4";
 
@@ -361,6 +392,10 @@ static int check_hello(strata_handshake *hs, const strata_wire_handshake *r) {
                   "unexpected rank %u / stream %u (this rank %s; is an old job still running "
                   "with the same address?)",
                   r->rank, r->stream, hs->accepting ? "accepts only higher ranks" : "dialed");
+  if (seen_before(r->nonce))
+    return refuse(hs, STRATA_WIRE_REJECT_AUTH,
+                  "a replayed handshake: its HELLO carries the ephemeral key of an earlier "
+                  "connection (recorded traffic sent again, not a peer)");
   hs->peer_rank = (int)r->rank;
   if (hs->accepting) {
     hs->stream = (int)r->stream;
@@ -545,6 +580,11 @@ void strata_handshake_expire(strata_handshake *hs) {
            "rank %d: %s sent no %s within the timeout (not a strata peer, or stuck)",
            hs->params->rank, who, waiting_for[hs->stage < 4 ? hs->stage : 0]);
   fail(hs, STRATA_ERR_TIMEOUT);
+}
+
+int strata_handshake_evictable(const strata_handshake *hs) {
+  if (hs->stage == STAGE_REJECTING || hs->stage == STAGE_LINGER) return 2;
+  return hs->stage == STAGE_HELLO && hs->in_got == 0 ? 1 : 0;
 }
 
 short strata_handshake_events(const strata_handshake *hs) {

@@ -76,6 +76,10 @@ int strata_handshake_same_host(int fd);
 /* Fail a pending handshake whose deadline passed (STRATA_ERR_TIMEOUT, message in hs->err). */
 void strata_handshake_expire(strata_handshake *hs);
 
+/* What an accepting side may drop first when strangers crowd it: 2 = already refusing the peer
+ * (REJECT queued or lingering), 1 = the peer has sent nothing yet, 0 = it is talking. */
+int strata_handshake_evictable(const strata_handshake *hs);
+
 /* POLLIN and/or POLLOUT: what advance() is waiting for. */
 short strata_handshake_events(const strata_handshake *hs);
 

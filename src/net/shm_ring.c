@@ -236,6 +236,7 @@ static int shm_recv_take_record(shm_transport *t, shm_peer *p, strata_xfer *x) {
     else
       shm_cma_ack(p);
     shm_queue_pop(&p->recvs);
+    x->got_tag = r.tag;
     shm_complete(t, x, STRATA_ERR_MISMATCH);
     return 1;
   }

@@ -692,6 +692,7 @@ static void recv_mismatch(tcp_transport *t, tcp_peer *p, tcp_stream *st, recv_sl
              p->rank, (unsigned long long)h->msg_seq, (unsigned long long)x->tag,
              (unsigned long long)x->bytes, (unsigned long long)h->tag,
              (unsigned long long)h->msg_bytes);
+  x->got_tag = h->tag;
   slot->x = NULL;
   slot->discarding = 1;
   slot->discard_left = h->msg_bytes - h->stripe_bytes; /* this frame is skipped by the caller */

@@ -18,6 +18,20 @@
  * with the precise reason), so it is reported only if nothing more precise arrives within
  * MESH_SOFT_ERROR_GRACE_S.
  *
+ * Strangers. Anyone who can reach the listening port can connect, and until a connection proves
+ * the job secret it is a stranger. Strangers are bounded the way the store bounds them
+ * (store_server.c): at most unproven_cap at once (MESH_MAX_UNPROVEN, less when the descriptor
+ * limit leaves less room after the job's own connections and MESH_FD_SLACK for the rest of the
+ * process) and MESH_MAX_UNPROVEN_PER_SOURCE from one address; each has MESH_HANDSHAKE_DEADLINE_S
+ * to prove itself. When they are all there, a new connection replaces the one that looks least
+ * like a peer: one being refused, then one that has sent nothing, oldest first (a peer sends its
+ * HELLO as soon as its connect completes), then a talking one that had MESH_EVICT_AGE_S. So a
+ * crowd of idle connections is drained as fast as it queues and never holds the accept queue
+ * shut, while descriptors stay for the real peers (and for the /proc reads of tcp_tune.c). When
+ * accept() still runs out of descriptors the listener is left alone for MESH_ACCEPT_BACKOFF_S
+ * rather than polled again at once. A peer's connection dropped that way before it proved itself
+ * is dialed again (MESH_REDIALS times): a peer that is really gone refuses the new one.
+ *
  * Must never: block past cfg->timeout_s, or leak a socket on any path.
  */
 #include <errno.h>
@@ -30,6 +44,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -43,6 +59,17 @@ static const double MESH_SOFT_ERROR_GRACE_S = 0.5;
 static const int MESH_POLL_SLICE_MS = 100;
 static const double MESH_FAILURE_CHECK_S = 0.2;
 enum { MESH_DROPS_WARNED = 3 };
+static const double MESH_HANDSHAKE_DEADLINE_S = 3.0; /* a stranger's time to prove the secret */
+static const double MESH_EVICT_AGE_S = 0.25;         /* a talking stranger this old may make room */
+static const double MESH_ACCEPT_BACKOFF_S = 0.1;     /* out of descriptors: listener left alone */
+enum {
+  MESH_MAX_UNPROVEN = 512,
+  MESH_MIN_UNPROVEN = 16,
+  MESH_MAX_UNPROVEN_PER_SOURCE = 128, /* a host of many ranks dials with (streams + 1) each */
+  MESH_FD_SLACK = 64,                 /* the store, shm segments, the application's files */
+  MESH_ACCEPTS_PER_ROUND = 256,       /* then the handshakes in flight get their turn */
+  MESH_REDIALS = 8
+};
 
 enum { CONN_RETRY_WAIT, CONN_CONNECTING, CONN_HANDSHAKE, CONN_FINISHED };
 
@@ -52,10 +79,13 @@ typedef struct mesh_conn {
   int peer, stream;
   int phase;
   int last_errno; /* of the last failed connect attempt */
+  int redials;    /* dialed again after the peer dropped it before the handshake ended */
   double retry_at_s;
+  double accepted_s;
   struct sockaddr_storage addr;
   socklen_t addr_len;
   char addr_text[300];
+  char lost[400]; /* why a connection that was dialed again had been dropped */
   strata_handshake hs;
 } mesh_conn;
 
@@ -78,6 +108,10 @@ typedef struct mesh {
   double soft_deadline_s;
   int trouble_seen; /* a connect was refused or a handshake broke: a peer may have failed */
   double next_failure_check_s;
+  size_t unproven, unproven_cap; /* accepted connections still in their handshake */
+  unsigned long evicted;         /* strangers dropped to make room for newer ones */
+  double listen_paused_until_s;
+  double last_accept_error_log_s;
   strata_store *store;
   char prefix[128]; /* "<job>/tcp/<k>" */
   char *addresses;  /* [nranks][STRATA_TCP_ADDRESS_BYTES] */
@@ -232,6 +266,15 @@ static void conn_close(mesh_conn *c) {
   c->fd = -1;
 }
 
+/* A dialed connection the peer had dropped, dialed again and refused: the peer is gone, report
+ * the drop as the lost connection it was (after the grace, as any lost connection). */
+static void conn_lost_again(mesh *m, mesh_conn *c) {
+  if (m->soft_status || m->hard_status) return;
+  m->soft_status = STRATA_ERR_PEER_LOST;
+  m->soft_deadline_s = strata_now_s() + MESH_SOFT_ERROR_GRACE_S;
+  mesh_error(m, STRATA_ERR_PEER_LOST, "%s", c->lost);
+}
+
 /* One connect attempt; on an immediate failure schedule a retry. */
 static void conn_dial(mesh *m, mesh_conn *c) {
   conn_close(c);
@@ -246,23 +289,34 @@ static void conn_dial(mesh *m, mesh_conn *c) {
   }
   c->last_errno = errno;
   if (errno == ECONNREFUSED) m->trouble_seen = 1;
+  if (errno == ECONNREFUSED && c->redials) conn_lost_again(m, c);
   conn_close(c);
   c->phase = CONN_RETRY_WAIT;
   c->retry_at_s = strata_now_s() + MESH_CONNECT_RETRY_S;
 }
 
+/* Every lower rank's address first, then every connection at once: a connection dialed before
+ * this rank waits on the store for the next address would sit silent at its peer, which drops
+ * connections that do not prove themselves in time. */
 static int dial_lower_ranks(mesh *m, strata_store *store) {
-  for (int peer = 0; peer < m->rank; peer++) {
-    struct sockaddr_storage addr;
-    socklen_t addr_len = 0;
-    char text[300];
-    int status = peer_sockaddr(m, store, peer, &addr, &addr_len, text, sizeof text);
-    if (status != STRATA_OK) return status;
-    snprintf(m->addresses + (size_t)peer * STRATA_TCP_ADDRESS_BYTES, STRATA_TCP_ADDRESS_BYTES, "%s",
-             text);
+  struct sockaddr_storage *addrs = calloc((size_t)(m->rank > 0 ? m->rank : 1), sizeof *addrs);
+  socklen_t *addr_lens = calloc((size_t)(m->rank > 0 ? m->rank : 1), sizeof *addr_lens);
+  int status = addrs && addr_lens ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  for (int peer = 0; status == STRATA_OK && peer < m->rank; peer++)
+    status = peer_sockaddr(m, store, peer, &addrs[peer], &addr_lens[peer],
+                           m->addresses + (size_t)peer * STRATA_TCP_ADDRESS_BYTES,
+                           STRATA_TCP_ADDRESS_BYTES);
+  if (status == STRATA_ERR_NO_MEMORY) mesh_error(m, status, "rank %d: out of memory", m->rank);
+  for (int peer = 0; status == STRATA_OK && peer < m->rank; peer++) {
+    const struct sockaddr_storage addr = addrs[peer];
+    socklen_t addr_len = addr_lens[peer];
+    const char *text = m->addresses + (size_t)peer * STRATA_TCP_ADDRESS_BYTES;
     for (int stream = 0; stream <= m->streams; stream++) {
       mesh_conn *c = conn_add(m);
-      if (!c) return mesh_error(m, STRATA_ERR_NO_MEMORY, "rank %d: out of memory", m->rank);
+      if (!c) {
+        status = mesh_error(m, STRATA_ERR_NO_MEMORY, "rank %d: out of memory", m->rank);
+        break;
+      }
       c->dialing = 1;
       c->peer = peer;
       c->stream = stream;
@@ -272,15 +326,122 @@ static int dial_lower_ranks(mesh *m, strata_store *store) {
       conn_dial(m, c);
     }
   }
-  return STRATA_OK;
+  free(addrs);
+  free(addr_lens);
+  return status;
 }
 
 /* ---- the loop ---- */
 
-static void accept_all(mesh *m) {
-  for (;;) {
-    int fd = accept4(m->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return; /* EAGAIN, or a transient error: try again on the next wakeup */
+static void handshake_finished(mesh *m, mesh_conn *c, int status);
+
+static int same_source(const struct sockaddr_storage *a, const struct sockaddr_storage *b) {
+  if (a->ss_family != b->ss_family) return 0;
+  if (a->ss_family == AF_INET)
+    return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+           ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+  if (a->ss_family == AF_INET6)
+    return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                   &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr));
+  return 1;
+}
+
+static int is_stranger(const mesh_conn *c) {
+  return !c->dialing && c->phase == CONN_HANDSHAKE;
+}
+
+/* Strangers (from `source` only, when given): how many, and the one to drop first for a new
+ * connection (NULL when none may go before *room_at_s). */
+static size_t strangers_scan(mesh *m, const struct sockaddr_storage *source, double now_s,
+                             mesh_conn **victim, double *room_at_s) {
+  size_t count = 0;
+  int victim_rank = -1;
+  *victim = NULL;
+  for (size_t i = 0; i < m->nconns; i++) {
+    mesh_conn *c = &m->conns[i];
+    if (!is_stranger(c) || (source && !same_source(&c->addr, source))) continue;
+    count++;
+    int rank = strata_handshake_evictable(&c->hs);
+    if (rank > victim_rank || (rank == victim_rank && c->accepted_s < (*victim)->accepted_s)) {
+      *victim = c;
+      victim_rank = rank;
+    }
+  }
+  if (*victim && victim_rank == 0 && now_s - (*victim)->accepted_s < MESH_EVICT_AGE_S) {
+    *room_at_s = (*victim)->accepted_s + MESH_EVICT_AGE_S;
+    *victim = NULL;
+  }
+  return count;
+}
+
+static void stranger_drop(mesh *m, mesh_conn *c, const char *why) {
+  if (m->evicted++ == 0)
+    STRATA_LOG(STRATA_LOG_WARN, m->rank,
+               "dropping connections that have not proven the job secret (%s): is something "
+               "other than the job's ranks connecting to %s?",
+               why, m->params.address);
+  sodium_memzero(&c->hs.keys, sizeof c->hs.keys);
+  conn_close(c);
+  c->phase = CONN_FINISHED;
+  m->unproven--;
+}
+
+/* Drops one stranger (of `source`, when given) to make room; 0 when none may go yet (the
+ * listener then rests until one may). */
+static int strangers_make_room(mesh *m, const struct sockaddr_storage *source, double now_s,
+                               const char *why) {
+  mesh_conn *victim = NULL;
+  double room_at_s = now_s + MESH_ACCEPT_BACKOFF_S;
+  strangers_scan(m, source, now_s, &victim, &room_at_s);
+  if (!victim) {
+    m->listen_paused_until_s = room_at_s;
+    return 0;
+  }
+  stranger_drop(m, victim, why);
+  return 1;
+}
+
+static void accept_error(mesh *m, double now_s) {
+  int e = errno;
+  if (e != EMFILE && e != ENFILE && e != ENOBUFS && e != ENOMEM) return; /* EAGAIN and the like */
+  /* a level-triggered listener with a connection queued would wake us at once, forever: free a
+   * descriptor held by a stranger, else leave the listener alone for a moment */
+  if (m->unproven > 0 && strangers_make_room(m, NULL, now_s, "out of descriptors")) return;
+  m->listen_paused_until_s = now_s + MESH_ACCEPT_BACKOFF_S;
+  if (now_s - m->last_accept_error_log_s >= 1.0) {
+    m->last_accept_error_log_s = now_s;
+    STRATA_LOG(STRATA_LOG_WARN, m->rank,
+               "cannot accept a connection: %s (%zu connections in their handshake); retrying "
+               "every %.0f ms",
+               strerror(e), m->unproven, MESH_ACCEPT_BACKOFF_S * 1000);
+  }
+}
+
+static void accept_all(mesh *m, double now_s) {
+  for (int round = 0; round < MESH_ACCEPTS_PER_ROUND; round++) {
+    if (m->unproven >= m->unproven_cap && !strangers_make_room(m, NULL, now_s, "too many at once"))
+      return;
+    struct sockaddr_storage from;
+    socklen_t from_len = sizeof from;
+    memset(&from, 0, sizeof from);
+    int fd =
+        accept4(m->listen_fd, (struct sockaddr *)&from, &from_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      accept_error(m, now_s);
+      return;
+    }
+    if (m->unproven >= MESH_MAX_UNPROVEN_PER_SOURCE) {
+      mesh_conn *victim = NULL;
+      double room_at_s = 0;
+      if (strangers_scan(m, &from, now_s, &victim, &room_at_s) >= MESH_MAX_UNPROVEN_PER_SOURCE) {
+        if (!victim) {
+          close(fd); /* a crowded source whose connections all talk: this one waits its turn */
+          continue;
+        }
+        stranger_drop(m, victim, "too many from one address");
+      }
+    }
     mesh_conn *c = conn_add(m);
     if (!c) {
       close(fd);
@@ -290,8 +451,42 @@ static void accept_all(mesh *m) {
     c->fd = fd;
     c->peer = c->stream = -1;
     c->phase = CONN_HANDSHAKE;
+    c->addr = from;
+    c->addr_len = from_len;
+    c->accepted_s = now_s;
+    m->unproven++;
     strata_handshake_start(&c->hs, &m->params, fd, -1, -1, NULL);
   }
+}
+
+/* Strangers whose handshake deadline passed are dropped like any that failed a check. */
+static void strangers_expire(mesh *m, double now_s) {
+  for (size_t i = 0; i < m->nconns; i++) {
+    mesh_conn *c = &m->conns[i];
+    if (!is_stranger(c) || now_s - c->accepted_s < MESH_HANDSHAKE_DEADLINE_S) continue;
+    strata_handshake_expire(&c->hs);
+    handshake_finished(m, c, c->hs.status);
+  }
+}
+
+/* How many descriptors strangers may hold: what the limit leaves after the ones open now, the
+ * job's own connections and MESH_FD_SLACK. */
+static void size_unproven(mesh *m) {
+  size_t open_now = 0;
+  DIR *dir = opendir("/proc/self/fd");
+  if (dir) {
+    while (readdir(dir)) open_now++;
+    closedir(dir);
+  }
+  struct rlimit limit;
+  size_t room = MESH_MAX_UNPROVEN;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    size_t reserve = open_now + (size_t)m->expected + MESH_FD_SLACK;
+    room = limit.rlim_cur > reserve ? (size_t)limit.rlim_cur - reserve : 0;
+  }
+  m->unproven_cap = room > MESH_MAX_UNPROVEN   ? MESH_MAX_UNPROVEN
+                    : room < MESH_MIN_UNPROVEN ? MESH_MIN_UNPROVEN
+                                               : room;
 }
 
 static int is_check_failure(int status) {
@@ -307,6 +502,18 @@ static int is_check_failure(int status) {
  * and a failed check ends the open at once with the precise reason. */
 static void handshake_finished(mesh *m, mesh_conn *c, int status) {
   c->phase = CONN_FINISHED;
+  if (!c->dialing) m->unproven--;
+  if (c->dialing && status == STRATA_ERR_PEER_LOST && c->redials < MESH_REDIALS) {
+    /* perhaps a listener crowded by strangers dropped it before it proved itself: dial again;
+     * a peer that is really gone refuses the new connection (conn_lost_again) */
+    c->redials++;
+    snprintf(c->lost, sizeof c->lost, "%s", c->hs.err);
+    sodium_memzero(&c->hs.keys, sizeof c->hs.keys);
+    conn_close(c);
+    c->phase = CONN_RETRY_WAIT;
+    c->retry_at_s = strata_now_s() + MESH_CONNECT_RETRY_S;
+    return;
+  }
   if (status == STRATA_OK) {
     size_t index = (size_t)c->hs.peer_rank * (size_t)(m->streams + 1) + (size_t)c->hs.stream;
     int *slot = &m->fds[index];
@@ -350,6 +557,7 @@ static void conn_connected(mesh *m, mesh_conn *c) {
   if (so_error != 0) {
     c->last_errno = so_error;
     if (so_error == ECONNREFUSED) m->trouble_seen = 1;
+    if (so_error == ECONNREFUSED && c->redials) conn_lost_again(m, c);
     conn_close(c);
     c->phase = CONN_RETRY_WAIT;
     c->retry_at_s = strata_now_s() + MESH_CONNECT_RETRY_S;
@@ -389,7 +597,9 @@ static int poll_once(mesh *m) {
   double now = strata_now_s();
   double wake_s = m->deadline_s;
   if (m->soft_status && m->soft_deadline_s < wake_s) wake_s = m->soft_deadline_s;
-  m->pollfds[0] = (struct pollfd){.fd = m->listen_fd, .events = POLLIN};
+  int listening = now >= m->listen_paused_until_s;
+  if (!listening && m->listen_paused_until_s < wake_s) wake_s = m->listen_paused_until_s;
+  m->pollfds[0] = (struct pollfd){.fd = listening ? m->listen_fd : -1, .events = POLLIN};
   for (size_t i = 0; i < m->nconns; i++) {
     mesh_conn *c = &m->conns[i];
     m->pollfds[i + 1] = (struct pollfd){.fd = c->fd, .events = conn_events(c)};
@@ -405,14 +615,17 @@ static int poll_once(mesh *m) {
     return mesh_error(m, STRATA_ERR_SYSTEM, "rank %d: poll: %s", m->rank, strerror(errno));
   now = strata_now_s();
   size_t nconns = m->nconns; /* accept_all may append; those are polled next round */
-  if (ready > 0 && (m->pollfds[0].revents & POLLIN)) accept_all(m);
+  if (ready > 0 && (m->pollfds[0].revents & POLLIN)) accept_all(m, now);
   for (size_t i = 0; i < nconns; i++) {
     short revents = ready > 0 ? m->pollfds[i + 1].revents : 0;
     mesh_conn *c = &m->conns[i];
+    if (c->phase == CONN_FINISHED) continue; /* dropped by accept_all to make room */
     if (c->phase == CONN_RETRY_WAIT || revents) conn_step(m, c, revents, now);
   }
   /* accepted connections that already sent their HELLO before we polled them */
-  for (size_t i = nconns; i < m->nconns; i++) conn_step(m, &m->conns[i], POLLIN, now);
+  for (size_t i = nconns; i < m->nconns; i++)
+    if (m->conns[i].phase != CONN_FINISHED) conn_step(m, &m->conns[i], POLLIN, now);
+  strangers_expire(m, now);
   conns_compact(m);
   return STRATA_OK;
 }
@@ -439,6 +652,12 @@ static int timeout_error(mesh *m) {
                           peer, c->addr_text, waited,
                           c->last_errno ? strerror(c->last_errno) : "no answer");
       }
+      if (m->evicted)
+        return mesh_error(m, STRATA_ERR_TIMEOUT,
+                          "rank %d: rank %d did not connect within %.1f s; meanwhile %lu "
+                          "connections that never proved the job secret were dropped from %s "
+                          "(something else is connecting to this port)",
+                          m->rank, peer, waited, m->evicted, m->params.address);
       if (m->refused[0])
         return mesh_error(m, STRATA_ERR_TIMEOUT,
                           "rank %d: rank %d did not connect within %.1f s; a connection was "
@@ -583,6 +802,7 @@ int strata_tcp_mesh_connect(const strata_config *cfg, int rank, int nranks, stra
   strata_secret_warn_once(cfg->secret, rank);
   status = strata_tcp_tune_check(cfg, err, err_len);
   if (status != STRATA_OK) return status;
+  size_unproven(&m);
   m.pollfds = malloc(sizeof *m.pollfds);
   status = m.pollfds ? mesh_run(&m, store) : STRATA_ERR_NO_MEMORY;
   for (size_t i = 0; i < m.nconns; i++) conn_close(&m.conns[i]);

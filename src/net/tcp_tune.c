@@ -23,7 +23,8 @@
  *    kernel charges skb overhead against the buffer). If the kernel's autotuning can reach it
  *    (want ≤ net.ipv4.tcp_rmem[2] resp. tcp_wmem[2]) the socket is left alone: autotuning grows
  *    the buffer only as far as the connection really needs, which on loopback/LAN (T ≈ 50 µs)
- *    keeps the memory small and is as fast as a fixed buffer. Otherwise SO_RCVBUF/SO_SNDBUF is set
+ *    keeps the memory small and is as fast as a fixed buffer; so is a socket whose limits cannot
+ *    be read (a guess would fix it small for good). Otherwise SO_RCVBUF/SO_SNDBUF is set
  *    to want, capped by net.core.rmem_max/wmem_max (read from /proc); when the cap bites, or when
  *    autotuning's own limit is the larger one and is still short, a warning says which sysctl to
  *    raise. Window scaling is fixed at the SYN from the larger of tcp_rmem[2] and rmem_max, not
@@ -166,6 +167,15 @@ int strata_tcp_tune_notsent_lowat_bytes(unsigned rtt_us) {
   return rtt_us >= STRATA_TCP_WAN_RTT_US ? TUNE_NOTSENT_LOWAT_BYTES : 0;
 }
 
+/* A fixed buffer is the right call only when we know autotuning stops short: with the limits
+ * unreadable (no /proc/sys in a container, or a process out of descriptors) a guessed size could
+ * only be the small loopback-RTT one, and it would switch autotuning off for good. */
+size_t strata_tcp_tune_buffer_bytes(size_t want, long autotune_max, long core_max) {
+  if (autotune_max <= 0 || want <= (size_t)autotune_max) return 0;
+  if (core_max > 0 && autotune_max >= core_max) return 0; /* autotuning reaches further */
+  return core_max > 0 && want > (size_t)core_max ? (size_t)core_max : want;
+}
+
 /* One direction's buffer in auto mode: left to autotuning, or set (capped). The shortfall is a
  * warning when the user gave the link rate (the want is then real), else an info line: the
  * default rate is a deliberate over-estimate and S streams of a smaller buffer may well do. */
@@ -178,8 +188,8 @@ static void size_one(int fd, int option, size_t want, const char *what, int hint
       is_rcv ? "/proc/sys/net/core/rmem_max" : "/proc/sys/net/core/wmem_max", 0);
   static int warned; /* once per process, not once per stream */
   const strata_log_level level = hinted ? STRATA_LOG_WARN : STRATA_LOG_INFO;
-  if (autotune_max > 0 && want <= (size_t)autotune_max) return; /* autotuning gets there */
-  if (core_max > 0 && autotune_max >= core_max) {
+  size_t bytes = strata_tcp_tune_buffer_bytes(want, autotune_max, core_max);
+  if (bytes == 0 && autotune_max > 0 && want > (size_t)autotune_max) {
     if (!warned++)
       STRATA_LOG(level, rank,
                  "tcp tune: peer %d stream %d wants %s %zu bytes, autotuning stops at %ld "
@@ -187,9 +197,8 @@ static void size_one(int fd, int option, size_t want, const char *what, int hint
                  peer, stream, what, want, autotune_max, is_rcv ? "tcp_rmem" : "tcp_wmem");
     return;
   }
-  size_t bytes = want;
-  if (core_max > 0 && want > (size_t)core_max) {
-    bytes = (size_t)core_max;
+  if (bytes == 0) return; /* autotuning gets there, or we cannot tell: leave it to autotuning */
+  if (bytes < want) {
     if (!warned++)
       STRATA_LOG(level, rank,
                  "tcp tune: peer %d stream %d wants %s %zu bytes, capped at %ld by net.core.%s "

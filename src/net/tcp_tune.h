@@ -31,6 +31,12 @@ void strata_tcp_tune_established(const strata_config *cfg, int fd, int rank, int
  * guess), round trip rtt_us, `streams` streams per pair. Pure arithmetic (tests). */
 size_t strata_tcp_tune_want_bytes(double link_gbps, unsigned rtt_us, int streams);
 
+/* Auto mode's decision for one direction: the SO_SNDBUF/SO_RCVBUF to set for a want of `want`
+ * bytes given autotuning's limit (net.ipv4.tcp_rmem[2] or tcp_wmem[2]) and net.core.rmem_max or
+ * wmem_max, each 0 when it could not be read; 0 = leave the socket to the kernel's autotuning
+ * (it gets there, reaches further than a fixed buffer could, or the limits are unknown). */
+size_t strata_tcp_tune_buffer_bytes(size_t want, long autotune_max, long core_max);
+
 /* A connection whose handshake RTT is at least this is a WAN connection (net/transport.h). */
 #define STRATA_TCP_WAN_RTT_US STRATA_NET_WAN_RTT_US
 

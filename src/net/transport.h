@@ -47,7 +47,8 @@ struct strata_xfer {
   void (*done)(strata_xfer *x); /* called once, from progress(), when complete */
   void *user;
   /* set by the transport */
-  int status; /* STRATA_OK or an error, valid when done() runs */
+  int status;       /* STRATA_OK or an error, valid when done() runs */
+  uint64_t got_tag; /* STRATA_ERR_MISMATCH: the tag the arriving message carried */
   /* transport-private */
   strata_xfer *next;
   uint64_t offset;

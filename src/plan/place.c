@@ -17,7 +17,10 @@
  *
  * The local search (2-opt, Or-opt) evaluates the whole ring per candidate after a constant-time
  * filter (a move that adds an edge above the current max can never be better), O(n^3) per pass
- * at worst; fine for the hundreds of ranks a WAN job has, not for 100,000.
+ * at worst; fine for the hundreds of ranks a WAN job has. Above
+ * STRATA_PLACE_FULL_SEARCH_MAX_RANKS the search narrows instead: 2-opt moves only towards each
+ * slot's nearest neighbours, each scored from the four edges it changes (W is symmetric: a hop
+ * costs the worse of its two directions), O(n·K) per pass.
  *
  * Invariants: every function takes and returns permutations of 0..n-1; nothing is global; every
  * random choice comes from a splitmix64 stream seeded by the caller, so results are repeatable.
@@ -316,8 +319,91 @@ static void nearest_neighbour(int n, const double *w, int start, int *seq, char 
   }
 }
 
+/* nbr[i*K ..]: slot i's K nearest other slots, nearest first. */
+static void nearest_slots(int n, const double *w, int k, int *nbr) {
+  for (int i = 0; i < n; i++) {
+    int *list = nbr + (size_t)i * (size_t)k, count = 0;
+    for (int j = 0; j < n; j++) {
+      if (j == i || (count == k && W(i, j) >= W(i, list[k - 1]))) continue;
+      int at = count < k ? count++ : k - 1;
+      while (at > 0 && W(i, list[at - 1]) > W(i, j)) {
+        list[at] = list[at - 1];
+        at--;
+      }
+      list[at] = j;
+    }
+    for (int j = count; j < k; j++) list[j] = list[count - 1];
+  }
+}
+
+static void reverse_tracked(int *seq, int *pos, int i, int j) {
+  for (; i < j; i++, j--) {
+    int t = seq[i];
+    seq[i] = seq[j];
+    seq[j] = t;
+    pos[seq[i]] = i;
+    pos[seq[j]] = j;
+  }
+}
+
+/* The score after edges (a,b),(c,d) become (a,c),(b,d), from the four edges alone; its max is
+ * left at the old one when the count there drops to 0 (the caller recomputes). */
+static int two_opt_better(strata_ring_score s, double ab, double cd, double ac, double bd,
+                          strata_ring_score *next) {
+  if (ac > s.max_hop_us || bd > s.max_hop_us) return 0;
+  int count = s.hops_at_max - (ab == s.max_hop_us) - (cd == s.max_hop_us) + (ac == s.max_hop_us) +
+              (bd == s.max_hop_us);
+  *next = (strata_ring_score){s.max_hop_us, count, s.sum_hop_us - ab - cd + ac + bd};
+  if (count < s.hops_at_max) return 1;
+  return count == s.hops_at_max &&
+         next->sum_hop_us < s.sum_hop_us - 1e-12 * (fabs(s.sum_hop_us) + fabs(next->sum_hop_us));
+}
+
+/* The large-n search (see the top): returns STRATA_OK or STRATA_ERR_NO_MEMORY. */
+static int ring_heuristic_large(int n, const double *w, int *seq) {
+  const int k = STRATA_PLACE_NEIGHBOURS;
+  int *nbr = malloc((size_t)n * (size_t)k * sizeof *nbr);
+  int *pos = malloc((size_t)n * sizeof *pos);
+  char *used = malloc((size_t)n);
+  if (!nbr || !pos || !used) {
+    free(nbr);
+    free(pos);
+    free(used);
+    return STRATA_ERR_NO_MEMORY;
+  }
+  nearest_neighbour(n, w, 0, seq, used);
+  nearest_slots(n, w, k, nbr);
+  for (int i = 0; i < n; i++) pos[seq[i]] = i;
+  strata_ring_score s = strata_place_ring_score(n, w, seq);
+  for (int pass = 0, moved = 1; moved && pass < 1000; pass++) {
+    moved = 0;
+    for (int i = 0; i < n; i++) {
+      int a = seq[i], b = seq[(i + 1) % n];
+      for (int q = 0; q < k; q++) {
+        int c = nbr[(size_t)a * (size_t)k + (size_t)q], j = pos[c];
+        if (W(a, c) > s.max_hop_us) break; /* nearest first: the rest are worse still */
+        int d = seq[(j + 1) % n];
+        if (c == b || d == a) continue;
+        strata_ring_score next;
+        if (!two_opt_better(s, W(a, b), W(c, d), W(a, c), W(b, d), &next)) continue;
+        int lo = i < j ? i : j, hi = i < j ? j : i; /* reverse seq[lo+1 .. hi] */
+        reverse_tracked(seq, pos, lo + 1, hi);
+        s = next.hops_at_max > 0 ? next : strata_place_ring_score(n, w, seq);
+        moved = 1;
+        a = seq[i];
+        b = seq[(i + 1) % n];
+      }
+    }
+  }
+  free(nbr);
+  free(pos);
+  free(used);
+  return STRATA_OK;
+}
+
 int strata_place_ring_heuristic(int n, const double *w, uint64_t seed, int *seq) {
   if (n < 1) return STRATA_ERR_INVALID_ARG;
+  if (n > STRATA_PLACE_FULL_SEARCH_MAX_RANKS) return ring_heuristic_large(n, w, seq);
   int *trial = malloc((size_t)n * sizeof *trial);
   char *used = malloc((size_t)n);
   if (!trial || !used) {
@@ -553,6 +639,25 @@ static int order_site(const double *w, int n, int *members, int k, uint64_t seed
   return rc;
 }
 
+/* Reverses whole blocks (seq[start[s] .. start[s+1]-1]) while one reversal improves the score. */
+static void orient_blocks(int n, const double *w, int *seq, const int *start, int nsites) {
+  strata_ring_score best = strata_place_ring_score(n, w, seq);
+  for (int pass = 0, moved = 1; moved && pass < 16; pass++) {
+    moved = 0;
+    for (int s = 0; s < nsites; s++) {
+      if (start[s + 1] - start[s] < 2) continue;
+      reverse(seq, start[s], start[s + 1] - 1);
+      strata_ring_score score = strata_place_ring_score(n, w, seq);
+      if (strata_place_ring_score_compare(score, best) < 0) {
+        best = score;
+        moved = 1;
+      } else {
+        reverse(seq, start[s], start[s + 1] - 1);
+      }
+    }
+  }
+}
+
 int strata_place_sites_ring(const strata_link_matrix *m, double bytes, uint64_t seed, int *seq) {
   int n = m->nranks, nsites = 0;
   double *w = malloc((size_t)n * (size_t)n * sizeof *w);
@@ -576,8 +681,11 @@ int strata_place_sites_ring(const strata_link_matrix *m, double bytes, uint64_t 
   for (int s = 0; rc == STRATA_OK && s < nsites; s++)
     rc = order_site(w, n, seq + start[s], start[s + 1] - start[s], seed + (uint64_t)s);
   /* Block order and orientation are left to the constrained local search, which may reverse
-   * or move whole blocks' ends but never split a site. */
-  if (rc == STRATA_OK && strata_place_ring_improve(n, w, site_of, seq) < 0)
+   * or move whole blocks' ends but never split a site; above the full search's size, to
+   * reversing whole blocks while that helps. */
+  if (rc == STRATA_OK && n > STRATA_PLACE_FULL_SEARCH_MAX_RANKS)
+    orient_blocks(n, w, seq, start, nsites);
+  else if (rc == STRATA_OK && strata_place_ring_improve(n, w, site_of, seq) < 0)
     rc = STRATA_ERR_NO_MEMORY;
   free(fill);
   free(w);
