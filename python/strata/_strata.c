@@ -314,6 +314,14 @@ static int Comm_init(CommObject *self, PyObject *args, PyObject *kwds) {
     raise_status(status, err);
     return -1;
   }
+  /* No launcher, no rank and no size: a world of one, as MPI's singleton init (and gloo with
+   * world_size=1) run, its store on a free loopback port. */
+  if (cfg.world_size < 1 && cfg.rank < 0 && store == Py_None) {
+    cfg.rank = 0;
+    cfg.world_size = 1;
+    cfg.store_external = 0;
+    if (!cfg.store_addr[0]) snprintf(cfg.store_addr, sizeof cfg.store_addr, "127.0.0.1:0");
+  }
   if (settings != Py_None) {
     if (!PyDict_Check(settings)) {
       PyErr_SetString(PyExc_TypeError, "settings must be a dict of name -> value");

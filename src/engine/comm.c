@@ -158,19 +158,6 @@ static int comm_init(const strata_config *cfg, const strata_store_ops *store_ops
     STRATA_LOG(STRATA_LOG_ERROR, cfg->rank, "a store needs set, get and add callbacks");
     return STRATA_ERR_INVALID_ARG;
   }
-  /* No launcher and no rank or size given: a world of one, as MPI's singleton init (and gloo
-   * with world_size=1) run, its store on a free loopback port. */
-  strata_config singleton;
-  if (cfg->world_size < 1 && cfg->rank < 0 && !store_ops) {
-    singleton = *cfg;
-    singleton.rank = 0;
-    singleton.world_size = 1;
-    singleton.store_external = 0;
-    if (!singleton.store_addr[0])
-      snprintf(singleton.store_addr, sizeof singleton.store_addr, "127.0.0.1:0");
-    STRATA_LOG(STRATA_LOG_INFO, 0, "no launcher and no STRATA_WORLD_SIZE: a world of one");
-    cfg = &singleton;
-  }
   int status = check_config(cfg, store_ops != NULL);
   if (status != STRATA_OK) return status;
   strata_comm *comm = calloc(1, sizeof *comm);
