@@ -150,6 +150,14 @@ class DiLoCo:
     store when there is one, else from the environment), owned and closed by this object.
     """
 
+    # ---- a model sharded by FSDP2 (DTensor parameters): strata/diloco_sharded.py ----
+    def __new__(cls, model: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if cls is DiLoCo and model is not None:
+            from .diloco_sharded import ShardedDiLoCo, is_sharded_model
+            if is_sharded_model(model):
+                return ShardedDiLoCo(model, *args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, model: Any, inner_optimizer: Any, sync_every: int = 100,
                  outer_lr: float = 0.7, outer_momentum: float = 0.9, nesterov: bool = True,
                  fragments: int = 1, delay: int = 0, alpha: float = 0.5,
