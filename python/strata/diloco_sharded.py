@@ -31,9 +31,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+import strata as _package
+
 from . import Comm
 from . import DiLoCo as _State
-from . import Error
 
 try:
     from torch.distributed.tensor import DTensor
@@ -43,8 +44,9 @@ except ImportError:  # torch < 2.4: no public DTensor, hence no FSDP2 model to s
 __all__ = ["ShardedDiLoCo", "is_sharded_model", "split_fragments"]
 
 # the errors a dead or frozen site gives an exchange; the survivors shrink and repeat it
-_LOST = tuple(getattr(__import__("strata"), name) for name in
-              ("PeerLostError", "TimeoutError", "AbortedError", "RevokedError"))
+_LOST: tuple[type[BaseException], ...] = tuple(
+    getattr(_package, name) for name in ("PeerLostError", "TimeoutError", "AbortedError",
+                                         "RevokedError"))
 
 
 def is_sharded_model(model: Any) -> bool:
@@ -173,9 +175,6 @@ class ShardedDiLoCo:
         self.shard, self.shards = _flat_coordinate(pmesh), pmesh.size()
         self._elastic = elastic
         self._store, self._job, self._timeout = store, job, timeout
-        self._site_group = None  # the torch group of this site's ranks: pmesh's
-        if pmesh.ndim == 1:
-            self._site_group = pmesh.get_group()
 
         # ---- fragments over the full model, each a strata.DiLoCo over this rank's shards ----
         self._cuts = split_fragments([p.numel() for p in params], P)
@@ -335,10 +334,8 @@ class ShardedDiLoCo:
         waiting = int(self._store.add(f"{self._job}/waiting", 0)) - self._admitted
         whole = (waiting // self.shards) * self.shards
         key = f"{self._job}/admit/{s}"
-        decided = self._store.compare_set(key, "", str(whole + self._admitted)).decode()
-        if decided == "":  # torch < 2.x returned the expected value on a win
-            decided = self._store.get(key).decode()
-        total = int(decided)
+        # compare_set returns the value the key holds afterwards: the first member's
+        total = int(self._store.compare_set(key, "", str(whole + self._admitted)).decode())
         if total <= self._admitted:
             return
         self._admitted = total
@@ -348,7 +345,7 @@ class ShardedDiLoCo:
             grown = self.comm.grow()
             if grown is None:
                 if time.monotonic() > deadline:
-                    raise Error("a site counted as waiting never came to join")
+                    raise RuntimeError("a site counted as waiting to join never came")
                 time.sleep(0.01)
         self._sync_members(grown)
 
@@ -425,9 +422,8 @@ class ShardedDiLoCo:
     def __enter__(self) -> "ShardedDiLoCo":
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
-        return False
 
     def __repr__(self) -> str:
         return (f"<strata.torch.DiLoCo (sharded) site {self.site} of {self.sites}, shard "

@@ -17,6 +17,7 @@ DiLoCo with H = 4, P = 2, tau = 1.
   equal at the end.
 Exits 0 when all held, 77 without torch.
 """
+import datetime
 import hashlib
 import os
 import secrets
@@ -49,7 +50,7 @@ def worker(site, local, gen):
     import strata
     import strata.torch
     port, job = int(os.environ["T_PORT"]), os.environ["T_JOB"]
-    store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=__import__("datetime").timedelta(seconds=60))
+    store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=60))
     dist.init_process_group("strata", store=dist.PrefixStore(f"site{site}/gen{gen}", store),
                             rank=local, world_size=2)
     mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("shard",))
@@ -143,7 +144,7 @@ def main():
         for local in (0, 1):
             procs[(site, local, gen)] = subprocess.Popen(
                 [sys.executable, __file__, "--worker", str(site), str(local), str(gen)], env=env)
-    store.wait(["dying/0", "dying/1"], __import__("datetime").timedelta(seconds=120))
+    store.wait(["dying/0", "dying/1"], datetime.timedelta(seconds=120))
     for local in (0, 1):
         procs[(1, local, 0)].send_signal(signal.SIGKILL)
         procs[(1, local, 0)].wait()
