@@ -80,6 +80,17 @@ def split_fragments(counts: Sequence[int], fragments: int) -> list[tuple[int, in
     return out
 
 
+def _host_mirror(shard: torch.Tensor) -> torch.Tensor:
+    """A host tensor like `shard`, pinned when its device can pin, holding its values."""
+    try:
+        host = torch.empty(shard.shape, dtype=shard.dtype, pin_memory=shard.device.type != "cpu")
+    except RuntimeError:  # no accelerator that pins
+        host = torch.empty(shard.shape, dtype=shard.dtype)
+    with torch.no_grad():
+        host.copy_(shard)
+    return host
+
+
 def _flat_coordinate(mesh: Any) -> int:
     """This rank's index in `mesh`, row-major over its dimensions."""
     coordinate = mesh.get_coordinate()
@@ -116,7 +127,7 @@ class ShardedDiLoCo:
                  mesh: Any = None, site_dim: str = "site", store: Any = None,
                  site: Optional[int] = None, sites: Optional[int] = None,
                  job: str = "strata-diloco", timeout: Optional[float] = None,
-                 join: bool = False) -> None:
+                 join: bool = False, _mirror_all: bool = False) -> None:
         if comm is not None:
             raise ValueError("a sharded model gets one communicator per shard, made here: "
                              "leave comm=None (give mesh= or store=/site=/sites=)")
@@ -138,11 +149,14 @@ class ShardedDiLoCo:
         for i, t in enumerate(self._locals):
             if t.dtype not in (torch.float32, torch.bfloat16):
                 raise TypeError(f"parameter {i} is {t.dtype}; DiLoCo takes float32 or bfloat16")
-            if t.device.type != "cpu":
-                raise TypeError(f"parameter {i} is on {t.device}: the sharded DiLoCo takes "
-                                "CPU shards (device shards: not yet)")
+            if t.device.type == "meta":
+                raise TypeError(f"parameter {i} is on the meta device: it holds no values")
             if t.numel() and not t.is_contiguous():
                 raise ValueError(f"parameter {i}'s shard is not contiguous")
+        # what strata reads and writes: the shard itself on the CPU, else a host mirror (as
+        # strata.torch.DiLoCo does; _mirror_all: the tests' way to run that path on the CPU)
+        self._hosts = [_host_mirror(t) if (t.device.type != "cpu" or _mirror_all) else t
+                       for t in self._locals]
         self._sync_every, self._delay, self._alpha = H, tau, float(alpha)
         self._options = dict(sync_every=H, outer_lr=float(outer_lr),
                              outer_momentum=float(outer_momentum), nesterov=bool(nesterov),
@@ -188,12 +202,13 @@ class ShardedDiLoCo:
         self._states: list[Optional[_State]] = []
         with torch.no_grad():
             for f in range(P):
-                tensors = [self._locals[i] for i in self._frag_params[f]]
+                tensors = [self._hosts[i] for i in self._frag_params[f]]
                 self._states.append(_State(None if join else self.comm, tensors,
                                            **self._options) if tensors else None)
         self.exchange_seconds = 0.0  # wall time of the last outer exchange that failed over
         if join:
             self._join_sync()
+        self._to_device(range(len(params)))  # every site starts from site 0's parameters
 
     # ---- communicators ----
     def _shard_store(self) -> Any:
@@ -222,6 +237,19 @@ class ShardedDiLoCo:
         """The survivors' communicator of this shard, after an exchange failed."""
         self._replace_comm(self.comm.shrink())
 
+    # ---- host mirrors of device shards ----
+    def _to_host(self, indices: Iterable[int]) -> None:
+        with torch.no_grad():
+            for i in indices:
+                if self._hosts[i] is not self._locals[i]:
+                    self._hosts[i].copy_(self._locals[i])
+
+    def _to_device(self, indices: Iterable[int]) -> None:
+        with torch.no_grad():
+            for i in indices:
+                if self._hosts[i] is not self._locals[i]:
+                    self._locals[i].copy_(self._hosts[i])
+
     # ---- the schedule (strata_diloco_step's) ----
     def _due(self, s: int) -> tuple[list[int], list[int]]:
         H, P = self._sync_every, len(self._cuts)
@@ -236,9 +264,10 @@ class ShardedDiLoCo:
         state = self._states[f]
         if state is None:
             return
-        tensors = [self._locals[i] for i in self._frag_params[f]]
+        tensors = [self._hosts[i] for i in self._frag_params[f]]
         with torch.no_grad():
             if snapshot is None:
+                self._to_host(self._frag_params[f])
                 if self._delay:
                     self._in_flight[f] = [t.clone() for t in tensors]
                 state.outer_start(0)
@@ -256,7 +285,10 @@ class ShardedDiLoCo:
         state = self._states[f]
         if state is not None:
             with torch.no_grad():
+                if self._delay:  # the merge reads theta_local as it is now
+                    self._to_host(self._frag_params[f])
                 state.outer_finish(0)
+            self._to_device(self._frag_params[f])
         self._in_flight.pop(f, None)
 
     def _restart_in_flight(self, skip: Iterable[int] = ()) -> None:
@@ -365,8 +397,10 @@ class ShardedDiLoCo:
     def _share_local(self, member: bool) -> None:
         """The joiner takes rank 0's theta_local shards and counters (shared state: digests
         compared, the bytes pulled and checked against theirs); the members keep their own."""
+        if member:
+            self._to_host(range(len(self._locals)))
         names = {f"p{i}": (t.detach().clone() if member else t.detach())
-                 for f in self._frag_params for i in f for t in [self._locals[i]]}
+                 for f in self._frag_params for i in f for t in [self._hosts[i]]}
         counters = np.array([self.inner_steps, self._admitted], dtype=np.int64)
         names["counters"] = counters
         rank0 = member and self.comm.rank == 0

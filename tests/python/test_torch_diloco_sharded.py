@@ -6,7 +6,8 @@
    averages its shards with the same shard of the other site, over a communicator of its own.
    The result equals the same training of the unsharded model (strata.torch.DiLoCo over one rank
    per site, fed each site's whole batch) within f32 rounding, with the same fragment cut and
-   outer step count; each rank's outer exchanges moved its shards only.
+   outer step count; each rank's outer exchanges moved its shards only. Through host mirrors
+   (the path of shards on a GPU, forced here on CPU shards) the result is the same to the bit.
 2. Checkpoint and resume through torch.distributed.checkpoint, taken while an exchange is in
    flight: the resumed run's losses equal the uninterrupted run's exactly.
 Exits 0 when all held on this rank.
@@ -56,14 +57,14 @@ def batch(s, step):
     return x, torch.sin(x[:, :5] * 2.0) + 0.1 * s
 
 
-def sharded():
+def sharded(**options):
     model = make_model()
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer, mesh=mesh["shard"])
     fully_shard(model, mesh=mesh["shard"])
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    d = strata.torch.DiLoCo(model, opt, sync_every=H, fragments=P, delay=TAU)
+    d = strata.torch.DiLoCo(model, opt, sync_every=H, fragments=P, delay=TAU, **options)
     return model, opt, d
 
 
@@ -97,6 +98,13 @@ dist.all_reduce(totals, group=mesh["shard"].get_group())
 if int(totals[0]) != sum(t.numel() for t in full):
     fail(f"the site's shards hold {int(totals[0])} elements, the model {sum(t.numel() for t in full)}")
 d.close()
+# the device path (host mirrors of the shards), forced on CPU shards: the same bytes
+model, opt, d = sharded(_mirror_all=True)
+train(model, d, 1, STEPS)
+mirrored = [p.full_tensor().detach().clone() for p in model.parameters()]
+d.close()
+if not all(torch.equal(a, b) for a, b in zip(full, mirrored)):
+    fail("training through host mirrors differs from training in place")
 
 if shard == 0:  # the unsharded reference: one rank per site, the site's whole batch
     store = dist.PrefixStore("reference", dist.distributed_c10d._get_default_store())
