@@ -6,7 +6,8 @@
    averages its shards with the same shard of the other site, over a communicator of its own.
    The result equals the same training of the unsharded model (strata.torch.DiLoCo over one rank
    per site, fed each site's whole batch) within f32 rounding, with the same fragment cut and
-   outer step count; each rank's outer exchanges moved its shards only. Through host mirrors
+   outer step count; each rank's outer exchanges moved its shards only (its bytes exactly), and
+   the site's ranks together sent what the unsharded site's one rank sent. Through host mirrors
    (the path of shards on a GPU, forced here on CPU shards) the result is the same to the bit.
 2. Checkpoint and resume through torch.distributed.checkpoint, taken while an exchange is in
    flight: the resumed run's losses equal the uninterrupted run's exactly.
@@ -88,12 +89,26 @@ if type(d).__name__ != "ShardedDiLoCo" or (d.site, d.sites, d.shard, d.shards) !
 if d.comm.size != 2 or d.comm.rank != site:
     fail(f"shard communicator: rank {d.comm.rank} of {d.comm.size}, want {site} of 2")
 local_elems = sum(p.to_local().numel() for p in model.parameters())
+sent0 = d.comm.stats()
 train(model, d, 1, STEPS)
+sent1 = d.comm.stats()
+sent = {k: sent1[k] - sent0[k] for k in ("data_bytes_sent", "wire_bytes_sent")}
+# each started exchange moved this rank's shards of its fragment once (f32; a 2-rank average sends each
+# rank's buffer once): the rank's bytes are its shards' exchanges, never the model's
+frag_elems = [sum(p.to_local().numel() for p in list(model.parameters())[a:a + n])
+              for a, n in d._cuts]
+started = [sum(1 for s in range(1, STEPS + 1) if s % H == f * H // P) for f in range(P)]
+want_bytes = 4 * sum(e * k for e, k in zip(frag_elems, started))
+print(f"rank {rank}: shard exchanges sent {sent['data_bytes_sent']} data bytes "
+      f"({sent['wire_bytes_sent']} on the wire), the shards' f32 bytes per exchange x "
+      f"exchanges: {want_bytes}")
+if sent["data_bytes_sent"] != want_bytes:
+    fail(f"the shard communicator sent {sent['data_bytes_sent']} bytes, want {want_bytes}")
 outer = d.outer_steps
 full = [p.full_tensor().detach().clone() for p in model.parameters()]
 cuts = d._cuts
 # the site's shards add up to the model, each exchanged once: shard bytes over the two ranks
-totals = torch.tensor([local_elems], dtype=torch.int64)
+totals = torch.tensor([local_elems, sent["data_bytes_sent"]], dtype=torch.int64)
 dist.all_reduce(totals, group=mesh["shard"].get_group())
 if int(totals[0]) != sum(t.numel() for t in full):
     fail(f"the site's shards hold {int(totals[0])} elements, the model {sum(t.numel() for t in full)}")
@@ -114,11 +129,18 @@ if shard == 0:  # the unsharded reference: one rank per site, the site's whole b
     ref = make_model()
     ropt = torch.optim.AdamW(ref.parameters(), lr=1e-2)
     rd = strata.torch.DiLoCo(ref, ropt, sync_every=H, fragments=P, delay=TAU, comm=comm)
+    ref0 = comm.stats()["data_bytes_sent"]
     for step in range(1, STEPS + 1):
         x, y = batch(site, step)
         rd.zero_grad()
         torch.nn.functional.mse_loss(ref(x), y).backward()
         rd.step()
+    ref_bytes = comm.stats()["data_bytes_sent"] - ref0
+    if ref_bytes != int(totals[1]):  # a site sends the model once per exchange, split
+        fail(f"the site's two ranks sent {int(totals[1])} bytes, the unsharded rank {ref_bytes}")
+    else:
+        print(f"rank {rank}: the site's ranks sent {int(totals[1])} bytes together, as the "
+              f"unsharded site's one rank")
     ref_cuts = [tuple(r) for r in rd._ranges]
     if ref_cuts != cuts:
         fail(f"fragment cut {cuts}, the unsharded one {ref_cuts}")
