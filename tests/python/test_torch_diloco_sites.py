@@ -22,7 +22,6 @@ import hashlib
 import os
 import secrets
 import signal
-import subprocess
 import sys
 import time
 
@@ -136,28 +135,58 @@ def worker(site, local, gen):
     return 0 if ok else 1
 
 
+def spawn(site, local, gen, env):
+    """A worker forked from this process, which has imported torch already (an import per
+    worker would cost most of the test's time); it leaves by os._exit, running no destructor
+    of what it inherited (the store's server)."""
+    pid = os.fork()
+    if pid:
+        return pid
+    rc = 1
+    try:
+        os.environ.update(env)
+        rc = worker(site, local, gen)
+    except BaseException:  # noqa: BLE001 - reported, and the status says it failed
+        import traceback
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
+
+
+def wait(pid, seconds):
+    """The worker's exit status, or "hung" (then killed) after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return "hung"
+
+
 def main():
+    import strata.torch  # noqa: F401 - imported once, before the workers are forked
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    env = dict(os.environ, T_PORT=str(store.port), T_JOB=f"sites-{secrets.token_hex(4)}")
-    procs = {}
+    env = {"T_PORT": str(store.port), "T_JOB": f"sites-{secrets.token_hex(4)}"}
+    sys.stdout.flush()
+    pids = {}
     for site, gen in ((0, 0), (1, 0), (1, 1)):
         for local in (0, 1):
-            procs[(site, local, gen)] = subprocess.Popen(
-                [sys.executable, __file__, "--worker", str(site), str(local), str(gen)], env=env)
+            pids[(site, local, gen)] = spawn(site, local, gen, env)
     store.wait(["dying/0", "dying/1"], datetime.timedelta(seconds=120))
     for local in (0, 1):
-        procs[(1, local, 0)].send_signal(signal.SIGKILL)
-        procs[(1, local, 0)].wait()
+        os.kill(pids[(1, local, 0)], signal.SIGKILL)
+        os.waitpid(pids[(1, local, 0)], 0)
     store.set("killed", "1")
     ok = True
-    for key, proc in procs.items():
+    for key, pid in pids.items():
         if key[0] == 1 and key[2] == 0:
             continue
-        try:
-            rc = proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = "hung"
+        rc = wait(pid, 120)
         if rc != 0:
             print(f"worker site {key[0]} rank {key[1]} gen {key[2]}: {rc}", file=sys.stderr)
             ok = False
@@ -166,7 +195,4 @@ def main():
 
 
 if __name__ == "__main__":
-    if "--worker" in sys.argv:
-        i = sys.argv.index("--worker")
-        sys.exit(worker(*(int(a) for a in sys.argv[i + 1:i + 4])))
     sys.exit(main())
