@@ -10,6 +10,8 @@ DiLoCo with H = 4, P = 2, tau = 1.
   site 0 reaches that exchange only once they are dead. Site 0 finishes its outer exchanges over
   the survivors (each shard's communicator shrunk) within 2 x the communicators' timeout, with no
   outer step lost or applied twice (the count of applied fragments is the schedule's).
+  With --freeze the site is SIGSTOPped instead (as a host that hangs): no connection closes,
+  and the survivors find it dead by its heartbeats' silence after the timeout.
 - Two new processes start site 1 again (join=True), asking to join after site 0's step 10: site
   0 admits them at the end of the next outer step (after inner step 13), and they get theta_global, the outer momentum, the step counts and
   site 0's theta_local shards over strata (shared state, digests checked), no file: their
@@ -178,9 +180,11 @@ def main():
         for local in (0, 1):
             pids[(site, local, gen)] = spawn(site, local, gen, env)
     store.wait(["dying/0", "dying/1"], datetime.timedelta(seconds=120))
+    freeze = "--freeze" in sys.argv  # SIGSTOP instead: only the heartbeats' silence tells
     for local in (0, 1):
-        os.kill(pids[(1, local, 0)], signal.SIGKILL)
-        os.waitpid(pids[(1, local, 0)], 0)
+        os.kill(pids[(1, local, 0)], signal.SIGSTOP if freeze else signal.SIGKILL)
+        if not freeze:
+            os.waitpid(pids[(1, local, 0)], 0)
     store.set("killed", "1")
     ok = True
     for key, pid in pids.items():
@@ -190,6 +194,10 @@ def main():
         if rc != 0:
             print(f"worker site {key[0]} rank {key[1]} gen {key[2]}: {rc}", file=sys.stderr)
             ok = False
+    if freeze:
+        for local in (0, 1):
+            os.kill(pids[(1, local, 0)], signal.SIGKILL)
+            os.waitpid(pids[(1, local, 0)], 0)
     print("ok" if ok else "FAILED")
     return 0 if ok else 1
 
