@@ -205,7 +205,8 @@ class ShardedDiLoCo:
                 tensors = [self._hosts[i] for i in self._frag_params[f]]
                 self._states.append(_State(None if join else self.comm, tensors,
                                            **self._options) if tensors else None)
-        self.exchange_seconds = 0.0  # wall time of the last outer exchange that failed over
+        # wall time of the last outer step whose exchanges failed over to the survivors
+        self.exchange_seconds = 0.0
         if join:
             self._join_sync()
         self._to_device(range(len(params)))  # every site starts from site 0's parameters
@@ -291,8 +292,8 @@ class ShardedDiLoCo:
             self._to_device(self._frag_params[f])
         self._in_flight.pop(f, None)
 
-    def _restart_in_flight(self, skip: Iterable[int] = ()) -> None:
-        for f in sorted(set(self._in_flight) - set(skip)):
+    def _restart_in_flight(self) -> None:
+        for f in sorted(self._in_flight):
             self._start(f, self._in_flight[f])
 
     def _outer(self, starts: list[int], applies: list[int]) -> int:

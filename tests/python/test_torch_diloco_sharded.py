@@ -84,7 +84,8 @@ def train(model, d, first, last):
 
 # ---- 1. sharded against unsharded ----
 model, opt, d = sharded()
-if type(d).__name__ != "ShardedDiLoCo" or (d.site, d.sites, d.shard, d.shards) != (site, 2, shard, 2):
+if type(d).__name__ != "ShardedDiLoCo" or \
+        (d.site, d.sites, d.shard, d.shards) != (site, 2, shard, 2):
     fail(f"strata.torch.DiLoCo did not take the sharded shape: {d!r}")
 if d.comm.size != 2 or d.comm.rank != site:
     fail(f"shard communicator: rank {d.comm.rank} of {d.comm.size}, want {site} of 2")
@@ -93,8 +94,8 @@ sent0 = d.comm.stats()
 train(model, d, 1, STEPS)
 sent1 = d.comm.stats()
 sent = {k: sent1[k] - sent0[k] for k in ("data_bytes_sent", "wire_bytes_sent")}
-# each started exchange moved this rank's shards of its fragment once (f32; a 2-rank average sends each
-# rank's buffer once): the rank's bytes are its shards' exchanges, never the model's
+# each started exchange moved this rank's shards of its fragment once (f32; a 2-rank average
+# sends each rank's buffer once): the rank's bytes are its shards' exchanges, never the model's
 frag_elems = [sum(p.to_local().numel() for p in list(model.parameters())[a:a + n])
               for a, n in d._cuts]
 started = [sum(1 for s in range(1, STEPS + 1) if s % H == f * H // P) for f in range(P)]
@@ -111,7 +112,8 @@ cuts = d._cuts
 totals = torch.tensor([local_elems, sent["data_bytes_sent"]], dtype=torch.int64)
 dist.all_reduce(totals, group=mesh["shard"].get_group())
 if int(totals[0]) != sum(t.numel() for t in full):
-    fail(f"the site's shards hold {int(totals[0])} elements, the model {sum(t.numel() for t in full)}")
+    fail(f"the site's shards hold {int(totals[0])} elements, the model "
+         f"{sum(t.numel() for t in full)}")
 d.close()
 # the device path (host mirrors of the shards), forced on CPU shards: the same bytes
 model, opt, d = sharded(_mirror_all=True)

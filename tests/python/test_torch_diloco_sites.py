@@ -12,11 +12,11 @@ DiLoCo with H = 4, P = 2, tau = 1.
   outer step lost or applied twice (the count of applied fragments is the schedule's).
   With --freeze the site is SIGSTOPped instead (as a host that hangs): no connection closes,
   and the survivors find it dead by its heartbeats' silence after the timeout.
-- Two new processes start site 1 again (join=True), asking to join after site 0's step 10: site
-  0 admits them at the end of the next outer step (after inner step 13), and they get theta_global, the outer momentum, the step counts and
-  site 0's theta_local shards over strata (shared state, digests checked), no file: their
-  parameters and outer state equal site 0's when they start, and both sites' outer states are
-  equal at the end.
+- Two new processes start site 1 again (join=True), asking to join after site 0's step 10:
+  site 0 admits them at the end of the next outer step (after inner step 13), and they get
+  theta_global, the outer momentum, the step counts and site 0's theta_local shards over strata
+  (shared state, digests checked), no file: their parameters and outer state equal site 0's when
+  they start, and both sites' outer states are equal at the end.
 Exits 0 when all held, 77 without torch.
 """
 import datetime
@@ -51,7 +51,8 @@ def worker(site, local, gen):
     import strata
     import strata.torch
     port, job = int(os.environ["T_PORT"]), os.environ["T_JOB"]
-    store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=60))
+    store = dist.TCPStore("127.0.0.1", port, is_master=False,
+                          timeout=datetime.timedelta(seconds=60))
     dist.init_process_group("strata", store=dist.PrefixStore(f"site{site}/gen{gen}", store),
                             rank=local, world_size=2)
     mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("shard",))
@@ -108,7 +109,8 @@ def worker(site, local, gen):
         d.step()
         took = time.monotonic() - began
         if site == 0 and os.environ.get("T_DEBUG"):
-            print(f"site 0 rank {local} step {step}: {took:.3f} s epoch {d.comm.epoch} size {d.comm.size} t={time.time():.2f}", file=sys.stderr)
+            print(f"site 0 rank {local} step {step}: {took:.3f} s, shard communicator epoch "
+                  f"{d.comm.epoch} of {d.comm.size} sites", file=sys.stderr)
         if site == 0 and KILL_AFTER <= step < JOIN_AT:
             slowest = max(slowest, took)
         if site == 0 and step == JOIN_AT:
@@ -116,7 +118,7 @@ def worker(site, local, gen):
                 fail(f"site 1 was not admitted after step {step} ({d.comm.size} sites)")
             store.set(f"member/{local}/params", params_digest(model))
             store.set(f"member/{local}/outer", d.digest())
-    want = len(APPLIES) * P // P  # each application is one fragment, counted once
+    want = len(APPLIES)  # each application is one fragment, counted once
     if d.outer_steps != want:
         fail(f"{d.outer_steps} fragment applications, the schedule has {want}")
     if site == 0:
