@@ -66,6 +66,10 @@ def worker(site, local, gen):
     joiner = gen > 0
     if joiner:  # started early (imports are slow); asks to join once site 0 ran alone a while
         store.wait(["let_join"])
+    else:  # the timeout also bounds how far apart the sites may connect: start them together
+        store.add("ready", 1)
+        while int(store.add("ready", 0)) < 4:
+            time.sleep(0.01)
     d = strata.torch.DiLoCo(model, opt, sync_every=H, fragments=P, delay=TAU, store=store,
                             site=site, sites=2, job=job, timeout=TIMEOUT, join=joiner)
     ok = True
@@ -173,14 +177,22 @@ def wait(pid, seconds):
 
 
 def main():
+    import socket
+
     import strata.torch  # noqa: F401 - imported once, before the workers are forked
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    env = {"T_PORT": str(store.port), "T_JOB": f"sites-{secrets.token_hex(4)}"}
+    # The workers are forked before the store starts its threads (a child forked while another
+    # thread holds a lock could wait for it forever); they retry until the store is up.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {"T_PORT": str(port), "T_JOB": f"sites-{secrets.token_hex(4)}"}
     sys.stdout.flush()
+    sys.stderr.flush()
     pids = {}
     for site, gen in ((0, 0), (1, 0), (1, 1)):
         for local in (0, 1):
             pids[(site, local, gen)] = spawn(site, local, gen, env)
+    store = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
     store.wait(["dying/0", "dying/1"], datetime.timedelta(seconds=120))
     freeze = "--freeze" in sys.argv  # SIGSTOP instead: only the heartbeats' silence tells
     for local in (0, 1):
