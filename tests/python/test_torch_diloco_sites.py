@@ -35,7 +35,7 @@ try:
 except ImportError:
     sys.exit(77)
 
-H, P, TAU, STEPS, KILL_AFTER, JOIN_AT, TIMEOUT = 4, 2, 1, 20, 6, 13, 2.0
+H, P, TAU, STEPS, KILL_AFTER, JOIN_AT, TIMEOUT = 4, 2, 1, 20, 6, 13, 3.0
 # fragment applies after steps 3, 5, 7, ..., 19 (fragment p after steps with (s - tau) % H == p*H/P)
 APPLIES = [s for s in range(1, STEPS + 1) if (s - TAU) >= 1 and (s - TAU) % (H // P) == 0]
 
