@@ -4,7 +4,7 @@ BUILD ?= build
 PREFIX ?= /usr/local
 JOBS := $(shell nproc)
 
-.PHONY: all build deps test demo install bench diloco-demo clean format format-check fuzz
+.PHONY: all build deps test demo install bench diloco-demo diloco-sharded-demo clean format format-check fuzz
 
 all: build
 
@@ -38,6 +38,14 @@ diloco-demo: build
 	@cmake -S . -B $(BUILD) -DPython3_EXECUTABLE=$(CURDIR)/build-venv/bin/python >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 	@STRATA_PYTHON=$(CURDIR)/build-venv/bin/python BUILD=$(BUILD) bench/diloco/run.sh
+
+# DiLoCo at the sharded shape: 2 sites x 2 ranks, FSDP2 inside sites, a site killed and restarted
+diloco-sharded-demo: build
+	@scripts/deps.sh diloco
+	@scripts/venv.sh build-venv
+	@cmake -S . -B $(BUILD) -DPython3_EXECUTABLE=$(CURDIR)/build-venv/bin/python >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+	@STRATA_PYTHON=$(CURDIR)/build-venv/bin/python BUILD=$(BUILD) bench/diloco/run_sharded.sh
 
 # Every libFuzzer harness (tests/fuzz/fuzz_*.c) for FUZZ_SECONDS each, one after another, built
 # with clang in build-fuzz; FUZZ=name runs one. Fails on any crash, hang or leak

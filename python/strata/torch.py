@@ -177,6 +177,14 @@ class DiLoCo:
     4 2
     """
 
+    # ---- a model sharded by FSDP2 (DTensor parameters): strata/diloco_sharded.py ----
+    def __new__(cls, model: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if cls is DiLoCo and model is not None:
+            from .diloco_sharded import ShardedDiLoCo, is_sharded_model
+            if is_sharded_model(model):
+                return ShardedDiLoCo(model, *args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, model: Union[torch.nn.Module, Iterable[torch.Tensor]],
                  inner_optimizer: torch.optim.Optimizer, sync_every: int = 100,
                  outer_lr: float = 0.7, outer_momentum: float = 0.9, nesterov: bool = True,
