@@ -158,9 +158,11 @@ class ShardedDiLoCo:
         self._hosts = [_host_mirror(t) if (t.device.type != "cpu" or _mirror_all) else t
                        for t in self._locals]
         self._sync_every, self._delay, self._alpha = H, tau, float(alpha)
-        self._options = dict(sync_every=H, outer_lr=float(outer_lr),
-                             outer_momentum=float(outer_momentum), nesterov=bool(nesterov),
-                             fragments=1, delay=tau, alpha=float(alpha), compress=compress)
+        # strata.DiLoCo's keyword arguments, the same for every fragment
+        self._options: dict[str, Any] = dict(
+            sync_every=H, outer_lr=float(outer_lr), outer_momentum=float(outer_momentum),
+            nesterov=bool(nesterov), fragments=1, delay=tau, alpha=float(alpha),
+            compress=compress)
 
         # ---- where this rank stands: its site and shard index ----
         elastic = store is not None
@@ -177,7 +179,8 @@ class ShardedDiLoCo:
                                  "dimension (HSDP synchronises every step): wrap it with "
                                  f"fully_shard(..., mesh=mesh[<the other dimensions>])")
             site, sites = root.get_local_rank(site_dim), root.size(names.index(site_dim))
-            store = dist.PrefixStore("strata_diloco_sharded",
+            # PrefixStore is torch.distributed's at run time; its stub does not re-export it
+            store = dist.PrefixStore("strata_diloco_sharded",  # type: ignore[attr-defined]
                                      dist.distributed_c10d._get_default_store())
             key = f"job/{next(_runs)}"
             if dist.get_rank() == 0:
@@ -213,7 +216,9 @@ class ShardedDiLoCo:
 
     # ---- communicators ----
     def _shard_store(self) -> Any:
-        return dist.PrefixStore(f"{self._job}/shard{self.shard}", self._store)
+        # PrefixStore is torch.distributed's at run time; its stub does not re-export it
+        return dist.PrefixStore(f"{self._job}/shard{self.shard}",  # type: ignore[attr-defined]
+                                self._store)
 
     def _connect(self, join: bool) -> Comm:
         settings: dict[str, Any] = dict(job_id=f"{self._job}-shard{self.shard}")
