@@ -55,8 +55,13 @@ def target(store_addr, backend):
     spare = np.zeros(4096, np.uint8)
     agent.register(cache)
     doomed = agent.register(spare)
+    # set once the notified WRITE's bytes were compared: the initiator asks (tag 7) before it
+    # writes into the same region again, so a slow target never compares later bytes
+    compared = threading.Event()
 
     def handler(sender, tag, request):
+        if tag == 7:
+            return b"compared" if compared.wait(30) else b"not yet"
         if tag == 1:
             return request[::-1]
         if tag == 2:
@@ -87,6 +92,7 @@ def target(store_addr, backend):
             if sender != "initiator" or not np.array_equal(cache, want):
                 print(f"target: the WRITE's bytes differ (from {sender!r})", flush=True)
                 ok = False
+            compared.set()
         elif msg == b"bye":
             break
     # The initiator closes our stdin once its notify returned: closing the agent before that
@@ -203,7 +209,9 @@ def run_initiator(store_addr, backend, child):
         raises(lambda: agent.call(peer, 1, bytes(kv.LANE_MAX_BYTES + 1)), strata.InvalidArgError,
                f"{backend}: a request above the lane's limit")
 
-        # 5. Cancel.
+        # 5. Cancel (a WRITE over the region the target compared: once it has).
+        check(agent.call(peer, 7, b"", timeout=40) == b"compared",
+              f"{backend}: the target compared the notified WRITE")
         t = agent.write(peer, [region] * 8, [remote] * 8)
         t.cancel()
         try:
