@@ -35,6 +35,7 @@ import strata as _package
 
 from . import Comm
 from . import DiLoCo as _State
+from ._host import host_copy
 
 try:
     from torch.distributed.tensor import DTensor
@@ -78,17 +79,6 @@ def split_fragments(counts: Sequence[int], fragments: int) -> list[tuple[int, in
         out.append((edge, end - edge))
         edge = end
     return out
-
-
-def _host_mirror(shard: torch.Tensor) -> torch.Tensor:
-    """A host tensor like `shard`, pinned when its device can pin, holding its values."""
-    try:
-        host = torch.empty(shard.shape, dtype=shard.dtype, pin_memory=shard.device.type != "cpu")
-    except RuntimeError:  # no accelerator that pins
-        host = torch.empty(shard.shape, dtype=shard.dtype)
-    with torch.no_grad():
-        host.copy_(shard)
-    return host
 
 
 def _flat_coordinate(mesh: Any) -> int:
@@ -155,7 +145,7 @@ class ShardedDiLoCo:
                 raise ValueError(f"parameter {i}'s shard is not contiguous")
         # what strata reads and writes: the shard itself on the CPU, else a host mirror (as
         # strata.torch.DiLoCo does; _mirror_all: the tests' way to run that path on the CPU)
-        self._hosts = [_host_mirror(t) if (t.device.type != "cpu" or _mirror_all) else t
+        self._hosts = [host_copy(t) if (t.device.type != "cpu" or _mirror_all) else t
                        for t in self._locals]
         self._sync_every, self._delay, self._alpha = H, tau, float(alpha)
         # strata.DiLoCo's keyword arguments, the same for every fragment

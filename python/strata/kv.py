@@ -25,6 +25,7 @@ from typing import (TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, NoRetu
 
 from . import Error, UnsupportedError, _errors
 from . import _kv, _strata
+from ._host import host_copy
 
 if TYPE_CHECKING:
     import torch
@@ -100,17 +101,6 @@ def _staged_device(tensor: torch.Tensor) -> bool:
     return tensor.device.type != "cpu"
 
 
-def _pinned_copy(tensor: torch.Tensor) -> torch.Tensor:
-    """A host tensor holding `tensor`'s values, pinned where its device can pin."""
-    import torch
-    try:
-        host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
-    except RuntimeError:  # no accelerator that pins
-        host = torch.empty(tensor.shape, dtype=tensor.dtype)
-    host.copy_(tensor)
-    return host
-
-
 def _raise(status: int, message: str) -> NoReturn:
     raise _errors.get(status, Error)(status, _status_name(status), message)
 
@@ -141,7 +131,7 @@ class Region:
                 raise TypeError("a tensor on the meta device holds no memory to register")
             owner = tensor
             if _staged_device(tensor):
-                self.host = _pinned_copy(tensor)
+                self.host = host_copy(tensor)
                 owner = self.host
             self.addr, self.nbytes = owner.data_ptr(), owner.numel() * owner.element_size()
             self._owner = owner

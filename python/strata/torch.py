@@ -52,6 +52,7 @@ import torch.distributed as dist  # noqa: E402
 from . import Comm  # noqa: E402
 from . import DiLoCo as _DiLoCoState  # noqa: E402
 from . import _torch  # noqa: E402
+from ._host import host_copy  # noqa: E402
 
 __all__ = ["BACKEND", "DEVICES", "DiLoCo", "register"]
 BACKEND = "strata"
@@ -119,17 +120,6 @@ def _diloco_comm() -> Comm:
     else:
         job_id = store.get("job_id").decode()
     return Comm(store=store, rank=rank, world_size=size, job_id=job_id)
-
-
-def _host_mirror(param: torch.Tensor) -> torch.Tensor:
-    """A host tensor like `param`, pinned when its device can pin, holding its values."""
-    try:
-        host = torch.empty(param.shape, dtype=param.dtype, pin_memory=param.device.type != "cpu")
-    except RuntimeError:  # no accelerator that pins
-        host = torch.empty(param.shape, dtype=param.dtype)
-    with torch.no_grad():
-        host.copy_(param)
-    return host
 
 
 class DiLoCo:
@@ -217,7 +207,7 @@ class DiLoCo:
         self._params = params
         # what strata reads and writes: the parameter itself on the CPU, else a host mirror
         # (_mirror_all mirrors CPU parameters too: the tests' way to run the device path here)
-        self._hosts = [_host_mirror(p) if (p.device.type != "cpu" or _mirror_all) else p
+        self._hosts = [host_copy(p) if (p.device.type != "cpu" or _mirror_all) else p
                        for p in params]
         self._mirrored = any(h is not p for h, p in zip(self._hosts, params))
         self.last_applied = 0  # fragments the last step() applied

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, List, Mapping, Tuple, Union, cast
 
 from . import _DTYPE, _ELEMENT_BYTES, _code, _is_torch, _strata
+from ._host import host_copy
 
 if TYPE_CHECKING:
     import numpy
@@ -69,7 +70,7 @@ def _tensor(name: str, obj: Tensor) -> Tuple[_strata.WeightsArg, Any]:
             raise TypeError(f"tensor {name!r} is {tensor.dtype}; bfloat16, float16 or float32 "
                             "expected")
         if _staged_device(tensor):  # through a pinned host copy: publish() and update() sync it
-            tensor = _pinned_copy(tensor)
+            tensor = host_copy(tensor)
         return (name, tensor.data_ptr(), tensor.numel() * tensor.element_size(), code,
                 tuple(tensor.shape)), tensor
     interface = getattr(obj, "__array_interface__", None)
@@ -94,16 +95,6 @@ def _tensor(name: str, obj: Tensor) -> Tuple[_strata.WeightsArg, Any]:
 def _staged_device(tensor: torch.Tensor) -> bool:
     """Whether a tensor goes through a host copy (tests replace this to run that path here)."""
     return tensor.device.type != "cpu"
-
-
-def _pinned_copy(tensor: torch.Tensor) -> torch.Tensor:
-    import torch
-    try:
-        host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
-    except RuntimeError:  # no accelerator that pins
-        host = torch.empty(tensor.shape, dtype=tensor.dtype)
-    host.copy_(tensor)
-    return host
 
 
 def _tensors(tensors: Tensors) -> Tuple[List[_strata.WeightsArg], Tuple[Any, ...],
