@@ -51,6 +51,8 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "strata.h"
@@ -375,6 +377,20 @@ class StrataWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+// Whether torch asked for this call with async_op=False (its options carry asyncOp from torch
+// 2.7; older ones leave every call asynchronous).
+template <typename T, typename = void>
+struct has_async_op : std::false_type {};
+template <typename T>
+struct has_async_op<T, std::void_t<decltype(std::declval<T>().asyncOp)>> : std::true_type {};
+template <typename T>
+bool synchronous(const T &opts) {
+  if constexpr (has_async_op<T>::value)
+    return !opts.asyncOp;
+  else
+    return false;
+}
+
 // One operation: the strata calls it makes, in order, and what must follow them.
 struct Plan {
   const char *what;
@@ -383,6 +399,7 @@ struct Plan {
   std::vector<at::Tensor> outputs;           // Work::result()
   std::vector<at::Tensor> keep;              // every buffer strata owns until the requests complete
   std::vector<std::function<void()>> after;  // in order, once every request succeeded
+  bool synchronous = false;  // async_op=False: the caller waits at once (see run_inline)
 
   Plan(const char *what_, c10d::OpType type_) : what(what_), type(type_) {}
 };
@@ -477,6 +494,7 @@ class BackendStrata : public c10d::Backend {
                                            const c10d::AllreduceOptions &opts) override {
     const at::Tensor &t = single(tensors, "allreduce");
     Plan plan("allreduce", c10d::OpType::ALLREDUCE);
+    plan.synchronous = synchronous(opts);
     plan.outputs = {t};
     add_allreduce(plan, t, opts.reduceOp);
     return start(std::move(plan));
@@ -491,6 +509,7 @@ class BackendStrata : public c10d::Backend {
       check_same_dtype(tensors[0], t, "allreduce_coalesced");
     }
     Plan plan("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED);
+    plan.synchronous = synchronous(opts);
     plan.outputs = tensors;
     at::Tensor flat = flat_copy(tensors);
     add_allreduce(plan, flat, opts.reduceOp);
@@ -504,6 +523,7 @@ class BackendStrata : public c10d::Backend {
     const at::Tensor &t = single(tensors, "broadcast");
     TORCH_CHECK(opts.rootTensor == 0, "strata: broadcast: one tensor per rank (rootTensor 0)");
     Plan plan("broadcast", c10d::OpType::BROADCAST);
+    plan.synchronous = synchronous(opts);
     plan.outputs = {t};
     at::Tensor host = inout(plan, t, true);
     strata_coll_args args =
@@ -519,6 +539,7 @@ class BackendStrata : public c10d::Backend {
     TORCH_CHECK(opts.rootTensor == 0, "strata: reduce: one tensor per rank (rootTensor 0)");
     strata_op op = op_of(opts.reduceOp, t.scalar_type());
     Plan plan("reduce", c10d::OpType::REDUCE);
+    plan.synchronous = synchronous(opts);
     plan.outputs = {t};
     at::Tensor host = inout(plan, t, true);
     premultiply(host, opts.reduceOp);
@@ -531,20 +552,22 @@ class BackendStrata : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outputs,
                                            std::vector<at::Tensor> &inputs,
-                                           const c10d::AllgatherOptions &) override {
+                                           const c10d::AllgatherOptions &opts) override {
     const at::Tensor &in = single(inputs, "allgather");
     TORCH_CHECK(outputs.size() == 1, "strata: allgather: one output list per rank");
     Plan plan("allgather", c10d::OpType::ALLGATHER);
+    plan.synchronous = synchronous(opts);
     add_allgather_list(plan, outputs[0], in);
     return start(std::move(plan));
   }
 
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputs,
                                                      std::vector<at::Tensor> &inputs,
-                                                     const c10d::AllgatherOptions &) override {
+                                                     const c10d::AllgatherOptions &opts) override {
     TORCH_CHECK(outputs.size() == inputs.size(), "strata: allgather_coalesced: ", inputs.size(),
                 " inputs and ", outputs.size(), " output lists");
     Plan plan("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED);
+    plan.synchronous = synchronous(opts);
     for (size_t i = 0; i < inputs.size(); i++) {
       check_tensor(inputs[i], "allgather_coalesced");
       add_allgather_list(plan, outputs[i], inputs[i]);
@@ -553,19 +576,21 @@ class BackendStrata : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &output, at::Tensor &input,
-                                                 const c10d::AllgatherOptions &) override {
+                                                 const c10d::AllgatherOptions &opts) override {
     Plan plan("allgather", c10d::OpType::_ALLGATHER_BASE);
+    plan.synchronous = synchronous(opts);
     add_allgather_flat(plan, output, input, "allgather_into_tensor");
     return start(std::move(plan));
   }
 
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
       std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
-      const c10d::AllgatherOptions &) override {
+      const c10d::AllgatherOptions &opts) override {
     TORCH_CHECK(outputs.size() == inputs.size(),
                 "strata: allgather_into_tensor_coalesced: ", inputs.size(), " inputs and ",
                 outputs.size(), " outputs");
     Plan plan("allgather_into_tensor_coalesced", c10d::OpType::COALESCED);
+    plan.synchronous = synchronous(opts);
     for (size_t i = 0; i < inputs.size(); i++)
       add_allgather_flat(plan, outputs[i], inputs[i], "allgather_into_tensor_coalesced");
     return start(std::move(plan));
@@ -578,6 +603,7 @@ class BackendStrata : public c10d::Backend {
     TORCH_CHECK(inputs.size() == 1, "strata: reduce_scatter: one input list per rank");
     check_list(inputs[0], size_, out, "reduce_scatter");
     Plan plan("reduce_scatter", c10d::OpType::REDUCE_SCATTER);
+    plan.synchronous = synchronous(opts);
     at::Tensor flat = flat_copy(inputs[0]);
     add_reduce_scatter(plan, out, flat, opts.reduceOp, true);
     return start(std::move(plan));
@@ -586,6 +612,7 @@ class BackendStrata : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor &output, at::Tensor &input, const c10d::ReduceScatterOptions &opts) override {
     Plan plan("reduce_scatter", c10d::OpType::_REDUCE_SCATTER_BASE);
+    plan.synchronous = synchronous(opts);
     check_flat_pair(output, input, "reduce_scatter_tensor");
     add_reduce_scatter(plan, output, input, opts.reduceOp, false);
     return start(std::move(plan));
@@ -598,6 +625,7 @@ class BackendStrata : public c10d::Backend {
                 "strata: reduce_scatter_tensor_coalesced: ", inputs.size(), " inputs and ",
                 outputs.size(), " outputs");
     Plan plan("reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED);
+    plan.synchronous = synchronous(opts);
     for (size_t i = 0; i < inputs.size(); i++) {
       check_flat_pair(outputs[i], inputs[i], "reduce_scatter_tensor_coalesced");
       add_reduce_scatter(plan, outputs[i], inputs[i], opts.reduceOp, false);
@@ -610,7 +638,7 @@ class BackendStrata : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
                                                std::vector<int64_t> &output_splits,
                                                std::vector<int64_t> &input_splits,
-                                               const c10d::AllToAllOptions &) override {
+                                               const c10d::AllToAllOptions &opts) override {
     check_tensor(input, "alltoall_base");
     check_tensor(output, "alltoall_base");
     check_same_dtype(input, output, "alltoall_base");
@@ -631,6 +659,7 @@ class BackendStrata : public c10d::Backend {
       offset += rows;
     }
     Plan plan("alltoall_base", c10d::OpType::ALLTOALL_BASE);
+    plan.synchronous = synchronous(opts);
     plan.outputs = {output};
     plan.keep = {input};
     add_alltoall_blocks(plan, send_blocks, recv_blocks, input.scalar_type());
@@ -639,7 +668,7 @@ class BackendStrata : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs,
                                           std::vector<at::Tensor> &inputs,
-                                          const c10d::AllToAllOptions &) override {
+                                          const c10d::AllToAllOptions &opts) override {
     TORCH_CHECK(
         inputs.size() == static_cast<size_t>(size_) && outputs.size() == static_cast<size_t>(size_),
         "strata: alltoall: one input and one output tensor per rank (", size_, ")");
@@ -650,6 +679,7 @@ class BackendStrata : public c10d::Backend {
       check_same_dtype(inputs[0], outputs[i], "alltoall");
     }
     Plan plan("alltoall", c10d::OpType::ALLTOALL);
+    plan.synchronous = synchronous(opts);
     plan.outputs = outputs;
     add_alltoall_blocks(plan, inputs, outputs, inputs[0].scalar_type());
     return start(std::move(plan));
@@ -661,6 +691,7 @@ class BackendStrata : public c10d::Backend {
     const at::Tensor &in = single(inputs, "gather");
     int root_rank = root(opts.rootRank, "gather");
     Plan plan("gather", c10d::OpType::GATHER);
+    plan.synchronous = synchronous(opts);
     at::Tensor host_in = host_of(in, true);
     plan.keep.push_back(host_in);
     strata_coll_args args =
@@ -690,6 +721,7 @@ class BackendStrata : public c10d::Backend {
     const at::Tensor &out = single(outputs, "scatter");
     int root_rank = root(opts.rootRank, "scatter");
     Plan plan("scatter", c10d::OpType::SCATTER);
+    plan.synchronous = synchronous(opts);
     plan.outputs = {out};
     at::Tensor host_out = inout(plan, out, false);
     strata_coll_args args =
@@ -709,8 +741,9 @@ class BackendStrata : public c10d::Backend {
     return start(std::move(plan));
   }
 
-  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &) override {
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override {
     Plan plan("barrier", c10d::OpType::BARRIER);
+    plan.synchronous = synchronous(opts);
     plan.calls.push_back(make_args(STRATA_COLL_BARRIER, nullptr, nullptr, 0, at::kByte));
     return start(std::move(plan));
   }
@@ -988,6 +1021,7 @@ class BackendStrata : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Work> start(Plan plan) {
+    if (plan.synchronous) return run_inline(std::move(plan));
     auto work = c10::make_intrusive<StrataWork>(getRank(), plan.type, plan.outputs, signal_);
     Pending pending{work, {}, STRATA_OK, std::move(plan)};
     for (const strata_coll_args &args : pending.plan.calls) {
@@ -1011,6 +1045,41 @@ class BackendStrata : public c10d::Backend {
     }
     TORCH_CHECK(start_status == STRATA_OK, failure_text(what, start_status));
     if (!queued) work->complete(nullptr);  // nothing to move (a plan of no calls)
+    return work;
+  }
+
+  // A call the caller waits for at once (async_op=False): started, waited for and finished on
+  // the caller's thread, as a C program would, with no hand-off to the completion thread and
+  // back (each a wake-up: on busy cores, a scheduler slice). The Work returned is complete; its
+  // wait() raises the failure, if any.
+  c10::intrusive_ptr<c10d::Work> run_inline(Plan plan) {
+    auto work = c10::make_intrusive<StrataWork>(getRank(), plan.type, plan.outputs, signal_);
+    int status = STRATA_OK;
+    std::vector<strata_request *> requests;
+    for (const strata_coll_args &args : plan.calls) {
+      strata_request *request = nullptr;
+      status = strata_collective(comm_, &args, &request);
+      if (status != STRATA_OK) break;
+      requests.push_back(request);
+    }
+    int start_status = status;
+    for (strata_request *request : requests) {
+      int one = strata_request_wait(request);
+      if (status == STRATA_OK) status = one;
+    }
+    TORCH_CHECK(start_status == STRATA_OK, failure_text(plan.what, start_status));
+    std::exception_ptr error;
+    if (status != STRATA_OK) {
+      error = std::make_exception_ptr(std::runtime_error(failure_text(plan.what, status)));
+    } else {
+      try {
+        at::AutoGradMode no_grad(false);
+        for (auto &step : plan.after) step();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    work->complete(error);
     return work;
   }
 
