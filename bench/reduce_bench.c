@@ -5,8 +5,8 @@
  * Build and run from the repository root (standalone, no CMake needed):
  *
  *   gcc -std=gnu11 -O3 -D_GNU_SOURCE -Iinclude -Isrc bench/reduce_bench.c src/core/[a-z]*.c \
- *       -o /tmp/reduce_bench -lm -lpthread -lsodium
- *   /tmp/reduce_bench [bytes per buffer, default 64 MiB] [iterations, default 10]
+ *       -o build/reduce_bench -lm -lpthread -lsodium
+ *   build/reduce_bench [bytes per buffer, default 64 MiB] [iterations, default 10]
  *
  * For each instruction-set build (generic, avx2), dtype and op it times dst = a OP b out of
  * place and dst = dst OP b in place (the engine's common case), best of the iterations, and
