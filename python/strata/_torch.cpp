@@ -245,20 +245,29 @@ void copy_out(const at::Tensor &flat, const std::vector<at::Tensor> &list) {
   }
 }
 
-strata_coll_args make_args(strata_coll coll, const at::Tensor *send, const at::Tensor *recv,
-                           int64_t numel, at::ScalarType type) {
-  Wire wire = wire_of(type);
+// One strata call over raw buffers (the backend's own small exchanges go uncompressed).
+strata_coll_args raw_args(strata_coll coll, const void *send, void *recv, size_t count,
+                          strata_dtype dtype, strata_compress compress) {
   strata_coll_args args;
   std::memset(&args, 0, sizeof args);
   args.coll = coll;
-  args.sendbuf = send ? send->data_ptr() : nullptr;
-  args.recvbuf = recv ? recv->data_ptr() : nullptr;
-  args.count = static_cast<size_t>(numel * wire.per_element);
-  args.dtype = wire.dtype;
+  args.sendbuf = send;
+  args.recvbuf = recv;
+  args.count = count;
+  args.dtype = dtype;
   args.op = STRATA_SUM;
   args.algo = STRATA_ALGO_AUTO;
-  args.compress = STRATA_COMPRESS_DEFAULT;
+  args.compress = compress;
   return args;
+}
+
+// One strata call over tensors' memory, in their wire type, with the communicator's compression.
+strata_coll_args make_args(strata_coll coll, const at::Tensor *send, const at::Tensor *recv,
+                           int64_t numel, at::ScalarType type) {
+  Wire wire = wire_of(type);
+  return raw_args(coll, send ? send->data_ptr() : nullptr, recv ? recv->data_ptr() : nullptr,
+                  static_cast<size_t>(numel * wire.per_element), wire.dtype,
+                  STRATA_COMPRESS_DEFAULT);
 }
 
 // ---- the caller's c10d::Store as a strata_store_ops ----
@@ -966,19 +975,10 @@ class BackendStrata : public c10d::Backend {
     for (const at::Tensor &b : recvs) even = even && b.numel() == sends[0].numel();
     // every rank must take the same path: agree on the largest block and on evenness
     int64_t agreed[2] = {largest, even ? 0 : 1};
-    strata_coll_args probe;
-    std::memset(&probe, 0, sizeof probe);
-    probe.coll = STRATA_COLL_ALLREDUCE;
-    probe.sendbuf = agreed;
-    probe.recvbuf = agreed;
-    probe.count = 2;
-    probe.dtype = STRATA_I64;
+    strata_coll_args probe =
+        raw_args(STRATA_COLL_ALLREDUCE, agreed, agreed, 2, STRATA_I64, STRATA_COMPRESS_NONE);
     probe.op = STRATA_MAX;
-    probe.compress = STRATA_COMPRESS_NONE;
-    strata_request *request = nullptr;
-    int status = strata_collective(comm_, &probe, &request);
-    if (status == STRATA_OK) status = strata_request_wait(request);
-    TORCH_CHECK(status == STRATA_OK, failure_text("alltoall (agreeing on block sizes)", status));
+    run_blocking(probe, "alltoall (agreeing on block sizes)");
     int64_t block = agreed[0];
     at::TensorOptions host_options = at::TensorOptions().dtype(type).device(at::kCPU);
     at::Tensor send = at::zeros({size_ * block}, host_options);
@@ -998,41 +998,61 @@ class BackendStrata : public c10d::Backend {
   }
 
   strata_coll_args p2p_args(strata_coll coll, uint8_t *byte, int peer) {
-    strata_coll_args args;
-    std::memset(&args, 0, sizeof args);
-    args.coll = coll;
-    if (coll == STRATA_COLL_SEND)
-      args.sendbuf = byte;
-    else
-      args.recvbuf = byte;
-    args.count = 1;
-    args.dtype = STRATA_U8;
+    strata_coll_args args =
+        raw_args(coll, coll == STRATA_COLL_SEND ? byte : nullptr,
+                 coll == STRATA_COLL_RECV ? byte : nullptr, 1, STRATA_U8, STRATA_COMPRESS_NONE);
     args.root = peer;
-    args.compress = STRATA_COMPRESS_NONE;
     return args;
   }
 
   void p2p_blocking(strata_coll coll, uint8_t *byte, int peer, const char *what) {
-    strata_coll_args args = p2p_args(coll, byte, peer);
+    run_blocking(p2p_args(coll, byte, peer), what);
+  }
+
+  // One call, waited for on the caller's thread; raises its failure.
+  void run_blocking(const strata_coll_args &args, const char *what) {
     strata_request *request = nullptr;
     int status = strata_collective(comm_, &args, &request);
     if (status == STRATA_OK) status = strata_request_wait(request);
     TORCH_CHECK(status == STRATA_OK, failure_text(what, status));
   }
 
+  // Starts a plan's calls in order into `requests`; the status of the first that could not
+  // start (the ones before it still run and must be waited for).
+  int start_calls(const Plan &plan, std::vector<strata_request *> &requests) {
+    for (const strata_coll_args &args : plan.calls) {
+      strata_request *request = nullptr;
+      int status = strata_collective(comm_, &args, &request);
+      if (status != STRATA_OK) return status;
+      requests.push_back(request);
+    }
+    return STRATA_OK;
+  }
+
+  // A plan's last word once its requests are done: their first failure, or what must follow
+  // them (copies out of flat and host buffers); then the buffers go and the Work completes.
+  static void finish(Plan &plan, int status, StrataWork &work) {
+    std::exception_ptr error;
+    if (status != STRATA_OK) {
+      error = std::make_exception_ptr(std::runtime_error(failure_text(plan.what, status)));
+    } else {
+      try {
+        at::AutoGradMode no_grad(false);  // the copies out are not part of a graph
+        for (auto &step : plan.after) step();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    plan.keep.clear();
+    plan.after.clear();
+    work.complete(error);
+  }
+
   c10::intrusive_ptr<c10d::Work> start(Plan plan) {
     if (plan.synchronous) return run_inline(std::move(plan));
     auto work = c10::make_intrusive<StrataWork>(getRank(), plan.type, plan.outputs, signal_);
     Pending pending{work, {}, STRATA_OK, std::move(plan)};
-    for (const strata_coll_args &args : pending.plan.calls) {
-      strata_request *request = nullptr;
-      int status = strata_collective(comm_, &args, &request);
-      if (status != STRATA_OK) {
-        pending.start_status = status;
-        break;
-      }
-      pending.requests.push_back(request);
-    }
+    pending.start_status = start_calls(pending.plan, pending.requests);
     int start_status = pending.start_status;
     const char *what = pending.plan.what;
     bool queued = !pending.requests.empty();
@@ -1054,32 +1074,14 @@ class BackendStrata : public c10d::Backend {
   // wait() raises the failure, if any.
   c10::intrusive_ptr<c10d::Work> run_inline(Plan plan) {
     auto work = c10::make_intrusive<StrataWork>(getRank(), plan.type, plan.outputs, signal_);
-    int status = STRATA_OK;
     std::vector<strata_request *> requests;
-    for (const strata_coll_args &args : plan.calls) {
-      strata_request *request = nullptr;
-      status = strata_collective(comm_, &args, &request);
-      if (status != STRATA_OK) break;
-      requests.push_back(request);
-    }
-    int start_status = status;
+    int start_status = start_calls(plan, requests), status = start_status;
     for (strata_request *request : requests) {
       int one = strata_request_wait(request);
       if (status == STRATA_OK) status = one;
     }
     TORCH_CHECK(start_status == STRATA_OK, failure_text(plan.what, start_status));
-    std::exception_ptr error;
-    if (status != STRATA_OK) {
-      error = std::make_exception_ptr(std::runtime_error(failure_text(plan.what, status)));
-    } else {
-      try {
-        at::AutoGradMode no_grad(false);
-        for (auto &step : plan.after) step();
-      } catch (...) {
-        error = std::current_exception();
-      }
-    }
-    work->complete(error);
+    finish(plan, status, *work);
     return work;
   }
 
@@ -1112,7 +1114,6 @@ class BackendStrata : public c10d::Backend {
   // The completion thread: plans in the order they started, until the group is destroyed and
   // nothing is pending.
   void complete_in_order() {
-    at::AutoGradMode no_grad(false);  // the copies out of flat buffers are not part of a graph
     for (;;) {
       std::unique_ptr<Pending> pending;
       {
@@ -1127,20 +1128,7 @@ class BackendStrata : public c10d::Backend {
         int one = wait_for_request(pending->work, request);
         if (status == STRATA_OK) status = one;
       }
-      std::exception_ptr error;
-      if (status != STRATA_OK) {
-        error =
-            std::make_exception_ptr(std::runtime_error(failure_text(pending->plan.what, status)));
-      } else {
-        try {
-          for (auto &step : pending->plan.after) step();
-        } catch (...) {
-          error = std::current_exception();
-        }
-      }
-      pending->plan.keep.clear();
-      pending->plan.after.clear();
-      pending->work->complete(error);
+      finish(pending->plan, status, *pending->work);
     }
   }
 
