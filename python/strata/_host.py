@@ -5,7 +5,7 @@ buffers. torch is imported here only when a tensor is given, so the package impo
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable, List, Sequence, Tuple
 
 if TYPE_CHECKING:
     import torch
@@ -23,3 +23,26 @@ def host_copy(tensor: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
         host.copy_(tensor)
     return host
+
+
+def copy_mirrored(dst: Sequence[torch.Tensor], src: Sequence[torch.Tensor],
+                  indices: Iterable[int]) -> None:
+    """dst[i] <- src[i] for each index whose two are not one tensor (a device tensor and its
+    host mirror; a CPU tensor is its own)."""
+    import torch
+    with torch.no_grad():
+        for i in indices:
+            if dst[i] is not src[i]:
+                dst[i].copy_(src[i])
+
+
+def diloco_due(step: int, sync_every: int, fragments: int,
+               delay: int) -> Tuple[List[int], List[int]]:
+    """The fragments strata_diloco_step's inner step `step` starts and applies (the schedule of
+    src/train/diloco.c: fragment f starts when step % H == f * H // P, applies `delay` later):
+    the ones whose mirrors must be fresh on the host before, and back on the device after."""
+    starts = [f for f in range(fragments) if step % sync_every == f * sync_every // fragments]
+    before = step - delay
+    applies = [f for f in range(fragments)
+               if before >= 1 and before % sync_every == f * sync_every // fragments]
+    return starts, applies

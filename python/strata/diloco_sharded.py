@@ -35,7 +35,7 @@ import strata as _package
 
 from . import Comm
 from . import DiLoCo as _State
-from ._host import host_copy
+from ._host import copy_mirrored, diloco_due, host_copy
 
 try:
     from torch.distributed.tensor import DTensor
@@ -235,24 +235,14 @@ class ShardedDiLoCo:
 
     # ---- host mirrors of device shards ----
     def _to_host(self, indices: Iterable[int]) -> None:
-        with torch.no_grad():
-            for i in indices:
-                if self._hosts[i] is not self._locals[i]:
-                    self._hosts[i].copy_(self._locals[i])
+        copy_mirrored(self._hosts, self._locals, indices)
 
     def _to_device(self, indices: Iterable[int]) -> None:
-        with torch.no_grad():
-            for i in indices:
-                if self._hosts[i] is not self._locals[i]:
-                    self._locals[i].copy_(self._hosts[i])
+        copy_mirrored(self._locals, self._hosts, indices)
 
     # ---- the schedule (strata_diloco_step's) ----
     def _due(self, s: int) -> tuple[list[int], list[int]]:
-        H, P = self._sync_every, len(self._cuts)
-        starts = [f for f in range(P) if s % H == f * H // P]
-        before = s - self._delay
-        applies = [f for f in range(P) if before >= 1 and before % H == f * H // P]
-        return starts, applies
+        return diloco_due(s, self._sync_every, len(self._cuts), self._delay)
 
     def _start(self, f: int, snapshot: Optional[list[torch.Tensor]] = None) -> None:
         """Starts fragment f's exchange; from `snapshot` (theta_local when it first started)

@@ -52,7 +52,7 @@ import torch.distributed as dist  # noqa: E402
 from . import Comm  # noqa: E402
 from . import DiLoCo as _DiLoCoState  # noqa: E402
 from . import _torch  # noqa: E402
-from ._host import host_copy  # noqa: E402
+from ._host import copy_mirrored, diloco_due, host_copy  # noqa: E402
 
 __all__ = ["BACKEND", "DEVICES", "DiLoCo", "register"]
 BACKEND = "strata"
@@ -232,24 +232,13 @@ class DiLoCo:
         return [i for f in fragments for i in range(self._ranges[f][0], sum(self._ranges[f]))]
 
     def _due(self, step: int) -> tuple[list[int], list[int]]:
-        """The fragments strata's step `step` starts and applies (diloco.c's schedule)."""
-        h, count = self._sync_every, len(self._ranges)
-        starts = [f for f in range(count) if step % h == f * h // count]
-        before = step - self._delay
-        applies = [f for f in range(count) if before >= 1 and before % h == f * h // count]
-        return starts, applies
+        return diloco_due(step, self._sync_every, len(self._ranges), self._delay)
 
     def _to_host(self, indices: Iterable[int]) -> None:
-        with torch.no_grad():
-            for i in indices:
-                if self._hosts[i] is not self._params[i]:
-                    self._hosts[i].copy_(self._params[i])
+        copy_mirrored(self._hosts, self._params, indices)
 
     def _to_device(self, indices: Iterable[int]) -> None:
-        with torch.no_grad():
-            for i in indices:
-                if self._hosts[i] is not self._params[i]:
-                    self._params[i].copy_(self._hosts[i])
+        copy_mirrored(self._params, self._hosts, indices)
 
     # ---- training ----
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
