@@ -38,6 +38,20 @@ static ncclResult_t nn_irecv_consumed(void *recv_comm, int n, void *request) {
   return ncclSuccess;
 }
 
+/* The fields every table version's properties share, under the same names (the structs differ
+ * in what follows them). */
+#define FILL_COMMON_PROPERTIES(props, p)           \
+  do {                                             \
+    memset((props), 0, sizeof *(props));           \
+    (props)->name = (p).name;                      \
+    (props)->ptrSupport = NCCL_PTR_HOST;           \
+    (props)->speed = (p).speed_mbps;               \
+    (props)->latency = (p).latency_us;             \
+    (props)->maxComms = (p).max_comms;             \
+    (props)->maxRecvs = (p).max_recvs;             \
+    (props)->netDeviceType = NCCL_NET_DEVICE_HOST; \
+  } while (0)
+
 /* ---- version 8 ---- */
 
 static ncclResult_t v8_init(ncclDebugLogger_t log) {
@@ -49,14 +63,7 @@ static ncclResult_t v8_properties(int dev, ncclNetProperties_v8_t *props) {
   if (!props) return ncclInvalidArgument;
   ncclResult_t rc = strata_nn_properties(dev, &p);
   if (rc != ncclSuccess) return rc;
-  memset(props, 0, sizeof *props);
-  props->name = p.name;
-  props->ptrSupport = NCCL_PTR_HOST;
-  props->speed = p.speed_mbps;
-  props->latency = p.latency_us;
-  props->maxComms = p.max_comms;
-  props->maxRecvs = p.max_recvs;
-  props->netDeviceType = NCCL_NET_DEVICE_HOST;
+  FILL_COMMON_PROPERTIES(props, p);
   return ncclSuccess;
 }
 
@@ -130,14 +137,7 @@ static ncclResult_t v12_properties(int dev, ncclNetProperties_v12_t *props) {
   if (!props) return ncclInvalidArgument;
   ncclResult_t rc = strata_nn_properties(dev, &p);
   if (rc != ncclSuccess) return rc;
-  memset(props, 0, sizeof *props);
-  props->name = p.name;
-  props->ptrSupport = NCCL_PTR_HOST;
-  props->speed = p.speed_mbps;
-  props->latency = p.latency_us;
-  props->maxComms = p.max_comms;
-  props->maxRecvs = p.max_recvs;
-  props->netDeviceType = NCCL_NET_DEVICE_HOST;
+  FILL_COMMON_PROPERTIES(props, p);
   props->vProps.ndevs = 1;
   props->vProps.devs[0] = dev;
   props->maxP2pBytes = p.max_bytes;
