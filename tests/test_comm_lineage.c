@@ -46,6 +46,10 @@ static int sum_step(const float *buf) {
   return -1;
 }
 
+/* A page the ranks share (mapped before they fork): rank 0 has finished step 1. The victim dies
+ * only after that, so that rank 0 is one step ahead of rank 1 whatever the scheduling. */
+static int *step1_done;
+
 static void tweak(strata_config *cfg, int rank, void *arg) {
   (void)rank, (void)arg;
   cfg->elastic = 1;
@@ -60,7 +64,13 @@ static int first_steps(strata_comm *comm, int rank, float *buf) {
   fill(buf, 1, rank);
   if (rank == 1) strata_engine_test_fail_next(comm, STRATA_ERR_PEER_LOST);
   int status = strata_allreduce(comm, buf, buf, COUNT, STRATA_F32, STRATA_SUM);
-  if (rank == VICTIM) _exit(0);
+  if (rank == 0 && status == STRATA_OK) __atomic_store_n(step1_done, 1, __ATOMIC_RELEASE);
+  if (rank == VICTIM) {
+    for (int waited_ms = 0; waited_ms < 10000 && !__atomic_load_n(step1_done, __ATOMIC_ACQUIRE);
+         waited_ms++)
+      usleep(1000);
+    _exit(0);
+  }
   return status;
 }
 
@@ -140,9 +150,13 @@ static int roots_body(strata_comm *comm, int rank, int n, int init_status, void 
 
 int main(void) {
   strata_test_ranks_opts opts = {.shm = 0, .tweak = tweak, .deadline_s = 60};
+  step1_done =
+      mmap(NULL, sizeof *step1_done, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  CHECK(step1_done != MAP_FAILED, "a shared page");
   printf("naive retry after a shrink:\n");
   CHECK(strata_test_run_ranks(3, &opts, naive_body, NULL) == 0,
         "the ranks at different steps must get STRATA_ERR_MISMATCH");
+  *step1_done = 0;
   printf("agree, shrink, undo, retry:\n");
   CHECK(strata_test_run_ranks(3, &opts, agreeing_body, NULL) == 0,
         "the agreeing loop must retry step 1 exactly");
