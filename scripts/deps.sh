@@ -5,7 +5,7 @@
 # torch, numpy and mypy come from PyPI into the suite's venv (scripts/venv.sh), not from Debian.
 set -euo pipefail
 want=(cmake gcc g++ make pkg-config libsodium-dev libssl-dev libzstd-dev libxxhash-dev libyaml-dev
-      libjansson-dev python3-dev libucx-dev)
+      libjansson-dev python3-dev libucx-dev libpmix-dev)
 case "${1:-build}" in
   test)  want+=(openmpi-bin libopenmpi-dev iperf3 iproute2 procps tcpdump
                clang-format clang libfuzzer-14-dev ucx-utils) ;;
@@ -15,8 +15,9 @@ case "${1:-build}" in
               libjansson-dev clang
               libfuzzer-14-dev) ;;
   # ucx-utils: ucx_perftest beside KV transfer's UCX backend (bench/kv/run.sh)
+  # slurm-wlm, munge: bench/slurm.sh's one-node Slurm (srun --mpi=pmix)
   bench) want+=(openmpi-bin libopenmpi-dev iperf3 iproute2 procps
-                ucx-utils) ;;
+                ucx-utils slurm-wlm munge) ;;
   # the emulated sites (torch comes from the venv: scripts/venv.sh)
   diloco) want+=(iproute2 procps) ;;
   # a python3 without venv or ensurepip (Debian's, before python3-venv)

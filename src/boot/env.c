@@ -11,7 +11,11 @@
  * Two conventions need more than copying:
  *  - torchrun: MASTER_ADDR:MASTER_PORT is torchrun's own TCPStore (PyTorch's agent listens
  *    there), so our store goes one port above it, MASTER_ADDR:(MASTER_PORT+1).
- *  - mpirun / srun give no address at all. When every rank is on one host (OpenMPI:
+ *  - PMIx launchers (mpirun, srun --mpi=pmix) set PMIX_RANK and PMIX_NAMESPACE: the job id is
+ *    "pmix-<namespace>", and the store address and secret stay unset here — strata_comm_init
+ *    gets them from rank 0 through PMIx (boot/pmix.c). A build without PMIx, and a job that
+ *    sets STRATA_RANK or STRATA_ADDR, falls back to the conventions below.
+ *  - mpirun / srun without PMIx give no address at all. When every rank is on one host (OpenMPI:
  *    OMPI_COMM_WORLD_LOCAL_SIZE == OMPI_COMM_WORLD_SIZE; Slurm: one node in the step) the store
  *    goes to 127.0.0.1 on a port in 20000..29999 hashed from the launcher's job id, and the job
  *    id is derived from it too, so two jobs on one host do not meet. Across hosts we cannot
@@ -32,6 +36,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "boot/pmix.h"
 #include "boot/settings.h"
 #include "boot/store.h"
 #include "core/abi.h"
@@ -204,8 +209,11 @@ static int launcher_job(env_launcher launcher, char *key, size_t len, int *one_h
 
 static void derive_defaults(const env_reader *r, strata_config *cfg) {
   char key[512];
-  int one_host;
-  if (!launcher_job(r->launcher, key, sizeof key, &one_host)) return;
+  int one_host = 0;
+  if (strata_pmix_launched()) /* the store and the secret come through PMIx (boot/pmix.c) */
+    snprintf(key, sizeof key, "pmix-%s", strata_pmix_namespace());
+  else if (!launcher_job(r->launcher, key, sizeof key, &one_host))
+    return;
   uint64_t h = fnv1a(key);
   if (!env_get("STRATA_JOB_ID")) {
     if (strlen(key) < sizeof cfg->job_id)
@@ -236,6 +244,8 @@ int strata_config_import(const strata_config *cfg, strata_config *full, char *er
 }
 
 static int overlay_environment(env_reader *r, strata_config *cfg) {
+  if (strata_pmix_launched()) /* the world size, which no PMIx variable gives, comes at init */
+    TRY(env_int(r, "PMIX_RANK", 0, 1 << 30, &cfg->rank, NULL));
   TRY(overlay_ranks(r, cfg, ENV_SLURM, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"));
   TRY(overlay_ranks(r, cfg, ENV_OMPI, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                     "OMPI_COMM_WORLD_LOCAL_RANK"));

@@ -4,14 +4,16 @@
  *
  * Init is the only place that blocks on other ranks outside a collective: rank 0 (or a standalone
  * `strata store`) serves the rendezvous store, every rank connects to it, then src/net builds the
- * authenticated mesh. Every step is bounded by the configured timeout. A communicator of one rank
- * needs no store and no network.
+ * authenticated mesh. Under a PMIx launcher with nothing configured, rank 0 publishes the store's
+ * address through PMIx first (boot/pmix.c). Every step is bounded by the configured timeout. A
+ * communicator of one rank needs no store and no network.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "boot/pmix.h"
 #include "boot/settings.h"
 #include "core/core.h"
 #include "engine/chunk.h"
@@ -111,7 +113,7 @@ static int connect_world(strata_comm *comm) {
   /* A store rank 0 serves lives only as long as this communicator, and the job's next one serves
    * another at the same address: ranks connect as members of this job so that a rank done early
    * never talks to the store that is going away (store_wire.h: HELLO). */
-  if (!cfg->store_external && comm->rank == 0) {
+  if (!cfg->store_external && comm->rank == 0 && !comm->store_server) {
     status = strata_store_server_start_job_auth(cfg->store_addr, cfg->secret, cfg->job_id,
                                                 comm->nranks, &comm->store_server);
     if (status != STRATA_OK) {
@@ -158,10 +160,24 @@ static int comm_init(const strata_config *cfg, const strata_store_ops *store_ops
     STRATA_LOG(STRATA_LOG_ERROR, cfg->rank, "a store needs set, get and add callbacks");
     return STRATA_ERR_INVALID_ARG;
   }
-  int status = check_config(cfg, store_ops != NULL);
-  if (status != STRATA_OK) return status;
-  strata_comm *comm = calloc(1, sizeof *comm);
-  if (!comm) return STRATA_ERR_NO_MEMORY;
+  /* Started by mpirun or srun with nothing configured: PMIx names the rank, the world size and
+   * rank 0's store (boot/pmix.c), which rank 0 starts there. */
+  strata_config pmix_cfg;
+  strata_store_server *pmix_store = NULL;
+  int status = STRATA_OK;
+  if (!store_ops && !cfg->store_addr[0] && !cfg->join && strata_pmix_launched()) {
+    pmix_cfg = *cfg;
+    status = strata_pmix_rendezvous(&pmix_cfg, &pmix_store);
+    if (status != STRATA_OK) return status;
+    cfg = &pmix_cfg;
+  }
+  status = check_config(cfg, store_ops != NULL);
+  strata_comm *comm = status == STRATA_OK ? calloc(1, sizeof *comm) : NULL;
+  if (!comm) {
+    strata_store_server_stop(pmix_store);
+    return status == STRATA_OK ? STRATA_ERR_NO_MEMORY : status;
+  }
+  comm->store_server = pmix_store;
   comm->cfg = *cfg;
   snprintf(comm->base_job, sizeof comm->base_job, "%s", cfg->job_id); /* epoch 0 */
   comm->chunk_bytes_asked = cfg->chunk_bytes;
