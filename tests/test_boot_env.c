@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * test_boot_env.c — strata_config_from_env: defaults, each launcher's convention (Slurm, OpenMPI,
- * torchrun, strata), their precedence, the derived single-host store address and job id, and a
- * clear STRATA_ERR_CONFIG naming the variable for every bad value.
+ * torchrun, strata, PMIx), their precedence, the derived single-host store address and job id, and
+ * a clear STRATA_ERR_CONFIG naming the variable for every bad value.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "strata.h"
+#include "boot/pmix.h"
 #include "helpers/check.h"
+#include "strata.h"
 
 static const char *const all_vars[] = {"SLURM_PROCID",
                                        "SLURM_NTASKS",
@@ -26,6 +27,7 @@ static const char *const all_vars[] = {"SLURM_PROCID",
                                        "OMPI_MCA_ess_base_jobid",
                                        "OMPI_MCA_orte_hnp_uri",
                                        "PMIX_NAMESPACE",
+                                       "PMIX_RANK",
                                        "RANK",
                                        "WORLD_SIZE",
                                        "LOCAL_RANK",
@@ -131,6 +133,46 @@ static void test_ompi(void) {
   setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
   setenv("STRATA_ADDR", "node7:1234", 1);
   CHECK(load(&cfg) == STRATA_OK && !strcmp(cfg.store_addr, "node7:1234"));
+}
+
+/* mpirun and srun --mpi=pmix: the rank from PMIX_RANK, the job from the namespace, and no store
+ * address (rank 0 publishes it through PMIx at init) — unless the job names its store itself. */
+static void test_pmix(void) {
+  clear_env();
+  setenv("PMIX_RANK", "2", 1);
+  setenv("PMIX_NAMESPACE", "slurm.pmix.77.0", 1);
+  strata_config cfg;
+  CHECK(load(&cfg) == STRATA_OK);
+#ifdef STRATA_HAVE_PMIX
+  CHECK(strata_pmix_launched());
+  CHECK(cfg.rank == 2 && cfg.world_size == -1); /* the size comes from the PMIx server */
+  CHECK(!strcmp(cfg.job_id, "pmix-slurm.pmix.77.0") && cfg.store_addr[0] == '\0');
+  /* mpirun on one host: OpenMPI's variables agree, and no port is guessed */
+  setenv("OMPI_COMM_WORLD_RANK", "2", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
+  CHECK(load(&cfg) == STRATA_OK && cfg.rank == 2 && cfg.world_size == 4);
+  CHECK(!strcmp(cfg.job_id, "pmix-slurm.pmix.77.0") && cfg.store_addr[0] == '\0');
+  setenv("STRATA_JOB_ID", "mine", 1);
+  CHECK(load(&cfg) == STRATA_OK && !strcmp(cfg.job_id, "mine"));
+  unsetenv("STRATA_JOB_ID");
+#else
+  CHECK(!strata_pmix_launched());
+#endif
+  /* strata launch, an explicit store and torchrun (under srun) each name the job themselves */
+  const char *named[][2] = {
+      {"STRATA_RANK", "2"}, {"STRATA_ADDR", "node7:1234"}, {"RANK", "2"}, {"MASTER_ADDR", "n1"}};
+  for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+    setenv(named[i][0], named[i][1], 1);
+    CHECK(!strata_pmix_launched());
+    unsetenv(named[i][0]);
+  }
+  setenv("STRATA_ADDR", "node7:1234", 1);
+  CHECK(load(&cfg) == STRATA_OK && !strcmp(cfg.store_addr, "node7:1234"));
+  CHECK(strncmp(cfg.job_id, "pmix-", 5) != 0);
+  unsetenv("PMIX_NAMESPACE"); /* PMIX_RANK alone is not a PMIx launch */
+  unsetenv("STRATA_ADDR");
+  CHECK(!strata_pmix_launched());
 }
 
 static void test_torchrun(void) {
@@ -271,6 +313,7 @@ int main(void) {
   test_defaults();
   test_slurm();
   test_ompi();
+  test_pmix();
   test_torchrun();
   test_strata_wins();
   test_bad_values();
