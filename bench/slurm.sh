@@ -106,6 +106,7 @@ sinfo -h -N -o '%t' 2>/dev/null | grep -qx idle ||
 
 # the ranks' environment: no STRATA_* variable but the log level
 for name in $(compgen -e | grep '^STRATA_'); do unset "$name"; done
+echo "# srun --mpi=list: $(srun --mpi=list 2>&1 | tr -s '\n ' ' ')" >&2
 echo "# $(srun --version), one node ($node), srun --mpi=pmix -n $ranks" >&2
 status=0
 STRATA_LOG=info timeout 600 srun --mpi=pmix -n "$ranks" "$strata" bench allreduce "${sweep[@]}" \

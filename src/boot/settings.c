@@ -141,12 +141,20 @@ static const strata_setting settings[] = {
    STRATA_SETTING_TEXT, 0, 0, NULL, "set by OpenMPI's `mpirun`"},
   {"OMPI_COMM_WORLD_LOCAL_SIZE, PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid, OMPI_MCA_orte_hnp_uri",
    "store_addr, job_id", 0, 0, L, STRATA_SETTING_TEXT, 0, 0, NULL,
-   "set by OpenMPI; a one-host job's store address and job id are derived from them"},
+   "set by OpenMPI; in a build without PMIx, a one-host job's store address and job id are "
+   "derived from them"},
+  {"PMIX_RANK, PMIX_NAMESPACE", "rank, world_size, job_id, store_addr, secret", 0, 0, L,
+   STRATA_SETTING_TEXT, 0, 0, NULL,
+   "set by PMIx launchers (`mpirun`, `srun --mpi=pmix`); unless `STRATA_RANK`, `STRATA_ADDR`, "
+   "`RANK` or `MASTER_ADDR` is set, the rank and world size come from the PMIx server, the job id "
+   "is `pmix-<namespace>`, and rank 0's store address and a secret it draws (unless "
+   "`STRATA_SECRET` is set) reach every rank through PMIx ([launchers](#launchers))"},
   {"SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID", "rank, world_size, local_rank", 0, 0, L,
    STRATA_SETTING_TEXT, 0, 0, NULL, "set by `srun`"},
   {"SLURM_JOB_ID, SLURM_STEP_ID, SLURM_STEP_NUM_NODES, SLURM_NNODES, SLURM_JOB_NUM_NODES",
    "store_addr, job_id", 0, 0, L, STRATA_SETTING_TEXT, 0, 0, NULL,
-   "set by Slurm; a one-node step's store address and job id are derived from them"},
+   "set by Slurm; without PMIx (`srun --mpi=none`, or a build without it), a one-node step's store "
+   "address and job id are derived from them"},
   {"STRATA_NODE", NOF, X, STRATA_SETTING_TEXT, 0, 0, NULL,
    "`strata site` and `strata launch --topology`: this host's node in the topology file "
    "(`GROUP`, `GROUP<n>`, `SITE/GROUP<n>`); unset = the hostname ([hier.md](hier.md))"},
