@@ -219,6 +219,11 @@ static int serve_store(strata_config *cfg, int nodes, strata_store_server **serv
 
 /* What rank 0 published, into cfg: its store address, and its secret unless we have one. */
 static int adopt(strata_config *cfg, const char *published) {
+  if (!*published) {
+    STRATA_LOG(STRATA_LOG_ERROR, cfg->rank,
+               "PMIx: rank 0 could not serve the rendezvous store (its log says why)");
+    return STRATA_ERR_PEER_LOST;
+  }
   const char *newline = strchr(published, '\n');
   size_t addr_len = newline ? (size_t)(newline - published) : 0;
   if (!newline || !addr_len || addr_len >= sizeof cfg->store_addr) {
@@ -317,8 +322,8 @@ int strata_pmix_rendezvous(strata_config *cfg, strata_store_server **server) {
   char key[PMIX_MAX_KEYLEN + 1], published[sizeof cfg->store_addr + sizeof cfg->secret + 2] = "";
   snprintf(key, sizeof key, "strata.boot.%u", round);
   if (cfg->rank == 0) status = serve_store(cfg, nodes, server, published, sizeof published);
-  /* a rank 0 that cannot serve still fences (with nothing put): the others fail at the get at
-   * once instead of at the fence's timeout */
+  /* a rank 0 that cannot serve still fences, with an empty value: the others fail at once, saying
+   * so, instead of at the fence's timeout */
   int exchanged = exchange(cfg, key, published);
   if (status == STRATA_OK) status = exchanged;
   if (status != STRATA_OK) {
