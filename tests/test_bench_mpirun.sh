@@ -45,7 +45,7 @@ else
   else fail "mpirun -np 3 (info): exit $status: $(tail -3 "$tmp/info.err")"; fi
 
   # an explicit store wins: no PMIx rendezvous
-  port=$(( 30000 + RANDOM % 20000 ))
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   status=0
   "${mpi[@]}" -np 2 -x STRATA_LOG=info -x STRATA_ADDR=127.0.0.1:$port "$strata" "${sweep[@]}" \
     >"$tmp/addr.out" 2>"$tmp/addr.err" || status=$?
