@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_bench_mpirun.sh BUILD_DIR — the unchanged `strata bench` program under mpirun with no STRATA_*
 # variable: the nccl-tests table, every #wrong 0. In a build with PMIx (libpmix-dev) the ranks find
-# their world and rank 0's store through mpirun's PMIx server: every rank logs that it did, a job
+# their world and rank 0's store through mpirun's PMIx server: every rank logs that it did, only
+# ranks open libpmix (`strata plan` under mpirun does not), a job
 # that names its store (STRATA_ADDR) does not use PMIx, and ranks that disagree on the secret fail
 # with the reason instead of hanging. Skipped without mpirun.
 set -uo pipefail
@@ -43,6 +44,15 @@ else
       grep -q "rank $rank of 3 ready (job pmix-" "$tmp/info.err" || fail "rank $rank: not job pmix-*"
     done
   else fail "mpirun -np 3 (info): exit $status: $(tail -3 "$tmp/info.err")"; fi
+
+  # libpmix is opened by ranks only: never by the planner, even under mpirun
+  "${mpi[@]}" -np 1 -x LD_DEBUG=files "$strata" plan --preset metro-2-sites >"$tmp/plan.out" 2>&1 ||
+    fail "strata plan under mpirun: $(tail -3 "$tmp/plan.out")"
+  ! grep -q 'file=libpmix' "$tmp/plan.out" || fail "strata plan loaded libpmix"
+  "${mpi[@]}" -np 2 -x LD_DEBUG=files "$strata" "${sweep[@]}" >"$tmp/ld.out" 2>&1 ||
+    fail "mpirun -np 2 (LD_DEBUG): $(tail -3 "$tmp/ld.out")"
+  [ "$(grep -c 'file=libpmix.so.2 .*dynamically loaded by' "$tmp/ld.out")" = 2 ] ||
+    fail "the 2 ranks did not each open libpmix.so.2"
 
   # an explicit store wins: no PMIx rendezvous
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
