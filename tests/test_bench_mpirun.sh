@@ -3,9 +3,9 @@
 # test_bench_mpirun.sh BUILD_DIR — the unchanged `strata bench` program under mpirun with no STRATA_*
 # variable: the nccl-tests table, every #wrong 0. In a build with PMIx (libpmix-dev) the ranks find
 # their world and rank 0's store through mpirun's PMIx server: every rank logs that it did, only
-# ranks open libpmix (`strata plan` under mpirun does not), a job
-# that names its store (STRATA_ADDR) does not use PMIx, and ranks that disagree on the secret fail
-# with the reason instead of hanging. Skipped without mpirun.
+# ranks open libpmix (`strata plan` under mpirun does not), a job that names its store (STRATA_ADDR)
+# does not use PMIx, and ranks that disagree on the secret fail with the reason instead of hanging.
+# Skipped without mpirun.
 set -uo pipefail
 build=${1:?usage: test_bench_mpirun.sh BUILD_DIR}
 strata=$build/strata
