@@ -34,6 +34,8 @@ results=$root/bench/results/slurm
 mkdir -p "$results" "$tmp/state" "$tmp/spool" "$tmp/munge"
 pids=()
 stop() {
+  # the step's slurmstepd ends with its job: let the job leave the queue before slurmd goes
+  for _ in $(seq 50); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 0.2; done
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
