@@ -2,10 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_bench_mpirun.sh BUILD_DIR — the unchanged `strata bench` program under mpirun with no STRATA_*
 # variable: the nccl-tests table, every #wrong 0. In a build with PMIx (libpmix-dev) the ranks find
-# their world and rank 0's store through mpirun's PMIx server: every rank logs that it did, only
-# ranks open libpmix (`strata plan` under mpirun does not), a job that names its store (STRATA_ADDR)
-# does not use PMIx, and ranks that disagree on the secret fail with the reason instead of hanging.
-# Skipped without mpirun.
+# their world and rank 0's store through mpirun's PMIx server: every rank logs that it did, a split
+# and a second world communicator work (tests/pmix_world.c), only ranks open libpmix (`strata plan`
+# under mpirun does not), a job that names its store (STRATA_ADDR) does not use PMIx, and ranks
+# that disagree on the secret fail with the reason instead of hanging. Skipped without mpirun.
 set -uo pipefail
 build=${1:?usage: test_bench_mpirun.sh BUILD_DIR}
 strata=$build/strata
@@ -44,6 +44,12 @@ else
       grep -q "rank $rank of 3 ready (job pmix-" "$tmp/info.err" || fail "rank $rank: not job pmix-*"
     done
   else fail "mpirun -np 3 (info): exit $status: $(tail -3 "$tmp/info.err")"; fi
+
+  # a split, and the world again after a destroy (a second rendezvous through PMIx)
+  status=0
+  "${mpi[@]}" -np 4 "$build/tests/pmix_world" >"$tmp/world.out" 2>"$tmp/world.err" || status=$?
+  [ "$status" = 0 ] && [ "$(grep -c '^pmix_world: rank [0-3] ok$' "$tmp/world.out")" = 4 ] ||
+    fail "pmix_world: exit $status: $(tail -3 "$tmp/world.err")"
 
   # libpmix is opened by ranks only: never by the planner, even under mpirun
   "${mpi[@]}" -np 1 -x LD_DEBUG=files "$strata" plan --preset metro-2-sites >"$tmp/plan.out" 2>&1 ||
