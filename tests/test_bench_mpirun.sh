@@ -5,7 +5,8 @@
 # their world and rank 0's store through mpirun's PMIx server: every rank logs that it did, a split
 # and a second world communicator work (tests/pmix_world.c), only ranks open libpmix (`strata plan`
 # under mpirun does not), a job that names its store (STRATA_ADDR) does not use PMIx, and ranks
-# that disagree on the secret fail with the reason instead of hanging. Skipped without mpirun.
+# that disagree on the secret, or find no PMIx server, fail with the reason instead of hanging.
+# Skipped without mpirun.
 set -uo pipefail
 build=${1:?usage: test_bench_mpirun.sh BUILD_DIR}
 strata=$build/strata
@@ -69,6 +70,14 @@ else
     check_table "$tmp/addr.out" "mpirun (STRATA_ADDR)" 7
     ! grep -q "PMIx:" "$tmp/addr.err" || fail "STRATA_ADDR set, yet PMIx was used"
   else fail "mpirun -np 2 STRATA_ADDR: exit $status: $(tail -3 "$tmp/addr.err")"; fi
+
+  # PMIx variables without a server (a copied environment): a clear error at once, no hang
+  status=0
+  PMIX_RANK=0 PMIX_NAMESPACE=gone timeout 20 "$strata" "${sweep[@]}" >"$tmp/gone.out" 2>&1 ||
+    status=$?
+  [ "$status" != 0 ] && [ "$status" != 124 ] || fail "PMIx without a server: exit $status"
+  grep -q "PMIx_Init failed: .* to rendezvous without PMIx set STRATA_ADDR" "$tmp/gone.out" ||
+    fail "PMIx without a server: no reason given: $(head -2 "$tmp/gone.out")"
 
   # rank 0 has a secret of its own, rank 1 none: rank 1 says so and the job ends, well within
   # the store's 30 s wait

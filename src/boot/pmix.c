@@ -91,7 +91,7 @@ static struct {
 } api;
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static int init_status = STRATA_ERR_UNSUPPORTED;
+static int init_status;
 static pmix_proc_t self;
 static pthread_mutex_t generation_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned generation;
@@ -100,7 +100,12 @@ static void finalize_at_exit(void) {
   api.PMIx_Finalize(NULL, 0);
 }
 
+/* How to start without PMIx, for the errors that leave a rank unable to use it. */
+#define PMIX_WITHOUT \
+  "; to rendezvous without PMIx set STRATA_ADDR, STRATA_RANK and STRATA_WORLD_SIZE"
+
 static void pmix_open(void) {
+  init_status = STRATA_ERR_CONFIG;
   void *library = dlopen("libpmix.so.2", RTLD_NOW | RTLD_LOCAL);
   int ok = library != NULL;
 #define STRATA_PMIX_SYMBOL(name) \
@@ -108,13 +113,17 @@ static void pmix_open(void) {
   STRATA_PMIX_FUNCTIONS(STRATA_PMIX_SYMBOL)
 #undef STRATA_PMIX_SYMBOL
   if (!ok) {
-    STRATA_LOG(STRATA_LOG_ERROR, -1, "PMIx: cannot use libpmix.so.2: %s",
+    STRATA_LOG(STRATA_LOG_ERROR, -1,
+               "PMIx: the launcher set PMIX_RANK, but libpmix.so.2 cannot be used (%s): install "
+               "libpmix2" PMIX_WITHOUT,
                library ? "it lacks a function strata calls" : dlerror());
     return;
   }
   pmix_status_t rc = api.PMIx_Init(&self, NULL, 0);
   if (rc != PMIX_SUCCESS) {
-    STRATA_LOG(STRATA_LOG_ERROR, -1, "PMIx: PMIx_Init failed: %s (is the launcher's server up?)",
+    STRATA_LOG(STRATA_LOG_ERROR, -1,
+               "PMIx: PMIX_RANK and PMIX_NAMESPACE are set, but PMIx_Init failed: %s (the "
+               "launcher's PMIx server is not reachable from here)" PMIX_WITHOUT,
                api.PMIx_Error_string(rc));
     return;
   }

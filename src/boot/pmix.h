@@ -25,7 +25,8 @@ const char *strata_pmix_namespace(void);
  * from rank 0, which serves the store: *server is that store on rank 0 (the caller owns it: it
  * stops it with strata_store_server_stop) and NULL elsewhere. Collective over every process of
  * the namespace (one PMIx fence), bounded by cfg->timeout_s. STRATA_ERR_UNSUPPORTED in a build
- * without PMIx or where libpmix.so.2 cannot be loaded; every error is logged. */
+ * without PMIx, STRATA_ERR_CONFIG where libpmix.so.2 cannot be loaded or its server reached;
+ * every error is logged. */
 int strata_pmix_rendezvous(strata_config *cfg, strata_store_server **server);
 
 #endif
