@@ -12,7 +12,9 @@
 # node declares 8 CPUs whatever this host has (SlurmdParameters=config_overrides), so 8 ranks run on
 # a small machine. Every daemon is stopped and the directory removed on exit, however it exits.
 # The table goes to stdout, the logs to bench/results/slurm/.
-#   RANKS=8 (srun -n), BYTES="-b 8 -e 64M -f 4" (the sweep), KEEP=1 keeps the temporary directory.
+#   RANKS=8 (srun -n), BYTES="-b 8 -e 64M -f 4" (the sweep), KEEP=1 keeps the temporary directory,
+#   NODES=2 runs that many slurmd here, each one node to Slurm and PMIx: the job then spans nodes and
+#   rank 0 serves the store on an address other hosts could reach (not loopback).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -20,6 +22,7 @@ build=${1:-$root/build}
 [ "${1:-}" = "--" ] && shift
 strata=$(cd "$build" && pwd)/strata
 ranks=${RANKS:-8}
+nodes=${NODES:-1}
 read -r -a sweep <<<"${BYTES:--b 8 -e 64M -f 4}"
 [ $# -gt 0 ] && sweep=("$@")
 [ -x "$strata" ] || { echo "slurm.sh: $strata not built" >&2; exit 2; }
@@ -62,26 +65,38 @@ pids+=($!)
 for _ in $(seq 50); do [ -S "$socket" ] && break; sleep 0.1; done
 [ -S "$socket" ] || { echo "slurm.sh: munged did not start: $(tail -3 "$tmp/munged.log")" >&2; exit 1; }
 
-node=$(hostname -s)
+host=$(hostname -s)
 ctld_port=$(free_port)
-slurmd_port=$(free_port)
 conf=$tmp/slurm.conf
+# NODES > 1: that many slurmd on this host, each a node of its own to Slurm and PMIx (NodeHostname
+# is this host, ports differ), so the job spans nodes as on a cluster
+if [ "$nodes" = 1 ]; then
+  names=$host
+  node_lines="NodeName=$host NodeAddr=127.0.0.1 Port=$(free_port) CPUs=$ranks State=UNKNOWN"
+else
+  names=strata[1-$nodes]
+  node_lines=""
+  for i in $(seq "$nodes"); do
+    node_lines+="NodeName=strata$i NodeHostname=$host NodeAddr=127.0.0.1 Port=$(free_port) "
+    node_lines+="CPUs=$(( (ranks + nodes - 1) / nodes )) State=UNKNOWN"$'\n'
+  done
+fi
 cat >"$conf" <<EOF
 ClusterName=strata
-SlurmctldHost=$node(127.0.0.1)
+SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$ctld_port
-SlurmdPort=$slurmd_port
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 AuthInfo=socket=$socket
 CredType=cred/munge
 StateSaveLocation=$tmp/state
-SlurmdSpoolDir=$tmp/spool
+SlurmdSpoolDir=$tmp/spool/%n
+TmpFS=$tmp/tmpfs/%n
 SlurmctldPidFile=$tmp/slurmctld.pid
-SlurmdPidFile=$tmp/slurmd.pid
+SlurmdPidFile=$tmp/slurmd-%n.pid
 SlurmctldLogFile=$tmp/slurmctld.log
-SlurmdLogFile=$tmp/slurmd.log
+SlurmdLogFile=$tmp/slurmd-%n.log
 SlurmdParameters=config_overrides
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -91,27 +106,27 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MpiDefault=none
 ReturnToService=2
-NodeName=$node NodeAddr=127.0.0.1 CPUs=$ranks State=UNKNOWN
-PartitionName=local Nodes=$node Default=YES MaxTime=INFINITE State=UP
+$node_lines
+PartitionName=local Nodes=$names Default=YES MaxTime=INFINITE State=UP
 EOF
 export SLURM_CONF=$conf
 slurmctld -D -i -f "$conf" >>"$tmp/slurmctld.log" 2>&1 &
 pids+=($!)
-slurmd -D -f "$conf" >>"$tmp/slurmd.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do
-  sinfo -h -N -o '%t' 2>/dev/null | grep -qx idle && break
-  sleep 0.2
+for name in $(scontrol show hostnames "$names"); do
+  mkdir -p "$tmp/spool/$name" "$tmp/tmpfs/$name" # each slurmd's own: its PMIx server's files too
+  slurmd -D -N "$name" -f "$conf" >>"$tmp/slurmd-$name.log" 2>&1 &
+  pids+=($!)
 done
-sinfo -h -N -o '%t' 2>/dev/null | grep -qx idle ||
-  { echo "slurm.sh: the node never came up idle: $(tail -3 "$tmp/slurmd.log")" >&2; exit 1; }
+idle() { [ "$(sinfo -h -N -t idle -o '%N' 2>/dev/null | wc -l)" = "$nodes" ]; }
+for _ in $(seq 100); do idle && break; sleep 0.2; done
+idle || { echo "slurm.sh: not all $nodes nodes came up idle: $(sinfo -N 2>&1 | tail -3)" >&2; exit 1; }
 
 # the ranks' environment: no STRATA_* variable but the log level
 for name in $(compgen -e | grep '^STRATA_'); do unset "$name"; done
 echo "# srun --mpi=list: $(srun --mpi=list 2>&1 | tr -s '\n ' ' ')" >&2
-echo "# $(srun --version), one node ($node), srun --mpi=pmix -n $ranks" >&2
+echo "# $(srun --version), $nodes node(s) on $host, srun --mpi=pmix -N $nodes -n $ranks" >&2
 status=0
-STRATA_LOG=info timeout 600 srun --mpi=pmix -n "$ranks" "$strata" bench allreduce "${sweep[@]}" \
+STRATA_LOG=info timeout 600 srun --mpi=pmix -N "$nodes" -n "$ranks" "$strata" bench allreduce "${sweep[@]}" \
   >"$tmp/bench.out" 2>"$tmp/ranks.log" || status=$?
 cat "$tmp/bench.out"
 cp "$tmp/bench.out" "$results/bench.out"
