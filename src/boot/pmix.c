@@ -96,12 +96,16 @@ static pmix_proc_t self;
 static pthread_mutex_t generation_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned generation;
 
+static pid_t init_pid;
+
+/* Only the process that initialized: a child it forked shares its connection to the server, and
+ * a finalize from there would tell the server that this rank is done. */
 static void finalize_at_exit(void) {
-  api.PMIx_Finalize(NULL, 0);
+  if (getpid() == init_pid) api.PMIx_Finalize(NULL, 0);
 }
 
 /* How to start without PMIx, for the errors that leave a rank unable to use it. */
-#define PMIX_WITHOUT \
+#define STRATA_PMIX_WITHOUT \
   "; to rendezvous without PMIx set STRATA_ADDR, STRATA_RANK and STRATA_WORLD_SIZE"
 
 static void pmix_open(void) {
@@ -115,7 +119,7 @@ static void pmix_open(void) {
   if (!ok) {
     STRATA_LOG(STRATA_LOG_ERROR, -1,
                "PMIx: the launcher set PMIX_RANK, but libpmix.so.2 cannot be used (%s): install "
-               "libpmix2" PMIX_WITHOUT,
+               "libpmix2" STRATA_PMIX_WITHOUT,
                library ? "it lacks a function strata calls" : dlerror());
     return;
   }
@@ -123,16 +127,16 @@ static void pmix_open(void) {
   if (rc != PMIX_SUCCESS) {
     STRATA_LOG(STRATA_LOG_ERROR, -1,
                "PMIx: PMIX_RANK and PMIX_NAMESPACE are set, but PMIx_Init failed: %s (the "
-               "launcher's PMIx server is not reachable from here)" PMIX_WITHOUT,
+               "launcher's PMIx server is not reachable from here)" STRATA_PMIX_WITHOUT,
                api.PMIx_Error_string(rc));
     return;
   }
+  init_pid = getpid();
   atexit(finalize_at_exit);
   init_status = STRATA_OK;
 }
 
-/* An unsigned job-level value (PMIX_JOB_SIZE, ...) of our namespace; -1 when the server has none.
- */
+/* A job-level count (PMIX_JOB_SIZE, ...) of our namespace; -1 when the server has none. */
 static long job_value(const char *key) {
   pmix_proc_t job;
   memset(&job, 0, sizeof job);
