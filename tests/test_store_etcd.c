@@ -1,0 +1,457 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_store_etcd.c — the store kept in etcd (STRATA_STORE=etcd://...), against a real 3-member
+ * etcd cluster on loopback (temporary data directories, free ports):
+ *  - the store's calls: set, get (waits, times out), wait, set_if_absent (one winner), add (a
+ *    counter, concurrent adds from several processes count each once), keys of two jobs apart;
+ *  - a value planted in etcd without the job secret (or moved to another key) is refused with
+ *    STRATA_ERR_AUTH; a store with another secret cannot read the job's values;
+ *  - losing a member: every call goes on through the others;
+ *  - a job of 4 ranks across 2 sites (STRATA_SITE) trains (an allreduce per step, every result
+ *    checked exactly); one etcd member is killed, then rank 0, mid-training: the 3 survivors
+ *    shrink through etcd and go on to the last step, with 0 wrong results.
+ * Skipped (77) when etcd is not installed (scripts/deps.sh test installs etcd-server).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "boot/http_lite.h"
+#include "boot/store.h"
+#include "boot/store_net.h"
+#include "helpers/check.h"
+#include "strata.h"
+
+enum { MEMBERS = 3, RANKS = 4, STEPS = 24, COUNT = 4096 };
+static const char *SECRET = "etcd-test-secret";
+static const double RANK_TIMEOUT_S = 2.5;
+
+static char work_dir[256];
+static pid_t member_pid[MEMBERS];
+static int client_port[MEMBERS], peer_port[MEMBERS];
+static char url[512];
+
+static double now_s(void) {
+  return store_net_now_s();
+}
+
+static void sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+static const char *etcd_binary(void) {
+  static char path[512];
+  const char *dirs = getenv("PATH");
+  char copy[4096];
+  snprintf(copy, sizeof copy, "%s:/usr/bin:/usr/local/bin", dirs ? dirs : "");
+  for (char *dir = strtok(copy, ":"); dir; dir = strtok(NULL, ":")) {
+    snprintf(path, sizeof path, "%s/etcd", dir);
+    if (access(path, X_OK) == 0) return path;
+  }
+  return NULL;
+}
+
+static void start_member(const char *etcd, int i) {
+  char name[16], data[300], client[64], peer[64], cluster[512] = "", log[300], token[64];
+  snprintf(name, sizeof name, "m%d", i);
+  snprintf(data, sizeof data, "%s/m%d", work_dir, i);
+  snprintf(log, sizeof log, "%s/m%d.log", work_dir, i);
+  snprintf(client, sizeof client, "http://127.0.0.1:%d", client_port[i]);
+  snprintf(peer, sizeof peer, "http://127.0.0.1:%d", peer_port[i]);
+  snprintf(token, sizeof token, "strata-test-%d", (int)getpid());
+  for (int m = 0; m < MEMBERS; m++) {
+    size_t used = strlen(cluster);
+    snprintf(cluster + used, sizeof cluster - used, "%sm%d=http://127.0.0.1:%d", m ? "," : "", m,
+             peer_port[m]);
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    /* short heartbeats: a lost leader is replaced within about a second */
+    execl(etcd, "etcd", "--name", name, "--data-dir", data, "--listen-client-urls", client,
+          "--advertise-client-urls", client, "--listen-peer-urls", peer,
+          "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster,
+          "--initial-cluster-token", token, "--initial-cluster-state", "new",
+          "--heartbeat-interval", "50", "--election-timeout", "500", "--logger", "zap",
+          "--log-level", "error", (char *)NULL);
+    _exit(127);
+  }
+  member_pid[i] = pid;
+}
+
+static void kill_member(int i) {
+  if (member_pid[i] <= 0) return;
+  kill(member_pid[i], SIGKILL);
+  waitpid(member_pid[i], NULL, 0);
+  member_pid[i] = 0;
+}
+
+static void stop_cluster(void) {
+  for (int i = 0; i < MEMBERS; i++) kill_member(i);
+  if (work_dir[0]) {
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work_dir);
+    if (system(cmd) != 0) printf("could not remove %s\n", work_dir);
+  }
+}
+
+static void show_logs(void) {
+  for (int i = 0; i < MEMBERS; i++) {
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "tail -n 20 '%s/m%d.log'", work_dir, i);
+    if (system(cmd) != 0) printf("(no log of member %d)\n", i);
+  }
+}
+
+/* Starts the cluster; 0 when it answers (a leader is elected) within 20 s. */
+static int start_cluster(const char *etcd) {
+  const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+  snprintf(work_dir, sizeof work_dir, "%s/strata-etcd-XXXXXX", base);
+  if (!mkdtemp(work_dir)) return -1;
+  size_t used = 0;
+  used += (size_t)snprintf(url, sizeof url, "%s", STRATA_ETCD_SCHEME);
+  for (int i = 0; i < MEMBERS; i++) {
+    client_port[i] = free_port();
+    peer_port[i] = free_port();
+    used += (size_t)snprintf(url + used, sizeof url - used, "%s127.0.0.1:%d", i ? "," : "",
+                             client_port[i]);
+  }
+  for (int i = 0; i < MEMBERS; i++) start_member(etcd, i);
+  strata_store *s = NULL;
+  int status = strata_store_connect_auth(url, SECRET, "probe", 20, &s);
+  strata_store_close(s);
+  return status == STRATA_OK ? 0 : -1;
+}
+
+/* ---- the store's calls ---- */
+
+static int get_text(strata_store *s, const char *key, char *out, size_t len, double timeout_s) {
+  void *value = NULL;
+  size_t n = 0;
+  int status = strata_store_get(s, key, &value, &n, timeout_s);
+  if (status == STRATA_OK) snprintf(out, len, "%.*s", (int)n, (const char *)value);
+  free(value);
+  return status;
+}
+
+static void test_calls(void) {
+  strata_store *s = NULL, *other = NULL;
+  CHECK_STATUS(strata_store_connect_auth(url, SECRET, "calls", 10, &s), STRATA_OK);
+  CHECK_STATUS(strata_store_connect_auth(url, SECRET, "calls-other", 10, &other), STRATA_OK);
+  if (!s || !other) return;
+  char text[64] = "";
+  CHECK_STATUS(strata_store_set(s, "a", "hello", 5), STRATA_OK);
+  CHECK_STATUS(get_text(s, "a", text, sizeof text, 1), STRATA_OK);
+  CHECK(!strcmp(text, "hello"), "got '%s'", text);
+  CHECK_STATUS(strata_store_set(s, "a", "", 0), STRATA_OK); /* an empty value is a value */
+  CHECK_STATUS(get_text(s, "a", text, sizeof text, 1), STRATA_OK);
+  CHECK(!strcmp(text, ""), "got '%s'", text);
+  /* another job's keys are apart */
+  double t0 = now_s();
+  CHECK_STATUS(get_text(other, "a", text, sizeof text, 0.2), STRATA_ERR_TIMEOUT);
+  CHECK(now_s() - t0 < 5, "a get of 0.2 s took %.2f s", now_s() - t0);
+  const char *keys[] = {"a", "b"};
+  CHECK_STATUS(strata_store_wait(s, keys, 1, 1), STRATA_OK);
+  CHECK_STATUS(strata_store_wait(s, keys, 2, 0.2), STRATA_ERR_TIMEOUT);
+  int was_set = -1;
+  CHECK_STATUS(strata_store_set_if_absent(s, "once", "first", 5, &was_set), STRATA_OK);
+  CHECK(was_set == 1);
+  CHECK_STATUS(strata_store_set_if_absent(other, "once", "x", 1, &was_set), STRATA_OK);
+  CHECK(was_set == 1, "another job's key of the same name is its own");
+  CHECK_STATUS(strata_store_set_if_absent(s, "once", "second", 6, &was_set), STRATA_OK);
+  CHECK(was_set == 0);
+  CHECK_STATUS(get_text(s, "once", text, sizeof text, 1), STRATA_OK);
+  CHECK(!strcmp(text, "first"), "got '%s'", text);
+  int64_t v = -1;
+  CHECK_STATUS(strata_store_add(s, "n", 0, &v), STRATA_OK);
+  CHECK(v == 0, "a fresh counter reads %lld", (long long)v);
+  CHECK_STATUS(strata_store_add(s, "n", 5, &v), STRATA_OK);
+  CHECK(v == 5);
+  CHECK_STATUS(strata_store_add(s, "n", -2, &v), STRATA_OK);
+  CHECK(v == 3);
+  CHECK_STATUS(strata_store_add(s, "n/x", 7, &v), STRATA_OK); /* not an entry of "n" */
+  CHECK_STATUS(strata_store_add(s, "n", 0, &v), STRATA_OK);
+  CHECK(v == 3, "counter n reads %lld", (long long)v);
+  /* concurrent adds from 4 processes: each result distinct, the total their sum */
+  int64_t *seen = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  enum { ADDERS = 4, ADDS = 5 };
+  pid_t pids[ADDERS];
+  for (int p = 0; p < ADDERS; p++) {
+    pids[p] = fork();
+    if (pids[p] == 0) {
+      strata_store *c = NULL;
+      if (strata_store_connect_auth(url, SECRET, "calls", 10, &c) != STRATA_OK) _exit(1);
+      for (int k = 0; k < ADDS; k++)
+        if (strata_store_add(c, "tickets", 1, &seen[p * ADDS + k]) != STRATA_OK) _exit(1);
+      strata_store_close(c);
+      _exit(0);
+    }
+  }
+  for (int p = 0; p < ADDERS; p++) {
+    int st = 0;
+    waitpid(pids[p], &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "adder %d failed", p);
+  }
+  int hit[ADDERS * ADDS + 1] = {0};
+  for (int k = 0; k < ADDERS * ADDS; k++)
+    if (seen[k] >= 1 && seen[k] <= ADDERS * ADDS) hit[seen[k]]++;
+  for (int k = 1; k <= ADDERS * ADDS; k++)
+    CHECK(hit[k] == 1, "ticket %d taken %d times", k, hit[k]);
+  munmap(seen, 4096);
+  CHECK_STATUS(strata_store_add(s, "tickets", 0, &v), STRATA_OK);
+  CHECK(v == ADDERS * ADDS);
+  /* bad input */
+  CHECK_STATUS(strata_store_set(s, "", "x", 1), STRATA_ERR_INVALID_ARG);
+  strata_store *bad = NULL;
+  CHECK_STATUS(strata_store_connect_auth("etcd://", SECRET, "x", 1, &bad), STRATA_ERR_CONFIG);
+  CHECK_STATUS(strata_store_connect_auth("etcd://127.0.0.1:notaport", SECRET, "x", 1, &bad),
+               STRATA_ERR_CONFIG);
+  CHECK(!bad);
+  strata_store_close(other);
+  strata_store_close(s);
+}
+
+/* A raw put, as someone who reaches etcd but has no secret would make it. */
+static int raw_put(const char *etcd_key, const char *value) {
+  http_lite_conn c;
+  char endpoint[64], body[1024], k64[400], v64[400];
+  snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", client_port[1]);
+  if (http_lite_init(&c, endpoint) != STRATA_OK) return -1;
+  sodium_bin2base64(k64, sizeof k64, (const unsigned char *)etcd_key, strlen(etcd_key),
+                    sodium_base64_VARIANT_ORIGINAL);
+  sodium_bin2base64(v64, sizeof v64, (const unsigned char *)value, strlen(value),
+                    sodium_base64_VARIANT_ORIGINAL);
+  int n = snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", k64, v64);
+  int code = 0, err = 0;
+  char *out = NULL;
+  size_t out_len = 0;
+  int status =
+      http_lite_post(&c, "/v3/kv/put", body, (size_t)n, now_s() + 5, &code, &out, &out_len, &err);
+  free(out);
+  http_lite_close(&c);
+  free(c.in);
+  return status == STRATA_OK && code == 200 ? 0 : -1;
+}
+
+static void test_forgery(void) {
+  strata_store *s = NULL, *stranger = NULL;
+  CHECK_STATUS(strata_store_connect_auth(url, SECRET, "forge", 10, &s), STRATA_OK);
+  CHECK_STATUS(strata_store_connect_auth(url, "not-the-secret", "forge", 10, &stranger),
+               STRATA_OK); /* etcd admits anyone: the values are what is checked */
+  if (!s || !stranger) return;
+  char text[64];
+  CHECK(raw_put("strata/forge/v/planted", "10.0.0.66:4444") == 0);
+  CHECK_STATUS(get_text(s, "planted", text, sizeof text, 1), STRATA_ERR_AUTH);
+  CHECK_STATUS(strata_store_set(stranger, "addr", "10.0.0.66:4444", 14), STRATA_OK);
+  CHECK_STATUS(get_text(s, "addr", text, sizeof text, 1), STRATA_ERR_AUTH);
+  CHECK_STATUS(strata_store_set(s, "real", "ok", 2), STRATA_OK);
+  CHECK_STATUS(get_text(stranger, "real", text, sizeof text, 1), STRATA_ERR_AUTH);
+  /* a forged entry of a counter is refused too, not summed */
+  int64_t v = 0;
+  CHECK_STATUS(strata_store_add(s, "count", 1, &v), STRATA_OK);
+  CHECK(raw_put("strata/forge/c/5/count/00", "forged") == 0);
+  CHECK_STATUS(strata_store_add(s, "count", 0, &v), STRATA_ERR_AUTH);
+  strata_store_close(stranger);
+  strata_store_close(s);
+}
+
+/* ---- a job through etcd, losing an etcd member and then rank 0 ---- */
+
+typedef struct progress {
+  volatile int step[RANKS];  /* steps this rank has completed and agreed */
+  volatile int wrong[RANKS]; /* results returned as success that were wrong */
+  volatile int size[RANKS];  /* its communicator's size at the end */
+} progress;
+
+static float input(int id, int step, int i) {
+  return (float)((id + 1) * 100 + (step % 50) * 7 + i % 13);
+}
+
+/* (id, step) of every member: whose inputs the sum holds, and where to resume. */
+static int sync_members(strata_comm *comm, int id, int *step, int *ids, int *n) {
+  int64_t mine[2] = {id, *step}, all[2 * RANKS];
+  int size = strata_comm_size(comm);
+  int status = strata_allgather(comm, mine, all, 2, STRATA_I64);
+  int ok = status == STRATA_OK;
+  int agreed = strata_comm_agree(comm, &ok);
+  if (agreed != STRATA_OK) return agreed;
+  if (!ok) return STRATA_ERR_PEER_LOST;
+  *n = size;
+  for (int r = 0; r < size; r++) {
+    ids[r] = (int)all[2 * r];
+    if (all[2 * r + 1] > *step) *step = (int)all[2 * r + 1];
+  }
+  return STRATA_OK;
+}
+
+static int rank_main(int id, progress *p) {
+  strata_config cfg;
+  strata_config_init(&cfg);
+  cfg.rank = id;
+  cfg.world_size = RANKS;
+  cfg.local_rank = id % 2;
+  snprintf(cfg.store_url, sizeof cfg.store_url, "%s", url);
+  snprintf(cfg.job_id, sizeof cfg.job_id, "etcd-job-%d", (int)getppid());
+  snprintf(cfg.secret, sizeof cfg.secret, "%s", SECRET);
+  snprintf(cfg.site, sizeof cfg.site, "%s", id < RANKS / 2 ? "site-a" : "site-b");
+  cfg.shm_enabled = 0; /* every rank a host of its own */
+  cfg.timeout_s = RANK_TIMEOUT_S;
+  if (getenv("STRATA_LOG")) cfg.log_level = STRATA_LOG_INFO;
+  strata_comm *comm = NULL;
+  int status = strata_comm_init(&cfg, &comm);
+  if (status != STRATA_OK) {
+    printf("rank %d: init: %s\n", id, strata_strerror(status));
+    return 1;
+  }
+  int step = 0, ids[RANKS], n = RANKS, shrinks = 0;
+  for (int r = 0; r < RANKS; r++) ids[r] = r;
+  float *in = malloc(COUNT * sizeof *in), *out = malloc(COUNT * sizeof *out);
+  double deadline = now_s() + 60;
+  while (step < STEPS && now_s() < deadline) {
+    for (int i = 0; i < COUNT; i++) in[i] = input(id, step, i);
+    status = strata_allreduce(comm, in, out, COUNT, STRATA_F32, STRATA_SUM);
+    int ok = status == STRATA_OK;
+    for (int i = 0; ok && i < COUNT; i++) {
+      float want = 0;
+      for (int k = 0; k < n; k++) want += input(ids[k], step, i);
+      if (out[i] != want) {
+        p->wrong[id]++;
+        ok = 0;
+      }
+    }
+    int agreed = strata_comm_agree(comm, &ok);
+    if (agreed == STRATA_OK && ok) {
+      p->step[id] = ++step;
+      continue;
+    }
+    /* a member is gone: shrink through etcd, learn who is left, retry the step */
+    for (;;) {
+      strata_comm *next = NULL;
+      status = strata_comm_shrink(comm, &next);
+      if (status == STRATA_ERR_EXCLUDED || ++shrinks > 10) break;
+      if (status != STRATA_OK) continue;
+      strata_comm_destroy(comm);
+      comm = next;
+      if (sync_members(comm, id, &step, ids, &n) == STRATA_OK) break;
+    }
+    if (status != STRATA_OK) {
+      printf("rank %d: shrink: %s\n", id, strata_strerror(status));
+      break;
+    }
+  }
+  p->size[id] = strata_comm_size(comm);
+  strata_comm_destroy(comm);
+  free(in);
+  free(out);
+  return step == STEPS ? 0 : 1;
+}
+
+/* Waits until every rank in [from, RANKS) reached `step` (or 30 s passed). */
+static int wait_steps(const progress *p, int from, int step) {
+  double deadline = now_s() + 30;
+  for (;;) {
+    int low = STEPS;
+    for (int r = from; r < RANKS; r++)
+      if (p->step[r] < low) low = p->step[r];
+    if (low >= step) return 0;
+    if (now_s() > deadline) return -1;
+    sleep_s(0.002);
+  }
+}
+
+static void test_job(void) {
+  progress *p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  CHECK(p != MAP_FAILED);
+  if (p == MAP_FAILED) return;
+  memset(p, 0, sizeof *p);
+  pid_t ranks[RANKS];
+  double t0 = now_s();
+  for (int id = 0; id < RANKS; id++) {
+    ranks[id] = fork();
+    if (ranks[id] == 0) _exit(rank_main(id, p));
+  }
+  /* mid-training: an etcd member dies (the first endpoint, the one every rank talks to), and
+   * a few steps later so does rank 0 */
+  CHECK(wait_steps(p, 0, 4) == 0, "the job did not reach step 4");
+  kill_member(0);
+  double killed_member = now_s();
+  CHECK(wait_steps(p, 0, 8) == 0, "the job stalled after losing an etcd member");
+  double member_s = now_s() - killed_member;
+  kill(ranks[0], SIGKILL);
+  double killed_rank = now_s();
+  int st = 0;
+  waitpid(ranks[0], &st, 0);
+  int survivors_ok = 1;
+  for (int id = 1; id < RANKS; id++) {
+    st = 0;
+    waitpid(ranks[id], &st, 0);
+    int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    CHECK(ok, "rank %d did not finish (step %d)", id, p->step[id]);
+    CHECK(p->step[id] == STEPS, "rank %d stopped at step %d of %d", id, p->step[id], STEPS);
+    CHECK(p->size[id] == RANKS - 1, "rank %d ended in a group of %d", id, p->size[id]);
+    survivors_ok &= ok;
+  }
+  int wrong = 0;
+  for (int id = 0; id < RANKS; id++) wrong += p->wrong[id];
+  CHECK(wrong == 0, "%d wrong results", wrong);
+  printf(
+      "job: 4 ranks across 2 sites, %d steps; an etcd member lost at step >= 4 (the next 4 "
+      "steps took %.2f s), rank 0 lost at step >= 8, the 3 survivors finished %.2f s later; "
+      "%d wrong results; %.2f s in all\n",
+      STEPS, member_s, now_s() - killed_rank, wrong, now_s() - t0);
+  if (!survivors_ok) show_logs();
+  munmap(p, sizeof *p);
+}
+
+int main(void) {
+  const char *etcd = etcd_binary();
+  if (!etcd) {
+    printf(
+        "test_store_etcd: etcd is not installed (Debian: etcd-server; scripts/deps.sh test): "
+        "skipped\n");
+    return 77;
+  }
+  if (sodium_init() < 0) return 1;
+  setvbuf(stdout, NULL, _IONBF, 0);
+  if (start_cluster(etcd) != 0) {
+    printf("test_store_etcd: the etcd cluster did not come up\n");
+    show_logs();
+    stop_cluster();
+    return 1;
+  }
+  test_calls();
+  test_forgery();
+  test_job();
+  stop_cluster();
+  return failures != 0;
+}
