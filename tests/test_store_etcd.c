@@ -10,7 +10,10 @@
  *  - a job of 4 ranks across 2 sites (STRATA_SITE) trains (an allreduce per step, every result
  *    checked exactly); one etcd member is killed, then rank 0, mid-training: the 3 survivors
  *    shrink through etcd and go on to the last step, with 0 wrong results.
- * Skipped (77) when etcd is not installed (scripts/deps.sh test installs etcd-server).
+ * Without etcd: a gateway that is not etcd (not HTTP, a body that is not JSON or nested too deep, a
+ * terabyte announced, a bad chunk, silence) costs a bounded error, never a crash or a hang, and a
+ * value it hands out unsealed is refused. The rest is skipped (77) when etcd is not installed
+ * (scripts/deps.sh test installs etcd-server).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,6 +32,7 @@
 #include <unistd.h>
 
 #include "boot/http_lite.h"
+#include "boot/json_lite.h"
 #include "boot/store.h"
 #include "boot/store_net.h"
 #include "helpers/check.h"
@@ -285,6 +289,73 @@ static void test_forgery(void) {
   strata_store_close(s);
 }
 
+/* ---- the cluster's leader ---- */
+
+/* POSTs body to member i's gateway; the answer parsed into doc (caller frees both). */
+static int member_call(int i, const char *path, const char *body, json_lite_doc *doc,
+                       char **answer) {
+  http_lite_conn c;
+  char endpoint[64];
+  snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", client_port[i]);
+  *answer = NULL;
+  if (http_lite_init(&c, endpoint) != STRATA_OK) return -1;
+  int code = 0, err = 0;
+  size_t len = 0;
+  int status = http_lite_post(&c, path, body, strlen(body), now_s() + 5, &code, answer, &len, &err);
+  http_lite_close(&c);
+  free(c.in);
+  if (status != STRATA_OK || code != 200 || json_lite_parse(*answer, len, 4096, doc) != STRATA_OK) {
+    free(*answer);
+    *answer = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+/* Member i's id and the leader it knows (as decimal text). */
+static int member_status(int i, char *id, char *leader, size_t len) {
+  json_lite_doc doc;
+  char *answer;
+  if (member_call(i, "/v3/maintenance/status", "{}", &doc, &answer) != 0) return -1;
+  int header = json_lite_member(&doc, 0, "header"),
+      mine = json_lite_member(&doc, header, "member_id"),
+      lead = json_lite_member(&doc, 0, "leader");
+  int ok = mine >= 0 && lead >= 0;
+  if (ok) {
+    snprintf(id, len, "%.*s", (int)(doc.tokens[mine].end - doc.tokens[mine].start),
+             answer + doc.tokens[mine].start);
+    snprintf(leader, len, "%.*s", (int)(doc.tokens[lead].end - doc.tokens[lead].start),
+             answer + doc.tokens[lead].start);
+  }
+  json_lite_free(&doc);
+  free(answer);
+  return ok ? 0 : -1;
+}
+
+/* Makes member 0 the leader (etcdctl move-leader), so that killing it costs the cluster an
+ * election and every rank its connection at once. 0 when member 0 leads. */
+static int lead_with_member_0(void) {
+  double deadline = now_s() + 10;
+  while (now_s() < deadline) {
+    char id0[32], leader[32], id[32], ignored[32];
+    if (member_status(0, id0, leader, sizeof id0) != 0) return -1;
+    if (!strcmp(id0, leader)) return 0;
+    for (int i = 1; i < MEMBERS; i++) {
+      if (member_status(i, id, ignored, sizeof id) != 0 || strcmp(id, leader)) continue;
+      char body[96];
+      snprintf(body, sizeof body, "{\"targetID\":\"%s\"}", id0);
+      json_lite_doc doc;
+      char *answer;
+      if (member_call(i, "/v3/maintenance/transfer-leadership", body, &doc, &answer) == 0) {
+        json_lite_free(&doc);
+        free(answer);
+      }
+    }
+    sleep_s(0.05);
+  }
+  return -1;
+}
+
 /* ---- a job through etcd, losing an etcd member and then rank 0 ---- */
 
 typedef struct progress {
@@ -394,14 +465,15 @@ static void test_job(void) {
   CHECK(p != MAP_FAILED);
   if (p == MAP_FAILED) return;
   memset(p, 0, sizeof *p);
+  CHECK(lead_with_member_0() == 0, "member 0 did not become the leader");
   pid_t ranks[RANKS];
   double t0 = now_s();
   for (int id = 0; id < RANKS; id++) {
     ranks[id] = fork();
     if (ranks[id] == 0) _exit(rank_main(id, p));
   }
-  /* mid-training: an etcd member dies (the first endpoint, the one every rank talks to), and
-   * a few steps later so does rank 0 */
+  /* mid-training: an etcd member dies (the leader, and the first endpoint: the one every rank
+   * talks to), and a few steps later so does rank 0 */
   CHECK(wait_steps(p, 0, 4) == 0, "the job did not reach step 4");
   kill_member(0);
   double killed_member = now_s();
@@ -433,16 +505,131 @@ static void test_job(void) {
   munmap(p, sizeof *p);
 }
 
+/* ---- a gateway that is not etcd (no etcd needed) ---- */
+
+/* Serves `reply` (n bytes; NULL: accept and stay silent) to every request on a loopback port, in
+ * a process of its own, until killed. Returns its pid; *port. */
+static pid_t fake_gateway(const char *reply, size_t n, int *port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
+      getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+    return -1;
+  *port = ntohs(a.sin_port);
+  pid_t pid = fork();
+  if (pid != 0) {
+    close(fd);
+    return pid;
+  }
+  for (;;) {
+    int c = accept(fd, NULL, NULL);
+    if (c < 0) continue;
+    char buf[8192];
+    ssize_t got = recv(c, buf, sizeof buf, 0); /* the request (small: one segment) */
+    if (got > 0 && reply) {
+      size_t off = 0;
+      while (off < n) {
+        ssize_t k = send(c, reply + off, n - off, MSG_NOSIGNAL);
+        if (k <= 0) break;
+        off += (size_t)k;
+      }
+      close(c);
+    } else if (!reply) {
+      sleep_s(30); /* silent: the client's deadline must end it */
+      close(c);
+    } else {
+      close(c);
+    }
+  }
+}
+
+static void end_process(pid_t pid) {
+  if (pid <= 0) return;
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+}
+
+/* An HTTP answer around body. */
+static char *http_answer(const char *status_line, const char *headers, const char *body) {
+  size_t n = strlen(status_line) + strlen(headers) + strlen(body) + 64;
+  char *out = malloc(n);
+  snprintf(out, n, "%s\r\n%s\r\n%s", status_line, headers, body);
+  return out;
+}
+
+static void test_hostile_gateway(void) {
+  char nest[4100];
+  memset(nest, '[', sizeof nest - 1);
+  nest[sizeof nest - 1] = '\0';
+  char huge_length[] = "HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n{}";
+  struct {
+    const char *what;
+    char *reply; /* malloc'd; NULL = silent */
+    int want;
+  } cases[] = {
+      {"not HTTP", strdup("SSH-2.0-OpenSSH_9.2\r\n"), STRATA_ERR_TIMEOUT},
+      {"a status line only", strdup("HTTP/1.1 200 OK\r\n"), STRATA_ERR_TIMEOUT},
+      {"a body that is not JSON", http_answer("HTTP/1.1 200 OK", "Content-Length: 5\r\n", "{\"kvs"),
+       STRATA_ERR_TIMEOUT},
+      {"JSON nested 4,099 deep", http_answer("HTTP/1.1 200 OK", "Connection: close\r\n", nest),
+       STRATA_ERR_TIMEOUT},
+      {"a body of a terabyte announced", strdup(huge_length), STRATA_ERR_TIMEOUT},
+      {"a bad chunk size",
+       http_answer("HTTP/1.1 200 OK", "Transfer-Encoding: chunked\r\n", "zz\r\n{}\r\n0\r\n\r\n"),
+       STRATA_ERR_TIMEOUT},
+      {"an error that is not etcd's",
+       http_answer("HTTP/1.1 400 Bad Request", "Content-Length: 2\r\n", "{}"), STRATA_ERR_PROTOCOL},
+      {"silence", NULL, STRATA_ERR_TIMEOUT},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    int port = 0;
+    pid_t pid = fake_gateway(cases[k].reply, cases[k].reply ? strlen(cases[k].reply) : 0, &port);
+    char fake[64];
+    snprintf(fake, sizeof fake, "etcd://127.0.0.1:%d", port);
+    strata_store *s = NULL;
+    double t0 = now_s();
+    int status = strata_store_connect_auth(fake, SECRET, "hostile", 0.3, &s);
+    double took = now_s() - t0;
+    CHECK(status == cases[k].want, "%s: %s", cases[k].what, strata_err_name(status));
+    CHECK(took < 3, "%s: %.2f s for a timeout of 0.3 s", cases[k].what, took);
+    CHECK(!s);
+    strata_store_close(s);
+    end_process(pid);
+    free(cases[k].reply);
+  }
+  /* a gateway that answers like etcd, chunked, with a value nobody sealed */
+  char *forged = http_answer("HTTP/1.1 200 OK", "Transfer-Encoding: chunked\r\n",
+                             "3\r\n{\"k\r\n34\r\nvs\":[{\"key\":\"eA==\",\"value\":\"Zm9yZ2Vk\"}],"
+                             "\"count\":\"1\"}\r\n0\r\n\r\n");
+  int port = 0;
+  pid_t pid = fake_gateway(forged, strlen(forged), &port);
+  char fake[64];
+  snprintf(fake, sizeof fake, "etcd://127.0.0.1:%d", port);
+  strata_store *s = NULL;
+  CHECK_STATUS(strata_store_connect_auth(fake, SECRET, "hostile", 2, &s), STRATA_OK);
+  void *value = NULL;
+  size_t len = 0;
+  if (s) CHECK_STATUS(strata_store_get(s, "x", &value, &len, 1), STRATA_ERR_AUTH);
+  CHECK(!value);
+  int64_t v = 0;
+  if (s) CHECK(strata_store_add(s, "n", 0, &v) != STRATA_OK, "a forged counter entry was summed");
+  strata_store_close(s);
+  end_process(pid);
+  free(forged);
+}
+
 int main(void) {
+  if (sodium_init() < 0) return 1;
+  setvbuf(stdout, NULL, _IONBF, 0);
+  test_hostile_gateway();
   const char *etcd = etcd_binary();
   if (!etcd) {
     printf(
         "test_store_etcd: etcd is not installed (Debian: etcd-server; scripts/deps.sh test): "
-        "skipped\n");
-    return 77;
+        "the rest skipped\n");
+    return failures ? 1 : 77;
   }
-  if (sodium_init() < 0) return 1;
-  setvbuf(stdout, NULL, _IONBF, 0);
   if (start_cluster(etcd) != 0) {
     printf("test_store_etcd: the etcd cluster did not come up\n");
     show_logs();

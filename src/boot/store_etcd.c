@@ -202,7 +202,7 @@ static int gateway_call(etcd_store *e, const char *path, const text *body, doubl
   if (body->failed) return STRATA_ERR_NO_MEMORY;
   double backoff_s = 0.005;
   int tries = 0, status = STRATA_ERR_TIMEOUT;
-  char why[200] = "no answer";
+  char why[640] = "no answer";
   for (;;) {
     http_lite_conn *c = &e->endpoints[e->current];
     /* a member that accepts and falls silent (frozen) must not take the whole budget: each
@@ -226,8 +226,10 @@ static int gateway_call(etcd_store *e, const char *path, const text *body, doubl
       int64_t grpc = -1;
       if (status == STRATA_OK) json_lite_int64(doc, json_lite_member(doc, 0, "code"), &grpc);
       int message = status == STRATA_OK ? json_lite_member(doc, 0, "message") : -1;
+      int message_len =
+          message >= 0 ? (int)(doc->tokens[message].end - doc->tokens[message].start) : 0;
       snprintf(why, sizeof why, "%s:%s answered HTTP %d: %.*s", c->host, c->port, code,
-               message >= 0 ? (int)(doc->tokens[message].end - doc->tokens[message].start) : 0,
+               message_len < 200 ? message_len : 200,
                message >= 0 ? out + doc->tokens[message].start : "");
       for (char *p = why; *p; p++)
         if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e) *p = '?';
