@@ -205,11 +205,12 @@ static int gateway_call(etcd_store *e, const char *path, const text *body, doubl
   char why[640] = "no answer";
   for (;;) {
     http_lite_conn *c = &e->endpoints[e->current];
-    /* a member that accepts and falls silent (frozen) must not take the whole budget: each
-     * attempt gets a share of what is left, a second at least */
+    /* a member that accepts and falls silent (frozen, or cut off from the others) must not take
+     * the whole budget: an attempt gets a share of the call's timeout, a second at least */
     double now = store_net_now_s(), left = deadline_s - now;
-    double share = e->nendpoints > 1 ? left / 2 : left;
-    if (share < 1.0) share = left;
+    double share = e->op_timeout_s / (2.0 * e->nendpoints);
+    if (share < 1.0) share = 1.0;
+    if (share > left) share = left;
     int code = 0, err = 0;
     char *out = NULL;
     size_t out_len = 0;
