@@ -297,13 +297,25 @@ int http_lite_post(http_lite_conn *c, const char *path, const char *body, size_t
   *out_len = 0;
   *status_code = 0;
   *errno_out = 0;
-  int status = STRATA_OK, keep = 1;
-  if (c->fd < 0) {
+  int status = STRATA_OK, keep = 1, reused = c->fd >= 0;
+  if (!reused) {
     c->in_len = 0;
     status = connect_endpoint(c, deadline_s, errno_out);
   }
   if (status == STRATA_OK)
     status = exchange(c, path, body, len, deadline_s, status_code, out, out_len, errno_out, &keep);
+  if (status == STRATA_ERR_PEER_LOST && reused) {
+    /* a kept-alive connection the server closed while idle: once more on a fresh one (the
+     * callers' requests are idempotent, so one that did arrive may arrive twice) */
+    free(*out);
+    *out = NULL;
+    *out_len = 0;
+    http_lite_close(c);
+    status = connect_endpoint(c, deadline_s, errno_out);
+    if (status == STRATA_OK)
+      status =
+          exchange(c, path, body, len, deadline_s, status_code, out, out_len, errno_out, &keep);
+  }
   if (status != STRATA_OK) {
     free(*out);
     *out = NULL;

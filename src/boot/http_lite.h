@@ -33,7 +33,8 @@ void http_lite_close(http_lite_conn *c);
  * store_net_now_s). *status_code = the HTTP status, *out = the body (malloc'd, NUL-terminated,
  * *out_len bytes before the NUL). STRATA_OK whatever the HTTP status; STRATA_ERR_TIMEOUT,
  * STRATA_ERR_PEER_LOST (could not connect, closed, reset: *errno_out says why when known),
- * STRATA_ERR_PROTOCOL (not HTTP, too large) — each closing the connection. */
+ * STRATA_ERR_PROTOCOL (not HTTP, too large) — each closing the connection. A kept-alive
+ * connection found closed is replaced once, the request sent again: requests must be idempotent. */
 int http_lite_post(http_lite_conn *c, const char *path, const char *body, size_t len,
                    double deadline_s, int *status_code, char **out, size_t *out_len,
                    int *errno_out);

@@ -239,8 +239,10 @@ static int gateway_call(etcd_store *e, const char *path, const text *body, doubl
       free(out);
       if (!retry) {
         STRATA_LOG(STRATA_LOG_ERROR, -1, "store: etcd %s", why);
+        /* unauthenticated, permission denied: etcd's users are on; resource exhausted: its
+         * backend quota is full ("database space exceeded"), as the store's own quota refuses */
         return grpc == 16 || grpc == 7 ? STRATA_ERR_AUTH
-               : grpc == 8             ? STRATA_ERR_NO_MEMORY
+               : grpc == 8             ? STRATA_ERR_QUOTA
                                        : STRATA_ERR_PROTOCOL;
       }
       http_lite_close(c); /* try another member: this one may be cut off from the leader */
