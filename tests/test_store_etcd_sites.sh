@@ -5,8 +5,9 @@
 # one in site 1) keeps the job's store (STRATA_STORE=etcd://...); 4 chaos workers
 # (bench/chaos/worker.c: out-of-place allreduces checked exactly, agree, shrink on failure, grow
 # every 10 steps), ranks 0 and 2 in site 0, 1 and 3 in site 1. Mid-training the etcd member every
-# worker talks to is killed, then rank 0: the survivors must shrink through etcd and go on, with
-# 0 wrong results, no hang, no worker that gave up.
+# worker talks to is killed, then rank 0: the survivors must shrink through etcd and go on, and a
+# replacement started in rank 0's site (STRATA_JOIN=1) must join at their next grow; 0 wrong
+# results, no hang, no worker that gave up.
 # Needs root, /dev/net/tun, `ip netns` and etcd (Debian: etcd-server); skipped (77) without them.
 set -u
 . "$(dirname "$0")/helpers/netem_prelude.sh"
@@ -61,13 +62,17 @@ done
 [ $up -eq 1 ] || { fail "the etcd cluster did not come up"; tail -5 "$work"/m*.log; exit 1; }
 
 secret=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-for id in 0 1 2 3; do
-  "$strata" netem exec --name "$name" $((id % 2)) -- env STRATA_RANK=$id STRATA_WORLD_SIZE=4 \
+# start_worker ID [ENV...]: worker ID in site ID % 2
+start_worker() {
+  local id=$1
+  shift
+  "$strata" netem exec --name "$name" $((id % 2)) -- env "$@" \
     STRATA_STORE="$store" STRATA_JOB_ID="etcd-sites-$$" STRATA_SECRET="$secret" STRATA_SHM=0 \
     STRATA_TIMEOUT=3 STRATA_SITE="site$((id % 2))" CHAOS_ID=$id CHAOS_LOG="$work/w$id.jsonl" \
     CHAOS_COUNT=16384 CHAOS_MAX_S=90 "$worker" 2>"$work/w$id.stderr" &
   pids+=($!)
-done
+}
+for id in 0 1 2 3; do start_worker $id STRATA_RANK=$id STRATA_WORLD_SIZE=4; done
 
 # the highest step worker id has completed ("op" lines), 0 before its first
 step_of() {
@@ -108,22 +113,36 @@ t=$(now)
 r0_step=$(step_of 1)
 wait_step $((r0_step + 1)) 1 2 3 || fail "the survivors did not go on after rank 0 died"
 r0_next=$(since "$t")
-wait_step $((r0_step + 10)) 1 2 3 || fail "the survivors did not go on after rank 0 died"
-for id in 1 2 3; do kill -TERM "$(pid_of $id)" 2>/dev/null; done
-for i in 4 5 6; do wait "${pids[$i]}"; done 2>/dev/null
+wait_step $((r0_step + 5)) 1 2 3 || fail "the survivors did not go on after rank 0 died"
+# a replacement in rank 0's site joins through etcd at the survivors' next grow
+seen=$(wc -l <"$work/w1.jsonl")
+start_worker 4 STRATA_JOIN=1
+t=$(now)
+joined=0
+for _ in $(seq 1 400); do
+  tail -n +$((seen + 1)) "$work/w1.jsonl" | grep -q '"ev":"op".*"size":4' && { joined=1; break; }
+  sleep 0.05
+done
+join_s=$(since "$t")
+[ $joined -eq 1 ] || fail "the replacement did not join"
+wait_step $(($(step_of 1) + 3)) 1 2 3 4 || fail "the grown group did not go on"
+for id in 1 2 3 4; do kill -TERM "$(pid_of $id)" 2>/dev/null; done
+for i in 4 5 6 7; do wait "${pids[$i]}"; done 2>/dev/null
 wrong=$(cat "$work"/w*.jsonl | grep -c '"ev":"wrong"')
 hangs=$(cat "$work"/w*.jsonl | grep -c '"ev":"hang"')
 gave_up=$(cat "$work"/w*.jsonl | grep -c '"ev":"gave_up"')
-sizes=$(for id in 1 2 3; do grep '"ev":"op"' "$work/w$id.jsonl" | tail -1 | grep -o '"size":[0-9]*'; done | sort -u)
+sizes=$(for id in 1 2 3 4; do grep '"ev":"op"' "$work/w$id.jsonl" | tail -1 | grep -o '"size":[0-9]*'; done | sort -u)
+shrunk=$(grep -c '"ev":"op".*"size":3' "$work/w1.jsonl")
 echo "etcd across 2 sites: member m0 killed at step $m0_step (every worker's next step" \
-  "${m0_next} s later), rank 0 at step $r0_step (the survivors' next step ${r0_next} s later);" \
-  "the survivors reached step $(step_of 1) ($sizes), $wrong wrong results, $hangs hangs," \
-  "$((SECONDS - t0)) s"
+  "${m0_next} s later), rank 0 at step $r0_step (the survivors' next step ${r0_next} s later," \
+  "$shrunk steps as 3), a replacement joined ${join_s} s after it started; step $(step_of 1)" \
+  "reached ($sizes), $wrong wrong results, $hangs hangs, $((SECONDS - t0)) s"
 [ "$wrong" -eq 0 ] || fail "$wrong wrong results"
 [ "$hangs" -eq 0 ] || fail "$hangs hangs"
 [ "$gave_up" -eq 0 ] || fail "a worker gave up"
-[ "$sizes" = '"size":3' ] || fail "the survivors' last group was not of 3 ($sizes)"
-for id in 1 2 3; do
+[ "$shrunk" -ge 5 ] || fail "the survivors did only $shrunk steps as a group of 3"
+[ "$sizes" = '"size":4' ] || fail "the last group was not of 4 ($sizes)"
+for id in 1 2 3 4; do
   grep -q '"ev":"final","rc":0,' "$work/w$id.jsonl" || fail "worker $id did not end with rc 0"
 done
 exit $((failures != 0))
