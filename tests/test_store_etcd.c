@@ -137,24 +137,39 @@ static void show_logs(void) {
   }
 }
 
-/* Starts the cluster; 0 when it answers (a leader is elected) within 20 s. */
+/* Starts the cluster; 0 when it answers (a leader is elected) within 20 s. A port taken between
+ * free_port() and etcd's bind (the host is shared) fails a member at once: then again, with
+ * other ports. */
 static int start_cluster(const char *etcd) {
   const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
   snprintf(work_dir, sizeof work_dir, "%s/strata-etcd-XXXXXX", base);
   if (!mkdtemp(work_dir)) return -1;
-  size_t used = 0;
-  used += (size_t)snprintf(url, sizeof url, "%s", STRATA_ETCD_SCHEME);
-  for (int i = 0; i < MEMBERS; i++) {
-    client_port[i] = free_port();
-    peer_port[i] = free_port();
-    used += (size_t)snprintf(url + used, sizeof url - used, "%s127.0.0.1:%d", i ? "," : "",
-                             client_port[i]);
+  for (int attempt = 0; attempt < 3; attempt++) {
+    size_t used = (size_t)snprintf(url, sizeof url, "%s", STRATA_ETCD_SCHEME);
+    for (int i = 0; i < MEMBERS; i++) {
+      client_port[i] = free_port();
+      peer_port[i] = free_port();
+      used += (size_t)snprintf(url + used, sizeof url - used, "%s127.0.0.1:%d", i ? "," : "",
+                               client_port[i]);
+    }
+    for (int i = 0; i < MEMBERS; i++) start_member(etcd, i);
+    strata_store *s = NULL;
+    int status = strata_store_connect_auth(url, SECRET, "probe", 20, &s);
+    strata_store_close(s);
+    int alive = 1;
+    for (int i = 0; i < MEMBERS; i++)
+      if (waitpid(member_pid[i], NULL, WNOHANG) == member_pid[i]) { /* it exited: reaped */
+        member_pid[i] = 0;
+        alive = 0;
+      }
+    if (status == STRATA_OK && alive) return 0;
+    show_logs();
+    for (int i = 0; i < MEMBERS; i++) kill_member(i);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'/m*", work_dir);
+    if (system(cmd) != 0) return -1;
   }
-  for (int i = 0; i < MEMBERS; i++) start_member(etcd, i);
-  strata_store *s = NULL;
-  int status = strata_store_connect_auth(url, SECRET, "probe", 20, &s);
-  strata_store_close(s);
-  return status == STRATA_OK ? 0 : -1;
+  return -1;
 }
 
 /* ---- the store's calls ---- */
