@@ -529,8 +529,10 @@ static int counter_sum(etcd_store *e, const char *prefix, double deadline_s, con
   int64_t *created = calloc((size_t)n + 1, sizeof *created), mine_revision = 0;
   uint64_t *delta = calloc((size_t)n + 1, sizeof *delta);
   if (!created || !delta) status = STRATA_ERR_NO_MEMORY;
-  for (int i = 0; i < n && status == STRATA_OK; i++) {
-    int kv = json_lite_element(&doc, kvs, i);
+  /* element by element along the tokens (json_lite_element from the start each time would make
+   * an answer of many entries quadratic) */
+  for (int i = 0, kv = json_lite_element(&doc, kvs, 0); i < n && status == STRATA_OK;
+       i++, kv = kv >= 0 && kv < doc.ntokens ? doc.tokens[kv].after : -1) {
     uint8_t *key = NULL, *sealed = NULL;
     size_t key_len = 0, sealed_len = 0;
     status = token_base64(&doc, json_lite_member(&doc, kv, "key"), &key, &key_len);
