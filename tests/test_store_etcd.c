@@ -9,7 +9,8 @@
  *  - losing a member: every call goes on through the others;
  *  - a job of 4 ranks across 2 sites (STRATA_SITE) trains (an allreduce per step, every result
  *    checked exactly); one etcd member is killed, then rank 0, mid-training: the 3 survivors
- *    shrink through etcd and go on to the last step, with 0 wrong results.
+ *    shrink through etcd and go on to the last step, with 0 wrong results;
+ *  - KV transfer's metadata published and fetched through etcd.
  * Without etcd: a gateway that is not etcd (not HTTP, a body that is not JSON or nested too deep, a
  * terabyte announced, a bad chunk, silence) costs a bounded error, never a crash or a hang, and a
  * value it hands out unsealed is refused. The rest is skipped (77) when etcd is not installed
@@ -37,6 +38,7 @@
 #include "boot/store_net.h"
 #include "helpers/check.h"
 #include "strata.h"
+#include "strata_kv.h"
 
 enum { MEMBERS = 3, RANKS = 4, STEPS = 24, COUNT = 4096 };
 static const char *SECRET = "etcd-test-secret";
@@ -520,6 +522,29 @@ static void test_job(void) {
   munmap(p, sizeof *p);
 }
 
+/* KV transfer's metadata (strata_kv_metadata_publish / peer_fetch) through etcd too. */
+static void test_kv_metadata(void) {
+  strata_kv_agent *agents[2] = {NULL, NULL};
+  const char *names[2] = {"prefill", "decode"};
+  for (int i = 0; i < 2; i++) {
+    strata_kv_config cfg;
+    strata_kv_config_init(&cfg);
+    cfg.name = names[i];
+    cfg.secret = SECRET;
+    cfg.job_id = "kv-etcd";
+    cfg.timeout_s = 5;
+    CHECK_STATUS(strata_kv_agent_create(&cfg, &agents[i]), STRATA_OK);
+  }
+  if (agents[0] && agents[1]) {
+    int peer = -1;
+    CHECK_STATUS(strata_kv_metadata_publish(agents[1], url, 5), STRATA_OK);
+    CHECK_STATUS(strata_kv_peer_fetch(agents[0], url, "decode", 5, &peer), STRATA_OK);
+    CHECK(peer >= 0);
+    CHECK_STATUS(strata_kv_peer_fetch(agents[0], url, "nobody", 0.3, &peer), STRATA_ERR_TIMEOUT);
+  }
+  for (int i = 0; i < 2; i++) strata_kv_agent_destroy(agents[i]);
+}
+
 /* ---- a gateway that is not etcd (no etcd needed) ---- */
 
 /* Serves `reply` (n bytes; NULL: accept and stay silent) to every request on a loopback port, in
@@ -653,7 +678,8 @@ int main(void) {
   }
   test_calls();
   test_forgery();
-  test_job();
+  test_job(); /* forks: before any thread (the KV agents have some) */
+  test_kv_metadata();
   stop_cluster();
   return failures != 0;
 }
