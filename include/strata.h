@@ -289,6 +289,9 @@ typedef struct strata_config {
   strata_encrypt_mode encrypt; /* STRATA_ENCRYPT: TCP frames sealed with
                                  AES-256-GCM or ChaCha20-Poly1305 under keys agreed per connection
                                  (docs/security.md). Default AUTO */
+  char store_url[512];         /* STRATA_STORE: "etcd://HOST:PORT[,HOST:PORT...]" keeps the store
+                                  in an etcd cluster that outlives any rank (docs/elastic.md);
+                                  "" (default) = strata's own store at store_addr */
 } strata_config;
 
 /* The longest STRATA_TIMEOUT honoured (about 11.6 days): longer values are clamped to it. */
@@ -587,7 +590,9 @@ STRATA_API int strata_store_addr_parse(const char *addr, int allow_empty_host, c
  * (secret, job_id) first, as the ranks do (NULL or "" for a store started without a secret): a
  * store that refuses the proof, or cannot prove its own, gives STRATA_ERR_AUTH at once. */
 typedef struct strata_store strata_store;
-/* Connect, retrying until timeout_s (the server may not be up yet). */
+/* Connect, retrying until timeout_s (the server may not be up yet). An addr of the form
+ * "etcd://HOST:PORT[,HOST:PORT...]" is an etcd cluster instead (STRATA_STORE): its members are
+ * tried in turn, and values are sealed with the job key (docs/elastic.md). */
 STRATA_API int strata_store_connect_auth(const char *addr, const char *secret, const char *job_id,
                                          double timeout_s, strata_store **out);
 STRATA_API int strata_store_set(strata_store *s, const char *key, const void *value, size_t len);

@@ -162,7 +162,8 @@ STRATA_API int strata_kv_peer_region(strata_kv_agent *agent, int peer, size_t in
 
 /* The same through strata's rendezvous store (`strata store`, or any strata_store_server),
  * authenticated with the agent's secret and job id: publish sets "kv/<job id>/<name>"; fetch
- * waits up to timeout_s for a peer's name to appear, then loads it. */
+ * waits up to timeout_s for a peer's name to appear, then loads it. store_addr may be an etcd
+ * cluster, "etcd://HOST:PORT[,HOST:PORT...]" (strata_store_connect_auth). */
 STRATA_API int strata_kv_metadata_publish(strata_kv_agent *agent, const char *store_addr,
                                           double timeout_s);
 STRATA_API int strata_kv_peer_fetch(strata_kv_agent *agent, const char *store_addr,

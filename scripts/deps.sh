@@ -8,7 +8,7 @@ want=(cmake gcc g++ make pkg-config libsodium-dev libssl-dev libzstd-dev libxxha
       libjansson-dev python3-dev libucx-dev libpmix-dev)
 case "${1:-build}" in
   test)  want+=(openmpi-bin libopenmpi-dev iperf3 iproute2 procps tcpdump
-               clang-format clang libfuzzer-14-dev ucx-utils) ;;
+               clang-format clang libfuzzer-14-dev ucx-utils etcd-server) ;;
   format) want=(clang-format) ;;
   # the libFuzzer harnesses (tests/fuzz): clang's fuzzer runtime and sanitizers
   fuzz) want=(cmake make pkg-config libsodium-dev libssl-dev libzstd-dev libxxhash-dev libyaml-dev

@@ -40,6 +40,11 @@ static const strata_setting settings[] = {
   {"STRATA_STORE_EXTERNAL", CFG(store_external), C, STRATA_SETTING_BOOL, 0, 0, "0",
    "1: a standalone store (`strata store`, `strata launch`) serves `STRATA_ADDR`; 0: rank 0 serves "
    "it"},
+  {"STRATA_STORE", CFG(store_url), C, STRATA_SETTING_WORD, 0, 0, NULL,
+   "`etcd://HOST:PORT[,HOST:PORT...]`: keep the rendezvous store in an etcd cluster (its v3 "
+   "gateway, members tried in turn) so that agreement, shrink and grow outlive any host of the "
+   "job; values are sealed with the job secret; \"\" = strata's own store at `STRATA_ADDR` "
+   "([elastic.md](elastic.md))"},
   {"STRATA_HOST", CFG(advertise_host), C, STRATA_SETTING_WORD, 0, 0, NULL,
    "address peers use to reach this rank; \"\" = the local address of the connection to the store "
    "(behind NAT or with several NICs, set it)"},

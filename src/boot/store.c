@@ -497,11 +497,15 @@ static int store_connect(const char *addr, const char *secret, const char *key_j
 }
 
 int strata_store_connect(const char *addr, double timeout_s, strata_store **out) {
+  if (strata_store_is_etcd_url(addr))
+    return strata_store_connect_etcd(addr, "", "", timeout_s, out);
   return store_connect(addr, "", "", NULL, 0, 1, timeout_s, out);
 }
 
 int strata_store_connect_auth(const char *addr, const char *secret, const char *job_id,
                               double timeout_s, strata_store **out) {
+  if (strata_store_is_etcd_url(addr))
+    return strata_store_connect_etcd(addr, secret, job_id, timeout_s, out);
   return store_connect(addr, secret, job_id, NULL, 0, 1, timeout_s, out);
 }
 
@@ -517,6 +521,10 @@ int strata_store_connect_job_auth(const char *addr, const char *secret, const ch
     return STRATA_ERR_INVALID_ARG;
   }
   return store_connect(addr, secret, job_id, job_id, rank, nranks, timeout_s, out);
+}
+
+const char *strata_store_address(const strata_config *cfg) {
+  return cfg->store_url[0] ? cfg->store_url : cfg->store_addr;
 }
 
 /* ---- the caller's store ---- */

@@ -38,6 +38,17 @@ int strata_store_connect_job(const char *addr, const char *job_id, int rank, int
                              double timeout_s, strata_store **out);
 int strata_store_connect_job_auth(const char *addr, const char *secret, const char *job_id,
                                   int rank, int nranks, double timeout_s, strata_store **out);
+/* store_etcd.c: a store kept in an etcd cluster, url "etcd://HOST:PORT[,HOST:PORT...]" (the
+ * members to try, in turn); values sealed with the key of (secret, job_id), keys under
+ * "strata/<job>/". strata_store_connect_auth takes such a url too. */
+#define STRATA_ETCD_SCHEME "etcd://"
+int strata_store_is_etcd_url(const char *url);
+int strata_store_connect_etcd(const char *url, const char *secret, const char *job_id,
+                              double timeout_s, strata_store **out);
+/* The store a communicator of cfg uses when nobody in it serves one: cfg->store_url when set
+ * (STRATA_STORE), else cfg->store_addr. */
+const char *strata_store_address(const strata_config *cfg);
+
 /* env_names.c: whether `name` (len bytes) is a STRATA_* variable strata reads; and a warning,
  * once per process, for each STRATA_* variable of envp that is not, naming the closest real one
  * (strata_config_from_env calls it). */

@@ -70,7 +70,14 @@ static int check_config(const strata_config *cfg, int has_store_ops) {
                cfg->world_size - 1);
     return STRATA_ERR_CONFIG;
   }
-  if (cfg->world_size > 1 && !cfg->store_addr[0] && !has_store_ops) {
+  if (cfg->store_url[0] && !strata_store_is_etcd_url(cfg->store_url)) {
+    STRATA_LOG(STRATA_LOG_ERROR, cfg->rank,
+               "STRATA_STORE=%.200s: expected etcd://HOST:PORT[,HOST:PORT...] (or unset: strata's "
+               "own store at STRATA_ADDR)",
+               cfg->store_url);
+    return STRATA_ERR_CONFIG;
+  }
+  if (cfg->world_size > 1 && !cfg->store_addr[0] && !cfg->store_url[0] && !has_store_ops) {
     STRATA_LOG(STRATA_LOG_ERROR, cfg->rank,
                "no rendezvous address: set STRATA_ADDR=host:port (or MASTER_ADDR/MASTER_PORT)");
     return STRATA_ERR_CONFIG;
@@ -113,7 +120,7 @@ static int connect_world(strata_comm *comm) {
   /* A store rank 0 serves lives only as long as this communicator, and the job's next one serves
    * another at the same address: ranks connect as members of this job so that a rank done early
    * never talks to the store that is going away (store_wire.h: HELLO). */
-  if (!cfg->store_external && comm->rank == 0 && !comm->store_server) {
+  if (!cfg->store_external && !cfg->store_url[0] && comm->rank == 0 && !comm->store_server) {
     status = strata_store_server_start_job_auth(cfg->store_addr, cfg->secret, cfg->job_id,
                                                 comm->nranks, &comm->store_server);
     if (status != STRATA_OK) {
@@ -124,15 +131,16 @@ static int connect_world(strata_comm *comm) {
     if (comm->nranks == 1) /* a world of one may serve on port 0: connect to the port it got */
       rebind_store_port(&comm->cfg, strata_store_server_port(comm->store_server));
   }
+  /* an etcd cluster (STRATA_STORE) outlives every rank: nobody serves it, nobody says hello */
   status =
-      cfg->store_external
-          ? strata_store_connect_auth(cfg->store_addr, cfg->secret, cfg->job_id, cfg->timeout_s,
-                                      &comm->store)
+      cfg->store_external || cfg->store_url[0]
+          ? strata_store_connect_auth(strata_store_address(cfg), cfg->secret, cfg->job_id,
+                                      cfg->timeout_s, &comm->store)
           : strata_store_connect_job_auth(cfg->store_addr, cfg->secret, cfg->job_id, comm->rank,
                                           comm->nranks, cfg->timeout_s, &comm->store);
   if (status != STRATA_OK) {
     STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "cannot reach the rendezvous store at %s: %s",
-               cfg->store_addr, strata_strerror(status));
+               strata_store_address(cfg), strata_strerror(status));
     return status;
   }
 open_net:;

@@ -394,9 +394,10 @@ static int next_epoch(strata_comm *comm, int rank, int size, const char *job_id,
   /* A communicator of one rank has no connections and so no store of its own; the last survivor
    * keeps the job's, to shrink and grow through it later. */
   if (!(*out)->store) {
-    status = comm->has_store_ops ? strata_store_from_ops(&comm->store_ops, "", &(*out)->store)
-                                 : strata_store_connect_auth(cfg.store_addr, cfg.secret, cfg.job_id,
-                                                             cfg.timeout_s, &(*out)->store);
+    status = comm->has_store_ops
+                 ? strata_store_from_ops(&comm->store_ops, "", &(*out)->store)
+                 : strata_store_connect_auth(strata_store_address(&cfg), cfg.secret, cfg.job_id,
+                                             cfg.timeout_s, &(*out)->store);
     if (status != STRATA_OK) {
       strata_comm_destroy(*out);
       *out = NULL;
@@ -513,12 +514,12 @@ int strata_comm_join(const strata_config *cfg, const strata_store_ops *ops, stra
   if (ops) {
     status = strata_store_from_ops(ops, "", &store);
   } else {
-    status = strata_store_connect_auth(cfg->store_addr, cfg->secret, cfg->job_id, cfg->timeout_s,
-                                       &store);
+    status = strata_store_connect_auth(strata_store_address(cfg), cfg->secret, cfg->job_id,
+                                       cfg->timeout_s, &store);
   }
   if (status != STRATA_OK) {
     STRATA_LOG(STRATA_LOG_ERROR, -1, "join: cannot reach the rendezvous store at %s: %s",
-               cfg->store_addr, strata_strerror(status));
+               strata_store_address(cfg), strata_strerror(status));
     return status;
   }
   char key[256];
