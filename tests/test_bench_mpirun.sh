@@ -44,6 +44,11 @@ else
         "$tmp/info.err" || fail "rank $rank: no PMIx line: $(grep PMIx "$tmp/info.err" | head -3)"
       grep -q "rank $rank of 3 ready (job pmix-" "$tmp/info.err" || fail "rank $rank: not job pmix-*"
     done
+    # the data connections' addresses came from the peers' PMIx servers, none from the store
+    grep -q "PMIx: [1-9][0-9]* peer addresses fetched through PMIx, 0 read from the store" \
+      "$tmp/info.err" || fail "no address fetched through PMIx: $(grep PMIx "$tmp/info.err" | tail -3)"
+    ! grep -q "not fetched through PMIx" "$tmp/info.err" ||
+      fail "an address fell back to the store: $(grep 'not fetched' "$tmp/info.err" | head -1)"
   else fail "mpirun -np 3 (info): exit $status: $(tail -3 "$tmp/info.err")"; fi
 
   # a split, and the world again after a destroy (a second rendezvous through PMIx)

@@ -33,6 +33,7 @@
 #include "boot/pmix.h"
 #include "boot/store.h"
 #include "core/core.h"
+#include "core/store.h"
 
 static const char *env_value(const char *name) {
   const char *value = getenv(name);
@@ -58,9 +59,18 @@ int strata_pmix_launched(void) {
 
 #ifndef STRATA_HAVE_PMIX
 
-int strata_pmix_rendezvous(strata_config *cfg, strata_store_server **server) {
+int strata_pmix_rendezvous(strata_config *cfg, strata_store_server **server, unsigned *round) {
   (void)cfg;
   *server = NULL;
+  *round = 0;
+  return STRATA_ERR_UNSUPPORTED;
+}
+
+int strata_pmix_address_book(strata_store *inner, int rank, unsigned round, strata_store **out) {
+  (void)inner;
+  (void)rank;
+  (void)round;
+  *out = NULL;
   return STRATA_ERR_UNSUPPORTED;
 }
 
@@ -323,8 +333,9 @@ static int take_ranks(strata_config *cfg, int *nodes) {
   return STRATA_OK;
 }
 
-int strata_pmix_rendezvous(strata_config *cfg, strata_store_server **server) {
+int strata_pmix_rendezvous(strata_config *cfg, strata_store_server **server, unsigned *out_round) {
   *server = NULL;
+  *out_round = 0;
   pthread_once(&init_once, pmix_open);
   if (init_status != STRATA_OK) return init_status;
   int nodes = 0, status = take_ranks(cfg, &nodes);
@@ -332,6 +343,7 @@ int strata_pmix_rendezvous(strata_config *cfg, strata_store_server **server) {
   pthread_mutex_lock(&generation_lock);
   unsigned round = generation++;
   pthread_mutex_unlock(&generation_lock);
+  *out_round = round;
   char key[PMIX_MAX_KEYLEN + 1], published[sizeof cfg->store_addr + sizeof cfg->secret + 2] = "";
   snprintf(key, sizeof key, "strata.boot.%u", round);
   if (cfg->rank == 0) status = serve_store(cfg, nodes, server, published, sizeof published);
@@ -347,6 +359,141 @@ int strata_pmix_rendezvous(strata_config *cfg, strata_store_server **server) {
   STRATA_LOG(STRATA_LOG_INFO, cfg->rank,
              "PMIx: rank %d of %d (namespace %s): store %s served by rank 0, found through PMIx",
              cfg->rank, cfg->world_size, self.nspace, cfg->store_addr);
+  return STRATA_OK;
+}
+
+/* The address book (pmix.h). Why both places: PMIx spares the store the N reads of a job's
+ * addresses (each rank fetches only the peers it dials, from their own PMIx servers), while the
+ * copy in the store keeps a launcher whose server cannot fetch another process's data before a
+ * fence working. */
+typedef struct pmix_book {
+  strata_store_head head;
+  strata_store *inner;
+  int rank;
+  unsigned round;
+  unsigned long fetched, fell_back;
+} pmix_book;
+
+/* The rank an address key names ("<prefix>/addr/<n>"), or -1 for any other key. */
+static int address_rank(const char *key) {
+  const char *tag = strstr(key, "/addr/");
+  if (!tag) return -1;
+  const char *digits = tag + 6;
+  char *end = NULL;
+  long rank = strtol(digits, &end, 10);
+  if (end == digits || *end || rank < 0 || rank > (1L << 30)) return -1;
+  return (int)rank;
+}
+
+/* The PMIx key of an address: the rendezvous's round and the store key, which names the
+ * transport's open within it. */
+static int book_key(const pmix_book *b, const char *key, char *out, size_t len) {
+  int n = snprintf(out, len, "strata.%u.%s", b->round, key);
+  return n > 0 && (size_t)n < len && (size_t)n <= PMIX_MAX_KEYLEN;
+}
+
+static int book_set(strata_store *s, const char *key, const void *value, size_t len) {
+  pmix_book *b = (pmix_book *)s;
+  char pkey[PMIX_MAX_KEYLEN + 8];
+  if (address_rank(key) == b->rank && book_key(b, key, pkey, sizeof pkey) && len < 4096 &&
+      !memchr(value, '\0', len)) {
+    char text[4096];
+    memcpy(text, value, len);
+    text[len] = '\0';
+    pmix_value_t v;
+    api.PMIx_Value_load(&v, text, PMIX_STRING);
+    pmix_status_t rc = api.PMIx_Put(PMIX_GLOBAL, pkey, &v);
+    api.PMIx_Value_destruct(&v);
+    if (rc == PMIX_SUCCESS) rc = api.PMIx_Commit();
+    if (rc != PMIX_SUCCESS)
+      STRATA_LOG(STRATA_LOG_WARN, b->rank, "PMIx: cannot publish %s (%s): peers read the store",
+                 key, api.PMIx_Error_string(rc));
+  }
+  return strata_store_set(b->inner, key, value, len);
+}
+
+static int book_get(strata_store *s, const char *key, void **value, size_t *len, double timeout_s) {
+  pmix_book *b = (pmix_book *)s;
+  int peer = address_rank(key);
+  char pkey[PMIX_MAX_KEYLEN + 8];
+  if (peer >= 0 && book_key(b, key, pkey, sizeof pkey)) {
+    pmix_proc_t proc;
+    memset(&proc, 0, sizeof proc);
+    memcpy(proc.nspace, self.nspace, sizeof proc.nspace);
+    proc.rank = (pmix_rank_t)peer;
+    int wait_s = (int)fmax(1.0, fmin(ceil(timeout_s), 1e6));
+    pmix_info_t info;
+    api.PMIx_Info_load(&info, PMIX_TIMEOUT, &wait_s, PMIX_INT);
+    pmix_value_t *v = NULL;
+    pmix_status_t rc = api.PMIx_Get(&proc, pkey, &info, 1, &v);
+    if (rc == PMIX_SUCCESS && v && v->type == PMIX_STRING && v->data.string) {
+      *len = strlen(v->data.string);
+      *value = malloc(*len + 1);
+      if (*value) memcpy(*value, v->data.string, *len + 1);
+      api.PMIx_Value_destruct(v);
+      free(v);
+      if (!*value) return STRATA_ERR_NO_MEMORY;
+      b->fetched++;
+      return STRATA_OK;
+    }
+    if (v) {
+      api.PMIx_Value_destruct(v);
+      free(v);
+    }
+    if (!b->fell_back++)
+      STRATA_LOG(STRATA_LOG_INFO, b->rank,
+                 "PMIx: rank %d's address not fetched through PMIx (%s): read from the store", peer,
+                 api.PMIx_Error_string(rc));
+  }
+  return strata_store_get(b->inner, key, value, len, timeout_s);
+}
+
+static int book_set_if_absent(strata_store *s, const char *key, const void *value, size_t len,
+                              int *was_set) {
+  return strata_store_set_if_absent(((pmix_book *)s)->inner, key, value, len, was_set);
+}
+
+static int book_wait(strata_store *s, const char *const *keys, size_t nkeys, double timeout_s) {
+  return strata_store_wait(((pmix_book *)s)->inner, keys, nkeys, timeout_s);
+}
+
+static int book_add(strata_store *s, const char *key, int64_t delta, int64_t *result) {
+  return strata_store_add(((pmix_book *)s)->inner, key, delta, result);
+}
+
+static int book_local_host(const strata_store *s, char *host, size_t len) {
+  return strata_store_local_host(((const pmix_book *)s)->inner, host, len);
+}
+
+static void book_close(strata_store *s) {
+  pmix_book *b = (pmix_book *)s;
+  if (b->fetched || b->fell_back)
+    STRATA_LOG(STRATA_LOG_INFO, b->rank,
+               "PMIx: %lu peer addresses fetched through PMIx, %lu read from the store", b->fetched,
+               b->fell_back);
+  free(b);
+}
+
+static const strata_store_impl book_impl = {
+    .set = book_set,
+    .set_if_absent = book_set_if_absent,
+    .get = book_get,
+    .wait = book_wait,
+    .add = book_add,
+    .local_host = book_local_host,
+    .close = book_close,
+};
+
+int strata_pmix_address_book(strata_store *inner, int rank, unsigned round, strata_store **out) {
+  *out = NULL;
+  if (!inner || rank < 0 || init_status != STRATA_OK) return STRATA_ERR_INVALID_ARG;
+  pmix_book *b = calloc(1, sizeof *b);
+  if (!b) return STRATA_ERR_NO_MEMORY;
+  b->head.impl = &book_impl;
+  b->inner = inner;
+  b->rank = rank;
+  b->round = round;
+  *out = (strata_store *)b;
   return STRATA_OK;
 }
 

@@ -144,8 +144,14 @@ static int connect_world(strata_comm *comm) {
     return status;
   }
 open_net:;
+  if (comm->pmix_world) {
+    status = strata_pmix_address_book(comm->store, comm->rank, comm->pmix_round, &comm->addr_store);
+    if (status != STRATA_OK) return status;
+  }
   char err[512] = "";
-  status = strata_net_open(cfg, comm->rank, comm->nranks, comm->store, &comm->net, err, sizeof err);
+  status = strata_net_open(cfg, comm->rank, comm->nranks,
+                           comm->addr_store ? comm->addr_store : comm->store, &comm->net, err,
+                           sizeof err);
   if (status != STRATA_OK) {
     STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "%s", err[0] ? err : strata_strerror(status));
     return status;
@@ -172,10 +178,11 @@ static int comm_init(const strata_config *cfg, const strata_store_ops *store_ops
    * rank 0's store (boot/pmix.c), which rank 0 starts there. */
   strata_config pmix_cfg;
   strata_store_server *pmix_store = NULL;
+  unsigned pmix_round = 0;
   int status = STRATA_OK;
   if (!store_ops && !cfg->store_addr[0] && !cfg->join && strata_pmix_launched()) {
     pmix_cfg = *cfg;
-    status = strata_pmix_rendezvous(&pmix_cfg, &pmix_store);
+    status = strata_pmix_rendezvous(&pmix_cfg, &pmix_store, &pmix_round);
     if (status != STRATA_OK) return status;
     cfg = &pmix_cfg;
   }
@@ -186,6 +193,8 @@ static int comm_init(const strata_config *cfg, const strata_store_ops *store_ops
     return status == STRATA_OK ? STRATA_ERR_NO_MEMORY : status;
   }
   comm->store_server = pmix_store;
+  comm->pmix_world = cfg == &pmix_cfg;
+  comm->pmix_round = pmix_round;
   comm->cfg = *cfg;
   snprintf(comm->base_job, sizeof comm->base_job, "%s", cfg->job_id); /* epoch 0 */
   comm->chunk_bytes_asked = cfg->chunk_bytes;
@@ -327,6 +336,7 @@ int strata_comm_destroy(strata_comm *comm) {
   pthread_mutex_unlock(&comm->lock);
   if (comm->thread_started) pthread_join(comm->progress_thread, NULL);
   if (comm->have_net) strata_net_close(&comm->net);
+  if (comm->addr_store) strata_store_close(comm->addr_store);
   if (comm->store) strata_store_close(comm->store);
   if (comm->store_server) strata_store_server_stop(comm->store_server);
   pthread_cond_destroy(&comm->cond);

@@ -98,7 +98,10 @@ struct strata_comm {
   int rank, nranks;
   strata_store_server *store_server;
   strata_store *store;
-  int has_store_ops; /* the caller's store (strata_comm_init_store): splits use it too */
+  strata_store *addr_store; /* a PMIx world's transports rendezvous through it (boot/pmix.h) */
+  int pmix_world;           /* this world communicator's rendezvous went through PMIx */
+  unsigned pmix_round;      /* which of the process's PMIx rendezvous */
+  int has_store_ops;        /* the caller's store (strata_comm_init_store): splits use it too */
   strata_store_ops store_ops;
   size_t chunk_bytes_asked; /* cfg.chunk_bytes before the ranks agreed on one: splits start here */
   uint64_t splits;          /* strata_comm_split calls so far: names each split's job */
