@@ -133,6 +133,9 @@ cp "$tmp/bench.out" "$results/bench.out"
 found=$(grep -c "PMIx: rank .* of $ranks .* served by rank 0, found through PMIx" "$tmp/ranks.log" || true)
 echo "# $found of $ranks ranks found the store through PMIx" \
   "($(grep -m1 -o 'namespace [^)]*' "$tmp/ranks.log" || echo 'no namespace'))"
+fetched=$(grep -o 'PMIx: [0-9]* peer addresses fetched through PMIx, [0-9]* read from the store' \
+  "$tmp/ranks.log" | awk '{f += $2; s += $9} END {printf "%d through PMIx, %d from the store", f, s}')
+echo "# peer addresses: $fetched"
 if [ "$status" != 0 ] || [ "$found" != "$ranks" ]; then
   echo "slurm.sh: srun exit $status: $(tail -5 "$tmp/ranks.log")" >&2
   exit 1
