@@ -889,6 +889,34 @@ static void stream_receive(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
   }
 }
 
+/* ops->probe: the header of message next_seq, the first no posted receive takes, read off a
+ * data stream that has no frame in hand and parked there as stream_receive parks one (so the
+ * receive posted next reads on from it). Streams not connected are not asked. */
+static int tcp_probe(strata_transport *base, int peer, uint64_t *tag, uint64_t *bytes) {
+  tcp_transport *t = (tcp_transport *)base;
+  if (peer < 0 || peer >= t->nranks || peer == t->rank) return 0;
+  tcp_peer *p = &t->peers[peer];
+  if (p->state != PEER_UP || p->control_only || !p->streams) return 0;
+  for (int s = 0; s < t->streams && p->state == PEER_UP; s++) {
+    tcp_stream *st = &p->streams[s];
+    if (st->fd < 0) continue;
+    if (!st->have_header) {
+      t->rx_reads_left = 1;
+      if (st->end - st->start < head_bytes(st) && (st->eof || bounce_fill(t, p, st) <= 0)) continue;
+      if (st->end - st->start < head_bytes(st)) continue;
+      if (header_take(t, p, st, &st->header) != 0) return 0;
+      st->have_header = 1;
+      st->matched = 0;
+    }
+    if (!st->matched && st->header.type == STRATA_WIRE_DATA && st->header.msg_seq == p->next_seq) {
+      *tag = st->header.tag;
+      *bytes = st->header.msg_bytes;
+      return 1;
+    }
+  }
+  return 0;
+}
+
 /* ---- control connection ---- */
 
 static void control_frame(tcp_transport *t, tcp_peer *p, const strata_wire_frame *f) {
@@ -1257,6 +1285,7 @@ static const strata_transport_ops tcp_ops = {
     .wait = tcp_wait,
     .destroy = tcp_destroy,
     .query = tcp_query,
+    .probe = tcp_probe,
 };
 
 static int stream_init(tcp_stream *st, int fd, int index, const strata_seal_keys *keys) {
