@@ -11,7 +11,8 @@
  *     first message, one posted after it takes the second;
  *   - a collective runs while a receive from any source waits (its sender sends after the
  *     collective), and one whose sender sent before the collective;
- *   - bad arguments are refused before anything is sent.
+ *   - bad arguments are refused before anything is sent; a message of another size fails with
+ *     STRATA_ERR_MISMATCH and no message at all with STRATA_ERR_TIMEOUT, on every rank.
  * Every message is a run of int32: [sender, index, sender * 1000003 + index + k ...].
  */
 #include <stdint.h>
@@ -209,6 +210,42 @@ static int body(strata_comm *comm, int rank, int n, int init_status, void *arg) 
   return failures != 0;
 }
 
+/* A receive from any source that gets a message of another size fails with STRATA_ERR_MISMATCH
+ * (as strata_recv does); one that gets none fails after STRATA_OP_TIMEOUT. Both fail the
+ * communicator, so each has a run of its own: `arg` says which. */
+enum { MISMATCHED = 1, NOTHING_SENT = 2 };
+enum { SHORT_OP_TIMEOUT_MS = 300 };
+
+static void short_op_timeout(strata_config *cfg, int rank, void *arg) {
+  (void)rank, (void)arg;
+  cfg->op_timeout_s = SHORT_OP_TIMEOUT_MS / 1000.0;
+}
+
+static int failing(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  (void)n;
+  CHECK_OR_RETURN(comm, "rank %d: init: %s", rank, strata_err_name(init_status));
+  int which = *(const int *)arg;
+  int32_t buf[8] = {0};
+  int source = 7;
+  if (rank == 0) {
+    double start = strata_test_now_s();
+    int status = strata_recv_any(comm, buf, 4, STRATA_I32, &source);
+    double waited = strata_test_now_s() - start;
+    CHECK_STATUS(status, which == MISMATCHED ? STRATA_ERR_MISMATCH : STRATA_ERR_TIMEOUT);
+    CHECK(source == STRATA_ANY_SOURCE, "a failed receive named %d", source);
+    /* its own STRATA_OP_TIMEOUT, or a peer's barrier that timed out first and aborted */
+    if (which == NOTHING_SENT)
+      CHECK(waited < 10, "timed out after %.2f s (STRATA_OP_TIMEOUT %d ms)", waited,
+            SHORT_OP_TIMEOUT_MS);
+  } else if (rank == 1 && which == MISMATCHED) {
+    fill(buf, 8, rank, 0);
+    strata_send(comm, buf, 8, STRATA_I32, 0); /* may succeed: the mismatch is the receiver's */
+  }
+  /* everyone learns of the failure instead of hanging */
+  CHECK(strata_barrier(comm) != STRATA_OK, "rank %d: a barrier after the failure succeeded", rank);
+  return failures != 0;
+}
+
 /* A world of one has nobody to receive from. */
 static int alone(strata_comm *comm, int rank, int n, int init_status, void *arg) {
   (void)rank, (void)n, (void)arg;
@@ -242,6 +279,17 @@ int main(void) {
       fflush(stdout);
       int bad = strata_test_run_ranks(n, &cases[c].opts, body, NULL);
       if (bad) printf("FAILED: %s with %d ranks (%d ranks failed)\n", cases[c].name, n, bad);
+      failed += bad != 0;
+    }
+  for (int shm = 0; shm <= 1; shm++)
+    for (int which = MISMATCHED; which <= NOTHING_SENT; which++) {
+      printf("%s, %s\n", shm ? "shared memory" : "tcp",
+             which == MISMATCHED ? "a message of another size" : "no message");
+      fflush(stdout);
+      strata_test_ranks_opts o = {
+          .shm = shm, .timeout_s = 20, .deadline_s = 30, .tweak = short_op_timeout};
+      int bad = strata_test_run_ranks(3, &o, failing, &which);
+      if (bad) printf("FAILED: the receive's failure (%d ranks failed)\n", bad);
       failed += bad != 0;
     }
   strata_test_ranks_opts o = {.timeout_s = 20, .deadline_s = 30};
