@@ -197,6 +197,8 @@ typedef struct tcp_peer {
   size_t slots_cap;
   uint64_t base_seq, next_seq; /* posted receives: [base_seq, next_seq) */
   int control_only;            /* the peer's data goes by another transport (net.c says so) */
+  int probed;                  /* ops->probe asked about it since the last wait(): wait for a
+                                  header on its streams too */
   unsigned rtt_us;             /* the kernel's RTT of data stream 0 after the handshake */
   int governed;                /* a WAN pair whose receive windows tcp_govern.c holds */
   strata_tcp_governor gov;
@@ -897,6 +899,7 @@ static int tcp_probe(strata_transport *base, int peer, uint64_t *tag, uint64_t *
   if (peer < 0 || peer >= t->nranks || peer == t->rank) return 0;
   tcp_peer *p = &t->peers[peer];
   if (p->state != PEER_UP || p->control_only || !p->streams) return 0;
+  p->probed = 1;
   for (int s = 0; s < t->streams && p->state == PEER_UP; s++) {
     tcp_stream *st = &p->streams[s];
     if (st->fd < 0) continue;
@@ -1116,10 +1119,13 @@ static void tcp_wait(strata_transport *base, int timeout_ms) {
       pollfd_add(t, &n, p->control.fd, POLLIN | POLLRDHUP | (p->control.count ? POLLOUT : 0));
     for (int s = 0; s < t->streams; s++) {
       tcp_stream *st = &p->streams[s];
-      short events = (short)((stream_wants_bytes(p, st) ? POLLIN : 0) |
+      int probe_wants =
+          p->probed && !st->eof && !st->have_header && st->end - st->start < head_bytes(st);
+      short events = (short)((stream_wants_bytes(p, st) || probe_wants ? POLLIN : 0) |
                              (st->count || p->pend_count ? POLLOUT : 0));
       pollfd_add(t, &n, st->fd, events);
     }
+    p->probed = 0;
   }
   int ready = poll(t->pollfds, n, timeout_ms);
   if (ready > 0) t->next_control_check_s = 0; /* a hang-up or abort may have arrived */
