@@ -36,6 +36,8 @@
  * receive with STRATA_ERR_MISMATCH without touching its buffer; the rest of that message's
  * pieces are then read and discarded (counted in bytes). A receive with a match callback
  * (transport.h) learns its tag, size and buffer from the message's first frame instead.
+ * ops->probe reads the header of the first message no posted receive takes and parks it as
+ * above, for the engine's receives from any source; wait() then watches the probed streams.
  *
  * Sealing. When the handshake agreed it (STRATA_ENCRYPT, seal.h), every frame header is sealed on
  * its own and every non-empty payload whole: a piece is encrypted into one of the stream's two
