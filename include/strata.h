@@ -467,7 +467,7 @@ typedef struct strata_coll_args {
   size_t count; /* elements; meaning depends on the collective (see wrappers) */
   strata_dtype dtype;
   strata_op op;             /* reductions only; a bitwise op needs an integer dtype */
-  int root;                 /* rooted collectives; peer for send/recv */
+  int root;                 /* rooted collectives; peer for send/recv (STRATA_ANY_SOURCE) */
   strata_algo algo;         /* STRATA_ALGO_AUTO = the communicator's choice */
   strata_compress compress; /* STRATA_COMPRESS_DEFAULT = the communicator's choice; another
                                encoding than NONE needs dtype F32 (else STRATA_ERR_UNSUPPORTED) */
@@ -552,6 +552,24 @@ STRATA_API int strata_recv(strata_comm *comm, void *buf, size_t count, strata_dt
                            int peer);
 STRATA_API int strata_irecv(strata_comm *comm, void *buf, size_t count, strata_dtype dtype,
                             int peer, strata_request **req);
+/* The peer of a receive from any source: strata_coll_args.root of a STRATA_COLL_RECV (which then
+ * does not report the sender; strata_irecv_any does). */
+#define STRATA_ANY_SOURCE (-1)
+/* Receive from any source: the next message a strata_send of any rank sends this one (a
+ * collective's messages are never taken), into buf. On success *source (may be NULL; the
+ * caller's until the call or its request completes) is the sender's rank; it is
+ * STRATA_ANY_SOURCE until then. The count and dtype must be the sender's, as for strata_recv
+ * (else STRATA_ERR_MISMATCH); STRATA_ERR_INVALID_ARG in a communicator of one rank.
+ * Order, as MPI's non-overtaking rule: a message goes to the earliest posted receive that can
+ * take it, so a receive from any source posted before a strata_recv from rank p takes p's next
+ * message first (unless another rank's came first), and a rank's messages are taken in the
+ * order it sent them. Until it has its message, point-to-point receives posted after it wait
+ * for it (it may take their message); collectives go on. With no message it fails after
+ * STRATA_OP_TIMEOUT, as strata_recv does. */
+STRATA_API int strata_recv_any(strata_comm *comm, void *buf, size_t count, strata_dtype dtype,
+                               int *source);
+STRATA_API int strata_irecv_any(strata_comm *comm, void *buf, size_t count, strata_dtype dtype,
+                                int *source, strata_request **req);
 
 /* ---------------------------------------------------------------------------------------------
  * The rendezvous store. Rank 0 of a job serves it from a thread unless store_external is set;

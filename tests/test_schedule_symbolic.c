@@ -515,6 +515,15 @@ static void test_bad_params(void) {
   CHECK(strata_schedule_build(&p, &s) == STRATA_ERR_INVALID_ARG, "send to self");
   p = good, p.coll = STRATA_COLL_RECV, p.root = 1;
   CHECK(strata_schedule_build(&p, &s) == STRATA_ERR_INVALID_ARG, "recv from self");
+  p = good, p.coll = STRATA_COLL_RECV, p.root = STRATA_ANY_SOURCE;
+  CHECK(strata_schedule_build(&p, &s) == STRATA_OK && s.nsteps == 1 &&
+            s.steps[0].kind == STRATA_STEP_RECV && s.steps[0].peer == STRATA_ANY_SOURCE,
+        "recv from any source: one receive, its peer left to the engine");
+  strata_schedule_free(&s);
+  p = good, p.coll = STRATA_COLL_SEND, p.root = STRATA_ANY_SOURCE;
+  CHECK(strata_schedule_build(&p, &s) == STRATA_ERR_INVALID_ARG, "send to any");
+  p = good, p.coll = STRATA_COLL_RECV, p.nranks = 1, p.rank = 0, p.root = STRATA_ANY_SOURCE;
+  CHECK(strata_schedule_build(&p, &s) == STRATA_ERR_INVALID_ARG, "recv from any source alone");
   p = good, p.coll = STRATA_COLL_SEND, p.nranks = 1, p.rank = 0, p.root = 0;
   CHECK(strata_schedule_build(&p, &s) == STRATA_ERR_INVALID_ARG, "send alone");
   p = good, p.coll = (strata_coll)STRATA_COLL_COUNT;

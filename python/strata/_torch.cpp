@@ -366,8 +366,11 @@ class StrataWork : public c10d::Work {
 
   bool waited() const { return waited_; }  // under signal_->mutex
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-  int sourceRank() const override { return source_rank_; }
+  // A receive's sender: the rank asked for, or for one from any source the rank strata names
+  // when it completes (read once the Work is waited for, as torch does).
+  int sourceRank() const override { return source_ ? *source_ : source_rank_; }
   void set_source_rank(int rank) { source_rank_ = rank; }
+  void set_source(std::shared_ptr<int> source) { source_ = std::move(source); }
 
   // The completion thread's last word on this operation.
   void complete(std::exception_ptr error) {
@@ -382,6 +385,7 @@ class StrataWork : public c10d::Work {
   std::shared_ptr<Signal> signal_;
   bool waited_ = false;
   int source_rank_ = -1;
+  std::shared_ptr<int> source_;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
@@ -409,6 +413,9 @@ struct Plan {
   std::vector<at::Tensor> keep;              // every buffer strata owns until the requests complete
   std::vector<std::function<void()>> after;  // in order, once every request succeeded
   bool synchronous = false;  // async_op=False: the caller waits at once (see run_inline)
+  // A receive from any source (a call with root STRATA_ANY_SOURCE): where strata writes the
+  // sender's rank, which the Work reports.
+  std::shared_ptr<int> source;
 
   Plan(const char *what_, c10d::OpType type_) : what(what_), type(type_) {}
 };
@@ -799,7 +806,9 @@ class BackendStrata : public c10d::Backend {
                 " did not reach the barrier within ", timeout.count(), " ms");
   }
 
-  // Tags are not matched: messages between a pair arrive in the order they were sent.
+  // Tags are not matched: messages between a pair arrive in the order they were sent, and a
+  // receive from any source takes the first message no earlier receive takes (strata.h,
+  // strata_irecv_any: MPI's non-overtaking order).
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst_rank,
                                       int) override {
     const at::Tensor &t = single(tensors, "send");
@@ -824,6 +833,18 @@ class BackendStrata : public c10d::Backend {
     auto work = start(std::move(plan));
     static_cast<StrataWork *>(work.get())->set_source_rank(src_rank);
     return work;
+  }
+
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors, int) override {
+    const at::Tensor &t = single(tensors, "recv");
+    Plan plan("recv", c10d::OpType::RECVANYSOURCE);
+    plan.outputs = {t};
+    at::Tensor host = inout(plan, t, false);
+    strata_coll_args args = make_args(STRATA_COLL_RECV, nullptr, &host, t.numel(), t.scalar_type());
+    args.root = STRATA_ANY_SOURCE;
+    plan.calls.push_back(args);
+    plan.source = std::make_shared<int>(STRATA_ANY_SOURCE);
+    return start(std::move(plan));
   }
 
  private:
@@ -1022,7 +1043,10 @@ class BackendStrata : public c10d::Backend {
   int start_calls(const Plan &plan, std::vector<strata_request *> &requests) {
     for (const strata_coll_args &args : plan.calls) {
       strata_request *request = nullptr;
-      int status = strata_collective(comm_, &args, &request);
+      bool any_source = args.coll == STRATA_COLL_RECV && args.root == STRATA_ANY_SOURCE;
+      int status = any_source ? strata_irecv_any(comm_, args.recvbuf, args.count, args.dtype,
+                                                 plan.source.get(), &request)
+                              : strata_collective(comm_, &args, &request);
       if (status != STRATA_OK) return status;
       requests.push_back(request);
     }
@@ -1051,6 +1075,7 @@ class BackendStrata : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> start(Plan plan) {
     if (plan.synchronous) return run_inline(std::move(plan));
     auto work = c10::make_intrusive<StrataWork>(getRank(), plan.type, plan.outputs, signal_);
+    work->set_source(plan.source);
     Pending pending{work, {}, STRATA_OK, std::move(plan)};
     pending.start_status = start_calls(pending.plan, pending.requests);
     int start_status = pending.start_status;
@@ -1074,6 +1099,7 @@ class BackendStrata : public c10d::Backend {
   // wait() raises the failure, if any.
   c10::intrusive_ptr<c10d::Work> run_inline(Plan plan) {
     auto work = c10::make_intrusive<StrataWork>(getRank(), plan.type, plan.outputs, signal_);
+    work->set_source(plan.source);
     std::vector<strata_request *> requests;
     int start_status = start_calls(plan, requests), status = start_status;
     for (strata_request *request : requests) {

@@ -280,7 +280,8 @@ static int params_validate(const strata_sched_params *p) {
     return STRATA_ERR_INVALID_ARG;
   if (p->nranks < 1 || p->rank < 0 || p->rank >= p->nranks || p->elem_size == 0)
     return STRATA_ERR_INVALID_ARG;
-  if (coll_is_rooted(p->coll) && (p->root < 0 || p->root >= p->nranks))
+  int any_source = p->coll == STRATA_COLL_RECV && p->root == STRATA_ANY_SOURCE && p->nranks > 1;
+  if (coll_is_rooted(p->coll) && !any_source && (p->root < 0 || p->root >= p->nranks))
     return STRATA_ERR_INVALID_ARG;
   if ((p->coll == STRATA_COLL_SEND || p->coll == STRATA_COLL_RECV) && p->root == p->rank)
     return STRATA_ERR_INVALID_ARG;

@@ -95,7 +95,9 @@ typedef struct strata_sched_params {
   strata_algo algo; /* AUTO lets strata_schedule_build choose */
   int rank;
   int nranks;
-  int root;             /* rooted collectives; the peer for SEND/RECV */
+  int root;             /* rooted collectives; the peer for SEND/RECV, or STRATA_ANY_SOURCE for
+                           a RECV whose peer the engine picks when a message comes (its RECV
+                           step's peer is STRATA_ANY_SOURCE until then) */
   uint64_t count;       /* elements, with the meaning of the public API for `coll` */
   uint32_t elem_size;   /* bytes per element */
   int in_place;         /* 0, or the in-place layout the public API documents for `coll`;

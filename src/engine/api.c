@@ -127,7 +127,8 @@ static int check_args(const strata_comm *comm, const strata_coll_args *a) {
   if ((unsigned)a->compress >= STRATA_COMPRESS_COUNT) return STRATA_ERR_INVALID_ARG;
   if (strata_compress_is_lossy(a->compress) && a->dtype != STRATA_F32)
     return STRATA_ERR_UNSUPPORTED;
-  if ((a->coll == STRATA_COLL_SEND || a->coll == STRATA_COLL_RECV) &&
+  int any_source = a->coll == STRATA_COLL_RECV && a->root == STRATA_ANY_SOURCE && comm->nranks > 1;
+  if ((a->coll == STRATA_COLL_SEND || a->coll == STRATA_COLL_RECV) && !any_source &&
       (a->root < 0 || a->root >= comm->nranks || a->root == comm->rank))
     return STRATA_ERR_INVALID_ARG;
   return STRATA_OK;
@@ -171,16 +172,15 @@ static uint64_t operation_tag(strata_comm *comm, strata_operation *op) {
   const strata_coll_args *a = &op->args;
   int p2p = a->coll == STRATA_COLL_SEND || a->coll == STRATA_COLL_RECV;
   uint64_t hash = strata_engine_signature_hash(op, a->root);
-  uint64_t seq;
+  uint64_t seq = 0; /* a receive's: set when it is handed to the transport (engine.c) */
   if (a->coll == STRATA_COLL_SEND)
     seq = comm->p2p_send_seq[a->root]++;
-  else if (a->coll == STRATA_COLL_RECV)
-    seq = comm->p2p_recv_seq[a->root]++;
-  else
+  else if (!p2p)
     seq = comm->lineage_base + comm->coll_seq++;
   if (!p2p) comm->agreed_last = 0;
   op->coll_seq = p2p ? UINT64_MAX : seq - comm->lineage_base;
-  return (p2p ? 1ULL << 63 : 0) | ((seq & 0x7fffffffffULL) << 24) | (hash & 0xffffff);
+  return (p2p ? STRATA_TAG_P2P : 0) | ((seq & STRATA_TAG_SEQ_MASK) << STRATA_TAG_SEQ_SHIFT) |
+         (hash & 0xffffff);
 }
 
 static int step_refs_ok(const strata_operation *op, const strata_step *step, strata_bufref ref) {
@@ -217,7 +217,9 @@ static int schedule_fits(const strata_comm *comm, const strata_operation *op) {
       default:
         ok = 0;
     }
-    if (st->kind <= STRATA_STEP_RECV_REDUCE)
+    int unbound = st->kind == STRATA_STEP_RECV && st->peer == STRATA_ANY_SOURCE &&
+                  op->args.coll == STRATA_COLL_RECV && op->args.root == STRATA_ANY_SOURCE;
+    if (st->kind <= STRATA_STEP_RECV_REDUCE && !unbound)
       ok = ok && st->peer >= 0 && st->peer < comm->nranks && st->peer != comm->rank &&
            comm->net.peer && comm->net.peer[st->peer];
     if (st->kind >= STRATA_STEP_RECV_REDUCE && st->bytes % op->elem_size) ok = 0;
@@ -482,9 +484,11 @@ static int operation_create(strata_comm *comm, const strata_coll_args *args,
   if (!reused) {
     status = strata_schedule_build(&params, &op->sched);
     if (status == STRATA_OK) status = strata_schedule_add_signature_check(&params, &op->sched);
-    op->reusable = 1;
+    /* a receive from any source gets its peer written into its schedule: never a spare */
+    op->reusable = !(resolved.coll == STRATA_COLL_RECV && resolved.root == STRATA_ANY_SOURCE);
     op->key = params;
   }
+  op->source = -1;
   if (status == STRATA_OK)
     status = operation_attach(comm, op, sendbuf, send_bytes, recvbuf, recv_bytes, reused);
   if (status != STRATA_OK) {
@@ -595,7 +599,9 @@ int strata_engine_run_schedule(strata_comm *comm, const strata_coll_args *name,
   return operation_run(comm, op, NULL);
 }
 
-int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_request **req) {
+/* strata_collective, and the sender of a receive from any source into *source on success. */
+static int collective_run(strata_comm *comm, const strata_coll_args *args, int *source,
+                          strata_request **req) {
   if (!comm || !args) return STRATA_ERR_INVALID_ARG;
   if (req) *req = NULL;
   int error = comm_refuses(comm);
@@ -603,7 +609,12 @@ int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_re
   strata_operation *op;
   int status = operation_create(comm, args, &op);
   if (status != STRATA_OK) return status;
+  op->source_out = source;
   return operation_run(comm, op, req);
+}
+
+int strata_collective(strata_comm *comm, const strata_coll_args *args, strata_request **req) {
+  return collective_run(comm, args, NULL, req);
 }
 
 /* A request the caller completed: the operation retires, then its hold on the communicator goes,
@@ -752,4 +763,25 @@ int strata_recv(strata_comm *c, void *b, size_t n, strata_dtype d, int peer) {
 int strata_irecv(strata_comm *c, void *b, size_t n, strata_dtype d, int peer, strata_request **q) {
   if (!q) return STRATA_ERR_INVALID_ARG;
   return run(c, STRATA_COLL_RECV, NULL, b, n, d, STRATA_SUM, peer, q);
+}
+
+static int recv_any(strata_comm *c, void *b, size_t n, strata_dtype d, int *source,
+                    strata_request **q) {
+  if (source) *source = STRATA_ANY_SOURCE;
+  strata_coll_args args = {.coll = STRATA_COLL_RECV,
+                           .recvbuf = b,
+                           .count = n,
+                           .dtype = d,
+                           .op = STRATA_SUM,
+                           .root = STRATA_ANY_SOURCE,
+                           .algo = STRATA_ALGO_AUTO};
+  return collective_run(c, &args, source, q);
+}
+int strata_recv_any(strata_comm *c, void *b, size_t n, strata_dtype d, int *source) {
+  return recv_any(c, b, n, d, source, NULL);
+}
+int strata_irecv_any(strata_comm *c, void *b, size_t n, strata_dtype d, int *source,
+                     strata_request **q) {
+  if (!q) return STRATA_ERR_INVALID_ARG;
+  return recv_any(c, b, n, d, source, q);
 }

@@ -63,6 +63,8 @@ static void post_transfer(strata_comm *comm, strata_operation *op, uint32_t inde
   strata_xfer *x = &op->xfers[index];
   memset(x, 0, sizeof *x);
   x->peer = step->peer;
+  if (op->args.coll == STRATA_COLL_RECV) /* its number among the peer's messages taken */
+    op->tag |= (comm->p2p_recv_seq[step->peer]++ & STRATA_TAG_SEQ_MASK) << STRATA_TAG_SEQ_SHIFT;
   x->tag = op->tag;
   x->bytes = step->bytes;
   x->elem_size = op->elem_size;
@@ -102,10 +104,23 @@ static void post_transfer(strata_comm *comm, strata_operation *op, uint32_t inde
   if (status != STRATA_OK) strata_engine_fail(comm, status, 1);
 }
 
-static void drain_queue(strata_comm *comm, strata_post_queue *queue) {
+/* May `e`, the head of `peer`'s receive queue, go to the transport? Not while a receive from
+ * any source posted before it waits for its message (engine.h), unless `e` is a collective's and
+ * the peer's next message is there and is a collective's too, which that receive never takes. */
+static int recv_may_post(strata_comm *comm, int peer, const strata_post_entry *e) {
+  const strata_operation *any = comm->any_head;
+  if (!any || any->submit_no >= e->op->submit_no) return 1;
+  if (e->op->coll_seq == UINT64_MAX) return 0;
+  strata_transport *t = comm->net.peer[peer];
+  uint64_t tag, bytes;
+  return t->ops->probe && t->ops->probe(t, peer, &tag, &bytes) && !(tag & STRATA_TAG_P2P);
+}
+
+static void drain_queue(strata_comm *comm, strata_post_queue *queue, int peer, int receives) {
   while (queue->head && !atomic_load(&comm->error)) {
     strata_post_entry *e = queue->head;
     if (e->op->state[e->step] != STRATA_STEP_READY) return;
+    if (receives && !recv_may_post(comm, peer, e)) return;
     queue->head = e->next;
     if (!queue->head) queue->tail = NULL;
     post_transfer(comm, e->op, e->step);
@@ -160,8 +175,11 @@ static int step_start(strata_comm *comm, strata_operation *op, uint32_t index) {
     return 0;
   }
   op->state[index] = STRATA_STEP_READY;
-  drain_queue(comm, step->kind == STRATA_STEP_SEND ? &comm->send_queues[step->peer]
-                                                   : &comm->recv_queues[step->peer]);
+  if (step->peer == STRATA_ANY_SOURCE) return 0; /* queued once bound (bind_any_source) */
+  if (step->kind == STRATA_STEP_SEND)
+    drain_queue(comm, &comm->send_queues[step->peer], step->peer, 0);
+  else
+    drain_queue(comm, &comm->recv_queues[step->peer], step->peer, 1);
   return 0;
 }
 
@@ -226,6 +244,7 @@ static void operation_finish(strata_comm *comm, strata_operation *op, int status
     comm->test_fail_next = 0;
   }
   op->status = status;
+  if (status == STRATA_OK && op->source_out) *op->source_out = op->source;
   if (op->coll_seq != UINT64_MAX && status == STRATA_OK) comm->colls_ok++;
   elastic_settle(comm, op, status);
   /* unlink from the active list */
@@ -251,9 +270,9 @@ void strata_engine_test_fail_next(strata_comm *comm, int status) {
  * mismatch between two collectives of different indices is two ranks at different steps. */
 static void lineage_mismatch(const strata_comm *comm, const strata_operation *op, int peer,
                              const strata_xfer *x) {
-  const uint64_t p2p_bit = 1ULL << 63;
-  uint64_t mine = (x->tag >> 24) & 0x7fffffffffULL, theirs = (x->got_tag >> 24) & 0x7fffffffffULL;
-  if ((x->tag & p2p_bit) || (x->got_tag & p2p_bit)) return;
+  uint64_t mine = (x->tag >> STRATA_TAG_SEQ_SHIFT) & STRATA_TAG_SEQ_MASK,
+           theirs = (x->got_tag >> STRATA_TAG_SEQ_SHIFT) & STRATA_TAG_SEQ_MASK;
+  if ((x->tag & STRATA_TAG_P2P) || (x->got_tag & STRATA_TAG_P2P)) return;
   if (mine == theirs) {
     /* the same collective in the lineage, called differently: a root is the usual culprit */
     if (!strata_engine_is_rooted(op->args.coll)) return;
@@ -397,6 +416,58 @@ static int awaited_peer(const strata_comm *comm) {
   return fallback;
 }
 
+/* The peer a receive from any source can be bound to now, or -1: the first, in turn, whose
+ * receives posted before `op` have all gone to the transport and whose next message no receive
+ * takes is there and is a point-to-point one (engine.h). */
+static int any_source_peer(strata_comm *comm, const strata_operation *op) {
+  int n = comm->nranks;
+  for (int i = 0; i < n; i++) {
+    int peer = (comm->any_next_peer + i) % n;
+    const strata_post_queue *q = &comm->recv_queues[peer];
+    strata_transport *t = comm->net.peer[peer];
+    uint64_t tag, bytes;
+    if (peer == comm->rank || !t || !t->ops->probe) continue;
+    if (q->head && q->head->op->submit_no < op->submit_no) continue;
+    if (!t->ops->probe(t, peer, &tag, &bytes) || !(tag & STRATA_TAG_P2P)) continue;
+    comm->any_next_peer = (peer + 1) % n;
+    return peer;
+  }
+  return -1;
+}
+
+/* Bind the waiting receives from any source that can be, oldest first, each to the front of its
+ * peer's receive queue, then post what the receive queues allow now. Returns 1 if one was bound.
+ */
+static int bind_any_source(strata_comm *comm) {
+  int bound = 0;
+  strata_operation *op;
+  while ((op = comm->any_head) && !atomic_load(&comm->error)) {
+    int peer = any_source_peer(comm, op);
+    if (peer < 0) break;
+    comm->any_head = op->next_any;
+    if (!comm->any_head) comm->any_tail = NULL;
+    op->next_any = NULL;
+    op->source = peer;
+    strata_post_queue *q = &comm->recv_queues[peer];
+    for (uint32_t i = 0; i < op->sched.nsteps; i++) {
+      strata_step *step = &op->sched.steps[i];
+      if (step->peer != STRATA_ANY_SOURCE) continue;
+      step->peer = peer;
+      strata_post_entry *e = &op->entries[i];
+      e->op = op;
+      e->step = i;
+      e->next = q->head;
+      q->head = e;
+      if (!q->tail) q->tail = e;
+    }
+    drain_queue(comm, q, peer, 1); /* now, so the next one may take this peer's next message */
+    bound = 1;
+  }
+  for (int peer = 0; peer < comm->nranks && !atomic_load(&comm->error); peer++)
+    if (peer != comm->rank) drain_queue(comm, &comm->recv_queues[peer], peer, 1);
+  return bound;
+}
+
 /* One pass: drive every transport, process completions, check the timeout.
  * Returns 1 if anything completed. */
 static int engine_progress(strata_comm *comm) {
@@ -426,6 +497,7 @@ static int engine_progress(strata_comm *comm) {
   check_remote_abort(comm);
   if (atomic_load(&comm->error)) return 1;
   int activity = process_completions(comm);
+  if (comm->any_head) activity |= bind_any_source(comm);
   activity |= local_progress(comm);
   double now = strata_now_s();
   if (activity || !comm->active_head) {
@@ -433,7 +505,11 @@ static int engine_progress(strata_comm *comm) {
   } else if (comm->cfg.op_timeout_s > 0 && now - comm->last_progress_s > comm->cfg.op_timeout_s) {
     /* every peer still beats (the transports would have failed it otherwise): one is late */
     int peer = awaited_peer(comm);
-    if (peer >= 0)
+    if (comm->any_head && comm->any_head == comm->active_head)
+      STRATA_LOG(STRATA_LOG_ERROR, comm->rank,
+                 "no progress for %.1f s waiting for a message from any rank (STRATA_OP_TIMEOUT)",
+                 comm->cfg.op_timeout_s);
+    else if (peer >= 0)
       STRATA_LOG(STRATA_LOG_ERROR, comm->rank,
                  "operation %llu: no progress for %.1f s waiting for rank %d, which is alive "
                  "but has not joined it (STRATA_OP_TIMEOUT)",
@@ -495,6 +571,7 @@ void strata_engine_fail(strata_comm *comm, int status, int tell_peers) {
     comm->recv_queues[peer].head = comm->recv_queues[peer].tail = NULL;
   }
   comm->local_queue.head = comm->local_queue.tail = NULL;
+  comm->any_head = comm->any_tail = NULL;
   /* the transports forget the finished operations' transfers; liveness goes on (keepalive) */
   if (comm->have_net) strata_net_abandon(&comm->net);
   pthread_cond_broadcast(&comm->cond);
@@ -519,9 +596,18 @@ int strata_engine_submit(strata_comm *comm, strata_operation *op) {
   comm->active_tail = op;
   comm->active_count++;
   if (comm->active_count == 1) comm->last_progress_s = strata_now_s();
+  op->submit_no = ++comm->submitted;
+  if (op->args.coll == STRATA_COLL_RECV && op->args.root == STRATA_ANY_SOURCE) {
+    op->next_any = NULL;
+    if (comm->any_tail)
+      comm->any_tail->next_any = op;
+    else
+      comm->any_head = op;
+    comm->any_tail = op;
+  }
   for (uint32_t i = 0; i < s->nsteps; i++) {
     const strata_step *step = &s->steps[i];
-    if (!is_transfer(step->kind)) continue;
+    if (!is_transfer(step->kind) || step->peer == STRATA_ANY_SOURCE) continue;
     strata_post_queue *q = step->kind == STRATA_STEP_SEND ? &comm->send_queues[step->peer]
                                                           : &comm->recv_queues[step->peer];
     strata_post_entry *e = &op->entries[i];

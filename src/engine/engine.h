@@ -13,6 +13,19 @@
  * drives progress: a caller blocked in a wait (lowest latency, no thread hand-off), or the
  * background progress thread when non-blocking operations are pending and nobody waits.
  *
+ * Receives from any source (strata_irecv_any). Such a receive has no peer queue until it is
+ * bound: while it waits, the engine asks each peer's transport (ops->probe) whether the first
+ * message no posted receive takes is there, and binds the receive to the first peer (in turn,
+ * from the one after the last bound) whose such message is a point-to-point one and whose
+ * receives posted earlier have all been handed to the transport; it then goes to the front of
+ * that peer's queue. So, as MPI's non-overtaking rule: a message goes to the earliest posted
+ * receive that can take it, and a peer's messages to the receives from it in posting order. Until
+ * the oldest waiting one is bound, receives posted after it wait in their queues: point-to-point
+ * ones (it may be their message it takes), and a collective's receive from p as long as p's next
+ * message is not known to be a collective's (a collective's message is never taken by it).
+ * Point-to-point receive tags get their sequence number when handed to the transport, the
+ * order in which a peer's messages are taken.
+ *
  * Errors are sticky: the first failure (mismatch, lost peer, timeout, abort) is told to every
  * peer, fails every pending operation with that status, and every later call returns it. The
  * transports are never driven again after that, so no transfer can touch a buffer whose
@@ -31,6 +44,13 @@
 #include "strata.h"
 
 typedef struct strata_operation strata_operation;
+
+/* A message tag (api.c, operation_tag): bit 63 set for point to point, the sequence number in
+ * bits 24..62 (a collective's index in the lineage, a point-to-point message's number in its
+ * pair's direction), the call's signature in bits 0..23. */
+#define STRATA_TAG_P2P (1ULL << 63)
+#define STRATA_TAG_SEQ_SHIFT 24
+#define STRATA_TAG_SEQ_MASK 0x7fffffffffULL
 
 /* Per-peer FIFO of transfer steps waiting to be handed to the transport, in posting order. */
 typedef struct strata_post_entry {
@@ -86,6 +106,10 @@ struct strata_operation {
    * communicator's spare and taken again, schedule and per-step arrays as they are, by the next
    * call with the same key and the same args.dtype, args.op and args.compress. */
   int reusable;
+  uint64_t submit_no;         /* 1 + operations submitted before it on the communicator */
+  int source;                 /* a receive from any source: the peer it was bound to, or -1 */
+  int *source_out;            /* ... written there when it succeeds (strata_irecv_any) */
+  strata_operation *next_any; /* comm->any_head's list: receives from any source not bound */
   /* cfg.elastic, an in-place reduction: a copy of the input taken at submit, put back if the
    * operation fails, else handed to the communicator (last_input) until the next one succeeds */
   void *backup, *backup_dst;
@@ -122,7 +146,10 @@ struct strata_comm {
   uint64_t coll_seq;
   uint64_t *p2p_send_seq, *p2p_recv_seq;        /* per peer */
   strata_post_queue *send_queues, *recv_queues; /* per peer */
-  strata_post_queue local_queue; /* long COPY/REDUCE steps, run a slice per progress pass */
+  strata_post_queue local_queue;         /* long COPY/REDUCE steps, run a slice per progress pass */
+  uint64_t submitted;                    /* operations submitted so far (their submit_no) */
+  strata_operation *any_head, *any_tail; /* receives from any source not bound yet, in order */
+  int any_next_peer;                     /* where the next binding starts looking */
   double last_progress_s;
   atomic_int error;        /* sticky first error */
   strata_comm_stats stats; /* under lock */

@@ -146,6 +146,7 @@ int shm_post_send(strata_transport *base, strata_xfer *x);
 int shm_post_recv(strata_transport *base, strata_xfer *x);
 int shm_progress(strata_transport *base, int *failed_peer);
 void shm_wait(strata_transport *base, int timeout_ms);
+int shm_probe(strata_transport *base, int peer, uint64_t *tag, uint64_t *bytes);
 
 /* ---- shm_pull.c: single-copy receives of CMA records ---- */
 /* The payload of CMA record r read through our mapping of the peer's strata_mem_alloc region, or

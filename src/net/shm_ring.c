@@ -202,8 +202,9 @@ static int shm_discard_advance(shm_peer *p) {
   return 1;
 }
 
-/* Take the next record for the head receive x. Returns 1 if x moved on (or completed). */
-static int shm_recv_take_record(shm_transport *t, shm_peer *p, strata_xfer *x) {
+/* Read the next record in place, taking nothing: 1 = *r is the next record, 0 = none yet,
+ * -1 = the peer broke the ring's rules (failed here). */
+static int shm_record_peek(shm_transport *t, shm_peer *p, shm_record *r) {
   uint64_t pos = shm_align_line(p->in_tail);
   if (p->in_head_cached < pos + SHM_LINE)
     p->in_head_cached = atomic_load_explicit(&p->in->head, memory_order_acquire);
@@ -212,18 +213,39 @@ static int shm_recv_take_record(shm_transport *t, shm_peer *p, strata_xfer *x) {
     STRATA_LOG(STRATA_LOG_ERROR, t->rank, "shm: peer %d moved its ring head out of bounds",
                p->rank);
     shm_peer_fail(t, p, STRATA_ERR_PROTOCOL);
-    return 1;
+    return -1;
   }
-  shm_record r;
-  memcpy(&r, p->in_ring + (pos & p->in_mask), sizeof r);
-  if (r.seq != p->recv_seq || (r.kind != SHM_KIND_INLINE && r.kind != SHM_KIND_CMA) ||
-      (r.kind == SHM_KIND_CMA && r.cma_number != p->cma_done + 1)) {
+  memcpy(r, p->in_ring + (pos & p->in_mask), sizeof *r);
+  if (r->seq != p->recv_seq || (r->kind != SHM_KIND_INLINE && r->kind != SHM_KIND_CMA) ||
+      (r->kind == SHM_KIND_CMA && r->cma_number != p->cma_done + 1)) {
     STRATA_LOG(STRATA_LOG_ERROR, t->rank,
                "shm: corrupt record from peer %d (seq %llu, expected %llu, kind %u)", p->rank,
-               (unsigned long long)r.seq, (unsigned long long)p->recv_seq, r.kind);
+               (unsigned long long)r->seq, (unsigned long long)p->recv_seq, r->kind);
     shm_peer_fail(t, p, STRATA_ERR_PROTOCOL);
-    return 1;
+    return -1;
   }
+  return 1;
+}
+
+/* ops->probe: the next record, when no receive from the peer is posted (with receives posted,
+ * the next record is theirs and the one after them is not looked for: the answer is "not yet"). */
+int shm_probe(strata_transport *base, int peer, uint64_t *tag, uint64_t *bytes) {
+  shm_transport *t = (shm_transport *)base;
+  shm_peer *p = shm_peer_of(t, peer);
+  shm_record r;
+  if (!p || p->lost || p->recvs.head || !shm_discard_advance(p) || shm_record_peek(t, p, &r) != 1)
+    return 0;
+  *tag = r.tag;
+  *bytes = r.bytes;
+  return 1;
+}
+
+/* Take the next record for the head receive x. Returns 1 if x moved on (or completed). */
+static int shm_recv_take_record(shm_transport *t, shm_peer *p, strata_xfer *x) {
+  shm_record r;
+  int peeked = shm_record_peek(t, p, &r);
+  if (peeked <= 0) return peeked < 0;
+  uint64_t pos = shm_align_line(p->in_tail);
   p->recv_seq++;
   p->in_tail = pos + SHM_LINE;
   if (r.tag != x->tag || r.bytes != x->bytes) {

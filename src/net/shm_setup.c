@@ -211,6 +211,7 @@ static const strata_transport_ops shm_ops = {
     .wait = shm_wait,
     .destroy = shm_destroy,
     .query = shm_query,
+    .probe = shm_probe,
 };
 
 /* ---- open: segments, rendezvous, CMA probe ---- */

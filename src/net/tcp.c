@@ -36,6 +36,8 @@
  * receive with STRATA_ERR_MISMATCH without touching its buffer; the rest of that message's
  * pieces are then read and discarded (counted in bytes). A receive with a match callback
  * (transport.h) learns its tag, size and buffer from the message's first frame instead.
+ * ops->probe reads the header of the first message no posted receive takes and parks it as
+ * above, for the engine's receives from any source; wait() then watches the probed streams.
  *
  * Sealing. When the handshake agreed it (STRATA_ENCRYPT, seal.h), every frame header is sealed on
  * its own and every non-empty payload whole: a piece is encrypted into one of the stream's two
@@ -197,6 +199,8 @@ typedef struct tcp_peer {
   size_t slots_cap;
   uint64_t base_seq, next_seq; /* posted receives: [base_seq, next_seq) */
   int control_only;            /* the peer's data goes by another transport (net.c says so) */
+  int probed;                  /* ops->probe asked about it since the last wait(): wait for a
+                                  header on its streams too */
   unsigned rtt_us;             /* the kernel's RTT of data stream 0 after the handshake */
   int governed;                /* a WAN pair whose receive windows tcp_govern.c holds */
   strata_tcp_governor gov;
@@ -889,6 +893,35 @@ static void stream_receive(tcp_transport *t, tcp_peer *p, tcp_stream *st) {
   }
 }
 
+/* ops->probe: the header of message next_seq, the first no posted receive takes, read off a
+ * data stream that has no frame in hand and parked there as stream_receive parks one (so the
+ * receive posted next reads on from it). Streams not connected are not asked. */
+static int tcp_probe(strata_transport *base, int peer, uint64_t *tag, uint64_t *bytes) {
+  tcp_transport *t = (tcp_transport *)base;
+  if (peer < 0 || peer >= t->nranks || peer == t->rank) return 0;
+  tcp_peer *p = &t->peers[peer];
+  if (p->state != PEER_UP || p->control_only || !p->streams) return 0;
+  p->probed = 1;
+  for (int s = 0; s < t->streams && p->state == PEER_UP; s++) {
+    tcp_stream *st = &p->streams[s];
+    if (st->fd < 0) continue;
+    if (!st->have_header) {
+      t->rx_reads_left = 1;
+      if (st->end - st->start < head_bytes(st) && (st->eof || bounce_fill(t, p, st) <= 0)) continue;
+      if (st->end - st->start < head_bytes(st)) continue;
+      if (header_take(t, p, st, &st->header) != 0) return 0;
+      st->have_header = 1;
+      st->matched = 0;
+    }
+    if (!st->matched && st->header.type == STRATA_WIRE_DATA && st->header.msg_seq == p->next_seq) {
+      *tag = st->header.tag;
+      *bytes = st->header.msg_bytes;
+      return 1;
+    }
+  }
+  return 0;
+}
+
 /* ---- control connection ---- */
 
 static void control_frame(tcp_transport *t, tcp_peer *p, const strata_wire_frame *f) {
@@ -1088,10 +1121,13 @@ static void tcp_wait(strata_transport *base, int timeout_ms) {
       pollfd_add(t, &n, p->control.fd, POLLIN | POLLRDHUP | (p->control.count ? POLLOUT : 0));
     for (int s = 0; s < t->streams; s++) {
       tcp_stream *st = &p->streams[s];
-      short events = (short)((stream_wants_bytes(p, st) ? POLLIN : 0) |
+      int probe_wants =
+          p->probed && !st->eof && !st->have_header && st->end - st->start < head_bytes(st);
+      short events = (short)((stream_wants_bytes(p, st) || probe_wants ? POLLIN : 0) |
                              (st->count || p->pend_count ? POLLOUT : 0));
       pollfd_add(t, &n, st->fd, events);
     }
+    p->probed = 0;
   }
   int ready = poll(t->pollfds, n, timeout_ms);
   if (ready > 0) t->next_control_check_s = 0; /* a hang-up or abort may have arrived */
@@ -1257,6 +1293,7 @@ static const strata_transport_ops tcp_ops = {
     .wait = tcp_wait,
     .destroy = tcp_destroy,
     .query = tcp_query,
+    .probe = tcp_probe,
 };
 
 static int stream_init(tcp_stream *st, int fd, int index, const strata_seal_keys *keys) {

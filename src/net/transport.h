@@ -96,6 +96,14 @@ typedef struct strata_transport_ops {
    * says so). Returns STRATA_OK, or STRATA_ERR_INVALID_ARG when this transport does not know
    * `what` or `peer` (then *value is 0). */
   int (*query)(const strata_transport *t, strata_transport_query what, int peer, uint64_t *value);
+  /* Optional (NULL: never answers, so no receive from any source binds to a peer it carries):
+   * has the first message from `peer` that no receive posted so far will take begun to arrive?
+   * Returns 1 and that message's tag and byte count, 0 when it has not (or when the transport
+   * cannot tell yet, e.g. while receives from `peer` are still posted). It consumes nothing and
+   * changes nothing a later post_recv gets: the next receive posted from `peer` takes that very
+   * message. Asks only peers this transport is connected to; a failure it meets is reported by
+   * the next progress(). For the engine's receives from any source (engine.c). */
+  int (*probe)(strata_transport *t, int peer, uint64_t *tag, uint64_t *bytes);
 } strata_transport_ops;
 
 struct strata_transport {

@@ -64,6 +64,14 @@ check(bool((out == size).all()), "reduce_scatter_tensor on cuda")
 out = torch.empty(size, device=device)
 dist.all_to_all_single(out, torch.full((size,), float(rank), device=device))
 check(torch.equal(out, torch.arange(size, device=device).float()), "all_to_all_single on cuda")
+# recv from any source into a CUDA tensor (staged through the host as recv is)
+if rank == 0:
+    got = torch.empty(16, device=device)
+    src = dist.recv(got)
+    check(src == size - 1 and torch.equal(got, torch.full((16,), float(size - 1), device=device)),
+          f"recv from any source on cuda (from rank {src})")
+elif rank == size - 1:
+    dist.send(torch.full((16,), float(rank), device=device), dst=0)
 
 # DDP on the GPU against DDP on the CPU, same backend, same data
 torch.manual_seed(0)

@@ -278,6 +278,14 @@ for dtype in DTYPES:
         w.wait()
     check(f"batch_isend_irecv left {dtype}", from_left, values(left, dtype))
     check(f"batch_isend_irecv right {dtype}", from_right, values(right + 1, dtype))
+    # irecv() without src (recv_anysource) in the ring: only the left neighbour sends here
+    got = torch.empty(N, dtype=dtype)
+    works = [dist.isend(values(rank + 2, dtype), dst=right), dist.irecv(got)]
+    for w in works:
+        w.wait()
+    check(f"irecv from any source {dtype}", got, values(left + 2, dtype))
+    if works[1]._source_rank() != left:
+        failures.append(f"irecv from any source {dtype}: source {works[1]._source_rank()}")
 
 # blocking send/recv, 0 -> 1
 if rank == 0:
@@ -286,6 +294,60 @@ elif rank == 1:
     got = torch.empty(N)
     dist.recv(got, src=0)
     check("send/recv blocking", got, values(0, torch.float32))
+
+# recv from any source. Rank 0 lets the others send one at a time, last rank first, its receive
+# posted before it says who: each dist.recv() returns the sender's rank. (After a barrier: a
+# token sent while a rank's ring receive from any source still waited would be taken by it.)
+dist.barrier()
+order = [size - 1] + list(range(1, size - 1))
+token = torch.ones(1, dtype=torch.uint8)
+if rank == 0:
+    for sender in order:
+        got = torch.empty(N, dtype=torch.int64)
+        work = dist.irecv(got)
+        dist.send(token, dst=sender)
+        work.wait()
+        check(f"recv from any source, rank {sender} let go", got, values(sender, torch.int64))
+        if work._source_rank() != sender:
+            failures.append(f"irecv() let rank {sender} go, named {work._source_rank()}")
+    dist.barrier()
+    # everyone at once, blocking dist.recv(t): each sender once, named by what it sent
+    senders = []
+    for _ in range(size - 1):
+        got = torch.empty(N, dtype=torch.int64)
+        src = dist.recv(got)
+        senders.append(src)
+        check(f"recv() from any source: from {src}", got, values(100 + src, torch.int64))
+    if sorted(senders) != list(range(1, size)):
+        failures.append(f"recv() from any source: senders {senders}")
+else:
+    dist.recv(token, src=0)
+    dist.send(values(rank, torch.int64), dst=0)
+    dist.barrier()  # the next message only once rank 0 has every first one
+    dist.send(values(100 + rank, torch.int64), dst=0)
+
+# mixed with receives from rank 1, in both orders: a message goes to the receive posted first
+# (MPI's non-overtaking rule), the any-source one naming rank 1
+dist.barrier()
+if rank == 0:
+    for any_first in (True, False):
+        a, b = torch.empty(N), torch.empty(N)
+        if any_first:
+            works = [dist.irecv(a), dist.irecv(b, src=1)]
+        else:
+            works = [dist.irecv(a, src=1), dist.irecv(b)]
+        for w in works:
+            w.wait()
+        name = "any-source then from 1" if any_first else "from 1 then any-source"
+        check(f"{name}: first", a, values(1, torch.float32))
+        check(f"{name}: second", b, values(2, torch.float32))
+        source = works[0 if any_first else 1]._source_rank()
+        if source != 1:
+            failures.append(f"{name}: the any-source receive named {source}")
+elif rank == 1:
+    for _ in range(2):
+        dist.send(values(1, torch.float32), dst=0)
+        dist.send(values(2, torch.float32), dst=0)
 
 # 2-D tensors: all_gather into size x N, all_gather list of 3 x 4
 out = torch.empty(size, N, dtype=torch.int32)
