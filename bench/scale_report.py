@@ -1,0 +1,201 @@
+# SPDX-License-Identifier: Apache-2.0
+"""bench/scale_report.py RESULTS_DIR — the figures of bench/scale.sh: scale.csv, scale.json and
+scale.svg in RESULTS_DIR, and a Markdown table on stdout.
+
+RESULTS_DIR/runs.tsv has one line per run (system, ranks, status, wall_s, launch_epoch_s, note);
+RESULTS_DIR/raw/<system>-<ranks>/<rank>.txt holds what each rank wrote (bench/scale_rank.c's
+line format). Per run: wall (launch to the launcher's exit), ready (launch to the moment the last
+rank's init returned), init (the slowest rank's init call, and rank 0's), the first allreduce
+(slowest rank), descriptors, RSS and PSS per rank (rank 0, median, max), the store requests and
+bytes per rank where counted. Plain SVG written by hand: no plotting library needed.
+"""
+import csv
+import json
+import math
+import os
+import statistics
+import sys
+
+SYSTEMS = [("strata", "#1f77b4"), ("openmpi", "#d62728"), ("gloo", "#2ca02c"),
+           ("strata-counted", "#9467bd")]
+FIELDS = ["system", "ranks", "status", "note", "wall_s", "ready_s", "init_max_s", "init_rank0_s",
+          "allreduce_max_s", "fds_rank0", "fds_median", "fds_max", "rss_mb_rank0",
+          "rss_mb_median", "rss_mb_max", "pss_mb_median", "store_requests_rank0",
+          "store_requests_median", "store_requests_max", "store_bytes_total", "import_median_s",
+          "ranks_reported"]
+
+
+def read_ranks(path):
+    rows = []
+    if not os.path.isdir(path):
+        return rows
+    for name in os.listdir(path):
+        if not name.endswith(".txt"):
+            continue
+        with open(os.path.join(path, name)) as f:
+            parts = f.read().split()
+        if len(parts) < 12:
+            continue
+        rows.append({"rank": int(parts[0]), "nranks": int(parts[1]),
+                     "start": float(parts[2]), "init_end": float(parts[3]),
+                     "init_s": float(parts[4]), "allreduce_s": float(parts[5]),
+                     "fds": int(parts[6]), "rss_kb": int(parts[7]), "hwm_kb": int(parts[8]),
+                     "pss_kb": int(parts[9]), "requests": int(parts[10]),
+                     "bytes": int(parts[11]),
+                     "import_s": float(parts[12]) if len(parts) > 12 else None})
+    return sorted(rows, key=lambda r: r["rank"])
+
+
+def summarize(run, rows):
+    out = {k: None for k in FIELDS}
+    out.update({"system": run["system"], "ranks": run["ranks"], "status": run["status"],
+                "note": run["note"], "wall_s": run["wall_s"], "ranks_reported": len(rows)})
+    if not rows:
+        return out
+    r0 = rows[0] if rows[0]["rank"] == 0 else None
+    med = statistics.median
+    out["ready_s"] = round(max(r["init_end"] for r in rows) - run["launch_epoch_s"], 4)
+    out["init_max_s"] = round(max(r["init_s"] for r in rows), 4)
+    out["allreduce_max_s"] = round(max(r["allreduce_s"] for r in rows), 6)
+    out["fds_median"] = med(r["fds"] for r in rows)
+    out["fds_max"] = max(r["fds"] for r in rows)
+    out["rss_mb_median"] = round(med(r["rss_kb"] for r in rows) / 1024, 2)
+    out["rss_mb_max"] = round(max(r["rss_kb"] for r in rows) / 1024, 2)
+    out["pss_mb_median"] = round(med(r["pss_kb"] for r in rows) / 1024, 2)
+    if r0:
+        out["init_rank0_s"] = round(r0["init_s"], 4)
+        out["fds_rank0"] = r0["fds"]
+        out["rss_mb_rank0"] = round(r0["rss_kb"] / 1024, 2)
+    if all(r["requests"] >= 0 for r in rows):
+        out["store_requests_median"] = med(r["requests"] for r in rows)
+        out["store_requests_max"] = max(r["requests"] for r in rows)
+        out["store_bytes_total"] = sum(r["bytes"] for r in rows)
+        if r0:
+            out["store_requests_rank0"] = r0["requests"]
+    imports = [r["import_s"] for r in rows if r["import_s"] is not None]
+    if imports:
+        out["import_median_s"] = round(med(imports), 3)
+    return out
+
+
+def panel(x0, y0, w, h, title, ylabel, lines, xs):
+    """Log-log chart of one metric against ranks, one polyline per system."""
+    ys = [y for _, _, pts in lines for _, y in pts if y and y > 0]
+    if not ys:
+        return []
+    ymin = 10 ** math.floor(math.log10(min(ys)))
+    ymax = 10 ** math.ceil(math.log10(max(ys)))
+    if ymax <= ymin:
+        ymax = ymin * 10
+    xmin, xmax = min(xs), max(xs)
+    if xmax <= xmin:
+        xmax = xmin * 2
+
+    def xpos(x):
+        return w * (math.log(x) - math.log(xmin)) / (math.log(xmax) - math.log(xmin))
+
+    def ypos(y):
+        return h - h * (math.log(y) - math.log(ymin)) / (math.log(ymax) - math.log(ymin))
+
+    out = [f'<g transform="translate({x0},{y0})">',
+           f'<rect width="{w}" height="{h}" fill="none" stroke="#444"/>',
+           f'<text x="{w / 2}" y="-8" text-anchor="middle" font-size="13">{title}</text>',
+           f'<text x="{w / 2}" y="{h + 30}" text-anchor="middle" font-size="11">ranks</text>',
+           f'<text x="-46" y="{h / 2}" text-anchor="middle" font-size="11" '
+           f'transform="rotate(-90 -46 {h / 2})">{ylabel}</text>']
+    for x in xs:
+        out.append(f'<text x="{xpos(x):.1f}" y="{h + 14}" text-anchor="middle" '
+                   f'font-size="10">{x}</text>')
+    decade = ymin
+    while decade <= ymax * 1.0001:
+        out.append(f'<line x1="0" x2="{w}" y1="{ypos(decade):.1f}" y2="{ypos(decade):.1f}" '
+                   f'stroke="#ddd"/>')
+        out.append(f'<text x="-4" y="{ypos(decade) + 3:.1f}" text-anchor="end" '
+                   f'font-size="10">{decade:g}</text>')
+        decade *= 10
+    for label, color, pts in lines:
+        pts = [(x, y) for x, y in pts if y and y > 0]
+        if not pts:
+            continue
+        path = " ".join(f"{xpos(x):.1f},{ypos(y):.1f}" for x, y in pts)
+        out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
+        for x, y in pts:
+            out.append(f'<circle cx="{xpos(x):.1f}" cy="{ypos(y):.1f}" r="3" fill="{color}"/>')
+    out.append("</g>")
+    return out
+
+
+def draw(summary, path):
+    metrics = [("init_max_s", "init (slowest rank)", "seconds"),
+               ("ready_s", "launch to all ranks ready", "seconds"),
+               ("allreduce_max_s", "first 4-byte allreduce", "seconds"),
+               ("fds_rank0", "open descriptors, rank 0", "descriptors"),
+               ("rss_mb_median", "RSS per rank (median)", "MiB"),
+               ("wall_s", "whole run (launch to exit)", "seconds")]
+    xs = sorted({s["ranks"] for s in summary})
+    shown = [(name, color) for name, color in SYSTEMS if name != "strata-counted"
+             and any(s["system"] == name for s in summary)]
+    width, height, cols = 1000, 640, 3
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           'font-family="sans-serif">', '<rect width="100%" height="100%" fill="white"/>']
+    for i, (key, title, unit) in enumerate(metrics):
+        lines = [(name, color, [(s["ranks"], s[key]) for s in summary
+                                if s["system"] == name and s["status"] == "ok"])
+                 for name, color in shown]
+        svg += panel(70 + (i % cols) * 320, 40 + (i // cols) * 300, 250, 220, title, unit,
+                     lines, xs)
+    for i, (name, color) in enumerate(shown):
+        svg.append(f'<text x="{70 + 120 * i}" y="{height - 12}" font-size="12" '
+                   f'fill="{color}">&#9632; {name}</text>')
+    svg.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(svg) + "\n")
+
+
+def fmt(v, spec="{:.3g}"):
+    return "-" if v is None else spec.format(v)
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: scale_report.py RESULTS_DIR", file=sys.stderr)
+        return 2
+    top = sys.argv[1]
+    runs = []
+    with open(os.path.join(top, "runs.tsv")) as f:
+        for line in f:
+            p = line.rstrip("\n").split("\t")
+            if len(p) < 5 or p[0] == "system":
+                continue
+            runs.append({"system": p[0], "ranks": int(p[1]), "status": p[2],
+                         "wall_s": float(p[3]) if p[3] else None,
+                         "launch_epoch_s": float(p[4]) if p[4] else 0.0,
+                         "note": p[5] if len(p) > 5 else ""})
+    summary = [summarize(run, read_ranks(os.path.join(top, "raw", f"{run['system']}-"
+                                                                   f"{run['ranks']}")))
+               for run in runs]
+    with open(os.path.join(top, "scale.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(summary)
+    with open(os.path.join(top, "scale.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    draw(summary, os.path.join(top, "scale.svg"))
+    print("| system | ranks | status | init (slowest) s | ready s | 1st allreduce ms | "
+          "fds rank 0 / median / max | RSS MiB rank 0 / median / max | store req/rank | whole run s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for s in summary:
+        fds = f"{fmt(s['fds_rank0'], '{}')} / {fmt(s['fds_median'], '{:g}')} / {fmt(s['fds_max'], '{}')}"
+        rss = (f"{fmt(s['rss_mb_rank0'], '{:.1f}')} / {fmt(s['rss_mb_median'], '{:.1f}')} / "
+               f"{fmt(s['rss_mb_max'], '{:.1f}')}")
+        ar = None if s["allreduce_max_s"] is None else s["allreduce_max_s"] * 1e3
+        req = (f"{fmt(s['store_requests_median'], '{:g}')} (max {s['store_requests_max']})"
+               if s["store_requests_median"] is not None else "-")
+        status = s["status"] + (f" ({s['note']})" if s["note"] else "")
+        print(f"| {s['system']} | {s['ranks']} | {status} | {fmt(s['init_max_s'])} | "
+              f"{fmt(s['ready_s'])} | {fmt(ar)} | {fds} | {rss} | {req} | {fmt(s['wall_s'])} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
