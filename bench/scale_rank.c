@@ -164,13 +164,13 @@ int main(int argc, char **argv) {
   }
   rank = strata_comm_rank(comm);
   nranks = strata_comm_size(comm);
-#define ALLREDUCE(in, out)                                                              \
-  do {                                                                                  \
-    int s_ = strata_allreduce(comm, in, out, 1, STRATA_F32, STRATA_SUM);             \
-    if (s_ != STRATA_OK) {                                                              \
-      fprintf(stderr, "scale_rank: allreduce failed: %s\n", strata_strerror(s_));        \
-      return 1;                                                                         \
-    }                                                                                   \
+#define ALLREDUCE(in, out)                                                        \
+  do {                                                                            \
+    int s_ = strata_allreduce(comm, in, out, 1, STRATA_F32, STRATA_SUM);          \
+    if (s_ != STRATA_OK) {                                                        \
+      fprintf(stderr, "scale_rank: allreduce failed: %s\n", strata_strerror(s_)); \
+      return 1;                                                                   \
+    }                                                                             \
   } while (0)
 #endif
   double t1 = now_s(CLOCK_MONOTONIC), init_end_epoch_s = now_s(CLOCK_REALTIME);
