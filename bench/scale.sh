@@ -19,8 +19,8 @@
 # BUILD (default build/) is the strata build measured; STRATA_PYTHON a python with torch (default
 # build-venv/bin/python, else python3). Each run is bounded (--timeout, default 120 + 3 s per
 # rank) and everything it started is killed after it; a size is skipped when the memory it needs
-# (per-rank peak of the previous size, times N) is not available, and a system that failed or
-# timed out at one size is not run at larger ones. Raises the descriptor limit to its hard limit.
+# (per-rank peak of the previous size, times N) is not available, and a system that timed out
+# at one size is not run at larger ones (one that failed is: the failure may be load). Raises the descriptor limit to its hard limit.
 # Timings on a shared or busy host are noisy: compare systems within one run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -66,7 +66,9 @@ have_torch=0
 "$py" -c "import torch.distributed" 2>/dev/null && have_torch=1
 
 export STRATA_SHM=0          # TCP only: the transport whose connections scale with the job
-export STRATA_TIMEOUT=600    # every rendezvous step waits for the slowest of N starting processes
+# every rendezvous step waits for the slowest of N starting processes on few cores; a rank that
+# still cannot join fails with its own message well before the run's bound
+export STRATA_TIMEOUT=${STRATA_TIMEOUT:-120}
 export STRATA_LOG=error
 root_flag=()
 [ "$(id -u)" -eq 0 ] && root_flag=(--allow-run-as-root)
@@ -101,7 +103,7 @@ run_one() { # system N
   local need_kb=$((${peak_kb[$system]} * n)) avail_kb note="" status wall start rc=0
   avail_kb=$(mem_available_kb)
   if [ -n "${failed[$system]:-}" ]; then
-    printf '%s\t%d\tskipped\t\t\t%s\n' "$system" "$n" "failed at ${failed[$system]} ranks" >>"$out/runs.tsv"
+    printf '%s\t%d\tskipped\t\t\t%s\n' "$system" "$n" "timed out at ${failed[$system]} ranks" >>"$out/runs.tsv"
     return
   fi
   if [ "$need_kb" -gt $((avail_kb * 3 / 4)) ]; then
@@ -122,7 +124,7 @@ run_one() { # system N
   elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then status=timeout; note="after ${limit} s"
   else status=failed; note="exit $rc, $reported of $n ranks reported; see raw/$system-$n.log"
   fi
-  [ "$status" = ok ] || failed[$system]=$n
+  [ "$status" = timeout ] && failed[$system]=$n
   local hwm
   hwm=$(awk '{ if ($9 > m) m = $9 } END { print m + 0 }' "$dir"/*.txt 2>/dev/null || echo 0)
   [ "${hwm:-0}" -gt 0 ] && peak_kb[$system]=$((hwm * 5 / 4))
@@ -146,5 +148,9 @@ for n in $sizes; do
     esac
   done
 done
+if [ -x "$build/strata-scale-model" ]; then # the start-up model beside the measurement
+  # shellcheck disable=SC2086
+  "$build/strata-scale-model" --cores "$(nproc)" $sizes >"$out/model.csv"
+fi
 python3 "$here/scale_report.py" "$out"
 echo "scale: $out/scale.csv, scale.json, scale.svg"

@@ -5,7 +5,7 @@ init_process_group("gloo") and a first 4-byte all_reduce, measured as bench/scal
 strata and MPI, and written in its line format to OUT_DIR/<rank>.txt:
 
   rank nranks start_epoch_s init_end_epoch_s init_s allreduce_s fds rss_kb hwm_kb pss_kb
-  store_requests store_bytes import_s
+  store_requests store_bytes import_s parent_rss_kb parent_hwm_kb
 
 (store figures -1: torch's TCPStore is not counted; import_s is `import torch`, which the C
 programs do not pay). Ranks meet through env:// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, which
@@ -57,6 +57,8 @@ def main():
     rss = read_kb("/proc/self/status", "VmRSS:")
     hwm = read_kb("/proc/self/status", "VmHWM:")
     pss = read_kb("/proc/self/smaps_rollup", "Pss:")
+    parent = f"/proc/{os.getppid()}/status"
+    prss, phwm = (read_kb(parent, "VmRSS:"), read_kb(parent, "VmHWM:")) if rank == 0 else (-1, -1)
     with open(os.path.join(out_dir, f"{rank}.txt"), "w") as f:
         f.write(f"{rank} {nranks} {start_epoch_s:.6f} {init_end_epoch_s:.6f} {t1 - t0:.6f} "
                 f"{t2 - t1:.6f} {fds} {rss} {hwm} {pss} -1 -1 {import_s:.6f}\n")

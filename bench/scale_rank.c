@@ -11,10 +11,13 @@
  * Each rank writes one line to DIR/<rank>.txt (a file each: nothing to gather, and a rank that
  * hangs leaves the others' figures readable):
  *   rank nranks start_epoch_s init_end_epoch_s init_s allreduce_s fds rss_kb hwm_kb pss_kb
- *   store_requests store_bytes
- * start_epoch_s is taken at main's entry, so the script can tell the launch (process start) from
- * the init call. fds counts /proc/self/fd after the first allreduce, the descriptors a lazy or an
- * eager transport holds for its peers at that point.
+ *   store_requests store_bytes import_s parent_rss_kb parent_hwm_kb
+ * (import_s is 0: only Python ranks pay an import, bench/scale_gloo.py). parent_* is the
+ * launcher's memory as rank 0 sees it after the first allreduce (-1 on other ranks): under
+ * `strata launch` the launcher serves the store, so this is the store's memory with every rank
+ * connected. start_epoch_s is taken at main's entry, so the script can tell the launch (process
+ * start) from the init call. fds counts /proc/self/fd after the first allreduce, the descriptors a
+ * lazy or an eager transport holds for its peers at that point.
  *
  * With -c (strata only), the rank joins through strata_comm_init_store with a store that counts
  * what the library asks of it (requests, and bytes both ways: keys, values and the fixed header of
@@ -194,15 +197,22 @@ int main(int argc, char **argv) {
   long rss_kb = read_kb("/proc/self/status", "VmRSS:");
   long hwm_kb = read_kb("/proc/self/status", "VmHWM:");
   long pss_kb = read_kb("/proc/self/smaps_rollup", "Pss:");
+  long parent_rss_kb = -1, parent_hwm_kb = -1;
   char path[4096];
+  if (rank == 0) {
+    snprintf(path, sizeof path, "/proc/%d/status", (int)getppid());
+    parent_rss_kb = read_kb(path, "VmRSS:");
+    parent_hwm_kb = read_kb(path, "VmHWM:");
+  }
   snprintf(path, sizeof path, "%s/%d.txt", dir, rank);
   FILE *out = fopen(path, "w");
   if (!out) {
     fprintf(stderr, "scale_rank: %s: %s\n", path, strerror(errno));
     return 1;
   }
-  fprintf(out, "%d %d %.6f %.6f %.6f %.6f %d %ld %ld %ld %ld %ld\n", rank, nranks, start_epoch_s,
-          init_end_epoch_s, t1 - t0, t2 - t1, fds, rss_kb, hwm_kb, pss_kb, requests, bytes);
+  fprintf(out, "%d %d %.6f %.6f %.6f %.6f %d %ld %ld %ld %ld %ld 0 %ld %ld\n", rank, nranks,
+          start_epoch_s, init_end_epoch_s, t1 - t0, t2 - t1, fds, rss_kb, hwm_kb, pss_kb, requests,
+          bytes, parent_rss_kb, parent_hwm_kb);
   fclose(out);
   ALLREDUCE(&value, &sum); /* everyone has counted before anyone closes */
 #ifdef SCALE_MPI

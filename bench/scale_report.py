@@ -21,7 +21,7 @@ SYSTEMS = [("strata", "#1f77b4"), ("openmpi", "#d62728"), ("gloo", "#2ca02c"),
 FIELDS = ["system", "ranks", "status", "note", "wall_s", "ready_s", "init_max_s", "init_rank0_s",
           "allreduce_max_s", "fds_rank0", "fds_median", "fds_max", "rss_mb_rank0",
           "rss_mb_median", "rss_mb_max", "pss_mb_median", "store_requests_rank0",
-          "store_requests_median", "store_requests_max", "store_bytes_total", "import_median_s",
+          "store_requests_median", "store_requests_max", "store_bytes_total", "launcher_rss_mb", "launcher_hwm_mb", "import_median_s",
           "ranks_reported"]
 
 
@@ -42,7 +42,9 @@ def read_ranks(path):
                      "fds": int(parts[6]), "rss_kb": int(parts[7]), "hwm_kb": int(parts[8]),
                      "pss_kb": int(parts[9]), "requests": int(parts[10]),
                      "bytes": int(parts[11]),
-                     "import_s": float(parts[12]) if len(parts) > 12 else None})
+                     "import_s": float(parts[12]) if len(parts) > 12 else None,
+                     "parent_rss_kb": int(parts[13]) if len(parts) > 13 else -1,
+                     "parent_hwm_kb": int(parts[14]) if len(parts) > 14 else -1})
     return sorted(rows, key=lambda r: r["rank"])
 
 
@@ -66,6 +68,9 @@ def summarize(run, rows):
         out["init_rank0_s"] = round(r0["init_s"], 4)
         out["fds_rank0"] = r0["fds"]
         out["rss_mb_rank0"] = round(r0["rss_kb"] / 1024, 2)
+        if r0["parent_rss_kb"] > 0:
+            out["launcher_rss_mb"] = round(r0["parent_rss_kb"] / 1024, 2)
+            out["launcher_hwm_mb"] = round(r0["parent_hwm_kb"] / 1024, 2)
     if all(r["requests"] >= 0 for r in rows):
         out["store_requests_median"] = med(r["requests"] for r in rows)
         out["store_requests_max"] = max(r["requests"] for r in rows)
@@ -73,6 +78,7 @@ def summarize(run, rows):
         if r0:
             out["store_requests_rank0"] = r0["requests"]
     imports = [r["import_s"] for r in rows if r["import_s"] is not None]
+    imports = [i for i in imports if i > 0]
     if imports:
         out["import_median_s"] = round(med(imports), 3)
     return out
@@ -182,8 +188,9 @@ def main():
         json.dump(summary, f, indent=1)
     draw(summary, os.path.join(top, "scale.svg"))
     print("| system | ranks | status | init (slowest) s | ready s | 1st allreduce ms | "
-          "fds rank 0 / median / max | RSS MiB rank 0 / median / max | store req/rank | whole run s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "fds rank 0 / median / max | RSS MiB rank 0 / median / max | launcher RSS MiB | "
+          "store req/rank | whole run s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for s in summary:
         fds = f"{fmt(s['fds_rank0'], '{}')} / {fmt(s['fds_median'], '{:g}')} / {fmt(s['fds_max'], '{}')}"
         rss = (f"{fmt(s['rss_mb_rank0'], '{:.1f}')} / {fmt(s['rss_mb_median'], '{:.1f}')} / "
@@ -193,8 +200,35 @@ def main():
                if s["store_requests_median"] is not None else "-")
         status = s["status"] + (f" ({s['note']})" if s["note"] else "")
         print(f"| {s['system']} | {s['ranks']} | {status} | {fmt(s['init_max_s'])} | "
-              f"{fmt(s['ready_s'])} | {fmt(ar)} | {fds} | {rss} | {req} | {fmt(s['wall_s'])} |")
+              f"{fmt(s['ready_s'])} | {fmt(ar)} | {fds} | {rss} | {fmt(s['launcher_rss_mb'], '{:.1f}')} | "
+              f"{req} | {fmt(s['wall_s'])} |")
+    model_path = os.path.join(top, "model.csv")
+    if os.path.exists(model_path):
+        compare(summary, model_path)
     return 0
+
+
+def compare(summary, model_path):
+    """The start-up model (strata-scale-model, this host's cores) beside the measured strata runs:
+    the ratio measured/model says how well the model holds, scheme by scheme."""
+    with open(model_path) as f:
+        model = {(r["scheme"], int(r["ranks"])): r for r in csv.DictReader(f)}
+    print("\nmodel (src/model/startup.c, this host's cores) against the measured strata runs\n")
+    print("| ranks | init s measured | eager model | lazy model | fds rank 0 measured | eager | lazy "
+          "| store req/rank measured (counted) | eager | lazy |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    by = {(s["system"], s["ranks"]): s for s in summary}
+    for n in sorted({s["ranks"] for s in summary}):
+        m, c = by.get(("strata", n)), by.get(("strata-counted", n))
+        e, l = model.get(("eager", n)), model.get(("lazy", n))
+        if not m or not e or not l or m["status"] != "ok":
+            continue
+        req = c["store_requests_median"] if c and c["status"] == "ok" else None
+        print(f"| {n} | {fmt(m['init_max_s'])} | {float(e['init_s']):.3g} "
+              f"({m['init_max_s'] / float(e['init_s']):.2f}x) | {float(l['init_s']):.3g} | "
+              f"{fmt(m['fds_rank0'], '{}')} | {float(e['fds_per_rank']):g} | "
+              f"{float(l['fds_per_rank']):g} | {fmt(req, '{:g}')} | "
+              f"{float(e['requests_per_rank']):g} | {float(l['requests_per_rank']):g} |")
 
 
 if __name__ == "__main__":

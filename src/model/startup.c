@@ -24,14 +24,14 @@ enum {
 
 /* Calibration (docs/scale.md, "the model"): bench/scale.sh on a 2-core host, strata's eager
  * init from 8 to 256 ranks, with STRATA_TCP_STREAMS varied to tell connections from requests.
- * The byte sizes are those of a `strata launch` job on loopback (a 36-character job id). */
+ * The byte sizes are fitted to the counted runs (scale_rank -c) of a `strata launch` job. */
 strata_startup_costs strata_startup_default_costs(void) {
   return (strata_startup_costs){.request_server_us = 6.0,
                                 .request_client_us = 6.0,
                                 .connection_us = 60.0,
                                 .process_us = 20000.0,
-                                .key_bytes = 56,
-                                .identity_bytes = 110,
+                                .key_bytes = 30,
+                                .identity_bytes = 104,
                                 .address_bytes = 16,
                                 .site_bytes = 7,
                                 .frame_bytes = 16,
