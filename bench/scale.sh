@@ -13,6 +13,9 @@
 # gloo:            strata launch -n N -- python bench/scale_gloo.py DIR (torch's env:// store)
 # strata-counted:  scale_rank -c: the same join through a store that counts the library's
 #                  requests and bytes (what src/model/startup.c predicts)
+# strata-1stream:  strata with STRATA_TCP_STREAMS=1 (2 connections per pair instead of 5): with
+#                  the others, calibrates the model's per-connection and per-request costs
+#                  (not in the default --systems)
 #
 # Results go to DIR (default bench/results/scale-<date>): runs.tsv, raw/<system>-<N>/<rank>.txt,
 # scale.csv, scale.json, scale.svg (bench/scale_report.py), and the table on stdout.
@@ -86,7 +89,7 @@ trap 'kill_leftovers' EXIT
 trap 'kill_leftovers; exit 130' INT TERM
 
 mem_available_kb() { awk '/^MemAvailable:/ {print $2}' /proc/meminfo; }
-declare -A peak_kb=([strata]=65536 [strata-counted]=65536 [openmpi]=65536 [gloo]=262144)
+declare -A peak_kb=([strata]=65536 [strata-counted]=65536 [strata-1stream]=65536 [openmpi]=65536 [gloo]=262144)
 declare -A failed=()
 printf 'system\tranks\tstatus\twall_s\tlaunch_epoch_s\tnote\n' >"$out/runs.tsv"
 
@@ -96,6 +99,8 @@ run_one() { # system N
   case $system in
     strata) cmd=("$strata" launch -n "$n" -- "$out/tools/scale_rank" "$dir") ;;
     strata-counted) cmd=("$strata" launch -n "$n" -- "$out/tools/scale_rank" -c "$dir") ;;
+    strata-1stream) cmd=(env STRATA_TCP_STREAMS=1 "$strata" launch -n "$n" --
+                         "$out/tools/scale_rank" "$dir") ;;
     openmpi) cmd=(mpirun "${root_flag[@]}" --oversubscribe --mca btl self,tcp
                   --mca btl_tcp_if_include lo -np "$n" "$out/tools/scale_rank_mpi" "$dir") ;;
     gloo) cmd=("$strata" launch -n "$n" -- "$py" "$here/scale_gloo.py" "$dir") ;;
@@ -125,9 +130,12 @@ run_one() { # system N
   else status=failed; note="exit $rc, $reported of $n ranks reported; see raw/$system-$n.log"
   fi
   [ "$status" = timeout ] && failed[$system]=$n
-  local hwm
-  hwm=$(awk '{ if ($9 > m) m = $9 } END { print m + 0 }' "$dir"/*.txt 2>/dev/null || echo 0)
-  [ "${hwm:-0}" -gt 0 ] && peak_kb[$system]=$((hwm * 5 / 4))
+  # a rank's peak, less what it shares with the others (mapped libraries: RSS - PSS), is what
+  # one more rank costs
+  local need
+  need=$(awk '{ v = $9 - ($8 - $10); if (v > m) m = v } END { print int(m) }' "$dir"/*.txt \
+    2>/dev/null || echo 0)
+  [ "${need:-0}" -gt 0 ] && peak_kb[$system]=$((need * 5 / 4))
   local tw
   tw=$(ss -Htan state time-wait 2>/dev/null | wc -l || echo "?")
   printf '%s\t%d\t%s\t%s\t%s\t%s\n' "$system" "$n" "$status" "$wall" "$start" \
@@ -139,7 +147,7 @@ for n in $sizes; do
   IFS=, read -r -a chosen <<<"$systems"
   for system in "${chosen[@]}"; do
     case $system in
-      strata | strata-counted) run_one "$system" "$n" ;;
+      strata | strata-counted | strata-1stream) run_one "$system" "$n" ;;
       openmpi) if [ $have_mpi -eq 1 ]; then run_one openmpi "$n"
                else echo "scale: no mpicc/mpirun (scripts/deps.sh bench): openmpi skipped"; fi ;;
       gloo) if [ $have_torch -eq 1 ]; then run_one gloo "$n"

@@ -17,7 +17,8 @@ import statistics
 import sys
 
 SYSTEMS = [("strata", "#1f77b4"), ("openmpi", "#d62728"), ("gloo", "#2ca02c"),
-           ("strata-counted", "#9467bd")]
+           ("strata-counted", "#9467bd"), ("strata-1stream", "#8c564b")]
+BASE_FDS = 6  # a strata rank's descriptors before any peer (src/model/startup.c: base_fds)
 FIELDS = ["system", "ranks", "status", "note", "wall_s", "ready_s", "init_max_s", "init_rank0_s",
           "allreduce_max_s", "fds_rank0", "fds_median", "fds_max", "rss_mb_rank0",
           "rss_mb_median", "rss_mb_max", "pss_mb_median", "store_requests_rank0",
@@ -139,7 +140,7 @@ def draw(summary, path):
                ("rss_mb_median", "RSS per rank (median)", "MiB"),
                ("wall_s", "whole run (launch to exit)", "seconds")]
     xs = sorted({s["ranks"] for s in summary})
-    shown = [(name, color) for name, color in SYSTEMS if name != "strata-counted"
+    shown = [(name, color) for name, color in SYSTEMS if name in ("strata", "openmpi", "gloo")
              and any(s["system"] == name for s in summary)]
     width, height, cols = 1000, 640, 3
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -205,7 +206,66 @@ def main():
     model_path = os.path.join(top, "model.csv")
     if os.path.exists(model_path):
         compare(summary, model_path)
+    calibrate(summary)
     return 0
+
+
+def solve(a, b):
+    """Least squares by the normal equations (3 unknowns), without numpy."""
+    n = len(a[0])
+    m = [[sum(r[i] * r[j] for r in a) for j in range(n)] + [sum(r[i] * y for r, y in zip(a, b))]
+         for i in range(n)]
+    for i in range(n):
+        p = max(range(i, n), key=lambda k: abs(m[k][i]))
+        m[i], m[p] = m[p], m[i]
+        if abs(m[i][i]) < 1e-30:
+            return None
+        for k in range(n):
+            if k != i:
+                f = m[k][i] / m[i][i]
+                m[k] = [x - f * y for x, y in zip(m[k], m[i])]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def calibrate(summary):
+    """The start-up model's costs from the strata runs: cores x init = N x process +
+    requests x request + connections x connection, with the requests of the counted runs (the
+    eager formula where none was counted) and the connections from the descriptors measured.
+    Runs with one stream per pair (strata-1stream) separate connections from requests."""
+    cores = os.cpu_count() or 1
+    counted = {s["ranks"]: s["store_requests_median"] for s in summary
+               if s["system"] == "strata-counted" and s["store_requests_median"] is not None}
+    rows, ys, labels = [], [], []
+    for s in summary:
+        if s["system"] not in ("strata", "strata-1stream") or s["status"] != "ok":
+            continue
+        n = s["ranks"]
+        req = counted.get(n, 2 * n + 5 + (n - 1) / 2) * n
+        conns = n * (s["fds_median"] - BASE_FDS) / 2
+        rows.append([n, req, conns])
+        ys.append(s["init_max_s"] * cores)
+        labels.append((s["system"], n, s["init_max_s"]))
+    if len(rows) < 3:
+        return
+    x = solve(rows, ys)
+    how = ""
+    if not x or min(x) < 0:
+        # the full mesh's requests and connections both grow as N^2: with one stream count
+        # they cannot be told apart, and on a busy host the request's share is lost in the
+        # noise; it then keeps the model's cost (server + client: a store round trip on
+        # loopback, a few microseconds of CPU each side)
+        request_s = 8e-6
+        x = solve([[r[0], r[2]] for r in rows], [y - r[1] * request_s for r, y in zip(rows, ys)])
+        if not x:
+            return
+        x = [x[0], request_s, x[1]]
+        how = " (request cost fixed, not fitted)"
+    print(f"\ncalibration ({len(rows)} strata runs, {cores} cores): process {x[0] * 1e6:.0f} us, "
+          f"request {x[1] * 1e6:.1f} us, connection {x[2] * 1e6:.1f} us of CPU{how}")
+    for (system, n, got), r in zip(labels, rows):
+        fit = sum(a * b for a, b in zip(r, x)) / cores
+        print(f"  {system} {n} ranks: init {got:.3g} s, fitted {fit:.3g} s "
+              f"({got / fit if fit > 0 else float('nan'):.2f}x)")
 
 
 def compare(summary, model_path):

@@ -22,21 +22,26 @@ enum {
   COUNTER_BYTES = 8
 };
 
-/* Calibration (docs/scale.md, "the model"): bench/scale.sh on a 2-core host, strata's eager
- * init from 8 to 256 ranks, with STRATA_TCP_STREAMS varied to tell connections from requests.
- * The byte sizes are fitted to the counted runs (scale_rank -c) of a `strata launch` job. */
+/* Calibration (docs/scale.md, "The model"): bench/scale.sh on a 2-core host, strata's full mesh
+ * from 8 to 32 ranks with 5 and 2 connections per pair (STRATA_TCP_STREAMS=4 and 1), so that
+ * connections and requests, both N^2 in a full mesh, can be told apart; scale_report.py fits
+ * process_us and connection_us (a connection's CPU includes the handshake's key agreement and
+ * the mesh's poll loop over every connection in progress). A request's cost is a store round
+ * trip on loopback, split between server and client. The byte sizes are fitted to the counted
+ * runs (scale_rank -c) of a `strata launch` job. store_conn_bytes is an upper bound: the store's
+ * process did not grow measurably from 8 to 32 clients. */
 strata_startup_costs strata_startup_default_costs(void) {
-  return (strata_startup_costs){.request_server_us = 6.0,
-                                .request_client_us = 6.0,
-                                .connection_us = 60.0,
-                                .process_us = 20000.0,
+  return (strata_startup_costs){.request_server_us = 4.0,
+                                .request_client_us = 4.0,
+                                .connection_us = 900.0,
+                                .process_us = 65000.0,
                                 .key_bytes = 30,
                                 .identity_bytes = 104,
                                 .address_bytes = 16,
                                 .site_bytes = 7,
                                 .frame_bytes = 16,
                                 .entry_overhead_bytes = 64,
-                                .store_conn_bytes = 16384,
+                                .store_conn_bytes = 8192,
                                 .base_fds = 6};
 }
 
