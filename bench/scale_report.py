@@ -13,6 +13,7 @@ import csv
 import json
 import math
 import os
+import re
 import statistics
 import sys
 
@@ -22,7 +23,7 @@ BASE_FDS = 6  # a strata rank's descriptors before any peer (src/model/startup.c
 FIELDS = ["system", "ranks", "status", "note", "wall_s", "ready_s", "init_max_s", "init_rank0_s",
           "allreduce_max_s", "fds_rank0", "fds_median", "fds_max", "rss_mb_rank0",
           "rss_mb_median", "rss_mb_max", "pss_mb_median", "store_requests_rank0",
-          "store_requests_median", "store_requests_max", "store_bytes_total", "launcher_rss_mb", "launcher_hwm_mb", "import_median_s",
+          "store_requests_median", "store_requests_max", "store_bytes_total", "time_wait_after", "launcher_rss_mb", "launcher_hwm_mb", "import_median_s",
           "ranks_reported"]
 
 
@@ -51,8 +52,13 @@ def read_ranks(path):
 
 def summarize(run, rows):
     out = {k: None for k in FIELDS}
+    note, time_wait = run["note"], None
+    m = re.search(r"(?:; )?(\d+) in TIME_WAIT after$", note)
+    if m:
+        note, time_wait = note[:m.start()], int(m.group(1))
     out.update({"system": run["system"], "ranks": run["ranks"], "status": run["status"],
-                "note": run["note"], "wall_s": run["wall_s"], "ranks_reported": len(rows)})
+                "note": note, "wall_s": run["wall_s"], "ranks_reported": len(rows),
+                "time_wait_after": time_wait})
     if not rows:
         return out
     r0 = rows[0] if rows[0]["rank"] == 0 else None
