@@ -22,8 +22,10 @@
 # BUILD (default build/) is the strata build measured; STRATA_PYTHON a python with torch (default
 # build-venv/bin/python, else python3). Each run is bounded (--timeout, default 120 + 3 s per
 # rank) and everything it started is killed after it; a size is skipped when the memory it needs
-# (per-rank peak of the previous size, times N) is not available, and a system that timed out
-# at one size is not run at larger ones (one that failed is: the failure may be load). Raises the descriptor limit to its hard limit.
+# (the previous size's per-rank peak less shared pages, times N) is not available, and a system
+# that timed out at one size is not run at larger ones (one that failed is: the failure may be
+# load). Raises the descriptor limit to its hard limit; STRATA_TIMEOUT (default here 120) bounds
+# each rank's init.
 # Timings on a shared or busy host are noisy: compare systems within one run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
