@@ -61,10 +61,14 @@ static const char *seconds_text(double s, char *buf, size_t len) {
   return buf;
 }
 
-static const char *bound_name(const strata_startup *s) {
+/* The largest term of the estimate (strata_startup_model): a bound, or the rounds' latency. */
+static const char *bound_name(const strata_startup *s, const strata_startup_job *job) {
+  double latency_s = s->peer_rounds * job->peer_rtt_us / 2 * 1e-6;
+  if (latency_s > s->store_busy_s && latency_s > s->rank_busy_s && latency_s > s->cpu_bound_s)
+    return "rounds between ranks";
   if (s->store_busy_s >= s->rank_busy_s && s->store_busy_s >= s->cpu_bound_s)
-    return "the store's one loop";
-  return "each rank's own requests and handshakes";
+    return "the store's loop";
+  return "one rank's work";
 }
 
 void strata_plan_write_startup_text(FILE *out, const strata_plan *p) {
@@ -73,8 +77,8 @@ void strata_plan_write_startup_text(FILE *out, const strata_plan *p) {
   fprintf(out,
           "\nstart-up (%lld ranks, one per GPU, %d TCP streams per pair; model, docs/scale.md)\n",
           (long long)p->startup_job.ranks, p->startup_job.streams);
-  fprintf(out, "  %-26s %18s %18s\n", "", "full mesh (today)", "on demand (ring)");
-  fprintf(out, "  %-26s %18s %18s\n", "store requests per rank", count_text(e->requests_max, a, 32),
+  fprintf(out, "  %-26s %18s %18s\n", "", "full mesh", "on demand (ring)");
+  fprintf(out, "  %-26s %18s %18s\n", "store requests, busiest", count_text(e->requests_max, a, 32),
           count_text(l->requests_max, b, 32));
   fprintf(out, "  %-26s %18s %18s\n", "store requests, job", count_text(e->requests_total, a, 32),
           count_text(l->requests_total, b, 32));
@@ -90,7 +94,8 @@ void strata_plan_write_startup_text(FILE *out, const strata_plan *p) {
           count_text(e->connections_total, a, 32), count_text(l->connections_total, b, 32));
   fprintf(out, "  %-26s %18s %18s\n", "init + first allreduce", seconds_text(e->init_s, a, 32),
           seconds_text(l->init_s, b, 32));
-  fprintf(out, "  bound by: %s (full mesh); %s (on demand)\n", bound_name(e), bound_name(l));
+  fprintf(out, "  %-26s %18s %18s\n", "bound by", bound_name(e, &p->startup_job),
+          bound_name(l, &p->startup_job));
   if (e->fds_per_rank > NR_OPEN_DEFAULT)
     fprintf(out,
             "  the full mesh needs more descriptors per rank than Linux allows (fs.nr_open)\n");
