@@ -1373,6 +1373,7 @@ int strata_plan_build_measured(const strata_topo *topo, const strata_workload *w
   build_fabrics(out);
   build_predictions(out);
   build_diloco(out);
+  strata_plan_startup(out);
   double site_ms = best_ms(&out->site_fabric, STRATA_COLL_ALLREDUCE, grad_bytes(w));
   switch (w->kind) {
     case STRATA_WORKLOAD_TRAIN_SYNC:

@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "model/cost.h"
+#include "model/startup.h"
 #include "topo/linkmatrix.h"
 #include "topo/topo.h"
 
@@ -335,6 +336,10 @@ typedef struct strata_plan {
   char summary[480];                        /* the workload's headline numbers in one paragraph */
   char checks[STRATA_PLAN_MAX_CHECKS][200]; /* bringup: check — expected figure */
   int check_count;
+  /* what starting the job costs, one rank per GPU: [0] eager mesh (today), [1] on demand (lazy);
+   * src/plan/startup.c */
+  strata_startup startup[2];
+  strata_startup_job startup_job;
   strata_finding *findings;
   int finding_count, finding_cap;
 } strata_plan;
@@ -350,6 +355,13 @@ void strata_plan_free(strata_plan *plan);
 int strata_plan_build_measured(const strata_topo *topo, const strata_workload *w,
                                const strata_plan_measured *measured, strata_plan *out, char *err,
                                size_t err_len);
+
+/* Fills plan->startup and startup_job from the topology's ranks and fabrics (startup.c). */
+void strata_plan_startup(strata_plan *plan);
+/* The start-up section of `strata plan`'s text and JSON (render.c calls them). */
+void strata_plan_write_startup_text(FILE *out, const strata_plan *plan);
+struct json_t;
+struct json_t *strata_plan_startup_json(const strata_plan *plan);
 
 /* Append a finding (lint.c uses it). Returns 0 or -1 when out of memory. */
 int strata_plan_add_finding(strata_plan *plan, const char *id, const strata_topo_mark *mark,

@@ -213,6 +213,7 @@ void strata_plan_write_text(FILE *out, const strata_plan *p) {
   }
   text_diloco(out, p);
   text_fsdp(out, p);
+  strata_plan_write_startup_text(out, p);
   if (p->summary[0]) fprintf(out, "\n%s\n", p->summary);
   if (p->check_count > 0) {
     fprintf(out, "\nbring-up checks (expected figures from the model)\n");
@@ -423,6 +424,7 @@ void strata_plan_write_json(FILE *out, const strata_plan *p) {
                 json_link_matrix(p), "layers", json_layers(p), "predictions", json_predictions(p),
                 "decision", json_decision(p), "diloco", json_diloco(p), "fsdp", json_fsdp(p),
                 "summary", str(p->summary), "checks", json_checks(p), "findings", json_findings(p));
+  doc = strata_json_set(doc, "startup", strata_plan_startup_json(p));
   if (strata_json_write(out, doc, PLAN_JSON_REAL_DIGITS) != 0)
     fprintf(stderr, "strata plan: writing the plan as JSON failed\n");
 }
