@@ -1377,8 +1377,7 @@ static void on_link_failed(void *ctx, int peer, int status, const char *why) {
 }
 
 /* The transport of `nranks` ranks, no pair connected yet. NULL when out of memory. */
-static tcp_transport *transport_alloc(const strata_config *cfg, int rank, int nranks,
-                                      int streams) {
+static tcp_transport *transport_alloc(const strata_config *cfg, int rank, int nranks, int streams) {
   tcp_transport *t = calloc(1, sizeof *t);
   if (!t) return NULL;
   t->base.ops = &tcp_ops;
@@ -1434,8 +1433,8 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
   }
   tcp_transport *t = transport_alloc(cfg, rank, nranks, cfg->tcp_streams);
   if (!t) {
-    if (err && err_len) snprintf(err, err_len, "rank %d: out of memory opening the tcp transport",
-                                 rank);
+    if (err && err_len)
+      snprintf(err, err_len, "rank %d: out of memory opening the tcp transport", rank);
     return STRATA_ERR_NO_MEMORY;
   }
   strata_tcp_mesh_events events = {.ctx = t, .linked = on_linked, .failed = on_link_failed};
@@ -1447,8 +1446,8 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
       if (!t->peers[q].report) continue;
       status = t->peers[q].lost_status;
       if (err && err_len && !err[0])
-        snprintf(err, err_len, "rank %d: setting up the connections with rank %d failed: %s",
-                 rank, q, strata_strerror(status));
+        snprintf(err, err_len, "rank %d: setting up the connections with rank %d failed: %s", rank,
+                 q, strata_strerror(status));
       break;
     }
   }

@@ -82,6 +82,10 @@ static const double MESH_FAILURE_CHECK_S = 0.2;
 /* How long one store read waits for an address not published yet (then retried): a step must
  * not hold the thread that beats to the connected peers. */
 static const double MESH_ADDRESS_WAIT_S = 0.005;
+/* How long the higher rank of a pair waits for the lower one's dial before dialing itself: a few
+ * of the lower rank's progress passes (its engine polls every millisecond while busy, every 10 ms
+ * while idle). */
+static const double MESH_HIGHER_DIAL_DELAY_S = 0.02;
 enum { MESH_DROPS_WARNED = 3 };
 static const double MESH_HANDSHAKE_DEADLINE_S = 3.0; /* a stranger's time to prove the secret */
 static const double MESH_EVICT_AGE_S = 0.25;         /* a talking stranger this old may make room */
@@ -466,11 +470,14 @@ void strata_tcp_mesh_want(strata_tcp_mesh *m, int peer) {
   if (!m || peer < 0 || peer >= m->nranks || peer == m->rank) return;
   mesh_link *l = &m->links[peer];
   if (l->wanted || l->state == LINK_UP || l->state == LINK_FAILED) return;
+  double now = strata_now_s();
   l->wanted = 1;
-  l->deadline_s = strata_now_s() + m->cfg->timeout_s;
+  l->deadline_s = now + m->cfg->timeout_s;
   if (l->state == LINK_IDLE) {
     l->state = LINK_ADDRESS;
-    l->address_retry_s = 0;
+    /* both ranks of a pair mostly ask at once (a send meets its receive), and the lower rank's
+     * dial wins a crossing: the higher gives it a moment to arrive rather than dial in vain */
+    l->address_retry_s = m->rank > peer && !m->opening ? now + MESH_HIGHER_DIAL_DELAY_S : 0;
   }
 }
 
@@ -707,15 +714,14 @@ static void size_unproven(mesh *m) {
                                                : room;
 }
 
-
 /* A connection of the pair finished its handshake. */
 static void link_connection(mesh *m, mesh_conn *c) {
   int peer = c->hs.peer_rank, stream = c->hs.stream;
   mesh_link *l = &m->links[peer];
   if (l->state == LINK_UP || l->state == LINK_FAILED || link_alloc(m, l) != STRATA_OK ||
       l->fds[stream] >= 0) {
-    STRATA_LOG(STRATA_LOG_WARN, m->rank, "rank %d opened stream %d twice; closing the second",
-               peer, stream);
+    STRATA_LOG(STRATA_LOG_WARN, m->rank, "rank %d opened stream %d twice; closing the second", peer,
+               stream);
     conn_finish(c);
     return;
   }
@@ -742,9 +748,11 @@ static void accepted_failed(mesh *m, mesh_conn *c) {
     for (int s = 0; s <= m->streams; s++) any += l->admitted[s];
     if (!any && l->state == LINK_AWAIT) l->state = l->wanted ? LINK_ADDRESS : LINK_IDLE;
   }
-  /* the dial of a job member that stepped back (crossed dials): no news */
-  int quiet = c->hs.crossed || (l && l->state != LINK_IDLE && l->state != LINK_ADDRESS &&
-                                c->hs.status == STRATA_ERR_PEER_LOST);
+  /* the dial of a job member that stepped back (crossed dials; closed before it said anything,
+   * or after): no news */
+  int quiet =
+      c->hs.crossed || (c->hs.status == STRATA_ERR_PEER_LOST &&
+                        (claimed < 0 || (l && l->state != LINK_IDLE && l->state != LINK_ADDRESS)));
   if (!quiet) {
     /* strangers can open connections as fast as they like: their log lines cannot */
     strata_log_level level = ++m->dropped <= MESH_DROPS_WARNED ? STRATA_LOG_WARN : STRATA_LOG_DEBUG;
@@ -961,7 +969,8 @@ size_t strata_tcp_mesh_pollfds(const strata_tcp_mesh *m, struct pollfd *out, siz
   size_t n = 0;
   if (!m) return 0;
   if (!out) return 1 + m->nconns;
-  if (n < cap && m->listen_fd >= 0) out[n++] = (struct pollfd){.fd = m->listen_fd, .events = POLLIN};
+  if (n < cap && m->listen_fd >= 0)
+    out[n++] = (struct pollfd){.fd = m->listen_fd, .events = POLLIN};
   for (size_t i = 0; i < m->nconns && n < cap; i++) {
     short events = conn_events(&m->conns[i]);
     if (events && m->conns[i].fd >= 0)
@@ -1071,8 +1080,8 @@ int strata_tcp_mesh_open(const strata_config *cfg, int rank, int nranks, strata_
   for (int q = 0; status == STRATA_OK && q < nranks; q++)
     snprintf(m->addresses + (size_t)q * STRATA_TCP_ADDRESS_BYTES, STRATA_TCP_ADDRESS_BYTES, "?");
   if (status == STRATA_OK) {
-    status =
-        strata_handshake_params_init(&m->params, cfg->job_id, cfg->secret, rank, nranks, m->streams);
+    status = strata_handshake_params_init(&m->params, cfg->job_id, cfg->secret, rank, nranks,
+                                          m->streams);
     if (status != STRATA_OK)
       mesh_error(m, status, "rank %d: %s", rank,
                  status == STRATA_ERR_SYSTEM      ? "libsodium failed to initialize"

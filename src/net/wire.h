@@ -32,8 +32,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define STRATA_WIRE_VERSION \
-  5u /* 5: connections on demand (either rank dials, REJECT_CROSSED); 4: the initiator proves
+#define STRATA_WIRE_VERSION                                                                   \
+  5u /* 5: connections on demand (either rank dials, REJECT_CROSSED); 4: the initiator proves \
         first, ephemeral X25519 keys, sealed frames */
 #define STRATA_WIRE_MAGIC "STRT" /* 4 bytes, no NUL on the wire */
 
