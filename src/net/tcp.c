@@ -1178,12 +1178,19 @@ void strata_tcp_keepalive(strata_transport *base) {
   for (int q = 0; q < t->nranks; q++) t->peers[q].report = 0;
 }
 
+void strata_tcp_watch(strata_transport *base, int peer) {
+  tcp_transport *t = (tcp_transport *)base;
+  if (!t || base->ops != &tcp_ops || peer < 0 || peer >= t->nranks || peer == t->rank) return;
+  if (!t->peers[peer].linked && t->peers[peer].state == PEER_UP)
+    strata_tcp_mesh_want(t->mesh, peer);
+}
+
 int strata_tcp_peer_alive(const strata_transport *base, int peer) {
   const tcp_transport *t = (const tcp_transport *)base;
   if (!t || base->ops != &tcp_ops || peer < 0 || peer >= t->nranks) return 0;
   if (peer == t->rank) return 1;
   const tcp_peer *p = &t->peers[peer];
-  /* a peer never connected is taken to be alive: the ranks that talk to it judge it */
+  /* a peer not connected (yet: strata_tcp_watch) counts as alive until its pair fails */
   return p->state == PEER_UP && !p->closing;
 }
 
