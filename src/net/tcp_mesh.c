@@ -768,6 +768,7 @@ static void accepted_failed(mesh *m, mesh_conn *c) {
 static void dialed_failed(mesh *m, mesh_conn *c, int status) {
   mesh_link *l = &m->links[c->peer];
   if (c->hs.crossed) { /* the lower rank dials us: wait for its connections */
+    conn_finish(c);
     link_stop_dialing(m, c->peer);
     if (l->state == LINK_DIALING) l->state = LINK_AWAIT;
     return;
@@ -836,7 +837,7 @@ static void conn_step(mesh *m, mesh_conn *c, short revents, double now) {
   }
   int status = strata_handshake_advance(&c->hs);
   if (status != STRATA_ERR_IN_PROGRESS) {
-    c->phase = CONN_FINISHED; /* (a crossed dial may close its siblings, this one included) */
+    c->phase = CONN_FINISHED; /* handshake_finished hands its socket on, closes it or redials */
     handshake_finished(m, c, status);
   }
 }
@@ -849,8 +850,12 @@ static short conn_events(const mesh_conn *c) {
 
 static void conns_compact(mesh *m) {
   size_t kept = 0;
-  for (size_t i = 0; i < m->nconns; i++)
-    if (m->conns[i].phase != CONN_FINISHED) m->conns[kept++] = m->conns[i];
+  for (size_t i = 0; i < m->nconns; i++) {
+    if (m->conns[i].phase == CONN_FINISHED)
+      conn_finish(&m->conns[i]); /* (a no-op unless a path forgot: never leak the socket) */
+    else
+      m->conns[kept++] = m->conns[i];
+  }
   m->nconns = kept;
 }
 
