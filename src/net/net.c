@@ -17,6 +17,7 @@
  * With STRATA_LOG=info each rank prints one line per peer, like NCCL_DEBUG=INFO:
  *     rank 0 -> rank 1 via shm
  *     rank 0 -> rank 2 via tcp (4 streams, 10.0.0.2:40123)
+ *     rank 0 -> rank 5 via tcp (4 streams, connected when first used)
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -141,6 +142,7 @@ static void log_routes(const strata_config *cfg, const strata_net *net) {
       continue;
     }
     const char *address = strata_tcp_peer_address(net->tcp, q);
+    if (!strcmp(address, "?")) address = "connected when first used";
     strata_log_write(STRATA_LOG_INFO, net->rank, "rank %d -> rank %d via tcp (%d stream%s, %s)%s",
                      net->rank, q, cfg->tcp_streams, cfg->tcp_streams == 1 ? "" : "s", address,
                      net->is_local[q] ? " [same host]" : "");
