@@ -3,10 +3,14 @@
  * tcp.c — the TCP transport's data path: messages striped over S streams per peer, matched by
  * sequence number, read straight into the posted buffer.
  *
- * Connections. tcp_mesh.c leaves us, per peer, S data streams and one control connection (all
- * authenticated). Data streams carry only DATA frames (wire.h); the control connection carries
- * only ABORT and CLOSE, so a control frame never queues behind data the receiver is not reading
- * yet (back-pressure below would otherwise hide an abort for as long as the data waits).
+ * Connections. tcp_mesh.c hands us, per peer, S data streams and one control connection (all
+ * authenticated), the first time a transfer with that peer is posted (or the peer dials us):
+ * until then the peer is up but not linked, its sends wait in its pending queue and its receives
+ * in its slots, and nothing is read, written or beaten for it. Data streams carry only DATA
+ * frames (wire.h); the control connection carries only ABORT, CLOSE and HEARTBEAT, so a control
+ * frame never queues behind data the receiver is not reading yet (back-pressure below would
+ * otherwise hide an abort for as long as the data waits). An abort sent while a peer was not
+ * linked reaches it on the control connection the moment it links.
  *
  * Sending. The k-th send to a peer gets msg_seq k. A message smaller than
  * STRATA_TCP_STRIPE_MIN_BYTES is one piece; a larger one is cut into pieces of
@@ -50,17 +54,22 @@
  * Failure. EOF, a reset or a protocol violation on any connection of a peer fails that peer:
  * every transfer with it completes with STRATA_ERR_PEER_LOST (or the violation) and progress()
  * returns the error once with *failed_peer. Control connections are read at least every
- * TCP_CONTROL_CHECK_S even for peers whose data goes over shared memory, so a dead rank is
- * noticed within milliseconds. destroy() sends CLOSE first, so a peer that leaves in order is not
- * reported as lost unless something was still pending with it.
+ * TCP_CONTROL_CHECK_S, so a dead rank is noticed within milliseconds by the ranks linked with it.
+ * A pair that cannot be made (the peer's listener refuses, or it does not answer within
+ * STRATA_TIMEOUT) fails the peer the same way. destroy() sends CLOSE first, so a peer that leaves
+ * in order is not reported as lost unless something was still pending with it.
  *
  * Liveness. A process that is frozen (SIGSTOP, a hung host, a partition that drops packets
  * without a reset) keeps its connections open, so EOF never comes. Every peer therefore gets a
  * HEARTBEAT on the control connection every heartbeat_interval() while the communicator lives —
  * the engine drives progress() while idle too — and a peer we have heard nothing from on its
- * control connection for STRATA_TIMEOUT fails with STRATA_ERR_TIMEOUT. Liveness comes from the
- * heartbeat, not from progress: a live peer that is simply late to a collective (a checkpoint,
- * an evaluation) keeps beating and is waited for (the engine's STRATA_OP_TIMEOUT bounds that).
+ * control connection for STRATA_TIMEOUT fails with STRATA_ERR_TIMEOUT. Only linked peers beat,
+ * so the beats of a round job-wide are twice the pairs in use (2N for a ring, N log2 N for
+ * recursive halving-doubling), not N (N - 1); and every rank is linked from init with rank ^ 1
+ * (tcp_mesh.h), so every rank is watched by at least one other, whose failure then reaches the
+ * rest as an abort. Liveness comes from the heartbeat, not from progress: a live peer that is
+ * simply late to a collective (a checkpoint, an evaluation) keeps beating and is waited for (the
+ * engine's STRATA_OP_TIMEOUT bounds that).
  *
  * Must never: interleave two frames' bytes on a stream, write outside a receive's buffer, call
  * done() outside progress(), raise SIGPIPE (MSG_NOSIGNAL), or block.
