@@ -27,6 +27,9 @@
  * L refuses every connection of H's from the moment L dials, and takes any only while it is not
  * dialing (after which it never dials), so H's dial either completes whole or is refused whole:
  * every pair ends with one set of connections, all dialed by the same rank.
+ * Crossings are the rule rather than the exception (a send is posted as its receive is), and each
+ * costs the loser's streams + 1 handshakes, so the higher rank, outside open, waits
+ * MESH_HIGHER_DIAL_DELAY_S before dialing: the lower rank's dial usually arrives first.
  *
  * One poll loop (strata_tcp_mesh_step, without blocking; open's wait, with) drives everything:
  * non-blocking connects, the accept queue and every handshake. A connection that sends garbage is
