@@ -8,7 +8,9 @@
  *  - recursive halving-doubling leaves each rank connected with exactly rank ^ 1, ^ 2 and ^ 4
  *    (log2(8) peers), and no more sockets than those pairs' (streams + 1) each beyond init's;
  *  - both give the right sums, a second call of each opens nothing more, and a send/recv between
- *    two ranks that never met connects just that pair.
+ *    two ranks that never met connects just that pair;
+ *  - a rank that dies before anyone but its init pair connected to it fails the next allreduce on
+ *    every survivor within the timeout.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -142,6 +144,33 @@ static int lazy_body(strata_comm *comm, int rank, int n, int init_status, void *
   return meet(comm, n, algo, "done");
 }
 
+/* Rank 2 dies right after init, before any pair but its init pair (with 3) is connected: a ring
+ * allreduce must fail on every survivor within the timeout — rank 1 finds 2's listener gone when
+ * it dials, rank 3 sees its connections close, rank 0 hears the abort. */
+static int dead_body(strata_comm *comm, int rank, int n, int init_status, void *arg) {
+  double timeout_s = *(double *)arg;
+  CHECK_OR_RETURN(comm && init_status == STRATA_OK, "init: %s", strata_err_name(init_status));
+  if (meet(comm, n, STRATA_ALGO_RING, "dead-init")) return 1;
+  if (rank == 2) _exit(0); /* dies: no goodbye, its listener closes with it */
+  strata_test_sleep_s(0.1);
+  float x = 1;
+  double start = strata_test_now_s();
+  strata_coll_args a = {.coll = STRATA_COLL_ALLREDUCE,
+                        .sendbuf = &x,
+                        .recvbuf = &x,
+                        .count = 1,
+                        .dtype = STRATA_F32,
+                        .op = STRATA_SUM,
+                        .algo = STRATA_ALGO_RING};
+  int status = strata_collective(comm, &a, NULL);
+  double took = strata_test_now_s() - start;
+  printf("  rank %d: %s after %.2f s\n", rank, strata_err_name(status), took);
+  CHECK_OR_RETURN(status != STRATA_OK, "rank %d: an allreduce with a dead rank succeeded", rank);
+  CHECK_OR_RETURN(took < timeout_s + 1, "rank %d: took %.2f s, past the %.1f s timeout", rank, took,
+                  timeout_s);
+  return 0;
+}
+
 int main(void) {
   int failed = 0;
   static const strata_algo algos[] = {STRATA_ALGO_RING, STRATA_ALGO_RHD};
@@ -155,6 +184,14 @@ int main(void) {
     printf("  %s\n", bad ? "FAILED" : "ok");
     failed += bad != 0;
   }
+  printf("ring allreduce, 4 ranks, one dead before it ever connected\n");
+  fflush(stdout);
+  double timeout_s = 2;
+  strata_test_ranks_opts o = {
+      .shm = 0, .tcp_streams = STREAMS, .timeout_s = timeout_s, .deadline_s = 30};
+  int bad = strata_test_run_ranks(4, &o, dead_body, &timeout_s);
+  printf("  %s\n", bad ? "FAILED" : "ok");
+  failed += bad != 0;
   printf("%s\n", failed ? "test_net_lazy: FAILED" : "test_net_lazy: all passed");
   return failed ? 1 : 0;
 }
