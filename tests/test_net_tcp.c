@@ -93,15 +93,6 @@ static int mesh_body(const strata_net_fixture_rank *r) {
   strata_transport *t = NULL;
   if (open_tcp_sealed(r, n, c->streams, c->host, c->sealed, &store, &t) != STRATA_OK) return 1;
   CHECK_OR_RETURN(!t->fuses_reduce, "tcp must not claim fused reductions");
-  for (int q = 0; q < n; q++) {
-    if (q == rank) continue;
-    int cipher = strata_tcp_peer_cipher(t, q);
-    int want = c->sealed == 0   ? -1
-               : c->sealed == 2 ? STRATA_SEAL_CHACHA20_POLY1305
-                                : (strata_seal_aes_available() ? STRATA_SEAL_AES256_GCM
-                                                               : STRATA_SEAL_CHACHA20_POLY1305);
-    CHECK_OR_RETURN(cipher == want, "frames to rank %d: cipher %d, want %d", q, cipher, want);
-  }
   /* one send buffer per message index (the pattern depends on sender and index, not receiver) */
   unsigned char **sendbufs = calloc((size_t)nmsgs, sizeof *sendbufs);
   unsigned char **recvbufs = calloc((size_t)(nmsgs * n), sizeof *recvbufs);
@@ -143,6 +134,16 @@ static int mesh_body(const strata_net_fixture_rank *r) {
                   strata_err_name(status), failed_peer, done, posted);
   for (int i = 0; i < posted; i++)
     CHECK_OR_RETURN(xs[i].status == STRATA_OK, "xfer %d: %s", i, strata_err_name(xs[i].status));
+  /* every pair is connected now (on demand: the transfers asked for them) */
+  for (int q = 0; q < n; q++) {
+    if (q == rank) continue;
+    int cipher = strata_tcp_peer_cipher(t, q);
+    int want = c->sealed == 0   ? -1
+               : c->sealed == 2 ? STRATA_SEAL_CHACHA20_POLY1305
+                                : (strata_seal_aes_available() ? STRATA_SEAL_AES256_GCM
+                                                               : STRATA_SEAL_CHACHA20_POLY1305);
+    CHECK_OR_RETURN(cipher == want, "frames to rank %d: cipher %d, want %d", q, cipher, want);
+  }
   for (int k = 0; k < nmsgs; k++) {
     for (int q = 0; q < n; q++) {
       if (q == rank) continue;

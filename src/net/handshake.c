@@ -287,6 +287,8 @@ static int reason_status(uint32_t reason) {
       return STRATA_ERR_AUTH;
     case STRATA_WIRE_REJECT_CONFIG:
       return STRATA_ERR_CONFIG;
+    case STRATA_WIRE_REJECT_CROSSED:
+      return STRATA_ERR_PEER_LOST;
     default:
       return STRATA_ERR_PROTOCOL;
   }
@@ -349,6 +351,10 @@ static int refused(strata_handshake *hs, const strata_wire_handshake *r) {
     case STRATA_WIRE_REJECT_RANK:
       why = "it did not expect this rank or stream index";
       break;
+    case STRATA_WIRE_REJECT_CROSSED:
+      hs->crossed = 1;
+      why = "it is connecting to this rank itself (crossed dials: its connections stand)";
+      break;
     default:
       why = "malformed handshake";
       break;
@@ -381,7 +387,8 @@ static int check_hello(strata_handshake *hs, const strata_wire_handshake *r) {
   /* The dialing side names the stream; the accepting side's HELLO echoes it. */
   int rank_ok, stream_ok = 1;
   if (hs->accepting) {
-    rank_ok = r->rank > (uint32_t)p->rank && r->rank < (uint32_t)p->nranks;
+    rank_ok = (p->admit ? r->rank != (uint32_t)p->rank : r->rank > (uint32_t)p->rank) &&
+              r->rank < (uint32_t)p->nranks;
     stream_ok = r->stream <= (uint32_t)p->streams;
   } else {
     rank_ok = r->rank == (uint32_t)hs->peer_rank;
@@ -391,7 +398,10 @@ static int check_hello(strata_handshake *hs, const strata_wire_handshake *r) {
     return refuse(hs, STRATA_WIRE_REJECT_RANK,
                   "unexpected rank %u / stream %u (this rank %s; is an old job still running "
                   "with the same address?)",
-                  r->rank, r->stream, hs->accepting ? "accepts only higher ranks" : "dialed");
+                  r->rank, r->stream,
+                  !hs->accepting ? "dialed"
+                  : p->admit     ? "accepts only other ranks"
+                                 : "accepts only higher ranks");
   if (seen_before(r->nonce))
     return refuse(hs, STRATA_WIRE_REJECT_AUTH,
                   "a replayed handshake: its HELLO carries the ephemeral key of an earlier "
@@ -422,6 +432,11 @@ static int check_auth(strata_handshake *hs, const strata_wire_handshake *r) {
     return refuse(hs, STRATA_WIRE_REJECT_AUTH,
                   "wrong job secret (the peer does not know STRATA_SECRET%s)",
                   hs->accepting ? "" : ", or it published another address than the one dialed");
+  if (hs->accepting && hs->params->admit &&
+      hs->params->admit(hs->params->admit_ctx, hs->peer_rank, hs->stream) != 0) {
+    hs->crossed = 1;
+    return refuse(hs, STRATA_WIRE_REJECT_CROSSED, "this pair is connected the other way");
+  }
   if (derive_keys(hs) != 0)
     return refuse(hs, STRATA_WIRE_REJECT_AUTH, "the peer's ephemeral key is invalid");
   if (hs->accepting) {

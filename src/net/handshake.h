@@ -25,6 +25,13 @@ typedef struct strata_handshake_params {
   int encrypt;                                  /* strata_encrypt_mode */
   int aes;                                      /* this CPU runs AES-256-GCM */
   char address[STRATA_HANDSHAKE_ADDRESS_BYTES]; /* the address this rank published */
+  /* Optional. NULL: the accepting side takes only higher ranks (every pair dialed by its higher
+   * rank). Set: any other rank may dial, and this is asked, once the dialer proved the secret and
+   * before we prove ourselves (so the dialer cannot have used the connection yet), whether we
+   * take (peer_rank, stream); nonzero refuses it with REJECT_CROSSED (tcp_mesh.c: one link per
+   * pair when both dialed at once). */
+  int (*admit)(void *ctx, int peer_rank, int stream);
+  void *admit_ctx;
 } strata_handshake_params;
 
 typedef struct strata_handshake {
@@ -48,6 +55,8 @@ typedef struct strata_handshake {
   strata_wire_handshake in;  /* the record being received (wire order until complete) */
   size_t in_got;
   char err[400]; /* why it failed, one sentence naming both ranks */
+  int crossed;   /* failed with STRATA_ERR_PEER_LOST because one side's admit() refused it: the
+                    pair is being connected the other way, not a failure */
 } strata_handshake;
 
 /* Fill params (address empty, encrypt AUTO; the caller sets them). key = the job key of

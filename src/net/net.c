@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * net.c — connecting a communicator: the TCP mesh to every peer, shared memory to the peers on
- * our host, and the choice of transport per peer.
+ * net.c — connecting a communicator: TCP to the peers it talks to (tcp_mesh.c connects each pair
+ * on demand), shared memory to the peers on our host, and the choice of transport per peer.
  *
- * The TCP mesh is always built (for nranks > 1), even between ranks that will move their data
- * through shared memory: it authenticates every peer and its control connection is how a dead
- * rank is noticed. Locality is decided from host identities every rank publishes in the store
- * ("<job>/net/<k>/host/<rank>" = "shm=<0|1> <identity>", k counting this rank's opens in the
- * job, so two communicators of one job never mix) before it joins the mesh. The identity is the
+ * The TCP transport is always opened (for nranks > 1): it listens, publishes its address and
+ * connects this rank's first pair before open returns; every other pair it connects when first
+ * used, and a peer whose data goes through shared memory only if something asks (shm watches its
+ * peers' processes itself). Locality is decided from host identities every rank publishes in the
+ * store ("<job>/net/<k>/host/<rank>" = "shm=<0|1> <identity>", k counting this rank's opens in
+ * the job, so two communicators of one job never mix) before it opens TCP. The identity is the
  * hostname, the boot id and the inodes of the network, mount and pid namespaces: two containers
  * on one machine are NOT local (their /dev/shm and pids are not shared), two ranks on one host
  * are. Shared memory is used with a peer only when both sides enabled it, so the decision is the
@@ -16,6 +17,7 @@
  * With STRATA_LOG=info each rank prints one line per peer, like NCCL_DEBUG=INFO:
  *     rank 0 -> rank 1 via shm
  *     rank 0 -> rank 2 via tcp (4 streams, 10.0.0.2:40123)
+ *     rank 0 -> rank 5 via tcp (4 streams, connected when first used)
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -106,7 +108,8 @@ static int store_get_string(strata_store *store, const char *key, double timeout
 }
 
 /* is_local[q] from the identities; shm_with[q] = local and both sides enabled shm. Every peer
- * published before joining the mesh, which has completed, so these reads do not wait. */
+ * publishes before it opens TCP; a read waits (up to the timeout) for one that has not yet. One
+ * store request per rank of the job: the part of joining that still grows with the job. */
 static int read_identities(const strata_config *cfg, strata_net *net, strata_store *store,
                            const char *prefix, const char *mine, int *shm_with, char *err,
                            size_t err_len) {
@@ -139,6 +142,7 @@ static void log_routes(const strata_config *cfg, const strata_net *net) {
       continue;
     }
     const char *address = strata_tcp_peer_address(net->tcp, q);
+    if (!strcmp(address, "?")) address = "connected when first used";
     strata_log_write(STRATA_LOG_INFO, net->rank, "rank %d -> rank %d via tcp (%d stream%s, %s)%s",
                      net->rank, q, cfg->tcp_streams, cfg->tcp_streams == 1 ? "" : "s", address,
                      net->is_local[q] ? " [same host]" : "");
@@ -253,7 +257,9 @@ void strata_net_keepalive(strata_net *net) {
 int strata_net_peer_alive(const strata_net *net, int peer) {
   if (!net || peer < 0 || peer >= net->nranks) return 0;
   if (peer == net->rank) return 1;
-  return net->tcp ? strata_tcp_peer_alive(net->tcp, peer) : 0;
+  if (!net->tcp) return 0;
+  strata_tcp_watch(net->tcp, peer); /* a peer never talked to is connected to be judged */
+  return strata_tcp_peer_alive(net->tcp, peer);
 }
 
 void strata_net_close(strata_net *net) {

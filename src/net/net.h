@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * net.h — connecting a communicator's ranks: the TCP mesh (always, it carries the handshake and
- * tells us when a peer dies), shared memory between ranks of one host, and the choice per peer.
+ * net.h — connecting a communicator's ranks: TCP (always; each pair connected when first used,
+ * authenticated by the handshake, its control connection telling us when the peer dies), shared
+ * memory between ranks of one host, and the choice per peer.
  */
 #ifndef STRATA_NET_NET_H
 #define STRATA_NET_NET_H
@@ -50,8 +51,10 @@ void strata_net_wait(strata_net *net, int timeout_ms);
 void strata_net_flush(strata_net *net, double seconds);
 
 /* Once the communicator failed (tcp.h: strata_tcp_abandon, strata_tcp_keepalive): drop every
- * transfer, then keep only liveness going over the socket mesh, which every peer pair has (shared
- * memory peers too). strata_net_peer_alive: 1 while `peer` is connected and beating. */
+ * transfer, then keep only liveness going over the TCP pairs. strata_net_peer_alive: 0 once
+ * `peer` is found gone; a peer this rank has no TCP pair with (it never talked to it, or their
+ * data goes over shm) is connected by the call (strata_tcp_watch) and judged once that succeeds or
+ * fails, alive meanwhile. */
 void strata_net_abandon(strata_net *net);
 void strata_net_keepalive(strata_net *net);
 int strata_net_peer_alive(const strata_net *net, int peer);

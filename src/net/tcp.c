@@ -3,10 +3,14 @@
  * tcp.c — the TCP transport's data path: messages striped over S streams per peer, matched by
  * sequence number, read straight into the posted buffer.
  *
- * Connections. tcp_mesh.c leaves us, per peer, S data streams and one control connection (all
- * authenticated). Data streams carry only DATA frames (wire.h); the control connection carries
- * only ABORT and CLOSE, so a control frame never queues behind data the receiver is not reading
- * yet (back-pressure below would otherwise hide an abort for as long as the data waits).
+ * Connections. tcp_mesh.c hands us, per peer, S data streams and one control connection (all
+ * authenticated), the first time a transfer with that peer is posted (or the peer dials us):
+ * until then the peer is up but not linked, its sends wait in its pending queue and its receives
+ * in its slots, and nothing is read, written or beaten for it. Data streams carry only DATA
+ * frames (wire.h); the control connection carries only ABORT, CLOSE and HEARTBEAT, so a control
+ * frame never queues behind data the receiver is not reading yet (back-pressure below would
+ * otherwise hide an abort for as long as the data waits). An abort sent while a peer was not
+ * linked reaches it on the control connection the moment it links.
  *
  * Sending. The k-th send to a peer gets msg_seq k. A message smaller than
  * STRATA_TCP_STRIPE_MIN_BYTES is one piece; a larger one is cut into pieces of
@@ -52,17 +56,22 @@
  * Failure. EOF, a reset or a protocol violation on any connection of a peer fails that peer:
  * every transfer with it completes with STRATA_ERR_PEER_LOST (or the violation) and progress()
  * returns the error once with *failed_peer. Control connections are read at least every
- * TCP_CONTROL_CHECK_S even for peers whose data goes over shared memory, so a dead rank is
- * noticed within milliseconds. destroy() sends CLOSE first, so a peer that leaves in order is not
- * reported as lost unless something was still pending with it.
+ * TCP_CONTROL_CHECK_S, so a dead rank is noticed within milliseconds by the ranks linked with it.
+ * A pair that cannot be made (the peer's listener refuses, or it does not answer within
+ * STRATA_TIMEOUT) fails the peer the same way. destroy() sends CLOSE first, so a peer that leaves
+ * in order is not reported as lost unless something was still pending with it.
  *
  * Liveness. A process that is frozen (SIGSTOP, a hung host, a partition that drops packets
  * without a reset) keeps its connections open, so EOF never comes. Every peer therefore gets a
  * HEARTBEAT on the control connection every heartbeat_interval() while the communicator lives —
  * the engine drives progress() while idle too — and a peer we have heard nothing from on its
- * control connection for STRATA_TIMEOUT fails with STRATA_ERR_TIMEOUT. Liveness comes from the
- * heartbeat, not from progress: a live peer that is simply late to a collective (a checkpoint,
- * an evaluation) keeps beating and is waited for (the engine's STRATA_OP_TIMEOUT bounds that).
+ * control connection for STRATA_TIMEOUT fails with STRATA_ERR_TIMEOUT. Only linked peers beat,
+ * so the beats of a round job-wide are twice the pairs in use (2N for a ring, N log2 N for
+ * recursive halving-doubling), not N (N - 1); and every rank is linked from init with rank ^ 1
+ * (tcp_mesh.h), so every rank is watched by at least one other, whose failure then reaches the
+ * rest as an abort. Liveness comes from the heartbeat, not from progress: a live peer that is
+ * simply late to a collective (a checkpoint, an evaluation) keeps beating and is waited for (the
+ * engine's STRATA_OP_TIMEOUT bounds that).
  *
  * Must never: interleave two frames' bytes on a stream, write outside a receive's buffer, call
  * done() outside progress(), raise SIGPIPE (MSG_NOSIGNAL), or block.
@@ -212,6 +221,7 @@ typedef struct tcp_peer {
   int told_close;     /* we failed it over a bad frame and sent it CLOSE(status): destroy lingers */
   double heard_s;     /* when its control connection last gave us bytes (or we connected) */
   double next_beat_s; /* when we send it the next HEARTBEAT */
+  int linked;         /* its connections are here (tcp_mesh.c makes them on demand) */
 } tcp_peer;
 
 typedef struct tcp_transport {
@@ -232,7 +242,8 @@ typedef struct tcp_transport {
   int leaving;       /* destroy() runs: a peer that is gone already is no news */
   struct pollfd *pollfds;
   size_t pollfds_cap;
-  char *addresses; /* [nranks][STRATA_TCP_ADDRESS_BYTES] from tcp_mesh.c */
+  strata_tcp_mesh *mesh; /* connects pairs on demand; NULL for an adopted pair */
+  int linked_peers;      /* peers whose connections are here */
 } tcp_transport;
 
 /* ---- pieces ---- */
@@ -241,6 +252,7 @@ typedef struct tcp_transport {
  * syscalls); on a WAN (handshake RTT >= 1 ms) at most TCP_PIECE_MAX_BYTES, for balance. */
 static uint64_t piece_bytes(const tcp_transport *t, const tcp_peer *p, uint64_t bytes) {
   if (bytes < STRATA_TCP_STRIPE_MIN_BYTES) return bytes ? bytes : 1;
+  if (!p->linked) return bytes; /* sealing and RTT unknown yet: peer_link sizes it again */
   uint64_t piece = (bytes + (uint64_t)t->streams - 1) / (uint64_t)t->streams;
   if (p->streams[0].tx.on && piece > TCP_SEALED_PIECE_MAX_BYTES) piece = TCP_SEALED_PIECE_MAX_BYTES;
   if (strata_tcp_tune_notsent_lowat_bytes(p->rtt_us) == 0) return piece; /* not a WAN */
@@ -585,7 +597,10 @@ static int tcp_post_send(strata_transport *base, strata_xfer *x) {
   x->aux = x->bytes ? (x->bytes + e.piece_bytes - 1) / e.piece_bytes : 1; /* pieces to write */
   if (pend_push(p, &e) != STRATA_OK) return STRATA_ERR_NO_MEMORY;
   p->send_seq++;
-  peer_feed(t, p);
+  if (p->linked)
+    peer_feed(t, p);
+  else
+    strata_tcp_mesh_want(t->mesh, p->rank); /* the send waits in pend for the pair */
   return STRATA_OK;
 }
 
@@ -620,6 +635,7 @@ static int tcp_post_recv(strata_transport *base, strata_xfer *x) {
   x->aux = x->bytes; /* bytes not arrived yet */
   x->state = 0;      /* TCP_XFER_MATCHED once x->match took the message */
   *slot_of(p, seq) = (recv_slot){.x = x};
+  if (!p->linked) strata_tcp_mesh_want(t->mesh, p->rank);
   return STRATA_OK;
 }
 
@@ -1006,6 +1022,7 @@ static void tcp_send_abort(strata_transport *base, int peer, int status, uint64_
   if (peer < 0 || peer >= t->nranks || peer == t->rank) return;
   if (!t->sent_abort_status) t->sent_abort_status = status;
   if (!t->sent_abort_op_seq_set) t->sent_abort_op_seq = op_seq, t->sent_abort_op_seq_set = 1;
+  /* a peer not connected hears of it if it ever connects (peer_link) */
   control_send(t, &t->peers[peer], STRATA_WIRE_ABORT, (uint64_t)(int64_t)status, op_seq);
 }
 
@@ -1056,7 +1073,7 @@ static void peer_govern(tcp_transport *t, tcp_peer *p) {
  * control connection was read, so a beat waiting in our socket buffer is never missed. A peer
  * that sent CLOSE is leaving in order and owes no more beats. */
 static void peer_liveness(tcp_transport *t, tcp_peer *p, double now) {
-  if (p->state != PEER_UP || p->closing) return;
+  if (p->state != PEER_UP || p->closing || !p->linked) return;
   if (now >= p->next_beat_s) {
     p->next_beat_s = now + t->beat_s;
     /* a beat still queued means the peer is not reading: a second one would say nothing more */
@@ -1079,10 +1096,13 @@ static int tcp_progress(strata_transport *base, int *failed_peer) {
   abort_publish_ready(t, now);
   int check_control = now >= t->next_control_check_s;
   if (check_control) t->next_control_check_s = now + TCP_CONTROL_CHECK_S;
+  /* pairs being connected are driven on every pass; otherwise the listener is looked at with
+   * the control connections */
+  if (t->mesh && (check_control || strata_tcp_mesh_busy(t->mesh))) strata_tcp_mesh_step(t->mesh);
   t->mismatch_seen = 0;
   for (int q = 0; q < t->nranks && !t->mismatch_seen; q++) {
     tcp_peer *p = &t->peers[q];
-    if (q == t->rank || p->state != PEER_UP) continue;
+    if (q == t->rank || p->state != PEER_UP || !p->linked) continue;
     if (check_control) {
       control_receive(t, p);
       peer_liveness(t, p, now);
@@ -1108,13 +1128,32 @@ static void pollfd_add(tcp_transport *t, size_t *n, int fd, short events) {
   t->pollfds[(*n)++] = (struct pollfd){.fd = fd, .events = events};
 }
 
+/* Room for every connected peer's sockets and the mesh's (its listener and handshakes). */
+static int pollfds_reserve(tcp_transport *t, size_t mesh_fds) {
+  size_t need = (size_t)t->linked_peers * (size_t)(t->streams + 1) + mesh_fds + 1;
+  if (need <= t->pollfds_cap) return 1;
+  size_t cap = need * 2;
+  struct pollfd *grown = realloc(t->pollfds, cap * sizeof *grown);
+  if (!grown) return 0;
+  t->pollfds = grown;
+  t->pollfds_cap = cap;
+  return 1;
+}
+
 static void tcp_wait(strata_transport *base, int timeout_ms) {
   tcp_transport *t = (tcp_transport *)base;
   if (t->done_head) return;
-  size_t n = 0;
+  size_t n = 0, mesh_fds = 0;
+  if (t->mesh) {
+    mesh_fds = strata_tcp_mesh_pollfds(t->mesh, NULL, 0);
+    if (!pollfds_reserve(t, mesh_fds)) return;
+    n = strata_tcp_mesh_pollfds(t->mesh, t->pollfds, t->pollfds_cap);
+  } else if (!pollfds_reserve(t, 0)) {
+    return;
+  }
   for (int q = 0; q < t->nranks; q++) {
     tcp_peer *p = &t->peers[q];
-    if (q == t->rank || p->state != PEER_UP) continue;
+    if (q == t->rank || p->state != PEER_UP || !p->linked) continue;
     if (p->report) return;
     if (p->abort_status && !p->abort_published && timeout_ms > 1) timeout_ms = 1;
     if (!p->control.eof)
@@ -1137,6 +1176,7 @@ void strata_tcp_abandon(strata_transport *base) {
   tcp_transport *t = (tcp_transport *)base;
   if (!t || base->ops != &tcp_ops) return;
   t->done_head = t->done_tail = NULL;
+  strata_tcp_mesh_forget_wants(t->mesh); /* no new pairs: the ones still on their way stop */
   for (int q = 0; q < t->nranks; q++) {
     tcp_peer *p = &t->peers[q];
     if (q == t->rank) continue;
@@ -1169,9 +1209,12 @@ void strata_tcp_keepalive(strata_transport *base) {
   double now = strata_now_s();
   if (now < t->next_control_check_s) return;
   t->next_control_check_s = now + TCP_CONTROL_CHECK_S;
+  /* a peer that dials us now (it has not heard of the failure) is answered, and hears our abort
+   * on the new control connection (peer_link) */
+  strata_tcp_mesh_step(t->mesh);
   for (int q = 0; q < t->nranks; q++) {
     tcp_peer *p = &t->peers[q];
-    if (q == t->rank || p->state != PEER_UP) continue;
+    if (q == t->rank || p->state != PEER_UP || !p->linked) continue;
     control_receive(t, p);
     peer_liveness(t, p, now);
     if (p->control.count && p->state == PEER_UP) stream_flush(t, p, &p->control);
@@ -1180,11 +1223,19 @@ void strata_tcp_keepalive(strata_transport *base) {
   for (int q = 0; q < t->nranks; q++) t->peers[q].report = 0;
 }
 
+void strata_tcp_watch(strata_transport *base, int peer) {
+  tcp_transport *t = (tcp_transport *)base;
+  if (!t || base->ops != &tcp_ops || peer < 0 || peer >= t->nranks || peer == t->rank) return;
+  if (!t->peers[peer].linked && t->peers[peer].state == PEER_UP)
+    strata_tcp_mesh_want(t->mesh, peer);
+}
+
 int strata_tcp_peer_alive(const strata_transport *base, int peer) {
   const tcp_transport *t = (const tcp_transport *)base;
   if (!t || base->ops != &tcp_ops || peer < 0 || peer >= t->nranks) return 0;
   if (peer == t->rank) return 1;
   const tcp_peer *p = &t->peers[peer];
+  /* a peer not connected (yet: strata_tcp_watch) counts as alive until its pair fails */
   return p->state == PEER_UP && !p->closing;
 }
 
@@ -1197,8 +1248,8 @@ int strata_tcp_peer_cipher(const strata_transport *base, int peer) {
 
 const char *strata_tcp_peer_address(const strata_transport *base, int peer) {
   const tcp_transport *t = (const tcp_transport *)base;
-  if (!t || base->ops != &tcp_ops || peer < 0 || peer >= t->nranks || !t->addresses) return "?";
-  return t->addresses + (size_t)peer * STRATA_TCP_ADDRESS_BYTES;
+  if (!t || base->ops != &tcp_ops || peer < 0 || peer >= t->nranks) return "?";
+  return strata_tcp_mesh_address(t->mesh, peer);
 }
 
 unsigned strata_tcp_data_rtt_us(const strata_transport *base) {
@@ -1206,7 +1257,7 @@ unsigned strata_tcp_data_rtt_us(const strata_transport *base) {
   unsigned rtt_us = 0;
   for (int q = 0; t && base->ops == &tcp_ops && q < t->nranks; q++) {
     const tcp_peer *p = &t->peers[q];
-    if (q != t->rank && !p->control_only && p->rtt_us > rtt_us) rtt_us = p->rtt_us;
+    if (q != t->rank && p->linked && !p->control_only && p->rtt_us > rtt_us) rtt_us = p->rtt_us;
   }
   return rtt_us;
 }
@@ -1218,8 +1269,17 @@ void strata_tcp_set_control_only(strata_transport *base, int peer) {
 
 static int tcp_query(const strata_transport *base, strata_transport_query what, int peer,
                      uint64_t *value) {
-  (void)peer;
+  const tcp_transport *t = (const tcp_transport *)base;
   *value = 0;
+  if (what == STRATA_TRANSPORT_CONNECTED_PEERS) {
+    if (peer < 0) {
+      *value = (uint64_t)t->linked_peers;
+      return STRATA_OK;
+    }
+    if (peer >= t->nranks) return STRATA_ERR_INVALID_ARG;
+    *value = peer != t->rank && t->peers[peer].linked && t->peers[peer].state == PEER_UP;
+    return STRATA_OK;
+  }
   if (what == STRATA_TRANSPORT_DATA_RTT_US) {
     *value = strata_tcp_data_rtt_us(base);
     return STRATA_OK;
@@ -1278,9 +1338,9 @@ static void tcp_destroy(strata_transport *base) {
     free(p->slots);
     free(p->pend);
   }
+  strata_tcp_mesh_close(t->mesh);
   free(t->peers);
   free(t->pollfds);
-  free(t->addresses);
   free(t);
 }
 
@@ -1308,42 +1368,102 @@ static int stream_init(tcp_stream *st, int fd, int index, const strata_seal_keys
   return status;
 }
 
-static int peers_init(tcp_transport *t, int *fds, const strata_seal_keys *keys) {
-  int per_peer = t->streams + 1;
-  double now = strata_now_s();
-  for (int q = 0; q < t->nranks; q++) {
+/* Sends posted before the pair was connected, sized now that its sealing and RTT are known. */
+static void pend_resize(tcp_transport *t, tcp_peer *p) {
+  for (size_t i = 0; i < p->pend_count; i++) {
+    tx_pending *e = &p->pend[(p->pend_head + i) % p->pend_cap];
+    strata_xfer *x = e->x;
+    e->piece_bytes = piece_bytes(t, p, x->bytes);
+    x->aux = x->bytes ? (x->bytes + e->piece_bytes - 1) / e->piece_bytes : 1;
+  }
+}
+
+/* The pair with q is connected (tcp_mesh.c, or the adopter): fds[0 .. S-1] data, fds[S] control,
+ * all owned by the transport from here on, whatever happens. */
+static int peer_link(tcp_transport *t, int q, const int *fds, const strata_seal_keys *keys) {
+  tcp_peer *p = &t->peers[q];
+  int status = STRATA_OK;
+  for (int s = 0; s <= t->streams; s++) {
+    tcp_stream *st = s < t->streams ? &p->streams[s] : &p->control;
+    int init = stream_init(st, fds[s], s, &keys[s]); /* takes the fd even when it fails */
+    if (status == STRATA_OK) status = init;
+  }
+  p->linked = 1;
+  t->linked_peers++;
+  p->heard_s = p->next_beat_s = strata_now_s(); /* the handshake just now was a sign of life */
+  if (status != STRATA_OK) {
+    peer_fail(t, p, status,
+              status == STRATA_ERR_NO_MEMORY ? "out of memory" : "the frames' cipher failed");
+    return status;
+  }
+  struct tcp_info info;
+  socklen_t len = sizeof info;
+  memset(&info, 0, sizeof info);
+  if (getsockopt(p->streams[0].fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0)
+    p->rtt_us = info.tcpi_rtt;
+  p->governed = t->govern && strata_tcp_tune_notsent_lowat_bytes(p->rtt_us) > 0;
+  if (p->governed) {
+    int stream_fds[TCP_MAX_STREAMS];
+    peer_fds(t, p, stream_fds);
+    strata_tcp_govern_start(&p->gov, stream_fds, t->streams, t->link_gbps, p->rtt_us, t->rank, q);
+  }
+  const strata_seal *seal = &p->streams[0].tx;
+  STRATA_LOG(STRATA_LOG_INFO, t->rank, "tcp: connected to rank %d (%s), frames %s", q,
+             strata_tcp_mesh_address(t->mesh, q),
+             !seal->on                                ? "in clear"
+             : seal->cipher == STRATA_SEAL_AES256_GCM ? "sealed with AES-256-GCM"
+                                                      : "sealed with ChaCha20-Poly1305");
+  pend_resize(t, p);
+  if (p->state == PEER_UP && t->sent_abort_status) /* it missed our abort: it hears it now */
+    control_send(t, p, STRATA_WIRE_ABORT, (uint64_t)(int64_t)t->sent_abort_status,
+                 t->sent_abort_op_seq);
+  return STRATA_OK;
+}
+
+static void on_linked(void *ctx, int peer, const int *fds, const strata_seal_keys *keys) {
+  peer_link(ctx, peer, fds, keys);
+}
+
+static void on_link_failed(void *ctx, int peer, int status, const char *why) {
+  tcp_transport *t = ctx;
+  peer_fail(t, &t->peers[peer], status, why);
+}
+
+/* The transport of `nranks` ranks, no pair connected yet. NULL when out of memory. */
+static tcp_transport *transport_alloc(const strata_config *cfg, int rank, int nranks, int streams) {
+  tcp_transport *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  t->base.ops = &tcp_ops;
+  t->rank = rank;
+  t->nranks = nranks;
+  t->streams = streams;
+  t->govern = cfg->tcp_govern && !cfg->tcp_buffer_bytes;
+  t->link_gbps = cfg->tcp_link_gbps;
+  t->timeout_s = cfg->timeout_s;
+  t->beat_s = cfg->timeout_s / TCP_BEATS_PER_TIMEOUT;
+  if (t->beat_s < TCP_BEAT_MIN_S) t->beat_s = TCP_BEAT_MIN_S;
+  if (t->beat_s > TCP_BEAT_MAX_S) t->beat_s = TCP_BEAT_MAX_S;
+  t->peers = calloc((size_t)nranks, sizeof *t->peers);
+  int ok = t->peers != NULL;
+  for (int q = 0; ok && q < nranks; q++) {
     tcp_peer *p = &t->peers[q];
     p->rank = q;
     p->control.fd = -1;
-    p->heard_s = p->next_beat_s = now; /* the handshake just now was a sign of life */
-    if (q == t->rank) continue;
-    p->streams = calloc((size_t)t->streams, sizeof *p->streams);
-    if (!p->streams) return STRATA_ERR_NO_MEMORY;
-    for (int s = 0; s <= t->streams; s++) {
-      int *fd = &fds[q * per_peer + s];
-      tcp_stream *st = s < t->streams ? &p->streams[s] : &p->control;
-      int status = stream_init(st, *fd, s, &keys[q * per_peer + s]);
-      if (status != STRATA_OK) return status;
-      *fd = -1; /* owned by the transport now */
-    }
-    struct tcp_info info;
-    socklen_t len = sizeof info;
-    memset(&info, 0, sizeof info);
-    if (getsockopt(p->streams[0].fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0)
-      p->rtt_us = info.tcpi_rtt;
-    p->governed = t->govern && strata_tcp_tune_notsent_lowat_bytes(p->rtt_us) > 0;
-    if (p->governed) {
-      int stream_fds[TCP_MAX_STREAMS];
-      peer_fds(t, p, stream_fds);
-      strata_tcp_govern_start(&p->gov, stream_fds, t->streams, t->link_gbps, p->rtt_us, t->rank, q);
-    }
-    const strata_seal *seal = &p->streams[0].tx;
-    STRATA_LOG(STRATA_LOG_INFO, t->rank, "tcp: frames to and from rank %d %s", q,
-               !seal->on                                ? "in clear"
-               : seal->cipher == STRATA_SEAL_AES256_GCM ? "sealed with AES-256-GCM"
-                                                        : "sealed with ChaCha20-Poly1305");
+    if (q == rank) continue;
+    p->streams = calloc((size_t)streams, sizeof *p->streams);
+    ok = p->streams != NULL;
+    for (int s = 0; ok && s < streams; s++) p->streams[s].fd = -1;
   }
-  return STRATA_OK;
+  if (ok) {
+    t->pollfds_cap = 64;
+    t->pollfds = calloc(t->pollfds_cap, sizeof *t->pollfds);
+    ok = t->pollfds != NULL;
+  }
+  if (!ok) {
+    tcp_destroy(&t->base);
+    return NULL;
+  }
+  return t;
 }
 
 int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store *store,
@@ -1364,52 +1484,33 @@ int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store
     if (err && err_len) snprintf(err, err_len, "STRATA_TIMEOUT must be > 0 seconds");
     return STRATA_ERR_CONFIG;
   }
-  int per_peer = cfg->tcp_streams + 1;
-  int *fds = malloc((size_t)nranks * (size_t)per_peer * sizeof *fds);
-  size_t keys_bytes = (size_t)nranks * (size_t)per_peer * sizeof(strata_seal_keys);
-  strata_seal_keys *keys = calloc(1, keys_bytes);
-  tcp_transport *t = calloc(1, sizeof *t);
-  if (t) t->peers = calloc((size_t)nranks, sizeof *t->peers);
-  for (int q = 0; t && t->peers && q < nranks; q++) t->peers[q].control.fd = -1;
-  if (t) t->pollfds_cap = (size_t)nranks * (size_t)per_peer;
-  if (t) t->pollfds = calloc(t->pollfds_cap + 1, sizeof *t->pollfds);
-  if (t) t->addresses = calloc((size_t)nranks, STRATA_TCP_ADDRESS_BYTES);
-  int status =
-      fds && keys && t && t->peers && t->pollfds && t->addresses ? STRATA_OK : STRATA_ERR_NO_MEMORY;
-  if (status == STRATA_OK)
-    status = strata_tcp_mesh_connect(cfg, rank, nranks, store, tcp_announced_version, fds, keys,
-                                     t->addresses, err, err_len);
-  if (t) {
-    t->base.ops = &tcp_ops;
-    t->base.fuses_reduce = 0;
-    t->rank = rank;
-    t->nranks = nranks;
-    t->streams = cfg->tcp_streams;
-    t->govern = cfg->tcp_govern && !cfg->tcp_buffer_bytes;
-    t->link_gbps = cfg->tcp_link_gbps;
-    t->timeout_s = cfg->timeout_s;
-    t->beat_s = cfg->timeout_s / TCP_BEATS_PER_TIMEOUT;
-    if (t->beat_s < TCP_BEAT_MIN_S) t->beat_s = TCP_BEAT_MIN_S;
-    if (t->beat_s > TCP_BEAT_MAX_S) t->beat_s = TCP_BEAT_MAX_S;
+  tcp_transport *t = transport_alloc(cfg, rank, nranks, cfg->tcp_streams);
+  if (!t) {
+    if (err && err_len)
+      snprintf(err, err_len, "rank %d: out of memory opening the tcp transport", rank);
+    return STRATA_ERR_NO_MEMORY;
   }
-  if (status == STRATA_OK) status = peers_init(t, fds, keys);
-  if (keys) sodium_memzero(keys, keys_bytes);
-  free(keys);
+  strata_tcp_mesh_events events = {.ctx = t, .linked = on_linked, .failed = on_link_failed};
+  int status = strata_tcp_mesh_open(cfg, rank, nranks, store, tcp_announced_version, &events,
+                                    &t->mesh, err, err_len);
+  if (status == STRATA_OK) {
+    /* a pair connected during open that failed to set up fails open too */
+    for (int q = 0; q < nranks; q++) {
+      if (!t->peers[q].report) continue;
+      status = t->peers[q].lost_status;
+      if (err && err_len && !err[0])
+        snprintf(err, err_len, "rank %d: setting up the connections with rank %d failed: %s", rank,
+                 q, strata_strerror(status));
+      break;
+    }
+  }
   if (status != STRATA_OK) {
     if (status == STRATA_ERR_NO_MEMORY && err && err_len && !err[0])
       snprintf(err, err_len, "rank %d: out of memory opening the tcp transport", rank);
-    if (status == STRATA_ERR_SYSTEM && err && err_len && !err[0])
-      snprintf(err, err_len, "rank %d: OpenSSL could not set up the frames' cipher", rank);
-    for (int i = 0; fds && status == STRATA_ERR_NO_MEMORY && i < nranks * per_peer; i++)
-      if (fds[i] >= 0) close(fds[i]);
-    if (t && t->peers)
-      tcp_destroy(&t->base);
-    else if (t)
-      free(t);
-    free(fds);
+    t->leaving = 1;
+    tcp_destroy(&t->base);
     return status;
   }
-  free(fds);
   *out = &t->base;
   return STRATA_OK;
 }
@@ -1435,67 +1536,26 @@ int strata_tcp_adopt(const strata_config *cfg, int rank, int streams, int *fds,
   if (streams < 1 || streams > TCP_MAX_STREAMS || !(cfg->timeout_s > 0)) return STRATA_ERR_CONFIG;
   *out = NULL;
   int per_peer = streams + 1, peer = 1 - rank;
-  int *all_fds = malloc(2 * (size_t)per_peer * sizeof *all_fds);
-  strata_seal_keys *all_keys = calloc(2 * (size_t)per_peer, sizeof *all_keys);
-  tcp_transport *t = calloc(1, sizeof *t);
-  if (t) t->peers = calloc(2, sizeof *t->peers);
-  if (t) t->pollfds_cap = 2 * (size_t)per_peer;
-  if (t) t->pollfds = calloc(t->pollfds_cap + 1, sizeof *t->pollfds);
-  if (!all_fds || !all_keys || !t || !t->peers || !t->pollfds) {
+  tcp_transport *t = transport_alloc(cfg, rank, 2, streams);
+  if (!t) {
     for (int s = 0; s < per_peer; s++)
       if (fds[s] >= 0) close(fds[s]), fds[s] = -1;
-    if (t) free(t->peers), free(t->pollfds);
-    free(t);
-    free(all_keys);
-    free(all_fds);
     return STRATA_ERR_NO_MEMORY;
   }
-  int status = STRATA_OK;
-  {
-    for (int i = 0; i < 2 * per_peer; i++) all_fds[i] = -1;
-    for (int s = 0; s < per_peer; s++) {
-      all_fds[peer * per_peer + s] = fds[s];
-      all_keys[peer * per_peer + s] = keys[s];
-    }
-    t->peers[0].control.fd = t->peers[1].control.fd = -1;
-    t->base.ops = &tcp_ops;
-    t->rank = rank;
-    t->nranks = 2;
-    t->streams = streams;
-    t->govern = cfg->tcp_govern && !cfg->tcp_buffer_bytes;
-    t->link_gbps = cfg->tcp_link_gbps;
-    t->timeout_s = INFINITY; /* see tcp.h: the kernel judges liveness here */
-    t->beat_s = TCP_BEAT_MAX_S;
-    status = peers_init(t, all_fds, all_keys);
+  t->timeout_s = INFINITY; /* see tcp.h: the kernel judges liveness here */
+  t->beat_s = TCP_BEAT_MAX_S;
+  int status = peer_link(t, peer, fds, keys); /* the transport owns the fds from here */
+  for (int s = 0; s < per_peer; s++) {
+    if (status == STRATA_OK) adopt_keepalive(fds[s], cfg->timeout_s);
+    fds[s] = -1;
   }
-  if (status == STRATA_OK) {
-    for (int s = 0; s < per_peer; s++) {
-      adopt_keepalive(s < streams ? t->peers[peer].streams[s].fd : t->peers[peer].control.fd,
-                      cfg->timeout_s);
-      fds[s] = -1;
-    }
-    *out = &t->base;
-  } else if (t && t->peers) {
-    /* peers_init set to -1 the fds it took; the rest (the one it failed on, the ones it did not
-     * reach) are closed here and kept away from destroy */
-    tcp_peer *p = &t->peers[peer];
-    for (int s = 0; s < per_peer; s++) {
-      int fd = all_fds[peer * per_peer + s];
-      if (fd >= 0) {
-        if (s == streams)
-          p->control.fd = -1;
-        else if (p->streams)
-          p->streams[s].fd = -1;
-        close(fd);
-      }
-      fds[s] = -1;
-    }
+  if (status != STRATA_OK) {
+    t->leaving = 1;
     tcp_destroy(&t->base);
+    return status;
   }
-  sodium_memzero(all_keys, 2 * (size_t)per_peer * sizeof *all_keys);
-  free(all_keys);
-  free(all_fds);
-  return status;
+  *out = &t->base;
+  return STRATA_OK;
 }
 
 /* ---- fuzzing the frame decoder (tests/fuzz/fuzz_wire.c) ---- */
@@ -1526,28 +1586,21 @@ int strata_tcp_fuzz_frames_for_test(const uint8_t *data, size_t len, size_t cont
   (void)sent;
   shutdown(data_sv[1], SHUT_WR);
   shutdown(control_sv[1], SHUT_WR);
-  tcp_transport *t = calloc(1, sizeof *t);
-  int fds[4] = {-1, -1, data_sv[0], control_sv[0]};
-  strata_seal_keys keys[4];
+  int fds[2] = {data_sv[0], control_sv[0]};
+  strata_seal_keys keys[2];
   memset(keys, 0, sizeof keys);
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 2; i++)
     keys[i].encrypt = sealed, keys[i].cipher = STRATA_SEAL_CHACHA20_POLY1305;
+  strata_config cfg;
+  memset(&cfg, 0, sizeof cfg); /* no governor, no link hint */
+  cfg.timeout_s = 10;
+  tcp_transport *t = transport_alloc(&cfg, 0, 2, 1);
   int status = STRATA_ERR_NO_MEMORY;
   if (t) {
-    t->base.ops = &tcp_ops;
-    t->rank = 0;
-    t->nranks = 2;
-    t->streams = 1;
-    t->timeout_s = 10;
     t->beat_s = 2;
-    t->peers = calloc(2, sizeof *t->peers);
-    t->pollfds_cap = 4;
-    t->pollfds = calloc(t->pollfds_cap + 1, sizeof *t->pollfds);
-    t->addresses = calloc(2, STRATA_TCP_ADDRESS_BYTES);
-    if (t->peers && t->pollfds && t->addresses) {
-      t->peers[0].control.fd = t->peers[1].control.fd = -1;
-      status = peers_init(t, fds, keys);
-    }
+    status = peer_link(t, 1, fds, keys); /* takes the fds */
+  } else {
+    close(fds[0]), close(fds[1]);
   }
   if (status == STRATA_OK) {
     static const uint64_t sizes[3] = {0, 100, 70000};
@@ -1574,14 +1627,8 @@ int strata_tcp_fuzz_frames_for_test(const uint8_t *data, size_t len, size_t cont
     deliver_completions(t);
     free(bufs[1]);
     free(bufs[2]);
-  } else {
-    for (int i = 2; i < 4; i++)
-      if (fds[i] >= 0) close(fds[i]);
   }
-  if (t && t->peers)
-    tcp_destroy(&t->base);
-  else if (t)
-    free(t);
+  if (t) tcp_destroy(&t->base);
   close(data_sv[1]);
   close(control_sv[1]);
   return 0;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * tcp.h — the TCP transport: a full mesh of `streams` connections per peer pair, each opened with
- * the authenticated handshake (handshake.c), large messages striped across the streams.
+ * tcp.h — the TCP transport: `streams` data connections and one control connection per pair of
+ * ranks, made the first time the pair is used (tcp_mesh.c), each opened with the authenticated
+ * handshake (handshake.c), large messages striped across the streams.
  */
 #ifndef STRATA_NET_TCP_H
 #define STRATA_NET_TCP_H
@@ -18,8 +19,9 @@
  * whole on stream (msg_seq % streams). */
 #define STRATA_TCP_STRIPE_MIN_BYTES (256u * 1024u)
 
-/* Listen, publish "<job_id>/addr/<rank>" in the store, connect/accept every peer with
- * cfg->tcp_streams streams each, authenticate. On success *out is the transport. */
+/* Listen, publish "<job_id>/tcp/<k>/addr/<rank>" in the store and connect the pair with rank ^ 1
+ * (tcp_mesh.h); every other pair is connected when a transfer with it is first posted, and its
+ * transfers wait for it meanwhile. On success *out is the transport. */
 int strata_tcp_open(const strata_config *cfg, int rank, int nranks, strata_store *store,
                     strata_transport **out, char *err, size_t err_len);
 
@@ -56,8 +58,14 @@ void strata_tcp_abandon(strata_transport *t);
 /* After strata_tcp_abandon: read the control connections (ABORT, CLOSE, heartbeats, EOF), send
  * our heartbeats, and take a peer silent for STRATA_TIMEOUT for dead. Never blocks. */
 void strata_tcp_keepalive(strata_transport *t);
-/* 1 if `peer` (or this rank) is connected, beating and has not said it is leaving. */
+/* 1 if `peer` (or this rank) has not been found gone: connected, beating and not leaving, or not
+ * connected (pairs are made on demand) and not refused. */
 int strata_tcp_peer_alive(const strata_transport *t, int peer);
+/* Judge `peer` from now on: connect its pair if it is not connected (strata_tcp_keepalive drives
+ * it), so that a peer this rank never talked to is found alive (it answers and beats), gone (its
+ * listener refuses: it exited or closed the communicator) or frozen (no answer within
+ * STRATA_TIMEOUT). What survivors of a failure ask about the ranks they agree with (elastic.c). */
+void strata_tcp_watch(strata_transport *t, int peer);
 
 /* How the frames to and from `peer` travel: -1 in clear, else the strata_seal_cipher sealing
  * them (every connection of a pair agrees the same way). */

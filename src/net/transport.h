@@ -73,6 +73,9 @@ typedef enum strata_transport_query {
   /* Bytes received by reading a peer's strata_mem_alloc memory through a mapping. `peer` is
    * ignored. */
   STRATA_TRANSPORT_MAPPED_BYTES,
+  /* Transports that connect pairs on demand (tcp): 1 if this transport holds connections with
+   * `peer`, else 0; for `peer` -1, with how many peers. */
+  STRATA_TRANSPORT_CONNECTED_PEERS,
 } strata_transport_query;
 
 typedef struct strata_transport_ops {

@@ -32,8 +32,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define STRATA_WIRE_VERSION \
-  4u /* 4: the initiator proves first, ephemeral X25519 keys, sealed frames */
+#define STRATA_WIRE_VERSION                                                                   \
+  5u /* 5: connections on demand (either rank dials, REJECT_CROSSED); 4: the initiator proves \
+        first, ephemeral X25519 keys, sealed frames */
 #define STRATA_WIRE_MAGIC "STRT" /* 4 bytes, no NUL on the wire */
 
 #define STRATA_WIRE_JOB_ID_BYTES 64
@@ -62,7 +63,9 @@ typedef enum strata_wire_reject_reason {
   STRATA_WIRE_REJECT_JOB = 3,      /* another job id */
   STRATA_WIRE_REJECT_AUTH = 4,     /* authenticator did not verify: another secret */
   STRATA_WIRE_REJECT_CONFIG = 5,   /* world size or stream count differs */
-  STRATA_WIRE_REJECT_RANK = 6      /* a rank or stream index this side does not expect */
+  STRATA_WIRE_REJECT_RANK = 6,     /* a rank or stream index this side does not expect */
+  STRATA_WIRE_REJECT_CROSSED = 7   /* both ranks dialed each other at once: the lower rank's
+                                      connections stand, the higher rank's dial steps back */
 } strata_wire_reject_reason;
 
 typedef struct strata_wire_handshake {
