@@ -96,24 +96,27 @@ static void expect_error(const char *text, const char *want) {
 
 static void test_positions(void) {
   /* after the grids: "hosts" on line 7, its list at column 12 */
-  expect_error("{\"latency_us\": [[0, 5],\n"
-               "  [5, 0]],\n"
-               " \"bandwidth_gbps\": [\r\n"
-               "  [0, 1],\r\n"
-               "  [1, 0]\r\n"
-               "    ], \"sites\": [\"a\", \"b\"],\n"
-               " \"hosts\": [\"a\"]}\n",
-               "m.json:7:11: hosts: expected a list of 2 strings");
+  expect_error(
+      "{\"latency_us\": [[0, 5],\n"
+      "  [5, 0]],\n"
+      " \"bandwidth_gbps\": [\r\n"
+      "  [0, 1],\r\n"
+      "  [1, 0]\r\n"
+      "    ], \"sites\": [\"a\", \"b\"],\n"
+      " \"hosts\": [\"a\"]}\n",
+      "m.json:7:11: hosts: expected a list of 2 strings");
   /* the grid's last line shares a line with the next key: its column is kept */
-  expect_error("{\"latency_us\": [[0, 5], [5, 0]], \"bogus\": 1,\n"
-               " \"bandwidth_gbps\": [[0, 1], [1, 0]]}\n",
-               "m.json:1:34: bogus: unknown key");
+  expect_error(
+      "{\"latency_us\": [[0, 5], [5, 0]], \"bogus\": 1,\n"
+      " \"bandwidth_gbps\": [[0, 1], [1, 0]]}\n",
+      "m.json:1:34: bogus: unknown key");
   /* inside a grid: read again as a tree, whose error names the cell */
-  expect_error("{\"latency_us\": [[0, 5],\n"
-               "  [5, 0]],\n"
-               " \"bandwidth_gbps\": [[0, 1],\n"
-               "  [1e9, 0]]}\n",
-               "m.json:4:4: bandwidth_gbps: expected a bandwidth");
+  expect_error(
+      "{\"latency_us\": [[0, 5],\n"
+      "  [5, 0]],\n"
+      " \"bandwidth_gbps\": [[0, 1],\n"
+      "  [1e9, 0]]}\n",
+      "m.json:4:4: bandwidth_gbps: expected a bandwidth");
   expect_error("{\"latency_us\": [[0, 5], [50, 0]], \"bandwidth_gbps\": [[0, 1], [1, 0]]}",
                "m.json:1:26: latency_us: expected the one-way latency");
   expect_error("{\"latency_us\": [[0, 5], [5, 0, 1]], \"bandwidth_gbps\": [[0, 1], [1, 0]]}",
@@ -138,10 +141,14 @@ static char *probe_like(int n, int sites, size_t *len) {
       double jitter = 1 + (double)(next_random() % 1000) * 1e-5;
       double lat = host ? 2 : site ? 20 : 15000;
       double *cell = &m.latency_us[(size_t)i * (size_t)n + (size_t)j];
-      *cell = i == j ? 0 : j < i ? m.latency_us[(size_t)j * (size_t)n + (size_t)i]
-                                 : floor(lat * jitter * 2000) / 2000;
-      m.bandwidth_gbps[(size_t)i * (size_t)n + (size_t)j] =
-          i == j ? 0 : (host ? 10 : site ? 1.25 : 0.125) * jitter;
+      *cell = i == j  ? 0
+              : j < i ? m.latency_us[(size_t)j * (size_t)n + (size_t)i]
+                      : floor(lat * jitter * 2000) / 2000;
+      m.bandwidth_gbps[(size_t)i * (size_t)n + (size_t)j] = i == j ? 0
+                                                                   : (host   ? 10
+                                                                      : site ? 1.25
+                                                                             : 0.125) *
+                                                                         jitter;
     }
   }
   char *text = NULL;

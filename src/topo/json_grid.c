@@ -81,10 +81,10 @@ static int digits(scan *s) {
  * big-number arithmetic made it most of the time of reading a 4,096-rank matrix. */
 static int scale_exactly(uint64_t m, int k, double *out) {
 #if LDBL_MANT_DIG >= 64
-  static const long double powers[] = {
-      1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,  1e7L,  1e8L,  1e9L,
-      1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L,
-      1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L}; /* each exact in 64 bits */
+  static const long double powers[] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,  1e7L,
+                                       1e8L,  1e9L,  1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L,
+                                       1e16L, 1e17L, 1e18L, 1e19L, 1e20L, 1e21L, 1e22L, 1e23L,
+                                       1e24L, 1e25L, 1e26L, 1e27L}; /* each exact in 64 bits */
   if (k < -27 || k > 27) return 0;
   long double power = powers[k < 0 ? -k : k];
   long double exact = k < 0 ? (long double)m / power : (long double)m * power;
@@ -212,7 +212,8 @@ static int read_grid(scan *s, strata_json_grid *g) {
 
 /* Cuts text[from, to) down to an empty list that spans the same lines and ends in the same
  * column ("[", a newline per line break, spaces, "]"): every line and column after it stays where
- * it was (YAML's marks count "\r\n", "\r" and "\n" as one break each). Returns the bytes removed. */
+ * it was (YAML's marks count "\r\n", "\r" and "\n" as one break each). Returns the bytes removed.
+ */
 static size_t cut(char *text, size_t len, size_t from, size_t to) {
   size_t breaks = 0, line_start = from + 1; /* the "[" stands for the first column */
   for (size_t i = from; i < to; i++) {

@@ -29,10 +29,11 @@ typedef struct strata_json_grid {
 
 /* Looks in the JSON object `text` (*len bytes, modified: grids found are cut out and *len
  * shrinks) for the top-level keys grids[k].key; each whose value is a non-empty list of
- * equal-length lists of numbers or null is parsed into grids[k] and cut out. Returns 1 when the document is a JSON
- * object that was scanned to its end (grids[k].found tells which were taken), 0 when it is not
- * (not JSON, a syntax error, a grid with another value in it, a key given twice, out of memory):
- * then nothing is found, cells are freed and the text may be partly blanked (use a copy). */
+ * equal-length lists of numbers or null is parsed into grids[k] and cut out. Returns 1 when the
+ * document is a JSON object that was scanned to its end (grids[k].found tells which were taken), 0
+ * when it is not (not JSON, a syntax error, a grid with another value in it, a key given twice, out
+ * of memory): then nothing is found, cells are freed and the text may be partly blanked (use a
+ * copy). */
 int strata_json_grids_take(char *text, size_t *len, strata_json_grid *grids, int count);
 
 void strata_json_grids_free(strata_json_grid *grids, int count);

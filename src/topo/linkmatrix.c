@@ -292,7 +292,8 @@ static int take_grid(strata_json_grid *g, int latency, int nranks, double **out)
       if (i == j && isnan(*cell)) *cell = 0;
       double v = *cell;
       if (isnan(v) || (i == j && v != 0)) return READ_AGAIN_AS_TREE;
-      if (i != j && (latency ? latency_problem(v) : bandwidth_problem(v))) return READ_AGAIN_AS_TREE;
+      if (i != j && (latency ? latency_problem(v) : bandwidth_problem(v)))
+        return READ_AGAIN_AS_TREE;
       if (latency && j < i && latencies_disagree(v, g->cells[j * n + i])) return READ_AGAIN_AS_TREE;
       *cell = v == 0 ? 0 : v; /* -0 as read_square stores it */
     }
@@ -356,8 +357,8 @@ static int parse_with(strata_link_matrix *m, const char *source, const char *tex
 
 /* A JSON matrix with its grids read outside the tree (json_grid.h), or READ_AGAIN_AS_TREE.
  * `text` (len bytes and a NUL) is cut up on the way. */
-static int parse_fast(strata_link_matrix *m, const char *source, char *text, size_t len,
-                      char *err, size_t err_len) {
+static int parse_fast(strata_link_matrix *m, const char *source, char *text, size_t len, char *err,
+                      size_t err_len) {
   size_t lead = 0;
   while (lead < len && strchr(" \t\r\n", text[lead]) && text[lead]) lead++;
   if (lead == len || text[lead] != '{') return READ_AGAIN_AS_TREE;
