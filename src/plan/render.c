@@ -435,7 +435,7 @@ static json_t *json_diloco(const strata_plan *p) {
       num(d->site_bytes_per_outer), "wan_bytes_per_outer_step_per_rank",
       num(d->rank_bytes_per_outer), "wan_bytes_per_inner_step", num(d->site_bytes_per_inner),
       "sync_wan_bytes_per_step", num(d->sync_site_bytes_per_step), "sync_ratio", num(d->ratio));
-  json_t *t = json_pack("{s:o, s:o, s:o, s:b, s:o, s:o, s:o}", "sharded", json_diloco_sharded(p),
+  json_t *t = json_pack("{s:o, s:o, s:o, s:o, s:b, s:o, s:o}", "sharded", json_diloco_sharded(p),
                         "exchange_ms", num(d->exchange_ms), "exchange_latency_ms",
                         num(d->latency_ms), "overlap_ms", num(d->overlap_ms), "hidden",
                         d->hidden != 0, "exposed_ms_per_outer_step", num(d->exposed_ms_per_outer),
