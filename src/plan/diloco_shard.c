@@ -184,11 +184,17 @@ static int exchange_bytes(int S, int site, uint64_t count, strata_compress c, ui
 }
 
 /* Group consecutive ranks of equal figures (site 0's ranks). */
-static void add_rank(strata_plan_diloco_sharded *d, int l, double values, const exchange_cost *c) {
+static int compare_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+static void add_ranks(strata_plan_diloco_sharded *d, int first, int last, double values,
+                      const exchange_cost *c) {
   if (d->group_count > 0) {
     strata_plan_diloco_rank_group *g = &d->group[d->group_count - 1];
     if (g->values == values && g->wan_bytes == c->wan_bytes && g->messages == c->messages) {
-      g->last = l;
+      g->last = last;
       return;
     }
   }
@@ -197,7 +203,7 @@ static void add_rank(strata_plan_diloco_sharded *d, int l, double values, const 
     return;
   }
   strata_plan_diloco_rank_group *g = &d->group[d->group_count++];
-  g->first = g->last = l;
+  g->first = first, g->last = last;
   g->values = values;
   g->wan_bytes = c->wan_bytes;
   g->messages = c->messages;
@@ -234,10 +240,31 @@ int strata_plan_diloco_shard(const strata_workload *w, const char *shapes_spec, 
     free(s);
     return STRATA_ERR_INVALID_ARG;
   }
+  /* Ranks come in runs of equal shards: for each parameter the ranks before k = rows / c hold c
+   * rows, rank k the rest, the ranks after none. Runs start at 0, L and every such k and k + 1,
+   * so the work grows with the parameters, not the ranks. */
+  size_t nbreaks = 0;
   size_t *first = malloc(((size_t)P + 1) * sizeof *first);
-  double *values = calloc((size_t)L * (size_t)P, sizeof *values); /* [l][p] */
-  if (!first || !values) {
-    free(first), free(values), free(s);
+  uint64_t *breaks = malloc((2 * n + 2) * sizeof *breaks);
+  if (!first || !breaks) {
+    free(first), free(breaks), free(s);
+    return STRATA_ERR_NO_MEMORY;
+  }
+  breaks[nbreaks++] = 0, breaks[nbreaks++] = (uint64_t)L;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t c_rows = s[i].rows / (uint64_t)L + (s[i].rows % (uint64_t)L ? 1 : 0);
+    uint64_t k = s[i].rows / c_rows;
+    if (k < (uint64_t)L) breaks[nbreaks++] = k;
+    if (k + 1 < (uint64_t)L) breaks[nbreaks++] = k + 1;
+  }
+  qsort(breaks, nbreaks, sizeof *breaks, compare_u64);
+  size_t runs = 0;
+  for (size_t i = 0; i < nbreaks; i++)
+    if (i == 0 || breaks[i] != breaks[i - 1]) breaks[runs++] = breaks[i];
+  runs--; /* run j: ranks breaks[j] .. breaks[j + 1] - 1 */
+  double *values = calloc(runs * (size_t)P, sizeof *values); /* [run][fragment] */
+  if (!values) {
+    free(first), free(breaks), free(s);
     return STRATA_ERR_NO_MEMORY;
   }
   cut_fragments(s, n, P, first);
@@ -253,32 +280,31 @@ int strata_plan_diloco_shard(const strata_workload *w, const char *shapes_spec, 
     for (size_t i = first[p]; i < first[p + 1]; i++) {
       const shape *t = &s[i];
       model += (double)t->rows * (double)t->row_values;
-      uint64_t c0 = shard_rows(t->rows, L, 0), last = shard_rows(t->rows, L, L - 1);
-      if (c0 != last) {
-        if (d->uneven == 0 || t->rows != d->uneven_rows)
+      if (shard_rows(t->rows, L, 0) != shard_rows(t->rows, L, L - 1)) {
+        if ((double)t->rows * t->row_values > (double)d->uneven_rows * d->uneven_row_values)
           d->uneven_rows = t->rows, d->uneven_row_values = t->row_values;
         d->uneven++;
       }
-      /* the ranks holding a full chunk, the one holding the rest, the empty ones after it */
-      for (int l = 0; l < L; l++) {
-        uint64_t r = shard_rows(t->rows, L, l);
+      for (size_t j = 0; j < runs; j++) {
+        uint64_t r = shard_rows(t->rows, L, (int)breaks[j]);
         if (r == 0) break;
-        values[(size_t)l * P + p] += (double)r * (double)t->row_values;
+        values[j * P + p] += (double)r * (double)t->row_values;
       }
     }
   d->model_values = model;
   d->site_bytes_min = INFINITY;
   int status = STRATA_OK;
   double latency_ms = 2.0 * (S - 1) * alpha_ms;
-  exchange_cost *cost = calloc((size_t)P, sizeof *cost); /* the previous rank's, per fragment */
+  exchange_cost *cost = calloc((size_t)P, sizeof *cost);      /* the previous run's, per fragment */
   double *frag_bytes = calloc((size_t)P, sizeof *frag_bytes); /* site 0's, per fragment */
   if (!cost || !frag_bytes) status = STRATA_ERR_NO_MEMORY;
   for (int site = 0; site < S && status == STRATA_OK; site++) {
     double site_bytes = 0;
-    for (int l = 0; l < L && status == STRATA_OK; l++) {
-      const double *mine = values + (size_t)l * P;
-      /* ranks with the shards of the rank before them send what it sent */
-      int same = l > 0 && !memcmp(mine, mine - P, (size_t)P * sizeof *mine);
+    for (size_t j = 0; j < runs && status == STRATA_OK; j++) {
+      const double *mine = values + j * P;
+      double ranks = (double)(breaks[j + 1] - breaks[j]);
+      /* a run with the shards of the run before it sends what that one sent */
+      int same = j > 0 && !memcmp(mine, mine - P, (size_t)P * sizeof *mine);
       exchange_cost rank = {0};
       double rank_values = 0;
       for (int p = 0; p < P && status == STRATA_OK; p++) {
@@ -286,12 +312,12 @@ int strata_plan_diloco_shard(const strata_workload *w, const char *shapes_spec, 
         rank_values += mine[p];
         rank.wan_bytes += cost[p].wan_bytes, rank.messages += cost[p].messages;
         rank.payload_bytes += cost[p].payload_bytes;
-        if (site == 0) frag_bytes[p] += cost[p].wan_bytes;
+        if (site == 0) frag_bytes[p] += ranks * cost[p].wan_bytes;
       }
-      site_bytes += rank.wan_bytes;
+      site_bytes += ranks * rank.wan_bytes;
       if (site == 0) {
-        add_rank(d, l, rank_values, &rank);
-        d->messages_per_outer += rank.messages;
+        add_ranks(d, (int)breaks[j], (int)breaks[j + 1] - 1, rank_values, &rank);
+        d->messages_per_outer += ranks * rank.messages;
       }
     }
     if (site == 0) {
@@ -305,7 +331,7 @@ int strata_plan_diloco_shard(const strata_workload *w, const char *shapes_spec, 
     d->site_bytes_min = fmin(d->site_bytes_min, site_bytes);
     d->site_bytes_max = fmax(d->site_bytes_max, site_bytes);
   }
-  free(cost), free(frag_bytes);
+  free(cost), free(frag_bytes), free(breaks);
   d->latency_ms = latency_ms;
   free(first), free(values), free(s);
   if (status != STRATA_OK) {
