@@ -385,7 +385,10 @@ static void test_diloco_sharded_layout(void) {
         "f32 over 2 sites: each rank sends its shard once");
   CHECK(d.site_bytes_per_outer == 164 && d.site_bytes_min == 164 && d.site_bytes_max == 164,
         "a site sends its model once: 164 bytes");
-  CHECK(fabs(d.exchange_ms_per_outer - (30 + 164 / 0.125e6)) < 1e-9, "latency + bytes / rate");
+  /* two sites exchange in one hop (15 ms), each of the 4 ranks with a quarter of the link */
+  CHECK(fabs(d.latency_ms - 15) < 1e-9 &&
+            fabs(d.exchange_ms_per_outer - (15 + 48 / (0.125e6 / 4))) < 1e-6,
+        "one hop + the largest shard at its share of the rate");
   status = strata_plan_diloco_shard(&w, "5x2", 2, 4, 30, 0.125, 15, &d, err, sizeof err);
   CHECK(status == STRATA_OK && d.group_count == 3 && d.group[1].first == 2 &&
             d.group[1].values == 2 && d.group[2].first == 3 && d.group[2].values == 0 &&
@@ -397,8 +400,9 @@ static void test_diloco_sharded_layout(void) {
   CHECK(status == STRATA_OK && d.group[0].header_bytes > 0 &&
             d.site_bytes_min <= d.site_bytes_per_outer &&
             d.site_bytes_per_outer <= d.site_bytes_max &&
-            d.site_bytes_per_outer >= 2.0 * 2 / 3 * 3000,
-        "int8 over 3 sites: headers counted, each site at least 2(S-1)/S of the model");
+            d.site_bytes_per_outer >= 2.0 * 2 / 3 * 3000 && d.latency_ms > 15,
+        "int8 over 3 sites: headers counted, each site at least 2(S-1)/S of the model, a ring's "
+        "hops");
   w.fragments = 3;
   status = strata_plan_diloco_shard(&w, "10x3,7", 2, 4, 30, 0.125, 15, &d, err, sizeof err);
   CHECK(status == STRATA_ERR_INVALID_ARG && strstr(err, "--fragments 3"),

@@ -30,6 +30,7 @@
 #include "coll/schedule.h"
 #include "core/compress.h"
 #include "engine/chunk.h"
+#include "model/sim.h"
 #include "plan/plan.h"
 
 /* the most parameters --param-shapes may name, and the dimensions of one */
@@ -184,6 +185,58 @@ static int exchange_bytes(int S, int site, uint64_t count, strata_compress c, ui
 }
 
 /* Group consecutive ranks of equal figures (site 0's ranks). */
+typedef struct wan_link {
+  double alpha_us, gbps;
+} wan_link;
+
+static void wan_link_of(void *ctx, int src, int dst, strata_sim_link *out) {
+  (void)src, (void)dst;
+  const wan_link *l = ctx;
+  out->alpha_us = l->alpha_us;
+  out->gbps = l->gbps;
+  out->shared = -1;
+  out->pull = 0;
+}
+
+/* How long the allreduce of `count` f32 values over S sites of one rank takes when each rank has
+ * `gbps` (GB/s) of the WAN to itself: every rank's schedule run by the simulator (src/model/sim.c)
+ * over links of one-way time alpha_us, its f32 messages carried at the rate their encoding
+ * shrinks them by. The hops are the schedule's own (one for the exchange of two sites, 2(S-1)
+ * for a ring). */
+static int exchange_time_us(int S, uint64_t count, strata_compress c, uint64_t chunk,
+                            double alpha_us, double gbps, double *us) {
+  *us = 0;
+  if (count == 0 || S < 2) return STRATA_OK;
+  int *site_of_rank = malloc((size_t)S * sizeof *site_of_rank);
+  strata_schedule *scheds = calloc((size_t)S, sizeof *scheds);
+  int status = site_of_rank && scheds ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+  for (int r = 0; site_of_rank && r < S; r++) site_of_rank[r] = r;
+  int compressed = c != STRATA_COMPRESS_NONE, regular = (S & (S - 1)) == 0;
+  for (int r = 0; r < S && status == STRATA_OK; r++) {
+    strata_sched_params sp = {.coll = STRATA_COLL_ALLREDUCE,
+                              .algo = !compressed || regular ? STRATA_ALGO_HIER : STRATA_ALGO_RING,
+                              .rank = r,
+                              .nranks = S,
+                              .count = count,
+                              .elem_size = 4,
+                              .in_place = 1,
+                              .chunk_bytes = chunk,
+                              .site_of_rank = site_of_rank};
+    status = strata_schedule_build(&sp, &scheds[r]);
+  }
+  if (status == STRATA_OK) {
+    double shrink = 4.0 * (double)count / (double)strata_compress_wire_bytes(c, count);
+    wan_link link = {alpha_us, gbps * (compressed ? shrink : 1)};
+    strata_sim_model model = {.nranks = S, .link = wan_link_of, .ctx = &link};
+    strata_sim_result result;
+    status = strata_sim_run(&model, scheds, &result);
+    if (status == STRATA_OK) *us = result.time_us;
+  }
+  for (int r = 0; scheds && r < S; r++) strata_schedule_free(&scheds[r]);
+  free(scheds), free(site_of_rank);
+  return status;
+}
+
 static int compare_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return (x > y) - (x < y);
@@ -293,11 +346,15 @@ int strata_plan_diloco_shard(const strata_workload *w, const char *shapes_spec, 
     }
   d->model_values = model;
   d->site_bytes_min = INFINITY;
-  int status = STRATA_OK;
-  double latency_ms = 2.0 * (S - 1) * alpha_ms;
-  exchange_cost *cost = calloc((size_t)P, sizeof *cost);      /* the previous run's, per fragment */
-  double *frag_bytes = calloc((size_t)P, sizeof *frag_bytes); /* site 0's, per fragment */
-  if (!cost || !frag_bytes) status = STRATA_ERR_NO_MEMORY;
+  double latency_us = 0;
+  int status = exchange_time_us(S, 1, c, d->chunk_bytes, alpha_ms * 1000, 1e9, &latency_us);
+  double latency_ms = latency_us / 1000;
+  double *frag_max = calloc((size_t)P, sizeof *frag_max); /* the largest shard of each fragment */
+  if (!frag_max) status = STRATA_ERR_NO_MEMORY;
+  for (size_t j = 0; frag_max && j < runs; j++)
+    for (int p = 0; p < P; p++) frag_max[p] = fmax(frag_max[p], values[j * P + p]);
+  exchange_cost *cost = calloc((size_t)P, sizeof *cost); /* the previous run's, per fragment */
+  if (!cost) status = STRATA_ERR_NO_MEMORY;
   for (int site = 0; site < S && status == STRATA_OK; site++) {
     double site_bytes = 0;
     for (size_t j = 0; j < runs && status == STRATA_OK; j++) {
@@ -312,7 +369,6 @@ int strata_plan_diloco_shard(const strata_workload *w, const char *shapes_spec, 
         rank_values += mine[p];
         rank.wan_bytes += cost[p].wan_bytes, rank.messages += cost[p].messages;
         rank.payload_bytes += cost[p].payload_bytes;
-        if (site == 0) frag_bytes[p] += ranks * cost[p].wan_bytes;
       }
       site_bytes += ranks * rank.wan_bytes;
       if (site == 0) {
@@ -322,16 +378,22 @@ int strata_plan_diloco_shard(const strata_workload *w, const char *shapes_spec, 
     }
     if (site == 0) {
       d->site_bytes_per_outer = site_bytes;
-      for (int p = 0; p < P; p++) { /* a fragment's exchange: every rank of the site at once */
-        double ms = latency_ms + frag_bytes[p] / (gbps * 1e6);
-        d->exchange_ms_per_outer += ms;
-        d->exposed_ms_per_outer += fmax(0, ms - w->delay * w->step_ms);
+      /* a fragment's exchange: every rank of the site at once, each with its share of the
+       * link (the ranks that hold some of the fragment), timed for the largest shard */
+      for (int p = 0; p < P && status == STRATA_OK; p++) {
+        double holders = 0, us = 0;
+        for (size_t j = 0; j < runs; j++)
+          holders += values[j * P + p] > 0 ? (double)(breaks[j + 1] - breaks[j]) : 0;
+        status = exchange_time_us(S, (uint64_t)frag_max[p], c, d->chunk_bytes, alpha_ms * 1000,
+                                  gbps / fmax(1, holders), &us);
+        d->exchange_ms_per_outer += us / 1000;
+        d->exposed_ms_per_outer += fmax(0, us / 1000 - w->delay * w->step_ms);
       }
     }
     d->site_bytes_min = fmin(d->site_bytes_min, site_bytes);
     d->site_bytes_max = fmax(d->site_bytes_max, site_bytes);
   }
-  free(cost), free(frag_bytes), free(breaks);
+  free(cost), free(frag_max), free(breaks);
   d->latency_ms = latency_ms;
   free(first), free(values), free(s);
   if (status != STRATA_OK) {

@@ -288,9 +288,9 @@ typedef struct strata_plan_diloco_sharded {
   double site_bytes_per_outer;             /* site 0's ranks together, per outer step */
   double site_bytes_min, site_bytes_max; /* over the sites (they differ only in a ring of S > 2) */
   double messages_per_outer;             /* site 0's ranks together */
-  double latency_ms;                     /* of one exchange: 2(S-1) one-way WAN hops */
-  double exchange_ms_per_outer;          /* every fragment's exchange, each at the link's rate */
-  double exposed_ms_per_outer;           /* what delay x step_ms does not hide */
+  double latency_ms;            /* of one exchange: its schedule's hops (simulated, no bytes) */
+  double exchange_ms_per_outer; /* every fragment's exchange, simulated (diloco_shard.c) */
+  double exposed_ms_per_outer;  /* what delay x step_ms does not hide */
   int group_count, groups_truncated;
   strata_plan_diloco_rank_group group[STRATA_PLAN_MAX_RANK_GROUPS];
 } strata_plan_diloco_sharded;
