@@ -12,8 +12,9 @@ Modes:
                                outer exchanges (outer_start + outer_finish, as a delay-0 outer
                                step runs them), each timed; the rank's WAN bytes and messages
                                (strata's counters, from after create) and the times go to --out.
-Every rank of a site runs its exchange at the same moment as the others (a store barrier before
-each), so the site's ranks share the WAN link as they do in training.
+Every rank of a site runs its exchange at the same moment as the others (a store barrier, then a
+barrier of the shard communicator, before each), so the site's ranks share the WAN link as they
+do in training.
 """
 import argparse
 import datetime
@@ -52,9 +53,10 @@ def main():
     import torch.distributed as dist
     host, port = (a.serve_store or a.store).rsplit(":", 1)
     if a.serve_store:
-        dist.TCPStore(host, int(port), is_master=True, wait_for_workers=False,
-                      timeout=datetime.timedelta(hours=1))
-        time.sleep(3600)
+        server = dist.TCPStore(host, int(port), is_master=True, wait_for_workers=False,
+                               timeout=datetime.timedelta(hours=1))
+        time.sleep(3600)  # until the script stops it; the store lives as long as `server`
+        del server
         return 0
     import strata
     store = dist.TCPStore(host, int(port), is_master=False, timeout=datetime.timedelta(minutes=10))
@@ -73,6 +75,9 @@ def main():
         store.add(key, 1)
         while int(store.add(key, 0)) < a.ranks:
             time.sleep(0.001)
+        # the store is in site 0: its ranks leave that barrier a WAN round trip before site 1's;
+        # a barrier of the shard's own communicator lines the two sites up to one one-way hop
+        comm.barrier()
         t0 = time.perf_counter()
         d.outer_start(0)
         d.outer_finish(0)

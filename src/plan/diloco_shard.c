@@ -346,13 +346,22 @@ int strata_plan_diloco_shard(const strata_workload *w, const char *shapes_spec, 
     }
   d->model_values = model;
   d->site_bytes_min = INFINITY;
-  double latency_us = 0;
-  int status = exchange_time_us(S, 1, c, d->chunk_bytes, alpha_ms * 1000, 1e9, &latency_us);
-  double latency_ms = latency_us / 1000;
+  int status = STRATA_OK;
   double *frag_max = calloc((size_t)P, sizeof *frag_max); /* the largest shard of each fragment */
   if (!frag_max) status = STRATA_ERR_NO_MEMORY;
+  double largest = 0;
   for (size_t j = 0; frag_max && j < runs; j++)
-    for (int p = 0; p < P; p++) frag_max[p] = fmax(frag_max[p], values[j * P + p]);
+    for (int p = 0; p < P; p++) {
+      frag_max[p] = fmax(frag_max[p], values[j * P + p]);
+      largest = fmax(largest, frag_max[p]);
+    }
+  /* the latency part: the largest exchange's hops (its schedule's, which depend on its size:
+   * two sites swap a small shard in one message each, a large one in two halves) */
+  double latency_us = 0;
+  if (status == STRATA_OK)
+    status = exchange_time_us(S, (uint64_t)largest, c, d->chunk_bytes, alpha_ms * 1000, 1e9,
+                              &latency_us);
+  double latency_ms = latency_us / 1000;
   exchange_cost *cost = calloc((size_t)P, sizeof *cost); /* the previous run's, per fragment */
   if (!cost) status = STRATA_ERR_NO_MEMORY;
   for (int site = 0; site < S && status == STRATA_OK; site++) {
