@@ -365,6 +365,61 @@ static void test_diloco_bytes_vs_schedules(void) {
   }
 }
 
+/* DiLoCo over FSDP2 shards (strata_plan_diloco_shard): torch.chunk's dim-0 cut worked out by hand
+ * for 4 ranks per site (10 rows: 3,3,3,1; 7 rows: 2,2,2,1; 4 rows: 1 each; 5 rows: 2,2,1,0),
+ * f32 over 2 sites (each rank sends its shard values once: 4 bytes each), a fragment count the
+ * parameters cannot hold and malformed shapes refused. */
+static void test_diloco_sharded_layout(void) {
+  strata_workload w;
+  strata_plan_diloco_sharded d;
+  char err[256];
+  strata_workload_defaults(&w, STRATA_WORKLOAD_DILOCO);
+  w.wire_bits = 32, w.fragments = 1;
+  int status = strata_plan_diloco_shard(&w, "10x3,7,4", 2, 4, 30, 0.125, 15, &d, err, sizeof err);
+  CHECK(status == STRATA_OK && d.modeled, "sharded layout builds");
+  CHECK(d.model_values == 41 && d.parameters == 3 && d.uneven == 2, "41 values, 2 uneven splits");
+  CHECK(d.group_count == 2 && d.group[0].first == 0 && d.group[0].last == 2 &&
+            d.group[0].values == 12 && d.group[1].first == 3 && d.group[1].values == 5,
+        "ranks 0-2 hold 12 values, rank 3 holds 5");
+  CHECK(d.group[0].wan_bytes == 48 && d.group[1].wan_bytes == 20 && d.group[0].header_bytes == 0,
+        "f32 over 2 sites: each rank sends its shard once");
+  CHECK(d.site_bytes_per_outer == 164 && d.site_bytes_min == 164 && d.site_bytes_max == 164,
+        "a site sends its model once: 164 bytes");
+  /* two sites exchange in one hop (15 ms), each of the 4 ranks with a quarter of the link */
+  CHECK(fabs(d.latency_ms - 15) < 1e-9 &&
+            fabs(d.exchange_ms_per_outer - (15 + 48 / (0.125e6 / 4))) < 1e-6,
+        "one hop + the largest shard at its share of the rate");
+  status = strata_plan_diloco_shard(&w, "5x2", 2, 4, 30, 0.125, 15, &d, err, sizeof err);
+  CHECK(status == STRATA_OK && d.group_count == 3 && d.group[1].first == 2 &&
+            d.group[1].values == 2 && d.group[2].first == 3 && d.group[2].values == 0 &&
+            d.group[2].wan_bytes == 0 && d.group[2].messages == 0,
+        "5 rows over 4 ranks: 2, 2, 1 and an empty shard that sends nothing");
+  /* int8 over 3 sites (the ring): every rank's messages pay their own block headers */
+  w.wire_bits = 8;
+  status = strata_plan_diloco_shard(&w, "1000x3", 3, 2, 30, 0.125, 15, &d, err, sizeof err);
+  CHECK(status == STRATA_OK && d.group[0].header_bytes > 0 &&
+            d.site_bytes_min <= d.site_bytes_per_outer &&
+            d.site_bytes_per_outer <= d.site_bytes_max &&
+            d.site_bytes_per_outer >= 2.0 * 2 / 3 * 3000 && d.latency_ms > 15,
+        "int8 over 3 sites: headers counted, each site at least 2(S-1)/S of the model, a ring's "
+        "hops");
+  w.fragments = 3;
+  status = strata_plan_diloco_shard(&w, "10x3,7", 2, 4, 30, 0.125, 15, &d, err, sizeof err);
+  CHECK(status == STRATA_ERR_INVALID_ARG && strstr(err, "--fragments 3"),
+        "more fragments than parameters refused");
+  w.fragments = 1;
+  static const char *const bad[] = {"", "3x", "0", "a", "3,,4", "3x-1", "99999999x99999999"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    err[0] = 0;
+    double values;
+    status = strata_plan_shapes_values(bad[i], &values, err, sizeof err);
+    if (status != STRATA_ERR_INVALID_ARG || !strstr(err, "--param-shapes")) {
+      printf("FAIL --param-shapes '%s' not refused clearly: %s\n", bad[i], err);
+      failures++;
+    }
+  }
+}
+
 /* 100,000 GPUs on 4 sites plan like 8 (the timing is bench/plan_scale.sh's business). */
 static void test_scale(void) {
   const char *yaml =
@@ -518,6 +573,7 @@ int main(void) {
   test_bad_workloads();
   test_diloco_bytes();
   test_diloco_bytes_vs_schedules();
+  test_diloco_sharded_layout();
   test_scale();
   test_scale_nodes();
   test_loss();

@@ -99,6 +99,22 @@ check "svg on stdout" grep -q "^<svg" "$tmp/out"
 
 # bad input: a clear message and exit 2
 expect_exit 2 "no topology" "$strata" plan && check "says what to give" grep -q "preset" "$tmp/err"
+# the sharded DiLoCo layout: shapes set the parameters; bad shapes, --params beside them and more
+# fragments than parameters are refused by name
+links="$src/tests/data/links-metro-2-sites.json"
+expect_exit 0 "param-shapes" "$strata" plan --links "$links" --workload diloco --param-shapes 10x3,7,4 --sync-every 4 --json &&
+  check "sharded layout in JSON" "$py" - "$tmp/out" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+s = d["diloco"]["sharded"]
+assert d["workload"]["params"] == 41 and s["values"] == 41 and s["from_shapes"], s
+assert s["ranks_per_site"] == 2 and s["uneven_parameters"] == 1, s  # 7 rows: 4 and 3
+assert [(g["first"], g["last"], g["values"]) for g in s["ranks"]] == [(0, 0, 21), (1, 1, 20)], s
+assert s["wan_bytes_per_outer_step"] == 2 * 41, s  # bf16, the model once
+PY
+expect_exit 2 "param-shapes bad" "$strata" plan --links "$links" --workload diloco --param-shapes 10x && check "names the flag" grep -q -- "--param-shapes" "$tmp/err"
+expect_exit 2 "param-shapes with params" "$strata" plan --links "$links" --workload diloco --param-shapes 10 --params 10 && check "names both" grep -q -- "--params" "$tmp/err"
+expect_exit 2 "fragments over shapes" "$strata" plan --links "$links" --workload diloco --param-shapes 10,4 --fragments 3 --sync-every 6 && check "says fragments" grep -q -- "--fragments 3" "$tmp/err"
 expect_exit 2 "unknown preset" "$strata" plan --preset nope && check "names the preset" grep -q "nope" "$tmp/err"
 expect_exit 2 "missing file" "$strata" plan "$tmp/absent.yaml"
 printf 'sites:\n  - name: a\n    nodes: {count: 0, template: dgx-h100}\n' >"$tmp/bad.yaml"

@@ -88,6 +88,37 @@ static void test_lookup(void) {
   if (!topo) return;
   expect_site(topo, "metro-b/dgx12", "metro-b");
   expect_error(topo, "dgx12", STRATA_ERR_INVALID_ARG, "ambiguous");
+  /* ... and a host's domain may name its site */
+  expect_site(topo, "dgx12.metro-b.example.com", "metro-b");
+  expect_site(topo, "dgx12.metro-a", "metro-a");
+  expect_error(topo, "dgx12.example.com", STRATA_ERR_INVALID_ARG, "ambiguous");
+  strata_topo_free(topo);
+}
+
+/* A node is found in its own group: one that can hold its number before one that cannot. */
+static const char sizes_yaml[] =
+    "sites:\n"
+    "  - name: small\n"
+    "    nodes: {name: gpu, count: 4, gpu: none}\n"
+    "  - name: large\n"
+    "    nodes: {name: gpu, count: 16, gpu: none}\n"
+    "  - name: lab\n"
+    "    nodes: {name: cpu, count: 2, gpu: none}\n";
+
+static void test_own_group(void) {
+  strata_topo *topo = NULL;
+  char err[512];
+  int status =
+      strata_topo_load_string("sizes.yaml", sizes_yaml, strlen(sizes_yaml), &topo, err, sizeof err);
+  CHECK(status == STRATA_OK, "load: %s", err);
+  if (!topo) return;
+  expect_site(topo, "gpu12", "large");  /* small has gpu0..gpu3 (or gpu1..gpu4) */
+  expect_site(topo, "gpu-15", "large"); /* from 0 */
+  expect_site(topo, "gpu16", "large");  /* from 1 */
+  expect_error(topo, "gpu017", STRATA_ERR_INVALID_ARG, "ambiguous"); /* beyond both */
+  expect_error(topo, "gpu3", STRATA_ERR_INVALID_ARG, "ambiguous");   /* both can hold it */
+  expect_site(topo, "cpu101", "lab"); /* numbered by rack: the only group of that name */
+  expect_site(topo, "large/gpu3", "large");
   strata_topo_free(topo);
 }
 
@@ -126,6 +157,7 @@ static void test_site_of_node(void) {
 
 int main(void) {
   test_lookup();
+  test_own_group();
   test_env();
   test_site_of_node();
   printf("%s\n", failures ? "FAIL" : "PASS");

@@ -44,6 +44,11 @@ static void plan_usage(FILE *out) {
           "                         8 (int8), 4 (int4) (16)\n"
           "  --fragments P          streaming DiLoCo fragments, 1..H (1)\n"
           "  --delay TAU            inner steps a fragment's exchange overlaps, below H/P (0)\n"
+          "  --param-shapes LIST    diloco: the model's parameter shapes, e.g.\n"
+          "                         24x16,24,5x24,5 (sets --params), for the layout over\n"
+          "                         FSDP2 shards (default: P flat fragments of N/P values)\n"
+          "  --chunk BYTES          diloco: the communicators' STRATA_CHUNK (default: what\n"
+          "                         strata picks for the WAN's RTT)\n"
           "  --streams S            TCP connections per peer across the WAN (16)\n"
           "  --transport T          what carries collectives across a routed or overlay\n"
           "                         link: strata (its TCP, default), nccl-socket (NCCL's\n"
@@ -125,6 +130,8 @@ enum {
   OPT_LAYERS,
   OPT_TOKENS,
   OPT_MICRO_BATCHES,
+  OPT_PARAM_SHAPES,
+  OPT_CHUNK,
   OPT_JSON,
   OPT_SVG,
   OPT_LINKS
@@ -157,6 +164,8 @@ static const struct option plan_options[] = {
     {"layers", required_argument, 0, OPT_LAYERS},
     {"tokens", required_argument, 0, OPT_TOKENS},
     {"micro-batches", required_argument, 0, OPT_MICRO_BATCHES},
+    {"param-shapes", required_argument, 0, OPT_PARAM_SHAPES},
+    {"chunk", required_argument, 0, OPT_CHUNK},
     {"json", no_argument, 0, OPT_JSON},
     {"svg", required_argument, 0, OPT_SVG},
     {"links", required_argument, 0, OPT_LINKS},
@@ -164,8 +173,8 @@ static const struct option plan_options[] = {
     {0, 0, 0, 0}};
 
 typedef struct plan_args {
-  const char *preset, *file, *svg, *links;
-  int json, list, workload_given;
+  const char *preset, *file, *svg, *links, *param_shapes;
+  int json, list, workload_given, chunk;
   strata_workload w; /* kind filled later when not given */
   /* numeric overrides, applied after the kind's defaults: NAN / -1 = not given */
   double params, step_ms, wire_bits, update_fraction, kv_mb, rps, token_ms, tokens;
@@ -227,6 +236,11 @@ static int parse_option(plan_args *a, int opt, const char *arg) {
       return parse_int("--fragments", arg, 1, 1000000, &a->fragments);
     case OPT_DELAY:
       return parse_int("--delay", arg, 0, 100000000, &a->delay);
+    case OPT_PARAM_SHAPES:
+      a->param_shapes = arg;
+      return 0;
+    case OPT_CHUNK:
+      return parse_int("--chunk", arg, 1, 1 << 30, &a->chunk);
     case OPT_STREAMS:
       return parse_int("--streams", arg, 1, 1024, &a->streams);
     case OPT_TRANSPORT:
@@ -322,6 +336,15 @@ static int apply_overrides(const plan_args *a, strata_workload *w) {
   if (a->layers > 0) w->layers = a->layers;
   if (!isnan(a->tokens)) w->tokens_per_step = a->tokens;
   if (a->micro_batches > 0) w->micro_batches = a->micro_batches;
+  if (a->chunk > 0) w->chunk_bytes = (uint64_t)a->chunk;
+  if (a->param_shapes) {
+    if (!isnan(a->params)) {
+      fprintf(stderr, "strata plan: --param-shapes gives the parameters; leave out --params\n");
+      return -1;
+    }
+    w->param_shapes = a->param_shapes;
+    w->params = 1; /* the shapes' total, counted by the plan */
+  }
   return 0;
 }
 

@@ -1334,6 +1334,13 @@ int strata_plan_build_measured(const strata_topo *topo, const strata_workload *w
   if (err && err_len) err[0] = 0;
   if (!topo || !w || !out) return STRATA_ERR_INVALID_ARG;
   memset(out, 0, sizeof *out);
+  strata_workload shaped; /* --param-shapes: the parameters are the shapes' elements */
+  if (w->param_shapes) {
+    shaped = *w;
+    int status = strata_plan_shapes_values(w->param_shapes, &shaped.params, err, err_len);
+    if (status != STRATA_OK) return status;
+    w = &shaped;
+  }
   if (!(w->params > 0) || !(w->step_ms > 0) ||
       strata_plan_wire_encoding(w->wire_bits, NULL) != STRATA_OK || w->inner_steps < 1 ||
       w->fragments < 1 || w->wan_streams < 1 ||
@@ -1371,6 +1378,15 @@ int strata_plan_build_measured(const strata_topo *topo, const strata_workload *w
   out->nodes = strata_topo_nodes(topo);
   out->sites = topo->site_count;
   build_fabrics(out);
+  if (w->kind == STRATA_WORKLOAD_DILOCO && out->sites >= 2) {
+    double ranks = (double)(out->gpus > 0 ? out->gpus : out->nodes);
+    int status = strata_plan_diloco_shard(
+        w, w->param_shapes, out->sites, clamp_int(ranks / out->sites), out->wan.rtt_ms,
+        out->wan.link >= 0 && out->wan.gbps > 0 ? out->wan.gbps : 1e-6,
+        link_alpha_us(&out->wan) / 1000, &out->diloco_sharded, err, err_len);
+    if (status != STRATA_OK) return status;
+  }
+  out->workload.param_shapes = NULL; /* borrowed: read above, never kept */
   build_predictions(out);
   build_diloco(out);
   strata_plan_startup(out);

@@ -93,6 +93,10 @@ typedef struct strata_workload {
   int layers;              /* fsdp: transformer layers */
   double tokens_per_step;  /* fsdp: tokens one data-parallel replica processes per step */
   int micro_batches;       /* fsdp: micro-batches per step through the pipeline (0 = 4 x pp) */
+  /* diloco: the model's parameter shapes, "24x16,24,5x24,5" (borrowed; NULL = fragments of
+   * N/P one-dimensional values), for the sharded layout; they set params */
+  const char *param_shapes;
+  uint64_t chunk_bytes; /* diloco: the communicators' STRATA_CHUNK (0 = strata's own choice) */
 } strata_workload;
 
 const char *strata_workload_kind_name(strata_workload_kind kind); /* "train-sync", ... */
@@ -258,6 +262,51 @@ typedef struct strata_plan_diloco {
   double hide_gbps; /* WAN GB/s that would hide one exchange behind the delay; NaN if delay 0 */
 } strata_plan_diloco;
 
+/* DiLoCo over FSDP2 shards (python/strata/diloco_sharded.py; src/plan/diloco_shard.c says how
+ * it is counted): inside each site of L ranks every parameter is cut along dim 0 in chunks of
+ * ceil(rows / L) rows (the last holding rank fewer, any after it none), and each rank averages
+ * its shards of each fragment with the same shard index of the other sites over a communicator
+ * of S ranks. The bytes are the engine's, exactly: wan_bytes_sent over one outer step (every
+ * fragment once). */
+#define STRATA_PLAN_MAX_RANK_GROUPS 8
+typedef struct strata_plan_diloco_rank_group {
+  int first, last;     /* consecutive ranks of a site with these figures */
+  double values;       /* elements of a rank's shards (all fragments) */
+  double wan_bytes;    /* a rank's WAN bytes per outer step */
+  double messages;     /* its messages to other sites per outer step */
+  double header_bytes; /* of its bytes, the encoding's block headers (int8/int4/fp8 scale) */
+} strata_plan_diloco_rank_group;
+
+typedef struct strata_plan_diloco_sharded {
+  int modeled;
+  int sites, ranks_per_site;
+  int from_shapes;     /* the layout comes from --param-shapes, not N/P flat buffers */
+  double parameters;   /* tensors */
+  double model_values; /* their elements */
+  int uneven;          /* parameters whose dim-0 split leaves a shorter (or empty) last shard */
+  uint64_t uneven_rows, uneven_row_values; /* the largest such, as an example: rows x row size */
+  uint64_t chunk_bytes;                    /* the pipelining chunk the counts assume */
+  double site_bytes_per_outer;             /* site 0's ranks together, per outer step */
+  double site_bytes_min, site_bytes_max; /* over the sites (they differ only in a ring of S > 2) */
+  double messages_per_outer;             /* site 0's ranks together */
+  double latency_ms;            /* of one exchange: its schedule's hops (simulated, no bytes) */
+  double exchange_ms_per_outer; /* every fragment's exchange, simulated (diloco_shard.c) */
+  double exposed_ms_per_outer;  /* what delay x step_ms does not hide */
+  int group_count, groups_truncated;
+  strata_plan_diloco_rank_group group[STRATA_PLAN_MAX_RANK_GROUPS];
+} strata_plan_diloco_sharded;
+
+/* Fills *d for S sites of L ranks on a WAN of this RTT, rate (GB/s) and one-way time alpha_ms.
+ * Returns STRATA_OK, STRATA_ERR_INVALID_ARG (bad shapes or fewer parameters than fragments; err
+ * says which) or STRATA_ERR_NO_MEMORY. */
+int strata_plan_diloco_shard(const strata_workload *w, const char *shapes, int sites,
+                             int ranks_per_site, double rtt_ms, double gbps, double alpha_ms,
+                             strata_plan_diloco_sharded *d, char *err, size_t err_len);
+
+/* The elements of the parameters a --param-shapes list names ("24x16,24"): STRATA_OK, or
+ * STRATA_ERR_INVALID_ARG with err saying what is wrong with the list. */
+int strata_plan_shapes_values(const char *spec, double *values, char *err, size_t err_len);
+
 /* The wire encoding of DiLoCo's outer gradient for wire_bits 32, 16, 8 or 4 (none, bf16, int8,
  * int4). Returns STRATA_OK or STRATA_ERR_INVALID_ARG for any other value. */
 int strata_plan_wire_encoding(double wire_bits, strata_compress *out);
@@ -331,10 +380,11 @@ typedef struct strata_plan {
   double comm_ms_per_step; /* of the decision */
   double site_comm_ms;     /* the per-step allreduce inside one site (layers 1-2) */
   double utilization;
-  strata_plan_diloco diloco;                /* the outer sync's bytes and time (modeled or not) */
-  strata_plan_fsdp fsdp;                    /* the fsdp recipe (modeled for --workload fsdp) */
-  char summary[480];                        /* the workload's headline numbers in one paragraph */
-  char checks[STRATA_PLAN_MAX_CHECKS][200]; /* bringup: check — expected figure */
+  strata_plan_diloco diloco;                 /* the outer sync's bytes and time (modeled or not) */
+  strata_plan_diloco_sharded diloco_sharded; /* the same over FSDP2 shards (--workload diloco) */
+  strata_plan_fsdp fsdp;                     /* the fsdp recipe (modeled for --workload fsdp) */
+  char summary[480];                         /* the workload's headline numbers in one paragraph */
+  char checks[STRATA_PLAN_MAX_CHECKS][200];  /* bringup: check — expected figure */
   int check_count;
   /* what starting the job costs, one rank per GPU: [0] eager mesh (today), [1] on demand (lazy);
    * src/plan/startup.c */

@@ -81,6 +81,51 @@ static void text_diloco(FILE *out, const strata_plan *p) {
             "  the delay's compute is shorter than the latency alone: no bandwidth hides it\n");
 }
 
+/* DiLoCo over FSDP2 shards (strata_plan_diloco_sharded): the layout and its exact bytes. */
+static void text_diloco_sharded(FILE *out, const strata_plan *p) {
+  const strata_plan_diloco_sharded *d = &p->diloco_sharded;
+  char b1[32], b2[32];
+  if (!d->modeled || p->workload.kind != STRATA_WORKLOAD_DILOCO) return;
+  fprintf(out,
+          "\nDiLoCo over FSDP2 shards (strata.torch.DiLoCo on fully_shard): %d sites x %d "
+          "rank%s, one communicator of %d ranks per shard index\n",
+          d->sites, d->ranks_per_site, d->ranks_per_site == 1 ? "" : "s", d->sites);
+  fprintf(out, "  %.0f parameter%s%s, %.0f values; dim 0 cut in ceil(rows/%d)-row chunks",
+          d->parameters, d->parameters == 1 ? "" : "s",
+          d->from_shapes ? " (--param-shapes)" : " (flat fragments)", d->model_values,
+          d->ranks_per_site);
+  if (d->uneven)
+    fprintf(out, "; %d uneven (e.g. %llu rows x %llu: the last holding rank gets fewer rows)\n",
+            d->uneven, (unsigned long long)d->uneven_rows,
+            (unsigned long long)d->uneven_row_values);
+  else
+    fprintf(out, "; every split even\n");
+  fprintf(out, "  WAN bytes per outer step: %.0f per site (%s)", d->site_bytes_per_outer,
+          human_bytes(d->site_bytes_per_outer, b1, sizeof b1));
+  if (d->site_bytes_max != d->site_bytes_min)
+    fprintf(out, "; %.0f to %.0f over the sites", d->site_bytes_min, d->site_bytes_max);
+  fprintf(out, ", %.0f messages; %s chunks\n", d->messages_per_outer,
+          human_bytes((double)d->chunk_bytes, b2, sizeof b2));
+  fprintf(out, "  %-11s %14s %16s %9s %14s\n", "rank", "shard values", "WAN bytes/outer",
+          "messages", "block headers");
+  for (int i = 0; i < d->group_count; i++) {
+    const strata_plan_diloco_rank_group *g = &d->group[i];
+    char ranks[24];
+    if (g->first == g->last)
+      snprintf(ranks, sizeof ranks, "%d", g->first);
+    else
+      snprintf(ranks, sizeof ranks, "%d-%d", g->first, g->last);
+    fprintf(out, "  %-11s %14.0f %16.0f %9.0f %14.0f\n", ranks, g->values, g->wan_bytes,
+            g->messages, g->header_bytes);
+  }
+  if (d->groups_truncated) fprintf(out, "  (more ranks of other figures not listed)\n");
+  fprintf(out,
+          "  outer exchanges on the WAN (every rank of a site at once, %.4g ms of latency each): "
+          "%s per outer step, %s exposed\n",
+          d->latency_ms, human_us(d->exchange_ms_per_outer * 1000, b1, sizeof b1),
+          human_us(d->exposed_ms_per_outer * 1000, b2, sizeof b2));
+}
+
 /* Where the measured figures came from, and every link as the plan sees it (only with a matrix). */
 static void text_measured_links(FILE *out, const strata_plan *p) {
   const strata_plan_measured *ms = p->measured;
@@ -212,6 +257,7 @@ void strata_plan_write_text(FILE *out, const strata_plan *p) {
     }
   }
   text_diloco(out, p);
+  text_diloco_sharded(out, p);
   text_fsdp(out, p);
   strata_plan_write_startup_text(out, p);
   if (p->summary[0]) fprintf(out, "\n%s\n", p->summary);
@@ -345,6 +391,40 @@ static json_t *json_link_matrix(const strata_plan *p) {
                    ms->by_order ? "order" : "name", "sites", sites, "inside_sites", inside_sites);
 }
 
+/* diloco.sharded: null, or the layout over FSDP2 shards (strata_plan_diloco_sharded). */
+static json_t *json_diloco_sharded(const strata_plan *p) {
+  const strata_plan_diloco_sharded *d = &p->diloco_sharded;
+  if (!d->modeled || p->workload.kind != STRATA_WORKLOAD_DILOCO) return json_null();
+  json_t *ranks = json_array();
+  for (int i = 0; ranks && i < d->group_count; i++) {
+    const strata_plan_diloco_rank_group *g = &d->group[i];
+    json_array_append_new(
+        ranks, json_pack("{s:i, s:i, s:o, s:o, s:o, s:o}", "first", g->first, "last", g->last,
+                         "values", num(g->values), "wan_bytes_per_outer_step", num(g->wan_bytes),
+                         "messages_per_outer_step", num(g->messages), "header_bytes_per_outer_step",
+                         num(g->header_bytes)));
+  }
+  json_t *o = json_pack(
+      "{s:i, s:i, s:b, s:o, s:o, s:i, s:o, s:o, s:o, s:o, s:o}", "sites", d->sites,
+      "ranks_per_site", d->ranks_per_site, "from_shapes", d->from_shapes != 0, "parameters",
+      num(d->parameters), "values", num(d->model_values), "uneven_parameters", d->uneven,
+      "chunk_bytes", num((double)d->chunk_bytes), "wan_bytes_per_outer_step",
+      num(d->site_bytes_per_outer), "wan_bytes_per_outer_step_min", num(d->site_bytes_min),
+      "wan_bytes_per_outer_step_max", num(d->site_bytes_max), "messages_per_outer_step",
+      num(d->messages_per_outer));
+  json_t *t = json_pack("{s:o, s:o, s:o, s:b, s:o}", "exchange_latency_ms", num(d->latency_ms),
+                        "exchange_ms_per_outer_step", num(d->exchange_ms_per_outer),
+                        "exposed_ms_per_outer_step", num(d->exposed_ms_per_outer),
+                        "ranks_truncated", d->groups_truncated != 0, "ranks", ranks);
+  if (!o || !t || json_object_update(o, t) != 0) {
+    json_decref(o);
+    json_decref(t);
+    return NULL;
+  }
+  json_decref(t);
+  return o;
+}
+
 /* diloco: null, or the outer sync's bytes and time (shows_diloco). */
 static json_t *json_diloco(const strata_plan *p) {
   const strata_plan_diloco *d = &p->diloco;
@@ -356,10 +436,11 @@ static json_t *json_diloco(const strata_plan *p) {
       num(d->site_bytes_per_outer), "wan_bytes_per_outer_step_per_rank",
       num(d->rank_bytes_per_outer), "wan_bytes_per_inner_step", num(d->site_bytes_per_inner),
       "sync_wan_bytes_per_step", num(d->sync_site_bytes_per_step), "sync_ratio", num(d->ratio));
-  json_t *t = json_pack("{s:o, s:o, s:o, s:b, s:o, s:o}", "exchange_ms", num(d->exchange_ms),
-                        "exchange_latency_ms", num(d->latency_ms), "overlap_ms", num(d->overlap_ms),
-                        "hidden", d->hidden != 0, "exposed_ms_per_outer_step",
-                        num(d->exposed_ms_per_outer), "hide_gbps", num(d->hide_gbps));
+  json_t *t = json_pack("{s:o, s:o, s:o, s:o, s:b, s:o, s:o}", "sharded", json_diloco_sharded(p),
+                        "exchange_ms", num(d->exchange_ms), "exchange_latency_ms",
+                        num(d->latency_ms), "overlap_ms", num(d->overlap_ms), "hidden",
+                        d->hidden != 0, "exposed_ms_per_outer_step", num(d->exposed_ms_per_outer),
+                        "hide_gbps", num(d->hide_gbps));
   if (!o || !t || json_object_update(o, t) != 0) {
     json_decref(o);
     json_decref(t);

@@ -25,11 +25,13 @@
 
 #include "strata.h"
 #include "topo/json.h"
+#include "topo/json_grid.h"
 #include "topo/topo_internal.h"
 
 #define LINKMATRIX_FORMAT_NAME "strata-link-matrix"
 #define LINKMATRIX_VERSION 1
-#define LINKMATRIX_MAX_FILE_BYTES (256u << 20)
+/* 4,096 ranks x 4,096 x 2 grids at up to ~20 bytes a cell, with room. */
+#define LINKMATRIX_MAX_FILE_BYTES (1u << 30)
 
 int strata_link_matrix_alloc(strata_link_matrix *m, int nranks) {
   memset(m, 0, sizeof *m);
@@ -124,10 +126,17 @@ int strata_link_matrix_validate(const strata_link_matrix *m, char *err, size_t e
 
 /* ---- reading ---- */
 
+/* The two grids, when strata_json_grids_take() read them (grids[k].found). */
+enum { GRID_LATENCY, GRID_BANDWIDTH, GRID_COUNT };
+/* A grid read outside the tree that does not fit the file: read the file again as a tree, whose
+ * error names the position. Never returned to the caller. */
+#define READ_AGAIN_AS_TREE 1
+
 typedef struct reader {
   const char *source;
   char *err;
   size_t err_len;
+  strata_json_grid *grids; /* NULL: every matrix is in the tree */
 } reader;
 
 static int fail(const reader *r, const strata_ynode *at, const char *what, const char *key) {
@@ -258,6 +267,10 @@ static int read_header(const reader *r, const strata_ynode *root, int *nranks) {
     if (v != floor(v) || v < 1 || v > STRATA_LINKMATRIX_MAX_RANKS)
       return fail(r, n, "expected a whole number of ranks from 1 to 4096", "ranks");
     *nranks = (int)v;
+  } else if (r->grids && r->grids[GRID_LATENCY].found) {
+    size_t rows = r->grids[GRID_LATENCY].rows;
+    if (rows > STRATA_LINKMATRIX_MAX_RANKS) return READ_AGAIN_AS_TREE;
+    *nranks = (int)rows;
   } else {
     if (lat->kind != STRATA_YNODE_SEQUENCE || lat->length < 1 ||
         lat->length > STRATA_LINKMATRIX_MAX_RANKS)
@@ -267,6 +280,37 @@ static int read_header(const reader *r, const strata_ynode *root, int *nranks) {
   return STRATA_OK;
 }
 
+/* A grid read outside the tree, judged cell by cell as read_square judges the tree's; anything
+ * read_square would refuse sends the file back to it, for the message with a position. The cells
+ * move into *out (the grid's array replaces the one allocated). */
+static int take_grid(strata_json_grid *g, int latency, int nranks, double **out) {
+  size_t n = (size_t)nranks;
+  if (g->rows != n || g->cols != n) return READ_AGAIN_AS_TREE;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < n; j++) {
+      double *cell = &g->cells[i * n + j];
+      if (i == j && isnan(*cell)) *cell = 0;
+      double v = *cell;
+      if (isnan(v) || (i == j && v != 0)) return READ_AGAIN_AS_TREE;
+      if (i != j && (latency ? latency_problem(v) : bandwidth_problem(v)))
+        return READ_AGAIN_AS_TREE;
+      if (latency && j < i && latencies_disagree(v, g->cells[j * n + i])) return READ_AGAIN_AS_TREE;
+      *cell = v == 0 ? 0 : v; /* -0 as read_square stores it */
+    }
+  free(*out);
+  *out = g->cells;
+  g->cells = NULL;
+  return STRATA_OK;
+}
+
+static int read_matrix(const reader *r, const strata_ynode *root, int which, int nranks,
+                       double **out) {
+  const char *key = which == GRID_LATENCY ? "latency_us" : "bandwidth_gbps";
+  if (r->grids && r->grids[which].found)
+    return take_grid(&r->grids[which], which == GRID_LATENCY, nranks, out);
+  return read_square(r, find_key(root, key), key, nranks, *out);
+}
+
 static int read_tree(strata_link_matrix *m, const reader *r, const strata_ynode *root) {
   if (!root || root->kind != STRATA_YNODE_MAPPING)
     return fail(r, root, "expected a mapping with latency_us and bandwidth_gbps", NULL);
@@ -274,9 +318,8 @@ static int read_tree(strata_link_matrix *m, const reader *r, const strata_ynode 
   if ((rc = check_keys(r, root)) || (rc = read_header(r, root, &nranks))) return rc;
   if ((rc = strata_link_matrix_alloc(m, nranks))) return rc;
   const strata_ynode *n;
-  if ((rc = read_square(r, find_key(root, "latency_us"), "latency_us", nranks, m->latency_us)) ||
-      (rc = read_square(r, find_key(root, "bandwidth_gbps"), "bandwidth_gbps", nranks,
-                        m->bandwidth_gbps)))
+  if ((rc = read_matrix(r, root, GRID_LATENCY, nranks, &m->latency_us)) ||
+      (rc = read_matrix(r, root, GRID_BANDWIDTH, nranks, &m->bandwidth_gbps)))
     return rc;
   if ((n = find_key(root, "hosts")) && (rc = read_labels(r, n, "hosts", nranks, m->host)))
     return rc;
@@ -299,16 +342,41 @@ static int read_tree(strata_link_matrix *m, const reader *r, const strata_ynode 
   return STRATA_OK;
 }
 
-int strata_link_matrix_parse(strata_link_matrix *m, const char *source, const char *text,
-                             size_t len, char *err, size_t err_len) {
-  memset(m, 0, sizeof *m);
-  if (err && err_len) err[0] = '\0';
+/* The file as one YAML tree, or (grids given) the tree of the text with its grids cut out. */
+static int parse_with(strata_link_matrix *m, const char *source, const char *text, size_t len,
+                      strata_json_grid *grids, char *err, size_t err_len) {
   strata_ytree tree;
   int rc = strata_ytree_parse(&tree, source, text, len, err, err_len);
-  if (rc != STRATA_OK) return rc;
-  reader r = {.source = source, .err = err, .err_len = err_len};
+  if (rc != STRATA_OK) return grids ? READ_AGAIN_AS_TREE : rc;
+  reader r = {.source = source, .err = err, .err_len = err_len, .grids = grids};
   rc = read_tree(m, &r, tree.root);
   strata_ytree_free(&tree);
+  if (rc != STRATA_OK) strata_link_matrix_free(m);
+  return rc;
+}
+
+/* A JSON matrix with its grids read outside the tree (json_grid.h), or READ_AGAIN_AS_TREE.
+ * `text` (len bytes and a NUL) is cut up on the way. */
+static int parse_fast(strata_link_matrix *m, const char *source, char *text, size_t len, char *err,
+                      size_t err_len) {
+  size_t lead = 0;
+  while (lead < len && strchr(" \t\r\n", text[lead]) && text[lead]) lead++;
+  if (lead == len || text[lead] != '{') return READ_AGAIN_AS_TREE;
+  strata_json_grid grids[GRID_COUNT] = {{.key = "latency_us"}, {.key = "bandwidth_gbps"}};
+  int rc = READ_AGAIN_AS_TREE;
+  if (strata_json_grids_take(text, &len, grids, GRID_COUNT))
+    rc = parse_with(m, source, text, len, grids, err, err_len);
+  strata_json_grids_free(grids, GRID_COUNT);
+  return rc;
+}
+
+static int parse_checked(strata_link_matrix *m, const char *source, const char *text, size_t len,
+                         int rc, char *err, size_t err_len) {
+  if (rc == READ_AGAIN_AS_TREE) {
+    memset(m, 0, sizeof *m);
+    if (err && err_len) err[0] = '\0';
+    rc = parse_with(m, source, text, len, NULL, err, err_len);
+  }
   if (rc == STRATA_OK) {
     char why[200];
     rc = strata_link_matrix_validate(m, why, sizeof why);
@@ -318,8 +386,23 @@ int strata_link_matrix_parse(strata_link_matrix *m, const char *source, const ch
   return rc;
 }
 
-int strata_link_matrix_load(strata_link_matrix *m, const char *path, char *err, size_t err_len) {
+int strata_link_matrix_parse(strata_link_matrix *m, const char *source, const char *text,
+                             size_t len, char *err, size_t err_len) {
   memset(m, 0, sizeof *m);
+  if (err && err_len) err[0] = '\0';
+  char *copy = malloc(len + 1);
+  int rc = READ_AGAIN_AS_TREE;
+  if (copy) {
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    rc = parse_fast(m, source, copy, len, err, err_len);
+    free(copy);
+  }
+  return parse_checked(m, source, text, len, rc, err, err_len);
+}
+
+/* The whole file into a malloc'd buffer with a NUL after it. */
+static int read_whole(const char *path, char **out, size_t *out_len, char *err, size_t err_len) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) {
     snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
@@ -329,7 +412,7 @@ int strata_link_matrix_load(strata_link_matrix *m, const char *path, char *err, 
   char *text = malloc(cap);
   int rc = text ? STRATA_OK : STRATA_ERR_NO_MEMORY;
   while (rc == STRATA_OK) {
-    if (len == cap) {
+    if (len + 1 >= cap) {
       char *bigger = cap < LINKMATRIX_MAX_FILE_BYTES ? realloc(text, cap * 2) : NULL;
       if (!bigger) {
         snprintf(err, err_len, "%s: file too large or out of memory", path);
@@ -339,7 +422,7 @@ int strata_link_matrix_load(strata_link_matrix *m, const char *path, char *err, 
       text = bigger;
       cap *= 2;
     }
-    size_t got = fread(text + len, 1, cap - len, f);
+    size_t got = fread(text + len, 1, cap - len - 1, f);
     len += got;
     if (got == 0) {
       if (ferror(f)) {
@@ -350,7 +433,30 @@ int strata_link_matrix_load(strata_link_matrix *m, const char *path, char *err, 
     }
   }
   fclose(f);
-  if (rc == STRATA_OK) rc = strata_link_matrix_parse(m, path, text, len, err, err_len);
+  if (rc != STRATA_OK) {
+    free(text);
+    return rc;
+  }
+  text[len] = '\0';
+  *out = text, *out_len = len;
+  return STRATA_OK;
+}
+
+/* The file's own buffer is cut up by the fast path; a file it declines is read again. */
+int strata_link_matrix_load(strata_link_matrix *m, const char *path, char *err, size_t err_len) {
+  memset(m, 0, sizeof *m);
+  if (err && err_len) err[0] = '\0';
+  char *text;
+  size_t len;
+  int rc = read_whole(path, &text, &len, err, err_len);
+  if (rc != STRATA_OK) return rc;
+  rc = parse_fast(m, path, text, len, err, err_len);
+  if (rc == READ_AGAIN_AS_TREE) {
+    free(text);
+    if ((rc = read_whole(path, &text, &len, err, err_len)) != STRATA_OK) return rc;
+    rc = READ_AGAIN_AS_TREE;
+  }
+  rc = parse_checked(m, path, text, len, rc, err, err_len);
   free(text);
   return rc;
 }
@@ -373,18 +479,6 @@ static json_t *labels_json(const strata_link_matrix *m,
   return list;
 }
 
-static json_t *rows_json(const strata_link_matrix *m, const double *cells) {
-  json_t *rows = json_array();
-  for (int i = 0; i < m->nranks; i++) {
-    json_t *row = json_array();
-    for (int j = 0; j < m->nranks; j++)
-      row = strata_json_append(
-          row, strata_json_number(cells[(size_t)i * (size_t)m->nranks + (size_t)j]));
-    rows = strata_json_append(rows, row);
-  }
-  return rows;
-}
-
 /* The tree both spellings print, keys in the order docs/link-matrix.md lists them. */
 static json_t *matrix_json(const strata_link_matrix *m) {
   json_t *doc =
@@ -393,9 +487,42 @@ static json_t *matrix_json(const strata_link_matrix *m) {
                 "method", strata_json_string(m->method), "latency", "one-way");
   if (m->streams > 0) doc = strata_json_set(doc, "streams", json_integer(m->streams));
   doc = strata_json_set(doc, "hosts", labels_json(m, m->host));
-  doc = strata_json_set(doc, "sites", labels_json(m, m->site));
-  doc = strata_json_set(doc, "latency_us", rows_json(m, m->latency_us));
-  return strata_json_set(doc, "bandwidth_gbps", rows_json(m, m->bandwidth_gbps));
+  return strata_json_set(doc, "sites", labels_json(m, m->site));
+}
+
+/* A cell in the fewest digits that read back as the same double (a whole number as an integer,
+ * else 15, 16 or 17 significant digits): a probe's latencies are whole nanoseconds halved, and a
+ * 4,096-rank matrix in 17 digits everywhere would be twice the size. */
+static void format_cell(double v, char *text, size_t len) {
+  if (!isfinite(v)) {
+    snprintf(text, len, "null");
+    return;
+  }
+  if (v == floor(v) && fabs(v) < 9007199254740992.0) {
+    snprintf(text, len, "%.0f", v == 0 ? 0.0 : v);
+    return;
+  }
+  for (int digits = 15; digits <= 17; digits++) {
+    snprintf(text, len, "%.*g", digits, v);
+    if (strtod(text, NULL) == v) return;
+  }
+}
+
+/* A grid written cell by cell, never as a tree: 16.8 million cells at 4,096 ranks. */
+static int write_grid(FILE *f, const strata_link_matrix *m, const char *key, const double *cells,
+                      int yaml, int last) {
+  int rc = fprintf(f, "%s\"%s\":%s", yaml ? "" : "  ", key, yaml ? "\n" : " [\n") < 0;
+  char text[40];
+  for (int i = 0; i < m->nranks && !rc; i++) {
+    rc |= fputs(yaml ? "  - [" : "    [", f) < 0;
+    for (int j = 0; j < m->nranks; j++) {
+      format_cell(cells[(size_t)i * (size_t)m->nranks + (size_t)j], text, sizeof text);
+      rc |= fputs(text, f) < 0 || (j + 1 < m->nranks && fputs(", ", f) < 0);
+    }
+    rc |= fputs(yaml || i + 1 == m->nranks ? "]\n" : "],\n", f) < 0;
+  }
+  if (!yaml) rc |= fputs(last ? "  ]\n" : "  ],\n", f) < 0;
+  return rc;
 }
 
 /* One value as JSON on one line ("[0, 2.5]"), numbers with 17 digits. */
@@ -406,28 +533,16 @@ static int write_value(FILE *f, const json_t *value) {
 /* The layout is ours, the encoding jansson's: one key per line, and a matrix one row per line,
  * so that a person can read a small matrix as the grid it is. In YAML a matrix is a block list
  * of flow rows; everything else is the same text as in JSON, which YAML reads as flow style. */
-static int write_matrix_text(FILE *f, json_t *doc, int yaml) {
+static int write_matrix_text(FILE *f, json_t *doc, const strata_link_matrix *m, int yaml) {
   const char *key;
   json_t *value;
-  size_t left = json_object_size(doc);
   int rc = fputs(yaml ? "# strata link matrix (docs/link-matrix.md)\n" : "{\n", f) < 0;
   json_object_foreach(doc, key, value) {
-    int grid = json_is_array(value) && json_is_array(json_array_get(value, 0));
-    const char *after = yaml || --left == 0 ? "\n" : ",\n";
-    rc |= fprintf(f, "%s\"%s\":%s", yaml ? "" : "  ", key, grid ? "" : " ") < 0;
-    if (!grid) {
-      rc |= write_value(f, value) != 0 || fputs(after, f) < 0;
-      continue;
-    }
-    rc |= fputs(yaml ? "\n" : " [\n", f) < 0;
-    size_t i, rows = json_array_size(value);
-    json_t *row;
-    json_array_foreach(value, i, row) {
-      rc |= fputs(yaml ? "  - " : "    ", f) < 0 || write_value(f, row) != 0;
-      rc |= fputs(yaml || i + 1 == rows ? "\n" : ",\n", f) < 0;
-    }
-    if (!yaml) rc |= fprintf(f, "  ]%s", after) < 0;
+    rc |= fprintf(f, "%s\"%s\": ", yaml ? "" : "  ", key) < 0;
+    rc |= write_value(f, value) != 0 || fputs(yaml ? "\n" : ",\n", f) < 0;
   }
+  rc |= write_grid(f, m, "latency_us", m->latency_us, yaml, 0);
+  rc |= write_grid(f, m, "bandwidth_gbps", m->bandwidth_gbps, yaml, 1);
   if (!yaml) rc |= fputs("}\n", f) < 0;
   return rc;
 }
@@ -436,7 +551,7 @@ int strata_link_matrix_write(const strata_link_matrix *m, strata_link_matrix_for
                              void *out) {
   FILE *f = out;
   json_t *doc = matrix_json(m);
-  int rc = doc ? write_matrix_text(f, doc, format == STRATA_LINKMATRIX_YAML) : -1;
+  int rc = doc ? write_matrix_text(f, doc, m, format == STRATA_LINKMATRIX_YAML) : -1;
   json_decref(doc);
   if (fflush(f) != 0 || ferror(f)) rc = -1;
   return rc ? STRATA_ERR_SYSTEM : STRATA_OK;

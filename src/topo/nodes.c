@@ -3,24 +3,31 @@
 #include "topo/nodes.h"
 
 #include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <stdlib.h>
 
-enum { MATCH_NONE = 0, MATCH_NUMBERED = 1, MATCH_EXACT = 2 };
+/* From worst to best. A number the group cannot hold (past its count, from 0 or from 1) still
+ * matches, since some sites number hosts by rack (gpu101..gpu116), but any group that can hold
+ * the node is its own group before one that cannot. */
+enum { MATCH_NONE = 0, MATCH_NUMBERED_BEYOND = 1, MATCH_NUMBERED = 2, MATCH_EXACT = 3 };
 
-/* How `node` (len bytes, not NUL-terminated) names a node of the group called `group`. */
-static int match_group(const char *group, const char *node, size_t len) {
-  size_t glen = strlen(group);
-  if (!glen || glen > len || strncmp(group, node, glen) != 0) return MATCH_NONE;
+/* How `node` (len bytes, not NUL-terminated) names a node of `group`. */
+static int match_group(const strata_topo_node_group *group, const char *node, size_t len) {
+  size_t glen = strlen(group->name);
+  if (!glen || glen > len || strncmp(group->name, node, glen) != 0) return MATCH_NONE;
   if (glen == len) return MATCH_EXACT;
   size_t i = glen;
   if (strchr("-_.", node[i])) i++;
   if (i == len) return MATCH_NONE;
-  for (; i < len; i++)
+  int64_t number = 0;
+  for (; i < len; i++) {
     if (!isdigit((unsigned char)node[i])) return MATCH_NONE;
-  return MATCH_NUMBERED;
+    if (number <= group->count) number = number * 10 + (node[i] - '0');
+  }
+  return number <= group->count ? MATCH_NUMBERED : MATCH_NUMBERED_BEYOND;
 }
 
 typedef struct node_search {
@@ -37,7 +44,7 @@ static node_search search_groups(const strata_topo *topo, int only, const char *
   for (int g = 0; g < topo->group_count; g++) {
     const strata_topo_node_group *group = &topo->groups[g];
     if (only >= 0 && group->site != only) continue;
-    int level = match_group(group->name, node, len);
+    int level = match_group(group, node, len);
     if (level == MATCH_NONE || level < s.best) continue;
     if (level > s.best) {
       s = (node_search){
@@ -56,6 +63,30 @@ static node_search search_name(const strata_topo *topo, int only, const char *na
   const char *dot = strchr(name, '.');
   if (s.best == MATCH_NONE && dot && dot > name)
     s = search_groups(topo, only, name, (size_t)(dot - name));
+  return s;
+}
+
+/* A name matching groups of two sites whose domain names one of them — host
+ * "dgx12.metro-b.example.com" where both sites call their nodes dgx — is that site's node: the
+ * first label after the host's own that is a site's name decides, as SITE/NAME would. */
+static node_search search_domain(const strata_topo *topo, const char *name, node_search s) {
+  const char *label = strchr(name, '.');
+  char site_name[STRATA_TOPO_NAME_MAX];
+  while (label) {
+    label++;
+    const char *end = strchr(label, '.');
+    size_t len = end ? (size_t)(end - label) : strlen(label);
+    if (len && len < sizeof site_name) {
+      memcpy(site_name, label, len);
+      site_name[len] = '\0';
+      int site = strata_topo_site_index(topo, site_name);
+      if (site >= 0) {
+        node_search in_site = search_name(topo, site, name);
+        if (in_site.best == s.best) return in_site;
+      }
+    }
+    label = end;
+  }
   return s;
 }
 
@@ -104,6 +135,7 @@ int strata_topo_node_site(const strata_topo *topo, const char *node, int *site, 
     name = slash + 1;
   }
   node_search s = search_name(topo, only, name);
+  if (s.other >= 0 && only < 0) s = search_domain(topo, name, s);
   char groups[512];
   if (s.best == MATCH_NONE) {
     list_groups(topo, only, groups, sizeof groups);

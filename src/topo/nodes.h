@@ -7,15 +7,19 @@
  *
  *   - "GROUP"          the group named GROUP (a group of one node, typically);
  *   - "GROUP<digits>", "GROUP-<digits>", "GROUP_<digits>", "GROUP.<digits>"
- *                      a numbered node of the group named GROUP (dgx7, dgx-007, cpu_3). The
- *                      number is not checked against the group's count: sites number their
- *                      hosts from 0 or from 1, with or without zero padding;
+ *                      a numbered node of the group named GROUP (dgx7, dgx-007, cpu_3). Sites
+ *                      number their hosts from 0 or from 1, with or without zero padding, so a
+ *                      group of count N holds the numbers 0..N; a number past that still
+ *                      matches (hosts numbered by rack, gpu101..gpu116), but only where no
+ *                      group that can hold it matches;
  *   - "SITE/NAME"      NAME as above, looked up in site SITE only (two sites of one file may
  *                      both call their nodes "dgx", as the presets do).
- * An exact group name beats a numbered match. A name matching groups of two different sites is
- * ambiguous (an error naming both; qualify it as SITE/NAME). When NAME is not found and holds a
- * '.', its short form (up to the first '.') is tried: a host "gpu3.dc.example.com" is node
- * "gpu3" of the file.
+ * So a node finds its own group: an exact group name first, then a group that can hold its
+ * number, then one that cannot. A name matching groups of two different sites at the same level
+ * is ambiguous (an error naming both; qualify it as SITE/NAME) unless a label of its domain is
+ * one of those sites' names: host "dgx12.metro-b.example.com" is node dgx12 of site metro-b.
+ * When NAME is not found and holds a '.', its short form (up to the first '.') is tried: a host
+ * "gpu3.dc.example.com" is node "gpu3" of the file.
  *
  * Pure lookups on a loaded topology: no I/O, no allocation, thread-safe.
  */

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/diloco/plan_check.sh [--quick] — does `strata plan` predict DiLoCo over FSDP2 shards?
+# Root: 2 emulated sites x 2 ranks over `strata netem` (1 Gbit/s, 25 ms each way, the sharded
+# demonstration's link), the demonstration's model (train.py's ByteLM, 1.9M parameters, its
+# shapes from plan_check.py --shapes). For each wire (f32, int8): `strata plan --workload diloco
+# --param-shapes ... --json` over a link matrix of that link gives each rank's shard values, WAN
+# bytes per outer step and the outer exchange's time; then every rank runs strata.DiLoCo over
+# that many values against the same shard index of the other site (bench/diloco/plan_check.py),
+# the four at once, and times its outer exchanges. Prints prediction against measurement: the
+# bytes must be equal (exit 1 otherwise); the time is the median exchange of the site (its
+# slowest rank), the first one (connections warming up) left out.
+# Raw results: bench/results/diloco-plan/. Environment: BUILD, STRATA_PYTHON (torch for the
+# shapes), PLAN_EXCHANGES (8; --quick 4).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../common.sh"
+bench_init diloco-plan "$@"
+exchanges=${PLAN_EXCHANGES:-8}
+[ $quick -eq 1 ] && exchanges=4
+out=$root/bench/results/diloco-plan
+mkdir -p "$out"
+rm -f "$out"/*.json "$out"/*.log
+
+shapes=$(PYTHONPATH=$build/python "$py" "$here/plan_check.py" --shapes)
+cat >"$out/links.json" <<'EOF'
+{
+  "format": "strata-link-matrix",
+  "version": 1,
+  "ranks": 4,
+  "method": "the netem link of bench/diloco/plan_check.sh: 1 Gbit/s, 25 ms each way",
+  "latency": "one-way",
+  "hosts": ["a1", "a2", "b1", "b2"],
+  "sites": ["site0", "site0", "site1", "site1"],
+  "latency_us": [[0, 20, 25000, 25000], [20, 0, 25000, 25000],
+                 [25000, 25000, 0, 20], [25000, 25000, 20, 0]],
+  "bandwidth_gbps": [[0, 1.25, 0.125, 0.125], [1.25, 0, 0.125, 0.125],
+                     [0.125, 0.125, 0, 1.25], [0.125, 0.125, 1.25, 0]]
+}
+EOF
+
+name=dlpc$$
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  "$strata" netem down --name "$name" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+"$strata" netem up --name "$name" --sites 2 --ranks-per-site 2 --lifetime 1800 \
+  --link '*:rate=1gbit,delay=25ms' >/dev/null
+
+fails=0
+for wire in none:32 int8:8; do
+  compress=${wire%%:*} bits=${wire##*:}
+  "$strata" plan --links "$out/links.json" --workload diloco --param-shapes "$shapes" \
+    --sync-every 50 --wire-bits "$bits" --json >"$out/plan-$compress.json"
+  port=$((20000 + RANDOM % 20000))
+  timeout -k 5 "${PLAN_TIMEOUT:-600}" "$strata" netem exec --name "$name" 0 -- "$py" "$here/plan_check.py" \
+    --serve-store "10.77.0.1:$port" >"$out/$compress.store.log" 2>&1 &
+  store=$!
+  pids+=("$store")
+  sleep 2
+  children=()
+  for s in 0 1; do
+    for l in 0 1; do
+      values=$("$py" -c 'import json, sys
+d = json.load(open(sys.argv[1]))["diloco"]["sharded"]
+print([g["values"] for g in d["ranks"] if g["first"] <= int(sys.argv[2]) <= g["last"]][0])' \
+        "$out/plan-$compress.json" "$l")
+      timeout -k 5 "${PLAN_TIMEOUT:-600}" "$strata" netem exec --name "$name" "$s" -- env PYTHONPATH="$build/python" \
+        STRATA_SITE="site$s" STRATA_LOG="${STRATA_LOG:-warn}" OMP_NUM_THREADS=1 "$py" "$here/plan_check.py" \
+        --store "10.77.0.1:$port" --job "$name" --site "$s" --local "$l" --values "${values%.*}" \
+        --compress "$compress" --exchanges "$exchanges" --out "$out/$compress.$s$l.json" \
+        >"$out/$compress.$s$l.log" 2>&1 &
+      children+=($!)
+      pids+=($!)
+    done
+  done
+  rc=0
+  for pid in "${children[@]}"; do wait "$pid" || rc=1; done
+  kill "$store" 2>/dev/null || true
+  if [ $rc -ne 0 ]; then
+    echo "diloco-plan: the $compress run failed; its logs:" >&2
+    tail -n 5 "$out/$compress".*.log >&2 || true
+    fails=$((fails + 1))
+  fi
+done
+
+"$py" - "$out" <<'PY' || fails=$((fails + 1))
+import json, statistics, sys
+out = sys.argv[1]
+bad = 0
+print(f"{'wire':5} {'':6} {'values':>8} {'WAN B/outer planned':>20} {'measured':>10} "
+      f"{'exchange ms planned':>20} {'measured':>9}")
+for compress in ("none", "int8"):
+    plan = json.load(open(f"{out}/plan-{compress}.json"))["diloco"]["sharded"]
+    ranks = {(s, l): json.load(open(f"{out}/{compress}.{s}{l}.json")) for s in (0, 1) for l in (0, 1)}
+    for s in (0, 1):
+        site_bytes = 0
+        for l in (0, 1):
+            r = ranks[(s, l)]
+            g = [g for g in plan["ranks"] if g["first"] <= l <= g["last"]][0]
+            per_outer = r["wan_bytes"] / r["exchanges"]
+            site_bytes += per_outer
+            if per_outer != g["wan_bytes_per_outer_step"]:
+                bad += 1
+            print(f"{compress:5} {s}.{l:<4} {r['values']:8} {g['wan_bytes_per_outer_step']:20.0f} "
+                  f"{per_outer:10.0f}")
+        # the site's exchange k ends when its slowest rank's does
+        times = [max(ranks[(s, l)]["times_s"][k] for l in (0, 1))
+                 for k in range(1, len(ranks[(s, 0)]["times_s"]))]
+        median = statistics.median(times) * 1000
+        planned = plan["exchange_ms_per_outer_step"]
+        print(f"{compress:5} site {s} {'':8} {plan['wan_bytes_per_outer_step']:20.0f} "
+              f"{site_bytes:10.0f} {planned:20.1f} {median:9.1f}  "
+              f"({median / planned - 1:+.0%}; first {max(ranks[(s, l)]['times_s'][0] for l in (0, 1)) * 1000:.0f} ms)")
+        if site_bytes != plan["wan_bytes_per_outer_step"]:
+            bad += 1
+print("bytes: exact" if not bad else f"bytes: {bad} figures differ")
+sys.exit(1 if bad else 0)
+PY
+exit $((fails > 0))
