@@ -129,7 +129,8 @@ typedef struct store_waiter {
   struct store_waiter *next;
   store_conn *conn;
   uint32_t request_id;
-  uint8_t op; /* STORE_WIRE_GET or STORE_WIRE_WAIT */
+  uint8_t op;     /* STORE_WIRE_GET, STORE_WIRE_WAIT or STORE_WIRE_WAIT_COUNT */
+  int64_t target; /* WAIT_COUNT: the value its counter must reach */
   uint32_t nkeys;
   uint32_t next_missing; /* keys[0 .. next_missing) exist (keys are never deleted) */
   char **keys;
@@ -162,6 +163,8 @@ struct strata_store_server {
   double listen_paused_until_s; /* the listener is not polled before then */
   double last_refusal_log_s, last_accept_error_log_s;
   unsigned long refusals_unlogged;
+  /* requests handled, by op (0: any other op); logged when the server stops */
+  uint64_t requests[STORE_WIRE_OPS];
   /* a job's store: the job and size it serves, and a bit per rank already admitted */
   char *job_id;
   uint32_t nranks;
@@ -383,8 +386,33 @@ static void waiter_free(store_waiter *w) {
   free(w);
 }
 
-/* True when every key of w exists; answers it then. */
+static int parse_int64(const store_entry *e, int64_t *out);
+
+/* The counter at key: 0 when missing; -1 when the key holds something else. */
+static int counter_read(strata_store_server *srv, const char *key, int64_t *value) {
+  const store_entry *e = table_find(srv, key);
+  *value = 0;
+  return e ? parse_int64(e, value) : 0;
+}
+
+/* A WAIT_COUNT waiter: answered once its counter reached the target (or holds no counter). */
+static int waiter_try_count(strata_store_server *srv, store_waiter *w) {
+  int64_t value;
+  if (counter_read(srv, w->keys[0], &value) != 0) {
+    conn_reply(w->conn, w->request_id, STRATA_ERR_INVALID_ARG, NULL, 0);
+    return 1;
+  }
+  if (value < w->target) return 0;
+  uint8_t body[8];
+  store_wire_put_u64(body, (uint64_t)value);
+  conn_reply(w->conn, w->request_id, STRATA_OK, body, sizeof body);
+  return 1;
+}
+
+/* True when every key of w exists (a WAIT_COUNT: its counter reached the target); answers it
+ * then. */
 static int waiter_try_answer(strata_store_server *srv, store_waiter *w) {
+  if (w->op == STORE_WIRE_WAIT_COUNT) return waiter_try_count(srv, w);
   while (w->next_missing < w->nkeys && table_find(srv, w->keys[w->next_missing])) w->next_missing++;
   if (w->next_missing < w->nkeys) return 0;
   if (w->op == STORE_WIRE_GET)
@@ -594,7 +622,7 @@ static int handle_hello(strata_store_server *srv, store_conn *c, uint32_t id, fr
 /* GET (one key) and WAIT (n keys): answer now, or keep a waiter until the keys exist. */
 static int handle_wait(strata_store_server *srv, store_conn *c, uint8_t op, uint32_t id,
                        uint32_t timeout_ms, frame_reader *r) {
-  uint32_t nkeys = op == STORE_WIRE_GET ? 1 : read_u32(r);
+  uint32_t nkeys = op == STORE_WIRE_WAIT ? read_u32(r) : 1;
   if (r->bad || nkeys == 0 || nkeys > STORE_WIRE_MAX_WAIT_KEYS || nkeys > r->left / 5) return -1;
   if (c->nwaiters >= STORE_SERVER_MAX_WAITERS_PER_CONN) return FRAME_OVER_LIMIT;
   store_waiter *w = calloc(1, sizeof *w);
@@ -609,6 +637,10 @@ static int handle_wait(strata_store_server *srv, store_conn *c, uint8_t op, uint
   for (; w->nkeys < nkeys; w->nkeys++) {
     w->keys[w->nkeys] = read_key(r);
     if (r->bad) break;
+  }
+  if (!r->bad && op == STORE_WIRE_WAIT_COUNT) {
+    if (r->left == 8) w->target = (int64_t)store_wire_get_u64(r->p);
+    r->left = r->left == 8 ? 0 : 1;
   }
   if (r->bad || r->left != 0) {
     waiter_free(w);
@@ -625,6 +657,30 @@ static int handle_wait(strata_store_server *srv, store_conn *c, uint8_t op, uint
     srv->waiters = w;
   }
   return 0;
+}
+
+/* COUNTS: n counters in one reply, none created. */
+static int handle_counts(store_conn *c, strata_store_server *srv, uint32_t id, frame_reader *r) {
+  uint32_t nkeys = read_u32(r);
+  if (r->bad || nkeys == 0 || nkeys > STORE_WIRE_MAX_WAIT_KEYS || nkeys > r->left / 5)
+    return FRAME_MALFORMED;
+  uint8_t *body = malloc((size_t)nkeys * 8);
+  if (!body) return FRAME_MALFORMED;
+  int status = STRATA_OK;
+  for (uint32_t i = 0; i < nkeys && !r->bad; i++) {
+    char *key = read_key(r);
+    int64_t value = 0;
+    if (key && counter_read(srv, key, &value) != 0) status = STRATA_ERR_INVALID_ARG;
+    store_wire_put_u64(body + 8 * (size_t)i, (uint64_t)value);
+    free(key);
+  }
+  if (r->bad || r->left != 0) {
+    free(body);
+    return FRAME_MALFORMED;
+  }
+  conn_reply(c, id, status, body, status == STRATA_OK ? (size_t)nkeys * 8 : 0);
+  free(body);
+  return FRAME_OK;
 }
 
 /* ---- strangers: connections that have not proven the job key ---- */
@@ -711,6 +767,7 @@ static int handle_frame(strata_store_server *srv, store_conn *c, const uint8_t *
   uint32_t id = store_wire_get_u32(p + 4), timeout_ms = store_wire_get_u32(p + 8);
   frame_reader r = {p + STORE_WIRE_REQUEST_HEADER_BYTES, len - STORE_WIRE_REQUEST_HEADER_BYTES, 0};
   if (!c->authenticated) return op == STORE_WIRE_AUTH ? handle_auth(srv, c, id, &r) : FRAME_UNAUTH;
+  srv->requests[op < STORE_WIRE_OPS ? op : 0]++;
   switch (op) {
     case STORE_WIRE_SET:
       return handle_set(srv, c, id, &r);
@@ -718,7 +775,10 @@ static int handle_frame(strata_store_server *srv, store_conn *c, const uint8_t *
       return handle_add(srv, c, id, &r);
     case STORE_WIRE_GET:
     case STORE_WIRE_WAIT:
+    case STORE_WIRE_WAIT_COUNT:
       return handle_wait(srv, c, op, id, timeout_ms, &r);
+    case STORE_WIRE_COUNTS:
+      return handle_counts(c, srv, id, &r);
     case STORE_WIRE_HELLO:
       return handle_hello(srv, c, id, &r);
     case STORE_WIRE_SET_IF_ABSENT:
@@ -1355,6 +1415,22 @@ int strata_store_server_run(strata_store_server *server) {
   return status;
 }
 
+/* What the server answered, by op: how many requests a job cost its store (bench/agree.sh). */
+static void log_requests(const strata_store_server *srv) {
+  const uint64_t *n = srv->requests;
+  uint64_t total = 0;
+  for (int op = 0; op < STORE_WIRE_OPS; op++) total += n[op];
+  STRATA_LOG(STRATA_LOG_INFO, -1,
+             "store: served %llu requests (set %llu, get %llu, wait %llu, add %llu, hello %llu, "
+             "set-if-absent %llu, wait-count %llu, counts %llu)",
+             (unsigned long long)total, (unsigned long long)n[STORE_WIRE_SET],
+             (unsigned long long)n[STORE_WIRE_GET], (unsigned long long)n[STORE_WIRE_WAIT],
+             (unsigned long long)n[STORE_WIRE_ADD], (unsigned long long)n[STORE_WIRE_HELLO],
+             (unsigned long long)n[STORE_WIRE_SET_IF_ABSENT],
+             (unsigned long long)n[STORE_WIRE_WAIT_COUNT],
+             (unsigned long long)n[STORE_WIRE_COUNTS]);
+}
+
 void strata_store_server_stop(strata_store_server *server) {
   if (!server) return;
   if (server->thread_started) {
@@ -1362,6 +1438,7 @@ void strata_store_server_stop(strata_store_server *server) {
     do n = write(server->wake_fds[1], "x", 1);
     while (n < 0 && errno == EINTR);
     pthread_join(server->thread, NULL);
+    log_requests(server);
   }
   server_free(server);
 }
