@@ -165,6 +165,7 @@ struct strata_store_server {
   unsigned long refusals_unlogged;
   /* requests handled, by op (0: any other op); logged when the server stops */
   uint64_t requests[STORE_WIRE_OPS];
+  atomic_uint_fast64_t requests_total; /* the same, summed: read from other threads */
   /* a job's store: the job and size it serves, and a bit per rank already admitted */
   char *job_id;
   uint32_t nranks;
@@ -768,6 +769,7 @@ static int handle_frame(strata_store_server *srv, store_conn *c, const uint8_t *
   frame_reader r = {p + STORE_WIRE_REQUEST_HEADER_BYTES, len - STORE_WIRE_REQUEST_HEADER_BYTES, 0};
   if (!c->authenticated) return op == STORE_WIRE_AUTH ? handle_auth(srv, c, id, &r) : FRAME_UNAUTH;
   srv->requests[op < STORE_WIRE_OPS ? op : 0]++;
+  atomic_fetch_add_explicit(&srv->requests_total, 1, memory_order_relaxed);
   switch (op) {
     case STORE_WIRE_SET:
       return handle_set(srv, c, id, &r);
@@ -1387,6 +1389,10 @@ int strata_store_server_feed(const uint8_t *bytes, size_t len, int authenticated
   int status = c->dead || c->closing ? STRATA_ERR_PROTOCOL : STRATA_OK;
   server_free(srv);
   return status;
+}
+
+uint64_t strata_store_server_requests(const strata_store_server *server) {
+  return server ? atomic_load_explicit(&server->requests_total, memory_order_relaxed) : 0;
 }
 
 int strata_store_server_port(const strata_store_server *server) {
