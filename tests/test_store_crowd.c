@@ -5,7 +5,8 @@
  * open against one server while a 3-rank job rendezvouses through that store, allreduces and
  * agrees; then every authenticated client still gets an answer (one ADD each, all sent before
  * any is read). Also the store's counter calls: WAIT_COUNT and COUNTS on strata's server and
- * through the callbacks of a caller's store (the generic fallback on add).
+ * through the callbacks of a caller's store (the generic fallback on add). And clients that
+ * leave while a forked child holds copies of the server's sockets are forgotten cleanly.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -312,10 +314,55 @@ static void test_counter_calls(void) {
   strata_store_server_stop(srv);
 }
 
+/* Clients leave while a child of the serving process holds a copy of every socket the server
+ * accepted (a launcher forking a rank): each closed connection must leave the epoll set all the
+ * same, or epoll keeps reporting the hung-up socket with a pointer to the freed connection (a
+ * crash; ASan names the use after free). The child closes its copies of the clients' ends, so
+ * the server sees them leave. A client that stays is still answered. */
+static void test_clients_leave_while_forked(void) {
+  strata_store_server *srv = NULL;
+  CHECK_STATUS(strata_store_server_start_auth("127.0.0.1:0", SECRET, JOB, &srv), STRATA_OK);
+  if (!srv) return;
+  int port = strata_store_server_port(srv);
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+  uint8_t key[32];
+  CHECK_STATUS(store_net_auth_key(SECRET, JOB, key), STRATA_OK);
+  enum { LEAVING = 8, ROUNDS = 200 };
+  int leaving[LEAVING];
+  for (int i = 0; i < LEAVING; i++) /* authenticated: the server has accepted each */
+    CHECK((leaving[i] = auth_connect(port, key)) >= 0, "client %d", i);
+  strata_store *stays = NULL;
+  CHECK_STATUS(strata_store_connect_auth(addr, SECRET, JOB, 5, &stays), STRATA_OK);
+  int parent_alive[2] = {-1, -1};
+  CHECK(pipe(parent_alive) == 0, "pipe");
+  pid_t child = fork();
+  if (child == 0) {
+    for (int i = 0; i < LEAVING; i++) close(leaving[i]);
+    close(parent_alive[1]);
+    char byte;
+    while (read(parent_alive[0], &byte, 1) < 0) { /* holds its copies until the test is done */
+    }
+    _exit(0);
+  }
+  CHECK(child > 0, "fork");
+  close(parent_alive[0]);
+  for (int i = 0; i < LEAVING; i++) close(leaving[i]);
+  int64_t value = 0;
+  for (int i = 0; stays && i < ROUNDS; i++) /* the server goes round its loop: the closes settle */
+    CHECK_STATUS(strata_store_add(stays, "stays", 1, &value), STRATA_OK);
+  CHECK(value == ROUNDS, "the client that stayed counted %lld, want %d", (long long)value, ROUNDS);
+  close(parent_alive[1]); /* the child ends */
+  if (child > 0) waitpid(child, NULL, 0);
+  strata_store_close(stays);
+  strata_store_server_stop(srv);
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IONBF, 0);
   signal(SIGPIPE, SIG_IGN);
   test_counter_calls();
+  test_clients_leave_while_forked();
   test_job_in_a_crowd();
   printf("test_store_crowd: %s\n", failures ? "FAILED" : "ok");
   return failures != 0;

@@ -1041,7 +1041,12 @@ static void conn_remove(strata_store_server *srv, store_conn *c) {
   store_conn *last = srv->conns[--srv->nconns];
   srv->conns[c->slot] = last;
   last->slot = c->slot;
-  conn_free(c); /* closing the descriptor takes it out of the epoll set */
+  /* Out of the epoll set before the close: epoll watches the open socket, not the descriptor,
+   * and a process that forks while we serve (the launcher starting a rank) holds a copy of every
+   * descriptor until it execs, so a close alone could leave the socket watched and report it
+   * again with a pointer to the freed connection. */
+  if (c->fd >= 0) epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+  conn_free(c);
 }
 
 /* What epoll watches c for: input unless it is paused or has frames left for a turn, output
