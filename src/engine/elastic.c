@@ -205,21 +205,27 @@ static int propose(strata_comm *comm, const char *prefix, const char *decision_k
  * open keeps what it contributed then, whatever it would contribute now. A contribution whose
  * write failed may have landed all the same: the resuming call reads before it writes again (a
  * second ADD would count it twice). The progress counter moves after the contribution landed,
- * so it never counts one that is not there; one it missed (the store went away between the two)
- * only delays the others' next look (agree_over_store). */
+ * so it never counts one that is not there; until a move of it was answered, the resuming call
+ * moves it (again: one more count than contributions at worst, when only the answer was lost,
+ * and agree_over_store never waits for a value the counter already holds). */
 static int contribute(strata_comm *comm, const char *prefix, int64_t mine) {
-  char key[256];
+  char key[256], progress_key[256];
   snprintf(key, sizeof key, "%s/in/%d", prefix, comm->rank);
+  snprintf(progress_key, sizeof progress_key, "%s/progress", prefix);
   int64_t stored = 0;
+  int status = STRATA_OK;
   if (comm->agreement_open) {
-    int status = strata_store_add(comm->store, key, 0, &stored);
-    if (status != STRATA_OK || stored > 0) return status;
+    status = strata_store_add(comm->store, key, 0, &stored);
+    if (status != STRATA_OK || (stored > 0 && comm->agreement_counted)) return status;
   }
-  if (mine < 0) return STRATA_ERR_INVALID_ARG;
-  comm->agreement_open = 1;
-  int status = strata_store_add(comm->store, key, mine + 1, &stored);
-  snprintf(key, sizeof key, "%s/progress", prefix);
-  if (status == STRATA_OK) status = strata_store_add(comm->store, key, 1, &stored);
+  if (stored <= 0) {
+    if (mine < 0) return STRATA_ERR_INVALID_ARG;
+    comm->agreement_open = 1;
+    comm->agreement_counted = 0;
+    status = strata_store_add(comm->store, key, mine + 1, &stored);
+  }
+  if (status == STRATA_OK) status = strata_store_add(comm->store, progress_key, 1, &stored);
+  if (status == STRATA_OK) comm->agreement_counted = 1;
   return status;
 }
 
@@ -351,8 +357,10 @@ static int agree_over_store(strata_comm *comm, const char *prefix, agreement *a)
       double until_s = start + comm->cfg.op_timeout_s - strata_now_s();
       if (until_s < left_s) left_s = until_s > 0 ? until_s : 0;
     }
-    /* the counter at which every live rank of the last read has contributed */
+    /* the counter at which every live rank of the last read has contributed; never one it
+     * holds already (it may count a contribution twice: contribute), or the wait would spin */
     int64_t target = (int64_t)look.contributed + look.missing;
+    if (target <= last_progress) target = last_progress + 1;
     status = strata_store_wait_count(comm->store, progress_key, target, &progress, left_s);
     if (status == STRATA_ERR_TIMEOUT) status = STRATA_OK;
     out_of_time = comm->cfg.op_timeout_s > 0 && strata_now_s() - start > comm->cfg.op_timeout_s;
