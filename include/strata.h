@@ -590,6 +590,10 @@ STRATA_API int strata_store_server_start_auth(const char *addr, const char *secr
                                               const char *job_id, strata_store_server **out);
 /* The port actually bound. */
 STRATA_API int strata_store_server_port(const strata_store_server *server);
+/* How many requests the server has answered since it started, counting only connections that
+ * proved the job key: the load a job puts on its store (bench/agree.sh). Safe to call while it
+ * serves. */
+STRATA_API uint64_t strata_store_server_requests(const strata_store_server *server);
 /* Serve in the calling thread until the process receives SIGINT, SIGTERM or SIGHUP. */
 STRATA_API int strata_store_server_run(strata_store_server *server);
 /* Stops serving and frees the server; NULL is a no-op. */

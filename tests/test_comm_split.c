@@ -6,7 +6,8 @@
  *     key, its allreduce sums only its members, and the parent keeps working beside it.
  *  2. A rank giving STRATA_UNDEFINED gets NULL; the other three form one group.
  *  3. A communicator over the caller's store (callbacks forwarding to a store client, as the
- *     torch backend forwards to c10d::Store) runs an allreduce, and its split does too.
+ *     torch backend forwards to c10d::Store) runs an allreduce and two agrees (only set, get and
+ *     add: the fallbacks for set-if-absent and for waiting on a counter), and its split works.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -98,6 +99,13 @@ static int body(strata_comm *comm, int rank, int nranks, int init_status, void *
   if (over_ops) {
     CHECK(sum_of_ranks(over_ops, rank, &sum) == STRATA_OK && sum == 6, "ops allreduce %lld",
           (long long)sum);
+    /* agreement over callbacks with only set/get/add: the decision through a ticket (no
+     * set-if-absent) and the progress counter polled with adds of 0 (no WAIT_COUNT) */
+    int flag = rank != 2;
+    CHECK(strata_comm_agree(over_ops, &flag) == STRATA_OK && flag == 0, "ops agree: flag %d", flag);
+    flag = 1;
+    CHECK(strata_comm_agree(over_ops, &flag) == STRATA_OK && flag == 1, "ops agree again: flag %d",
+          flag);
     strata_comm *pair = NULL;
     CHECK(strata_comm_split(over_ops, rank / 2, rank, &pair) == STRATA_OK && pair,
           "split over the ops");

@@ -87,6 +87,9 @@ int strata_cmd_store(int argc, char **argv) {
             "job's keys. Set STRATA_SECRET (or STRATA_SECRET_FILE) and STRATA_JOB_ID, the same "
             "here as on every rank\n");
   status = strata_store_server_run(server);
+  printf("strata store: served %llu requests\n",
+         (unsigned long long)strata_store_server_requests(server));
+  fflush(stdout);
   strata_store_server_stop(server);
   if (status != STRATA_OK) {
     fprintf(stderr, "strata store: stopped: %s\n", strata_strerror(status));

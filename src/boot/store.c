@@ -735,7 +735,49 @@ static int store_add(strata_store *s, const char *key, int64_t delta, int64_t *r
   return status;
 }
 
+static int store_wait_count(strata_store *s, const char *key, int64_t target, int64_t *value,
+                            double timeout_s) {
+  if (!key_ok(key)) return STRATA_ERR_INVALID_ARG;
+  if (s->has_ops) return STRATA_ERR_UNSUPPORTED; /* core/store.c polls the callbacks' add */
+  size_t key_len = strlen(key);
+  uint8_t body[4 + STORE_WIRE_MAX_KEY_BYTES + 8];
+  store_wire_put_u64(put_bytes(body, key, key_len), (uint64_t)target);
+  uint8_t *reply;
+  size_t reply_len;
+  int status = call(s, STORE_WIRE_WAIT_COUNT, body, 4 + key_len + 8, timeout_s, &reply, &reply_len);
+  if (status == STRATA_OK && reply_len != 8) status = STRATA_ERR_PROTOCOL;
+  if (status == STRATA_OK) *value = (int64_t)store_wire_get_u64(reply);
+  free(reply);
+  return status;
+}
+
+static int store_read_counts(strata_store *s, const char *const *keys, size_t nkeys,
+                             int64_t *values) {
+  if (nkeys > STORE_WIRE_MAX_WAIT_KEYS) return STRATA_ERR_INVALID_ARG;
+  if (s->has_ops) return STRATA_ERR_UNSUPPORTED; /* core/store.c adds 0 to each */
+  size_t len = 4;
+  for (size_t i = 0; i < nkeys; i++) {
+    if (!key_ok(keys[i])) return STRATA_ERR_INVALID_ARG;
+    len += 4 + strlen(keys[i]);
+  }
+  uint8_t *body = malloc(len), *p = body + 4;
+  if (!body) return STRATA_ERR_NO_MEMORY;
+  store_wire_put_u32(body, (uint32_t)nkeys);
+  for (size_t i = 0; i < nkeys; i++) p = put_bytes(p, keys[i], strlen(keys[i]));
+  uint8_t *reply;
+  size_t reply_len;
+  int status = call(s, STORE_WIRE_COUNTS, body, len, s->op_timeout_s, &reply, &reply_len);
+  free(body);
+  if (status == STRATA_OK && reply_len != nkeys * 8) status = STRATA_ERR_PROTOCOL;
+  for (size_t i = 0; status == STRATA_OK && i < nkeys; i++)
+    values[i] = (int64_t)store_wire_get_u64(reply + 8 * i);
+  free(reply);
+  return status;
+}
+
 static const strata_store_impl impl = {.set = store_set,
+                                       .wait_count = store_wait_count,
+                                       .read_counts = store_read_counts,
                                        .set_if_absent = store_set_if_absent,
                                        .get = store_get,
                                        .wait = store_wait,

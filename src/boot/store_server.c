@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * store_server.c — the rendezvous store's server: one thread, one poll() over every client.
+ * store_server.c — the rendezvous store's server: one thread, one epoll set over every client.
  *
  * A job of N ranks opens N connections at once, and most of them immediately ask for keys that
  * do not exist yet. Nothing here may block on one client: every socket is non-blocking, input is
@@ -8,6 +8,15 @@
  * it. A GET or WAIT whose keys are missing becomes a *waiter* kept by the server and answered by
  * the SET or ADD that completes it, or with STRATA_ERR_TIMEOUT when its deadline passes, so a
  * client never polls.
+ *
+ * The loop waits in epoll, level-triggered, and visits only what changed: the connections epoll
+ * reports and those something marked (a reply queued, a refusal, frames left for a turn:
+ * conn_mark, conns_settle), so ten thousand idle clients cost nothing per wake-up. Level, not
+ * edge: the server leaves bytes unread on purpose (a paused connection, one whose turn is over, a
+ * stranger read one AUTH frame at a time), and with level triggering the kernel keeps reporting
+ * them once they are watched again, where edge triggering would need a list of our own of sockets
+ * with bytes left; a connection's interest changes (conn_watch) only when it pauses, resumes or
+ * has replies to send.
  *
  * A job's store (strata_store_server_start_job) is the one rank 0 of a communicator serves for
  * that communicator alone: it answers a HELLO (store_wire.h) by admitting each rank of its job and
@@ -51,7 +60,6 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sodium.h>
@@ -60,6 +68,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -95,6 +104,7 @@ typedef struct store_entry {
 } store_entry;
 
 typedef struct store_conn {
+  struct strata_store_server *srv;
   int fd;
   int dead;
   int authenticated;
@@ -105,6 +115,9 @@ typedef struct store_conn {
   uint32_t nwaiters;
   size_t stored_bytes; /* what its sets added to the table, against its share of the quota */
   int more;            /* complete frames wait in `in` for its next turn */
+  int dirty;           /* listed in srv->dirty: settled (reaped or re-watched) next iteration */
+  uint32_t events;     /* what epoll watches it for (conn_watch) */
+  size_t slot;         /* its index in srv->conns */
   char peer[64];       /* "host:port" for the log */
   uint8_t *in;
   size_t in_len, in_cap;
@@ -116,7 +129,8 @@ typedef struct store_waiter {
   struct store_waiter *next;
   store_conn *conn;
   uint32_t request_id;
-  uint8_t op; /* STORE_WIRE_GET or STORE_WIRE_WAIT */
+  uint8_t op;     /* STORE_WIRE_GET, STORE_WIRE_WAIT or STORE_WIRE_WAIT_COUNT */
+  int64_t target; /* WAIT_COUNT: the value its counter must reach */
   uint32_t nkeys;
   uint32_t next_missing; /* keys[0 .. next_missing) exist (keys are never deleted) */
   char **keys;
@@ -136,8 +150,12 @@ struct strata_store_server {
   double last_quota_log_s;
   store_conn **conns;
   size_t nconns, conns_cap;
-  struct pollfd *pfds;
-  size_t pfds_cap;
+  int epoll_fd;
+  uint32_t listen_events; /* what epoll watches the listener for: EPOLLIN, or 0 while paused */
+  /* connections something happened to since they were last settled (conn_mark); both arrays
+   * have room for every connection, and a connection is listed at most once */
+  store_conn **dirty, **settling;
+  size_t ndirty;
   store_waiter *waiters;
   uint8_t key[32]; /* the job key every connection proves (store_wire.h: AUTH) */
   store_conn *strangers_oldest, *strangers_newest;
@@ -145,6 +163,9 @@ struct strata_store_server {
   double listen_paused_until_s; /* the listener is not polled before then */
   double last_refusal_log_s, last_accept_error_log_s;
   unsigned long refusals_unlogged;
+  /* requests handled, by op (0: any other op); logged when the server stops */
+  uint64_t requests[STORE_WIRE_OPS];
+  atomic_uint_fast64_t requests_total; /* the same, summed: read from other threads */
   /* a job's store: the job and size it serves, and a bit per rank already admitted */
   char *job_id;
   uint32_t nranks;
@@ -274,6 +295,15 @@ static void table_free(strata_store_server *srv) {
 
 /* ---- replies ---- */
 
+/* Something happened to c that the event loop must look at: it may have died or been refused,
+ * have replies to send, or frames left for another turn (conns_settle). Never fails: the list
+ * has room for every connection, and lists each at most once. */
+static void conn_mark(store_conn *c) {
+  if (c->dirty || !c->srv->dirty) return;
+  c->dirty = 1;
+  c->srv->dirty[c->srv->ndirty++] = c;
+}
+
 static int conn_reserve_out(store_conn *c, size_t extra) {
   if (c->out_len + extra <= c->out_cap) return 0;
   if (c->out_off > 0) { /* what was sent makes room before the buffer grows: it stays within
@@ -298,6 +328,7 @@ static int conn_reserve_out(store_conn *c, size_t extra) {
 static uint8_t *conn_reply_begin(store_conn *c, uint32_t request_id, int status, size_t body_len) {
   size_t frame = 4 + STORE_WIRE_REPLY_HEADER_BYTES + body_len;
   if (c->closing) return NULL; /* refused: its waiters are dropped with it */
+  conn_mark(c);
   if (c->dead || conn_reserve_out(c, frame) != 0) {
     c->dead = 1;
     return NULL;
@@ -356,8 +387,33 @@ static void waiter_free(store_waiter *w) {
   free(w);
 }
 
-/* True when every key of w exists; answers it then. */
+static int parse_int64(const store_entry *e, int64_t *out);
+
+/* The counter at key: 0 when missing; -1 when the key holds something else. */
+static int counter_read(strata_store_server *srv, const char *key, int64_t *value) {
+  const store_entry *e = table_find(srv, key);
+  *value = 0;
+  return e ? parse_int64(e, value) : 0;
+}
+
+/* A WAIT_COUNT waiter: answered once its counter reached the target (or holds no counter). */
+static int waiter_try_count(strata_store_server *srv, store_waiter *w) {
+  int64_t value;
+  if (counter_read(srv, w->keys[0], &value) != 0) {
+    conn_reply(w->conn, w->request_id, STRATA_ERR_INVALID_ARG, NULL, 0);
+    return 1;
+  }
+  if (value < w->target) return 0;
+  uint8_t body[8];
+  store_wire_put_u64(body, (uint64_t)value);
+  conn_reply(w->conn, w->request_id, STRATA_OK, body, sizeof body);
+  return 1;
+}
+
+/* True when every key of w exists (a WAIT_COUNT: its counter reached the target); answers it
+ * then. */
 static int waiter_try_answer(strata_store_server *srv, store_waiter *w) {
+  if (w->op == STORE_WIRE_WAIT_COUNT) return waiter_try_count(srv, w);
   while (w->next_missing < w->nkeys && table_find(srv, w->keys[w->next_missing])) w->next_missing++;
   if (w->next_missing < w->nkeys) return 0;
   if (w->op == STORE_WIRE_GET)
@@ -567,7 +623,7 @@ static int handle_hello(strata_store_server *srv, store_conn *c, uint32_t id, fr
 /* GET (one key) and WAIT (n keys): answer now, or keep a waiter until the keys exist. */
 static int handle_wait(strata_store_server *srv, store_conn *c, uint8_t op, uint32_t id,
                        uint32_t timeout_ms, frame_reader *r) {
-  uint32_t nkeys = op == STORE_WIRE_GET ? 1 : read_u32(r);
+  uint32_t nkeys = op == STORE_WIRE_WAIT ? read_u32(r) : 1;
   if (r->bad || nkeys == 0 || nkeys > STORE_WIRE_MAX_WAIT_KEYS || nkeys > r->left / 5) return -1;
   if (c->nwaiters >= STORE_SERVER_MAX_WAITERS_PER_CONN) return FRAME_OVER_LIMIT;
   store_waiter *w = calloc(1, sizeof *w);
@@ -582,6 +638,10 @@ static int handle_wait(strata_store_server *srv, store_conn *c, uint8_t op, uint
   for (; w->nkeys < nkeys; w->nkeys++) {
     w->keys[w->nkeys] = read_key(r);
     if (r->bad) break;
+  }
+  if (!r->bad && op == STORE_WIRE_WAIT_COUNT) {
+    if (r->left == 8) w->target = (int64_t)store_wire_get_u64(r->p);
+    r->left = r->left == 8 ? 0 : 1;
   }
   if (r->bad || r->left != 0) {
     waiter_free(w);
@@ -598,6 +658,30 @@ static int handle_wait(strata_store_server *srv, store_conn *c, uint8_t op, uint
     srv->waiters = w;
   }
   return 0;
+}
+
+/* COUNTS: n counters in one reply, none created. */
+static int handle_counts(store_conn *c, strata_store_server *srv, uint32_t id, frame_reader *r) {
+  uint32_t nkeys = read_u32(r);
+  if (r->bad || nkeys == 0 || nkeys > STORE_WIRE_MAX_WAIT_KEYS || nkeys > r->left / 5)
+    return FRAME_MALFORMED;
+  uint8_t *body = malloc((size_t)nkeys * 8);
+  if (!body) return FRAME_MALFORMED;
+  int status = STRATA_OK;
+  for (uint32_t i = 0; i < nkeys && !r->bad; i++) {
+    char *key = read_key(r);
+    int64_t value = 0;
+    if (key && counter_read(srv, key, &value) != 0) status = STRATA_ERR_INVALID_ARG;
+    store_wire_put_u64(body + 8 * (size_t)i, (uint64_t)value);
+    free(key);
+  }
+  if (r->bad || r->left != 0) {
+    free(body);
+    return FRAME_MALFORMED;
+  }
+  conn_reply(c, id, status, body, status == STRATA_OK ? (size_t)nkeys * 8 : 0);
+  free(body);
+  return FRAME_OK;
 }
 
 /* ---- strangers: connections that have not proven the job key ---- */
@@ -634,6 +718,7 @@ static void stranger_append(strata_store_server *srv, store_conn *c) {
 static void conn_refuse(strata_store_server *srv, store_conn *c, const char *fmt, ...) {
   stranger_unlink(srv, c);
   c->closing = 1;
+  conn_mark(c);
   double now_s = store_net_now_s();
   if (now_s - srv->last_refusal_log_s < 1.0) {
     srv->refusals_unlogged++;
@@ -683,6 +768,8 @@ static int handle_frame(strata_store_server *srv, store_conn *c, const uint8_t *
   uint32_t id = store_wire_get_u32(p + 4), timeout_ms = store_wire_get_u32(p + 8);
   frame_reader r = {p + STORE_WIRE_REQUEST_HEADER_BYTES, len - STORE_WIRE_REQUEST_HEADER_BYTES, 0};
   if (!c->authenticated) return op == STORE_WIRE_AUTH ? handle_auth(srv, c, id, &r) : FRAME_UNAUTH;
+  srv->requests[op < STORE_WIRE_OPS ? op : 0]++;
+  atomic_fetch_add_explicit(&srv->requests_total, 1, memory_order_relaxed);
   switch (op) {
     case STORE_WIRE_SET:
       return handle_set(srv, c, id, &r);
@@ -690,7 +777,10 @@ static int handle_frame(strata_store_server *srv, store_conn *c, const uint8_t *
       return handle_add(srv, c, id, &r);
     case STORE_WIRE_GET:
     case STORE_WIRE_WAIT:
+    case STORE_WIRE_WAIT_COUNT:
       return handle_wait(srv, c, op, id, timeout_ms, &r);
+    case STORE_WIRE_COUNTS:
+      return handle_counts(c, srv, id, &r);
     case STORE_WIRE_HELLO:
       return handle_hello(srv, c, id, &r);
     case STORE_WIRE_SET_IF_ABSENT:
@@ -828,9 +918,15 @@ static double strangers_make_room(strata_store_server *srv, double now_s) {
 static int conns_reserve(strata_store_server *srv) {
   if (srv->nconns < srv->conns_cap) return 0;
   size_t cap = srv->conns_cap ? srv->conns_cap * 2 : 64;
-  store_conn **conns = realloc(srv->conns, cap * sizeof *conns);
-  if (!conns) return -1;
-  srv->conns = conns;
+  store_conn **lists[3] = {srv->conns, srv->dirty, srv->settling};
+  for (int i = 0; i < 3; i++) {
+    store_conn **grown = realloc(lists[i], cap * sizeof *grown);
+    if (!grown) return -1; /* those grown already keep their room, and their contents */
+    lists[i] = grown;
+    if (i == 0) srv->conns = grown;
+    if (i == 1) srv->dirty = grown;
+    if (i == 2) srv->settling = grown;
+  }
   srv->conns_cap = cap;
   return 0;
 }
@@ -843,13 +939,22 @@ static void conn_add(strata_store_server *srv, int fd, const struct sockaddr_sto
     close(fd);
     return;
   }
+  c->srv = srv;
   c->fd = fd;
   c->accepted_s = now_s;
+  c->events = EPOLLIN;
+  struct epoll_event watch = {.events = c->events, .data.ptr = c};
+  if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fd, &watch) != 0) {
+    close(fd);
+    free(c);
+    return;
+  }
   char host[INET6_ADDRSTRLEN + 2] = "?";
   store_net_format_host(from, host, sizeof host);
   snprintf(c->peer, sizeof c->peer, "%s:%u", host,
            ntohs(((const struct sockaddr_in *)from)->sin_port)); /* same offset for v6 */
   randombytes_buf(c->challenge, sizeof c->challenge);
+  c->slot = srv->nconns;
   srv->conns[srv->nconns++] = c;
   stranger_append(srv, c);
   conn_reply(c, STORE_WIRE_CHALLENGE_ID, STRATA_OK, c->challenge, sizeof c->challenge);
@@ -923,90 +1028,135 @@ static double strangers_expire(strata_store_server *srv, double now_s) {
   return 0;
 }
 
-static void reap_dead_conns(strata_store_server *srv) {
-  size_t kept = 0;
-  for (size_t i = 0; i < srv->nconns; i++) {
-    store_conn *c = srv->conns[i];
-    /* a refused connection is closed once its last reply (an AUTH refusal) went out */
-    if (c->closing && (c->fd < 0 || conn_backlog(c) == 0)) c->dead = 1;
-    if (c->closing && c->accepted_s + STORE_SERVER_AUTH_TIMEOUT_S < store_net_now_s()) c->dead = 1;
-    if (c->dead) {
-      stranger_unlink(srv, c);
-      waiters_drop_conn(srv, c);
-      conn_free(c);
-    } else {
-      srv->conns[kept++] = c;
-    }
-  }
-  srv->nconns = kept;
-}
-
-/* Builds the poll set: [0] wake pipe, [1] listener, [2 + i] connection i. */
-static int build_pollfds(strata_store_server *srv, double now_s) {
-  size_t n = 2 + srv->nconns;
-  if (n > srv->pfds_cap) {
-    struct pollfd *pfds = realloc(srv->pfds, n * sizeof *pfds);
-    if (!pfds) return -1;
-    srv->pfds = pfds;
-    srv->pfds_cap = n;
-  }
-  int listening = now_s >= srv->listen_paused_until_s;
-  srv->pfds[0] = (struct pollfd){.fd = srv->wake_fds[0], .events = POLLIN};
-  srv->pfds[1] = (struct pollfd){.fd = listening ? srv->listen_fd : -1, .events = POLLIN};
-  for (size_t i = 0; i < srv->nconns; i++) {
-    store_conn *c = srv->conns[i];
-    short events = conn_paused(c) || c->more ? 0 : POLLIN;
-    if (conn_backlog(c) > 0) events |= POLLOUT;
-    srv->pfds[2 + i] = (struct pollfd){.fd = c->fd, .events = events};
-  }
-  return 0;
-}
-
 static double earliest_s(double a, double b) {
   if (a <= 0) return b;
   if (b <= 0) return a;
   return a < b ? a : b;
 }
 
+/* Closes c and forgets it: its waiters go first (a waiter never outlives its connection). */
+static void conn_remove(strata_store_server *srv, store_conn *c) {
+  stranger_unlink(srv, c);
+  if (c->nwaiters) waiters_drop_conn(srv, c);
+  store_conn *last = srv->conns[--srv->nconns];
+  srv->conns[c->slot] = last;
+  last->slot = c->slot;
+  /* Out of the epoll set before the close: epoll watches the open socket, not the descriptor,
+   * and a process that forks while we serve (the launcher starting a rank) holds a copy of every
+   * descriptor until it execs, so a close alone could leave the socket watched and report it
+   * again with a pointer to the freed connection. */
+  if (c->fd >= 0) epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+  conn_free(c);
+}
+
+/* What epoll watches c for: input unless it is paused or has frames left for a turn, output
+ * while replies wait. Level-triggered, so a change is one epoll_ctl here and nothing else. */
+static void conn_watch(strata_store_server *srv, store_conn *c) {
+  uint32_t want =
+      (conn_paused(c) || c->more ? 0u : (uint32_t)EPOLLIN) | (conn_backlog(c) ? EPOLLOUT : 0u);
+  if (want == c->events || c->fd < 0) return;
+  struct epoll_event watch = {.events = want, .data.ptr = c};
+  if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, c->fd, &watch) == 0) {
+    c->events = want;
+  } else {
+    c->dead = 1; /* cannot be watched: reaped at the next settle */
+    conn_mark(c);
+  }
+}
+
+/* The connections marked since the last call: reaps those that died or whose refusal went out
+ * (or was left unread past its stranger's deadline) and re-watches the rest. Those that still
+ * need the loop stay marked: a lingering refusal (*wake_s is when it is dropped) and a connection
+ * with frames left for its turn (returns 1: the loop must not sleep). Costs what changed, not
+ * what is open: thousands of idle connections are never visited. */
+static int conns_settle(strata_store_server *srv, double now_s, double *wake_s) {
+  store_conn **list = srv->dirty;
+  size_t n = srv->ndirty;
+  srv->dirty = srv->settling;
+  srv->settling = list;
+  srv->ndirty = 0;
+  int turns_left = 0;
+  for (size_t i = 0; i < n; i++) {
+    store_conn *c = list[i];
+    c->dirty = 0;
+    double drop_s = c->accepted_s + STORE_SERVER_AUTH_TIMEOUT_S;
+    if (c->closing && (c->fd < 0 || conn_backlog(c) == 0 || drop_s < now_s)) c->dead = 1;
+    if (c->dead) {
+      conn_remove(srv, c);
+      continue;
+    }
+    conn_watch(srv, c);
+    if (c->closing) {
+      conn_mark(c);
+      *wake_s = earliest_s(*wake_s, drop_s);
+    } else if (c->more && !conn_paused(c)) {
+      conn_mark(c);
+      turns_left = 1;
+    }
+  }
+  return turns_left;
+}
+
+/* The listener is watched unless accept() ran out of descriptors and it rests (accept_clients). */
+static void listener_watch(strata_store_server *srv, double now_s, double *wake_s) {
+  uint32_t want = now_s >= srv->listen_paused_until_s ? (uint32_t)EPOLLIN : 0u;
+  if (!want) *wake_s = earliest_s(*wake_s, srv->listen_paused_until_s);
+  if (want == srv->listen_events) return;
+  struct epoll_event watch = {.events = want, .data.ptr = &srv->listen_fd};
+  if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &watch) == 0)
+    srv->listen_events = want;
+}
+
+/* What epoll reported for c. */
+static void conn_event(strata_store_server *srv, store_conn *c, uint32_t events) {
+  conn_mark(c);
+  int flushed = (events & EPOLLOUT) != 0;
+  if (flushed) conn_flush(c);
+  /* frames that wait for their turn, or for the client to read our replies: the kernel will
+   * not report them again, they are in our buffer already */
+  if (!conn_paused(c) && (c->more || (flushed && c->in_len >= 4))) conn_process(srv, c);
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+    if (!conn_paused(c))
+      conn_read(srv, c);
+    else if (events & (EPOLLHUP | EPOLLERR))
+      c->dead = 1;
+  }
+}
+
+enum { STORE_SERVER_EVENTS = 256 }; /* reported per epoll_wait; more wait for the next */
+
 static void *server_main(void *arg) {
   strata_store_server *srv = arg;
+  struct epoll_event events[STORE_SERVER_EVENTS];
   for (;;) {
     double now_s = store_net_now_s();
     double wake_s = strangers_expire(srv, now_s);
-    reap_dead_conns(srv);
+    int turns_left = conns_settle(srv, now_s, &wake_s);
+    size_t marked = srv->ndirty; /* what conns_settle kept: [0, marked) of srv->dirty */
     wake_s = earliest_s(wake_s, waiters_next_deadline_s(srv));
-    if (now_s < srv->listen_paused_until_s) wake_s = earliest_s(wake_s, srv->listen_paused_until_s);
-    for (size_t i = 0; i < srv->nconns; i++)
-      if (srv->conns[i]->closing) /* a refusal its client does not read is dropped then */
-        wake_s = earliest_s(wake_s, srv->conns[i]->accepted_s + STORE_SERVER_AUTH_TIMEOUT_S);
-    int turns_left = 0; /* connections with frames waiting for their next turn */
-    for (size_t i = 0; i < srv->nconns; i++)
-      turns_left |= srv->conns[i]->more && !conn_paused(srv->conns[i]);
-    if (build_pollfds(srv, now_s) != 0) break;
-    size_t polled = srv->nconns;
+    listener_watch(srv, now_s, &wake_s);
     int timeout_ms = turns_left ? 0 : wake_s <= 0 ? -1 : store_net_poll_ms(wake_s);
-    int ready = poll(srv->pfds, 2 + polled, timeout_ms);
+    int ready = epoll_wait(srv->epoll_fd, events, STORE_SERVER_EVENTS, timeout_ms);
     if (ready < 0 && errno != EINTR) {
-      STRATA_LOG(STRATA_LOG_ERROR, -1, "store: poll failed: %s", strerror(errno));
+      STRATA_LOG(STRATA_LOG_ERROR, -1, "store: epoll_wait failed: %s", strerror(errno));
       break;
     }
-    if (ready > 0 && srv->pfds[0].revents) break; /* stop() */
-    for (size_t i = 0; (ready > 0 || turns_left) && i < polled; i++) {
-      store_conn *c = srv->conns[i];
-      short revents = srv->pfds[2 + i].revents;
-      int flushed = (revents & POLLOUT) != 0;
-      if (flushed) conn_flush(c);
-      /* frames that wait for their turn, or for the client to read our replies: the kernel will
-       * not report them again, they are in our buffer already */
-      if (!conn_paused(c) && (c->more || (flushed && c->in_len >= 4))) conn_process(srv, c);
-      if (revents & (POLLIN | POLLHUP | POLLERR)) {
-        if (!conn_paused(c))
-          conn_read(srv, c);
-        else if (revents & (POLLHUP | POLLERR))
-          c->dead = 1;
-      }
+    int stop = 0, accepting = 0;
+    for (int i = 0; i < ready && !stop; i++) {
+      void *tag = events[i].data.ptr;
+      if (tag == &srv->wake_fds[0])
+        stop = 1; /* stop() */
+      else if (tag == &srv->listen_fd)
+        accepting = 1;
+      else
+        conn_event(srv, tag, events[i].events);
     }
-    if (ready > 0 && (srv->pfds[1].revents & POLLIN)) accept_clients(srv);
+    if (stop) break;
+    for (size_t i = 0; i < marked; i++) { /* the next turn of each that has frames left */
+      store_conn *c = srv->dirty[i];
+      if (c->more && !conn_paused(c)) conn_process(srv, c);
+    }
+    if (accepting) accept_clients(srv);
     waiters_update(srv, NULL, store_net_now_s());
   }
   atomic_store(&srv->running, 0);
@@ -1069,6 +1219,19 @@ static int server_listen(strata_store_server *srv, const char *addr) {
   return STRATA_OK;
 }
 
+/* The epoll set: the wake pipe and the listener; connections join it as they are accepted. */
+static int server_watch(strata_store_server *srv) {
+  srv->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  if (srv->epoll_fd < 0) return STRATA_ERR_SYSTEM;
+  struct epoll_event wake = {.events = EPOLLIN, .data.ptr = &srv->wake_fds[0]};
+  struct epoll_event listen = {.events = EPOLLIN, .data.ptr = &srv->listen_fd};
+  if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, srv->wake_fds[0], &wake) != 0 ||
+      epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, srv->listen_fd, &listen) != 0)
+    return STRATA_ERR_SYSTEM;
+  srv->listen_events = EPOLLIN;
+  return STRATA_OK;
+}
+
 /* Starts the thread with every signal blocked (it inherits the mask). */
 static int server_spawn(strata_store_server *srv) {
   sigset_t all, old;
@@ -1091,7 +1254,9 @@ static void server_free(strata_store_server *srv) {
   }
   for (size_t i = 0; i < srv->nconns; i++) conn_free(srv->conns[i]);
   free(srv->conns);
-  free(srv->pfds);
+  free(srv->dirty);
+  free(srv->settling);
+  if (srv->epoll_fd >= 0) close(srv->epoll_fd);
   table_free(srv);
   free(srv->job_id);
   free(srv->admitted);
@@ -1129,7 +1294,7 @@ static int server_new(const char *secret, const char *key_job, const char *hello
                       strata_store_server **out) {
   strata_store_server *srv = calloc(1, sizeof *srv);
   if (!srv) return STRATA_ERR_NO_MEMORY;
-  srv->listen_fd = srv->wake_fds[0] = srv->wake_fds[1] = -1;
+  srv->listen_fd = srv->wake_fds[0] = srv->wake_fds[1] = srv->epoll_fd = -1;
   srv->nbuckets = 64;
   srv->buckets = calloc(srv->nbuckets, sizeof *srv->buckets);
   int status = srv->buckets ? STRATA_OK : STRATA_ERR_NO_MEMORY;
@@ -1159,6 +1324,7 @@ static int server_start(const char *addr, const char *secret, const char *key_jo
   if (pipe2(srv->wake_fds, O_CLOEXEC | O_NONBLOCK) != 0) status = STRATA_ERR_SYSTEM;
   raise_fd_limit();
   if (status == STRATA_OK) status = server_listen(srv, addr);
+  if (status == STRATA_OK) status = server_watch(srv);
   atomic_store(&srv->running, 1);
   if (status == STRATA_OK) status = server_spawn(srv);
   if (status != STRATA_OK) {
@@ -1200,9 +1366,11 @@ int strata_store_server_feed(const uint8_t *bytes, size_t len, int authenticated
     server_free(srv);
     return STRATA_ERR_NO_MEMORY;
   }
+  c->srv = srv;
   c->fd = -1;
   c->accepted_s = store_net_now_s();
   snprintf(c->peer, sizeof c->peer, "(fed bytes)");
+  c->slot = srv->nconns;
   srv->conns[srv->nconns++] = c;
   if (authenticated)
     c->authenticated = 1;
@@ -1226,6 +1394,10 @@ int strata_store_server_feed(const uint8_t *bytes, size_t len, int authenticated
   int status = c->dead || c->closing ? STRATA_ERR_PROTOCOL : STRATA_OK;
   server_free(srv);
   return status;
+}
+
+uint64_t strata_store_server_requests(const strata_store_server *server) {
+  return server ? atomic_load_explicit(&server->requests_total, memory_order_relaxed) : 0;
 }
 
 int strata_store_server_port(const strata_store_server *server) {
@@ -1254,6 +1426,22 @@ int strata_store_server_run(strata_store_server *server) {
   return status;
 }
 
+/* What the server answered, by op: how many requests a job cost its store (bench/agree.sh). */
+static void log_requests(const strata_store_server *srv) {
+  const uint64_t *n = srv->requests;
+  uint64_t total = 0;
+  for (int op = 0; op < STORE_WIRE_OPS; op++) total += n[op];
+  STRATA_LOG(STRATA_LOG_INFO, -1,
+             "store: served %llu requests (set %llu, get %llu, wait %llu, add %llu, hello %llu, "
+             "set-if-absent %llu, wait-count %llu, counts %llu)",
+             (unsigned long long)total, (unsigned long long)n[STORE_WIRE_SET],
+             (unsigned long long)n[STORE_WIRE_GET], (unsigned long long)n[STORE_WIRE_WAIT],
+             (unsigned long long)n[STORE_WIRE_ADD], (unsigned long long)n[STORE_WIRE_HELLO],
+             (unsigned long long)n[STORE_WIRE_SET_IF_ABSENT],
+             (unsigned long long)n[STORE_WIRE_WAIT_COUNT],
+             (unsigned long long)n[STORE_WIRE_COUNTS]);
+}
+
 void strata_store_server_stop(strata_store_server *server) {
   if (!server) return;
   if (server->thread_started) {
@@ -1261,6 +1449,7 @@ void strata_store_server_stop(strata_store_server *server) {
     do n = write(server->wake_fds[1], "x", 1);
     while (n < 0 && errno == EINTR);
     pthread_join(server->thread, NULL);
+    log_requests(server);
   }
   server_free(server);
 }

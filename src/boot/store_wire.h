@@ -18,6 +18,8 @@
  *     ADD  str key, i64 delta               ADD   i64 new value
  *     HELLO str job, u32 rank, u32 ranks    HELLO u8 verdict (store_wire_verdict)
  *     AUTH  32 nonce, 32 mac                AUTH  32 mac
+ *     WAIT_COUNT str key, i64 target        WAIT_COUNT i64 value
+ *     COUNTS u32 n, n × str key             COUNTS n × i64 value
  *
  * where `str` and `bytes` are a u32 length and that many bytes (keys are not NUL-terminated on
  * the wire and at most STORE_WIRE_MAX_KEY_BYTES long, values at most STORE_WIRE_MAX_VALUE_BYTES; a
@@ -54,6 +56,13 @@
  * connection are answered at once. A client that gave up on a request discards its late reply by
  * request id. ADD keeps its integer as decimal ASCII, so GET of an ADD key reads "42" (as
  * PyTorch's TCPStore does). A malformed frame makes the server close that connection.
+ *
+ * WAIT_COUNT and COUNTS read ADD counters (a missing key counts 0; a key that holds something
+ * other than a decimal integer gives STRATA_ERR_INVALID_ARG). WAIT_COUNT waits on the server, as
+ * GET does, until the counter reaches the target, and answers with its value then. COUNTS reads
+ * n counters at once and creates none. They let N ranks meet through the store with O(N)
+ * requests in all (engine/elastic.c: one blocking wait and one read of every contribution per
+ * rank) where polling each contribution costs O(N) per rank per look.
  */
 #ifndef STRATA_BOOT_STORE_WIRE_H
 #define STRATA_BOOT_STORE_WIRE_H
@@ -85,6 +94,9 @@ typedef enum store_wire_op {
   STORE_WIRE_SET_IF_ABSENT = 6, /* as SET when the key is missing; the reply's one byte says
                                    whether it was set (1) or held a value already (0) */
   STORE_WIRE_AUTH = 7,          /* the first request of every connection (above) */
+  STORE_WIRE_WAIT_COUNT = 8,    /* until a counter reaches a target (above) */
+  STORE_WIRE_COUNTS = 9,        /* many counters in one reply (above) */
+  STORE_WIRE_OPS                /* one past the last op: the server's request counters */
 } store_wire_op;
 
 typedef enum store_wire_verdict {

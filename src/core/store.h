@@ -24,12 +24,29 @@ typedef struct strata_store_impl {
   int (*add)(strata_store *s, const char *key, int64_t delta, int64_t *result);
   int (*local_host)(const strata_store *s, char *host, size_t len);
   void (*close)(strata_store *s);
+  /* Optional (NULL, or STRATA_ERR_UNSUPPORTED from the call: core/store.c falls back on add):
+   * the two calls below, done by the store itself. */
+  int (*wait_count)(strata_store *s, const char *key, int64_t target, int64_t *value,
+                    double timeout_s);
+  int (*read_counts)(strata_store *s, const char *const *keys, size_t nkeys, int64_t *values);
 } strata_store_impl;
 
 /* The first member of every store's struct. */
 typedef struct strata_store_head {
   const strata_store_impl *impl;
 } strata_store_head;
+
+/* Waits until the ADD counter at key holds at least target (a missing key holds 0), within
+ * timeout_s: STRATA_OK and *value (may be NULL) its value then, or STRATA_ERR_TIMEOUT. A store
+ * that waits for it itself answers once (strata's server: store_wire.h WAIT_COUNT); any other is
+ * polled with an add of 0 every few milliseconds. */
+int strata_store_wait_count(strata_store *s, const char *key, int64_t target, int64_t *value,
+                            double timeout_s);
+/* The ADD counters at keys[0 .. nkeys) into values (a missing key: 0): one request to strata's
+ * server (store_wire.h COUNTS), an add of 0 per key to any other store (which then holds "0"
+ * at each missing key, as an add would leave it). */
+int strata_store_read_counts(strata_store *s, const char *const *keys, size_t nkeys,
+                             int64_t *values);
 
 /* The local address ("a.b.c.d") this process reaches the store from: how peers can reach it. */
 int strata_store_local_host(const strata_store *s, char *host, size_t len);

@@ -13,7 +13,7 @@
  * One agreement (shrink, agree) over the ranks of a communicator, under a key prefix every member
  * derives alike:
  *   1. a rank sets  <prefix>/in/<rank>  to its contribution, then
- *   2. polls <prefix>/decided; while no decision is announced, it checks whether every rank its
+ *   2. waits on <prefix>/progress; while no decision is announced, it checks whether every rank its
  *      detector still holds alive has contributed. A rank that sees that proposes: the ranks that
  *      took part and are alive in its view, with their contributions. The first proposal written
  *      (set-if-absent) is the decision (propose() below).
@@ -50,9 +50,6 @@
 
 /* The largest group a grant may name. */
 enum { STRATA_JOIN_MAX_RANKS = 1 << 20 };
-
-/* How often a rank waiting for an agreement looks at the store and at its detector. */
-static const double AGREE_POLL_S = 0.005;
 
 /* The job id of a communicator of epoch `epoch` that `how` formed from the communicator whose
  * job id is `parent` (job `base`): a shrink names its deciding agreement ("shrink", index), a
@@ -104,11 +101,6 @@ static int peer_alive(strata_comm *comm, int peer) {
   int alive = strata_net_peer_alive(&comm->net, peer);
   pthread_mutex_unlock(&comm->lock);
   return alive;
-}
-
-static void sleep_s(double seconds) {
-  struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-  nanosleep(&ts, NULL);
 }
 
 /* A contribution: one int64 per rank (a flag, say), and whether that rank took part. */
@@ -168,28 +160,24 @@ static int decision_decode(const char *text, size_t len, int n, agreement *a) {
   return status;
 }
 
-/* Has rank r contributed to <prefix>? Then *value is its contribution. A contribution v >= 0 is
- * stored as the counter <prefix>/in/r = v + 1, so one ADD of 0 — a plain round trip, however far
- * the store is — reads it, 0 meaning "not yet". (A GET of a missing key waits for it, and one
- * whose timeout is below the round trip never sees it: on a WAN a poll must not be a wait.) */
-static int contribution(strata_comm *comm, const char *prefix, int r, int64_t *value) {
-  char key[256];
-  snprintf(key, sizeof key, "%s/in/%d", prefix, r);
-  int64_t stored = 0;
-  if (strata_store_add(comm->store, key, 0, &stored) != STRATA_OK || stored <= 0) return 0;
-  *value = stored - 1;
-  return 1;
-}
+/* A contribution v >= 0 is stored as the counter <prefix>/in/<r> = v + 1, 0 meaning "not yet",
+ * and every contribution also moves <prefix>/progress by one; every proposer moves it by
+ * AGREE_DECIDED once its decision is in place. So a rank learns everything it waits for from
+ * one counter: the server answers its wait when enough ranks have contributed or a decision was
+ * announced (strata_store_wait_count), and it reads all contributions in one request
+ * (strata_store_read_counts) only then. (A GET of a missing key waits for it, and one whose
+ * timeout is below the round trip never sees it: on a WAN a look must not be a GET.) */
+static const int64_t AGREE_DECIDED = (int64_t)1 << 32;
 
 /* A ready rank proposes its view. The first proposal written is the decision: with the store's
  * set-if-absent that write is one atomic step, so a proposer that dies right after it leaves the
  * decision in place, and one that dies before it leaves the others to propose. Every proposer
- * then moves the <prefix>/decided counter, so the decision is announced even if its writer died
- * before announcing it. A caller's store without set-if-absent falls back to a ticket: the first
- * rank to take it writes the decision — a rank that dies between taking it and writing stalls
- * the agreement. */
+ * then moves the progress counter by AGREE_DECIDED, so the decision is announced even if its
+ * writer died before announcing it. A caller's store without set-if-absent falls back to a
+ * ticket: the first rank to take it writes the decision — a rank that dies between taking it and
+ * writing stalls the agreement. */
 static int propose(strata_comm *comm, const char *prefix, const char *decision_key,
-                   const char *decided_key, const agreement *a) {
+                   const char *progress_key, const agreement *a) {
   char *encoded = decision_encode(a);
   if (!encoded) return STRATA_ERR_NO_MEMORY;
   int was_set = 0;
@@ -207,7 +195,8 @@ static int propose(strata_comm *comm, const char *prefix, const char *decision_k
   }
   free(encoded);
   int64_t ignored;
-  if (status == STRATA_OK) status = strata_store_add(comm->store, decided_key, 1, &ignored);
+  if (status == STRATA_OK)
+    status = strata_store_add(comm->store, progress_key, AGREE_DECIDED, &ignored);
   return status == STRATA_ERR_IN_PROGRESS ? STRATA_OK : status;
 }
 
@@ -215,40 +204,121 @@ static int propose(strata_comm *comm, const char *prefix, const char *decision_k
  * the others may decide on it at any time — so a call that resumes an agreement this rank left
  * open keeps what it contributed then, whatever it would contribute now. A contribution whose
  * write failed may have landed all the same: the resuming call reads before it writes again (a
- * second ADD would count it twice). */
+ * second ADD would count it twice). The progress counter moves after the contribution landed,
+ * so it never counts one that is not there; until a move of it was answered, the resuming call
+ * moves it (again: one more count than contributions at worst, when only the answer was lost,
+ * and agree_over_store never waits for a value the counter already holds). */
 static int contribute(strata_comm *comm, const char *prefix, int64_t mine) {
-  char key[256];
+  char key[256], progress_key[256];
   snprintf(key, sizeof key, "%s/in/%d", prefix, comm->rank);
+  snprintf(progress_key, sizeof progress_key, "%s/progress", prefix);
   int64_t stored = 0;
+  int status = STRATA_OK;
   if (comm->agreement_open) {
-    int status = strata_store_add(comm->store, key, 0, &stored);
-    if (status != STRATA_OK || stored > 0) return status;
+    status = strata_store_add(comm->store, key, 0, &stored);
+    if (status != STRATA_OK || (stored > 0 && comm->agreement_counted)) return status;
   }
-  if (mine < 0) return STRATA_ERR_INVALID_ARG;
-  comm->agreement_open = 1;
-  return strata_store_add(comm->store, key, mine + 1, &stored);
+  if (stored <= 0) {
+    if (mine < 0) return STRATA_ERR_INVALID_ARG;
+    comm->agreement_open = 1;
+    comm->agreement_counted = 0;
+    status = strata_store_add(comm->store, key, mine + 1, &stored);
+  }
+  if (status == STRATA_OK) status = strata_store_add(comm->store, progress_key, 1, &stored);
+  if (status == STRATA_OK) comm->agreement_counted = 1;
+  return status;
 }
 
-/* Steps 2-3 above: every live rank's contribution and who took part. */
+/* How long one wait on the store lasts at most: a rank the detector finds dead meanwhile is
+ * noticed (it may be the one the others wait for) within this. */
+static const double AGREE_WAIT_S = 0.05;
+/* Contributions are read again at least this often even when the progress counter did not say
+ * so (a rank whose counter update was lost with its store connection). */
+static const double AGREE_REREAD_S = 1.0;
+
+typedef struct agree_look {
+  int n;
+  char **keys;     /* [n] <prefix>/in/<r> */
+  int64_t *counts; /* [n] as read */
+  int *alive;      /* [n] in this rank's view */
+  int contributed; /* at the last read */
+  int missing;     /* live ranks that had not contributed at the last read */
+  double read_s;   /* when */
+} agree_look;
+
+static void agree_look_free(agree_look *l) {
+  for (int r = 0; l->keys && r < l->n; r++) free(l->keys[r]);
+  free(l->keys);
+  free(l->counts);
+  free(l->alive);
+}
+
+static int agree_look_init(agree_look *l, const char *prefix, int n) {
+  memset(l, 0, sizeof *l);
+  l->n = n;
+  l->keys = calloc((size_t)n, sizeof *l->keys);
+  l->counts = calloc((size_t)n, sizeof *l->counts);
+  l->alive = calloc((size_t)n, sizeof *l->alive);
+  if (!l->keys || !l->counts || !l->alive) return STRATA_ERR_NO_MEMORY;
+  for (int r = 0; r < n; r++) {
+    char key[256];
+    snprintf(key, sizeof key, "%s/in/%d", prefix, r);
+    if (!(l->keys[r] = strdup(key))) return STRATA_ERR_NO_MEMORY;
+  }
+  return STRATA_OK;
+}
+
+/* How many ranks this rank's detector holds alive now (l->alive: which). */
+static int agree_alive(strata_comm *comm, agree_look *l) {
+  int alive = 0;
+  for (int r = 0; r < l->n; r++) alive += l->alive[r] = peer_alive(comm, r);
+  return alive;
+}
+
+/* Reads every contribution in one request: into a, who took part and is alive, and whether
+ * every live rank has contributed (*ready). */
+static int agree_read(strata_comm *comm, agree_look *l, agreement *a, int *ready) {
+  int status =
+      strata_store_read_counts(comm->store, (const char *const *)l->keys, (size_t)l->n, l->counts);
+  if (status != STRATA_OK) return status;
+  l->read_s = strata_now_s();
+  l->contributed = l->missing = 0;
+  for (int r = 0; r < l->n; r++) {
+    int in = l->counts[r] > 0;
+    l->contributed += in;
+    l->missing += l->alive[r] && !in;
+    a->member[r] = in && l->alive[r];
+    a->value[r] = in ? l->counts[r] - 1 : 0;
+  }
+  *ready = l->missing == 0;
+  return STRATA_OK;
+}
+
+/* Steps 2-3 above: every live rank's contribution and who took part. A rank waits on the
+ * progress counter for the contributions it lacks (or a decision), reads them all when they are
+ * in, and proposes when every rank alive in its view has contributed: O(1) requests per rank per
+ * look, where reading each contribution was O(N). */
 static int agree_over_store(strata_comm *comm, const char *prefix, agreement *a) {
   int n = comm->nranks;
   a->n = n;
   a->member = calloc((size_t)n, sizeof *a->member);
   a->value = calloc((size_t)n, sizeof *a->value);
-  if (!a->member || !a->value) {
+  agree_look look;
+  int status = agree_look_init(&look, prefix, n);
+  if (!a->member || !a->value || status != STRATA_OK) {
+    agree_look_free(&look);
     agreement_free(a);
     return STRATA_ERR_NO_MEMORY;
   }
-  char decided_key[256], decision_key[256];
+  char progress_key[256], decision_key[256];
   snprintf(decision_key, sizeof decision_key, "%s/decision", prefix);
-  snprintf(decided_key, sizeof decided_key, "%s/decided", prefix);
+  snprintf(progress_key, sizeof progress_key, "%s/progress", prefix);
   double start = strata_now_s();
-  int out_of_time = 0, status;
-  for (;;) {
-    int64_t decided = 0;
-    status = strata_store_add(comm->store, decided_key, 0, &decided);
-    if (status != STRATA_OK) break;
-    if (decided > 0) { /* written before the counter moved: there to read */
+  int out_of_time = 0, last_alive = -1;
+  int64_t progress = 0, last_progress = -1;
+  status = strata_store_add(comm->store, progress_key, 0, &progress);
+  while (status == STRATA_OK) {
+    if (progress >= AGREE_DECIDED) { /* written before the counter moved: there to read */
       void *data = NULL;
       size_t data_len = 0;
       status = strata_store_get(comm->store, decision_key, &data, &data_len, comm->cfg.timeout_s);
@@ -266,25 +336,36 @@ static int agree_over_store(strata_comm *comm, const char *prefix, agreement *a)
       status = STRATA_ERR_TIMEOUT;
       break;
     }
-    /* can this rank decide? every rank alive in its view has contributed */
-    int ready = 1;
-    for (int r = 0; r < n && ready; r++) {
-      a->member[r] = 0;
-      int64_t v = 0;
-      int in = contribution(comm, prefix, r, &v);
-      int alive = peer_alive(comm, r);
-      if (alive && !in) ready = 0;
-      a->member[r] = in && alive;
-      a->value[r] = in ? v : 0;
-    }
-    if (ready) {
-      status = propose(comm, prefix, decision_key, decided_key, a);
+    /* can this rank decide? every rank alive in its view has contributed. Read again when
+     * the counter moved, the view changed, or a while passed. */
+    int alive = agree_alive(comm, &look);
+    if (progress != last_progress || alive != last_alive ||
+        strata_now_s() - look.read_s >= AGREE_REREAD_S) {
+      int ready = 0;
+      status = agree_read(comm, &look, a, &ready);
       if (status != STRATA_OK) break;
-      continue; /* the decision is read back like everyone else's */
+      last_progress = progress;
+      last_alive = alive;
+      if (ready) {
+        status = propose(comm, prefix, decision_key, progress_key, a);
+        if (status == STRATA_OK) status = strata_store_add(comm->store, progress_key, 0, &progress);
+        continue; /* the decision is read back like everyone else's */
+      }
     }
+    double left_s = AGREE_WAIT_S;
+    if (comm->cfg.op_timeout_s > 0) {
+      double until_s = start + comm->cfg.op_timeout_s - strata_now_s();
+      if (until_s < left_s) left_s = until_s > 0 ? until_s : 0;
+    }
+    /* the counter at which every live rank of the last read has contributed; never one it
+     * holds already (it may count a contribution twice: contribute), or the wait would spin */
+    int64_t target = (int64_t)look.contributed + look.missing;
+    if (target <= last_progress) target = last_progress + 1;
+    status = strata_store_wait_count(comm->store, progress_key, target, &progress, left_s);
+    if (status == STRATA_ERR_TIMEOUT) status = STRATA_OK;
     out_of_time = comm->cfg.op_timeout_s > 0 && strata_now_s() - start > comm->cfg.op_timeout_s;
-    if (!out_of_time) sleep_s(AGREE_POLL_S);
   }
+  agree_look_free(&look);
   if (status != STRATA_OK) {
     agreement_free(a);
     return status;

@@ -174,6 +174,8 @@ struct strata_comm {
   int agreement_open;  /* this rank contributed to agreement `agreements` and has not read
                           its decision: the next agree or shrink resumes it */
   int excluded;        /* an agreement of this communicator was decided without this rank */
+  /* agreement_open, and this rank's contribution moved that agreement's progress counter */
+  int agreement_counted;
   int shrink_rank, shrink_size; /* this rank's place in the group its last shrink decided */
   uint64_t shrink_agreement;    /* the agreement that decided it: names the group's job id */
   atomic_int revoke_requested;  /* strata_comm_revoke, from any thread, without the lock */
