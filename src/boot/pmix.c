@@ -461,6 +461,16 @@ static int book_add(strata_store *s, const char *key, int64_t delta, int64_t *re
   return strata_store_add(((pmix_book *)s)->inner, key, delta, result);
 }
 
+static int book_wait_count(strata_store *s, const char *key, int64_t target, int64_t *value,
+                           double timeout_s) {
+  return strata_store_wait_count(((pmix_book *)s)->inner, key, target, value, timeout_s);
+}
+
+static int book_read_counts(strata_store *s, const char *const *keys, size_t nkeys,
+                            int64_t *values) {
+  return strata_store_read_counts(((pmix_book *)s)->inner, keys, nkeys, values);
+}
+
 static int book_local_host(const strata_store *s, char *host, size_t len) {
   return strata_store_local_host(((const pmix_book *)s)->inner, host, len);
 }
@@ -482,6 +492,8 @@ static const strata_store_impl book_impl = {
     .add = book_add,
     .local_host = book_local_host,
     .close = book_close,
+    .wait_count = book_wait_count,
+    .read_counts = book_read_counts,
 };
 
 int strata_pmix_address_book(strata_store *inner, int rank, unsigned round, strata_store **out) {

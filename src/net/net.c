@@ -7,8 +7,9 @@
  * connects this rank's first pair before open returns; every other pair it connects when first
  * used, and a peer whose data goes through shared memory only if something asks (shm watches its
  * peers' processes itself). Locality is decided from host identities every rank publishes in the
- * store ("<job>/net/<k>/host/<rank>" = "shm=<0|1> <identity>", k counting this rank's opens in
- * the job, so two communicators of one job never mix) before it opens TCP. The identity is the
+ * store under "<job>/net/<k>" (k counting this rank's opens in the job, so two communicators of
+ * one job never mix) before it opens TCP, filed by host so that a rank reads only its own host's
+ * (read_identities). The identity is the
  * hostname, the boot id and the inodes of the network, mount and pid namespaces: two containers
  * on one machine are NOT local (their /dev/shm and pids are not shared), two ranks on one host
  * are. Shared memory is used with a peer only when both sides enabled it, so the decision is the
@@ -19,6 +20,7 @@
  *     rank 0 -> rank 2 via tcp (4 streams, 10.0.0.2:40123)
  *     rank 0 -> rank 5 via tcp (4 streams, connected when first used)
  */
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "core/store.h"
 #include "net/net.h"
 #include "net/shm.h"
 #include "net/tcp.h"
@@ -80,50 +83,87 @@ static int choose_prefix(const strata_config *cfg, int rank, strata_store *store
   return STRATA_OK;
 }
 
+/* Locality costs each rank O(ranks on its host) store requests, not one per rank of the job: a
+ * rank files its identity under its host's key, "<prefix>/hosts/<h>/<i>" = "<rank> shm=<0|1>
+ * <identity>" (h a hash of the identity, i its place among that host's ranks from an add on
+ * "<prefix>/hosts/<h>"), and counts itself in "<prefix>/joined". Once every rank has (one wait
+ * on that counter), it reads only its own host's entries; a rank filed elsewhere is not local.
+ * The whole identity travels in the entry, so two hosts whose hashes met would still differ. */
+typedef struct net_locality {
+  char prefix[128];
+  char identity[NET_IDENTITY_BYTES]; /* "shm=<0|1> <identity>" */
+  char host_key[192];
+  int64_t place; /* 1-based, among this host's ranks */
+} net_locality;
+
 static int publish_identity(const strata_config *cfg, int rank, strata_store *store,
-                            const char *prefix, char *identity, size_t len, char *err,
-                            size_t err_len) {
+                            net_locality *loc, char *err, size_t err_len) {
   char mine[NET_IDENTITY_BYTES - 8];
   strata_net_host_identity(mine, sizeof mine);
-  snprintf(identity, len, "shm=%d %s", cfg->shm_enabled ? 1 : 0, mine);
-  char key[192];
-  snprintf(key, sizeof key, "%s/host/%d", prefix, rank);
-  int status = strata_store_set(store, key, identity, strlen(identity));
+  snprintf(loc->identity, sizeof loc->identity, "shm=%d %s", cfg->shm_enabled ? 1 : 0, mine);
+  unsigned char hash[16];
+  char hex[sizeof hash * 2 + 1];
+  if (sodium_init() < 0)
+    return net_error(err, err_len, STRATA_ERR_SYSTEM, "rank %d: libsodium failed to start", rank);
+  crypto_generichash(hash, sizeof hash, (const unsigned char *)mine, strlen(mine), NULL, 0);
+  sodium_bin2hex(hex, sizeof hex, hash, sizeof hash);
+  snprintf(loc->host_key, sizeof loc->host_key, "%s/hosts/%s", loc->prefix, hex);
+  int status = strata_store_add(store, loc->host_key, 1, &loc->place);
+  if (status == STRATA_OK) {
+    char key[240], entry[NET_IDENTITY_BYTES + 16];
+    snprintf(key, sizeof key, "%s/%lld", loc->host_key, (long long)loc->place - 1);
+    snprintf(entry, sizeof entry, "%d %s", rank, loc->identity);
+    status = strata_store_set(store, key, entry, strlen(entry));
+  }
+  if (status == STRATA_OK) {
+    char key[192];
+    snprintf(key, sizeof key, "%s/joined", loc->prefix);
+    status = strata_store_add(store, key, 1, NULL);
+  }
   if (status != STRATA_OK)
     return net_error(err, err_len, status, "rank %d: cannot publish its host identity: %s", rank,
                      strata_strerror(status));
   return STRATA_OK;
 }
 
-/* Read a value of the store as a string (truncated to len - 1). */
-static int store_get_string(strata_store *store, const char *key, double timeout_s, char *out,
-                            size_t len) {
-  void *value = NULL;
-  size_t value_len = 0;
-  int status = strata_store_get(store, key, &value, &value_len, timeout_s);
-  if (status != STRATA_OK) return status;
-  snprintf(out, len, "%.*s", (int)(value_len < len ? value_len : len - 1), (const char *)value);
-  free(value);
-  return STRATA_OK;
-}
-
-/* is_local[q] from the identities; shm_with[q] = local and both sides enabled shm. Every peer
- * publishes before it opens TCP; a read waits (up to the timeout) for one that has not yet. One
- * store request per rank of the job: the part of joining that still grows with the job. */
+/* is_local[q] from this host's entries; shm_with[q] = local and both sides enabled shm. */
 static int read_identities(const strata_config *cfg, strata_net *net, strata_store *store,
-                           const char *prefix, const char *mine, int *shm_with, char *err,
-                           size_t err_len) {
-  const char *my_identity = strchr(mine, ' ') + 1;
-  for (int q = 0; q < net->nranks; q++) {
-    if (q == net->rank) continue;
-    char key[192], theirs[NET_IDENTITY_BYTES];
-    snprintf(key, sizeof key, "%s/host/%d", prefix, q);
-    int status = store_get_string(store, key, cfg->timeout_s, theirs, sizeof theirs);
+                           const net_locality *loc, int *shm_with, char *err, size_t err_len) {
+  char key[240];
+  snprintf(key, sizeof key, "%s/joined", loc->prefix);
+  int status = strata_store_wait_count(store, key, net->nranks, NULL, cfg->timeout_s);
+  if (status != STRATA_OK)
+    return net_error(err, err_len, status,
+                     "rank %d: not every rank published its host identity within %.1f s: %s",
+                     net->rank, cfg->timeout_s, strata_strerror(status));
+  const char *host_key = loc->host_key;
+  int64_t here = 0;
+  status = strata_store_read_counts(store, &host_key, 1, &here);
+  if (status != STRATA_OK)
+    return net_error(err, err_len, status, "rank %d: cannot read its host's ranks: %s", net->rank,
+                     strata_strerror(status));
+  const char *my_identity = strchr(loc->identity, ' ') + 1;
+  for (int64_t i = 0; i < here && i <= net->nranks; i++) {
+    if (i == loc->place - 1) continue;
+    snprintf(key, sizeof key, "%s/%lld", host_key, (long long)i);
+    void *value = NULL;
+    size_t len = 0;
+    status = strata_store_get(store, key, &value, &len, cfg->timeout_s);
     if (status != STRATA_OK)
-      return net_error(err, err_len, status, "rank %d: cannot read rank %d's host identity: %s",
-                       net->rank, q, strata_strerror(status));
-    const char *space = strchr(theirs, ' ');
-    net->is_local[q] = space && strcmp(space + 1, my_identity) == 0;
+      return net_error(err, err_len, status, "rank %d: cannot read %s: %s", net->rank, key,
+                       strata_strerror(status));
+    char entry[NET_IDENTITY_BYTES + 16];
+    snprintf(entry, sizeof entry, "%.*s", (int)(len < sizeof entry ? len : sizeof entry - 1),
+             (const char *)value);
+    free(value);
+    char *end = NULL;
+    long q = strtol(entry, &end, 10);
+    const char *theirs = end && *end == ' ' ? end + 1 : NULL; /* "shm=<0|1> <identity>" */
+    const char *space = theirs ? strchr(theirs, ' ') : NULL;
+    if (!space || end == entry || q < 0 || q >= net->nranks || q == net->rank)
+      return net_error(err, err_len, STRATA_ERR_PROTOCOL, "rank %d: a bad host entry at %s",
+                       net->rank, key);
+    net->is_local[q] = strcmp(space + 1, my_identity) == 0;
     shm_with[q] = net->is_local[q] && cfg->shm_enabled && strncmp(theirs, "shm=1", 5) == 0;
   }
   return STRATA_OK;
@@ -163,18 +203,16 @@ static void count_routes(strata_net *net) {
 
 static int open_transports(const strata_config *cfg, strata_net *net, strata_store *store,
                            char *err, size_t err_len) {
-  char identity[NET_IDENTITY_BYTES];
-  char prefix[128];
-  int status = choose_prefix(cfg, net->rank, store, prefix, sizeof prefix, err, err_len);
-  if (status == STRATA_OK)
-    status =
-        publish_identity(cfg, net->rank, store, prefix, identity, sizeof identity, err, err_len);
+  net_locality loc;
+  memset(&loc, 0, sizeof loc);
+  int status = choose_prefix(cfg, net->rank, store, loc.prefix, sizeof loc.prefix, err, err_len);
+  if (status == STRATA_OK) status = publish_identity(cfg, net->rank, store, &loc, err, err_len);
   if (status == STRATA_OK)
     status = strata_tcp_open(cfg, net->rank, net->nranks, store, &net->tcp, err, err_len);
   if (status != STRATA_OK) return status;
   int *shm_with = calloc((size_t)net->nranks, sizeof *shm_with);
   if (!shm_with) return net_error(err, err_len, STRATA_ERR_NO_MEMORY, "out of memory");
-  status = read_identities(cfg, net, store, prefix, identity, shm_with, err, err_len);
+  status = read_identities(cfg, net, store, &loc, shm_with, err, err_len);
   int any_shm = 0;
   for (int q = 0; q < net->nranks; q++) any_shm |= shm_with[q];
   if (status == STRATA_OK && any_shm)
