@@ -63,6 +63,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -889,6 +890,11 @@ static void launcher_free(launcher *l) {
     free(c->envp);
   }
   free(l->children);
+  /* at STRATA_LOG=info, what the job asked of its store (bench/scale.sh reads it) */
+  const char *log = getenv("STRATA_LOG");
+  if (l->server && log && (!strcasecmp(log, "info") || !strcasecmp(log, "debug")))
+    fprintf(stderr, "strata launch: the store served %llu requests\n",
+            (unsigned long long)strata_store_server_requests(l->server));
   if (l->server) strata_store_server_stop(l->server);
   restore_signals();
 }

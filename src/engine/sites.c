@@ -17,7 +17,8 @@
  * communicator takes the largest: the WAN or mixed choice wins, as it must for the path that
  * needs it. A proposal another rank changed is logged at INFO.
  *
- * At init every rank publishes "<chunk> <site>" in the rendezvous store and reads everyone's. Keys
+ * At init every rank publishes "<chunk> <site>" in the rendezvous store; rank 0 reads everyone's
+ * and publishes the answer, which the others read (strata_comm_agree_sites). Keys
  * live under "<job>/site/<k>/<rank>", k = how many communicators this rank opened in the job so far
  * (a store counter, as src/net/net.c does for its keys), so two communicators of one job never read
  * each other's answers. Names become indices in order of first appearance (rank 0's site is 0),
@@ -106,6 +107,69 @@ static int site_read_all(strata_comm *comm, const char *prefix, char (*names)[SI
   return STRATA_OK;
 }
 
+/* Rank 0's answer, "<chunk> <nsites> <nranks>\n" then each name as "<length> <bytes>\n" then the
+ * site index of every rank, space-separated; or "! <status>" when rank 0 could not read them. */
+static char *summary_write(const strata_comm *comm, char (*names)[SITE_NAME_BYTES], int nsites,
+                           const int *site_of_rank, uint64_t chunk, size_t *len) {
+  size_t cap = 64 + (size_t)nsites * (SITE_NAME_BYTES + 8) + (size_t)comm->nranks * 12;
+  char *text = malloc(cap);
+  if (!text) return NULL;
+  size_t used =
+      (size_t)snprintf(text, cap, "%llu %d %d\n", (unsigned long long)chunk, nsites, comm->nranks);
+  for (int t = 0; t < nsites; t++)
+    used += (size_t)snprintf(text + used, cap - used, "%zu %s\n", strlen(names[t]), names[t]);
+  for (int r = 0; r < comm->nranks; r++)
+    used += (size_t)snprintf(text + used, cap - used, r ? " %d" : "%d", site_of_rank[r]);
+  *len = used;
+  return text;
+}
+
+/* Parses rank 0's answer into names / site_of_rank / *nsites / *chunk. */
+static int summary_read(const strata_comm *comm, const char *text, size_t len,
+                        char (*names)[SITE_NAME_BYTES], int *site_of_rank, int *nsites,
+                        uint64_t *chunk) {
+  char *copy = malloc(len + 1);
+  if (!copy) return STRATA_ERR_NO_MEMORY;
+  memcpy(copy, text, len);
+  copy[len] = '\0';
+  int status = STRATA_ERR_PROTOCOL, failed = 0, nranks = 0, used = 0;
+  unsigned long long proposed = 0;
+  char *p = copy;
+  if (sscanf(p, "! %d", &failed) == 1) {
+    status = failed < 0 ? failed : STRATA_ERR_PROTOCOL;
+    goto out;
+  }
+  if (sscanf(p, "%llu %d %d\n%n", &proposed, nsites, &nranks, &used) != 3 || proposed == 0 ||
+      nranks != comm->nranks || *nsites < 1 || *nsites > comm->nranks)
+    goto out;
+  p += used;
+  for (int t = 0; t < *nsites; t++) {
+    char *end = NULL;
+    unsigned long n = strtoul(p, &end, 10);
+    if (end == p || *end != ' ' || n >= SITE_NAME_BYTES || (size_t)(end + 1 + n - copy) >= len ||
+        end[1 + n] != '\n')
+      goto out;
+    memcpy(names[t], end + 1, n);
+    names[t][n] = '\0';
+    p = end + 2 + n;
+  }
+  for (int r = 0; r < comm->nranks; r++) {
+    char *end = NULL;
+    long t = strtol(p, &end, 10);
+    if (end == p || t < 0 || t >= *nsites) goto out;
+    site_of_rank[r] = (int)t;
+    p = end;
+  }
+  *chunk = proposed;
+  status = *p == '\0' ? STRATA_OK : STRATA_ERR_PROTOCOL;
+out:
+  free(copy);
+  return status;
+}
+
+/* Every rank publishes its "<chunk> <site>"; rank 0 reads them all and publishes the answer every
+ * other rank reads once: O(1) store requests per rank but rank 0's N, O(N) for the job, where
+ * every rank reading every other's costs the store N^2 as the job grows. */
 int strata_comm_agree_sites(strata_comm *comm) {
   if (comm->nranks < 2 || !comm->store) return STRATA_OK;
   char prefix[160], key[224], published[24 + sizeof comm->cfg.site];
@@ -119,8 +183,29 @@ int strata_comm_agree_sites(strata_comm *comm) {
   if (!names || !site_of_rank) status = STRATA_ERR_NO_MEMORY;
   int nsites = 0;
   uint64_t chunk = 0;
-  if (status == STRATA_OK)
-    status = site_read_all(comm, prefix, names, site_of_rank, &nsites, &chunk);
+  char all_key[240];
+  snprintf(all_key, sizeof all_key, "%s/all", prefix);
+  if (comm->rank == 0) {
+    if (status == STRATA_OK)
+      status = site_read_all(comm, prefix, names, site_of_rank, &nsites, &chunk);
+    size_t len = 0;
+    char failed[32];
+    char *summary =
+        status == STRATA_OK ? summary_write(comm, names, nsites, site_of_rank, chunk, &len) : NULL;
+    if (status == STRATA_OK && !summary) status = STRATA_ERR_NO_MEMORY;
+    if (!summary) len = (size_t)snprintf(failed, sizeof failed, "! %d", status);
+    /* published even when it failed, so the others fail at once rather than at the timeout */
+    int set = strata_store_set(comm->store, all_key, summary ? summary : failed, len);
+    if (status == STRATA_OK) status = set;
+    free(summary);
+  } else if (status == STRATA_OK) {
+    void *value = NULL;
+    size_t len = 0;
+    status = strata_store_get(comm->store, all_key, &value, &len, comm->cfg.timeout_s);
+    if (status == STRATA_OK)
+      status = summary_read(comm, value, len, names, site_of_rank, &nsites, &chunk);
+    free(value);
+  }
   if (status == STRATA_OK && chunk != comm->cfg.chunk_bytes) {
     STRATA_LOG(STRATA_LOG_INFO, comm->rank,
                "chunk %llu B (another rank proposed it; this rank's own choice was %llu B)",

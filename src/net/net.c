@@ -87,8 +87,9 @@ static int choose_prefix(const strata_config *cfg, int rank, strata_store *store
  * rank files its identity under its host's key, "<prefix>/hosts/<h>/<i>" = "<rank> shm=<0|1>
  * <identity>" (h a hash of the identity, i its place among that host's ranks from an add on
  * "<prefix>/hosts/<h>"), and counts itself in "<prefix>/joined". Once every rank has (one wait
- * on that counter), it reads only its own host's entries; a rank filed elsewhere is not local.
- * The whole identity travels in the entry, so two hosts whose hashes met would still differ. */
+ * on that counter), only its own host's ranks are read (read_identities); a rank filed elsewhere
+ * is not local. The whole identity travels in the entry, so two hosts whose hashes met would
+ * still differ. */
 typedef struct net_locality {
   char prefix[128];
   char identity[NET_IDENTITY_BYTES]; /* "shm=<0|1> <identity>" */
@@ -126,32 +127,80 @@ static int publish_identity(const strata_config *cfg, int rank, strata_store *st
   return STRATA_OK;
 }
 
-/* is_local[q] from this host's entries; shm_with[q] = local and both sides enabled shm. */
-static int read_identities(const strata_config *cfg, strata_net *net, strata_store *store,
-                           const net_locality *loc, int *shm_with, char *err, size_t err_len) {
-  char key[240];
+/* Every rank has filed its host identity: one wait on the counter, after TCP is open (so a rank's
+ * address is published, and its listener taking connections, while slower ranks start). */
+static int wait_joined(const strata_config *cfg, const strata_net *net, strata_store *store,
+                       const net_locality *loc, char *err, size_t err_len) {
+  char key[192];
   snprintf(key, sizeof key, "%s/joined", loc->prefix);
   int status = strata_store_wait_count(store, key, net->nranks, NULL, cfg->timeout_s);
   if (status != STRATA_OK)
     return net_error(err, err_len, status,
                      "rank %d: not every rank published its host identity within %.1f s: %s",
                      net->rank, cfg->timeout_s, strata_strerror(status));
+  return STRATA_OK;
+}
+
+/* The ranks of this host, "<rank>:<shm> ..." (shm 0 or 1), into is_local / shm_with. */
+static int host_ranks_parse(const strata_config *cfg, strata_net *net, const char *text,
+                            int *shm_with) {
+  const char *p = text;
+  while (*p) {
+    char *end = NULL;
+    long q = strtol(p, &end, 10);
+    if (end == p || *end != ':' || (end[1] != '0' && end[1] != '1') || q < 0 || q >= net->nranks)
+      return STRATA_ERR_PROTOCOL;
+    if (q != net->rank) {
+      net->is_local[q] = 1;
+      shm_with[q] = cfg->shm_enabled && end[1] == '1';
+    }
+    p = end + 2;
+    while (*p == ' ') p++;
+  }
+  return STRATA_OK;
+}
+
+/* The first rank filed under this host (place 1) reads the host's entries and publishes the
+ * list of its ranks at "<host key>/all"; the others read that one value. So each rank costs the
+ * store O(1) requests and the host's first O(ranks on the host). Every rank's entry is filed
+ * before anyone reads (wait_joined). */
+static int read_identities(const strata_config *cfg, strata_net *net, strata_store *store,
+                           const net_locality *loc, int *shm_with, char *err, size_t err_len) {
+  char key[240], all_key[240];
+  snprintf(all_key, sizeof all_key, "%s/all", loc->host_key);
+  int status = STRATA_OK;
+  if (loc->place != 1) {
+    void *value = NULL;
+    size_t len = 0;
+    status = strata_store_get(store, all_key, &value, &len, cfg->timeout_s);
+    char *text = status == STRATA_OK ? malloc(len + 1) : NULL;
+    if (status == STRATA_OK && !text) status = STRATA_ERR_NO_MEMORY;
+    if (text) {
+      memcpy(text, value, len);
+      text[len] = '\0';
+      status = text[0] == '!' ? STRATA_ERR_PEER_LOST : host_ranks_parse(cfg, net, text, shm_with);
+    }
+    free(text);
+    free(value);
+    if (status != STRATA_OK)
+      return net_error(err, err_len, status, "rank %d: cannot read its host's ranks (%s): %s",
+                       net->rank, all_key, strata_strerror(status));
+    return STRATA_OK;
+  }
   const char *host_key = loc->host_key;
   int64_t here = 0;
   status = strata_store_read_counts(store, &host_key, 1, &here);
-  if (status != STRATA_OK)
-    return net_error(err, err_len, status, "rank %d: cannot read its host's ranks: %s", net->rank,
-                     strata_strerror(status));
+  size_t cap = 16 + (size_t)(here > 0 && here <= net->nranks ? here : 1) * 16, used = 0;
+  char *list = status == STRATA_OK ? malloc(cap) : NULL;
+  if (status == STRATA_OK && !list) status = STRATA_ERR_NO_MEMORY;
+  if (list) used = (size_t)snprintf(list, cap, "%d:%d", net->rank, cfg->shm_enabled ? 1 : 0);
   const char *my_identity = strchr(loc->identity, ' ') + 1;
-  for (int64_t i = 0; i < here && i <= net->nranks; i++) {
-    if (i == loc->place - 1) continue;
+  for (int64_t i = 1; status == STRATA_OK && i < here && i <= net->nranks; i++) {
     snprintf(key, sizeof key, "%s/%lld", host_key, (long long)i);
     void *value = NULL;
     size_t len = 0;
     status = strata_store_get(store, key, &value, &len, cfg->timeout_s);
-    if (status != STRATA_OK)
-      return net_error(err, err_len, status, "rank %d: cannot read %s: %s", net->rank, key,
-                       strata_strerror(status));
+    if (status != STRATA_OK) break;
     char entry[NET_IDENTITY_BYTES + 16];
     snprintf(entry, sizeof entry, "%.*s", (int)(len < sizeof entry ? len : sizeof entry - 1),
              (const char *)value);
@@ -160,12 +209,23 @@ static int read_identities(const strata_config *cfg, strata_net *net, strata_sto
     long q = strtol(entry, &end, 10);
     const char *theirs = end && *end == ' ' ? end + 1 : NULL; /* "shm=<0|1> <identity>" */
     const char *space = theirs ? strchr(theirs, ' ') : NULL;
-    if (!space || end == entry || q < 0 || q >= net->nranks || q == net->rank)
-      return net_error(err, err_len, STRATA_ERR_PROTOCOL, "rank %d: a bad host entry at %s",
-                       net->rank, key);
-    net->is_local[q] = strcmp(space + 1, my_identity) == 0;
-    shm_with[q] = net->is_local[q] && cfg->shm_enabled && strncmp(theirs, "shm=1", 5) == 0;
+    if (!space || end == entry || q < 0 || q >= net->nranks || q == net->rank) {
+      status = STRATA_ERR_PROTOCOL;
+      break;
+    }
+    if (strcmp(space + 1, my_identity) != 0) continue; /* another host whose hash met ours */
+    used += (size_t)snprintf(list + used, cap - used, " %ld:%d", q,
+                             strncmp(theirs, "shm=1", 5) == 0 ? 1 : 0);
   }
+  if (status == STRATA_OK) status = host_ranks_parse(cfg, net, list, shm_with);
+  /* published even when it failed, so the host's other ranks fail at once, not at the timeout */
+  const char *published = status == STRATA_OK ? list : "!";
+  int set = strata_store_set(store, all_key, published, strlen(published));
+  if (status == STRATA_OK) status = set;
+  free(list);
+  if (status != STRATA_OK)
+    return net_error(err, err_len, status, "rank %d: cannot read its host's ranks: %s", net->rank,
+                     strata_strerror(status));
   return STRATA_OK;
 }
 
@@ -209,6 +269,7 @@ static int open_transports(const strata_config *cfg, strata_net *net, strata_sto
   if (status == STRATA_OK) status = publish_identity(cfg, net->rank, store, &loc, err, err_len);
   if (status == STRATA_OK)
     status = strata_tcp_open(cfg, net->rank, net->nranks, store, &net->tcp, err, err_len);
+  if (status == STRATA_OK) status = wait_joined(cfg, net, store, &loc, err, err_len);
   if (status != STRATA_OK) return status;
   int *shm_with = calloc((size_t)net->nranks, sizeof *shm_with);
   if (!shm_with) return net_error(err, err_len, STRATA_ERR_NO_MEMORY, "out of memory");
