@@ -86,10 +86,10 @@ static int choose_prefix(const strata_config *cfg, int rank, strata_store *store
 /* Locality costs each rank O(ranks on its host) store requests, not one per rank of the job: a
  * rank files its identity under its host's key, "<prefix>/hosts/<h>/<i>" = "<rank> shm=<0|1>
  * <identity>" (h a hash of the identity, i its place among that host's ranks from an add on
- * "<prefix>/hosts/<h>"), and counts itself in "<prefix>/joined". Once every rank has (one wait
- * on that counter), only its own host's ranks are read (read_identities); a rank filed elsewhere
- * is not local. The whole identity travels in the entry, so two hosts whose hashes met would
- * still differ. */
+ * "<prefix>/hosts/<h>"), and later counts itself in "<prefix>/joined" (wait_joined). Once every
+ * rank has (one wait on that counter), only its own host's ranks are read (read_identities); a rank
+ * filed elsewhere is not local. The whole identity travels in the entry, so two hosts whose hashes
+ * met would still differ. */
 typedef struct net_locality {
   char prefix[128];
   char identity[NET_IDENTITY_BYTES]; /* "shm=<0|1> <identity>" */
@@ -116,24 +116,24 @@ static int publish_identity(const strata_config *cfg, int rank, strata_store *st
     snprintf(entry, sizeof entry, "%d %s", rank, loc->identity);
     status = strata_store_set(store, key, entry, strlen(entry));
   }
-  if (status == STRATA_OK) {
-    char key[192];
-    snprintf(key, sizeof key, "%s/joined", loc->prefix);
-    status = strata_store_add(store, key, 1, NULL);
-  }
   if (status != STRATA_OK)
     return net_error(err, err_len, status, "rank %d: cannot publish its host identity: %s", rank,
                      strata_strerror(status));
   return STRATA_OK;
 }
 
-/* Every rank has filed its host identity: one wait on the counter, after TCP is open (so a rank's
- * address is published, and its listener taking connections, while slower ranks start). */
+/* Counts this rank in "<prefix>/joined" once its host identity is filed and its TCP address
+ * published (TCP is open), then waits for every rank to be: so the host entries are all there,
+ * and a peer's address is in the store the first time it is looked up after open (a lookup that
+ * missed would be repeated while the peer starts). The wait comes after TCP is open, so a rank's
+ * listener takes connections while slower ranks start. */
 static int wait_joined(const strata_config *cfg, const strata_net *net, strata_store *store,
                        const net_locality *loc, char *err, size_t err_len) {
   char key[192];
   snprintf(key, sizeof key, "%s/joined", loc->prefix);
-  int status = strata_store_wait_count(store, key, net->nranks, NULL, cfg->timeout_s);
+  int status = strata_store_add(store, key, 1, NULL);
+  if (status == STRATA_OK)
+    status = strata_store_wait_count(store, key, net->nranks, NULL, cfg->timeout_s);
   if (status != STRATA_OK)
     return net_error(err, err_len, status,
                      "rank %d: not every rank published its host identity within %.1f s: %s",

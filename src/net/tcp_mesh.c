@@ -85,6 +85,10 @@ static const double MESH_FAILURE_CHECK_S = 0.2;
 /* How long one store read waits for an address not published yet (then retried): a step must
  * not hold the thread that beats to the connected peers. */
 static const double MESH_ADDRESS_WAIT_S = 0.005;
+/* While open waits for its first pair nothing else is due, so a missing address is waited for in
+ * the store (which answers the moment it is set) this long per request: a peer that starts
+ * seconds late costs a few requests a second, not one per retry. */
+static const double MESH_OPEN_ADDRESS_WAIT_S = 0.25;
 /* How long the higher rank of a pair waits for the lower one's dial before dialing itself: a few
  * of the lower rank's progress passes (its engine polls every millisecond while busy, every 10 ms
  * while idle). */
@@ -402,7 +406,8 @@ static int link_address(mesh *m, int peer, struct sockaddr_storage *addr, sockle
   snprintf(key, sizeof key, "%s/addr/%d", m->prefix, peer);
   void *value = NULL;
   size_t len = 0;
-  int status = strata_store_get(m->store, key, &value, &len, MESH_ADDRESS_WAIT_S);
+  int status = strata_store_get(m->store, key, &value, &len,
+                                m->opening ? MESH_OPEN_ADDRESS_WAIT_S : MESH_ADDRESS_WAIT_S);
   if (status == STRATA_ERR_TIMEOUT || status == STRATA_ERR_NOT_FOUND) return STRATA_ERR_IN_PROGRESS;
   if (status != STRATA_OK) {
     link_fail(m, peer, status, "rank %d: cannot read rank %d's address (%s) from the store: %s",
