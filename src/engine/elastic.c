@@ -91,14 +91,17 @@ static void quiesce(strata_comm *comm) {
   pthread_mutex_unlock(&comm->lock);
 }
 
-static int peer_alive(strata_comm *comm, int peer) {
+/* `watch`: connect to a peer this rank has no pair with, to judge it (else it is alive until
+ * found gone). */
+static int peer_alive(strata_comm *comm, int peer, int watch) {
   if (peer == comm->rank) return 1;
   if (!comm->have_net) return 0;
   pthread_mutex_lock(&comm->lock);
   /* a failed communicator's detector runs here too (the progress thread's runs every 10 ms); a
    * healthy one's runs in its progress */
   if (atomic_load(&comm->error)) strata_net_keepalive(&comm->net);
-  int alive = strata_net_peer_alive(&comm->net, peer);
+  int alive = watch ? strata_net_peer_alive(&comm->net, peer)
+                    : strata_net_peer_alive_seen(&comm->net, peer);
   pthread_mutex_unlock(&comm->lock);
   return alive;
 }
@@ -235,6 +238,12 @@ static const double AGREE_WAIT_S = 0.05;
 /* Contributions are read again at least this often even when the progress counter did not say
  * so (a rank whose counter update was lost with its store connection). */
 static const double AGREE_REREAD_S = 1.0;
+/* A rank that has not contributed this long into the agreement, and that this rank has no TCP
+ * pair with, is connected to so that it is judged (strata_net_peer_alive). Live ranks contribute
+ * within milliseconds and a dead one is usually found by the ranks it talked to; dialing every
+ * silent rank at once would make each early rank connect to all the others — N^2 connections
+ * job-wide, each one a chance to judge a live rank gone under the load. */
+static const double AGREE_WATCH_AFTER_S = 0.2;
 
 typedef struct agree_look {
   int n;
@@ -269,9 +278,10 @@ static int agree_look_init(agree_look *l, const char *prefix, int n) {
 }
 
 /* How many ranks this rank's detector holds alive now (l->alive: which). */
-static int agree_alive(strata_comm *comm, agree_look *l) {
-  int alive = 0;
-  for (int r = 0; r < l->n; r++) alive += l->alive[r] = peer_alive(comm, r);
+static int agree_alive(strata_comm *comm, agree_look *l, double since_s) {
+  int alive = 0, watch_silent = strata_now_s() - since_s >= AGREE_WATCH_AFTER_S;
+  for (int r = 0; r < l->n; r++)
+    alive += l->alive[r] = peer_alive(comm, r, watch_silent && l->counts[r] <= 0);
   return alive;
 }
 
@@ -338,7 +348,7 @@ static int agree_over_store(strata_comm *comm, const char *prefix, agreement *a)
     }
     /* can this rank decide? every rank alive in its view has contributed. Read again when
      * the counter moved, the view changed, or a while passed. */
-    int alive = agree_alive(comm, &look);
+    int alive = agree_alive(comm, &look, start);
     if (progress != last_progress || alive != last_alive ||
         strata_now_s() - look.read_s >= AGREE_REREAD_S) {
       int ready = 0;

@@ -353,6 +353,12 @@ void strata_net_keepalive(strata_net *net) {
   if (net && net->tcp) strata_tcp_keepalive(net->tcp);
 }
 
+int strata_net_peer_alive_seen(const strata_net *net, int peer) {
+  if (!net || peer < 0 || peer >= net->nranks) return 0;
+  if (peer == net->rank) return 1;
+  return net->tcp && strata_tcp_peer_alive(net->tcp, peer);
+}
+
 int strata_net_peer_alive(const strata_net *net, int peer) {
   if (!net || peer < 0 || peer >= net->nranks) return 0;
   if (peer == net->rank) return 1;

@@ -58,6 +58,8 @@ void strata_net_flush(strata_net *net, double seconds);
 void strata_net_abandon(strata_net *net);
 void strata_net_keepalive(strata_net *net);
 int strata_net_peer_alive(const strata_net *net, int peer);
+/* The same judgement without connecting: a peer this rank has no TCP pair with is alive. */
+int strata_net_peer_alive_seen(const strata_net *net, int peer);
 
 /* This process's host identity as published under "<job_id>/host/<rank>": hostname, boot id
  * and the inodes of the network, mount and pid namespaces. Equal strings = shared memory and
