@@ -238,40 +238,45 @@ static const double AGREE_WAIT_S = 0.05;
 /* Contributions are read again at least this often even when the progress counter did not say
  * so (a rank whose counter update was lost with its store connection). */
 static const double AGREE_REREAD_S = 1.0;
-/* A rank that has not contributed this long into the agreement, and that this rank has no TCP
- * pair with, is connected to so that it is judged (strata_net_peer_alive). Live ranks contribute
- * within milliseconds and a dead one is usually found by the ranks it talked to; dialing every
- * silent rank at once would make each early rank connect to all the others — N^2 connections
- * job-wide, each one a chance to judge a live rank gone under the load. */
-static const double AGREE_WATCH_AFTER_S = 0.2;
+/* A rank that has not contributed this long into the agreement, that this rank has no TCP pair
+ * with and that no rank reported gone, is connected to so that it is judged
+ * (strata_net_peer_alive). Before that a rank relies on what the ranks that talked to it saw
+ * ("<prefix>/gone/<r>", below): every rank has a pair with at least one other (net/tcp_mesh.c),
+ * which beats to it. Dialing every silent rank at once would make each early rank connect to all
+ * the others — N^2 connections job-wide, each one a chance to judge a live rank gone under load. */
+static const double AGREE_WATCH_AFTER_S = 2.0;
 
 typedef struct agree_look {
   int n;
   char **keys;     /* [n] <prefix>/in/<r> */
   int64_t *counts; /* [n] as read */
   int *alive;      /* [n] in this rank's view */
+  int *reported;   /* [n] this rank has reported the rank gone ("<prefix>/gone/<r>") */
   int contributed; /* at the last read */
   int missing;     /* live ranks that had not contributed at the last read */
   double read_s;   /* when */
 } agree_look;
 
 static void agree_look_free(agree_look *l) {
-  for (int r = 0; l->keys && r < l->n; r++) free(l->keys[r]);
+  for (int r = 0; l->keys && r < 2 * l->n; r++) free(l->keys[r]);
   free(l->keys);
   free(l->counts);
   free(l->alive);
+  free(l->reported);
 }
 
 static int agree_look_init(agree_look *l, const char *prefix, int n) {
   memset(l, 0, sizeof *l);
   l->n = n;
-  l->keys = calloc((size_t)n, sizeof *l->keys);
-  l->counts = calloc((size_t)n, sizeof *l->counts);
+  /* keys and counts [0, n): contributions ("in"), [n, 2n): ranks reported gone ("gone") */
+  l->keys = calloc(2 * (size_t)n, sizeof *l->keys);
+  l->counts = calloc(2 * (size_t)n, sizeof *l->counts);
   l->alive = calloc((size_t)n, sizeof *l->alive);
-  if (!l->keys || !l->counts || !l->alive) return STRATA_ERR_NO_MEMORY;
-  for (int r = 0; r < n; r++) {
+  l->reported = calloc((size_t)n, sizeof *l->reported);
+  if (!l->keys || !l->counts || !l->alive || !l->reported) return STRATA_ERR_NO_MEMORY;
+  for (int r = 0; r < 2 * n; r++) {
     char key[256];
-    snprintf(key, sizeof key, "%s/in/%d", prefix, r);
+    snprintf(key, sizeof key, "%s/%s/%d", prefix, r < n ? "in" : "gone", r < n ? r : r - n);
     if (!(l->keys[r] = strdup(key))) return STRATA_ERR_NO_MEMORY;
   }
   return STRATA_OK;
@@ -280,20 +285,29 @@ static int agree_look_init(agree_look *l, const char *prefix, int n) {
 /* How many ranks this rank's detector holds alive now (l->alive: which). */
 static int agree_alive(strata_comm *comm, agree_look *l, double since_s) {
   int alive = 0, watch_silent = strata_now_s() - since_s >= AGREE_WATCH_AFTER_S;
-  for (int r = 0; r < l->n; r++)
-    alive += l->alive[r] = peer_alive(comm, r, watch_silent && l->counts[r] <= 0);
+  for (int r = 0; r < l->n; r++) {
+    int silent = l->counts[r] <= 0 && l->counts[l->n + r] <= 0;
+    l->alive[r] = peer_alive(comm, r, watch_silent && silent) && l->counts[l->n + r] <= 0;
+    /* what this rank's own pair with r found, for the ranks that have none */
+    if (!l->alive[r] && !l->reported[r] && l->counts[l->n + r] <= 0) {
+      l->reported[r] = 1;
+      strata_store_add(comm->store, l->keys[l->n + r], 1, NULL);
+    }
+    alive += l->alive[r];
+  }
   return alive;
 }
 
 /* Reads every contribution in one request: into a, who took part and is alive, and whether
  * every live rank has contributed (*ready). */
 static int agree_read(strata_comm *comm, agree_look *l, agreement *a, int *ready) {
-  int status =
-      strata_store_read_counts(comm->store, (const char *const *)l->keys, (size_t)l->n, l->counts);
+  int status = strata_store_read_counts(comm->store, (const char *const *)l->keys, 2 * (size_t)l->n,
+                                        l->counts);
   if (status != STRATA_OK) return status;
   l->read_s = strata_now_s();
   l->contributed = l->missing = 0;
   for (int r = 0; r < l->n; r++) {
+    if (l->counts[l->n + r] > 0) l->alive[r] = 0; /* another rank's pair with r found it gone */
     int in = l->counts[r] > 0;
     l->contributed += in;
     l->missing += l->alive[r] && !in;
