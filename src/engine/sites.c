@@ -108,18 +108,25 @@ static int site_read_all(strata_comm *comm, const char *prefix, char (*names)[SI
 }
 
 /* Rank 0's answer, "<chunk> <nsites> <nranks>\n" then each name as "<length> <bytes>\n" then the
- * site index of every rank, space-separated; or "! <status>" when rank 0 could not read them. */
+ * site index of every rank as runs "<site>x<ranks>", space-separated; or "! <status>" when rank 0
+ * could not read them. */
 static char *summary_write(const strata_comm *comm, char (*names)[SITE_NAME_BYTES], int nsites,
                            const int *site_of_rank, uint64_t chunk, size_t *len) {
-  size_t cap = 64 + (size_t)nsites * (SITE_NAME_BYTES + 8) + (size_t)comm->nranks * 12;
+  size_t cap = 64 + (size_t)nsites * (SITE_NAME_BYTES + 8) + (size_t)comm->nranks * 24;
   char *text = malloc(cap);
   if (!text) return NULL;
   size_t used =
       (size_t)snprintf(text, cap, "%llu %d %d\n", (unsigned long long)chunk, nsites, comm->nranks);
   for (int t = 0; t < nsites; t++)
     used += (size_t)snprintf(text + used, cap - used, "%zu %s\n", strlen(names[t]), names[t]);
-  for (int r = 0; r < comm->nranks; r++)
-    used += (size_t)snprintf(text + used, cap - used, r ? " %d" : "%d", site_of_rank[r]);
+  /* runs of ranks in one site, "<site>x<count>": a site's ranks are usually consecutive, so the
+   * answer every rank reads is a few bytes per site, not per rank of the job */
+  for (int r = 0; r < comm->nranks;) {
+    int run = 1;
+    while (r + run < comm->nranks && site_of_rank[r + run] == site_of_rank[r]) run++;
+    used += (size_t)snprintf(text + used, cap - used, r ? " %dx%d" : "%dx%d", site_of_rank[r], run);
+    r += run;
+  }
   *len = used;
   return text;
 }
@@ -153,12 +160,15 @@ static int summary_read(const strata_comm *comm, const char *text, size_t len,
     names[t][n] = '\0';
     p = end + 2 + n;
   }
-  for (int r = 0; r < comm->nranks; r++) {
-    char *end = NULL;
+  for (int r = 0; r < comm->nranks;) {
+    char *end = NULL, *count_end = NULL;
     long t = strtol(p, &end, 10);
-    if (end == p || t < 0 || t >= *nsites) goto out;
-    site_of_rank[r] = (int)t;
-    p = end;
+    if (end == p || *end != 'x' || t < 0 || t >= *nsites) goto out;
+    long run = strtol(end + 1, &count_end, 10);
+    if (count_end == end + 1 || run < 1 || run > comm->nranks - r) goto out;
+    for (long i = 0; i < run; i++) site_of_rank[r + i] = (int)t;
+    r += (int)run;
+    p = count_end;
   }
   *chunk = proposed;
   status = *p == '\0' ? STRATA_OK : STRATA_ERR_PROTOCOL;
