@@ -40,14 +40,14 @@ static void small_jobs(void) {
 
   strata_startup ring = run(8, STRATA_STARTUP_LAZY, STRATA_STARTUP_RING, 2);
   CHECK_NEAR("lazy ring 8: peers", ring.peers_per_rank, 2, 0);
-  CHECK_NEAR("lazy ring 8: requests per rank", ring.requests_per_rank, 11 + 1 + 7.0 / 8, 1e-12);
-  CHECK_NEAR("lazy ring 8: busiest rank", ring.requests_max, 11 + 7 + 2, 0);
+  CHECK_NEAR("lazy ring 8: requests per rank", ring.requests_per_rank, 14 + 1 + 3.0 / 8, 1e-12);
+  CHECK_NEAR("lazy ring 8: busiest rank", ring.requests_max, 14 + 3 + 2, 0);
   CHECK_NEAR("lazy ring 8: descriptors", ring.fds_per_rank, 16, 0);
   CHECK_NEAR("lazy ring 8: connections", ring.connections_total, 40, 0);
   strata_startup rhd = run(1024, STRATA_STARTUP_LAZY, STRATA_STARTUP_RHD, 0);
   CHECK_NEAR("lazy rhd 1024: peers", rhd.peers_per_rank, 10, 0);
-  CHECK_NEAR("lazy rhd 1024: busiest rank", rhd.requests_max, 11 + 1023 + 10, 0);
-  CHECK_NEAR("lazy rhd 1024: requests", rhd.requests_total, 1024 * (11 + 5) + 1023, 1e-9);
+  CHECK_NEAR("lazy rhd 1024: busiest rank", rhd.requests_max, 14 + 3 + 10, 0);
+  CHECK_NEAR("lazy rhd 1024: requests", rhd.requests_total, 1024 * (14 + 5) + 3, 1e-9);
   strata_startup pair = run(2, STRATA_STARTUP_LAZY, STRATA_STARTUP_RING, 0);
   CHECK_NEAR("lazy ring 2: one peer", pair.peers_per_rank, 1, 0);
 
@@ -66,10 +66,11 @@ static void closed_forms(void) {
     CHECK_NEAR("eager store busy", e.store_busy_s,
                e.requests_total * strata_startup_default_costs().request_server_us * 1e-6, 1e-9);
     strata_startup l = run(n, STRATA_STARTUP_LAZY, STRATA_STARTUP_RING, 0);
-    CHECK_NEAR("lazy entries", l.store_entries, 6 * d, 0);
-    CHECK(l.requests_per_rank <= 13, "a lazy ring rank asks the store at most 13 times, not %g",
+    CHECK_NEAR("lazy entries", l.store_entries, 7 * d, 0);
+    CHECK(l.requests_per_rank < 17, "a lazy ring rank asks the store fewer than 17 times, not %g",
           l.requests_per_rank);
-    CHECK_NEAR("lazy rank 0 reads every site", l.requests_max, 11 + (d - 1) + (n == 2 ? 1 : 2), 0);
+    CHECK_NEAR("lazy rank 0 reads every site a batch at a time", l.requests_max,
+               14 + 2 + ceil(d / 8192) + (n == 2 ? 1 : 2), 0);
   }
 }
 
@@ -86,9 +87,9 @@ static void growth(void) {
               l.peers_per_rank >= last_l.peers_per_rank,
           "lazy costs grow with %lld ranks", (long long)n);
     if (n >= 8)
-      /* the store keeps as many entries per rank either way: its memory is the same, not less */
+      /* the store keeps about as many entries per rank either way: its memory is about the same */
       CHECK(l.requests_total < e.requests_total && l.fds_per_rank < e.fds_per_rank &&
-                l.store_memory_bytes < 1.01 * e.store_memory_bytes && l.init_s < e.init_s,
+                l.store_memory_bytes < 1.05 * e.store_memory_bytes && l.init_s < e.init_s,
             "lazy is cheaper than eager at %lld ranks", (long long)n);
     if (last_l.ranks >= 64) /* beside one answer of a few bytes the job shares */
       CHECK_REL("lazy store memory is linear", l.store_memory_bytes / last_l.store_memory_bytes, 2,

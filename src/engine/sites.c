@@ -17,7 +17,7 @@
  * communicator takes the largest: the WAN or mixed choice wins, as it must for the path that
  * needs it. A proposal another rank changed is logged at INFO.
  *
- * At init every rank publishes "<chunk> <site>" in the rendezvous store; rank 0 reads everyone's
+ * At init every rank publishes its chunk and site in the rendezvous store; rank 0 reads everyone's
  * and publishes the answer, which the others read (strata_comm_agree_sites). Keys
  * live under "<job>/site/<k>/<rank>", k = how many communicators this rank opened in the job so far
  * (a store counter, as src/net/net.c does for its keys), so two communicators of one job never read
@@ -47,31 +47,6 @@ static int site_prefix(strata_comm *comm, char *prefix, size_t len) {
   return status;
 }
 
-/* Reads rank `rank`'s "<chunk> <site>"; a value without the chunk is a protocol error. */
-static int site_read(strata_comm *comm, const char *prefix, int rank, char *name, uint64_t *chunk) {
-  char key[224];
-  snprintf(key, sizeof key, "%s/%d", prefix, rank);
-  void *value = NULL;
-  size_t len = 0;
-  int status = strata_store_get(comm->store, key, &value, &len, comm->cfg.timeout_s);
-  if (status != STRATA_OK) return status;
-  const char *text = value, *space = memchr(text, ' ', len);
-  char digits[24] = "";
-  size_t ndigits = space ? (size_t)(space - text) : 0;
-  if (ndigits == 0 || ndigits >= sizeof digits) {
-    free(value);
-    return STRATA_ERR_PROTOCOL;
-  }
-  memcpy(digits, text, ndigits);
-  char *end = NULL;
-  *chunk = strtoull(digits, &end, 10);
-  size_t rest = len - ndigits - 1;
-  snprintf(name, SITE_NAME_BYTES, "%.*s",
-           (int)(rest < SITE_NAME_BYTES ? rest : SITE_NAME_BYTES - 1), space + 1);
-  free(value);
-  return *end == '\0' && *chunk > 0 ? STRATA_OK : STRATA_ERR_PROTOCOL;
-}
-
 static void site_log(const strata_comm *comm, char (*names)[SITE_NAME_BYTES], int nsites) {
   if (strata_log_get_level() < STRATA_LOG_INFO) return;
   char text[512] = "";
@@ -88,23 +63,92 @@ static void site_log(const strata_comm *comm, char (*names)[SITE_NAME_BYTES], in
 
 /* ---- the exchange ---- */
 
-/* Reads every rank's site into site_of_rank / names and the largest chunk proposed into *chunk. */
+/* Every rank's site and chunk travel as counters of the store (an add each), which rank 0 reads
+ * many at once (strata_store_read_counts: one request per SITE_COUNTS_PER_REQUEST ranks with
+ * strata's store); a site's name is published once under its hash. The hash has 48 bits, so
+ * the few names of a job never meet (and a counter holds it exactly). */
+enum { SITE_COUNTS_PER_REQUEST = 8192 };
+
+static uint64_t site_hash(const char *name) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+    h = (h ^ *p) * 1099511628211ull;
+  return h & ((1ull << 48) - 1);
+}
+
+static int site_publish(strata_comm *comm, const char *prefix) {
+  char key[240];
+  uint64_t h = site_hash(comm->cfg.site);
+  snprintf(key, sizeof key, "%s/name/%llx", prefix, (unsigned long long)h);
+  int status = strata_store_set(comm->store, key, comm->cfg.site, strlen(comm->cfg.site));
+  if (status == STRATA_OK) {
+    snprintf(key, sizeof key, "%s/of/%d", prefix, comm->rank);
+    status = strata_store_add(comm->store, key, (int64_t)h + 1, NULL);
+  }
+  if (status == STRATA_OK) {
+    snprintf(key, sizeof key, "%s/chunk/%d", prefix, comm->rank);
+    status = strata_store_add(comm->store, key, (int64_t)comm->cfg.chunk_bytes, NULL);
+  }
+  if (status == STRATA_OK) {
+    snprintf(key, sizeof key, "%s/published", prefix);
+    status = strata_store_add(comm->store, key, 1, NULL);
+  }
+  return status;
+}
+
+/* Rank 0: every rank's site into site_of_rank / names (indices in order of first appearance,
+ * rank 0's site is 0) and the largest chunk proposed into *chunk. */
 static int site_read_all(strata_comm *comm, const char *prefix, char (*names)[SITE_NAME_BYTES],
                          int *site_of_rank, int *nsites, uint64_t *chunk) {
-  char name[SITE_NAME_BYTES];
+  char key[240];
+  snprintf(key, sizeof key, "%s/published", prefix);
+  int status = strata_store_wait_count(comm->store, key, comm->nranks, NULL, comm->cfg.timeout_s);
+  if (status != STRATA_OK) return status;
+  int batch = comm->nranks < SITE_COUNTS_PER_REQUEST ? comm->nranks : SITE_COUNTS_PER_REQUEST;
+  char **keys = calloc(2 * (size_t)batch, sizeof *keys);
+  int64_t *values = calloc(2 * (size_t)batch, sizeof *values);
+  uint64_t *hashes = calloc((size_t)comm->nranks, sizeof *hashes);
+  if (!keys || !values || !hashes) status = STRATA_ERR_NO_MEMORY;
+  for (int i = 0; status == STRATA_OK && i < 2 * batch; i++)
+    if (!(keys[i] = malloc(sizeof key))) status = STRATA_ERR_NO_MEMORY;
   *nsites = 0;
   *chunk = 0;
-  for (int r = 0; r < comm->nranks; r++) {
-    uint64_t proposed = 0;
-    int status = site_read(comm, prefix, r, name, &proposed);
-    if (status != STRATA_OK) return status;
-    if (proposed > *chunk) *chunk = proposed;
-    int t = 0;
-    while (t < *nsites && strcmp(names[t], name) != 0) t++;
-    if (t == *nsites) memcpy(names[(*nsites)++], name, sizeof name);
-    site_of_rank[r] = t;
+  for (int base = 0; status == STRATA_OK && base < comm->nranks; base += batch) {
+    int n = comm->nranks - base < batch ? comm->nranks - base : batch;
+    for (int i = 0; i < n; i++) {
+      snprintf(keys[i], sizeof key, "%s/of/%d", prefix, base + i);
+      snprintf(keys[n + i], sizeof key, "%s/chunk/%d", prefix, base + i);
+    }
+    status =
+        strata_store_read_counts(comm->store, (const char *const *)keys, 2 * (size_t)n, values);
+    for (int i = 0; status == STRATA_OK && i < n; i++) {
+      if (values[i] < 1 || values[i] > (int64_t)1 << 48 || values[n + i] < 1) {
+        status = STRATA_ERR_PROTOCOL;
+        break;
+      }
+      uint64_t h = (uint64_t)values[i] - 1;
+      if ((uint64_t)values[n + i] > *chunk) *chunk = (uint64_t)values[n + i];
+      int t = 0;
+      while (t < *nsites && hashes[t] != h) t++;
+      if (t == *nsites) { /* a site not seen yet: its name */
+        void *value = NULL;
+        size_t len = 0;
+        snprintf(key, sizeof key, "%s/name/%llx", prefix, (unsigned long long)h);
+        status = strata_store_get(comm->store, key, &value, &len, comm->cfg.timeout_s);
+        if (status != STRATA_OK) break;
+        snprintf(names[t], SITE_NAME_BYTES, "%.*s",
+                 (int)(len < SITE_NAME_BYTES ? len : SITE_NAME_BYTES - 1), (const char *)value);
+        free(value);
+        hashes[(*nsites)++] = h;
+      }
+      site_of_rank[base + i] = t;
+    }
   }
-  return STRATA_OK;
+  for (int i = 0; keys && i < 2 * batch; i++) free(keys[i]);
+  free(keys);
+  free(values);
+  free(hashes);
+  return status;
 }
 
 /* Rank 0's answer, "<chunk> <nsites> <nranks>\n" then each name as "<length> <bytes>\n" then the
@@ -177,17 +221,14 @@ out:
   return status;
 }
 
-/* Every rank publishes its "<chunk> <site>"; rank 0 reads them all and publishes the answer every
- * other rank reads once: O(1) store requests per rank but rank 0's N, O(N) for the job, where
- * every rank reading every other's costs the store N^2 as the job grows. */
+/* Every rank publishes its site and chunk (site_publish); rank 0 reads them all, a batch of ranks
+ * per request, and publishes the answer every other rank reads once: O(1) store requests per
+ * rank, where every rank reading every other's cost the store N^2 as the job grows. */
 int strata_comm_agree_sites(strata_comm *comm) {
   if (comm->nranks < 2 || !comm->store) return STRATA_OK;
-  char prefix[160], key[224], published[24 + sizeof comm->cfg.site];
+  char prefix[160];
   int status = site_prefix(comm, prefix, sizeof prefix);
-  snprintf(key, sizeof key, "%s/%d", prefix, comm->rank);
-  int n = snprintf(published, sizeof published, "%llu %s",
-                   (unsigned long long)comm->cfg.chunk_bytes, comm->cfg.site);
-  if (status == STRATA_OK) status = strata_store_set(comm->store, key, published, (size_t)n);
+  if (status == STRATA_OK) status = site_publish(comm, prefix);
   char(*names)[SITE_NAME_BYTES] = calloc((size_t)comm->nranks, sizeof *names);
   int *site_of_rank = calloc((size_t)comm->nranks, sizeof *site_of_rank);
   if (!names || !site_of_rank) status = STRATA_ERR_NO_MEMORY;

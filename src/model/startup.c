@@ -17,10 +17,12 @@ enum {
   HANDSHAKE_STEPS = 4,      /* connect + hello/auth: two round trips, four one-way steps */
   EAGER_FIXED_REQUESTS = 6, /* three opens counters, identity, address, site */
   EAGER_ENTRIES_PER_RANK = 6,
-  /* three opens counters; its host record filed (an add, a set); its address and site set; the
-   * joined counter's add and wait; its host's list read; the sites' answer read */
-  LAZY_FIXED_REQUESTS = 11,
-  LAZY_ENTRIES_PER_RANK = 6, /* three opens counters, host record, address, site */
+  /* three opens counters; its host record filed (an add, a set); its address set; its site's
+   * name, its site and its chunk (a set, two adds) and an add saying so; the joined counter's add
+   * and wait; its host's list read; the sites' answer read */
+  LAZY_FIXED_REQUESTS = 14,
+  SITE_COUNTS_PER_REQUEST = 8192, /* ranks whose site and chunk rank 0 reads in one request */
+  LAZY_ENTRIES_PER_RANK = 7,      /* three opens counters, host record, address, site, chunk */
   COUNTER_BYTES = 8,
   SITE_ANSWER_BYTES = 48 /* the sites' answer: runs of ranks per site (engine/sites.c), 2 sites */
 };
@@ -101,21 +103,23 @@ static void lazy_counts(const strata_startup_job *job, const strata_startup_cost
   double peers, dialed_mean, dialed_max,
       record = c->identity_bytes + c->address_bytes + c->site_bytes;
   schedule_peers(job->ranks, job->pattern, &peers, &dialed_mean, &dialed_max);
-  out->requests_per_rank = LAZY_FIXED_REQUESTS + dialed_mean + (n - 1) / n; /* rank 0's reads */
-  /* rank 0 reads every rank's site (N - 1 reads, less its own answer read, plus the answer set) */
-  out->requests_max = LAZY_FIXED_REQUESTS + (n - 1) + dialed_max;
+  /* rank 0 waits for every rank's site, reads them a batch per request, reads the one site's
+   * name and sets the answer instead of reading it */
+  double rank0_extra = 2 + ceil(n / SITE_COUNTS_PER_REQUEST);
+  out->requests_per_rank = LAZY_FIXED_REQUESTS + dialed_mean + rank0_extra / n;
+  out->requests_max = LAZY_FIXED_REQUESTS + rank0_extra + dialed_max;
   out->requests_total = n * out->requests_per_rank;
-  /* each rank reads the sites' answer (a few bytes per site); rank 0 reads every site */
-  out->store_bytes_total = n * (out->requests_per_rank * frame + 3 * COUNTER_BYTES + record +
+  /* each rank reads the sites' answer (a few bytes per site); rank 0 reads two counters a rank */
+  out->store_bytes_total = n * (out->requests_per_rank * frame + 5 * COUNTER_BYTES + record +
                                 dialed_mean * c->address_bytes + SITE_ANSWER_BYTES) +
-                           n * c->site_bytes;
+                           n * 2 * (COUNTER_BYTES + c->key_bytes);
   out->store_rounds = out->requests_max;
   /* the dials of one schedule go out together: one handshake's latency, then the allreduce */
   out->peer_rounds = HANDSHAKE_STEPS + allreduce_steps(job->ranks, job->pattern);
   out->peers_per_rank = peers;
   out->store_entries = LAZY_ENTRIES_PER_RANK * n;
   out->store_memory_bytes = out->store_entries * (c->key_bytes + c->entry_overhead_bytes) +
-                            n * (3 * COUNTER_BYTES + record) + SITE_ANSWER_BYTES;
+                            n * (5 * COUNTER_BYTES + record) + SITE_ANSWER_BYTES;
 }
 
 int strata_startup_model(const strata_startup_job *job, strata_startup_scheme scheme,

@@ -9,13 +9,14 @@
  *  identity and every rank's site: 2N + 5 + r requests for rank r, about 2.5 N^2 per job, and
  *  (N - 1)(streams + 1) sockets per rank, N(N - 1)/2 (streams + 1) handshakes per job;
  *
- *  LAZY (connections on demand): each rank files its host record and publishes its address and
- *  site (three opens counters, four writes), counts itself joined and waits once for every rank,
- *  then reads its host's list of ranks and the sites' answer: 11 requests, plus a peer's address
- *  when it first dials it (the rank that needs the pair first dials, so about half the peers its
- *  schedules use). Rank 0 also reads every rank's site and publishes the answer (N more), and a
- *  host's first rank reads that host's records (not modelled: a few per host). A ring leaves 2
- *  peers per rank, recursive halving-doubling log2 N.
+ *  LAZY (connections on demand): each rank files its host record, publishes its address, its site
+ *  and its chunk (three opens counters, eight writes), counts itself joined and waits once for
+ *  every rank, then reads one list of the ranks on its host and one answer of every rank's site:
+ *  14 requests, plus a peer's address when it first dials it (the rank that needs the pair first
+ *  dials, so about half the peers its schedules use). Rank 0 also reads every rank's site and
+ *  chunk as counters, 8,192 ranks per request, and publishes the answer; a host's first rank
+ *  reads that host's records (not modelled: a few per host). A ring leaves 2 peers per rank,
+ *  recursive halving-doubling log2 N.
  *
  * The init time is the largest of three bounds, plus the latency of the sequential rounds:
  *  - the store's single event loop serving every request (requests x request_server_us);
@@ -32,7 +33,7 @@
 
 typedef enum strata_startup_scheme {
   STRATA_STARTUP_EAGER = 0, /* full mesh at init */
-  STRATA_STARTUP_LAZY = 1   /* connections on demand, O(1) store requests per rank but rank 0 */
+  STRATA_STARTUP_LAZY = 1   /* connections on demand, O(1) store requests per rank */
 } strata_startup_scheme;
 
 typedef enum strata_startup_pattern {
