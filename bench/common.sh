@@ -6,6 +6,12 @@
 #
 # sets root, build (absolute), strata, py ($STRATA_PYTHON: the venv of scripts/venv.sh, with numpy and torch) and
 # quick (0/1); --help prints the calling script's header comment.
+#
+#   netem_up PREFIX LIFETIME_S NETEM_UP_ARGS...
+#
+# brings up `strata netem` as $name (PREFIX and this shell's pid) for at most LIFETIME_S (the
+# forwarder removes everything by itself then, even if the script is killed), and on exit kills
+# every pid the script put in $pids and takes the emulated WAN down. Needs $strata.
 
 bench_init() {
   local name=$1 arg
@@ -29,4 +35,19 @@ bench_init() {
     echo "$name: needs root and /dev/net/tun (strata netem: network namespaces + TUN)" >&2
     exit 1
   fi
+}
+
+netem_cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  "$strata" netem down --name "$name" >/dev/null 2>&1 || true
+}
+
+netem_up() {
+  name=$1$$
+  local lifetime=$2
+  shift 2
+  pids=()
+  trap netem_cleanup EXIT
+  trap 'exit 130' INT TERM
+  "$strata" netem up --name "$name" --lifetime "$lifetime" "$@" >/dev/null
 }

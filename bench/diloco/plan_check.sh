@@ -39,16 +39,8 @@ cat >"$out/links.json" <<'EOF'
 }
 EOF
 
-name=dlpc$$
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  "$strata" netem down --name "$name" >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-"$strata" netem up --name "$name" --sites 2 --ranks-per-site 2 --lifetime 1800 \
-  --link '*:rate=1gbit,delay=25ms' >/dev/null
+netem_up dlpc 1800 --sites 2 --ranks-per-site 2 \
+  --link '*:rate=1gbit,delay=25ms'
 
 fails=0
 for wire in none:32 int8:8; do

@@ -95,18 +95,8 @@ args_of() { # NAME -> train.py arguments of that run
   esac
 }
 
-name=diloco$$
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  "$strata" netem down --name "$name" >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# The forwarder removes everything by itself after --lifetime even if this script is killed.
-"$strata" netem up --name "$name" --sites 2 --ranks-per-site 1 --lifetime 7200 \
-  --link '*:rate=1gbit,delay=25ms' >/dev/null
+netem_up diloco 7200 --sites 2 --ranks-per-site 1 \
+  --link '*:rate=1gbit,delay=25ms'
 quick_args=()
 [ $quick -eq 1 ] && quick_args=(--eval-seqs 16 --final-eval-seqs 64)
 read -r -a run_list <<<"$runs"

@@ -48,17 +48,8 @@ args_of() {
   esac
 }
 
-name=dlsh$$
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  "$strata" netem down --name "$name" >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-"$strata" netem up --name "$name" --sites 2 --ranks-per-site 2 --lifetime 7200 \
-  --link '*:rate=1gbit,delay=25ms' >/dev/null
+netem_up dlsh 7200 --sites 2 --ranks-per-site 2 \
+  --link '*:rate=1gbit,delay=25ms'
 echo "diloco-sharded: 2 sites x 2 ranks over strata netem ($name): 1 Gbit/s, 25 ms each way; $steps inner steps per run; results in $out"
 
 rank() { # SITE LOCAL RUN [more train_sharded.py arguments]: one rank in its site's namespace

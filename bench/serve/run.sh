@@ -37,17 +37,8 @@ fi
 mkdir -p "$out"
 rm -f "$out"/*.jsonl "$out"/*.log "$out"/*.pid
 secret=serve-bench-$$
-name=serve$$
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  "$strata" netem down --name "$name" >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-"$strata" netem up --name "$name" --sites 3 --ranks-per-site 1 --lifetime 3600 \
-  --link '0-1:delay=10ms' --link '0-2:delay=20ms' --link '1-2:delay=15ms' >/dev/null
+netem_up serve 3600 --sites 3 --ranks-per-site 1 \
+  --link '0-1:delay=10ms' --link '0-2:delay=20ms' --link '1-2:delay=15ms'
 echo "serve: 3 sites over strata netem ($name): RTT 0-1 20 ms, 0-2 40 ms, 1-2 30 ms; results in $out"
 
 at() { # SITE CMD...: run in that site with the package on the path, one thread for torch

@@ -21,6 +21,7 @@ root=$(cd "$here/../.." && pwd)
 build=${BUILD:-$root/build}
 strata=$build/strata
 py=${STRATA_PYTHON:-/usr/bin/python3}
+. "$here/../common.sh" # netem_up
 seq="" params=100e6 versions=10 out=$root/bench/results/weights prepare=""
 while [ $# -gt 0 ]; do
   case $1 in
@@ -41,16 +42,8 @@ if [ -z "$seq" ]; then
   seq=$out/sequence/lr1e-06
 fi
 
-name=wsync$$
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  "$strata" netem down --name "$name" >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-"$strata" netem up --name "$name" --sites 2 --ranks-per-site 2 --lifetime 3600 \
-  --link '*:rate=1gbit,delay=25ms' >/dev/null
+netem_up wsync 3600 --sites 2 --ranks-per-site 2 \
+  --link '*:rate=1gbit,delay=25ms'
 echo "weights: 2 sites over strata netem ($name): 1 Gbit/s, 25 ms each way; results in $out"
 # A round is a burst after seconds of idle (the publisher encodes between rounds): with CUBIC
 # (STRATA_TCP_CC=cubic, or a system default other than BBR) Linux then restarts a connection
