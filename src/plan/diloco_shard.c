@@ -203,8 +203,8 @@ static void wan_link_of(void *ctx, int src, int dst, strata_sim_link *out) {
  * over links of one-way time alpha_us, its f32 messages carried at the rate their encoding
  * shrinks them by. The hops are the schedule's own (one for the exchange of two sites, 2(S-1)
  * for a ring). */
-static int exchange_time_us(int S, uint64_t count, strata_compress c, uint64_t chunk,
-                            double alpha_us, double gbps, double *us) {
+static int simulate_exchange_us(int S, uint64_t count, strata_compress c, uint64_t chunk,
+                                double alpha_us, double gbps, double *us) {
   *us = 0;
   if (count == 0 || S < 2) return STRATA_OK;
   int *site_of_rank = malloc((size_t)S * sizeof *site_of_rank);
@@ -234,6 +234,25 @@ static int exchange_time_us(int S, uint64_t count, strata_compress c, uint64_t c
   }
   for (int r = 0; scheds && r < S; r++) strata_schedule_free(&scheds[r]);
   free(scheds), free(site_of_rank);
+  return status;
+}
+
+/* A model's shard runs to billions of values: its schedules would be millions of chunks. Past
+ * EXCHANGE_SIMULATED_CHUNKS chunks the time is affine in the count (the pipeline is full and
+ * every further chunk costs the same), so it is simulated at two sizes within that and carried
+ * along the line through them. */
+enum { EXCHANGE_SIMULATED_CHUNKS = 64 };
+
+static int exchange_time_us(int S, uint64_t count, strata_compress c, uint64_t chunk,
+                            double alpha_us, double gbps, double *us) {
+  uint64_t per_chunk = chunk >= 4 ? chunk / 4 : 1;
+  uint64_t far = per_chunk * EXCHANGE_SIMULATED_CHUNKS, near = far / 2;
+  if (count <= far) return simulate_exchange_us(S, count, c, chunk, alpha_us, gbps, us);
+  double t_near = 0, t_far = 0;
+  int status = simulate_exchange_us(S, near, c, chunk, alpha_us, gbps, &t_near);
+  if (status == STRATA_OK) status = simulate_exchange_us(S, far, c, chunk, alpha_us, gbps, &t_far);
+  if (status == STRATA_OK)
+    *us = t_far + (t_far - t_near) * ((double)(count - far) / (double)(far - near));
   return status;
 }
 

@@ -61,8 +61,10 @@ static int skip_value(scan *s) {
       if (!depth) return 0;
       s->pos++;
     } else {
+      size_t start = s->pos;
       while (s->pos < s->len && !strchr(" \t\r\n,:[]{}\"", s->text[s->pos]) && s->text[s->pos])
         s->pos++;
+      if (s->pos == start) return 0; /* a byte no value has (a NUL): never loop on it */
     }
   } while (depth);
   return 1;
