@@ -104,6 +104,29 @@ static void rebind_store_port(strata_config *cfg, int port) {
   memcpy(cfg->store_addr, addr, sizeof addr);
 }
 
+/* With sites, a rank's chunk proposal saw only the pairs connected at init (rank^1, usually in its
+ * own site: pairs connect on first use). A job across sites must pipeline its WAN transfers with
+ * the WAN chunk, so once the communicator runs, one small allreduce connects pairs across the
+ * sites (any allreduce must cross them), and the proposals, made again, are agreed (the largest
+ * wins, as at init). Only multi-site jobs pay it: two allreduces of 8 bytes. */
+static int agree_wan_chunk(strata_comm *comm) {
+  if (!comm->site_of_rank) return STRATA_OK; /* the same on every rank: all call, or none */
+  uint64_t probe = 0, mine = 0, agreed = 0;
+  int status = strata_allreduce(comm, &probe, &probe, 1, STRATA_U64, STRATA_SUM);
+  if (status == STRATA_OK) {
+    /* a rank that was given its chunk keeps proposing it */
+    mine = comm->chunk_bytes_asked ? comm->cfg.chunk_bytes : default_chunk_bytes(comm);
+    status = strata_allreduce(comm, &mine, &agreed, 1, STRATA_U64, STRATA_MAX);
+  }
+  if (status == STRATA_OK && agreed > comm->cfg.chunk_bytes) {
+    STRATA_LOG(STRATA_LOG_INFO, comm->rank,
+               "chunk %llu B: a pair across sites measured a WAN round trip (it was %llu B)",
+               (unsigned long long)agreed, (unsigned long long)comm->cfg.chunk_bytes);
+    comm->cfg.chunk_bytes = agreed;
+  }
+  return status;
+}
+
 static int connect_world(strata_comm *comm) {
   const strata_config *cfg = &comm->cfg;
   int status;
@@ -222,6 +245,13 @@ static int comm_init(const strata_config *cfg, const strata_store_ops *store_ops
   if (pthread_create(&comm->progress_thread, NULL, strata_engine_thread_main, comm) != 0)
     return fail_init(comm, STRATA_ERR_SYSTEM);
   comm->thread_started = 1;
+  status = agree_wan_chunk(comm);
+  if (status != STRATA_OK) {
+    STRATA_LOG(STRATA_LOG_ERROR, comm->rank, "cannot agree the chunk across sites: %s",
+               strata_strerror(status));
+    strata_comm_destroy(comm);
+    return status;
+  }
   STRATA_LOG(STRATA_LOG_INFO, comm->rank, "rank %d of %d ready (job %s)", comm->rank, comm->nranks,
              cfg->job_id);
   *out = comm;
