@@ -31,7 +31,7 @@ for tool in munged slurmctld slurmd srun sinfo; do
   command -v "$tool" >/dev/null || { echo "slurm.sh: no $tool (scripts/deps.sh bench)" >&2; exit 2; }
 done
 
-tmp=$(mktemp -d /tmp/strata-slurm.XXXXXX)
+tmp=$(mktemp -d -t strata-slurm.XXXXXX)
 chmod 755 "$tmp"
 results=$root/bench/results/slurm
 mkdir -p "$results" "$tmp/state" "$tmp/spool" "$tmp/munge"

@@ -59,18 +59,6 @@ static void sleep_s(double s) {
   }
 }
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0) close(fd);
-  return port;
-}
-
 static const char *etcd_binary(void) {
   static char path[512];
   const char *dirs = getenv("PATH");
@@ -139,39 +127,49 @@ static void show_logs(void) {
   }
 }
 
-/* Starts the cluster; 0 when it answers (a leader is elected) within 20 s. A port taken between
- * free_port() and etcd's bind (the host is shared) fails a member at once: then again, with
- * other ports. */
+/* A loopback port the kernel gives now, its socket kept open in *fd (so the ports picked for one
+ * cluster all differ); the caller closes it just before etcd binds the port. */
+static int hold_port(int *fd) {
+  *fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  if (*fd >= 0 && bind(*fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(*fd, (struct sockaddr *)&a, &len) == 0)
+    return ntohs(a.sin_port);
+  return -1;
+}
+
+/* Starts the cluster: 0 when it answers (a leader is elected) within 20 s, 77 when a member could
+ * not bind its port (another process took it between the pick and etcd's bind: the host is
+ * shared, and that says nothing of strata), -1 otherwise. */
 static int start_cluster(const char *etcd) {
   const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
   snprintf(work_dir, sizeof work_dir, "%s/strata-etcd-XXXXXX", base);
   if (!mkdtemp(work_dir)) return -1;
-  for (int attempt = 0; attempt < 3; attempt++) {
-    size_t used = (size_t)snprintf(url, sizeof url, "%s", STRATA_ETCD_SCHEME);
-    for (int i = 0; i < MEMBERS; i++) {
-      client_port[i] = free_port();
-      peer_port[i] = free_port();
-      used += (size_t)snprintf(url + used, sizeof url - used, "%s127.0.0.1:%d", i ? "," : "",
-                               client_port[i]);
-    }
-    for (int i = 0; i < MEMBERS; i++) start_member(etcd, i);
-    strata_store *s = NULL;
-    int status = strata_store_connect_auth(url, SECRET, "probe", 20, &s);
-    strata_store_close(s);
-    int alive = 1;
-    for (int i = 0; i < MEMBERS; i++)
-      if (waitpid(member_pid[i], NULL, WNOHANG) == member_pid[i]) { /* it exited: reaped */
-        member_pid[i] = 0;
-        alive = 0;
-      }
-    if (status == STRATA_OK && alive) return 0;
-    show_logs();
-    for (int i = 0; i < MEMBERS; i++) kill_member(i);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'/m*", work_dir);
-    if (system(cmd) != 0) return -1;
+  int held[2 * MEMBERS];
+  size_t used = (size_t)snprintf(url, sizeof url, "%s", STRATA_ETCD_SCHEME);
+  for (int i = 0; i < MEMBERS; i++) {
+    client_port[i] = hold_port(&held[2 * i]);
+    peer_port[i] = hold_port(&held[2 * i + 1]);
+    used += (size_t)snprintf(url + used, sizeof url - used, "%s127.0.0.1:%d", i ? "," : "",
+                             client_port[i]);
   }
-  return -1;
+  for (int i = 0; i < 2 * MEMBERS; i++)
+    if (held[i] >= 0) close(held[i]);
+  for (int i = 0; i < MEMBERS; i++) start_member(etcd, i);
+  strata_store *s = NULL;
+  int status = strata_store_connect_auth(url, SECRET, "probe", 20, &s);
+  strata_store_close(s);
+  int alive = 1;
+  for (int i = 0; i < MEMBERS; i++)
+    if (waitpid(member_pid[i], NULL, WNOHANG) == member_pid[i]) { /* it exited: reaped */
+      member_pid[i] = 0;
+      alive = 0;
+    }
+  if (status == STRATA_OK && alive) return 0;
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "grep -qs 'address already in use' '%s'/m*.log", work_dir);
+  return system(cmd) == 0 ? 77 : -1;
 }
 
 /* ---- the store's calls ---- */
@@ -442,7 +440,7 @@ static int rank_main(int id, progress *p) {
       p->step[id] = ++step;
       continue;
     }
-    /* a member is gone: shrink through etcd, learn who is left, retry the step */
+    /* a member is gone: shrink through etcd, learn who is left, and run the step again */
     for (;;) {
       strata_comm *next = NULL;
       status = strata_comm_shrink(comm, &next);
@@ -670,11 +668,13 @@ int main(void) {
         "the rest skipped\n");
     return failures ? 1 : 77;
   }
-  if (start_cluster(etcd) != 0) {
-    printf("test_store_etcd: the etcd cluster did not come up\n");
+  int started = start_cluster(etcd);
+  if (started != 0) {
+    printf("test_store_etcd: the etcd cluster did not come up%s\n",
+           started == 77 ? ": a port was taken between its pick and etcd's bind (skipped)" : "");
     show_logs();
     stop_cluster();
-    return 1;
+    return failures ? 1 : started == 77 ? 77 : 1;
   }
   test_calls();
   test_forgery();
