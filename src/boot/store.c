@@ -695,11 +695,9 @@ static int store_get(strata_store *s, const char *key, void **value, size_t *len
   return status;
 }
 
-static int store_wait(strata_store *s, const char *const *keys, size_t nkeys, double timeout_s) {
-  if (!s || (!keys && nkeys) || nkeys > STORE_WIRE_MAX_WAIT_KEYS || !(timeout_s >= 0))
-    return STRATA_ERR_INVALID_ARG;
-  if (nkeys == 0) return STRATA_OK;
-  if (s->has_ops) return ops_wait(s, keys, nkeys, timeout_s);
+/* A request whose body is "u32 n, n x str key" (WAIT, COUNTS). */
+static int call_keys(strata_store *s, uint8_t op, const char *const *keys, size_t nkeys,
+                     double timeout_s, uint8_t **reply, size_t *reply_len) {
   size_t len = 4;
   for (size_t i = 0; i < nkeys; i++) {
     if (!key_ok(keys[i])) return STRATA_ERR_INVALID_ARG;
@@ -709,10 +707,34 @@ static int store_wait(strata_store *s, const char *const *keys, size_t nkeys, do
   if (!body) return STRATA_ERR_NO_MEMORY;
   store_wire_put_u32(body, (uint32_t)nkeys);
   for (size_t i = 0; i < nkeys; i++) p = put_bytes(p, keys[i], strlen(keys[i]));
+  int status = call(s, op, body, len, timeout_s, reply, reply_len);
+  free(body);
+  return status;
+}
+
+/* A request whose body is "str key, u64 number" and whose reply is one u64 (ADD, WAIT_COUNT). */
+static int call_key_u64(strata_store *s, uint8_t op, const char *key, uint64_t number,
+                        double timeout_s, int64_t *answer) {
+  size_t key_len = strlen(key);
+  uint8_t body[4 + STORE_WIRE_MAX_KEY_BYTES + 8];
+  store_wire_put_u64(put_bytes(body, key, key_len), number);
   uint8_t *reply;
   size_t reply_len;
-  int status = call(s, STORE_WIRE_WAIT, body, len, timeout_s, &reply, &reply_len);
-  free(body);
+  int status = call(s, op, body, 4 + key_len + 8, timeout_s, &reply, &reply_len);
+  if (status == STRATA_OK && reply_len != 8) status = STRATA_ERR_PROTOCOL;
+  if (status == STRATA_OK && answer) *answer = (int64_t)store_wire_get_u64(reply);
+  free(reply);
+  return status;
+}
+
+static int store_wait(strata_store *s, const char *const *keys, size_t nkeys, double timeout_s) {
+  if (!s || (!keys && nkeys) || nkeys > STORE_WIRE_MAX_WAIT_KEYS || !(timeout_s >= 0))
+    return STRATA_ERR_INVALID_ARG;
+  if (nkeys == 0) return STRATA_OK;
+  if (s->has_ops) return ops_wait(s, keys, nkeys, timeout_s);
+  uint8_t *reply = NULL;
+  size_t reply_len;
+  int status = call_keys(s, STORE_WIRE_WAIT, keys, nkeys, timeout_s, &reply, &reply_len);
   free(reply);
   return status;
 }
@@ -723,51 +745,23 @@ static int store_add(strata_store *s, const char *key, int64_t delta, int64_t *r
     int64_t ignored;
     return ops_status(s->ops.add(s->ops.context, key, delta, result ? result : &ignored));
   }
-  size_t key_len = strlen(key);
-  uint8_t body[4 + STORE_WIRE_MAX_KEY_BYTES + 8];
-  store_wire_put_u64(put_bytes(body, key, key_len), (uint64_t)delta);
-  uint8_t *reply;
-  size_t reply_len;
-  int status = call(s, STORE_WIRE_ADD, body, 4 + key_len + 8, s->op_timeout_s, &reply, &reply_len);
-  if (status == STRATA_OK && reply_len != 8) status = STRATA_ERR_PROTOCOL;
-  if (status == STRATA_OK && result) *result = (int64_t)store_wire_get_u64(reply);
-  free(reply);
-  return status;
+  return call_key_u64(s, STORE_WIRE_ADD, key, (uint64_t)delta, s->op_timeout_s, result);
 }
 
 static int store_wait_count(strata_store *s, const char *key, int64_t target, int64_t *value,
                             double timeout_s) {
   if (!key_ok(key)) return STRATA_ERR_INVALID_ARG;
   if (s->has_ops) return STRATA_ERR_UNSUPPORTED; /* core/store.c polls the callbacks' add */
-  size_t key_len = strlen(key);
-  uint8_t body[4 + STORE_WIRE_MAX_KEY_BYTES + 8];
-  store_wire_put_u64(put_bytes(body, key, key_len), (uint64_t)target);
-  uint8_t *reply;
-  size_t reply_len;
-  int status = call(s, STORE_WIRE_WAIT_COUNT, body, 4 + key_len + 8, timeout_s, &reply, &reply_len);
-  if (status == STRATA_OK && reply_len != 8) status = STRATA_ERR_PROTOCOL;
-  if (status == STRATA_OK) *value = (int64_t)store_wire_get_u64(reply);
-  free(reply);
-  return status;
+  return call_key_u64(s, STORE_WIRE_WAIT_COUNT, key, (uint64_t)target, timeout_s, value);
 }
 
 static int store_read_counts(strata_store *s, const char *const *keys, size_t nkeys,
                              int64_t *values) {
   if (nkeys > STORE_WIRE_MAX_WAIT_KEYS) return STRATA_ERR_INVALID_ARG;
   if (s->has_ops) return STRATA_ERR_UNSUPPORTED; /* core/store.c adds 0 to each */
-  size_t len = 4;
-  for (size_t i = 0; i < nkeys; i++) {
-    if (!key_ok(keys[i])) return STRATA_ERR_INVALID_ARG;
-    len += 4 + strlen(keys[i]);
-  }
-  uint8_t *body = malloc(len), *p = body + 4;
-  if (!body) return STRATA_ERR_NO_MEMORY;
-  store_wire_put_u32(body, (uint32_t)nkeys);
-  for (size_t i = 0; i < nkeys; i++) p = put_bytes(p, keys[i], strlen(keys[i]));
-  uint8_t *reply;
-  size_t reply_len;
-  int status = call(s, STORE_WIRE_COUNTS, body, len, s->op_timeout_s, &reply, &reply_len);
-  free(body);
+  uint8_t *reply = NULL;
+  size_t reply_len = 0;
+  int status = call_keys(s, STORE_WIRE_COUNTS, keys, nkeys, s->op_timeout_s, &reply, &reply_len);
   if (status == STRATA_OK && reply_len != nkeys * 8) status = STRATA_ERR_PROTOCOL;
   for (size_t i = 0; status == STRATA_OK && i < nkeys; i++)
     values[i] = (int64_t)store_wire_get_u64(reply + 8 * i);
