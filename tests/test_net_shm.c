@@ -499,9 +499,11 @@ static int scenario_two_transports(job *j) {
   }
   double start = strata_now_s();
   while (remaining > 0 && strata_now_s() - start < 20) {
-    int fp;
-    CHECK_OR_RETURN(j->t->ops->progress(j->t, &fp) == STRATA_OK, "progress 1");
-    CHECK_OR_RETURN(t2->ops->progress(t2, &fp) == STRATA_OK, "progress 2");
+    int fp = -1;
+    int rc1 = j->t->ops->progress(j->t, &fp);
+    CHECK_OR_RETURN(rc1 == STRATA_OK, "progress 1: %s (peer %d)", strata_err_name(rc1), fp);
+    int rc2 = t2->ops->progress(t2, &fp);
+    CHECK_OR_RETURN(rc2 == STRATA_OK, "progress 2: %s (peer %d)", strata_err_name(rc2), fp);
   }
   CHECK_OR_RETURN(remaining == 0, "%d transfers pending", remaining);
   for (int q = 0, s = 0; q < j->nranks; q++) {
@@ -515,17 +517,8 @@ static int scenario_two_transports(job *j) {
     }
   }
   free(slots);
-  /* leave together: a rank that finished may exit while a peer still drives its transports
-   * (a known race, see the closing note of this test's owner) */
-  int64_t arrived = 0;
-  CHECK_OR_RETURN(strata_store_add(j->store, "two-transports/done", 1, &arrived) == STRATA_OK,
-                  "store add");
-  if (arrived == j->nranks) strata_store_set(j->store, "two-transports/all", "1", 1);
-  void *value = NULL;
-  size_t len = 0;
-  CHECK_OR_RETURN(strata_store_get(j->store, "two-transports/all", &value, &len, 20) == STRATA_OK,
-                  "barrier");
-  free(value);
+  /* no barrier: a rank leaves as soon as its own transfers are done, while its peers may still
+   * be taking what it wrote, which must not look like a death to them */
   t2->ops->destroy(t2);
   return 0;
 }

@@ -167,7 +167,8 @@ void *shm_map_proc_fd(int pid, int fd, int writable, size_t min_bytes, size_t *b
 void shm_peer_fail(shm_transport *t, shm_peer *p, int status);
 /* Record p's abort in the transport once the data it sent before aborting has arrived. */
 void shm_check_abort(shm_transport *t, shm_peer *p);
-/* Fail p if it died; at most every SHM_LIVENESS_PERIOD_S (*now: 0 or the current time). */
-void shm_check_liveness(shm_transport *t, shm_peer *p, double *now);
+/* 1 if p has died (asked at most every SHM_LIVENESS_PERIOD_S; *now: 0 or the current time).
+ * The caller takes what p wrote before dying before it fails p. */
+int shm_peer_found_dead(shm_peer *p, double *now);
 
 #endif

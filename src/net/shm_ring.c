@@ -405,6 +405,16 @@ int shm_post_recv(strata_transport *base, strata_xfer *x) {
   return STRATA_OK;
 }
 
+/* One pass over a peer's queues; 1 if anything moved. */
+static int shm_peer_advance(shm_transport *t, shm_peer *p) {
+  uint64_t events_before = t->events;
+  uint64_t out_head = p->out_head, in_tail = p->in_tail;
+  shm_send_advance(t, p);
+  shm_ack_advance(t, p);
+  shm_recv_advance(t, p);
+  return t->events != events_before || p->out_head != out_head || p->in_tail != in_tail;
+}
+
 int shm_progress(strata_transport *base, int *failed_peer) {
   shm_transport *t = (shm_transport *)base;
   int result = STRATA_OK;
@@ -416,14 +426,17 @@ int shm_progress(strata_transport *base, int *failed_peer) {
       shm_check_abort(t, p);
       continue;
     }
-    uint64_t events_before = t->events;
-    uint64_t out_head = p->out_head, in_tail = p->in_tail;
-    shm_send_advance(t, p);
-    shm_ack_advance(t, p);
-    shm_recv_advance(t, p);
-    int moved = t->events != events_before || p->out_head != out_head || p->in_tail != in_tail;
-    /* a peer that finished with us and left is no failure: only ask while we still wait on it */
-    if (!p->lost && !moved && shm_peer_busy(p)) shm_check_liveness(t, p, &now);
+    int moved = shm_peer_advance(t, p);
+    /* a peer that finished with us and left is no failure: only ask while we still wait on it.
+     * A peer may write its last messages and exit between our look at the ring and our look at
+     * its process, so once it is dead the ring is read again: it fails only when what it left
+     * gives nothing more (its writes happened before its exit, so they are visible now). */
+    if (!p->lost && !moved && shm_peer_busy(p) && shm_peer_found_dead(p, &now)) {
+      if (shm_peer_advance(t, p))
+        p->next_liveness_s = 0; /* still draining: ask again when it stops */
+      else if (!p->lost && shm_peer_busy(p))
+        shm_peer_fail(t, p, STRATA_ERR_PEER_LOST);
+    }
     shm_check_abort(t, p);
     if (p->lost && result == STRATA_OK) {
       result = p->lost;

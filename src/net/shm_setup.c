@@ -148,14 +148,14 @@ void shm_check_abort(shm_transport *t, shm_peer *p) {
 }
 
 /* A peer we are blocked on is checked for death at most every SHM_LIVENESS_PERIOD_S. */
-void shm_check_liveness(shm_transport *t, shm_peer *p, double *now) {
+int shm_peer_found_dead(shm_peer *p, double *now) {
   if (*now == 0) *now = strata_now_s();
-  if (*now < p->next_liveness_s) return;
+  if (*now < p->next_liveness_s) return 0;
   p->next_liveness_s = *now + SHM_LIVENESS_PERIOD_S;
   /* a peer that aborted may exit at once; its abort (published in order with the data it left
    * in our ring, see shm_check_abort) says more than its death */
-  if (atomic_load_explicit(&p->in->abort_status, memory_order_acquire)) return;
-  if (!shm_peer_alive(p)) shm_peer_fail(t, p, STRATA_ERR_PEER_LOST);
+  if (atomic_load_explicit(&p->in->abort_status, memory_order_acquire)) return 0;
+  return !shm_peer_alive(p);
 }
 
 static void shm_send_abort(strata_transport *base, int peer, int status, uint64_t op_seq) {
