@@ -18,6 +18,7 @@
 #include "emu/link.h"
 #include "emu/site.h"
 #include "model/cipher.h"
+#include "model/codec.h"
 #include "model/cost.h"
 #include "model/host.h"
 #include "plan/place.h"

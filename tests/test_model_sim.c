@@ -430,6 +430,23 @@ static void test_point_footprints(void) {
   }
 }
 
+/* A compressed message's codec on the ranks' cores (sim.h, encode_gbps): one message of 8000 f32
+ * bytes on the port model, the link at 1 byte/ns and α 10 us: 8 + 10 = 18 us uncoded. Encoding at
+ * 2 bytes/ns (4 us) and decoding back into the source at 4 (2 us) before the send, then decoding
+ * on arrival (2 us): 6 + 8 + 10 + 2 = 26 us; without the decode back, 24. */
+static void test_codec(void) {
+  strata_schedule sch[2];
+  one_message(sch);
+  strata_sim_model m = {.nranks = 2, .link = tcp_link_alpha};
+  expect_time("a message, no codec", &m, sch, 2, 18.0, "");
+  one_message(sch);
+  m.encode_gbps = 2, m.decode_gbps = 4, m.decode_sent = 1;
+  expect_time("a coded message", &m, sch, 2, 26.0, "; encode 4 + decode back 2 + 8 + 10 + 2");
+  one_message(sch);
+  m.decode_sent = 0;
+  expect_time("a coded message, source kept", &m, sch, 2, 24.0, "; encode 4 + 8 + 10 + 2");
+}
+
 int main(void) {
   const int ranks[] = {2, 3, 4, 6, 8, 16};
   const double sizes[] = {4096, 1 << 20, 64.0 * (1 << 20)};
@@ -458,6 +475,7 @@ int main(void) {
   test_host_cores();
   test_host_cores_latency();
   test_tcp_stream();
+  test_codec();
   test_tcp_stream_idle_ranks();
   test_point_footprints();
   test_host_working_set();

@@ -10,6 +10,7 @@
 
 #include "coll/schedule.h"
 #include "core/compress.h"
+#include "model/physics.h"
 #include "plan/plan.h"
 #include "topo/topo.h"
 
@@ -403,6 +404,28 @@ static void test_diloco_sharded_layout(void) {
             d.site_bytes_per_outer >= 2.0 * 2 / 3 * 3000 && d.latency_ms > 15,
         "int8 over 3 sites: headers counted, each site at least 2(S-1)/S of the model, a ring's "
         "hops");
+  /* the codec on each rank's progress thread, one chunk so nothing overlaps it: 2 sites swap
+   * halves twice (reduce-scatter, allgather), each half encoded and decoded back by its sender
+   * and decoded by its receiver, so a shard of B f32 bytes costs B/encode + 2B/decode; at half a
+   * core twice that; f32 costs nothing */
+  double enc = 0, dec = 0, B = 4.0 * 5e6; /* 100000 rows of 100 over 2 ranks */
+  strata_codec_core_gbps(STRATA_COMPRESS_INT8, &enc, &dec);
+  w.wire_bits = 8, w.chunk_bytes = 1u << 30;
+  status = strata_plan_diloco_shard(&w, "100000x100", 2, 2, 30, 1.25, 15, &d, err, sizeof err);
+  double want = (B / enc + 2 * B / dec) / 1e6, whole = d.exchange_ms_per_outer;
+  CHECK(status == STRATA_OK && enc > 0 && fabs(d.codec_ms_per_outer - want) < 0.01 * want &&
+            d.codec_encode_gbps == enc,
+        "int8's codec: B/encode + 2B/decode on a core of its own");
+  w.rank_cores = 0.5;
+  status = strata_plan_diloco_shard(&w, "100000x100", 2, 2, 30, 1.25, 15, &d, err, sizeof err);
+  CHECK(status == STRATA_OK && fabs(d.codec_ms_per_outer - 2 * want) < 0.02 * want &&
+            fabs(d.exchange_ms_per_outer - whole - want) < 0.02 * want,
+        "on half a core the codec takes twice as long, and the exchange as much longer");
+  w.wire_bits = 32, w.rank_cores = 1;
+  status = strata_plan_diloco_shard(&w, "100000x100", 2, 2, 30, 1.25, 15, &d, err, sizeof err);
+  CHECK(status == STRATA_OK && d.codec_ms_per_outer == 0 && d.codec_encode_gbps == 0,
+        "f32 has no codec");
+  w.chunk_bytes = 0;
   w.fragments = 3;
   status = strata_plan_diloco_shard(&w, "10x3,7", 2, 4, 30, 0.125, 15, &d, err, sizeof err);
   CHECK(status == STRATA_ERR_INVALID_ARG && strstr(err, "--fragments 3"),

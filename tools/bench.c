@@ -297,6 +297,8 @@ static void bench_usage(FILE *out) {
       "                           (lossy: #wrong then allows the encoding's error)\n"
       "      --cipher             alone: this core's speed sealing and opening TCP frames\n"
       "                           (AES-256-GCM, ChaCha20-Poly1305), no job needed\n"
+      "      --codec              alone: this core's speed encoding and decoding each lossy\n"
+      "                           wire encoding (bf16 f16 int8 fp8 int4), no job needed\n"
       "  -h, --help\n"
       "exit status: 0 ok, 1 a failed run or wrong results, 2 bad usage\n");
 }
@@ -2120,6 +2122,28 @@ static int bench_cipher(void) {
   return BENCH_EXIT_OK;
 }
 
+/* `strata bench --codec`: f32 GB/s of one core encoding and decoding each lossy wire encoding
+ * (16 MiB of values, the best of 5 rounds), as the planner's cost of a compressed outer exchange
+ * assumes (physics.h, strata_codec_core_gbps). */
+static int bench_codec(void) {
+  enum { VALUES = 4 << 20, ROUNDS = 5 };
+  printf("# wire encodings on one core, %d Mi f32 values, GB/s of f32 data (best of %d)\n",
+         VALUES >> 20, ROUNDS);
+  for (int c = 0; c < STRATA_COMPRESS_COUNT; c++) {
+    if (c == STRATA_COMPRESS_NONE || c == STRATA_COMPRESS_DEFAULT) continue;
+    strata_codec_rate rate;
+    int status = strata_codec_measure((strata_compress)c, VALUES, ROUNDS, &rate);
+    if (status != STRATA_OK) {
+      fprintf(stderr, "strata bench --codec: %s: %s\n", strata_compress_name((strata_compress)c),
+              strata_strerror(status));
+      return BENCH_EXIT_FAILED;
+    }
+    printf("%-5s  encode %6.2f GB/s  decode %6.2f GB/s\n",
+           strata_compress_name((strata_compress)c), rate.encode_gbps, rate.decode_gbps);
+  }
+  return BENCH_EXIT_OK;
+}
+
 /* `strata bench kv` starts its own two processes, so a launcher's ranks would each run it and
  * print a table: rank 0 runs it, the others leave it (a launcher's rank, else every process). */
 static int bench_kv(int argc, char **argv) {
@@ -2140,6 +2164,7 @@ static int bench_command(const bench_options *opt, int argc, char **argv);
 
 int strata_cmd_bench(int argc, char **argv) {
   if (argc == 2 && !strcmp(argv[1], "--cipher")) return bench_cipher();
+  if (argc == 2 && !strcmp(argv[1], "--codec")) return bench_codec();
   if (argc >= 2 && !strcmp(argv[1], "kv")) return bench_kv(argc - 1, argv + 1);
   bench_options opt;
   int status = bench_options_parse(argc, argv, &opt);

@@ -49,6 +49,9 @@ static void plan_usage(FILE *out) {
           "                         FSDP2 shards (default: P flat fragments of N/P values)\n"
           "  --chunk BYTES          diloco: the communicators' STRATA_CHUNK (default: what\n"
           "                         strata picks for the WAN's RTT)\n"
+          "  --rank-cores X         diloco: the share of a core each rank's progress thread\n"
+          "                         gets to encode and decode a compressed outer gradient\n"
+          "                         (1; 0.5 for 4 ranks on 2 cores)\n"
           "  --streams S            TCP connections per peer across the WAN (16)\n"
           "  --transport T          what carries collectives across a routed or overlay\n"
           "                         link: strata (its TCP, default), nccl-socket (NCCL's\n"
@@ -132,6 +135,7 @@ enum {
   OPT_MICRO_BATCHES,
   OPT_PARAM_SHAPES,
   OPT_CHUNK,
+  OPT_RANK_CORES,
   OPT_JSON,
   OPT_SVG,
   OPT_LINKS
@@ -166,6 +170,7 @@ static const struct option plan_options[] = {
     {"micro-batches", required_argument, 0, OPT_MICRO_BATCHES},
     {"param-shapes", required_argument, 0, OPT_PARAM_SHAPES},
     {"chunk", required_argument, 0, OPT_CHUNK},
+    {"rank-cores", required_argument, 0, OPT_RANK_CORES},
     {"json", no_argument, 0, OPT_JSON},
     {"svg", required_argument, 0, OPT_SVG},
     {"links", required_argument, 0, OPT_LINKS},
@@ -177,7 +182,7 @@ typedef struct plan_args {
   int json, list, workload_given, chunk;
   strata_workload w; /* kind filled later when not given */
   /* numeric overrides, applied after the kind's defaults: NAN / -1 = not given */
-  double params, step_ms, wire_bits, update_fraction, kv_mb, rps, token_ms, tokens;
+  double params, step_ms, wire_bits, update_fraction, kv_mb, rps, token_ms, tokens, rank_cores;
   int inner, fragments, delay, streams, sync_every, replicas, pipeline, dtype_given, rl_sync_given;
   strata_rl_sync rl_sync;
   strata_wan_transport transport;
@@ -241,6 +246,8 @@ static int parse_option(plan_args *a, int opt, const char *arg) {
       return 0;
     case OPT_CHUNK:
       return parse_int("--chunk", arg, 1, 1 << 30, &a->chunk);
+    case OPT_RANK_CORES:
+      return parse_double("--rank-cores", arg, 1e-3, 1, &a->rank_cores);
     case OPT_STREAMS:
       return parse_int("--streams", arg, 1, 1024, &a->streams);
     case OPT_TRANSPORT:
@@ -337,6 +344,7 @@ static int apply_overrides(const plan_args *a, strata_workload *w) {
   if (!isnan(a->tokens)) w->tokens_per_step = a->tokens;
   if (a->micro_batches > 0) w->micro_batches = a->micro_batches;
   if (a->chunk > 0) w->chunk_bytes = (uint64_t)a->chunk;
+  if (!isnan(a->rank_cores)) w->rank_cores = a->rank_cores;
   if (a->param_shapes) {
     if (!isnan(a->params)) {
       fprintf(stderr, "strata plan: --param-shapes gives the parameters; leave out --params\n");
@@ -351,7 +359,7 @@ static int apply_overrides(const plan_args *a, strata_workload *w) {
 static int parse_args(int argc, char **argv, plan_args *a) {
   memset(a, 0, sizeof *a);
   a->params = a->step_ms = a->wire_bits = a->update_fraction = a->kv_mb = a->rps = a->token_ms =
-      a->tokens = NAN;
+      a->tokens = a->rank_cores = NAN;
   a->inner = a->fragments = a->delay = a->streams = a->sync_every = a->replicas = -1;
   optind = 1;
   opterr = 0;

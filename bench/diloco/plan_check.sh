@@ -11,7 +11,7 @@
 # bytes must be equal (exit 1 otherwise); the time is the median exchange of the site (its
 # slowest rank), the first one (connections warming up) left out.
 # Raw results: bench/results/diloco-plan/. Environment: BUILD, STRATA_PYTHON (torch for the
-# shapes), PLAN_EXCHANGES (8; --quick 4).
+# shapes), PLAN_EXCHANGES (8; --quick 4), PLAN_WIRES (encoding:bits pairs; "none:32 int8:8").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../common.sh"
@@ -23,33 +23,21 @@ mkdir -p "$out"
 rm -f "$out"/*.json "$out"/*.log
 
 shapes=$(PYTHONPATH=$build/python "$py" "$here/plan_check.py" --shapes)
-cat >"$out/links.json" <<'EOF'
-{
-  "format": "strata-link-matrix",
-  "version": 1,
-  "ranks": 4,
-  "method": "the netem link of bench/diloco/plan_check.sh: 1 Gbit/s, 25 ms each way",
-  "latency": "one-way",
-  "hosts": ["a1", "a2", "b1", "b2"],
-  "sites": ["site0", "site0", "site1", "site1"],
-  "latency_us": [[0, 20, 25000, 25000], [20, 0, 25000, 25000],
-                 [25000, 25000, 0, 20], [25000, 25000, 20, 0]],
-  "bandwidth_gbps": [[0, 1.25, 0.125, 0.125], [1.25, 0, 0.125, 0.125],
-                     [0.125, 0.125, 0, 1.25], [0.125, 0.125, 1.25, 0]]
-}
-EOF
 
 netem_up dlpc 1800 --sites 2 --ranks-per-site 2 \
   --link '*:rate=1gbit,delay=25ms'
 
+# the 4 ranks share this host's cores: each progress thread's share, for the codec's cost
+rank_cores=$(awk -v n="$(nproc)" 'BEGIN { s = n / 4; print (s < 1 ? s : 1) }')
 fails=0
-for wire in none:32 int8:8; do
+wires=${PLAN_WIRES:-none:32 int8:8}
+for wire in $wires; do
   compress=${wire%%:*} bits=${wire##*:}
-  "$strata" plan --links "$out/links.json" --workload diloco --param-shapes "$shapes" \
-    --sync-every 50 --wire-bits "$bits" --json >"$out/plan-$compress.json"
+  "$strata" plan --links "$here/links-2x2-1gbit-25ms.json" --workload diloco --param-shapes "$shapes" \
+    --sync-every 50 --wire-bits "$bits" --rank-cores "$rank_cores" --json >"$out/plan-$compress.json"
   port=$((20000 + RANDOM % 20000))
-  timeout -k 5 "${PLAN_TIMEOUT:-600}" "$strata" netem exec --name "$name" 0 -- "$py" "$here/plan_check.py" \
-    --serve-store "10.77.0.1:$port" >"$out/$compress.store.log" 2>&1 &
+  timeout -k 5 "${PLAN_TIMEOUT:-600}" "$strata" netem exec --name "$name" 0 -- env PYTHONPATH="$build/python" \
+    "$py" "$here/plan_check.py" --serve-store "10.77.0.1:$port" >"$out/$compress.store.log" 2>&1 &
   store=$!
   pids+=("$store")
   sleep 2
@@ -79,13 +67,13 @@ print([g["values"] for g in d["ranks"] if g["first"] <= int(sys.argv[2]) <= g["l
   fi
 done
 
-"$py" - "$out" <<'PY' || fails=$((fails + 1))
+"$py" - "$out" $wires <<'PY' || fails=$((fails + 1))
 import json, statistics, sys
 out = sys.argv[1]
 bad = 0
 print(f"{'wire':5} {'':6} {'values':>8} {'WAN B/outer planned':>20} {'measured':>10} "
       f"{'exchange ms planned':>20} {'measured':>9}")
-for compress in ("none", "int8"):
+for compress in [w.split(":")[0] for w in sys.argv[2:]]:
     plan = json.load(open(f"{out}/plan-{compress}.json"))["diloco"]["sharded"]
     ranks = {(s, l): json.load(open(f"{out}/{compress}.{s}{l}.json")) for s in (0, 1) for l in (0, 1)}
     for s in (0, 1):

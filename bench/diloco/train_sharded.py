@@ -26,11 +26,19 @@ import signal
 import sys
 import time
 
+import warnings
+
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
+# ByteLM's logits are a view (its head's output); loss_of only reads them, out of place, so
+# FSDP2's caution about in-place ops on such a view does not apply
+warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view tensor")
+# a site that joins mid-run moves its learning-rate schedule to the step it joins at before its
+# first optimizer step, on purpose
+warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\\(\\)` before")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train import ByteLM, corpus, evaluate, loss_of, lr_factor, netem_bytes, windows  # noqa: E402
 
@@ -151,9 +159,12 @@ def main():
 
     comm_seen = diloco.comm if diloco is not None else None
     wan_total = 0
+    wan_before = wan_bytes() if diloco is not None else 0  # the start's broadcast of theta
     first = (diloco.inner_steps if diloco is not None else 0) + 1
     ip0 = netem_bytes(a.strata, a.netem) if a.local == 0 else None
-    evals, train_loss = [], []
+    # sync: what this rank's strata process groups sent to the other site
+    torch_wan0 = strata.torch.stats()["wan_bytes_sent"] if a.mode == "sync" else 0
+    evals, train_loss, step_s, exchange_s, wan_step = [], [], [], [], []
     elapsed, t0 = 0.0, time.perf_counter()
     tokens_per_step = a.batch * a.ctx * S * R
     for step in range(first, a.steps + 1):
@@ -165,10 +176,16 @@ def main():
         if diloco is not None and diloco.comm is not comm_seen:  # shrunk or grown: new counters
             wan_total += wan_before
             comm_seen, wan_before = diloco.comm, 0
+        comm_at, wan_prev = (diloco.comm, wan_before) if diloco is not None else (None, 0)
+        t_step = time.perf_counter()
         opt.step()
+        step_s.append(time.perf_counter() - t_step)
+        exchange_s.append(diloco.exchange_seconds if diloco is not None else 0.0)
         sched.step()
         if diloco is not None:
             wan_before = wan_bytes()
+            # this step's WAN bytes; unknown (-1) where a shrink or a grow replaced the counters
+            wan_step.append(wan_before - wan_prev if diloco.comm is comm_at else -1)
         train_loss.append(loss.item())
         if a.die_at and step == a.die_at:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -185,22 +202,34 @@ def main():
     final = evaluate(model, final_eval)
     # the site's WAN bytes: its ranks' shard communicators (diloco) or the emulator's (sync,
     # whose cross-site traffic runs in torch's process group)
+    if a.mode == "sync":
+        wan_total, wan_before = strata.torch.stats()["wan_bytes_sent"] - torch_wan0, 0
     mine = torch.tensor([wan_total + wan_before], dtype=torch.float64)
     dist.all_reduce(mine, group=site_group)
+    # each step's optimizer step and outer exchanges as the site's slowest rank took them
+    slowest = torch.tensor([step_s, exchange_s], dtype=torch.float64)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=site_group)
+    # each step's WAN bytes of the site's ranks together (-1: unknown on some rank)
+    site_step = torch.tensor(wan_step or [0] * len(step_s), dtype=torch.float64)
+    unknown = (site_step < 0).to(torch.float64)
+    dist.all_reduce(site_step, group=site_group)
+    dist.all_reduce(unknown, group=site_group)
+    site_step[unknown > 0] = -1
     ip = {k: ip1[k] - ip0.get(k, 0) for k in ip1} if ip0 is not None and ip1 else None
-    link = f"{a.site}>{1 - a.site}"
     out = {
         "name": a.name or a.mode, "rank": a.site, "world": S, "site": f"site{a.site}",
         "config": {**{k: v for k, v in vars(a).items() if k not in ("out", "serve_store")},
                    "mode": a.mode, "ranks_per_site": R},
         "params": nparams, "corpus_files": nfiles, "corpus_sha256_16": "",
         "tokens": a.steps * tokens_per_step, "wall_s": wall,
-        "wan_bytes_sent": int(mine[0]) if a.mode == "diloco" else (ip or {}).get(link, 0),
+        "wan_bytes_sent": int(mine[0]),
         "wan_bytes_source": "wan_bytes_sent of the shard communicators" if a.mode == "diloco"
-        else f"netem IP bytes {link}",
+        else "wan_bytes_sent of the process groups (strata.torch.stats)",
         "sync_warmup_steps": 0, "wan_bytes_sent_after_sync_warmup": None,
         "netem_ip_bytes": ip,
-        "first_step": first, "final_eval_loss": final, "evals": evals, "train_loss": train_loss,
+        "first_step": first, "opt_step_s": slowest[0].tolist(),
+        "exchange_s": slowest[1].tolist(),
+        "wan_bytes_per_step": [int(b) for b in site_step.tolist()], "final_eval_loss": final, "evals": evals, "train_loss": train_loss,
         "outer_steps": diloco.outer_steps if diloco is not None else 0,
     }
     if a.local == 0 and a.out:

@@ -47,6 +47,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -446,6 +447,46 @@ at::Tensor host_of(const at::Tensor &tensor, bool copy_in) {
 
 // ---- the backend ----
 
+// Every strata group of this process, for stats(): the live ones are read when asked, the ended
+// ones kept as totals, so a process's figures do not drop when a group is destroyed.
+struct GroupTotals {
+  std::mutex mutex;
+  std::set<strata_comm *> live;
+  strata_comm_stats ended{};
+};
+
+GroupTotals &group_totals() {
+  static GroupTotals *totals = new GroupTotals;  // never destroyed: backends may outlive main()
+  return *totals;
+}
+
+void add_stats(strata_comm_stats &sum, const strata_comm_stats &more) {
+  sum.messages_sent += more.messages_sent;
+  sum.data_bytes_sent += more.data_bytes_sent;
+  sum.wire_bytes_sent += more.wire_bytes_sent;
+  sum.wan_bytes_sent += more.wan_bytes_sent;
+}
+
+pybind11::dict process_stats() {
+  strata_comm_stats sum{};
+  {
+    GroupTotals &totals = group_totals();
+    std::lock_guard<std::mutex> lock(totals.mutex);
+    sum = totals.ended;
+    for (strata_comm *comm : totals.live) {
+      strata_comm_stats one{};
+      if (strata_comm_get_stats(comm, &one) == STRATA_OK) add_stats(sum, one);
+    }
+  }
+  pybind11::dict out;
+  out["messages_sent"] = sum.messages_sent;
+  out["data_bytes_sent"] = sum.data_bytes_sent;
+  out["wire_bytes_sent"] = sum.wire_bytes_sent;
+  out["wan_bytes_sent"] = sum.wan_bytes_sent;
+  out["groups"] = group_totals().live.size();
+  return out;
+}
+
 class BackendStrata : public c10d::Backend {
  public:
   BackendStrata(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
@@ -476,6 +517,11 @@ class BackendStrata : public c10d::Backend {
     ops_.set_if_absent = store_set_if_absent;
     status = strata_comm_init_store(&cfg, &ops_, &comm_);
     TORCH_CHECK(status == STRATA_OK, failure_text("joining the group", status));
+    {
+      GroupTotals &totals = group_totals();
+      std::lock_guard<std::mutex> lock(totals.mutex);
+      totals.live.insert(comm_);
+    }
     thread_ = std::thread([this] { complete_in_order(); });
   }
 
@@ -486,6 +532,13 @@ class BackendStrata : public c10d::Backend {
     }
     signal_->cv.notify_all();
     thread_.join();
+    {
+      GroupTotals &totals = group_totals();
+      std::lock_guard<std::mutex> lock(totals.mutex);
+      strata_comm_stats last{};
+      if (strata_comm_get_stats(comm_, &last) == STRATA_OK) add_stats(totals.ended, last);
+      totals.live.erase(comm_);
+    }
     strata_comm_destroy(comm_);
   }
 
@@ -1185,6 +1238,10 @@ PYBIND11_MODULE(_torch, module) {
              "The c10d Backend of one group: torch.distributed calls it through "
              "Backend.register_backend.");
   module.def("version", [] { return std::string(strata_version()); });
+  module.def("stats", &process_stats,
+             "What this process's strata groups sent, all together, ended groups included: "
+             "messages_sent, data_bytes_sent, wire_bytes_sent, wan_bytes_sent (to ranks of "
+             "another site, STRATA_SITE), and groups (the live ones).");
   module.def(
       "_runtime_id", [] { return reinterpret_cast<uintptr_t>(&strata_version); },
       "The address of libstrata's strata_version in this module: equal in strata._strata "

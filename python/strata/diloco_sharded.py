@@ -198,7 +198,8 @@ class ShardedDiLoCo:
                 tensors = [self._hosts[i] for i in self._frag_params[f]]
                 self._states.append(_State(None if join else self.comm, tensors,
                                            **self._options) if tensors else None)
-        # wall time of the last outer step whose exchanges failed over to the survivors
+        # wall time of the last step's outer exchanges (starts, applies, and any fail-over to
+        # the survivors), copies to and from host mirrors included; 0.0 when none was due
         self.exchange_seconds = 0.0
         if join:
             self._join_sync()
@@ -311,7 +312,7 @@ class ShardedDiLoCo:
                           if f not in self._in_flight and f not in pending_starts]:
                     # delay 0: applied right after its start, restart it from theta_local
                     self._start(f)
-                self.exchange_seconds = time.monotonic() - began
+        self.exchange_seconds = time.monotonic() - began if starts or applies else 0.0
         return len(applies)
 
     # ---- training ----

@@ -54,7 +54,7 @@ from . import DiLoCo as _DiLoCoState  # noqa: E402
 from . import _torch  # noqa: E402
 from ._host import copy_mirrored, diloco_due, host_copy  # noqa: E402
 
-__all__ = ["BACKEND", "DEVICES", "DiLoCo", "register"]
+__all__ = ["BACKEND", "DEVICES", "DiLoCo", "register", "stats"]
 BACKEND = "strata"
 DEVICES = ["cpu", "cuda"]
 
@@ -65,6 +65,14 @@ def register() -> None:
     if BACKEND.upper() not in dist.Backend._plugins:
         dist.Backend.register_backend(BACKEND, _torch.create_backend, devices=DEVICES)
     _allow_monitored_barrier()
+
+
+def stats() -> Dict[str, int]:
+    """What this process's "strata" process groups sent, all of them together (groups already
+    destroyed included): messages_sent, data_bytes_sent, wire_bytes_sent (after compression),
+    wan_bytes_sent (the part sent to ranks of another site, as STRATA_SITE declares them), and
+    groups, how many are live. strata.Comm.stats() gives one communicator's."""
+    return cast(Dict[str, int], _torch.stats())
 
 
 def _allow_monitored_barrier() -> None:

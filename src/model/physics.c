@@ -132,6 +132,24 @@ double strata_seal_cap_gbps(void) {
   return STRATA_AEAD_AES256GCM_GBYTES_PER_CORE / 2;
 }
 
+/* `strata bench --codec` on one x86-64 core (a 2-core guest with AVX2; gcc -O2, the build's
+ * flags), the best of 5 rounds over 16 MiB of f32: the block encodings (int8, int4, fp8) scan
+ * each block for its range before coding it, so they encode several times slower than they
+ * decode; bf16 and f16 are one rounding per value each way. */
+void strata_codec_core_gbps(strata_compress c, double *encode_gbps, double *decode_gbps) {
+  double e = 0, d = 0;
+  switch (c) {
+    case STRATA_COMPRESS_BF16: e = 14.0, d = 16.0; break;
+    case STRATA_COMPRESS_F16: e = 18.0, d = 17.0; break;
+    case STRATA_COMPRESS_INT8: e = 1.7, d = 5.4; break;
+    case STRATA_COMPRESS_FP8: e = 1.3, d = 5.7; break;
+    case STRATA_COMPRESS_INT4: e = 1.6, d = 5.7; break;
+    default: break;
+  }
+  if (encode_gbps) *encode_gbps = e;
+  if (decode_gbps) *decode_gbps = d;
+}
+
 /* WireGuard adds 60 B per packet over IPv4 and 80 B over IPv6 (Donenfeld, WireGuard list 2017);
  * wg-quick plans for the IPv6 case, so a 1500 B path gives a 1420 B tunnel MTU. */
 int strata_wireguard_mtu(int path_mtu) {

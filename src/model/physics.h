@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "strata.h"
+
 /* One technology the map names, with what it can carry. */
 typedef enum strata_tech {
   STRATA_TECH_NVLINK3 = 0, /* A100, 600 GB/s per GPU both directions */
@@ -82,6 +84,11 @@ double strata_switch_headroom_per_port_bytes(double buffer_bytes, int lossless_p
  * most half of it. */
 #define STRATA_AEAD_AES256GCM_GBYTES_PER_CORE 5.0
 double strata_seal_cap_gbps(void);
+
+/* ---- the wire encodings of compressed collectives (src/core/compress.c) ---- */
+/* f32 GB/s one core encodes and decodes encoding c (0 and 0 for none): what the engine's
+ * progress thread spends on each message of a compressed call. */
+void strata_codec_core_gbps(strata_compress c, double *encode_gbps, double *decode_gbps);
 
 /* ---- overlays ---- */
 #define STRATA_WIREGUARD_OVERHEAD_V4_BYTES 60

@@ -113,6 +113,7 @@ typedef struct sim_state {
   uint8_t *posted;   /* receives: ready (the receiver has posted them) */
   uint32_t *held;    /* receives: 1 + the pull's send that waits for this receive to be posted */
   uint8_t *done;
+  uint8_t *encoded; /* sends: their bytes were encoded (encode_gbps > 0) */
   double *copy_out_gbps; /* receives: the receiver's core copies the bytes out at this rate
                             (one_core_per_rank, links that do not pull); 0 = none */
   uint32_t *match;       /* sends: global index of the matching receive */
@@ -134,6 +135,7 @@ static void sim_free(sim_state *s) {
   free(s->posted);
   free(s->held);
   free(s->done);
+  free(s->encoded);
   free(s->copy_out_gbps);
   free(s->match);
   free(s->succ_begin);
@@ -156,6 +158,7 @@ static int sim_alloc(sim_state *s) {
   s->posted = calloc(t + 1, 1);
   s->held = calloc(t + 1, sizeof *s->held);
   s->done = calloc(t + 1, 1);
+  s->encoded = calloc(t + 1, 1);
   s->copy_out_gbps = calloc(t + 1, sizeof *s->copy_out_gbps);
   s->match = calloc(t + 1, sizeof *s->match);
   s->succ_begin = calloc(t + 2, sizeof *s->succ_begin);
@@ -165,7 +168,7 @@ static int sim_alloc(sim_state *s) {
   s->shared_free = calloc((size_t)s->model->nshared + 1, sizeof(double));
   s->latent = calloc(p, sizeof(double));
   if (!s->pending || !s->ready || !s->arrival || !s->last_byte || !s->waiting || !s->posted ||
-      !s->held || !s->done || !s->copy_out_gbps || !s->match || !s->succ_begin || !s->tx_free ||
+      !s->held || !s->done || !s->encoded || !s->copy_out_gbps || !s->match || !s->succ_begin || !s->tx_free ||
       !s->rx_free || !s->cpu_free || !s->shared_free || !s->latent)
     return STRATA_ERR_NO_MEMORY;
   for (size_t i = 0; i <= t; i++) s->arrival[i] = NAN;
@@ -356,6 +359,7 @@ static int sim_finish_recv(sim_state *s, uint32_t g, double ready_time) {
     t = cpu_cost_us(s, r, t, (double)st->bytes, s->copy_out_gbps[g]);
   }
   t = dmax(t, s->last_byte[g]);
+  t = cpu_cost_us(s, r, t, (double)st->bytes, s->model->decode_gbps);
   if (st->kind == STRATA_STEP_RECV_REDUCE)
     t = cpu_cost_us(s, r, t, (double)st->bytes, s->model->reduce_gbps);
   return sim_complete(s, g, t);
@@ -438,6 +442,14 @@ static int sim_step(sim_state *s, uint32_t g, double t) {
   s->ready[g] = t;
   switch (st->kind) {
     case STRATA_STEP_SEND:
+      if (s->model->encode_gbps > 0 && !s->encoded[g]) {
+        /* the codec runs once on the sender's core, then the send competes for its link */
+        s->encoded[g] = 1;
+        double coded = cpu_cost_us(s, r, t, (double)st->bytes, s->model->encode_gbps);
+        if (s->model->decode_sent)
+          coded = cpu_cost_us(s, r, coded, (double)st->bytes, s->model->decode_gbps);
+        return heap_push(s, coded, g) == 0 ? STRATA_OK : STRATA_ERR_NO_MEMORY;
+      }
       return sim_send(s, r, st, g, t);
     case STRATA_STEP_RECV:
     case STRATA_STEP_RECV_REDUCE:

@@ -60,6 +60,13 @@ typedef struct strata_sim_model {
    * rank a message is flying to counts as busy until it lands (α, measured with every rank
    * running, is mostly the receiver waiting for a core others hold). */
   int host_cores;
+  /* A compressed collective's codec on the rank's core (0 = free): a SEND first encodes its
+   * step's bytes (the uncompressed size) at encode_gbps, and with decode_sent decodes them back
+   * into its source (as the engine does where the source is writable, as in an in-place
+   * allreduce) at decode_gbps; a receive decodes what arrived at decode_gbps after its last byte.
+   * The link carries what the encoding leaves (give the link's rate per uncompressed byte). */
+  double encode_gbps, decode_gbps;
+  int decode_sent;
 } strata_sim_model;
 
 typedef struct strata_sim_result {

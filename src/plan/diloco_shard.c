@@ -30,6 +30,7 @@
 #include "coll/schedule.h"
 #include "core/compress.h"
 #include "engine/chunk.h"
+#include "model/physics.h"
 #include "model/sim.h"
 #include "plan/plan.h"
 
@@ -198,13 +199,19 @@ static void wan_link_of(void *ctx, int src, int dst, strata_sim_link *out) {
   out->pull = 0;
 }
 
+/* What the engine's codec costs a rank's progress thread: f32 GB/s it encodes and decodes. */
+typedef struct codec_cost {
+  double encode_gbps, decode_gbps;
+} codec_cost;
+
 /* How long the allreduce of `count` f32 values over S sites of one rank takes when each rank has
  * `gbps` (GB/s) of the WAN to itself: every rank's schedule run by the simulator (src/model/sim.c)
  * over links of one-way time alpha_us, its f32 messages carried at the rate their encoding
  * shrinks them by. The hops are the schedule's own (one for the exchange of two sites, 2(S-1)
  * for a ring). */
 static int simulate_exchange_us(int S, uint64_t count, strata_compress c, uint64_t chunk,
-                                double alpha_us, double gbps, double *us) {
+                                double alpha_us, double gbps, const codec_cost *codec,
+                                double *us) {
   *us = 0;
   if (count == 0 || S < 2) return STRATA_OK;
   int *site_of_rank = malloc((size_t)S * sizeof *site_of_rank);
@@ -228,6 +235,11 @@ static int simulate_exchange_us(int S, uint64_t count, strata_compress c, uint64
     double shrink = 4.0 * (double)count / (double)strata_compress_wire_bytes(c, count);
     wan_link link = {alpha_us, gbps * (compressed ? shrink : 1)};
     strata_sim_model model = {.nranks = S, .link = wan_link_of, .ctx = &link};
+    if (compressed && codec) { /* the engine's codec on each rank's progress thread */
+      model.encode_gbps = codec->encode_gbps;
+      model.decode_gbps = codec->decode_gbps;
+      model.decode_sent = 1; /* the exchange is in place: senders keep what they sent */
+    }
     strata_sim_result result;
     status = strata_sim_run(&model, scheds, &result);
     if (status == STRATA_OK) *us = result.time_us;
@@ -244,13 +256,14 @@ static int simulate_exchange_us(int S, uint64_t count, strata_compress c, uint64
 enum { EXCHANGE_SIMULATED_CHUNKS = 64 };
 
 static int exchange_time_us(int S, uint64_t count, strata_compress c, uint64_t chunk,
-                            double alpha_us, double gbps, double *us) {
+                            double alpha_us, double gbps, const codec_cost *codec, double *us) {
   uint64_t per_chunk = chunk >= 4 ? chunk / 4 : 1;
   uint64_t far = per_chunk * EXCHANGE_SIMULATED_CHUNKS, near = far / 2;
-  if (count <= far) return simulate_exchange_us(S, count, c, chunk, alpha_us, gbps, us);
+  if (count <= far) return simulate_exchange_us(S, count, c, chunk, alpha_us, gbps, codec, us);
   double t_near = 0, t_far = 0;
-  int status = simulate_exchange_us(S, near, c, chunk, alpha_us, gbps, &t_near);
-  if (status == STRATA_OK) status = simulate_exchange_us(S, far, c, chunk, alpha_us, gbps, &t_far);
+  int status = simulate_exchange_us(S, near, c, chunk, alpha_us, gbps, codec, &t_near);
+  if (status == STRATA_OK)
+    status = simulate_exchange_us(S, far, c, chunk, alpha_us, gbps, codec, &t_far);
   if (status == STRATA_OK)
     *us = t_far + (t_far - t_near) * ((double)(count - far) / (double)(far - near));
   return status;
@@ -289,6 +302,17 @@ int strata_plan_diloco_shard(const strata_workload *w, const char *shapes_spec, 
   const int S = sites, L = ranks_per_site > 0 ? ranks_per_site : 1, P = w->fragments;
   strata_compress c = STRATA_COMPRESS_NONE;
   strata_plan_wire_encoding(w->wire_bits, &c);
+  const int compressed = c != STRATA_COMPRESS_NONE;
+  /* a rank's codec runs on its one progress thread, at the share of a core it gets */
+  double share = w->rank_cores > 0 && w->rank_cores < 1 ? w->rank_cores : 1;
+  codec_cost codec = {0, 0};
+  if (compressed) {
+    strata_codec_core_gbps(c, &codec.encode_gbps, &codec.decode_gbps);
+    codec.encode_gbps *= share;
+    codec.decode_gbps *= share;
+  }
+  d->codec_encode_gbps = codec.encode_gbps;
+  d->codec_decode_gbps = codec.decode_gbps;
   shape *s = NULL;
   size_t n = 0;
   if (shapes_spec && *shapes_spec) {
@@ -379,7 +403,7 @@ int strata_plan_diloco_shard(const strata_workload *w, const char *shapes_spec, 
   double latency_us = 0;
   if (status == STRATA_OK)
     status = exchange_time_us(S, (uint64_t)largest, c, d->chunk_bytes, alpha_ms * 1000, 1e9,
-                              &latency_us);
+                              NULL, &latency_us);
   double latency_ms = latency_us / 1000;
   exchange_cost *cost = calloc((size_t)P, sizeof *cost); /* the previous run's, per fragment */
   if (!cost) status = STRATA_ERR_NO_MEMORY;
@@ -409,12 +433,16 @@ int strata_plan_diloco_shard(const strata_workload *w, const char *shapes_spec, 
       /* a fragment's exchange: every rank of the site at once, each with its share of the
        * link (the ranks that hold some of the fragment), timed for the largest shard */
       for (int p = 0; p < P && status == STRATA_OK; p++) {
-        double holders = 0, us = 0;
+        double holders = 0, us = 0, wire_us = 0;
         for (size_t j = 0; j < runs; j++)
           holders += values[j * P + p] > 0 ? (double)(breaks[j + 1] - breaks[j]) : 0;
         status = exchange_time_us(S, (uint64_t)frag_max[p], c, d->chunk_bytes, alpha_ms * 1000,
-                                  gbps / fmax(1, holders), &us);
+                                  gbps / fmax(1, holders), &codec, &us);
+        if (status == STRATA_OK && compressed) /* the same without the codec, to show its share */
+          status = exchange_time_us(S, (uint64_t)frag_max[p], c, d->chunk_bytes,
+                                    alpha_ms * 1000, gbps / fmax(1, holders), NULL, &wire_us);
         d->exchange_ms_per_outer += us / 1000;
+        d->codec_ms_per_outer += compressed ? (us - wire_us) / 1000 : 0;
         d->exposed_ms_per_outer += fmax(0, us / 1000 - w->delay * w->step_ms);
       }
     }

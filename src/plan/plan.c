@@ -62,6 +62,7 @@ void strata_workload_defaults(strata_workload *w, strata_workload_kind kind) {
   w->delay = 0; /* the textbook algorithm: each exchange blocks */
   w->wan_streams = 16;
   w->transport = STRATA_WAN_STRATA;
+  w->rank_cores = 1;
   /* ~99% of per-step bf16 updates vanish after the cast (PULSE, arXiv 2602.03839); 5–30% of
    * parameters change over a whole RL run (arXiv 2505.11711) */
   w->update_fraction = 0.01;

@@ -97,6 +97,9 @@ typedef struct strata_workload {
    * N/P one-dimensional values), for the sharded layout; they set params */
   const char *param_shapes;
   uint64_t chunk_bytes; /* diloco: the communicators' STRATA_CHUNK (0 = strata's own choice) */
+  /* diloco: the share of a core each rank's progress thread gets for the outer gradient's codec
+   * (1 = a core of its own; ranks / cores where more ranks than cores share a host) */
+  double rank_cores;
 } strata_workload;
 
 const char *strata_workload_kind_name(strata_workload_kind kind); /* "train-sync", ... */
@@ -292,6 +295,8 @@ typedef struct strata_plan_diloco_sharded {
   double latency_ms;            /* of one exchange: its schedule's hops (simulated, no bytes) */
   double exchange_ms_per_outer; /* every fragment's exchange, simulated (diloco_shard.c) */
   double exposed_ms_per_outer;  /* what delay x step_ms does not hide */
+  double codec_ms_per_outer;    /* of exchange_ms_per_outer: encoding and decoding (compressed) */
+  double codec_encode_gbps, codec_decode_gbps; /* the rates that assumes, a rank's share of a core */
   int group_count, groups_truncated;
   strata_plan_diloco_rank_group group[STRATA_PLAN_MAX_RANK_GROUPS];
 } strata_plan_diloco_sharded;

@@ -124,6 +124,12 @@ static void text_diloco_sharded(FILE *out, const strata_plan *p) {
           "%s per outer step, %s exposed\n",
           d->latency_ms, human_us(d->exchange_ms_per_outer * 1000, b1, sizeof b1),
           human_us(d->exposed_ms_per_outer * 1000, b2, sizeof b2));
+  if (d->codec_encode_gbps > 0)
+    fprintf(out,
+            "  of which the codec on each rank's progress thread: %s per outer step (encode %.2f "
+            "GB/s, decode %.2f GB/s of f32; --rank-cores scales them)\n",
+            human_us(d->codec_ms_per_outer * 1000, b1, sizeof b1), d->codec_encode_gbps,
+            d->codec_decode_gbps);
 }
 
 /* Where the measured figures came from, and every link as the plan sees it (only with a matrix). */
@@ -412,10 +418,14 @@ static json_t *json_diloco_sharded(const strata_plan *p) {
       num(d->site_bytes_per_outer), "wan_bytes_per_outer_step_min", num(d->site_bytes_min),
       "wan_bytes_per_outer_step_max", num(d->site_bytes_max), "messages_per_outer_step",
       num(d->messages_per_outer));
-  json_t *t = json_pack("{s:o, s:o, s:o, s:b, s:o}", "exchange_latency_ms", num(d->latency_ms),
-                        "exchange_ms_per_outer_step", num(d->exchange_ms_per_outer),
-                        "exposed_ms_per_outer_step", num(d->exposed_ms_per_outer),
-                        "ranks_truncated", d->groups_truncated != 0, "ranks", ranks);
+  json_t *t = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:o}", "exchange_latency_ms",
+                        num(d->latency_ms), "exchange_ms_per_outer_step",
+                        num(d->exchange_ms_per_outer), "exposed_ms_per_outer_step",
+                        num(d->exposed_ms_per_outer), "codec_ms_per_outer_step",
+                        num(d->codec_ms_per_outer), "codec_encode_gbps",
+                        num(d->codec_encode_gbps), "codec_decode_gbps",
+                        num(d->codec_decode_gbps), "ranks_truncated", d->groups_truncated != 0,
+                        "ranks", ranks);
   if (!o || !t || json_object_update(o, t) != 0) {
     json_decref(o);
     json_decref(t);

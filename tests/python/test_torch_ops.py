@@ -424,6 +424,22 @@ t = torch.ones(5)
 dist.all_reduce(t)
 check("world after new groups", t, torch.full((5,), float(size)))
 
+# strata.torch.stats(): every strata group of the process together, a new one's included, and
+# its bytes still counted once the group is destroyed. A 2-rank allreduce sends the other rank
+# what it lacks, the buffer's 4,000 bytes, whatever its algorithm (halves both ways, or whole).
+import strata.torch  # noqa: E402
+if size == 2:
+    before = strata.torch.stats()
+    solo = dist.new_group([0, 1], backend="strata")
+    t = torch.ones(1000)
+    dist.all_reduce(t, group=solo)
+    dist.destroy_process_group(solo)
+    after = strata.torch.stats()
+    grew = after["data_bytes_sent"] - before["data_bytes_sent"]
+    if grew != 1000 * 4 or after["messages_sent"] <= before["messages_sent"] or \
+            after["groups"] < 1:
+        failures.append(f"strata.torch.stats: {before} then {after} (want +4000 bytes)")
+
 dist.destroy_process_group()
 print(f"rank {rank} of {size}: {checked['exact']} exact, {checked['gloo']} against gloo, "
       f"{checked['refused']} refused as they must: "
