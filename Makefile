@@ -4,7 +4,7 @@ BUILD ?= build
 PREFIX ?= /usr/local
 JOBS := $(shell nproc)
 
-.PHONY: all build deps test demo install bench diloco-demo diloco-sharded-demo clean format format-check fuzz
+.PHONY: all build deps test demo install bench diloco-demo diloco-demo-whole clean format format-check fuzz
 
 all: build
 
@@ -31,21 +31,23 @@ bench: build
 	@STRATA_PYTHON=$(CURDIR)/build-venv/bin/python bench/run.sh
 	@STRATA_PYTHON=$(CURDIR)/build-venv/bin/python BUILD=$(BUILD) bench/encrypt.sh
 
-# DiLoCo against synchronous data parallel on 2 emulated WAN sites (root; docs/diloco.md).
+# DiLoCo against synchronous HSDP on 2 emulated WAN sites x 2 ranks, FSDP2 inside the sites, a
+# site killed and restarted (root; docs/diloco.md, "The demonstration").
 diloco-demo: build
 	@scripts/deps.sh diloco
 	@scripts/venv.sh build-venv
 	@cmake -S . -B $(BUILD) -DPython3_EXECUTABLE=$(CURDIR)/build-venv/bin/python >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
-	@STRATA_PYTHON=$(CURDIR)/build-venv/bin/python BUILD=$(BUILD) bench/diloco/run.sh
+	@STRATA_PYTHON=$(CURDIR)/build-venv/bin/python BUILD=$(BUILD) bench/diloco/run_sharded.sh
 
-# DiLoCo at the sharded shape: 2 sites x 2 ranks, FSDP2 inside sites, a site killed and restarted
-diloco-sharded-demo: build
+# DiLoCo with the model whole at one rank per site: seven variants against synchronous data
+# parallel (root; docs/diloco.md, "One rank per site").
+diloco-demo-whole: build
 	@scripts/deps.sh diloco
 	@scripts/venv.sh build-venv
 	@cmake -S . -B $(BUILD) -DPython3_EXECUTABLE=$(CURDIR)/build-venv/bin/python >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
-	@STRATA_PYTHON=$(CURDIR)/build-venv/bin/python BUILD=$(BUILD) bench/diloco/run_sharded.sh
+	@STRATA_PYTHON=$(CURDIR)/build-venv/bin/python BUILD=$(BUILD) bench/diloco/run.sh
 
 # Every libFuzzer harness (tests/fuzz/fuzz_*.c) for FUZZ_SECONDS each, one after another, built
 # with clang in build-fuzz; FUZZ=name runs one. Fails on any crash, hang or leak

@@ -37,5 +37,11 @@ for k in ("requests_total", "store_bytes_total", "fds_per_rank", "connections_to
     assert l[k] < e[k], (k, l[k], e[k])
 PY
 done
+# a link matrix alone plans one CPU node per rank: the job has a rank per node, not one
+if ! "$strata" plan --links "$src/tests/data/links-metro-2-sites.json" >"$tmp/text" 2>"$tmp/err"; then
+  echo "FAIL plan --links: $(cat "$tmp/err")"; fail=1
+elif ! grep -q "^start-up (4 ranks, one per node," "$tmp/text"; then
+  echo "FAIL plan --links: $(grep '^start-up' "$tmp/text") (want 4 ranks, one per node)"; fail=1
+fi
 [ $fail -eq 0 ] && echo "test_plan_startup: ok"
 exit $fail

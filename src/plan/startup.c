@@ -25,7 +25,10 @@ static double outer_rtt_us(const strata_fabric *f) {
 
 void strata_plan_startup(strata_plan *p) {
   strata_startup_costs costs = strata_startup_default_costs();
-  p->startup_job = (strata_startup_job){.ranks = p->gpus > 0 ? p->gpus : 1,
+  /* a rank per GPU; a cluster without GPUs (a --links matrix alone: one CPU node per rank) has
+   * a rank per node */
+  int64_t ranks = p->gpus > 0 ? p->gpus : p->nodes > 0 ? p->nodes : 1;
+  p->startup_job = (strata_startup_job){.ranks = ranks,
                                         .streams = DEFAULT_TCP_STREAMS,
                                         .pattern = STRATA_STARTUP_RING,
                                         .store_rtt_us = outer_rtt_us(&p->global_fabric),
@@ -74,9 +77,8 @@ static const char *bound_name(const strata_startup *s, const strata_startup_job 
 void strata_plan_write_startup_text(FILE *out, const strata_plan *p) {
   const strata_startup *e = &p->startup[0], *l = &p->startup[1];
   char a[32], b[32];
-  fprintf(out,
-          "\nstart-up (%lld ranks, one per GPU, %d TCP streams per pair; model, docs/scale.md)\n",
-          (long long)p->startup_job.ranks, p->startup_job.streams);
+  fprintf(out, "\nstart-up (%lld ranks, one per %s, %d TCP streams per pair; model, docs/scale.md)\n",
+          (long long)p->startup_job.ranks, p->gpus > 0 ? "GPU" : "node", p->startup_job.streams);
   fprintf(out, "  %-26s %18s %18s\n", "", "full mesh", "on demand (ring)");
   fprintf(out, "  %-26s %18s %18s\n", "store requests, busiest", count_text(e->requests_max, a, 32),
           count_text(l->requests_max, b, 32));
