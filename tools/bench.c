@@ -2138,8 +2138,8 @@ static int bench_codec(void) {
               strata_strerror(status));
       return BENCH_EXIT_FAILED;
     }
-    printf("%-5s  encode %6.2f GB/s  decode %6.2f GB/s\n",
-           strata_compress_name((strata_compress)c), rate.encode_gbps, rate.decode_gbps);
+    printf("%-5s  encode %6.2f GB/s  decode %6.2f GB/s\n", strata_compress_name((strata_compress)c),
+           rate.encode_gbps, rate.decode_gbps);
   }
   return BENCH_EXIT_OK;
 }

@@ -139,12 +139,23 @@ double strata_seal_cap_gbps(void) {
 void strata_codec_core_gbps(strata_compress c, double *encode_gbps, double *decode_gbps) {
   double e = 0, d = 0;
   switch (c) {
-    case STRATA_COMPRESS_BF16: e = 14.0, d = 16.0; break;
-    case STRATA_COMPRESS_F16: e = 18.0, d = 17.0; break;
-    case STRATA_COMPRESS_INT8: e = 1.7, d = 5.4; break;
-    case STRATA_COMPRESS_FP8: e = 1.3, d = 5.7; break;
-    case STRATA_COMPRESS_INT4: e = 1.6, d = 5.7; break;
-    default: break;
+    case STRATA_COMPRESS_BF16:
+      e = 14.0, d = 16.0;
+      break;
+    case STRATA_COMPRESS_F16:
+      e = 18.0, d = 17.0;
+      break;
+    case STRATA_COMPRESS_INT8:
+      e = 1.7, d = 5.4;
+      break;
+    case STRATA_COMPRESS_FP8:
+      e = 1.3, d = 5.7;
+      break;
+    case STRATA_COMPRESS_INT4:
+      e = 1.6, d = 5.7;
+      break;
+    default:
+      break;
   }
   if (encode_gbps) *encode_gbps = e;
   if (decode_gbps) *decode_gbps = d;

@@ -113,7 +113,7 @@ typedef struct sim_state {
   uint8_t *posted;   /* receives: ready (the receiver has posted them) */
   uint32_t *held;    /* receives: 1 + the pull's send that waits for this receive to be posted */
   uint8_t *done;
-  uint8_t *encoded; /* sends: their bytes were encoded (encode_gbps > 0) */
+  uint8_t *encoded;      /* sends: their bytes were encoded (encode_gbps > 0) */
   double *copy_out_gbps; /* receives: the receiver's core copies the bytes out at this rate
                             (one_core_per_rank, links that do not pull); 0 = none */
   uint32_t *match;       /* sends: global index of the matching receive */
@@ -168,8 +168,8 @@ static int sim_alloc(sim_state *s) {
   s->shared_free = calloc((size_t)s->model->nshared + 1, sizeof(double));
   s->latent = calloc(p, sizeof(double));
   if (!s->pending || !s->ready || !s->arrival || !s->last_byte || !s->waiting || !s->posted ||
-      !s->held || !s->done || !s->encoded || !s->copy_out_gbps || !s->match || !s->succ_begin || !s->tx_free ||
-      !s->rx_free || !s->cpu_free || !s->shared_free || !s->latent)
+      !s->held || !s->done || !s->encoded || !s->copy_out_gbps || !s->match || !s->succ_begin ||
+      !s->tx_free || !s->rx_free || !s->cpu_free || !s->shared_free || !s->latent)
     return STRATA_ERR_NO_MEMORY;
   for (size_t i = 0; i <= t; i++) s->arrival[i] = NAN;
   return STRATA_OK;

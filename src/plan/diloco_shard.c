@@ -210,8 +210,7 @@ typedef struct codec_cost {
  * shrinks them by. The hops are the schedule's own (one for the exchange of two sites, 2(S-1)
  * for a ring). */
 static int simulate_exchange_us(int S, uint64_t count, strata_compress c, uint64_t chunk,
-                                double alpha_us, double gbps, const codec_cost *codec,
-                                double *us) {
+                                double alpha_us, double gbps, const codec_cost *codec, double *us) {
   *us = 0;
   if (count == 0 || S < 2) return STRATA_OK;
   int *site_of_rank = malloc((size_t)S * sizeof *site_of_rank);
@@ -402,8 +401,8 @@ int strata_plan_diloco_shard(const strata_workload *w, const char *shapes_spec, 
    * two sites swap a small shard in one message each, a large one in two halves) */
   double latency_us = 0;
   if (status == STRATA_OK)
-    status = exchange_time_us(S, (uint64_t)largest, c, d->chunk_bytes, alpha_ms * 1000, 1e9,
-                              NULL, &latency_us);
+    status = exchange_time_us(S, (uint64_t)largest, c, d->chunk_bytes, alpha_ms * 1000, 1e9, NULL,
+                              &latency_us);
   double latency_ms = latency_us / 1000;
   exchange_cost *cost = calloc((size_t)P, sizeof *cost); /* the previous run's, per fragment */
   if (!cost) status = STRATA_ERR_NO_MEMORY;
@@ -439,8 +438,8 @@ int strata_plan_diloco_shard(const strata_workload *w, const char *shapes_spec, 
         status = exchange_time_us(S, (uint64_t)frag_max[p], c, d->chunk_bytes, alpha_ms * 1000,
                                   gbps / fmax(1, holders), &codec, &us);
         if (status == STRATA_OK && compressed) /* the same without the codec, to show its share */
-          status = exchange_time_us(S, (uint64_t)frag_max[p], c, d->chunk_bytes,
-                                    alpha_ms * 1000, gbps / fmax(1, holders), NULL, &wire_us);
+          status = exchange_time_us(S, (uint64_t)frag_max[p], c, d->chunk_bytes, alpha_ms * 1000,
+                                    gbps / fmax(1, holders), NULL, &wire_us);
         d->exchange_ms_per_outer += us / 1000;
         d->codec_ms_per_outer += compressed ? (us - wire_us) / 1000 : 0;
         d->exposed_ms_per_outer += fmax(0, us / 1000 - w->delay * w->step_ms);

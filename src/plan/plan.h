@@ -296,7 +296,8 @@ typedef struct strata_plan_diloco_sharded {
   double exchange_ms_per_outer; /* every fragment's exchange, simulated (diloco_shard.c) */
   double exposed_ms_per_outer;  /* what delay x step_ms does not hide */
   double codec_ms_per_outer;    /* of exchange_ms_per_outer: encoding and decoding (compressed) */
-  double codec_encode_gbps, codec_decode_gbps; /* the rates that assumes, a rank's share of a core */
+  double codec_encode_gbps,
+      codec_decode_gbps; /* the rates that assumes, a rank's share of a core */
   int group_count, groups_truncated;
   strata_plan_diloco_rank_group group[STRATA_PLAN_MAX_RANK_GROUPS];
 } strata_plan_diloco_sharded;

@@ -418,14 +418,12 @@ static json_t *json_diloco_sharded(const strata_plan *p) {
       num(d->site_bytes_per_outer), "wan_bytes_per_outer_step_min", num(d->site_bytes_min),
       "wan_bytes_per_outer_step_max", num(d->site_bytes_max), "messages_per_outer_step",
       num(d->messages_per_outer));
-  json_t *t = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:o}", "exchange_latency_ms",
-                        num(d->latency_ms), "exchange_ms_per_outer_step",
-                        num(d->exchange_ms_per_outer), "exposed_ms_per_outer_step",
-                        num(d->exposed_ms_per_outer), "codec_ms_per_outer_step",
-                        num(d->codec_ms_per_outer), "codec_encode_gbps",
-                        num(d->codec_encode_gbps), "codec_decode_gbps",
-                        num(d->codec_decode_gbps), "ranks_truncated", d->groups_truncated != 0,
-                        "ranks", ranks);
+  json_t *t = json_pack(
+      "{s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:o}", "exchange_latency_ms", num(d->latency_ms),
+      "exchange_ms_per_outer_step", num(d->exchange_ms_per_outer), "exposed_ms_per_outer_step",
+      num(d->exposed_ms_per_outer), "codec_ms_per_outer_step", num(d->codec_ms_per_outer),
+      "codec_encode_gbps", num(d->codec_encode_gbps), "codec_decode_gbps",
+      num(d->codec_decode_gbps), "ranks_truncated", d->groups_truncated != 0, "ranks", ranks);
   if (!o || !t || json_object_update(o, t) != 0) {
     json_decref(o);
     json_decref(t);

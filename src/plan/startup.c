@@ -77,7 +77,8 @@ static const char *bound_name(const strata_startup *s, const strata_startup_job 
 void strata_plan_write_startup_text(FILE *out, const strata_plan *p) {
   const strata_startup *e = &p->startup[0], *l = &p->startup[1];
   char a[32], b[32];
-  fprintf(out, "\nstart-up (%lld ranks, one per %s, %d TCP streams per pair; model, docs/scale.md)\n",
+  fprintf(out,
+          "\nstart-up (%lld ranks, one per %s, %d TCP streams per pair; model, docs/scale.md)\n",
           (long long)p->startup_job.ranks, p->gpus > 0 ? "GPU" : "node", p->startup_job.streams);
   fprintf(out, "  %-26s %18s %18s\n", "", "full mesh", "on demand (ring)");
   fprintf(out, "  %-26s %18s %18s\n", "store requests, busiest", count_text(e->requests_max, a, 32),
