@@ -72,7 +72,7 @@ def stats() -> Dict[str, int]:
     destroyed included): messages_sent, data_bytes_sent, wire_bytes_sent (after compression),
     wan_bytes_sent (the part sent to ranks of another site, as STRATA_SITE declares them), and
     groups, how many are live. strata.Comm.stats() gives one communicator's."""
-    return cast(Dict[str, int], _torch.stats())
+    return _torch.stats()
 
 
 def _allow_monitored_barrier() -> None:
