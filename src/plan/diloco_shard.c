@@ -145,25 +145,39 @@ typedef struct exchange_cost {
   double wan_bytes, messages, payload_bytes; /* payload: the f32 values' encoded codes */
 } exchange_cost;
 
+/* Site r of S sites of one rank each (a shard index's communicator). NULL: out of memory. */
+static int *sites_of_one_rank(int S) {
+  int *site_of_rank = malloc((size_t)S * sizeof *site_of_rank);
+  for (int r = 0; site_of_rank && r < S; r++) site_of_rank[r] = r;
+  return site_of_rank;
+}
+
+/* The outer exchange of `count` f32 values as rank `rank` of S sites runs it: in place,
+ * hierarchical, or the ring for a compressed average over a number of sites that is not a power
+ * of two (src/train/diloco.c, exchange_algo: the same choice). */
+static strata_sched_params exchange_params(int S, int rank, uint64_t count, strata_compress c,
+                                           uint64_t chunk, const int *site_of_rank) {
+  int compressed = c != STRATA_COMPRESS_NONE, regular = (S & (S - 1)) == 0;
+  return (strata_sched_params){.coll = STRATA_COLL_ALLREDUCE,
+                               .algo = !compressed || regular ? STRATA_ALGO_HIER : STRATA_ALGO_RING,
+                               .rank = rank,
+                               .nranks = S,
+                               .count = count,
+                               .elem_size = 4,
+                               .in_place = 1,
+                               .chunk_bytes = chunk,
+                               .site_of_rank = site_of_rank};
+}
+
 /* One rank's sends in the allreduce of `count` f32 values over S sites of one rank each. */
 static int exchange_bytes(int S, int site, uint64_t count, strata_compress c, uint64_t chunk,
                           exchange_cost *out) {
   memset(out, 0, sizeof *out);
   if (count == 0 || S < 2) return STRATA_OK;
-  int *site_of_rank = malloc((size_t)S * sizeof *site_of_rank);
+  int *site_of_rank = sites_of_one_rank(S);
   if (!site_of_rank) return STRATA_ERR_NO_MEMORY;
-  for (int r = 0; r < S; r++) site_of_rank[r] = r;
   int compressed = c != STRATA_COMPRESS_NONE;
-  int regular = (S & (S - 1)) == 0; /* S sites of one rank: regular when S is a power of two */
-  strata_sched_params sp = {.coll = STRATA_COLL_ALLREDUCE,
-                            .algo = !compressed || regular ? STRATA_ALGO_HIER : STRATA_ALGO_RING,
-                            .rank = site,
-                            .nranks = S,
-                            .count = count,
-                            .elem_size = 4,
-                            .in_place = 1,
-                            .chunk_bytes = chunk,
-                            .site_of_rank = site_of_rank};
+  strata_sched_params sp = exchange_params(S, site, count, c, chunk, site_of_rank);
   strata_schedule sched;
   memset(&sched, 0, sizeof sched);
   int status = strata_schedule_build(&sp, &sched);
@@ -185,7 +199,7 @@ static int exchange_bytes(int S, int site, uint64_t count, strata_compress c, ui
   return STRATA_OK;
 }
 
-/* Group consecutive ranks of equal figures (site 0's ranks). */
+/* The WAN as the simulator sees it: every pair alike. */
 typedef struct wan_link {
   double alpha_us, gbps;
 } wan_link;
@@ -213,21 +227,12 @@ static int simulate_exchange_us(int S, uint64_t count, strata_compress c, uint64
                                 double alpha_us, double gbps, const codec_cost *codec, double *us) {
   *us = 0;
   if (count == 0 || S < 2) return STRATA_OK;
-  int *site_of_rank = malloc((size_t)S * sizeof *site_of_rank);
+  int *site_of_rank = sites_of_one_rank(S);
   strata_schedule *scheds = calloc((size_t)S, sizeof *scheds);
   int status = site_of_rank && scheds ? STRATA_OK : STRATA_ERR_NO_MEMORY;
-  for (int r = 0; site_of_rank && r < S; r++) site_of_rank[r] = r;
-  int compressed = c != STRATA_COMPRESS_NONE, regular = (S & (S - 1)) == 0;
+  int compressed = c != STRATA_COMPRESS_NONE;
   for (int r = 0; r < S && status == STRATA_OK; r++) {
-    strata_sched_params sp = {.coll = STRATA_COLL_ALLREDUCE,
-                              .algo = !compressed || regular ? STRATA_ALGO_HIER : STRATA_ALGO_RING,
-                              .rank = r,
-                              .nranks = S,
-                              .count = count,
-                              .elem_size = 4,
-                              .in_place = 1,
-                              .chunk_bytes = chunk,
-                              .site_of_rank = site_of_rank};
+    strata_sched_params sp = exchange_params(S, r, count, c, chunk, site_of_rank);
     status = strata_schedule_build(&sp, &scheds[r]);
   }
   if (status == STRATA_OK) {
@@ -273,6 +278,7 @@ static int compare_u64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Group consecutive ranks of equal figures (site 0's ranks). */
 static void add_ranks(strata_plan_diloco_sharded *d, int first, int last, double values,
                       const exchange_cost *c) {
   if (d->group_count > 0) {
