@@ -469,9 +469,11 @@ void add_stats(strata_comm_stats &sum, const strata_comm_stats &more) {
 
 pybind11::dict process_stats() {
   strata_comm_stats sum{};
+  size_t live = 0;
   {
     GroupTotals &totals = group_totals();
     std::lock_guard<std::mutex> lock(totals.mutex);
+    live = totals.live.size();
     sum = totals.ended;
     for (strata_comm *comm : totals.live) {
       strata_comm_stats one{};
@@ -483,7 +485,7 @@ pybind11::dict process_stats() {
   out["data_bytes_sent"] = sum.data_bytes_sent;
   out["wire_bytes_sent"] = sum.wire_bytes_sent;
   out["wan_bytes_sent"] = sum.wan_bytes_sent;
-  out["groups"] = group_totals().live.size();
+  out["groups"] = live;
   return out;
 }
 

@@ -357,21 +357,34 @@ static int etcd_put(etcd_store *e, const char *etcd_key, const uint8_t *sealed, 
   return status;
 }
 
+/* The etcd key of `key` and `value` sealed under it with a fresh nonce: STRATA_OK (the caller
+ * frees both) or STRATA_ERR_NO_MEMORY (nothing to free). */
+static int seal_value(const etcd_store *e, const char *key, const void *value, size_t len,
+                      char **etcd_key, uint8_t **sealed, size_t *sealed_len) {
+  uint8_t nonce[ETCD_NONCE_BYTES];
+  randombytes_buf(nonce, sizeof nonce);
+  *sealed = NULL;
+  *sealed_len = 0;
+  *etcd_key = value_key(e, key);
+  if (*etcd_key) *sealed = seal(e, *etcd_key, nonce, value, len, sealed_len);
+  if (*sealed) return STRATA_OK;
+  free(*etcd_key);
+  *etcd_key = NULL;
+  return STRATA_ERR_NO_MEMORY;
+}
+
 static int store_set(strata_store *s, const char *key, const void *value, size_t len) {
   etcd_store *e = etcd_of(s);
   if (!key_ok(key) || (!value && len) || len > STORE_WIRE_MAX_VALUE_BYTES)
     return STRATA_ERR_INVALID_ARG;
-  char *etcd_key = value_key(e, key);
-  uint8_t nonce[ETCD_NONCE_BYTES], *sealed = NULL;
-  size_t sealed_len = 0;
-  randombytes_buf(nonce, sizeof nonce);
-  if (etcd_key) sealed = seal(e, etcd_key, nonce, value, len, &sealed_len);
-  int status = STRATA_ERR_NO_MEMORY;
-  if (sealed) {
-    pthread_mutex_lock(&e->lock);
-    status = etcd_put(e, etcd_key, sealed, sealed_len, store_net_now_s() + e->op_timeout_s);
-    pthread_mutex_unlock(&e->lock);
-  }
+  char *etcd_key;
+  uint8_t *sealed;
+  size_t sealed_len;
+  int status = seal_value(e, key, value, len, &etcd_key, &sealed, &sealed_len);
+  if (status != STRATA_OK) return status;
+  pthread_mutex_lock(&e->lock);
+  status = etcd_put(e, etcd_key, sealed, sealed_len, store_net_now_s() + e->op_timeout_s);
+  pthread_mutex_unlock(&e->lock);
   free(sealed);
   free(etcd_key);
   return status;
@@ -385,15 +398,11 @@ static int store_set_if_absent(strata_store *s, const char *key, const void *val
   if (!key_ok(key) || (!value && len) || len > STORE_WIRE_MAX_VALUE_BYTES || !was_set)
     return STRATA_ERR_INVALID_ARG;
   *was_set = 0;
-  char *etcd_key = value_key(e, key);
-  uint8_t nonce[ETCD_NONCE_BYTES], *sealed = NULL;
-  size_t sealed_len = 0;
-  randombytes_buf(nonce, sizeof nonce);
-  if (etcd_key) sealed = seal(e, etcd_key, nonce, value, len, &sealed_len);
-  if (!sealed) {
-    free(etcd_key);
+  char *etcd_key;
+  uint8_t *sealed;
+  size_t sealed_len;
+  if (seal_value(e, key, value, len, &etcd_key, &sealed, &sealed_len) != STRATA_OK)
     return STRATA_ERR_NO_MEMORY;
-  }
   text body = {0};
   text_add(&body, "{\"compare\":[{\"key\":");
   text_base64(&body, etcd_key, strlen(etcd_key));
@@ -425,7 +434,8 @@ static int store_set_if_absent(strata_store *s, const char *key, const void *val
       size_t there_len = 0;
       status = token_base64(&doc, json_lite_member(&doc, kv, "value"), &there, &there_len);
       if (status == STRATA_OK) status = unseal(e, etcd_key, there, there_len);
-      if (status == STRATA_OK) *was_set = !memcmp(there + 1, nonce, ETCD_NONCE_BYTES);
+      /* the nonce follows the version byte in both */
+      if (status == STRATA_OK) *was_set = !memcmp(there + 1, sealed + 1, ETCD_NONCE_BYTES);
       free(there);
     }
     json_lite_free(&doc);
