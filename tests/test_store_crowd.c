@@ -25,18 +25,13 @@
 #include "boot/store_net.h"
 #include "boot/store_wire.h"
 #include "helpers/check.h"
+#include "helpers/ranks.h"
 #include "strata.h"
 
 #define SECRET "crowd-test-secret"
 #define JOB "crowd-job"
 
 enum { AUTHENTICATED = 1600, STRANGERS = 1000, RANKS = 3, COUNT = 4096 };
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int raw_connect(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -161,7 +156,7 @@ static void test_job_in_a_crowd(void) {
   uint8_t key[32];
   CHECK_STATUS(store_net_auth_key(SECRET, JOB, key), STRATA_OK);
 
-  double t0 = now_s();
+  double t0 = strata_test_now_s();
   int *clients = malloc(AUTHENTICATED * sizeof *clients),
       *strangers = malloc(STRANGERS * sizeof *strangers);
   int nclients = 0, nstrangers = 0;
@@ -169,14 +164,14 @@ static void test_job_in_a_crowd(void) {
     if ((clients[nclients] = auth_connect(port, key)) >= 0) nclients++;
   for (int i = 0; i < STRANGERS; i++)
     if ((strangers[nstrangers] = raw_connect(port)) >= 0) nstrangers++;
-  double crowd_s = now_s() - t0;
+  double crowd_s = strata_test_now_s() - t0;
   printf("%d authenticated clients and %d idle strangers connected in %.2f s\n", nclients,
          nstrangers, crowd_s);
   CHECK(nclients == AUTHENTICATED, "only %d of %d clients proved the key", nclients, AUTHENTICATED);
   CHECK(nstrangers == STRANGERS, "only %d of %d strangers connected", nstrangers, STRANGERS);
 
   /* the job, while the crowd is held (strangers are dropped 5 s after connecting) */
-  t0 = now_s();
+  t0 = strata_test_now_s();
   pthread_t threads[RANKS];
   rank_run runs[RANKS];
   for (int i = 0; i < RANKS; i++) {
@@ -184,7 +179,7 @@ static void test_job_in_a_crowd(void) {
     pthread_create(&threads[i], NULL, rank_main, &runs[i]);
   }
   for (int i = 0; i < RANKS; i++) pthread_join(threads[i], NULL);
-  double job_s = now_s() - t0;
+  double job_s = strata_test_now_s() - t0;
   printf("a %d-rank job: init, allreduce and agree in %.2f s among %d connections\n", RANKS, job_s,
          nclients + nstrangers);
   for (int i = 0; i < RANKS; i++) {
@@ -236,9 +231,9 @@ typedef struct waiter_run {
 
 static void *count_waiter(void *arg) {
   waiter_run *w = arg;
-  double t0 = now_s();
+  double t0 = strata_test_now_s();
   w->status = strata_store_wait_count(w->store, "counter/progress", 3, &w->value, 10);
-  w->waited_s = now_s() - t0;
+  w->waited_s = strata_test_now_s() - t0;
   return NULL;
 }
 

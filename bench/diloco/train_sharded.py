@@ -142,7 +142,6 @@ def main():
         inner, lambda s: lr_factor(s, a.warmup, a.steps, a.lr_floor))
     opt = inner
     diloco = None
-    wan_before = 0
     if a.mode == "diloco":
         diloco = strata.torch.DiLoCo(
             model, inner, sync_every=a.sync_every, outer_lr=a.outer_lr,
@@ -159,7 +158,7 @@ def main():
 
     comm_seen = diloco.comm if diloco is not None else None
     wan_total = 0
-    wan_before = wan_bytes() if diloco is not None else 0  # the start's broadcast of theta
+    wan_before = wan_bytes()  # counts the start's broadcast of theta already
     first = (diloco.inner_steps if diloco is not None else 0) + 1
     ip0 = netem_bytes(a.strata, a.netem) if a.local == 0 else None
     # sync: what this rank's strata process groups sent to the other site
