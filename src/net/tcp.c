@@ -23,7 +23,17 @@
  * S x the slowest rate. On a WAN socket tcp_tune.c sets TCP_NOTSENT_LOWAT, so "accepted" means
  * "about to be sent", not "parked in a deep send buffer". Many streams are what make a long fat
  * pipe pay off (PCCL, arXiv 2505.14065: 1 connection 3.7 Gb/s vs 64 connections 45 Gb/s); a
- * small message still costs one frame and one write. post_send feeds at once (latency),
+ * small message still costs one frame and one write. Which free stream takes a piece: on a LAN
+ * the next in turn; on a WAN the lowest-numbered one, given pieces until its socket holds
+ * TCP_NOTSENT_LOWAT unsent, then the next. bbr learns a stream's rate from its own deliveries,
+ * and a burst that starts from idle and is smaller than the path's bandwidth-delay product
+ * cannot show more than its bytes per round trip (every sample counts from the burst's first
+ * byte); the stream then paces its next burst at about that rate. A message spread over streams
+ * each idle in turn pays that at every burst, up to most of a round trip more than its bytes
+ * need (docs/wan.md has the figures); filled lowest first, a message far below the BDP goes on
+ * as few streams as their sockets take at once, the same ones message after message, and each
+ * sees the biggest bursts. A large message still reaches every stream, because each socket
+ * refuses more once it holds its allowance. post_send feeds at once (latency),
  * progress() feeds and writes the rest with one sendmsg per stream gathering many frames. A send
  * completes when its last piece is in the kernel.
  *
@@ -560,26 +570,32 @@ static int feed_piece(tcp_peer *p, tcp_stream *st) {
   return STRATA_OK;
 }
 
-/* Give pieces to every stream whose FIFO is empty, and write them, until the pending queue is
- * empty or no stream takes more. Starts where the last pass stopped, so ties rotate. */
+/* Give pieces to streams whose FIFO has room, and write them, until the pending queue is empty
+ * or no stream takes more. On a LAN one piece per stream per round, starting where the last pass
+ * stopped, so ties rotate. On a WAN the lowest-numbered stream first, each given pieces until its
+ * socket holds TCP_NOTSENT_LOWAT unsent (the top says why). */
 static void peer_feed(tcp_transport *t, tcp_peer *p) {
+  int fill = strata_tcp_tune_notsent_lowat_bytes(p->rtt_us) > 0;
   while (p->pend_count && p->state == PEER_UP) {
     int fed = 0;
     for (int i = 0; i < t->streams && p->pend_count && p->state == PEER_UP; i++) {
-      int s = (p->feed_next + i) % t->streams;
+      int s = fill ? i : (p->feed_next + i) % t->streams;
       tcp_stream *st = &p->streams[s];
       /* sealed: a second piece, so the socket never waits for the cipher (bench/encrypt.sh) */
-      if (st->count >= (st->tx.on ? 2u : 1u) || st->fd < 0) continue;
-      int status = feed_piece(p, st);
-      if (status != STRATA_OK) {
-        peer_fail(t, p, status,
-                  status == STRATA_ERR_NO_MEMORY ? "out of memory queueing a send"
-                                                 : "the cipher failed sealing a send");
-        return;
-      }
-      p->feed_next = (s + 1) % t->streams;
-      fed = 1;
-      stream_flush(t, p, st);
+      unsigned room = st->tx.on ? 2u : 1u;
+      do {
+        if (st->count >= room || st->fd < 0) break;
+        int status = feed_piece(p, st);
+        if (status != STRATA_OK) {
+          peer_fail(t, p, status,
+                    status == STRATA_ERR_NO_MEMORY ? "out of memory queueing a send"
+                                                   : "the cipher failed sealing a send");
+          return;
+        }
+        p->feed_next = (s + 1) % t->streams;
+        fed = 1;
+        stream_flush(t, p, st);
+      } while (fill && p->pend_count && p->state == PEER_UP);
     }
     if (!fed) return;
   }
@@ -1061,12 +1077,21 @@ static void peer_fds(const tcp_transport *t, const tcp_peer *p, int fds[TCP_MAX_
   for (int s = 0; s < t->streams; s++) fds[s] = p->streams[s].fd;
 }
 
-/* A reading for tcp_govern.c: the pair is busy while a posted receive waits for bytes. */
+/* A reading for tcp_govern.c: the pair is busy while a message is arriving, i.e. the oldest
+ * posted receive has had its first piece and still misses bytes (messages come in order on each
+ * stream, so no later one starts before it). A receive posted for a message not sent yet is not
+ * busy: the round trip before a burst, or a sender still computing, says nothing of the path, and
+ * counted, a burst far smaller than the path's bandwidth-delay product reads as its bytes over
+ * the whole wait — a rate far below the path's, which would then cap the pair. */
 static void peer_govern(tcp_transport *t, tcp_peer *p) {
   int fds[TCP_MAX_STREAMS];
   peer_fds(t, p, fds);
-  strata_tcp_govern(&p->gov, fds, t->streams, p->base_seq < p->next_seq, p->rtt_us, t->rank,
-                    p->rank);
+  int busy = 0;
+  if (p->base_seq < p->next_seq) {
+    const recv_slot *slot = slot_of(p, p->base_seq);
+    busy = slot->discarding || (slot->x && slot->x->offset > 0);
+  }
+  strata_tcp_govern(&p->gov, fds, t->streams, busy, p->rtt_us, t->rank, p->rank);
 }
 
 /* Beat to `p` when due, and fail it when it has been silent for the timeout. Runs right after its
