@@ -45,6 +45,8 @@
 # WAN_ITERS (3), WAN_PEER_ITERS (2), WAN_WARMUP (3: untimed calls before the timed ones, the same for
 # every program, as nccl-tests warms up; a connection leaves its congestion control's startup in
 # the first, and the window governor takes hold during it), WAN_PEER_TIMEOUT_S (150), WAN_SKIP_PEERS=1 (strata only),
+# WAN_STRATA_ARGS (more `strata bench` arguments for the strata rows, e.g. "--compress int8": the
+# peers have no such encoding, so compare those rows with each other, not with the peers),
 # WAN_TCP_MEM (host; a size such as 64m raises the sites' maxima for everyone).
 # Output: a table on stdout, raw JSON and logs in bench/results/wan-DATE/ (gitignored).
 set -u
@@ -64,6 +66,7 @@ repeat=${WAN_REPEAT:-1}
 iters=${WAN_ITERS:-3}
 peer_iters=${WAN_PEER_ITERS:-2}
 warmup=${WAN_WARMUP:-3}
+strata_args=${WAN_STRATA_ARGS:-} # more `strata bench` arguments, strata rows only (--compress int8)
 peer_timeout=${WAN_PEER_TIMEOUT_S:-150}
 tcp_mem=${WAN_TCP_MEM:-host}
 name=wan$$
@@ -92,7 +95,7 @@ run_strata() {
   snmp "$dir" "$label" 0
   for r in 0 1; do
     timeout -k 2 240 "$STRATA" netem exec --name "$name" "$r" -- env STRATA_RANK=$r "${common[@]}" \
-      "$STRATA" bench allreduce -b "$size" -e "$size" -n "$iters" -w "$warmup" -J "$dir/$label.r$r.json" \
+      "$STRATA" bench allreduce -b "$size" -e "$size" -n "$iters" -w "$warmup" $strata_args -J "$dir/$label.r$r.json" \
       >"$dir/$label.r$r.log" 2>&1 &
     rp+=($!)
   done

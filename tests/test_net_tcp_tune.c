@@ -6,12 +6,13 @@
  * parses STRATA_TCP_CC / STRATA_TCP_LINK_GBPS and defaults STRATA_TCP_BUFFER to auto (0).
  * Auto mode never fixes a small buffer when it cannot read the limits: the decision alone, and a
  * loopback connection tuned by a process that is out of descriptors (its /proc reads fail) keeps
- * the kernel's buffers.
+ * the kernel's buffers. A bbr connection still in its startup is started afresh; others are not.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <sys/resource.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,8 +127,55 @@ static void check_tuned_out_of_descriptors(void) {
   close(fds[1]);
 }
 
+/* bbr started afresh: a young bbr connection (still in startup, nothing in flight) is restarted
+ * and runs bbr after it; a cubic one is left alone. */
+static void check_bbr_restart(void) {
+  const char *available = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+  const char *allowed = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+  if (!listed(available, "bbr") || !listed(available, "cubic") ||
+      (geteuid() != 0 &&
+       !(listed(allowed, "bbr") && listed(allowed, "reno") && listed(allowed, "cubic")))) {
+    printf("bbr restart: bbr, cubic or reno not available to this process, not checked\n");
+    return;
+  }
+  int fds[2];
+  CHECK(loopback_pair(fds) == 0);
+  if (fds[0] < 0 || fds[1] < 0) return;
+  char got[32] = "";
+  CHECK(setsockopt(fds[0], IPPROTO_TCP, TCP_CONGESTION, "cubic", 5) == 0);
+  CHECK(strata_tcp_tune_bbr_restart(fds[0]) == 0, "a cubic connection is not bbr's to restart");
+  CHECK(strata_tcp_congestion_get(fds[0], got, sizeof got) == STRATA_OK && !strcmp(got, "cubic"));
+  CHECK(setsockopt(fds[0], IPPROTO_TCP, TCP_CONGESTION, "bbr", 3) == 0);
+  /* bbr reports its gains once acks have come: a small exchange, read whole, then acked */
+  char data[4096] = {0}, sink[4096];
+  CHECK(send(fds[0], data, sizeof data, 0) == (ssize_t)sizeof data);
+  size_t got_bytes = 0;
+  while (got_bytes < sizeof data) {
+    ssize_t n = recv(fds[1], sink, sizeof sink, 0);
+    if (n <= 0) break;
+    got_bytes += (size_t)n;
+  }
+  CHECK(got_bytes == sizeof data);
+  struct tcp_info info;
+  for (int i = 0; i < 1000; i++) { /* acked within a loopback round trip; bounded all the same */
+    socklen_t len = sizeof info;
+    memset(&info, 0, sizeof info);
+    if (getsockopt(fds[0], IPPROTO_TCP, TCP_INFO, &info, &len) != 0 || info.tcpi_unacked == 0)
+      break;
+    usleep(1000);
+  }
+  CHECK(info.tcpi_unacked == 0, "the exchange was acknowledged");
+  CHECK(strata_tcp_tune_bbr_restart(fds[0]) == 1, "a young bbr connection is in its startup");
+  CHECK(strata_tcp_congestion_get(fds[0], got, sizeof got) == STRATA_OK && !strcmp(got, "bbr"),
+        "the connection runs bbr again");
+  printf("bbr restart: young bbr restarted, runs %s; cubic left alone\n", got);
+  close(fds[0]);
+  close(fds[1]);
+}
+
 int main(void) {
   check_buffer_decision();
+  check_bbr_restart();
   check_tuned_out_of_descriptors();
   check_applied("cubic");
   check_applied("bbr");

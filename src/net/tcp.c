@@ -165,6 +165,7 @@ typedef struct tcp_stream {
   /* send FIFO: frames[head .. head+count) modulo cap */
   tx_frame *frames;
   size_t head, count, cap;
+  double fed_s; /* when it was last given a piece (WAN pairs) */
   /* receive */
   uint8_t *bounce;
   size_t start, end; /* unread bytes in bounce[start, end) */
@@ -585,6 +586,16 @@ static void peer_feed(tcp_transport *t, tcp_peer *p) {
       unsigned room = st->tx.on ? 2u : 1u;
       do {
         if (st->count >= room || st->fd < 0) break;
+        if (fill) { /* a stream quiet for a round trip: bbr afresh if still in startup */
+          double now = strata_now_s();
+          if (st->count == 0 && now - st->fed_s >= p->rtt_us * 1e-6 &&
+              strata_tcp_tune_bbr_restart(st->fd) < 0)
+            STRATA_LOG(STRATA_LOG_WARN, t->rank,
+                       "tcp: peer %d stream %d: bbr could not be set again after reno; the "
+                       "stream runs reno",
+                       p->rank, s);
+          st->fed_s = now;
+        }
         int status = feed_piece(p, st);
         if (status != STRATA_OK) {
           peer_fail(t, p, status,

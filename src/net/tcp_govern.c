@@ -18,35 +18,37 @@
  * How. Every RTTS × the minimum RTT (at least 20 ms) the transport reads TCP_INFO of the pair's
  * data streams: the bytes received in order (tcpi_bytes_received), the packets that arrived out
  * of order (tcpi_rcv_ooopack) and the smallest RTT seen (tcpi_min_rtt; the handshake's RTT for a
- * socket that has sent nothing to measure it). Between readings at which a posted receive was
- * waiting for bytes, the bytes received over the time (at least one stream's smallest clamp: less
- * is messages, not a transfer) are one sample of the rate the path delivers to us; a sample spans
- * two such intervals, because a repaired hole releases at once what queued behind it (one interval
- * alone can read well above the link's rate). Even two read high when the hole opened before them
- * (a stall of a round trip or a retransmission timeout, released in the sample), and a cap set from
- * such a rate holds nothing and makes every honest sample after it look starved (below); so the
- * sample the cap's max filter keeps reaches back over the run of intervals in which packets arrived
- * out of order, to the one where the hole opened (at most SPANS intervals): the burst then counts
- * over the time its bytes took to arrive. Arrivals are paced by the bottleneck, so the receiver's
- * count is clean where the sender's is not: acks queue behind the other direction's data and arrive
- * in bursts (short samples at the sender can read several times the link's rate). While the samples
- * keep growing (slow start, BBR's startup) nothing is held back; once three samples in a row are
- * not 25% above the last step (BBR's test for leaving startup) the peer is held to TARGET × the
- * largest of the last WINDOW samples × min RTT. The max filter, not a mean: under a cap a mean
- * measures the cap and spirals down; its memory (WINDOW samples, 5 s at 50 ms) forgets a path that
- * got slower, and since the cap lets 30% more through than was measured, a faster path is found
- * sample by sample. TARGET = 1.3 leaves the queue mostly empty and the link full; 2 BDP in flight
- * overflows a one-BDP queue, and 1.8 sometimes does. A pair whose link rate the user gave
- * (STRATA_TCP_LINK_GBPS) is held from its first byte to TARGET × that rate × the handshake's RTT:
- * otherwise a fresh connection's startup (several streams, each doubling its window every round
- * trip) overfills the queue before the samples stop growing, and its first large transfer pays for
- * the losses. Until the samples set the cap that first hold is the clamp alone, set again at every
- * reading: a buffer fixed on a fresh connection sometimes held its window's growth back for seconds
- * (the kernel grows a fixed buffer's window only as far as its per-packet overhead allows), so the
- * buffers are fixed when the samples set the cap, as without a rate. The samples take over once
- * they stop growing, as above, but never hold the pair below that first cap: on a link whose rate
- * is known, a slow sample says the sender or the host was slow (samples stop growing when the ranks
- * wait for the CPU), not the path, and a cap set from it would hold the pair to it.
+ * socket that has sent nothing to measure it). Between readings at which a message was arriving
+ * (the transport's "busy": its first piece had come and bytes were missing; a receive waiting for
+ * a message not sent yet measures the sender, not the path), the bytes received over the time (at
+ * least one stream's smallest clamp: less is messages, not a transfer) are one sample of the rate
+ * the path delivers to us; a sample spans two such intervals, because a repaired hole releases at
+ * once what queued behind it (one interval alone can read well above the link's rate). Even two
+ * read high when the hole opened before them (a stall of a round trip or a retransmission timeout,
+ * released in the sample), and a cap set from such a rate holds nothing and makes every honest
+ * sample after it look starved (below); so the sample the cap's max filter keeps reaches back over
+ * the run of intervals in which packets arrived out of order, to the one where the hole opened (at
+ * most SPANS intervals): the burst then counts over the time its bytes took to arrive. Arrivals are
+ * paced by the bottleneck, so the receiver's count is clean where the sender's is not: acks queue
+ * behind the other direction's data and arrive in bursts (short samples at the sender can read
+ * several times the link's rate). While the samples keep growing (slow start, BBR's startup)
+ * nothing is held back; once three samples in a row are not 25% above the last step (BBR's test for
+ * leaving startup) the peer is held to TARGET × the largest of the last WINDOW samples × min RTT.
+ * The max filter, not a mean: under a cap a mean measures the cap and spirals down; its memory
+ * (WINDOW samples, 5 s at 50 ms) forgets a path that got slower, and since the cap lets 30% more
+ * through than was measured, a faster path is found sample by sample. TARGET = 1.3 leaves the queue
+ * mostly empty and the link full; 2 BDP in flight overflows a one-BDP queue, and 1.8 sometimes
+ * does. A pair whose link rate the user gave (STRATA_TCP_LINK_GBPS) is held from its first byte to
+ * TARGET × that rate × the handshake's RTT: otherwise a fresh connection's startup (several
+ * streams, each doubling its window every round trip) overfills the queue before the samples stop
+ * growing, and its first large transfer pays for the losses. Until the samples set the cap that
+ * first hold is the clamp alone, set again at every reading: a buffer fixed on a fresh connection
+ * sometimes held its window's growth back for seconds (the kernel grows a fixed buffer's window
+ * only as far as its per-packet overhead allows), so the buffers are fixed when the samples set the
+ * cap, as without a rate. The samples take over once they stop growing, as above, but never hold
+ * the pair below that first cap: on a link whose rate is known, a slow sample says the sender or
+ * the host was slow (samples stop growing when the ranks wait for the CPU), not the path, and a cap
+ * set from it would hold the pair to it.
  *
  * The hold is each stream's TCP_WINDOW_CLAMP: the window it advertises, whatever its buffer. The
  * kernel's receive autotuning raises the clamp when it grows the buffer, so the buffer is fixed

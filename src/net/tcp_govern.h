@@ -17,7 +17,7 @@ typedef struct strata_tcp_reading {
   uint64_t received; /* bytes received in order so far (tcpi_bytes_received, summed) */
   uint64_t ooo;      /* packets that arrived out of order so far (tcpi_rcv_ooopack, summed) */
   double rtt_min_s;  /* the smallest RTT any stream has seen (<= 0: unknown) */
-  int busy;          /* a posted receive was waiting for bytes */
+  int busy;          /* a message was arriving (its first piece came, bytes were missing) */
 } strata_tcp_reading;
 
 enum { STRATA_TCP_GOVERN_WINDOW = 25 }; /* samples the rate's max filter remembers */

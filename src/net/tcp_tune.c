@@ -46,10 +46,25 @@
  * (256 KiB) keeps each socket's unsent backlog small, so tcp.c's pieces go to the streams that
  * are actually moving (tcp.c, "Sending").
  *
+ * bbr after silence (WAN only). bbr learns a stream's rate from the stream's own deliveries, and a
+ * burst that starts with nothing in flight cannot show more than its bytes per round trip (each
+ * sample counts from the burst's first byte). A stream that only ever carries bursts below the
+ * path's bandwidth-delay product (a compressed outer gradient every few seconds) never leaves
+ * bbr's startup, and paces each burst at the rate the last ones showed: left alone that settles at
+ * RTT / (g − 1) per burst, g = 2/ln 2 its startup gain, half a round trip whatever the burst's
+ * size (docs/wan.md, "Small bursts"). Started afresh, bbr paces from the congestion window the
+ * stream has grown (g × cwnd / RTT) until its samples say more, and a stream still in startup has
+ * lost nothing by it: it has no estimate of the path to forget. So before a WAN stream that has
+ * been quiet for a round trip takes its next piece, strata_tcp_tune_bbr_restart starts its bbr
+ * afresh when it is still in startup (TCP_CC_INFO's pacing gain) with nothing in flight. A stream
+ * that has seen a transfer large enough to leave startup keeps its estimate: that one is the
+ * path's. Setting the running algorithm again does nothing, so it passes through reno.
+ *
  * Must never: fail a connection because tuning failed (only the explicit STRATA_TCP_CC check
  * fails, before any connection exists), or block.
  */
 #include <errno.h>
+#include <linux/inet_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -105,6 +120,29 @@ int strata_tcp_congestion_get(int fd, char *out, size_t cap) {
   name[len < sizeof name ? len : sizeof name - 1] = '\0';
   snprintf(out, cap, "%s", name);
   return STRATA_OK;
+}
+
+/* bbr's startup gain (2/ln 2) in TCP_CC_INFO's units (<< 8); any gain at or above this is
+ * startup: drain, ProbeBW (1.25 at most) and ProbeRTT are all lower. */
+static const unsigned TUNE_BBR_STARTUP_GAIN_Q8 = 700;
+
+int strata_tcp_tune_bbr_restart(int fd) {
+  char cc[32];
+  if (strata_tcp_congestion_get(fd, cc, sizeof cc) != STRATA_OK || strcmp(cc, "bbr") != 0) return 0;
+  struct tcp_info info;
+  socklen_t len = sizeof info;
+  memset(&info, 0, sizeof info);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0 || info.tcpi_unacked != 0) return 0;
+  union tcp_cc_info cc_info;
+  len = sizeof cc_info;
+  memset(&cc_info, 0, sizeof cc_info);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_CC_INFO, &cc_info, &len) != 0 || len < sizeof cc_info.bbr ||
+      cc_info.bbr.bbr_pacing_gain < TUNE_BBR_STARTUP_GAIN_Q8)
+    return 0;
+  /* setting the algorithm a socket already runs does nothing: pass through reno (always built in
+   * and allowed) and back */
+  if (set_congestion(fd, "reno") != 0) return 0;
+  return set_congestion(fd, "bbr") == 0 ? 1 : -1;
 }
 
 const char *strata_tcp_tune_auto_congestion(const char *system_default, int connected,

@@ -49,6 +49,11 @@ size_t strata_tcp_tune_buffer_bytes(size_t want, long autotune_max, long core_ma
 const char *strata_tcp_tune_auto_congestion(const char *system_default, int connected,
                                             unsigned rtt_us);
 int strata_tcp_tune_notsent_lowat_bytes(unsigned rtt_us);
+/* A bbr connection `fd` that has never left its startup and has nothing in flight starts bbr
+ * afresh, which paces from its congestion window instead of from the bursts it has seen
+ * (tcp_tune.c says why). 1 when it did; 0 when it did not apply or could not start (nothing
+ * changed); -1 when bbr could not be set again after reno (the connection runs reno). */
+int strata_tcp_tune_bbr_restart(int fd);
 
 /* The `field`-th (0-based) integer of a /proc/sys file ("/proc/sys/net/core/rmem_max", 0), or 0
  * when unreadable. */
