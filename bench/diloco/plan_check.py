@@ -12,9 +12,9 @@ Modes:
                                outer exchanges (outer_start + outer_finish, as a delay-0 outer
                                step runs them), each timed; the rank's WAN bytes and messages
                                (strata's counters, from after create) and the times go to --out.
-Every rank of a site runs its exchange at the same moment as the others (a store barrier, then a
-barrier of the shard communicator, before each), so the site's ranks share the WAN link as they
-do in training.
+Every rank runs its exchange at the same instant as the others (a store barrier, a barrier of the
+shard communicator, then a start time on this host's clock that the first rank names), so the
+site's ranks share the WAN link as they do in training.
 """
 import argparse
 import datetime
@@ -75,9 +75,18 @@ def main():
         store.add(key, 1)
         while int(store.add(key, 0)) < a.ranks:
             time.sleep(0.001)
-        # the store is in site 0: its ranks leave that barrier a WAN round trip before site 1's;
-        # a barrier of the shard's own communicator lines the two sites up to one one-way hop
+        # the store is in site 0: its ranks leave that barrier a WAN round trip before site 1's,
+        # and a barrier of each shard's communicator lines up its two sites but not a site's
+        # ranks with each other. In training they start together (FSDP2's collectives inside the
+        # site keep them in step) and share the link, as the plan has them; every rank of this
+        # host reads one clock, so all four start at one instant the first rank names
         comm.barrier()
+        go = f"{run}/go{k}"
+        if a.site == 0 and a.local == 0:
+            store.set(go, repr(time.time() + 0.2))
+        start = float(store.get(go))
+        while time.time() < start:
+            time.sleep(min(0.001, max(0.0, start - time.time())))
         t0 = time.perf_counter()
         d.outer_start(0)
         d.outer_finish(0)

@@ -33,7 +33,9 @@
  * need (docs/wan.md has the figures); filled lowest first, a message far below the BDP goes on
  * as few streams as their sockets take at once, the same ones message after message, and each
  * sees the biggest bursts. A large message still reaches every stream, because each socket
- * refuses more once it holds its allowance. post_send feeds at once (latency),
+ * refuses more once it holds its allowance. A WAN stream quiet for a round trip is offered to
+ * tcp_tune.c before its next piece, which starts its bbr afresh while it is still in startup
+ * (pacing from its window, not from the small bursts it saw). post_send feeds at once (latency),
  * progress() feeds and writes the rest with one sendmsg per stream gathering many frames. A send
  * completes when its last piece is in the kernel.
  *
