@@ -136,27 +136,20 @@ double strata_seal_cap_gbps(void) {
  * flags), the best of 5 rounds over 16 MiB of f32: the block encodings (int8, int4, fp8) scan
  * each block for its range before coding it, so they encode several times slower than they
  * decode; bf16 and f16 are one rounding per value each way. */
+static const struct {
+  strata_compress codec;
+  double encode_gbps, decode_gbps;
+} CODEC_CORE_GBPS[] = {
+    {STRATA_COMPRESS_BF16, 14.0, 16.0}, {STRATA_COMPRESS_F16, 18.0, 17.0},
+    {STRATA_COMPRESS_INT8, 1.7, 5.4},   {STRATA_COMPRESS_FP8, 1.3, 5.7},
+    {STRATA_COMPRESS_INT4, 1.6, 5.7},
+};
+
 void strata_codec_core_gbps(strata_compress c, double *encode_gbps, double *decode_gbps) {
   double e = 0, d = 0;
-  switch (c) {
-    case STRATA_COMPRESS_BF16:
-      e = 14.0, d = 16.0;
-      break;
-    case STRATA_COMPRESS_F16:
-      e = 18.0, d = 17.0;
-      break;
-    case STRATA_COMPRESS_INT8:
-      e = 1.7, d = 5.4;
-      break;
-    case STRATA_COMPRESS_FP8:
-      e = 1.3, d = 5.7;
-      break;
-    case STRATA_COMPRESS_INT4:
-      e = 1.6, d = 5.7;
-      break;
-    default:
-      break;
-  }
+  for (size_t i = 0; i < sizeof CODEC_CORE_GBPS / sizeof CODEC_CORE_GBPS[0]; i++)
+    if (CODEC_CORE_GBPS[i].codec == c)
+      e = CODEC_CORE_GBPS[i].encode_gbps, d = CODEC_CORE_GBPS[i].decode_gbps;
   if (encode_gbps) *encode_gbps = e;
   if (decode_gbps) *decode_gbps = d;
 }

@@ -573,6 +573,19 @@ static int feed_piece(tcp_peer *p, tcp_stream *st) {
   return STRATA_OK;
 }
 
+/* A WAN stream about to take a piece: one quiet for a round trip gets bbr afresh while it is
+ * still in startup (tcp_tune.c says why). */
+static void stream_wake(const tcp_transport *t, const tcp_peer *p, tcp_stream *st) {
+  double now = strata_now_s();
+  if (st->count == 0 && now - st->fed_s >= p->rtt_us * 1e-6 &&
+      strata_tcp_tune_bbr_restart(st->fd) < 0)
+    STRATA_LOG(STRATA_LOG_WARN, t->rank,
+               "tcp: peer %d stream %d: bbr could not be set again after reno; the stream runs "
+               "reno",
+               p->rank, st->index);
+  st->fed_s = now;
+}
+
 /* Give pieces to streams whose FIFO has room, and write them, until the pending queue is empty
  * or no stream takes more. On a LAN one piece per stream per round, starting where the last pass
  * stopped, so ties rotate. On a WAN the lowest-numbered stream first, each given pieces until its
@@ -588,16 +601,7 @@ static void peer_feed(tcp_transport *t, tcp_peer *p) {
       unsigned room = st->tx.on ? 2u : 1u;
       do {
         if (st->count >= room || st->fd < 0) break;
-        if (fill) { /* a stream quiet for a round trip: bbr afresh if still in startup */
-          double now = strata_now_s();
-          if (st->count == 0 && now - st->fed_s >= p->rtt_us * 1e-6 &&
-              strata_tcp_tune_bbr_restart(st->fd) < 0)
-            STRATA_LOG(STRATA_LOG_WARN, t->rank,
-                       "tcp: peer %d stream %d: bbr could not be set again after reno; the "
-                       "stream runs reno",
-                       p->rank, s);
-          st->fed_s = now;
-        }
+        if (fill) stream_wake(t, p, st);
         int status = feed_piece(p, st);
         if (status != STRATA_OK) {
           peer_fail(t, p, status,

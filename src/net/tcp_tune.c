@@ -139,8 +139,8 @@ int strata_tcp_tune_bbr_restart(int fd) {
   if (getsockopt(fd, IPPROTO_TCP, TCP_CC_INFO, &cc_info, &len) != 0 || len < sizeof cc_info.bbr ||
       cc_info.bbr.bbr_pacing_gain < TUNE_BBR_STARTUP_GAIN_Q8)
     return 0;
-  /* setting the algorithm a socket already runs does nothing: pass through reno (always built in
-   * and allowed) and back */
+  /* setting the algorithm a socket already runs does nothing: pass through reno (always built
+   * in, and in the default allowed list; where it is not allowed nothing changes) and back */
   if (set_congestion(fd, "reno") != 0) return 0;
   return set_congestion(fd, "bbr") == 0 ? 1 : -1;
 }
